@@ -1,0 +1,225 @@
+import { EventEmitter } from 'node:events';
+import type { Knex } from 'knex';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../logger.js';
+import { topicMatches, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions } from './types.js';
+
+/**
+ * Embedded driver: a durable PostgreSQL-backed queue (works on PGlite and on PostgreSQL).
+ * Topic bindings live in `bus_bindings`; a publish inserts one job per bound queue. Consumers
+ * claim jobs with `FOR UPDATE SKIP LOCKED` in a single autocommit statement (never a transaction
+ * held open, which PGlite's one connection could not afford) and hold them under a lease: a
+ * consumer that dies before ack loses the lease and the job is claimed again. `run_at` carries
+ * delays. Emits `poll` after every claim attempt so tests can wait on polls instead of time.
+ */
+
+export interface PgQueueBusOptions {
+  knex: Knex;
+  exchange: string;
+  queuePrefix?: string;
+  prefetch?: number;
+  pollMs?: number;
+  /** How long a claimed job stays invisible to other consumers before it is offered again. */
+  leaseMs?: number;
+  handlerErrorDelayMs?: number;
+  clock: Clock;
+  logger: Logger;
+}
+
+interface JobRow {
+  id: number;
+  queue: string;
+  message_id: string;
+  routing_key: string;
+  body: unknown;
+  headers: Record<string, string>;
+  deliveries: number;
+}
+
+export class PgQueueBus extends EventEmitter implements Bus {
+  readonly driver = 'pg' as const;
+  private closed = false;
+  private readonly wakers = new Map<string, Set<() => void>>();
+  private readonly pollers = new Set<{ stop(): void; done: Promise<void> }>();
+
+  constructor(private readonly options: PgQueueBusOptions) {
+    super();
+  }
+
+  private q(name: string): string {
+    return `${this.options.queuePrefix ?? ''}${name}`;
+  }
+
+  async publish(routingKey: string, body: unknown, options: PublishOptions): Promise<void> {
+    this.assertOpen();
+    const { knex, exchange } = this.options;
+    const bindings: { queue: string; pattern: string }[] = await knex('bus_bindings').select('queue', 'pattern').where({ exchange });
+    const queues = new Set(bindings.filter((b) => topicMatches(b.pattern, routingKey)).map((b) => b.queue));
+    if (queues.size === 0) return;
+    const now = this.options.clock.now();
+    await knex('bus_jobs').insert(
+      [...queues].map((queue) => this.row(queue, routingKey, body, options, now)),
+    );
+    for (const queue of queues) this.wake(queue);
+  }
+
+  async send(queue: string, body: unknown, options: PublishOptions & { delayMs?: number; routingKey?: string }): Promise<void> {
+    this.assertOpen();
+    const target = this.q(queue);
+    const runAt = this.options.clock.now() + Math.max(0, options.delayMs ?? 0);
+    await this.options.knex('bus_jobs').insert(this.row(target, options.routingKey ?? queue, body, options, runAt));
+    if (!options.delayMs) this.wake(target);
+  }
+
+  private row(queue: string, routingKey: string, body: unknown, options: PublishOptions, runAt: number) {
+    return {
+      queue,
+      message_id: options.messageId,
+      routing_key: routingKey,
+      body: JSON.stringify(body),
+      headers: JSON.stringify(options.headers ?? {}),
+      run_at: runAt,
+    };
+  }
+
+  async consume<T>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer> {
+    this.assertOpen();
+    const queue = this.q(options.queue);
+    const { knex, exchange } = this.options;
+    for (const pattern of options.bindings ?? []) {
+      await knex('bus_bindings').insert({ exchange, queue, pattern }).onConflict(['exchange', 'queue', 'pattern']).ignore();
+    }
+    const prefetch = options.prefetch ?? this.options.prefetch ?? 32;
+    let stopped = false;
+    let inFlight = 0;
+    let wakeUp: (() => void) | undefined;
+    const waker = () => wakeUp?.();
+    this.wakerSet(queue).add(waker);
+
+    const loop = async () => {
+      while (!stopped && !this.closed) {
+        let claimed: JobRow[] = [];
+        try {
+          if (inFlight < prefetch) claimed = await this.claim(queue, prefetch - inFlight);
+        } catch (error) {
+          if (!this.closed) this.options.logger.warn({ err: (error as Error).message, queue }, 'bus poll failed');
+        }
+        this.emit('poll', { queue, claimed: claimed.length });
+        for (const job of claimed) {
+          inFlight++;
+          void this.dispatch(queue, job, handler as MessageHandler).finally(() => {
+            inFlight--;
+            waker();
+          });
+        }
+        if (claimed.length > 0 && inFlight < prefetch) continue;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, this.options.pollMs ?? 250);
+          wakeUp = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wakeUp = undefined;
+      }
+    };
+    const poller = {
+      stop: () => {
+        stopped = true;
+        waker();
+      },
+      done: loop(),
+    };
+    this.pollers.add(poller);
+    return {
+      cancel: async () => {
+        poller.stop();
+        this.wakerSet(queue).delete(waker);
+        this.pollers.delete(poller);
+        await poller.done;
+      },
+    };
+  }
+
+  private async claim(queue: string, limit: number): Promise<JobRow[]> {
+    const now = this.options.clock.now();
+    const lease = now + (this.options.leaseMs ?? 60_000);
+    const { knex } = this.options;
+    const result = await knex.raw(
+      `update bus_jobs set locked_until = ?, deliveries = deliveries + 1
+         where id in (
+           select id from bus_jobs
+            where queue = ? and state = 'ready' and run_at <= ? and locked_until < ?
+            order by run_at, id
+            limit ?
+            for update skip locked)
+       returning id, queue, message_id, routing_key, body, headers, deliveries`,
+      [lease, queue, now, now, limit],
+    );
+    const rows = (result.rows ?? []) as JobRow[];
+    return rows.sort((a, b) => a.id - b.id);
+  }
+
+  private async dispatch(queue: string, job: JobRow, handler: MessageHandler): Promise<void> {
+    const { knex } = this.options;
+    let settled = false;
+    const settle = async (action: () => Promise<unknown>) => {
+      // After close() this node is "dead": its outcome never reaches the store, the lease expires.
+      if (settled || this.closed) return;
+      settled = true;
+      await action();
+    };
+    const delivery: Delivery = {
+      ack: () => settle(() => knex('bus_jobs').where({ id: job.id }).delete()),
+      deadLetter: () => settle(() => knex('bus_jobs').where({ id: job.id }).update({ state: 'dead', locked_until: 0 })),
+      retryAfter: (delayMs, extra) =>
+        settle(() =>
+          knex('bus_jobs')
+            .where({ id: job.id })
+            .update({
+              run_at: this.options.clock.now() + Math.max(0, delayMs),
+              locked_until: 0,
+              headers: JSON.stringify({ ...job.headers, ...extra }),
+            }),
+        ),
+    };
+    const message: BusMessage = {
+      id: job.message_id,
+      routingKey: job.routing_key,
+      body: job.body,
+      headers: job.headers ?? {},
+      redelivered: job.deliveries > 1,
+    };
+    try {
+      await handler(message, delivery);
+    } catch (error) {
+      this.options.logger.error({ err: (error as Error).message, queue }, 'message handler failed; retrying later');
+      await delivery.retryAfter(this.options.handlerErrorDelayMs ?? 5000).catch(() => {});
+    }
+  }
+
+  private wakerSet(queue: string): Set<() => void> {
+    let set = this.wakers.get(queue);
+    if (!set) this.wakers.set(queue, (set = new Set()));
+    return set;
+  }
+
+  private wake(queue: string): void {
+    for (const waker of this.wakers.get(queue) ?? []) waker();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('bus is closed');
+  }
+
+  async ping(): Promise<void> {
+    await this.options.knex.raw('select 1 from bus_jobs limit 1');
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const pollers = [...this.pollers];
+    for (const p of pollers) p.stop();
+    await Promise.all(pollers.map((p) => p.done));
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * The bus: publish an event to a topic exchange; consume a queue with manual ack; schedule a
+ * redelivery after a delay. Two drivers implement it: RabbitMQ (amqp.ts) and a durable
+ * PostgreSQL-backed queue (pg-queue.ts). Handlers never know which one runs.
+ */
+
+export interface BusMessage<T = unknown> {
+  /** Stable id of the message (for events: the `evt_…` id), the same on every redelivery. */
+  id: string;
+  routingKey: string;
+  body: T;
+  headers: Record<string, string>;
+  /** True when the broker may have handed this message out before (consumer died before ack). */
+  redelivered: boolean;
+}
+
+/** What a handler does with a message once it has recorded the outcome. Exactly one call per message. */
+export interface Delivery {
+  ack(): Promise<void>;
+  /** Ack this copy and enqueue it again on the same queue after `delayMs`. */
+  retryAfter(delayMs: number, headers?: Record<string, string>): Promise<void>;
+  /** Move the message to the queue's dead-letter store. */
+  deadLetter(): Promise<void>;
+}
+
+export type MessageHandler<T = unknown> = (message: BusMessage<T>, delivery: Delivery) => Promise<void>;
+
+export interface ConsumeOptions {
+  queue: string;
+  /** Topic patterns (`conversation.*`, `#`) binding the queue to the exchange. Empty: direct queue only. */
+  bindings?: string[];
+  prefetch?: number;
+}
+
+export interface Consumer {
+  /** Stops taking new messages; in-flight handlers finish. */
+  cancel(): Promise<void>;
+}
+
+export interface PublishOptions {
+  messageId: string;
+  headers?: Record<string, string>;
+}
+
+export interface Bus {
+  readonly driver: 'amqp' | 'pg';
+  /** Publishes to the topic exchange; resolves only once the broker has durably accepted it. */
+  publish(routingKey: string, body: unknown, options: PublishOptions): Promise<void>;
+  /** Sends straight to one queue, optionally after a delay; resolves once durably accepted. */
+  send(queue: string, body: unknown, options: PublishOptions & { delayMs?: number; routingKey?: string }): Promise<void>;
+  consume<T = unknown>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer>;
+  /** Throws when the broker cannot be reached (readiness). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** AMQP topic matching: `*` is exactly one word, `#` zero or more words. */
+export function topicMatches(pattern: string, routingKey: string): boolean {
+  const p = pattern.split('.');
+  const k = routingKey.split('.');
+  const match = (i: number, j: number): boolean => {
+    if (i === p.length) return j === k.length;
+    if (p[i] === '#') {
+      for (let n = j; n <= k.length; n++) if (match(i + 1, n)) return true;
+      return false;
+    }
+    if (j === k.length) return false;
+    return (p[i] === '*' || p[i] === k[j]) && match(i + 1, j + 1);
+  };
+  return match(0, 0);
+}

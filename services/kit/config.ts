@@ -1,0 +1,115 @@
+import { z } from 'zod';
+
+/**
+ * Configuration is read once at start from the environment and validated with zod. A missing or
+ * malformed setting stops the process with one line naming the variable (see `exitOnConfigError`).
+ * Every variable is documented in README.md.
+ */
+
+const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+const optionalUrl = z.string().url().optional();
+const csv = z
+  .string()
+  .default('')
+  .transform((value) => value.split(',').map((part) => part.trim()).filter(Boolean));
+const bool = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default(fallback ? 'true' : 'false')
+    .transform((value) => value === 'true' || value === '1' || value === 'yes');
+
+/** Settings every service and worker shares. Services extend this shape with their own keys. */
+export const baseConfigShape = {
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  DATABASE_URL: optionalUrl,
+  DATABASE_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
+    .optional(),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  AMQP_URL: optionalUrl,
+  BUS_EXCHANGE: z.string().min(1).default('platform.events'),
+  BUS_QUEUE_PREFIX: z.string().default(''),
+  BUS_PREFETCH: z.coerce.number().int().min(1).max(1000).default(32),
+  BUS_POLL_MS: z.coerce.number().int().min(10).default(250),
+  OUTBOX_POLL_MS: z.coerce.number().int().min(10).default(500),
+  REDIS_URL: optionalUrl,
+  GATEWAY_SHARED_SECRET: z.string().min(32, 'at least 32 characters').optional(),
+  GATEWAY_PORT: port(8000),
+  LLM_API_PORT: port(8080),
+  RESPONSE_API_PORT: port(8082),
+  MEDIA_API_PORT: port(8285),
+  MCP_TOOLS_PORT: port(8091),
+  LLM_API_URL: optionalUrl,
+  RESPONSE_API_URL: optionalUrl,
+  MEDIA_API_URL: optionalUrl,
+  MCP_TOOLS_URL: optionalUrl,
+  INTERNAL_HTTP_TIMEOUT_MS: z.coerce.number().int().min(1).default(30000),
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10000),
+  IDENTITY_CACHE_TTL_MS: z.coerce.number().int().min(0).default(5000),
+  JSON_BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'a size such as 1mb').default('1mb'),
+  EGRESS_ALLOW_HOSTS: csv,
+  TRUSTED_PROXIES: csv,
+  METRICS_ENABLED: bool(true),
+};
+
+export type ConfigShape = z.ZodRawShape;
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, detail: string) {
+    super(`invalid configuration: ${variable}: ${detail}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses `env` against `shape`; throws ConfigError naming the first bad variable. */
+export function loadConfig<S extends ConfigShape>(
+  shape: S,
+  env: NodeJS.ProcessEnv = process.env,
+): z.infer<z.ZodObject<S>> {
+  const input: Record<string, string | undefined> = {};
+  for (const key of Object.keys(shape)) {
+    const value = env[key];
+    // An empty variable means "unset" (common in compose files and CI matrices).
+    input[key] = value === '' ? undefined : value;
+  }
+  const result = z.object(shape).safeParse(input);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const variable = String(issue.path[0] ?? 'environment');
+    const raw = input[variable];
+    const detail = raw === undefined ? `${issue.message} (variable is not set)` : `${issue.message} (got "${redact(variable, raw)}")`;
+    throw new ConfigError(variable, detail);
+  }
+  return result.data as z.infer<z.ZodObject<S>>;
+}
+
+export const loadBaseConfig = (env: NodeJS.ProcessEnv = process.env) => loadConfig(baseConfigShape, env);
+export type BaseConfig = ReturnType<typeof loadBaseConfig>;
+
+/** Internal address of a service: its explicit URL setting, else loopback on its port. */
+export function serviceUrls(config: BaseConfig) {
+  const local = (p: number) => `http://127.0.0.1:${p}`;
+  return {
+    llmApi: config.LLM_API_URL ?? local(config.LLM_API_PORT),
+    responseApi: config.RESPONSE_API_URL ?? local(config.RESPONSE_API_PORT),
+    mediaApi: config.MEDIA_API_URL ?? local(config.MEDIA_API_PORT),
+    mcpTools: config.MCP_TOOLS_URL ?? local(config.MCP_TOOLS_PORT),
+  };
+}
+
+function redact(variable: string, value: string): string {
+  return /SECRET|KEY|PASSWORD|TOKEN|URL/.test(variable) ? '<redacted>' : value.slice(0, 80);
+}
+
+/** Prints the one-line reason and exits 1; used by every main.ts. */
+export function exitOnConfigError(error: unknown): never {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`${error.message}\n`);
+    process.exit(1);
+  }
+  throw error;
+}

@@ -1,0 +1,81 @@
+/**
+ * One error helper for every service: SPEC.md shape A
+ * `{"error":{"type","code","message","param","request_id"}}` with the status → type → code table of
+ * ARCHITECTURE.md (which extends SPEC.md section 7).
+ */
+
+export interface ErrorBody {
+  error: { type: string; code: string; message: string; param: string | null; request_id?: string };
+}
+
+/** Default type and code per HTTP status; a thrower may override the code (e.g. `model_not_found`). */
+const STATUS_TABLE: Record<number, { type: string; code: string }> = {
+  400: { type: 'invalid_request_error', code: 'invalid_parameter' },
+  401: { type: 'auth_error', code: 'unauthorized' },
+  403: { type: 'permission_error', code: 'forbidden' },
+  404: { type: 'not_found_error', code: 'not_found' },
+  405: { type: 'invalid_request_error', code: 'method_not_allowed' },
+  409: { type: 'invalid_request_error', code: 'conflict' },
+  413: { type: 'invalid_request_error', code: 'payload_too_large' },
+  415: { type: 'invalid_request_error', code: 'unsupported_media_type' },
+  429: { type: 'rate_limit_error', code: 'rate_limit_exceeded' },
+  500: { type: 'internal_error', code: 'server_error' },
+  502: { type: 'internal_error', code: 'upstream_error' },
+  503: { type: 'internal_error', code: 'service_unavailable' },
+  504: { type: 'internal_error', code: 'upstream_timeout' },
+};
+
+export function errorTypeFor(status: number): { type: string; code: string } {
+  return STATUS_TABLE[status] ?? (status >= 500 ? STATUS_TABLE[500]! : STATUS_TABLE[400]!);
+}
+
+export interface ApiErrorOptions {
+  code?: string;
+  param?: string | null;
+  headers?: Record<string, string>;
+  cause?: unknown;
+}
+
+/** An error that is meant to reach the client: status, message and optional param/code. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly type: string;
+  readonly param: string | null;
+  readonly headers: Record<string, string>;
+
+  constructor(status: number, message: string, options: ApiErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    const defaults = errorTypeFor(status);
+    this.name = 'ApiError';
+    this.status = status;
+    this.type = defaults.type;
+    this.code = options.code ?? defaults.code;
+    this.param = options.param ?? null;
+    this.headers = options.headers ?? {};
+  }
+
+  toBody(requestId?: string): ErrorBody {
+    return errorBody(this.status, this.message, { code: this.code, param: this.param, requestId });
+  }
+}
+
+export function errorBody(
+  status: number,
+  message: string,
+  options: { code?: string; param?: string | null; requestId?: string } = {},
+): ErrorBody {
+  const defaults = errorTypeFor(status);
+  const body: ErrorBody = {
+    error: { type: defaults.type, code: options.code ?? defaults.code, message, param: options.param ?? null },
+  };
+  if (options.requestId) body.error.request_id = options.requestId;
+  return body;
+}
+
+export const badRequest = (message: string, param?: string, code?: string) =>
+  new ApiError(400, message, { param: param ?? null, code });
+export const unauthorized = (message = 'Missing or invalid credentials') => new ApiError(401, message);
+export const forbidden = (message = 'Access denied') => new ApiError(403, message);
+export const notFound = (message = 'Resource not found', code?: string) => new ApiError(404, message, { code });
+export const conflict = (message: string, param?: string) => new ApiError(409, message, { param: param ?? null });

@@ -1,0 +1,40 @@
+import { randomUUID } from 'node:crypto';
+import type { RequestHandler } from 'express';
+import type { Logger } from '../logger.js';
+import './context.js';
+
+export const REQUEST_ID_HEADER = 'x-request-id';
+const ACCEPTABLE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
+
+/**
+ * Takes X-Request-ID from the request (when it is a sane token) or makes one, echoes it on the
+ * response, and logs every request exactly once when it ends: method, path, status, duration, id.
+ */
+export function requestContext(logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    const incoming = req.headers[REQUEST_ID_HEADER];
+    const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    req.requestId = requestId;
+    res.setHeader('X-Request-ID', requestId);
+    const started = process.hrtime.bigint();
+    let logged = false;
+    const log = () => {
+      if (logged) return;
+      logged = true;
+      const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+      const entry = {
+        request_id: requestId,
+        method: req.method,
+        path: req.originalUrl.split('?')[0],
+        status: res.statusCode,
+        duration_ms: Math.round(durationMs * 100) / 100,
+        aborted: !res.writableFinished,
+      };
+      if (res.statusCode >= 500) logger.error(entry, 'request');
+      else logger.info(entry, 'request');
+    };
+    res.once('finish', log);
+    res.once('close', log);
+    next();
+  };
+}

@@ -1,0 +1,65 @@
+import { isId } from '../ids.js';
+import type { Clock } from '../clock.js';
+import type { Principal } from './principal.js';
+import type { UserRow, UsersStore } from './users-store.js';
+
+/** Issuer recorded for identities whose X-User-ID is not a platform id (an external IdP such as Keycloak). */
+export const EXTERNAL_ISSUER = 'external';
+
+export interface IdentityClaims {
+  authMethod: 'jwt' | 'apikey';
+  userId: string;
+  subject: string;
+  email: string | null;
+  username: string | null;
+}
+
+/**
+ * Resolves the edge's identity claims to one platform user, with `is_admin` from the users table.
+ * Lookups are cached for a short TTL so the hot path does not query per request; `invalidate`
+ * drops an entry at once (admin flag or disabled changed in this process).
+ */
+export function createUserDirectory(store: UsersStore, options: { ttlMs: number; clock: Clock }) {
+  const cache = new Map<string, { user: UserRow; expires: number }>();
+  const MAX_ENTRIES = 10_000;
+
+  async function lookup(claims: IdentityClaims): Promise<UserRow | undefined> {
+    if (isId('user', claims.userId)) return store.byId(claims.userId);
+    // An external issuer's subject: map (issuer, subject) to a platform user, creating it on first sight.
+    return store.ensureExternal({ issuer: EXTERNAL_ISSUER, subject: claims.userId, email: claims.email, username: claims.username });
+  }
+
+  return {
+    async resolve(claims: IdentityClaims): Promise<Principal | null> {
+      const key = claims.userId;
+      const now = options.clock.now();
+      let user = cache.get(key);
+      if (!user || user.expires <= now) {
+        const row = await lookup(claims);
+        if (!row) return null;
+        user = { user: row, expires: now + options.ttlMs };
+        if (options.ttlMs > 0) {
+          if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value as string);
+          cache.set(key, user);
+        }
+      }
+      const row = user.user;
+      if (row.disabled) return null;
+      return {
+        userId: row.id,
+        subject: row.subject,
+        email: row.email ?? claims.email,
+        username: row.username ?? claims.username,
+        authMethod: claims.authMethod,
+        isAdmin: row.is_admin,
+        isGuest: row.is_guest,
+      };
+    },
+    invalidate(userId?: string): void {
+      if (userId === undefined) cache.clear();
+      else cache.delete(userId);
+    },
+  };
+}
+
+export type UserDirectory = ReturnType<typeof createUserDirectory>;

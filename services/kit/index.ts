@@ -1,0 +1,25 @@
+// The service kit: every service and worker imports from here; none re-implements these.
+export * from './config.js';
+export * from './clock.js';
+export * from './errors.js';
+export * from './ids.js';
+export * from './logger.js';
+export * from './pagination.js';
+export * from './secrets.js';
+export * from './validation.js';
+export * from './egress.js';
+export * from './internal-client.js';
+export * from './lifecycle.js';
+export * from './runtime.js';
+export * from './service.js';
+export * from './db/database.js';
+export * from './db/migrate.js';
+export * from './bus/index.js';
+export * from './outbox/outbox.js';
+export * from './identity/principal.js';
+export * from './identity/directory.js';
+export * from './identity/users-store.js';
+export { identity, requireAdmin, requireGatewayToken, principalOf } from './identity/middleware.js';
+export { createServiceApp, type ServiceAppOptions } from './http/app.js';
+export { bodyReader, parseSize, type BodyRule } from './http/body.js';
+export { kitMigrations } from './migrations/index.js';

@@ -1,0 +1,151 @@
+import type { Knex } from 'knex';
+import type { Bus } from '../bus/types.js';
+import type { Clock } from '../clock.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../logger.js';
+
+/**
+ * The transactional outbox. Domain code calls `recordEvent(trx, type, data)` inside the
+ * transaction that makes the change, so an event exists exactly when its change committed.
+ * The relay publishes pending rows in commit order and marks them sent only after the broker
+ * confirmed; several relays may run (rows are claimed with SKIP LOCKED under a lease).
+ */
+
+/** The message every event travels as on the bus; webhook delivery wraps it in SPEC.md 6.3. */
+export interface EventMessage<T = Record<string, unknown>> {
+  id: string;
+  type: string;
+  occurred_at: string;
+  data: T;
+}
+
+export async function recordEvent(trx: Knex | Knex.Transaction, type: string, data: Record<string, unknown>): Promise<string> {
+  const id = newId('event');
+  await trx('outbox_events').insert({ id, type, data: JSON.stringify(data) });
+  return id;
+}
+
+export interface OutboxRelayOptions {
+  knex: Knex;
+  bus: Bus;
+  clock: Clock;
+  logger: Logger;
+  pollMs?: number;
+  batchSize?: number;
+  /** How long a claimed batch is reserved for this relay before another may take it. */
+  leaseMs?: number;
+}
+
+export interface OutboxRelay {
+  start(): void;
+  /** Publishes what is pending now; resolves with the number published. */
+  drain(): Promise<number>;
+  /** Ask for a pass soon (e.g. right after a commit). */
+  kick(): void;
+  stop(): Promise<void>;
+}
+
+interface PendingRow {
+  id: string;
+  type: string;
+  data: Record<string, unknown>;
+  occurred_at: Date | string;
+}
+
+export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
+  const { knex, bus, clock, logger } = options;
+  const batchSize = options.batchSize ?? 100;
+  const leaseMs = options.leaseMs ?? 30_000;
+  let running = false;
+  let timer: NodeJS.Timeout | undefined;
+  let current: Promise<unknown> = Promise.resolve();
+  let failures = 0;
+
+  // One statement, autocommit: PGlite's single connection is never held across the publish.
+  async function claim(): Promise<PendingRow[]> {
+    const now = clock.now();
+    const result = await knex.raw(
+      `update outbox_events set locked_until = ?, attempts = attempts + 1
+         where id in (
+           select id from outbox_events
+            where published_at is null and locked_until < ?
+            order by seq
+            limit ?
+            for update skip locked)
+       returning id, type, data, occurred_at, seq`,
+      [now + leaseMs, now, batchSize],
+    );
+    return ((result.rows ?? []) as (PendingRow & { seq: number })[]).sort((a, b) => a.seq - b.seq);
+  }
+
+  async function passOnce(): Promise<number> {
+    const rows = await claim();
+    const sent: string[] = [];
+    let error: unknown;
+    for (const row of rows) {
+      const message: EventMessage = {
+        id: row.id,
+        type: row.type,
+        occurred_at: new Date(row.occurred_at).toISOString(),
+        data: row.data,
+      };
+      try {
+        await bus.publish(row.type, message, { messageId: row.id });
+        sent.push(row.id);
+      } catch (e) {
+        error = e;
+        break;
+      }
+    }
+    if (sent.length) await knex('outbox_events').whereIn('id', sent).update({ published_at: knex.fn.now() });
+    const unsent = rows.filter((r) => !sent.includes(r.id)).map((r) => r.id);
+    if (unsent.length) await knex('outbox_events').whereIn('id', unsent).update({ locked_until: 0 });
+    if (error) throw error;
+    return sent.length;
+  }
+
+  async function drain(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = await passOnce();
+      total += n;
+      if (n < batchSize) return total;
+    }
+  }
+
+  function schedule(delay: number) {
+    if (!running) return;
+    clearTimeout(timer);
+    timer = setTimeout(tick, delay);
+  }
+
+  function tick() {
+    current = drain()
+      .then(() => {
+        failures = 0;
+        schedule(options.pollMs ?? 500);
+      })
+      .catch((error: Error) => {
+        failures++;
+        if (failures === 1 || failures % 20 === 0) logger.warn({ err: error.message, failures }, 'outbox relay could not publish; events wait in the outbox');
+        schedule(Math.min((options.pollMs ?? 500) * 2 ** Math.min(failures, 5), 10_000));
+      });
+  }
+
+  return {
+    start() {
+      if (running) return;
+      running = true;
+      schedule(0);
+    },
+    drain: () => drain(),
+    kick() {
+      if (running && failures === 0) schedule(0);
+    },
+    async stop() {
+      running = false;
+      clearTimeout(timer);
+      await current.catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,89 @@
+import { randomBytes } from 'node:crypto';
+import { createBus, type Bus } from './bus/index.js';
+import { systemClock, type Clock } from './clock.js';
+import { ConfigError, type BaseConfig } from './config.js';
+import { createDatabase, type Database } from './db/database.js';
+import { migrateAll, type MigrationSet } from './db/migrate.js';
+import { createUserDirectory, type UserDirectory } from './identity/directory.js';
+import { createUsersStore } from './identity/users-store.js';
+import { createLogger, type Logger } from './logger.js';
+import { kitMigrations } from './migrations/index.js';
+import { createOutboxRelay, type OutboxRelay } from './outbox/outbox.js';
+
+/**
+ * The shared dependencies of a process: database (migrated), bus, user directory, outbox relay.
+ * The all-in-one start opens one runtime for every service (PGlite allows one opener per data
+ * dir); a service started alone opens its own. Drivers are chosen here by configuration only.
+ */
+export interface Runtime {
+  config: BaseConfig;
+  logger: Logger;
+  clock: Clock;
+  db: Database;
+  bus: Bus;
+  users: UserDirectory;
+  relay: OutboxRelay;
+  readiness: Record<string, () => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export async function openRuntime(
+  config: BaseConfig,
+  options: { name: string; migrations: MigrationSet[]; clock?: Clock; logger?: Logger },
+): Promise<Runtime> {
+  const logger = options.logger ?? createLogger({ level: config.LOG_LEVEL, name: options.name });
+  const clock = options.clock ?? systemClock;
+  const db = await createDatabase({
+    url: config.DATABASE_URL,
+    dataDir: config.DATA_DIR,
+    schema: config.DATABASE_SCHEMA,
+    poolMax: config.DATABASE_POOL_MAX,
+  });
+  try {
+    await migrateAll(db.knex, [kitMigrations, ...options.migrations]);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+  const bus = await createBus({
+    amqpUrl: config.AMQP_URL,
+    exchange: config.BUS_EXCHANGE,
+    queuePrefix: config.BUS_QUEUE_PREFIX,
+    prefetch: config.BUS_PREFETCH,
+    pollMs: config.BUS_POLL_MS,
+    knex: db.knex,
+    clock,
+    logger,
+  }).catch(async (error) => {
+    await db.close();
+    throw error;
+  });
+  const users = createUserDirectory(createUsersStore(db.knex), { ttlMs: config.IDENTITY_CACHE_TTL_MS, clock });
+  const relay = createOutboxRelay({ knex: db.knex, bus, clock, logger, pollMs: config.OUTBOX_POLL_MS });
+  logger.info({ database: db.driver, bus: bus.driver }, 'runtime ready');
+  return {
+    config,
+    logger,
+    clock,
+    db,
+    bus,
+    users,
+    relay,
+    readiness: { database: () => db.ping(), bus: () => bus.ping() },
+    async close() {
+      await relay.stop();
+      await bus.close();
+      await db.close();
+    },
+  };
+}
+
+/**
+ * The gateway secret a process uses. The all-in-one start generates one in memory when unset;
+ * a service started alone refuses to start without it (a direct caller could forge identity).
+ */
+export function gatewaySecretFor(config: BaseConfig, mode: 'all-in-one' | 'standalone'): string {
+  if (config.GATEWAY_SHARED_SECRET) return config.GATEWAY_SHARED_SECRET;
+  if (mode === 'all-in-one') return randomBytes(32).toString('base64url');
+  throw new ConfigError('GATEWAY_SHARED_SECRET', 'required when a service runs on its own (variable is not set)');
+}

@@ -1,0 +1,4 @@
+import { runStandalone } from '../kit/index.js';
+import { llmApiService } from './service.js';
+
+await runStandalone(llmApiService);

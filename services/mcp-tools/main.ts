@@ -1,0 +1,4 @@
+import { runStandalone } from '../kit/index.js';
+import { mcpToolsService } from './service.js';
+
+await runStandalone(mcpToolsService);

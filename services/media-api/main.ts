@@ -1,0 +1,4 @@
+import { runStandalone } from '../kit/index.js';
+import { mediaApiService } from './service.js';
+
+await runStandalone(mediaApiService);

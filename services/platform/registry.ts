@@ -1,0 +1,10 @@
+import type { ServiceDefinition, WorkerDefinition } from '../kit/index.js';
+import { llmApiService } from '../llm-api/service.js';
+import { mcpToolsService } from '../mcp-tools/service.js';
+import { mediaApiService } from '../media-api/service.js';
+import { responseApiService } from '../response-api/service.js';
+
+/** Everything `npm start` runs in one process. The edge is started last, once its upstreams listen. */
+export const services: ServiceDefinition[] = [llmApiService, responseApiService, mediaApiService, mcpToolsService];
+export const edge: ServiceDefinition[] = [];
+export const workers: WorkerDefinition[] = [];

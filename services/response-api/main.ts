@@ -1,0 +1,4 @@
+import { runStandalone } from '../kit/index.js';
+import { responseApiService } from './service.js';
+
+await runStandalone(responseApiService);
