@@ -34,10 +34,21 @@ export interface StartedService {
   server: RunningServer;
 }
 
+const URL_KEYS: Record<string, keyof ServiceContext['urls']> = {
+  'llm-api': 'llmApi',
+  'response-api': 'responseApi',
+  'media-api': 'mediaApi',
+  'mcp-tools': 'mcpTools',
+};
+
 export async function startService(def: ServiceDefinition, ctx: ServiceContext): Promise<StartedService> {
-  const app = await def.createApp(ctx);
+  const logger = ctx.runtime.logger.child({ service: def.name });
+  const app = await def.createApp({ ...ctx, runtime: { ...ctx.runtime, logger } });
   const server = await listen(app, { host: ctx.runtime.config.HOST, port: def.port(ctx.runtime.config) });
-  ctx.runtime.logger.info({ service: def.name, port: server.port }, 'listening');
+  // With port 0 (tests) the real port is known only now; later callers read the address from here.
+  const key = URL_KEYS[def.name];
+  if (key && def.port(ctx.runtime.config) === 0) ctx.urls[key] = `http://127.0.0.1:${server.port}`;
+  logger.info({ port: server.port }, 'listening');
   return { name: def.name, server };
 }
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env node
+// `npm test`: make sure PostgreSQL, RabbitMQ and Redis answer (starting them when installed),
+// run the suite (parallel files, then the serial restart tests), and end with `N passed, N failed`.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const servers = spawnSync('bash', [join(root, 'scripts', 'ensure-servers.sh')], { stdio: 'inherit' });
+if (servers.status !== 0) {
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+
+const extra = process.argv.slice(2);
+const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs');
+let passed = 0;
+let failed = 0;
+
+function run(configFile, args) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [ava, '--config', configFile, '--tap', ...args], {
+      cwd: root,
+      env: { ...process.env, NODE_ENV: 'test' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let buffer = '';
+    let sawPlan = false;
+    child.stdout.on('data', (chunk) => {
+      process.stdout.write(chunk);
+      buffer += chunk.toString();
+      let newline;
+      while ((newline = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + 1);
+        if (/^ok \d+/.test(line)) passed++;
+        else if (/^not ok \d+/.test(line)) failed++;
+        else if (/^1\.\.\d+/.test(line)) sawPlan = true;
+      }
+    });
+    child.on('close', (code) => {
+      // A crashed run (exit != 0 without failing tests, e.g. a file that could not load) still fails.
+      if (code !== 0 && failed === 0) failed++;
+      if (!sawPlan && code === 0) failed++;
+      resolve(code);
+    });
+  });
+}
+
+const onlyFiles = extra.filter((a) => !a.startsWith('-'));
+if (onlyFiles.length > 0) {
+  await run(join(root, 'ava.config.mjs'), extra);
+} else {
+  await run(join(root, 'ava.config.mjs'), extra);
+  const serialDir = join(root, 'test', 'serial');
+  const serialFiles = existsSync(serialDir) ? readdirSync(serialDir, { recursive: true }).filter((f) => String(f).endsWith('.test.ts')) : [];
+  if (serialFiles.length > 0) await run(join(root, 'ava.serial.config.mjs'), extra);
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed > 0 ? 1 : 0);

@@ -1,0 +1,108 @@
+import { randomBytes } from 'node:crypto';
+import knexFactory from 'knex';
+import {
+  loadBaseConfig,
+  openRuntime,
+  startService,
+  serviceUrls,
+  type BaseConfig,
+  type Clock,
+  type MigrationSet,
+  type Runtime,
+  type ServiceContext,
+  type ServiceDefinition,
+} from '../../services/kit/index.js';
+
+/**
+ * Isolation per test file: each runtime gets its own PostgreSQL schema, its own exchange and
+ * queue prefix on RabbitMQ, and (for the edge) its own Redis key prefix. The servers are the
+ * real ones on this machine; `npm test` makes sure they run.
+ */
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const TEST_AMQP_URL = process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
+}
+
+/** A validated config for a test: real PostgreSQL (own schema) and, unless `bus: 'pg'`, real RabbitMQ. */
+export function testConfig(overrides: Record<string, string | undefined> = {}, options: { bus?: 'amqp' | 'pg' } = {}): BaseConfig {
+  const name = uniqueName('t');
+  return loadBaseConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    DATABASE_URL: TEST_DATABASE_URL,
+    DATABASE_SCHEMA: name,
+    DATABASE_POOL_MAX: '5',
+    AMQP_URL: options.bus === 'pg' ? undefined : TEST_AMQP_URL,
+    BUS_EXCHANGE: `${name}.events`,
+    BUS_QUEUE_PREFIX: `${name}.`,
+    BUS_POLL_MS: '20',
+    OUTBOX_POLL_MS: '20',
+    GATEWAY_SHARED_SECRET: randomBytes(32).toString('base64url'),
+    GATEWAY_PORT: '0',
+    LLM_API_PORT: '0',
+    RESPONSE_API_PORT: '0',
+    MEDIA_API_PORT: '0',
+    MCP_TOOLS_PORT: '0',
+    ...overrides,
+  });
+}
+
+/** Opens a runtime on an isolated schema; `dispose` closes it and drops the schema. */
+export async function openTestRuntime(options: {
+  migrations?: MigrationSet[];
+  clock?: Clock;
+  bus?: 'amqp' | 'pg';
+  env?: Record<string, string | undefined>;
+} = {}): Promise<Runtime & { dispose(): Promise<void> }> {
+  const config = testConfig(options.env, { bus: options.bus });
+  const runtime = await openRuntime(config, { name: 'test', migrations: options.migrations ?? [], clock: options.clock });
+  return Object.assign(runtime, {
+    async dispose() {
+      await runtime.close().catch(() => {});
+      await dropSchema(config.DATABASE_SCHEMA!);
+    },
+  });
+}
+
+export async function dropSchema(schema: string): Promise<void> {
+  const admin = knexFactory({ client: 'pg', connection: TEST_DATABASE_URL, pool: { min: 0, max: 1 } });
+  try {
+    await admin.raw('drop schema if exists ?? cascade', [schema]);
+  } finally {
+    await admin.destroy();
+  }
+}
+
+export interface TestService {
+  url: string;
+  runtime: Runtime;
+  ctx: ServiceContext;
+  gatewaySecret: string;
+  close(): Promise<void>;
+}
+
+/** Starts one service on a free port over a fresh isolated runtime. */
+export async function startTestService(
+  def: ServiceDefinition,
+  options: { clock?: Clock; bus?: 'amqp' | 'pg'; env?: Record<string, string | undefined> } = {},
+): Promise<TestService> {
+  const runtime = await openTestRuntime({ migrations: def.migrations, clock: options.clock, bus: options.bus, env: options.env });
+  const gatewaySecret = runtime.config.GATEWAY_SHARED_SECRET!;
+  const ctx: ServiceContext = { runtime, gatewaySecret, urls: serviceUrls(runtime.config) };
+  const started = await startService(def, ctx);
+  runtime.relay.start();
+  return {
+    url: `http://127.0.0.1:${started.server.port}`,
+    runtime,
+    ctx,
+    gatewaySecret,
+    async close() {
+      await started.server.close(1000);
+      await def.stop?.();
+      await runtime.dispose();
+    },
+  };
+}

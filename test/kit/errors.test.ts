@@ -1,0 +1,164 @@
+import test from 'ava';
+import { z } from 'zod';
+import { ApiError, createServiceApp, createLogger, listen, parseInput, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
+
+// An app built from the kit with a few routes that exercise every error class.
+const users: UserDirectory = {
+  resolve: async (claims) => ({ ...claims, isAdmin: false, isGuest: false }),
+  invalidate: () => {},
+};
+let server: RunningServer;
+let base: string;
+const SECRET = 'x'.repeat(40);
+
+test.before(async () => {
+  const app = createServiceApp({
+    name: 'errors-test',
+    logger: createLogger({ level: 'silent', name: 'errors-test' }),
+    gatewaySecret: SECRET,
+    users,
+    publicPaths: [/^\/public$/],
+    bodyLimit: 1024,
+    bodyRules: [{ path: /^\/big$/, limit: 64 * 1024 }],
+    routes: (r) => {
+      const schema = z.object({ name: z.string().max(5), items: z.array(z.object({ type: z.enum(['a', 'b']) })).optional() });
+      r.post('/echo', (req, res) => void res.json(parseInput(schema, req.body)));
+      r.post('/big', (req, res) => void res.json({ size: JSON.stringify(req.body).length }));
+      r.get('/public', (_req, res) => void res.json({ ok: true }));
+      r.get('/boom', () => {
+        throw new Error('secret internal detail at /srv/app.ts:42');
+      });
+      r.get('/async-boom', async () => {
+        await Promise.resolve();
+        throw new TypeError('cannot read x of undefined');
+      });
+      r.get('/forbidden', () => {
+        throw new ApiError(403, 'nope');
+      });
+      r.get('/model', () => {
+        throw new ApiError(404, 'The model x does not exist', { code: 'model_not_found', param: 'model' });
+      });
+    },
+  });
+  server = await listen(app, { host: '127.0.0.1', port: 0 });
+  base = `http://127.0.0.1:${server.port}`;
+});
+test.after.always(() => server.close(100));
+
+const auth = { 'x-gateway-token': SECRET, 'x-auth-method': 'jwt', 'x-user-id': 'user_test' };
+
+async function call(path: string, init: RequestInit & { headers?: Record<string, string> } = {}) {
+  const res = await fetch(base + path, { ...init, headers: { ...auth, ...init.headers } });
+  const text = await res.text();
+  return { status: res.status, body: JSON.parse(text), requestId: res.headers.get('x-request-id') };
+}
+
+function assertShapeA(t: import('ava').ExecutionContext, body: any, expected: { type: string; code: string; param?: string | null }) {
+  t.deepEqual(Object.keys(body), ['error']);
+  t.deepEqual(Object.keys(body.error).sort(), ['code', 'message', 'param', 'request_id', 'type']);
+  t.is(body.error.type, expected.type);
+  t.is(body.error.code, expected.code);
+  if (expected.param !== undefined) t.is(body.error.param, expected.param);
+  t.is(typeof body.error.message, 'string');
+  t.true(body.error.message.length > 0);
+}
+
+test('malformed JSON is a 400 naming the body', async (t) => {
+  const r = await call('/echo', { method: 'POST', body: '{"name": ', headers: { 'content-type': 'application/json' } });
+  t.is(r.status, 400);
+  assertShapeA(t, r.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'body' });
+  t.regex(r.body.error.message, /Malformed JSON/);
+  t.is(r.body.error.request_id, r.requestId);
+});
+
+test('a body over the route limit is a 413, and a larger per-route limit is honoured', async (t) => {
+  const big = JSON.stringify({ name: 'x'.repeat(2000) });
+  const r = await call('/echo', { method: 'POST', body: big, headers: { 'content-type': 'application/json' } });
+  t.is(r.status, 413);
+  assertShapeA(t, r.body, { type: 'invalid_request_error', code: 'payload_too_large', param: 'body' });
+  const ok = await call('/big', { method: 'POST', body: big, headers: { 'content-type': 'application/json' } });
+  t.is(ok.status, 200);
+  t.is(ok.body.size, big.length);
+});
+
+test('a chunked body over the limit (no Content-Length) is a 413 too', async (t) => {
+  const stream = new ReadableStream({
+    start(controller) {
+      for (let i = 0; i < 10; i++) controller.enqueue(new TextEncoder().encode('x'.repeat(200)));
+      controller.close();
+    },
+  });
+  const r = await call('/echo', { method: 'POST', body: stream, headers: { 'content-type': 'application/json' }, duplex: 'half' } as RequestInit);
+  t.is(r.status, 413);
+  t.is(r.body.error.code, 'payload_too_large');
+});
+
+test('a wrong content type is a 415', async (t) => {
+  const r = await call('/echo', { method: 'POST', body: 'name=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  t.is(r.status, 415);
+  assertShapeA(t, r.body, { type: 'invalid_request_error', code: 'unsupported_media_type', param: 'Content-Type' });
+});
+
+test('an unknown route is a 404', async (t) => {
+  const r = await call('/nowhere');
+  t.is(r.status, 404);
+  assertShapeA(t, r.body, { type: 'not_found_error', code: 'not_found', param: null });
+});
+
+test('schema violations name the offending field in param', async (t) => {
+  const missing = await call('/echo', { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+  t.is(missing.status, 400);
+  assertShapeA(t, missing.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'name' });
+  t.regex(missing.body.error.message, /Missing required parameter/);
+  const nested = await call('/echo', {
+    method: 'POST',
+    body: JSON.stringify({ name: 'ok', items: [{ type: 'a' }, { type: 'z' }] }),
+    headers: { 'content-type': 'application/json' },
+  });
+  t.is(nested.status, 400);
+  t.is(nested.body.error.param, 'items[1].type');
+});
+
+test('an unexpected throw is a 500 server_error without internals', async (t) => {
+  for (const path of ['/boom', '/async-boom']) {
+    const r = await call(path);
+    t.is(r.status, 500);
+    assertShapeA(t, r.body, { type: 'internal_error', code: 'server_error', param: null });
+    t.false(JSON.stringify(r.body).includes('/srv/app.ts'));
+    t.false(JSON.stringify(r.body).includes('undefined'));
+    t.is(r.body.error.request_id, r.requestId);
+  }
+});
+
+test('ApiError keeps its status, type and code overrides', async (t) => {
+  const f = await call('/forbidden');
+  t.is(f.status, 403);
+  assertShapeA(t, f.body, { type: 'permission_error', code: 'forbidden' });
+  const m = await call('/model');
+  t.is(m.status, 404);
+  assertShapeA(t, m.body, { type: 'not_found_error', code: 'model_not_found', param: 'model' });
+});
+
+test('missing gateway token is 401; missing identity is 401 except on public routes', async (t) => {
+  const noToken = await fetch(`${base}/public`);
+  t.is(noToken.status, 401);
+  const body = await noToken.json();
+  assertShapeA(t, body, { type: 'auth_error', code: 'unauthorized', param: 'X-Gateway-Token' });
+  const wrongToken = await fetch(`${base}/public`, { headers: { 'x-gateway-token': 'y'.repeat(40) } });
+  t.is(wrongToken.status, 401);
+  const anon = await fetch(`${base}/forbidden`, { headers: { 'x-gateway-token': SECRET } });
+  t.is(anon.status, 401);
+  const pub = await fetch(`${base}/public`, { headers: { 'x-gateway-token': SECRET } });
+  t.is(pub.status, 200);
+});
+
+test('X-Request-ID is taken from the request when sane, generated otherwise, and echoed', async (t) => {
+  const given = await fetch(`${base}/public`, { headers: { ...auth, 'x-request-id': 'req-123' } });
+  t.is(given.headers.get('x-request-id'), 'req-123');
+  const insane = await fetch(`${base}/public`, { headers: { ...auth, 'x-request-id': 'bad id with spaces' } });
+  t.not(insane.headers.get('x-request-id'), 'bad id with spaces');
+  t.regex(insane.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+  const probe = await fetch(`${base}/healthz`);
+  t.is(probe.status, 200);
+  t.truthy(probe.headers.get('x-request-id'));
+});
