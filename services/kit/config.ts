@@ -6,13 +6,13 @@ import { z } from 'zod';
  * Every variable is documented in README.md.
  */
 
-const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
-const optionalUrl = z.string().url().optional();
-const csv = z
+export const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+export const optionalUrl = z.string().url().optional();
+export const csv = z
   .string()
   .default('')
   .transform((value) => value.split(',').map((part) => part.trim()).filter(Boolean));
-const bool = (fallback: boolean) =>
+export const bool = (fallback: boolean) =>
   z
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
     .default(fallback ? 'true' : 'false')
@@ -54,6 +54,16 @@ export const baseConfigShape = {
   EGRESS_ALLOW_HOSTS: csv,
   TRUSTED_PROXIES: csv,
   METRICS_ENABLED: bool(true),
+
+  // --- edge (services/gateway, plugins) ---
+
+  // --- identity (llm-api /auth, /llm/auth) ---
+
+  // --- llm (providers, models, chat completions) ---
+
+  // --- conversations and projects ---
+
+  // --- webhooks (admin API, workers/webhook-delivery) ---
 };
 
 export type ConfigShape = z.ZodRawShape;

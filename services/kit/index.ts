@@ -23,3 +23,4 @@ export { identity, requireAdmin, requireGatewayToken, principalOf } from './iden
 export { createServiceApp, type ServiceAppOptions } from './http/app.js';
 export { bodyReader, parseSize, type BodyRule } from './http/body.js';
 export { kitMigrations } from './migrations/index.js';
+export * from './revocations.js';

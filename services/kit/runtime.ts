@@ -9,6 +9,7 @@ import { createUsersStore } from './identity/users-store.js';
 import { createLogger, type Logger } from './logger.js';
 import { kitMigrations } from './migrations/index.js';
 import { createOutboxRelay, type OutboxRelay } from './outbox/outbox.js';
+import { createInProcessRevocations, type RevocationChannel } from './revocations.js';
 
 /**
  * The shared dependencies of a process: database (migrated), bus, user directory, outbox relay.
@@ -23,6 +24,8 @@ export interface Runtime {
   bus: Bus;
   users: UserDirectory;
   relay: OutboxRelay;
+  /** Credential revocations for edge caches (in-process here; the edge issue adds the Redis driver). */
+  revocations: RevocationChannel;
   readiness: Record<string, () => Promise<void>>;
   close(): Promise<void>;
 }
@@ -61,6 +64,7 @@ export async function openRuntime(
   const users = createUserDirectory(createUsersStore(db.knex), { ttlMs: config.IDENTITY_CACHE_TTL_MS, clock });
   const relay = createOutboxRelay({ knex: db.knex, bus, clock, logger, pollMs: config.OUTBOX_POLL_MS });
   logger.info({ database: db.driver, bus: bus.driver }, 'runtime ready');
+  const revocations = createInProcessRevocations();
   return {
     config,
     logger,
@@ -69,9 +73,11 @@ export async function openRuntime(
     bus,
     users,
     relay,
+    revocations,
     readiness: { database: () => db.ping(), bus: () => bus.ping() },
     async close() {
       await relay.stop();
+      await revocations.close();
       await bus.close();
       await db.close();
     },

@@ -1,22 +1,40 @@
+import express from 'express';
 import { createServiceApp, parseSize, type MigrationSet, type ServiceDefinition } from '../kit/index.js';
+import type { LlmApiResource } from './resource.js';
 
-/** LLM API: Chat completions, conversations, projects, models, providers, identity and API keys. */
-export const llmApiMigrations: MigrationSet = { owner: 'llm_api', migrations: [] };
+/**
+ * LLM API: chat completions, conversations, projects, models, providers, identity and API keys.
+ * Each resource lives in its own folder; add it to `resources` (order = mount order).
+ */
+const resources: LlmApiResource[] = [];
+
+export const llmApiMigrations: MigrationSet = { owner: 'llm_api', migrations: resources.flatMap((r) => r.migrations) };
 
 export const llmApiService: ServiceDefinition = {
   name: 'llm-api',
   port: (config) => config.LLM_API_PORT,
   migrations: [llmApiMigrations],
-  createApp: ({ runtime, gatewaySecret }) =>
-    createServiceApp({
+  async createApp(ctx) {
+    const router = express.Router();
+    for (const resource of resources) await resource.mount(router, ctx);
+    // `/llm/...` and `/...` are the same endpoints (SPEC.md section 1, rule 3): path rules cover both.
+    const both = (re: RegExp) => [re, new RegExp(`^/llm${re.source.replace(/^\^/, '')}`, re.flags)];
+    return createServiceApp({
       name: 'llm-api',
-      logger: runtime.logger,
-      gatewaySecret,
-      users: runtime.users,
-      readiness: runtime.readiness,
-      bodyLimit: parseSize(runtime.config.JSON_BODY_LIMIT),
-      routes: () => {
-        // Resources are mounted here by the issues that build them.
+      logger: ctx.runtime.logger,
+      gatewaySecret: ctx.gatewaySecret,
+      users: ctx.runtime.users,
+      readiness: ctx.runtime.readiness,
+      bodyLimit: parseSize(ctx.runtime.config.JSON_BODY_LIMIT),
+      bodyRules: resources.flatMap((r) => r.bodyRules ?? []).flatMap((rule) => both(rule.path).map((path) => ({ ...rule, path }))),
+      publicPaths: resources.flatMap((r) => r.publicPaths ?? []).flatMap(both),
+      routes: (root) => {
+        root.use('/llm', router);
+        root.use(router);
       },
-    }),
+    });
+  },
+  async stop() {
+    for (const resource of resources) await resource.stop?.();
+  },
 };

@@ -88,7 +88,7 @@ test('a chunked body over the limit (no Content-Length) is a 413 too', async (t)
       controller.close();
     },
   });
-  const r = await call('/echo', { method: 'POST', body: stream, headers: { 'content-type': 'application/json' }, duplex: 'half' } as RequestInit);
+  const r = await call('/echo', { method: 'POST', body: stream, headers: { 'content-type': 'application/json' }, duplex: 'half' } as RequestInit & { headers: Record<string, string> });
   t.is(r.status, 413);
   t.is(r.body.error.code, 'payload_too_large');
 });

@@ -1,0 +1,38 @@
+import { EventEmitter } from 'node:events';
+
+/**
+ * Credential revocations, published by llm-api (API key deleted or expired, user disabled) and
+ * consumed by every edge node to purge its validation cache at once. A message is the SHA-256
+ * hex of the revoked API key, or `user:<user_id>` when every key of a user is revoked.
+ * Drivers: in-process (one process, `npm start`) and Redis pub/sub (`REDIS_URL`, many edge nodes;
+ * implemented with the edge). A subscriber that lost its connection is told through
+ * `onResync` and must flush its whole cache, since it may have missed messages.
+ */
+export const REVOCATION_CHANNEL = 'platform:revocations';
+
+export interface RevocationChannel {
+  publish(message: string): Promise<void>;
+  subscribe(handlers: { onRevoked(message: string): void; onResync(): void }): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export const userRevocation = (userId: string) => `user:${userId}`;
+
+/** One process: publish and subscribe through an EventEmitter. */
+export function createInProcessRevocations(): RevocationChannel {
+  const emitter = new EventEmitter();
+  emitter.setMaxListeners(0);
+  return {
+    async publish(message) {
+      emitter.emit('revoked', message);
+    },
+    async subscribe(handlers) {
+      const listener = (message: string) => handlers.onRevoked(message);
+      emitter.on('revoked', listener);
+      return async () => void emitter.off('revoked', listener);
+    },
+    async close() {
+      emitter.removeAllListeners();
+    },
+  };
+}
