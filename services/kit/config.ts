@@ -58,6 +58,29 @@ export const baseConfigShape = {
   // --- edge (services/gateway, plugins) ---
 
   // --- identity (llm-api /auth, /llm/auth) ---
+  // Issuer and audience of the embedded token issuer; the edge verifies tokens against the same values.
+  JWT_ISSUER: z.string().min(1).default('http://localhost:8000'),
+  JWT_AUDIENCE: z.string().min(1).default('ai-gateway'),
+  JWT_SIGNING_ALG: z.enum(['ES256', 'RS256']).default('ES256'),
+  /** Lifetime of non-guest access tokens; the edge refuses tokens living longer than 3600 s. */
+  ACCESS_TOKEN_TTL_SECONDS: z.coerce.number().int().min(30).max(3600).default(900),
+  GUEST_ACCESS_TOKEN_TTL_SECONDS: z.coerce.number().int().min(30).max(3600).default(300),
+  REFRESH_TOKEN_TTL_DAYS: z.coerce.number().int().min(1).max(365).default(30),
+  /** A refresh-token family (one login) ends this long after the login, however often it is rotated. */
+  REFRESH_FAMILY_MAX_DAYS: z.coerce.number().int().min(1).max(3650).default(90),
+  GUEST_EMAIL_DOMAIN: z.string().regex(/^[a-z0-9.-]+\.[a-z0-9-]+$/i, 'a domain name').default('guest.invalid'),
+  API_KEYS_MAX_PER_USER: z.coerce.number().int().min(1).max(1000).default(10),
+  /** Upper bound for `expires_in_days` of a new API key. */
+  API_KEY_MAX_TTL_DAYS: z.coerce.number().int().min(1).max(36500).default(3650),
+  /** How often expired API keys are swept (deleted, revocation published). */
+  API_KEY_SWEEP_INTERVAL_MS: z.coerce.number().int().min(1000).default(60_000),
+  BOOTSTRAP_ADMIN_API_KEY: z.string().regex(/^sk_[0-9A-Za-z]{32}$/, 'sk_ followed by 32 base62 characters').optional(),
+  /** Keycloak driver: all four set → guest users, tokens and upgrades go to Keycloak. */
+  KEYCLOAK_URL: optionalUrl,
+  KEYCLOAK_REALM: z.string().min(1).optional(),
+  KEYCLOAK_CLIENT_ID: z.string().min(1).optional(),
+  KEYCLOAK_CLIENT_SECRET: z.string().min(1).optional(),
+  KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
 
   // --- llm (providers, models, chat completions) ---
 
