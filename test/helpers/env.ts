@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import knexFactory from 'knex';
+import { deleteAmqpTopology } from './amqp.js';
 import {
   loadBaseConfig,
   openRuntime,
@@ -18,9 +19,9 @@ import {
  * queue prefix on RabbitMQ, and (for the edge) its own Redis key prefix. The servers are the
  * real ones on this machine; `npm test` makes sure they run.
  */
-export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-export const TEST_AMQP_URL = process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
-export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+import { TEST_AMQP_URL, TEST_DATABASE_URL } from './servers.js';
+
+export { TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from './servers.js';
 
 export function uniqueName(prefix: string): string {
   return `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
@@ -63,6 +64,7 @@ export async function openTestRuntime(options: {
     async dispose() {
       await runtime.close().catch(() => {});
       await dropSchema(config.DATABASE_SCHEMA!);
+      if (config.AMQP_URL) await deleteAmqpTopology(config.BUS_QUEUE_PREFIX, config.BUS_EXCHANGE);
     },
   });
 }

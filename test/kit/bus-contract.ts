@@ -1,0 +1,187 @@
+import type { ExecutionContext, TestFn } from 'ava';
+import type { Knex } from 'knex';
+import { createOutboxRelay, recordEvent, type Bus, type EventMessage, type Logger } from '../../services/kit/index.js';
+import { inbox } from '../helpers/inbox.js';
+
+/**
+ * The contract both bus drivers keep. Each driver's test file supplies a harness; the same
+ * tests run against RabbitMQ, the PostgreSQL queue on PostgreSQL, and the queue on PGlite.
+ */
+export interface BusHarness {
+  /** A new bus (a new "node"); closing it without ack simulates a consumer that died. */
+  openBus(): Promise<Bus>;
+  knex: Knex;
+  logger: Logger;
+  /** Makes time pass for the driver (a manual clock for the PG queue; real time for RabbitMQ). */
+  advance(ms: number): Promise<void>;
+  /** Waits until the consumer of `queue` has looked for work `n` more times (PG queue), or resolves at once. */
+  pollsOf(bus: Bus, queue: string, n: number): Promise<void>;
+  /** Makes the broker unreachable for `bus` and back (fault proxy, or a flag for in-process drivers). */
+  brokerDown(): void;
+  brokerUp(): void;
+  /** A bus whose connection goes through the fault point, for the outbox test. */
+  openFaultyBus(): Promise<Bus>;
+  /** Whether delays are measured on the wall clock (RabbitMQ TTLs) rather than the manual clock. */
+  realTimeDelays: boolean;
+  /** Messages in the queue's dead-letter store. */
+  deadLetters(queue: string): Promise<number>;
+}
+
+let seq = 0;
+const uniq = (p: string) => `${p}${++seq}_${Math.random().toString(36).slice(2, 8)}`;
+
+export function busContract(test: TestFn<unknown>, harness: () => BusHarness) {
+  test.serial('publish reaches queues whose bindings match; ack removes the message', async (t) => {
+    const h = harness();
+    const bus = await h.openBus();
+    const queue = uniq('q');
+    const box = inbox<{ n: number }>((r) => r.delivery.ack());
+    const consumer = await bus.consume({ queue, bindings: ['conversation.*'] }, box.handler);
+    await bus.publish('message.sent', { n: 0 }, { messageId: 'm0' });
+    await bus.publish('conversation.created', { n: 1 }, { messageId: 'm1' });
+    const first = await box.next();
+    t.is(first.message.id, 'm1');
+    t.is(first.message.routingKey, 'conversation.created');
+    t.deepEqual(first.message.body, { n: 1 });
+    t.false(first.message.redelivered);
+    await consumer.cancel();
+    // After ack the message is gone: a new consumer's first message is a later one.
+    const box2 = inbox<{ n: number }>((r) => r.delivery.ack());
+    const consumer2 = await bus.consume({ queue, bindings: ['conversation.*'] }, box2.handler);
+    await bus.publish('conversation.updated', { n: 2 }, { messageId: 'm2' });
+    t.is((await box2.next()).message.id, 'm2');
+    await consumer2.cancel();
+    await bus.close();
+  });
+
+  test.serial('a consumer that dies before ack: the message is delivered again', async (t) => {
+    const h = harness();
+    const dying = await h.openBus();
+    const queue = uniq('q');
+    const got = inbox(); // never acks
+    await dying.consume({ queue, bindings: ['x.#'] }, got.handler);
+    await dying.publish('x.y', { v: 'important' }, { messageId: 'keep-me' });
+    const first = await got.next();
+    t.is(first.message.id, 'keep-me');
+    await dying.close(); // dies holding the message
+
+    await h.advance(61_000); // past the PG queue's lease; RabbitMQ requeues on connection loss
+    const survivor = await h.openBus();
+    const box = inbox((r) => r.delivery.ack());
+    await survivor.consume({ queue, bindings: ['x.#'] }, box.handler);
+    const again = await box.next();
+    t.is(again.message.id, 'keep-me');
+    t.deepEqual(again.message.body, { v: 'important' });
+    t.true(again.message.redelivered);
+    await survivor.close();
+  });
+
+  test.serial('a delayed message arrives no earlier than its delay, and a short delay is not held back by a long one', async (t) => {
+    const h = harness();
+    const bus = await h.openBus();
+    const queue = uniq('q');
+    const box = inbox((r) => r.delivery.ack());
+    await bus.consume({ queue }, box.handler);
+    const long = h.realTimeDelays ? 1200 : 60_000;
+    const short = h.realTimeDelays ? 300 : 5_000;
+    const sentAt = Date.now();
+    await bus.send(queue, { which: 'long' }, { messageId: 'long', delayMs: long });
+    await bus.send(queue, { which: 'short' }, { messageId: 'short', delayMs: short });
+    await bus.send(queue, { which: 'now' }, { messageId: 'now' });
+    t.is((await box.next()).message.id, 'now');
+    if (h.realTimeDelays) {
+      const s = await box.next();
+      t.is(s.message.id, 'short');
+      t.true(s.at - sentAt >= short, `short arrived after ${s.at - sentAt} ms`);
+      const l = await box.next();
+      t.is(l.message.id, 'long');
+      t.true(l.at - sentAt >= long, `long arrived after ${l.at - sentAt} ms`);
+    } else {
+      await h.pollsOf(bus, queue, 3);
+      t.is(box.items.length, 1, 'nothing delayed arrives before the clock moves');
+      await h.advance(short - 1);
+      await h.pollsOf(bus, queue, 2);
+      t.is(box.items.length, 1, 'not even 1 ms early');
+      await h.advance(1);
+      t.is((await box.next()).message.id, 'short');
+      await h.advance(long - short);
+      t.is((await box.next()).message.id, 'long');
+    }
+    await bus.close();
+  });
+
+  test.serial('retryAfter redelivers with new headers; deadLetter parks the message', async (t) => {
+    const h = harness();
+    const bus = await h.openBus();
+    const queue = uniq('q');
+    let attempts = 0;
+    const box = inbox<{ k: string }>(async (r) => {
+      attempts++;
+      if (r.message.body.k === 'poison') return r.delivery.deadLetter();
+      if (attempts === 1) return r.delivery.retryAfter(h.realTimeDelays ? 100 : 1000, { 'x-attempt': '2' });
+      return r.delivery.ack();
+    });
+    await bus.consume({ queue }, box.handler);
+    await bus.send(queue, { k: 'retry' }, { messageId: 'r1', headers: { 'x-attempt': '1' } });
+    const first = await box.next();
+    t.is(first.message.headers['x-attempt'], '1');
+    await h.advance(1000);
+    const second = await box.next();
+    t.is(second.message.id, 'r1');
+    t.is(second.message.headers['x-attempt'], '2');
+    await bus.send(queue, { k: 'poison' }, { messageId: 'p1' });
+    t.is((await box.next()).message.id, 'p1');
+    let dead = 0;
+    for (let i = 0; i < 200 && dead === 0; i++) {
+      dead = await h.deadLetters(queue);
+      if (dead === 0) await new Promise((r) => setTimeout(r, 25));
+    }
+    t.is(dead, 1);
+    await bus.close();
+  });
+
+  test.serial('outbox: events committed while the broker is unreachable are published once it is back; rolled-back ones never', async (t) => {
+    const h = harness();
+    const observer = await h.openBus();
+    const queue = uniq('q');
+    const box = inbox<EventMessage>((r) => r.delivery.ack());
+    await observer.consume({ queue, bindings: ['#'] }, box.handler);
+
+    const faulty = await h.openFaultyBus();
+    const relay = createOutboxRelay({ knex: h.knex, bus: faulty, clock: { now: () => Date.now() }, logger: h.logger, pollMs: 20 });
+    h.brokerDown();
+    const committed: string[] = [];
+    await h.knex.transaction(async (trx) => {
+      committed.push(await recordEvent(trx, 'conversation.created', { conversation_id: 'conv_a' }));
+      committed.push(await recordEvent(trx, 'message.sent', { message_id: 'msg_a' }));
+    });
+    await t.throwsAsync(
+      h.knex.transaction(async (trx) => {
+        await recordEvent(trx, 'conversation.deleted', { conversation_id: 'conv_rolled_back' });
+        throw new Error('rollback');
+      }),
+    );
+    await h.knex.transaction(async (trx) => {
+      committed.push(await recordEvent(trx, 'conversation.updated', { conversation_id: 'conv_a' }));
+    });
+    // While the broker is down, a relay pass fails and the events stay pending.
+    await t.throwsAsync(relay.drain());
+    const pending = await h.knex('outbox_events').whereNull('published_at').count<{ count: number }[]>({ count: '*' });
+    t.is(Number(pending[0]!.count), 3);
+
+    relay.start();
+    h.brokerUp();
+    const all = await box.until((items) => items.length >= 3);
+    t.deepEqual(all.map((r) => r.message.id).sort(), [...committed].sort());
+    t.deepEqual(all.map((r) => r.message.body.type).sort(), ['conversation.created', 'conversation.updated', 'message.sent']);
+    t.false(all.some((r) => JSON.stringify(r.message.body).includes('conv_rolled_back')));
+    for (const r of all) t.regex(r.message.body.occurred_at, /^\d{4}-\d{2}-\d{2}T/);
+    await relay.stop();
+    const unpublished = await h.knex('outbox_events').whereNull('published_at').count<{ count: number }[]>({ count: '*' });
+    t.is(Number(unpublished[0]!.count), 0);
+    await faulty.close();
+    await observer.close();
+  });
+}
+
+export type { ExecutionContext };

@@ -1,0 +1,69 @@
+import test from 'ava';
+import { createAmqpBus } from '../../services/kit/bus/amqp.js';
+import { createDatabase, createLogger, kitMigrations, migrateAll, type Bus, type Database } from '../../services/kit/index.js';
+import { deleteAmqpTopology, queueDepth } from '../helpers/amqp.js';
+import { dropSchema, TEST_AMQP_URL, TEST_DATABASE_URL, uniqueName } from '../helpers/env.js';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.js';
+import { busContract, type BusHarness } from './bus-contract.js';
+
+// The bus contract against the real RabbitMQ on this machine.
+const name = uniqueName('busamqp');
+const exchange = `${name}.events`;
+const prefix = `${name}.`;
+const logger = createLogger({ level: 'silent', name: 'bus-amqp-test' });
+let db: Database;
+let proxy: FaultProxy;
+const buses: Bus[] = [];
+let harness: BusHarness;
+
+test.before(async () => {
+  db = await createDatabase({ url: TEST_DATABASE_URL, dataDir: '.', schema: name });
+  await migrateAll(db.knex, [kitMigrations]);
+  proxy = await startFaultProxy({ host: '127.0.0.1', port: 5672 });
+  const open = async (url: string) => {
+    const bus = await createAmqpBus({ url, exchange, queuePrefix: prefix, logger, minBackoffMs: 20, maxBackoffMs: 200 });
+    buses.push(bus);
+    return bus;
+  };
+  harness = {
+    openBus: () => open(TEST_AMQP_URL),
+    openFaultyBus: () => open(proxy.url('amqp', 'guest:guest')),
+    knex: db.knex,
+    logger,
+    advance: async () => {},
+    pollsOf: async () => {},
+    brokerDown: () => proxy.cut(),
+    brokerUp: () => proxy.resume(),
+    realTimeDelays: true,
+    deadLetters: (queue) => queueDepth(`${prefix}${queue}.dead`),
+  };
+});
+
+test.after.always(async () => {
+  for (const bus of buses) await bus.close().catch(() => {});
+  await proxy?.close();
+  await db?.close();
+  await dropSchema(name);
+  await deleteAmqpTopology(prefix, exchange);
+});
+
+busContract(test, () => harness);
+
+test.serial('publish fails fast while disconnected (the outbox keeps the event) and works again after reconnect', async (t) => {
+  const bus = await harness.openFaultyBus();
+  proxy.cut();
+  await t.throwsAsync(async () => {
+    // The first publish after the cut may race the close notification; within a few tries it must fail.
+    for (let i = 0; i < 50; i++) {
+      await bus.publish('x.y', { i }, { messageId: `m${i}` });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  });
+  proxy.resume();
+  let ok = false;
+  for (let i = 0; i < 200 && !ok; i++) {
+    ok = await bus.publish('x.y', { i }, { messageId: `again${i}` }).then(() => true, () => false);
+    if (!ok) await new Promise((r) => setTimeout(r, 25));
+  }
+  t.true(ok, 'publishing resumes after the reconnect');
+});
