@@ -83,6 +83,23 @@ export const baseConfigShape = {
   KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).default(5000),
 
   // --- llm (providers, models, chat completions) ---
+  /** AES-256-GCM key for provider API keys (32 bytes as base64 or 64 hex chars); unset: generated once under DATA_DIR. */
+  MASTER_KEY: z.string().min(32, 'at least 32 characters').optional(),
+  LLM_UPSTREAM_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(5000),
+  LLM_UPSTREAM_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1).default(120000),
+  LLM_UPSTREAM_BODY_TIMEOUT_MS: z.coerce.number().int().min(1).default(300000),
+  LLM_UPSTREAM_CONNECTIONS: z.coerce.number().int().min(1).max(100000).default(2048),
+  LLM_MODELS_TIMEOUT_MS: z.coerce.number().int().min(1).default(15000),
+  LLM_HEALTH_FAILURE_THRESHOLD: z.coerce.number().int().min(1).default(3),
+  LLM_HEALTH_COOLDOWN_MS: z.coerce.number().int().min(0).default(30000),
+  LLM_HEALTH_PROBE_INTERVAL_MS: z.coerce.number().int().min(0).default(10000),
+  LLM_ROUTING_SEED: z.coerce.number().int().optional(),
+  LLM_SSE_KEEPALIVE_MS: z.coerce.number().int().min(0).default(15000),
+  LLM_CHAT_BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'a size such as 10mb').default('10mb'),
+  LLM_CATALOG_POLL_MS: z.coerce.number().int().min(0).default(2000),
+  LLM_USAGE_FLUSH_MS: z.coerce.number().int().min(1).default(1000),
+  LLM_USAGE_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(500),
+  LLM_PROVIDER_SYNC_INTERVAL_MS: z.coerce.number().int().min(0).default(3600000),
 
   // --- conversations and projects ---
 

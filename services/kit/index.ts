@@ -24,3 +24,4 @@ export { createServiceApp, type ServiceAppOptions } from './http/app.js';
 export { bodyReader, parseSize, type BodyRule } from './http/body.js';
 export { kitMigrations } from './migrations/index.js';
 export * from './revocations.js';
+export * from './crypto-box.js';
