@@ -56,6 +56,34 @@ export const baseConfigShape = {
   METRICS_ENABLED: bool(true),
 
   // --- edge (services/gateway, plugins) ---
+  /** The decK file the embedded gateway reads (the same file Kong is configured from). */
+  EDGE_DECK_FILE: z.string().min(1).default('deck/kong.yaml'),
+  /** JWKS of the token issuer; unset: llm-api's internal `/.well-known/jwks.json`. Issuer and audience: JWT_ISSUER, JWT_AUDIENCE. */
+  EDGE_JWKS_URL: optionalUrl,
+  /** Minimum time between two JWKS refetches caused by an unknown `kid`. */
+  EDGE_JWKS_REFRESH_COOLDOWN_SECONDS: z.coerce.number().int().min(0).default(30),
+  EDGE_JWT_MAX_LIFETIME_SECONDS: z.coerce.number().int().min(1).max(3600).default(3600),
+  EDGE_JWT_CLOCK_SKEW_SECONDS: z.coerce.number().int().min(0).max(300).default(30),
+  EDGE_API_KEY_TIMEOUT_MS: z.coerce.number().int().min(1).default(5000),
+  /** How long a positive API-key validation is cached (revocations purge it at once). */
+  EDGE_API_KEY_CACHE_TTL_SECONDS: z.coerce.number().int().min(0).default(30),
+  EDGE_RATE_LIMIT_IP_PER_MINUTE: z.coerce.number().int().min(1).default(100),
+  EDGE_RATE_LIMIT_FREE_PER_MINUTE: z.coerce.number().int().min(1).default(3),
+  EDGE_RATE_LIMIT_FREE_PER_DAY: z.coerce.number().int().min(1).default(50),
+  EDGE_RATE_LIMIT_PRO_PER_MINUTE: z.coerce.number().int().min(1).default(60),
+  EDGE_RATE_LIMIT_PRO_PER_DAY: z.coerce.number().int().min(1).default(100000),
+  /** Tier applied to JWT callers (per user) and to guest JWT callers. */
+  EDGE_RATE_LIMIT_USER_TIER: z.enum(['free', 'pro', 'enterprise']).default('pro'),
+  EDGE_RATE_LIMIT_GUEST_TIER: z.enum(['free', 'pro', 'enterprise']).default('free'),
+  /** What the limiter does when Redis fails mid-flight: allow (and log) or deny with 503. */
+  EDGE_RATE_LIMIT_FAULT_POLICY: z.enum(['allow', 'deny']).default('allow'),
+  /** Prefix of the edge's Redis keys (rate-limit counters). */
+  EDGE_REDIS_PREFIX: z.string().min(1).default('edge'),
+  /** Allowed CORS origins (comma list; `*` for any). */
+  EDGE_CORS_ORIGINS: z.string().min(1).default('*'),
+  EDGE_UPSTREAM_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(5000),
+  /** Upstream read timeout (no bytes for this long → 504); long enough for slow LLM streams. */
+  EDGE_UPSTREAM_READ_TIMEOUT_MS: z.coerce.number().int().min(1).default(300000),
 
   // --- identity (llm-api /auth, /llm/auth) ---
   // Issuer and audience of the embedded token issuer; the edge verifies tokens against the same values.
@@ -104,6 +132,37 @@ export const baseConfigShape = {
   // --- conversations and projects ---
 
   // --- webhooks (admin API, workers/webhook-delivery) ---
+  /** Delays before attempts 2..n after a failed attempt (SPEC.md 6.6); units ms, s, m, h, d. */
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .default('5s,25s,2m,10m,50m,4h,24h')
+    .transform((value, ctx) => {
+      const steps = value.split(',').map((part) => part.trim()).filter(Boolean);
+      const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+      const out: number[] = [];
+      for (const step of steps) {
+        const match = /^(\d+)(ms|s|m|h|d)$/.exec(step);
+        if (!match) {
+          ctx.addIssue({ code: 'custom', message: `"${step}" is not a duration such as 500ms, 5s, 2m, 4h` });
+          return z.NEVER;
+        }
+        out.push(Number(match[1]) * units[match[2]!]!);
+      }
+      return out;
+    }),
+  /** Per-attempt HTTP timeout (whole request, headers and body). */
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(1).default(10000),
+  /** How long the previous secret still signs deliveries after a rotation. */
+  WEBHOOK_SECRET_GRACE_SECONDS: z.coerce.number().int().min(0).default(86400),
+  /** Attempts in flight at once per subscription (one slow receiver never blocks the others). */
+  WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION: z.coerce.number().int().min(1).max(1000).default(8),
+  /** Delivery jobs a worker holds at once (AMQP prefetch of the delivery queue). */
+  WEBHOOK_PREFETCH: z.coerce.number().int().min(1).max(1000).default(64),
+  /** A job whose subscription is at its concurrency limit waits this long before it is offered again. */
+  WEBHOOK_BUSY_DELAY_MS: z.coerce.number().int().min(1).default(1000),
+  /** Re-enqueues pending deliveries whose next attempt is overdue by WEBHOOK_SWEEP_GRACE_MS (0 disables). */
+  WEBHOOK_SWEEP_INTERVAL_MS: z.coerce.number().int().min(0).default(60000),
+  WEBHOOK_SWEEP_GRACE_MS: z.coerce.number().int().min(0).default(300000),
 };
 
 export type ConfigShape = z.ZodRawShape;
