@@ -1,0 +1,174 @@
+import type { Db } from './store.js';
+
+/**
+ * Items, branches and branch references. A branch is an ordered list of `(position, item_id)`
+ * references; items are written once and never copied.
+ */
+export interface ItemRow {
+  id: string;
+  conversation_id: string;
+  type: string;
+  role: string | null;
+  body: Record<string, unknown>;
+  created_at: number; // ms
+}
+
+/** An item as seen through one branch: the row plus its position there. */
+export interface BranchItemRow extends ItemRow {
+  position: number;
+}
+
+export interface BranchRow {
+  id: number;
+  conversation_id: string;
+  name: string;
+  description: string | null;
+  parent_branch: string | null;
+  forked_from_item_id: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export async function insertItems(db: Db, rows: ItemRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db('conversation_items').insert(rows.map((r) => ({ ...r, body: JSON.stringify(r.body) })));
+}
+
+export async function insertBranch(db: Db, row: Omit<BranchRow, 'id'>): Promise<BranchRow> {
+  const [created] = await db('conversation_branches').insert(row).returning('*');
+  return normalizeBranch(created as BranchRow);
+}
+
+export async function findBranch(db: Db, conversationId: string, name: string): Promise<BranchRow | undefined> {
+  const row = await db<BranchRow>('conversation_branches').where({ conversation_id: conversationId, name }).first();
+  return row ? normalizeBranch(row as BranchRow) : undefined;
+}
+
+export async function listBranches(db: Db, conversationId: string): Promise<(BranchRow & { item_count: number })[]> {
+  const rows = await db('conversation_branches as b')
+    .where('b.conversation_id', conversationId)
+    .select('b.*', db.raw('(select count(*) from branch_items bi where bi.branch_id = b.id) as item_count'))
+    .orderBy('b.id', 'asc');
+  return (rows as (BranchRow & { item_count: number })[]).map((r) => ({ ...normalizeBranch(r), item_count: Number(r.item_count) }));
+}
+
+export async function countBranchItems(db: Db, branchId: number): Promise<number> {
+  const row = (await db('branch_items').where({ branch_id: branchId }).count<{ count: number }[]>({ count: '*' }))[0];
+  return Number(row?.count ?? 0);
+}
+
+export async function renameBranch(db: Db, branchId: number, name: string, now: number): Promise<void> {
+  await db('conversation_branches').where({ id: branchId }).update({ name, updated_at: now });
+}
+
+export async function touchBranch(db: Db, branchId: number, now: number): Promise<void> {
+  await db('conversation_branches').where({ id: branchId }).update({ updated_at: now });
+}
+
+/** Removes the branch and its references; the items themselves stay stored. */
+export async function deleteBranch(db: Db, branchId: number): Promise<void> {
+  await db('branch_items').where({ branch_id: branchId }).delete();
+  await db('conversation_branches').where({ id: branchId }).delete();
+}
+
+/** Appends references at the end of a branch (caller holds the conversation lock). */
+export async function appendRefs(db: Db, branchId: number, itemIds: string[]): Promise<number[]> {
+  if (itemIds.length === 0) return [];
+  const row = (await db('branch_items').where({ branch_id: branchId }).max<{ max: number | null }[]>({ max: 'position' }))[0];
+  const start = Number(row?.max ?? 0);
+  const positions = itemIds.map((_, i) => start + i + 1);
+  await db('branch_items').insert(itemIds.map((item_id, i) => ({ branch_id: branchId, position: positions[i], item_id })));
+  return positions;
+}
+
+/**
+ * Copies references from one branch to another, renumbered 1..n in order: those with
+ * `position <= through` (when given), minus `exceptItemId` (when given). Items are not copied.
+ */
+export async function copyRefs(
+  db: Db,
+  from: number,
+  to: number,
+  options: { through?: number; exceptItemId?: string } = {},
+): Promise<number> {
+  const bindings: (string | number)[] = [to, from];
+  let where = 'branch_id = ?';
+  if (options.through !== undefined) {
+    where += ' and position <= ?';
+    bindings.push(options.through);
+  }
+  if (options.exceptItemId !== undefined) {
+    where += ' and item_id <> ?';
+    bindings.push(options.exceptItemId);
+  }
+  const result = await db.raw(
+    `insert into branch_items (branch_id, position, item_id)
+       select ?, row_number() over (order by position), item_id from branch_items where ${where}`,
+    bindings,
+  );
+  return Number((result as { rowCount?: number }).rowCount ?? 0);
+}
+
+const ITEM_COLUMNS = ['i.id', 'i.conversation_id', 'i.type', 'i.role', 'i.body', 'i.created_at', 'bi.position'];
+
+/** One item as seen through a branch, or undefined when the branch does not reference it. */
+export async function findBranchItem(db: Db, branchId: number, itemId: string): Promise<BranchItemRow | undefined> {
+  const row = await db('branch_items as bi')
+    .join('conversation_items as i', 'i.id', 'bi.item_id')
+    .where({ 'bi.branch_id': branchId, 'bi.item_id': itemId })
+    .first(...ITEM_COLUMNS);
+  return row ? normalizeItem(row as BranchItemRow) : undefined;
+}
+
+/** The nearest item before `position` on the branch that matches `where` (e.g. a user message). */
+export async function findItemBefore(db: Db, branchId: number, position: number, where: { type?: string; role?: string } = {}) {
+  const query = db('branch_items as bi')
+    .join('conversation_items as i', 'i.id', 'bi.item_id')
+    .where('bi.branch_id', branchId)
+    .where('bi.position', '<', position)
+    .orderBy('bi.position', 'desc')
+    .first(...ITEM_COLUMNS);
+  if (where.type) query.where('i.type', where.type);
+  if (where.role) query.where('i.role', where.role);
+  const row = await query;
+  return row ? normalizeItem(row as BranchItemRow) : undefined;
+}
+
+/**
+ * The page query over one branch (exported so the index test can EXPLAIN exactly what runs).
+ * Fetches `limit + 1` rows so the caller knows `has_more` exactly.
+ */
+export function itemPageQuery(db: Db, params: { branchId: number; order: 'asc' | 'desc'; afterPosition?: number; limit: number }) {
+  const query = db('branch_items as bi')
+    .join('conversation_items as i', 'i.id', 'bi.item_id')
+    .where('bi.branch_id', params.branchId)
+    .select(ITEM_COLUMNS)
+    .orderBy('bi.position', params.order)
+    .limit(params.limit + 1);
+  if (params.afterPosition !== undefined) query.where('bi.position', params.order === 'asc' ? '>' : '<', params.afterPosition);
+  return query;
+}
+
+/** Every item of a branch in order (for chat history). */
+export async function allBranchItems(db: Db, branchId: number): Promise<BranchItemRow[]> {
+  const rows = await db('branch_items as bi')
+    .join('conversation_items as i', 'i.id', 'bi.item_id')
+    .where('bi.branch_id', branchId)
+    .select(ITEM_COLUMNS)
+    .orderBy('bi.position', 'asc');
+  return (rows as BranchItemRow[]).map(normalizeItem);
+}
+
+export async function positionOf(db: Db, branchId: number, itemId: string): Promise<number | undefined> {
+  const row = await db('branch_items').where({ branch_id: branchId, item_id: itemId }).first('position');
+  return row ? Number((row as { position: number }).position) : undefined;
+}
+
+export function normalizeItem(row: BranchItemRow): BranchItemRow {
+  return { ...row, created_at: Number(row.created_at), position: Number(row.position) };
+}
+
+function normalizeBranch<T extends BranchRow>(row: T): T {
+  return { ...row, id: Number(row.id), created_at: Number(row.created_at), updated_at: Number(row.updated_at) };
+}
+

@@ -1,0 +1,235 @@
+import type { Knex } from 'knex';
+import { badRequest, newId, recordEvent, systemClock, unixSeconds, type Clock } from '../../kit/index.js';
+import { itemNotFound, loadConversation, resolveBranch } from './access.js';
+import { normalizeItem, type StoredItemBody } from './item-schema.js';
+import {
+  allBranchItems,
+  appendRefs,
+  findBranchItem,
+  insertItems,
+  itemPageQuery,
+  normalizeItem as normalizeRow,
+  positionOf,
+  touchBranch,
+  type BranchItemRow,
+  type BranchRow,
+} from './items-store.js';
+import { updateConversation, type ConversationRow, type Db } from './store.js';
+
+/**
+ * The items domain. `appendItems` is THE one place that creates items and therefore the one place
+ * that emits `message.sent` (once per created item whose role is user or assistant), whichever path
+ * created it: POST …/items, conversation create with initial items, an edit, or chat completions
+ * with `store: true`.
+ */
+
+export type ItemObject = Record<string, unknown> & {
+  id: string;
+  object: 'conversation.item';
+  type: string;
+  branch: string;
+  sequence_number: number;
+  created_at: string;
+};
+
+export interface TokensUsed {
+  prompt: number;
+  completion: number;
+}
+
+export interface AppendItemsInput {
+  conversationId: string;
+  userId: string;
+  /** Raw items in any accepted shape (validated exactly like POST /v1/conversations/{id}/items). */
+  items: unknown[];
+  /** `message.sent.model` for the created items (chat: the model that answered). */
+  model?: string | null;
+  /** `message.sent.tokens_used`, reported on assistant items (chat: the completion's usage). */
+  tokensUsed?: TokensUsed | null;
+  clock?: Clock;
+  /** Query-style `include` values (e.g. `message.output_text.logprobs`) for the returned objects. */
+  include?: string[];
+}
+
+export interface AppendItemsResult {
+  conversation: ConversationRow;
+  branch: string;
+  items: ItemObject[];
+}
+
+/**
+ * Validates `items` and appends them, in order, to the conversation's active branch, in one
+ * transaction that holds the conversation's row lock. Runs inside `db` when it is a transaction
+ * (as a savepoint), else in its own. Throws 404 when the conversation is not the user's or is
+ * deleted, 400 (naming `items[i]…`) when an item is invalid.
+ */
+export async function appendItems(db: Knex | Knex.Transaction, input: AppendItemsInput): Promise<AppendItemsResult> {
+  const bodies = input.items.map((raw, i) => normalizeItem(raw, `items[${i}]`));
+  return db.transaction(async (trx) => {
+    const conversation = await loadConversation(trx, input.conversationId, input.userId, true);
+    const branch = await resolveBranch(trx, conversation);
+    const clock = input.clock ?? systemClock;
+    const created = await appendToBranch(trx, conversation, branch, bodies, { clock, model: input.model, tokensUsed: input.tokensUsed });
+    const updated = await updateConversation(trx, conversation.id, {}, unixSeconds(clock));
+    const include = new Set(input.include ?? []);
+    return { conversation: updated, branch: branch.name, items: created.map((row) => toItemObject(row, branch.name, include)) };
+  });
+}
+
+/**
+ * Inserts validated item bodies and references them at the end of `branch` (caller holds the
+ * conversation lock), recording `message.sent` for each user or assistant item.
+ */
+export async function appendToBranch(
+  trx: Knex.Transaction,
+  conversation: ConversationRow,
+  branch: BranchRow,
+  bodies: StoredItemBody[],
+  options: { clock: Clock; model?: string | null; tokensUsed?: TokensUsed | null },
+): Promise<BranchItemRow[]> {
+  if (bodies.length === 0) return [];
+  const nowMs = options.clock.now();
+  const rows = bodies.map((body) => ({
+    id: newId('message'),
+    conversation_id: conversation.id,
+    type: body.type,
+    role: typeof body.role === 'string' ? body.role : null,
+    body,
+    created_at: nowMs,
+  }));
+  await insertItems(trx, rows);
+  const positions = await appendRefs(trx, branch.id, rows.map((r) => r.id));
+  await touchBranch(trx, branch.id, unixSeconds(options.clock));
+  const sentAt = new Date(nowMs).toISOString();
+  for (const row of rows) {
+    if (row.role !== 'user' && row.role !== 'assistant') continue;
+    await recordEvent(trx, 'message.sent', {
+      conversation_id: conversation.id,
+      message_id: row.id,
+      role: row.role,
+      content: row.body.content ?? null,
+      model: options.model ?? null,
+      tokens_used: row.role === 'assistant' && options.tokensUsed ? { prompt: options.tokensUsed.prompt, completion: options.tokensUsed.completion } : null,
+      sent_at: sentAt,
+    });
+  }
+  return rows.map((row, i) => normalizeRow({ ...row, position: positions[i]! }));
+}
+
+/** Include values the API knows (OpenAI's IncludeEnum); unknown values are a 400. */
+export const INCLUDE_VALUES = [
+  'message.output_text.logprobs',
+  'reasoning.encrypted_content',
+  'message.input_image.image_url',
+  'web_search_call.action.sources',
+  'web_search_call.results',
+  'code_interpreter_call.outputs',
+  'computer_call_output.output.image_url',
+  'file_search_call.results',
+] as const;
+
+/** `include=a,b`, `include=a&include=b` and `include[]=a` (the SDK's form) all give [a, b]. */
+export function parseInclude(value: unknown): string[] {
+  const raw = (Array.isArray(value) ? value : value === undefined ? [] : [value]).flatMap((v) => (typeof v === 'string' ? v.split(',') : [v]));
+  const out: string[] = [];
+  raw.forEach((v, i) => {
+    if (typeof v !== 'string' || !(INCLUDE_VALUES as readonly string[]).includes(v.trim())) {
+      throw badRequest(`Invalid value for 'include[${i}]': must be one of ${INCLUDE_VALUES.join(', ')}.`, 'include');
+    }
+    out.push(v.trim());
+  });
+  return out;
+}
+
+/**
+ * The API shape of a stored item seen through `branch`. Output-text logprobs and reasoning
+ * `encrypted_content` are returned only when asked for with `include` (as OpenAI does); every
+ * other stored field is returned as it was given.
+ */
+export function toItemObject(row: BranchItemRow, branch: string, include: Set<string>): ItemObject {
+  const body = { ...row.body };
+  if (!include.has('message.output_text.logprobs') && Array.isArray(body.content)) {
+    body.content = body.content.map((part) => withoutLogprobs(part));
+  }
+  if (!include.has('reasoning.encrypted_content') && row.type === 'reasoning') delete body.encrypted_content;
+  return {
+    id: row.id,
+    object: 'conversation.item',
+    ...body,
+    type: row.type,
+    branch,
+    sequence_number: row.position,
+    created_at: new Date(row.created_at).toISOString(),
+  };
+}
+
+function withoutLogprobs(part: unknown): unknown {
+  if (typeof part !== 'object' || part === null) return part;
+  const copy = { ...(part as Record<string, unknown>) };
+  if (copy.type === 'output_text') delete copy.logprobs;
+  if (typeof copy.output_text === 'object' && copy.output_text !== null) {
+    const nested = { ...(copy.output_text as Record<string, unknown>) };
+    delete nested.logprobs;
+    copy.output_text = nested;
+  }
+  return copy;
+}
+
+export interface ItemListQuery {
+  limit: number;
+  order: 'asc' | 'desc';
+  after?: string;
+  include: string[];
+  branch?: string;
+}
+
+export interface ItemList {
+  object: 'list';
+  data: ItemObject[];
+  first_id: string | null;
+  last_id: string | null;
+  has_more: boolean;
+}
+
+/**
+ * One page of a branch (default: the active one). `after` is an item id on that branch; `has_more`
+ * is exact (one extra row is read) and `last_id` is the last element of `data`, so the SDK's
+ * auto-pagination (`after = last_id`) visits every item exactly once.
+ */
+export async function listItems(db: Db, userId: string, conversationId: string, query: ItemListQuery): Promise<ItemList> {
+  const conversation = await loadConversation(db, conversationId, userId);
+  const branch = await resolveBranch(db, conversation, query.branch);
+  let afterPosition: number | undefined;
+  if (query.after !== undefined) {
+    afterPosition = await positionOf(db, branch.id, query.after);
+    if (afterPosition === undefined) throw badRequest(`Invalid value for 'after': item '${query.after}' is not on branch '${branch.name}'.`, 'after');
+  }
+  const rows = (await itemPageQuery(db, { branchId: branch.id, order: query.order, afterPosition, limit: query.limit })) as BranchItemRow[];
+  const hasMore = rows.length > query.limit;
+  const include = new Set(query.include);
+  const data = rows.slice(0, query.limit).map((r) => toItemObject(normalizeRow(r), branch.name, include));
+  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
+}
+
+export async function getItem(
+  db: Db,
+  userId: string,
+  conversationId: string,
+  itemId: string,
+  options: { include: string[]; branch?: string },
+): Promise<ItemObject> {
+  const conversation = await loadConversation(db, conversationId, userId);
+  const branch = await resolveBranch(db, conversation, options.branch);
+  const row = await findBranchItem(db, branch.id, itemId);
+  if (!row) throw itemNotFound(itemId);
+  return toItemObject(row, branch.name, new Set(options.include));
+}
+
+/** The active branch's items in order, as API objects (chat completions prepends them as history). */
+export async function loadHistory(db: Db, input: { conversationId: string; userId: string }): Promise<{ conversation: ConversationRow; items: ItemObject[] }> {
+  const conversation = await loadConversation(db, input.conversationId, input.userId);
+  const branch = await resolveBranch(db, conversation);
+  const rows = await allBranchItems(db, branch.id);
+  const include = new Set<string>(INCLUDE_VALUES);
+  return { conversation, items: rows.map((r) => toItemObject(r, branch.name, include)) };
+}

@@ -1,0 +1,82 @@
+import { z } from 'zod';
+
+/** Request schemas of conversations, items and branches (SPEC.md 2.2, 4.3, 8). */
+export const METADATA_MAX_PAIRS = 16;
+export const METADATA_KEY_MAX = 64;
+export const METADATA_VALUE_MAX = 512;
+export const ITEMS_PER_REQUEST_MAX = 20;
+export const TITLE_MAX = 256;
+export const REFERRER_MAX = 256;
+
+/** Metadata: at most 16 string pairs, keys ≤ 64, values ≤ 512 characters; each breach names its param. */
+export const metadataSchema = z
+  .record(z.string(), z.unknown())
+  .superRefine((record, ctx) => {
+    const keys = Object.keys(record);
+    if (keys.length > METADATA_MAX_PAIRS) ctx.addIssue({ code: 'custom', message: `at most ${METADATA_MAX_PAIRS} pairs are allowed (got ${keys.length})` });
+    for (const key of keys) {
+      const value = record[key];
+      if (key.length > METADATA_KEY_MAX) ctx.addIssue({ code: 'custom', message: `keys must be at most ${METADATA_KEY_MAX} characters`, path: [key] });
+      else if (typeof value !== 'string') ctx.addIssue({ code: 'custom', message: 'values must be strings', path: [key] });
+      else if (value.length > METADATA_VALUE_MAX) ctx.addIssue({ code: 'custom', message: `values must be at most ${METADATA_VALUE_MAX} characters`, path: [key] });
+    }
+  })
+  .transform((record) => record as Record<string, string>);
+
+const items = z
+  .array(z.unknown())
+  .max(ITEMS_PER_REQUEST_MAX, `at most ${ITEMS_PER_REQUEST_MAX} items are allowed per request`);
+const title = z.string().max(TITLE_MAX, `must be at most ${TITLE_MAX} characters`);
+const referrer = z.string().max(REFERRER_MAX, `must be at most ${REFERRER_MAX} characters`);
+const projectId = z.string().min(1).max(64);
+
+export const createConversationSchema = z.object({
+  items: items.nullable().optional(),
+  metadata: metadataSchema.nullable().optional(),
+  project_id: projectId.nullable().optional(),
+  referrer: referrer.nullable().optional(),
+  title: title.nullable().optional(),
+});
+
+/** POST /v1/conversations/{id} (the SDK's update) and PATCH: metadata (null clears), title, project_id (null unlinks). */
+export const updateConversationSchema = z.object({
+  metadata: metadataSchema.nullable().optional(),
+  title: title.nullable().optional(),
+  project_id: projectId.nullable().optional(),
+});
+
+export const listConversationsQuery = z.object({ project_id: projectId.optional(), referrer: referrer.optional() });
+
+export const createItemsSchema = z.object({
+  items: z
+    .array(z.unknown(), { error: (issue) => (issue.input === undefined ? undefined : 'must be an array of items') })
+    .min(1, 'at least one item is required')
+    .max(ITEMS_PER_REQUEST_MAX, `at most ${ITEMS_PER_REQUEST_MAX} items are allowed per request`),
+});
+
+const limit = z.preprocess(
+  (v) => (v === undefined || v === '' ? undefined : typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v),
+  z.number({ error: 'must be an integer' }).int().min(1, 'must be between 1 and 100').max(100, 'must be between 1 and 100').default(20),
+);
+
+export const listItemsQuery = z.object({
+  limit,
+  order: z.enum(['asc', 'desc'], { error: "must be 'asc' or 'desc'" }).default('desc'),
+  after: z.string().min(1).max(64).optional(),
+  branch: z.string().min(1).max(64).optional(),
+});
+
+export const itemQuery = z.object({ branch: z.string().min(1).max(64).optional() });
+
+export const createBranchSchema = z.object({
+  name: z.string().min(1).max(64),
+  description: z.string().max(1024).nullable().optional(),
+  parent_branch: z.string().min(1).max(64).nullable().optional(),
+  fork_from_item_id: z.string().min(1).max(64).nullable().optional(),
+});
+
+export const editItemSchema = z.object({ content: z.unknown() });
+
+export type CreateConversationInput = z.infer<typeof createConversationSchema>;
+export type UpdateConversationInput = z.infer<typeof updateConversationSchema>;
+export type CreateBranchInput = z.infer<typeof createBranchSchema>;
