@@ -1,12 +1,13 @@
 import express from 'express';
 import { createServiceApp, parseSize, type MigrationSet, type ServiceDefinition } from '../kit/index.js';
+import { identityResource } from './identity/index.js';
 import type { LlmApiResource } from './resource.js';
 
 /**
  * LLM API: chat completions, conversations, projects, models, providers, identity and API keys.
  * Each resource lives in its own folder; add it to `resources` (order = mount order).
  */
-const resources: LlmApiResource[] = [];
+const resources: LlmApiResource[] = [identityResource];
 
 export const llmApiMigrations: MigrationSet = { owner: 'llm_api', migrations: resources.flatMap((r) => r.migrations) };
 

@@ -1,0 +1,62 @@
+import { ApiError, type Page, type Runtime } from '../../../kit/index.js';
+import type { ApiKeys } from '../api-keys/domain.js';
+import type { ApiKeyStore } from '../api-keys/store.js';
+import type { IdentityProvider } from '../providers/types.js';
+import { userView, type IdentityUsersStore, type UserPatch } from '../store.js';
+import type { RefreshTokens } from '../tokens/refresh-tokens.js';
+
+/**
+ * User administration: list users; set is_admin and disabled. Disabling revokes at once every API
+ * key (deleted, each hash published) and every refresh token of the user, and publishes
+ * `user:<id>`; the kit's user directory forgets its cached row so the next request sees it.
+ */
+export function createUserAdmin(deps: {
+  runtime: Runtime;
+  users: IdentityUsersStore;
+  keyStore: ApiKeyStore;
+  apiKeys: ApiKeys;
+  refreshTokens: RefreshTokens;
+  provider: IdentityProvider;
+}) {
+  const { runtime, users } = deps;
+  return {
+    async list(page: Page, filter: { email?: string; isGuest?: boolean; isAdmin?: boolean; disabled?: boolean }) {
+      const { rows, total } = await users.list(page, filter);
+      return { rows: rows.map(userView), total };
+    },
+
+    async get(id: string) {
+      const user = await users.byId(id);
+      if (!user) throw new ApiError(404, 'User not found', { param: 'id' });
+      return userView(user);
+    },
+
+    async patch(actorId: string, id: string, patch: { is_admin?: boolean; disabled?: boolean }) {
+      if (id === actorId && (patch.is_admin === false || patch.disabled === true)) {
+        throw new ApiError(400, 'Administrators cannot remove their own admin rights or disable themselves', {
+          param: patch.disabled === true ? 'disabled' : 'is_admin',
+        });
+      }
+      const { user, revokedKeys } = await runtime.db.knex.transaction(async (trx) => {
+        const current = await users.lock(trx, id);
+        if (!current) throw new ApiError(404, 'User not found', { param: 'id' });
+        const change: UserPatch = {};
+        if (patch.is_admin !== undefined) change.is_admin = patch.is_admin;
+        if (patch.disabled !== undefined) change.disabled = patch.disabled;
+        const updated = await users.update(trx, id, change);
+        let revokedKeys: Awaited<ReturnType<ApiKeyStore['deleteAllOf']>> = [];
+        if (patch.disabled === true && !current.disabled) {
+          revokedKeys = await deps.keyStore.deleteAllOf(trx, id);
+          await deps.refreshTokens.revokeUser(trx, id);
+        }
+        if (patch.disabled !== undefined && patch.disabled !== current.disabled) await deps.provider.setEnabled(current, !patch.disabled);
+        return { user: updated!, revokedKeys };
+      });
+      runtime.users.invalidate(id);
+      if (patch.disabled === true) await deps.apiKeys.revokeAllOf(revokedKeys, id);
+      return userView(user);
+    },
+  };
+}
+
+export type UserAdmin = ReturnType<typeof createUserAdmin>;

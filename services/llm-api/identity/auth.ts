@@ -1,0 +1,88 @@
+import { randomUUID } from 'node:crypto';
+import { ApiError, newId, randomBase62, type Runtime } from '../../kit/index.js';
+import type { IdentityProvider, TokenSet } from './providers/types.js';
+import { userView, type IdentityUsersStore, type UserRecord } from './store.js';
+
+/** Guest login, refresh and upgrade (SPEC.md 3 and 4.1), over whichever provider is configured. */
+export interface AuthDeps {
+  runtime: Runtime;
+  provider: IdentityProvider;
+  users: IdentityUsersStore;
+  guestEmailDomain: string;
+}
+
+export interface LoginResult extends TokenSet {
+  user_id: string;
+  username: string | null;
+}
+
+export function createAuth(deps: AuthDeps) {
+  const { runtime, provider, users } = deps;
+
+  return {
+    async guestLogin(): Promise<LoginResult> {
+      const userId = newId('user');
+      const profile = {
+        userId,
+        email: `guest-${randomUUID()}@${deps.guestEmailDomain}`,
+        username: `guest_${randomBase62(12).toLowerCase()}`,
+      };
+      const account = await provider.createGuest(profile);
+      const tokens = await runtime.db.knex.transaction(async (trx) => {
+        const user = await users.insert(trx, {
+          id: userId,
+          issuer: account.issuer,
+          subject: account.subject,
+          email: profile.email,
+          username: profile.username,
+          is_guest: true,
+        });
+        return account.tokens(trx, user);
+      });
+      return { ...tokens, user_id: userId, username: profile.username };
+    },
+
+    async refresh(refreshToken: string): Promise<LoginResult> {
+      const { userId, tokens } = await deps.provider.refresh(refreshToken);
+      const user = await users.byId(userId);
+      return { ...tokens, user_id: userId, username: user?.username ?? null };
+    },
+
+    /**
+     * Guest → permanent account: the temporary e-mail is replaced by the real one (marked
+     * verified), the guest flag cleared. A non-guest caller is a 400; a taken e-mail or username 409.
+     */
+    async upgrade(userId: string, change: { email: string; username?: string; fullName?: string }) {
+      const user = await runtime.db.knex.transaction(async (trx) => {
+        await users.lockName(trx, change.email);
+        if (change.username) await users.lockName(trx, change.username);
+        const current = await users.lock(trx, userId);
+        if (!current) throw new ApiError(401, 'Unknown or disabled user');
+        if (!current.is_guest) throw new ApiError(400, 'Only a guest account can be upgraded', { param: 'email', code: 'not_a_guest' });
+        if (await users.taken(trx, 'email', change.email, userId)) throw new ApiError(409, 'This e-mail is already registered', { param: 'email' });
+        if (change.username && (await users.taken(trx, 'username', change.username, userId))) {
+          throw new ApiError(409, 'This username is already taken', { param: 'username' });
+        }
+        // The provider is updated inside the transaction: if it refuses, nothing changes here either.
+        await provider.upgrade(current, change);
+        return users.update(trx, userId, {
+          email: change.email,
+          email_verified: true,
+          is_guest: false,
+          ...(change.username ? { username: change.username } : {}),
+          ...(change.fullName !== undefined ? { full_name: change.fullName } : {}),
+        });
+      });
+      runtime.users.invalidate(userId);
+      return userView(user as UserRecord);
+    },
+
+    async me(userId: string) {
+      const user = await users.byId(userId);
+      if (!user) throw new ApiError(401, 'Unknown or disabled user');
+      return userView(user);
+    },
+  };
+}
+
+export type Auth = ReturnType<typeof createAuth>;

@@ -1,0 +1,91 @@
+import type { Router } from 'express';
+import type { ServiceContext } from '../../kit/index.js';
+import type { LlmApiResource } from '../resource.js';
+import { mountAdminUserRoutes } from './admin-users/routes.js';
+import { createUserAdmin } from './admin-users/domain.js';
+import { createApiKeys } from './api-keys/domain.js';
+import { mountApiKeyRoutes } from './api-keys/routes.js';
+import { createApiKeyStore } from './api-keys/store.js';
+import { createAuth } from './auth.js';
+import { identityMigrations } from './migrations.js';
+import { createEmbeddedProvider } from './providers/embedded.js';
+import { createKeycloakProvider, keycloakSettingsFrom } from './providers/keycloak.js';
+import type { IdentityProvider } from './providers/types.js';
+import { mountAuthRoutes } from './routes.js';
+import { createIdentityUsersStore } from './store.js';
+import { createTokenIssuer, type TokenIssuer } from './tokens/issuer.js';
+import { createRefreshStore } from './tokens/refresh-store.js';
+import { createRefreshTokens } from './tokens/refresh-tokens.js';
+import { createKeyRing } from './tokens/signing-keys.js';
+
+/**
+ * Identity (issue 4): guest login, refresh, upgrade, API keys and their validation, user and key
+ * administration, and — with the embedded provider — the token issuer's JWKS and discovery.
+ */
+export function createIdentity(ctx: ServiceContext) {
+  const { runtime } = ctx;
+  const config = runtime.config;
+  const knex = runtime.db.knex;
+  const users = createIdentityUsersStore(knex);
+  const keyRing = createKeyRing({ knex, clock: runtime.clock, alg: config.JWT_SIGNING_ALG });
+  const issuer = createTokenIssuer({
+    keys: keyRing,
+    clock: runtime.clock,
+    settings: {
+      issuer: config.JWT_ISSUER,
+      audience: config.JWT_AUDIENCE,
+      accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+      guestAccessTtlSeconds: config.GUEST_ACCESS_TOKEN_TTL_SECONDS,
+    },
+  });
+  const refreshTokens = createRefreshTokens({
+    store: createRefreshStore(knex),
+    clock: runtime.clock,
+    settings: { ttlDays: config.REFRESH_TOKEN_TTL_DAYS, familyMaxDays: config.REFRESH_FAMILY_MAX_DAYS },
+  });
+  const keycloak = keycloakSettingsFrom(config);
+  const provider: IdentityProvider = keycloak
+    ? createKeycloakProvider({ settings: keycloak, clock: runtime.clock, users, logger: runtime.logger })
+    : createEmbeddedProvider({ issuer, refreshTokens, users });
+  const keyStore = createApiKeyStore(knex);
+  const apiKeys = createApiKeys({ runtime, store: keyStore, users, provider, maxPerUser: config.API_KEYS_MAX_PER_USER });
+  const auth = createAuth({ runtime, provider, users, guestEmailDomain: config.GUEST_EMAIL_DOMAIN });
+  const userAdmin = createUserAdmin({ runtime, users, keyStore, apiKeys, refreshTokens, provider });
+  return { provider, issuer: keycloak ? null : (issuer as TokenIssuer | null), keyRing, refreshTokens, apiKeys, auth, userAdmin, users };
+}
+
+export type Identity = ReturnType<typeof createIdentity>;
+
+const timers = new Set<NodeJS.Timeout>();
+
+export const identityResource: LlmApiResource = {
+  name: 'identity',
+  migrations: identityMigrations,
+  publicPaths: [/^\/auth\/guest-login$/, /^\/auth\/refresh(-token)?$/, /^\/\.well-known\//, /^\/auth\/validate-api-key$/],
+  bodyRules: [
+    { path: /^\/auth\/validate-api-key$/, limit: 4 * 1024 },
+    { path: /^\/auth\//, limit: 16 * 1024 },
+  ],
+  async mount(router: Router, ctx: ServiceContext) {
+    const identity = createIdentity(ctx);
+    const config = ctx.runtime.config;
+    if (identity.issuer) await identity.keyRing.ensureKey();
+    if (config.BOOTSTRAP_ADMIN_API_KEY) {
+      const { userId, created } = await identity.apiKeys.ensureBootstrapAdmin(config.BOOTSTRAP_ADMIN_API_KEY);
+      ctx.runtime.logger.info({ userId, created }, 'bootstrap admin API key ready');
+    }
+    const sweep = setInterval(() => {
+      identity.apiKeys.sweepExpired().catch((error) => ctx.runtime.logger.warn({ err: (error as Error).message }, 'API key sweep failed'));
+    }, config.API_KEY_SWEEP_INTERVAL_MS);
+    sweep.unref();
+    timers.add(sweep);
+
+    mountAuthRoutes(router, { auth: identity.auth, issuer: identity.issuer, guestEmailDomain: config.GUEST_EMAIL_DOMAIN });
+    mountApiKeyRoutes(router, { apiKeys: identity.apiKeys, maxTtlDays: config.API_KEY_MAX_TTL_DAYS });
+    mountAdminUserRoutes(router, { userAdmin: identity.userAdmin });
+  },
+  async stop() {
+    for (const timer of timers) clearInterval(timer);
+    timers.clear();
+  },
+};

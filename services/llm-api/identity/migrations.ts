@@ -1,0 +1,91 @@
+import type { Migration } from '../../kit/index.js';
+
+/**
+ * Identity tables. Times the domain reasons about (expiry, rotation) are bigint milliseconds from
+ * the injectable Clock, so tests move them with ManualClock; `created_at` of users stays the kit's.
+ */
+export const identityUsersColumns: Migration = {
+  name: '20261122_1000_identity_users_columns',
+  async up(knex) {
+    await knex.schema.alterTable('users', (t) => {
+      t.boolean('email_verified').notNullable().defaultTo(false);
+      t.string('full_name', 256);
+    });
+    await knex.raw('create index users_email_lower on users (lower(email))');
+    await knex.raw('create index users_username_lower on users (lower(username))');
+  },
+  async down(knex) {
+    await knex.raw('drop index if exists users_username_lower');
+    await knex.raw('drop index if exists users_email_lower');
+    await knex.schema.alterTable('users', (t) => {
+      t.dropColumn('full_name');
+      t.dropColumn('email_verified');
+    });
+  },
+};
+
+export const identitySigningKeys: Migration = {
+  name: '20261122_1001_identity_signing_keys',
+  async up(knex) {
+    await knex.schema.createTable('identity_signing_keys', (t) => {
+      t.string('kid', 64).primary();
+      t.string('alg', 16).notNullable();
+      t.jsonb('public_jwk').notNullable();
+      t.jsonb('private_jwk').notNullable();
+      t.bigInteger('created_at').notNullable();
+      // Set when a newer key takes over signing; the key stays in the JWKS until its tokens expired.
+      t.bigInteger('retired_at');
+    });
+  },
+  async down(knex) {
+    await knex.schema.dropTable('identity_signing_keys');
+  },
+};
+
+export const identityRefreshTokens: Migration = {
+  name: '20261122_1002_identity_refresh_tokens',
+  async up(knex) {
+    await knex.schema.createTable('identity_refresh_tokens', (t) => {
+      t.bigIncrements('id');
+      t.string('token_hash', 64).notNullable().unique();
+      t.string('family_id', 64).notNullable();
+      t.string('user_id', 64).notNullable().references('id').inTable('users').onDelete('CASCADE');
+      t.bigInteger('created_at').notNullable();
+      t.bigInteger('expires_at').notNullable();
+      t.bigInteger('family_expires_at').notNullable();
+      t.bigInteger('used_at');
+      t.bigInteger('revoked_at');
+    });
+    await knex.raw('create index identity_refresh_tokens_family on identity_refresh_tokens (family_id)');
+    await knex.raw('create index identity_refresh_tokens_user on identity_refresh_tokens (user_id)');
+  },
+  async down(knex) {
+    await knex.schema.dropTable('identity_refresh_tokens');
+  },
+};
+
+export const identityApiKeys: Migration = {
+  name: '20261122_1003_identity_api_keys',
+  async up(knex) {
+    await knex.schema.createTable('identity_api_keys', (t) => {
+      t.string('id', 64).primary(); // key_…
+      t.string('user_id', 64).notNullable().references('id').inTable('users').onDelete('CASCADE');
+      t.string('name', 256).notNullable();
+      t.string('key_hash', 64).notNullable().unique(); // sha256 hex of the secret; the secret is never stored
+      t.string('prefix', 16).notNullable();
+      t.string('last_four', 4).notNullable();
+      t.string('tier', 16).notNullable().defaultTo('free');
+      t.jsonb('limits'); // custom limits set by an admin; null = the tier's defaults
+      t.bigInteger('created_at').notNullable();
+      t.bigInteger('last_used_at');
+      t.bigInteger('expires_at');
+    });
+    await knex.raw('create index identity_api_keys_user on identity_api_keys (user_id)');
+    await knex.raw('create index identity_api_keys_expires on identity_api_keys (expires_at) where expires_at is not null');
+  },
+  async down(knex) {
+    await knex.schema.dropTable('identity_api_keys');
+  },
+};
+
+export const identityMigrations: Migration[] = [identityUsersColumns, identitySigningKeys, identityRefreshTokens, identityApiKeys];

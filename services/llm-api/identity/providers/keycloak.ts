@@ -1,0 +1,239 @@
+import type { Knex } from 'knex';
+import { decodeJwt } from 'jose';
+import { ApiError, ConfigError, EXTERNAL_ISSUER, randomBase62, type Clock, type Logger } from '../../../kit/index.js';
+import type { IdentityUsersStore, UserRecord } from '../store.js';
+import type { GuestProfile, IdentityProvider, TokenSet, UpgradeChange } from './types.js';
+
+/**
+ * Keycloak driver, over Keycloak's admin REST API and the realm's OpenID Connect token endpoint:
+ * - admin calls use a service-account token (client_credentials grant of KEYCLOAK_CLIENT_ID);
+ * - a guest is `POST /admin/realms/{realm}/users` with attribute guest=["true"] and a random
+ *   password, then the password grant gives the guest its tokens;
+ * - refresh is the refresh_token grant; upgrade is GET + PUT of the user representation
+ *   (attributes are replaced as a whole by PUT, so they are merged first);
+ * - API-key hashes are mirrored in the attribute `api_key_hashes`.
+ * The platform user row has issuer `external` and subject = the Keycloak user id, which is what
+ * the kit's user directory maps a Keycloak token's `sub` to.
+ */
+export interface KeycloakSettings {
+  url: string;
+  realm: string;
+  clientId: string;
+  clientSecret: string;
+  timeoutMs: number;
+}
+
+export const API_KEY_ATTRIBUTE = 'api_key_hashes';
+
+interface TokenResponse {
+  access_token: string;
+  refresh_token?: string;
+  expires_in: number;
+  refresh_expires_in?: number;
+  token_type?: string;
+}
+
+interface UserRepresentation {
+  id?: string;
+  username?: string;
+  email?: string;
+  emailVerified?: boolean;
+  enabled?: boolean;
+  firstName?: string;
+  lastName?: string;
+  attributes?: Record<string, string[]>;
+  [key: string]: unknown;
+}
+
+const unavailable = (what: string, cause?: unknown) =>
+  new ApiError(502, `The identity provider is unavailable (${what})`, { cause });
+
+export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
+  const base = settings.url.replace(/\/$/, '');
+  const realm = encodeURIComponent(settings.realm);
+  const tokenUrl = `${base}/realms/${realm}/protocol/openid-connect/token`;
+  const adminBase = `${base}/admin/realms/${realm}`;
+  let adminToken: { value: string; expiresAt: number } | null = null;
+
+  async function send(url: string, init: RequestInit, what: string): Promise<Response> {
+    try {
+      return await fetch(url, { ...init, signal: AbortSignal.timeout(settings.timeoutMs) });
+    } catch (error) {
+      throw unavailable(what, error);
+    }
+  }
+
+  async function tokenRequest(form: Record<string, string>, what: string): Promise<Response> {
+    const body = new URLSearchParams({ client_id: settings.clientId, client_secret: settings.clientSecret, ...form });
+    return send(tokenUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body }, what);
+  }
+
+  async function admin(): Promise<string> {
+    const now = clock.now();
+    if (adminToken && adminToken.expiresAt > now) return adminToken.value;
+    const res = await tokenRequest({ grant_type: 'client_credentials' }, 'service-account token');
+    if (!res.ok) throw unavailable(`service-account token: HTTP ${res.status}`);
+    const body = (await res.json()) as TokenResponse;
+    // Renew a little before Keycloak's expiry so a call never races it.
+    adminToken = { value: body.access_token, expiresAt: now + Math.max(0, body.expires_in - 30) * 1000 };
+    return adminToken.value;
+  }
+
+  async function adminCall(method: string, path: string, what: string, body?: unknown): Promise<Response> {
+    const token = await admin();
+    const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await send(`${adminBase}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }, what);
+    if (res.status === 401) adminToken = null; // expired or revoked early: the next call fetches a new one
+    return res;
+  }
+
+  return {
+    tokenRequest,
+    async createUser(rep: UserRepresentation): Promise<string> {
+      const res = await adminCall('POST', '/users', 'create user', rep);
+      if (res.status === 409) throw new ApiError(409, 'The identity provider already has this user');
+      if (res.status !== 201) throw unavailable(`create user: HTTP ${res.status}`);
+      const location = res.headers.get('location') ?? '';
+      const id = decodeURIComponent(location.split('/').pop() ?? '');
+      if (!id) throw unavailable('create user: no Location header');
+      return id;
+    },
+    async getUser(id: string): Promise<UserRepresentation> {
+      const res = await adminCall('GET', `/users/${encodeURIComponent(id)}`, 'read user');
+      if (!res.ok) throw unavailable(`read user: HTTP ${res.status}`);
+      return (await res.json()) as UserRepresentation;
+    },
+    async findByEmail(email: string): Promise<UserRepresentation[]> {
+      const query = new URLSearchParams({ email, exact: 'true' });
+      const res = await adminCall('GET', `/users?${query}`, 'search users');
+      if (!res.ok) throw unavailable(`search users: HTTP ${res.status}`);
+      return (await res.json()) as UserRepresentation[];
+    },
+    async updateUser(id: string, rep: UserRepresentation): Promise<void> {
+      const res = await adminCall('PUT', `/users/${encodeURIComponent(id)}`, 'update user', rep);
+      if (res.status === 409) throw new ApiError(409, 'The e-mail or username is already taken', { param: 'email' });
+      if (res.status !== 204 && !res.ok) throw unavailable(`update user: HTTP ${res.status}`);
+    },
+    async logout(id: string): Promise<void> {
+      const res = await adminCall('POST', `/users/${encodeURIComponent(id)}/logout`, 'logout user');
+      if (res.status !== 204 && !res.ok) throw unavailable(`logout user: HTTP ${res.status}`);
+    },
+  };
+}
+
+export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock: Clock; users: IdentityUsersStore; logger: Logger }): IdentityProvider {
+  const { users } = deps;
+  const kc = createKeycloakClient(deps.settings, deps.clock);
+
+  function toTokenSet(body: TokenResponse): TokenSet {
+    if (!body.refresh_token) throw unavailable('token response without refresh_token');
+    return {
+      access_token: body.access_token,
+      refresh_token: body.refresh_token,
+      token_type: 'Bearer',
+      expires_in: body.expires_in,
+      refresh_expires_in: body.refresh_expires_in ?? null,
+    };
+  }
+
+  // Platform-issued users (the bootstrap admin) have no Keycloak account to mirror.
+  const atKeycloak = (user: UserRecord) => user.issuer === EXTERNAL_ISSUER;
+
+  async function mergeAttributes(user: UserRecord, change: (attributes: Record<string, string[]>) => void): Promise<void> {
+    if (!atKeycloak(user)) return;
+    const rep = await kc.getUser(user.subject);
+    const attributes = { ...(rep.attributes ?? {}) };
+    change(attributes);
+    await kc.updateUser(user.subject, { ...rep, attributes });
+  }
+
+  return {
+    kind: 'keycloak',
+    async createGuest(profile: GuestProfile) {
+      const password = randomBase62(40);
+      const subject = await kc.createUser({
+        username: profile.username,
+        email: profile.email,
+        enabled: true,
+        emailVerified: false,
+        attributes: { guest: ['true'], platform_user_id: [profile.userId] },
+        credentials: [{ type: 'password', value: password, temporary: false }],
+      });
+      return {
+        issuer: EXTERNAL_ISSUER,
+        subject,
+        async tokens(_trx: Knex) {
+          const res = await kc.tokenRequest({ grant_type: 'password', username: profile.username, password, scope: 'openid' }, 'guest token');
+          if (!res.ok) throw unavailable(`guest token: HTTP ${res.status}`);
+          return toTokenSet((await res.json()) as TokenResponse);
+        },
+      };
+    },
+
+    async refresh(refreshToken) {
+      const res = await kc.tokenRequest({ grant_type: 'refresh_token', refresh_token: refreshToken }, 'refresh');
+      if (res.status === 400 || res.status === 401) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
+      if (!res.ok) throw unavailable(`refresh: HTTP ${res.status}`);
+      const tokens = toTokenSet((await res.json()) as TokenResponse);
+      // The token came straight from the realm's token endpoint; only its subject is read here.
+      const sub = decodeJwt(tokens.access_token).sub;
+      const user = sub ? await users.byIssuerSubject(EXTERNAL_ISSUER, sub) : undefined;
+      if (!user || user.disabled) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
+      return { userId: user.id, tokens };
+    },
+
+    async upgrade(user, change: UpgradeChange) {
+      if (!atKeycloak(user)) return;
+      const holders = await kc.findByEmail(change.email);
+      if (holders.some((h) => h.id !== user.subject)) throw new ApiError(409, 'This e-mail is already registered', { param: 'email' });
+      const rep = await kc.getUser(user.subject);
+      const [firstName, ...rest] = (change.fullName ?? '').trim().split(/\s+/).filter(Boolean);
+      await kc.updateUser(user.subject, {
+        ...rep,
+        email: change.email,
+        emailVerified: true,
+        ...(change.username ? { username: change.username } : {}),
+        ...(firstName ? { firstName, lastName: rest.join(' ') } : {}),
+        attributes: { ...(rep.attributes ?? {}), guest: ['false'] },
+      });
+    },
+
+    async apiKeyAdded(user, keyHash) {
+      await mergeAttributes(user, (attributes) => {
+        const hashes = new Set(attributes[API_KEY_ATTRIBUTE] ?? []);
+        hashes.add(keyHash);
+        attributes[API_KEY_ATTRIBUTE] = [...hashes];
+      });
+    },
+
+    async apiKeyRemoved(user, keyHash) {
+      await mergeAttributes(user, (attributes) => {
+        attributes[API_KEY_ATTRIBUTE] = (attributes[API_KEY_ATTRIBUTE] ?? []).filter((h) => h !== keyHash);
+      });
+    },
+
+    async setEnabled(user, enabled) {
+      if (!atKeycloak(user)) return;
+      const rep = await kc.getUser(user.subject);
+      await kc.updateUser(user.subject, { ...rep, enabled });
+      if (!enabled) await kc.logout(user.subject);
+    },
+  };
+}
+
+export function keycloakSettingsFrom(config: {
+  KEYCLOAK_URL?: string;
+  KEYCLOAK_REALM?: string;
+  KEYCLOAK_CLIENT_ID?: string;
+  KEYCLOAK_CLIENT_SECRET?: string;
+  KEYCLOAK_TIMEOUT_MS: number;
+}): KeycloakSettings | null {
+  const { KEYCLOAK_URL, KEYCLOAK_REALM, KEYCLOAK_CLIENT_ID, KEYCLOAK_CLIENT_SECRET } = config;
+  if (!KEYCLOAK_URL) return null;
+  if (!KEYCLOAK_REALM || !KEYCLOAK_CLIENT_ID || !KEYCLOAK_CLIENT_SECRET) {
+    const missing = !KEYCLOAK_REALM ? 'KEYCLOAK_REALM' : !KEYCLOAK_CLIENT_ID ? 'KEYCLOAK_CLIENT_ID' : 'KEYCLOAK_CLIENT_SECRET';
+    throw new ConfigError(missing, 'required when KEYCLOAK_URL is set (variable is not set)');
+  }
+  return { url: KEYCLOAK_URL, realm: KEYCLOAK_REALM, clientId: KEYCLOAK_CLIENT_ID, clientSecret: KEYCLOAK_CLIENT_SECRET, timeoutMs: config.KEYCLOAK_TIMEOUT_MS };
+}

@@ -1,0 +1,49 @@
+import type { Knex } from 'knex';
+import type { UserRecord } from '../store.js';
+
+/** What a client gets from guest login and refresh (SPEC.md 4.1). */
+export interface TokenSet {
+  access_token: string;
+  refresh_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  refresh_expires_in: number | null;
+}
+
+export interface GuestProfile {
+  userId: string;
+  email: string;
+  username: string;
+}
+
+/** A guest account just created at the provider; `tokens` runs once the users row exists. */
+export interface GuestAccount {
+  issuer: string;
+  subject: string;
+  tokens(trx: Knex, user: UserRecord): Promise<TokenSet>;
+}
+
+export interface UpgradeChange {
+  email: string;
+  username?: string;
+  fullName?: string;
+}
+
+/**
+ * The identity provider behind the auth endpoints. Two drivers: `embedded` (llm-api is the token
+ * issuer; default) and `keycloak` (users and tokens live in a Keycloak realm). The users table
+ * is always the platform's record ("one user, one id"); the driver mirrors changes to its side.
+ */
+export interface IdentityProvider {
+  readonly kind: 'embedded' | 'keycloak';
+  createGuest(profile: GuestProfile): Promise<GuestAccount>;
+  /** Exchanges a refresh token; 401 ApiError when it is invalid, expired, reused or its user is disabled. */
+  refresh(refreshToken: string): Promise<{ userId: string; tokens: TokenSet }>;
+  /** Applies an upgrade at the provider (409 ApiError when the provider already has that e-mail). */
+  upgrade(user: UserRecord, change: UpgradeChange): Promise<void>;
+  /** Mirrors the set of a user's API-key hashes at the provider (Keycloak user attributes). */
+  apiKeyAdded(user: UserRecord, keyHash: string): Promise<void>;
+  apiKeyRemoved(user: UserRecord, keyHash: string): Promise<void>;
+  /** Disables or re-enables the account at the provider and ends its sessions there. */
+  setEnabled(user: UserRecord, enabled: boolean): Promise<void>;
+}

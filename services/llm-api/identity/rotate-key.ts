@@ -1,0 +1,24 @@
+/**
+ * Signing-key rotation for the embedded issuer:
+ *   node dist/services/llm-api/identity/rotate-key.js   (or: npx tsx services/llm-api/identity/rotate-key.ts)
+ * A new key signs from now on; the old one stays in /.well-known/jwks.json until every token it
+ * signed has expired (at most 3600 s), and keys retired longer ago are deleted. Edges that load the
+ * JWKS once (SPEC.md section 5) must be restarted within that window.
+ */
+import { exitOnConfigError, loadBaseConfig, openRuntime, type BaseConfig } from '../../kit/index.js';
+import { llmApiMigrations } from '../service.js';
+import { createKeyRing } from './tokens/signing-keys.js';
+
+let config: BaseConfig;
+try {
+  config = loadBaseConfig();
+} catch (error) {
+  exitOnConfigError(error);
+}
+const runtime = await openRuntime(config, { name: 'identity-rotate-key', migrations: [llmApiMigrations] });
+try {
+  const result = await createKeyRing({ knex: runtime.db.knex, clock: runtime.clock, alg: config.JWT_SIGNING_ALG }).rotate();
+  process.stdout.write(`${JSON.stringify({ signing_kid: result.kid, retired: result.retired, pruned: result.pruned })}\n`);
+} finally {
+  await runtime.close();
+}

@@ -1,0 +1,59 @@
+import { z } from 'zod';
+import { TIERS } from './api-keys/tiers.js';
+
+/** Request schemas of the identity endpoints. Names and free text are capped at 256 characters. */
+const MAX = 256;
+
+export const refreshRequest = z.object({ refresh_token: z.string().min(1).max(512) });
+
+export const upgradeRequest = z.strictObject({
+  email: z.email().max(MAX),
+  username: z
+    .string()
+    .min(3)
+    .max(MAX)
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._@-]*$/, 'letters, digits and . _ @ - only, starting with a letter or digit')
+    .optional(),
+  full_name: z.string().trim().min(1).max(MAX).optional(),
+});
+
+const limitValue = z.number().int().min(1).max(1_000_000_000).nullable().optional();
+export const limitsSchema = z.strictObject({ requests_per_minute: limitValue, requests_per_day: limitValue });
+
+const keyName = z.string().trim().min(1).max(MAX);
+const expiresInDays = (max: number) => z.number().int().min(1).max(max).optional();
+
+export const createKeyRequest = (maxDays: number) =>
+  z.strictObject({
+    name: keyName,
+    tier: z.enum(TIERS).optional(),
+    limits: limitsSchema.nullable().optional(),
+    expires_in_days: expiresInDays(maxDays),
+  });
+
+export const adminCreateKeyRequest = (maxDays: number) =>
+  z.strictObject({
+    user_id: z.string().min(1).max(64),
+    name: keyName,
+    tier: z.enum(TIERS),
+    limits: limitsSchema.nullable().optional(),
+    expires_in_days: expiresInDays(maxDays),
+  });
+
+export const adminPatchKeyRequest = z
+  .strictObject({ tier: z.enum(TIERS).optional(), limits: limitsSchema.nullable().optional() })
+  .refine((v) => v.tier !== undefined || v.limits !== undefined, { message: 'give tier or limits', path: ['tier'] });
+
+export const adminPatchUserRequest = z
+  .strictObject({ is_admin: z.boolean().optional(), disabled: z.boolean().optional() })
+  .refine((v) => v.is_admin !== undefined || v.disabled !== undefined, { message: 'give is_admin or disabled', path: ['is_admin'] });
+
+export const validateKeyRequest = z.object({ api_key: z.string().min(1).max(512) });
+
+const boolQuery = z.enum(['true', 'false']).transform((v) => v === 'true').optional();
+export const adminUsersQuery = z.object({
+  email: z.string().max(MAX).optional(),
+  is_guest: boolQuery,
+  is_admin: boolQuery,
+  disabled: boolQuery,
+});

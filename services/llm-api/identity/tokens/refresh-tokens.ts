@@ -1,0 +1,87 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import { ApiError, randomBase62, sha256Hex, type Clock } from '../../../kit/index.js';
+import type { RefreshStore } from './refresh-store.js';
+
+/**
+ * Opaque refresh tokens: `rt_` + 48 base62 characters, stored only as SHA-256 hashes, single use.
+ * Each use rotates the token within its family (one login). Presenting a token that was already
+ * used means it was copied: the whole family is revoked (theft detection) and the answer is 401.
+ * A family ends REFRESH_FAMILY_MAX_DAYS after the login, however often it is rotated.
+ */
+export const REFRESH_TOKEN_PATTERN = /^rt_[0-9A-Za-z]{48}$/;
+const DAY_MS = 24 * 3600 * 1000;
+
+export interface RefreshSettings {
+  ttlDays: number;
+  familyMaxDays: number;
+}
+
+export interface IssuedRefresh {
+  token: string;
+  expiresIn: number; // seconds
+}
+
+const invalid = () => new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
+
+export function createRefreshTokens(options: { store: RefreshStore; clock: Clock; settings: RefreshSettings }) {
+  const { store, clock, settings } = options;
+
+  async function issue(db: Knex, userId: string, family?: { id: string; expiresAt: number }): Promise<IssuedRefresh> {
+    const now = clock.now();
+    const familyExpiresAt = family?.expiresAt ?? now + settings.familyMaxDays * DAY_MS;
+    const expiresAt = Math.min(now + settings.ttlDays * DAY_MS, familyExpiresAt);
+    const token = `rt_${randomBase62(48)}`;
+    await store.insert(db, {
+      token_hash: sha256Hex(token),
+      family_id: family?.id ?? randomUUID(),
+      user_id: userId,
+      created_at: now,
+      expires_at: expiresAt,
+      family_expires_at: familyExpiresAt,
+    });
+    return { token, expiresIn: Math.max(0, Math.floor((expiresAt - now) / 1000)) };
+  }
+
+  return {
+    /** Starts a new family (a login). */
+    start(db: Knex, userId: string): Promise<IssuedRefresh> {
+      return issue(db, userId);
+    },
+
+    /**
+     * Consumes `token` and returns the user it belongs to plus its successor. `isUserActive` is
+     * checked inside the same transaction (a disabled user cannot refresh).
+     */
+    async rotate(token: string, isUserActive: (trx: Knex, userId: string) => Promise<boolean>): Promise<{ userId: string; next: IssuedRefresh }> {
+      if (!REFRESH_TOKEN_PATTERN.test(token)) throw invalid();
+      const hash = sha256Hex(token);
+      // Reuse is detected in its own transaction so the family revocation commits even though we answer 401.
+      const outcome = await store.knex.transaction(async (trx) => {
+        const now = clock.now();
+        const row = await store.byHash(trx, hash);
+        if (!row || row.revoked_at !== null) return { error: true as const };
+        if (row.used_at !== null) {
+          await store.revokeFamily(trx, row.family_id, now);
+          return { error: true as const, reuse: true };
+        }
+        if (row.expires_at <= now || row.family_expires_at <= now) return { error: true as const };
+        if (!(await isUserActive(trx, row.user_id))) return { error: true as const };
+        if ((await store.markUsed(trx, row.id, now)) !== 1) {
+          await store.revokeFamily(trx, row.family_id, now);
+          return { error: true as const, reuse: true };
+        }
+        const next = await issue(trx, row.user_id, { id: row.family_id, expiresAt: row.family_expires_at });
+        return { error: false as const, userId: row.user_id, next };
+      });
+      if (outcome.error) throw invalid();
+      return { userId: outcome.userId, next: outcome.next };
+    },
+
+    revokeUser(db: Knex, userId: string): Promise<number> {
+      return store.revokeUser(db, userId, clock.now());
+    },
+  };
+}
+
+export type RefreshTokens = ReturnType<typeof createRefreshTokens>;

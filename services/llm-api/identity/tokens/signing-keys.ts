@@ -1,0 +1,117 @@
+import { randomUUID } from 'node:crypto';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import type { Knex } from 'knex';
+import type { Clock } from '../../../kit/index.js';
+
+/**
+ * The embedded issuer's signing keys, kept in the database so every llm-api process signs with
+ * the same key and a restart keeps tokens valid. One key signs (retired_at null); retired keys
+ * stay in the JWKS until every token they signed has expired, then they are pruned.
+ */
+export type SigningAlg = 'ES256' | 'RS256';
+
+interface KeyRow {
+  kid: string;
+  alg: SigningAlg;
+  public_jwk: JWK;
+  private_jwk: JWK;
+  created_at: number;
+  retired_at: number | null;
+}
+
+export interface ActiveKey {
+  kid: string;
+  alg: SigningAlg;
+  privateKey: CryptoKey;
+}
+
+/** Longest an access token may live (the edge refuses longer), plus slack for clock skew and caches. */
+export const MAX_TOKEN_LIFETIME_MS = 3600 * 1000;
+const RETENTION_SLACK_MS = 5 * 60 * 1000;
+/** How long a process keeps using its cached signing key before re-reading (another process may have rotated). */
+const RELOAD_MS = 60 * 1000;
+const LOCK_KEY = 0x1d3471; // advisory lock serialising key creation across processes
+
+export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningAlg }) {
+  const { knex, clock } = options;
+  let cached: { key: ActiveKey; loadedAt: number } | null = null;
+
+  async function generate(trx: Knex, alg: SigningAlg): Promise<KeyRow> {
+    const { publicKey, privateKey } = await generateKeyPair(alg, { extractable: true });
+    const publicJwk = await exportJWK(publicKey);
+    const kid = `${(await calculateJwkThumbprint(publicJwk)).slice(0, 16)}-${randomUUID().slice(0, 8)}`;
+    const row: KeyRow = {
+      kid,
+      alg,
+      public_jwk: { ...publicJwk, kid, alg, use: 'sig' },
+      private_jwk: { ...(await exportJWK(privateKey)), kid, alg },
+      created_at: clock.now(),
+      retired_at: null,
+    };
+    await trx('identity_signing_keys').insert({ ...row, public_jwk: JSON.stringify(row.public_jwk), private_jwk: JSON.stringify(row.private_jwk) });
+    return row;
+  }
+
+  async function toActive(row: KeyRow): Promise<ActiveKey> {
+    return { kid: row.kid, alg: row.alg, privateKey: (await importJWK(row.private_jwk, row.alg)) as CryptoKey };
+  }
+
+  const activeRow = (db: Knex) =>
+    db('identity_signing_keys').whereNull('retired_at').orderBy('created_at', 'desc').first();
+
+  return {
+    /** Makes sure a signing key exists (first start); safe when several processes start at once. */
+    async ensureKey(): Promise<void> {
+      await knex.transaction(async (trx) => {
+        await trx.raw('select pg_advisory_xact_lock(?)', [LOCK_KEY]);
+        if (!(await activeRow(trx))) await generate(trx, options.alg);
+      });
+    },
+
+    async signingKey(): Promise<ActiveKey> {
+      const now = clock.now();
+      if (cached && now - cached.loadedAt < RELOAD_MS && now >= cached.loadedAt) return cached.key;
+      let row = await activeRow(knex);
+      if (!row) {
+        await this.ensureKey();
+        row = await activeRow(knex);
+      }
+      if (!row) throw new Error('no signing key');
+      const previous = cached;
+      const key = previous && previous.key.kid === row.kid ? previous.key : await toActive(row);
+      cached = { key, loadedAt: now };
+      return key;
+    },
+
+    /** Public keys that may still have valid tokens: the signing key and recently retired ones. */
+    async publicKeys(): Promise<JWK[]> {
+      const cutoff = clock.now() - MAX_TOKEN_LIFETIME_MS - RETENTION_SLACK_MS;
+      const rows = await knex('identity_signing_keys')
+        .select('public_jwk', 'created_at')
+        .where((q) => q.whereNull('retired_at').orWhere('retired_at', '>', cutoff))
+        .orderBy('created_at', 'desc');
+      return rows.map((r) => r.public_jwk);
+    },
+
+    /**
+     * Key rotation: a new key signs from now on; the old one is retired but stays published until
+     * its last token has expired; keys retired before that window are deleted.
+     */
+    async rotate(alg: SigningAlg = options.alg): Promise<{ kid: string; retired: string[]; pruned: number }> {
+      const result = await knex.transaction(async (trx) => {
+        await trx.raw('select pg_advisory_xact_lock(?)', [LOCK_KEY]);
+        const now = clock.now();
+        const retired = await trx('identity_signing_keys').whereNull('retired_at').update({ retired_at: now }).returning('kid');
+        const created = await generate(trx, alg);
+        const pruned = await trx('identity_signing_keys')
+          .where('retired_at', '<=', now - MAX_TOKEN_LIFETIME_MS - RETENTION_SLACK_MS)
+          .delete();
+        return { kid: created.kid, retired: retired.map((r: { kid: string }) => r.kid), pruned };
+      });
+      cached = null;
+      return result;
+    },
+  };
+}
+
+export type KeyRing = ReturnType<typeof createKeyRing>;
