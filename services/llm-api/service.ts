@@ -2,12 +2,13 @@ import express from 'express';
 import { createServiceApp, parseSize, type MigrationSet, type ServiceDefinition } from '../kit/index.js';
 import { identityResource } from './identity/index.js';
 import type { LlmApiResource } from './resource.js';
+import { webhooksResource } from './webhooks/index.js';
 
 /**
  * LLM API: chat completions, conversations, projects, models, providers, identity and API keys.
  * Each resource lives in its own folder; add it to `resources` (order = mount order).
  */
-const resources: LlmApiResource[] = [identityResource];
+const resources: LlmApiResource[] = [identityResource, webhooksResource];
 
 export const llmApiMigrations: MigrationSet = { owner: 'llm_api', migrations: resources.flatMap((r) => r.migrations) };
 

@@ -1,0 +1,193 @@
+import {
+  ApiError,
+  EgressRefusedError,
+  egressError,
+  listEnvelope,
+  newId,
+  randomBase62,
+  type Bus,
+  type Clock,
+  type EgressGuard,
+  type Logger,
+  type Page,
+  type SecretBox,
+} from '../../kit/index.js';
+import type { AttemptRow, DeliveriesStore, DeliveryRow, DeliveryStatus } from './deliveries-store.js';
+import { ATTEMPT_HEADER, DELIVERY_QUEUE } from './events.js';
+import type { CreateWebhookInput, UpdateWebhookInput } from './schemas.js';
+import type { WebhookPatch, WebhookRow, WebhooksStore } from './store.js';
+
+/** Webhook subscriptions and their deliveries: what the admin API does, without HTTP. */
+export interface WebhooksDeps {
+  webhooks: WebhooksStore;
+  deliveries: DeliveriesStore;
+  box: SecretBox;
+  guard: EgressGuard;
+  bus: Bus;
+  clock: Clock;
+  logger: Logger;
+  secretGraceSeconds: number;
+}
+
+const unix = (date: Date | null | undefined) => (date ? Math.floor(new Date(date).getTime() / 1000) : null);
+
+export function generateSecret(): string {
+  return `whsec_${randomBase62(32)}`;
+}
+
+export function presentWebhook(row: WebhookRow, now: number, secret?: string) {
+  const graceUntil = row.previous_secret_expires_at && new Date(row.previous_secret_expires_at).getTime() > now ? row.previous_secret_expires_at : null;
+  return {
+    id: row.id,
+    object: 'webhook' as const,
+    url: row.url,
+    events: row.events,
+    active: row.active,
+    headers: row.headers ?? {},
+    created_at: unix(row.created_at)!,
+    updated_at: unix(row.updated_at)!,
+    previous_secret_expires_at: unix(graceUntil),
+    ...(secret !== undefined ? { secret } : {}),
+  };
+}
+
+export function presentDelivery(row: DeliveryRow, attempts: AttemptRow[]) {
+  return {
+    id: row.id,
+    object: 'webhook.delivery' as const,
+    webhook_id: row.webhook_id,
+    event_id: row.event_id,
+    event_type: row.event_type,
+    status: row.status,
+    attempt_count: row.attempts,
+    next_attempt_at: row.status === 'pending' ? unix(row.next_attempt_at) : null,
+    last_status_code: row.last_status_code,
+    last_error: row.last_error,
+    delivered_at: unix(row.delivered_at),
+    created_at: unix(row.created_at)!,
+    updated_at: unix(row.updated_at)!,
+    attempts: attempts.map((a) => ({
+      attempt: a.attempt,
+      retry_count: a.retry_count,
+      outcome: a.outcome,
+      status_code: a.status_code,
+      duration_ms: a.duration_ms,
+      error: a.error,
+      attempted_at: new Date(a.attempted_at).toISOString(),
+      next_attempt_at: a.next_attempt_at ? new Date(a.next_attempt_at).toISOString() : null,
+    })),
+  };
+}
+
+/** Refuses targets the egress guard would refuse at delivery time (private, loopback, link-local…). */
+async function checkTarget(deps: WebhooksDeps, url: string): Promise<void> {
+  try {
+    await deps.guard.check(url);
+  } catch (error) {
+    // A name that does not resolve today may resolve later: delivery checks again (and retries).
+    if (error instanceof EgressRefusedError && error.reason !== 'host name does not resolve') throw egressError(error, 'url');
+    if (!(error instanceof EgressRefusedError)) throw error;
+  }
+}
+
+export async function createWebhook(deps: WebhooksDeps, input: CreateWebhookInput, createdBy: string) {
+  await checkTarget(deps, input.url);
+  const id = newId('webhook');
+  const secret = input.secret ?? generateSecret();
+  const row = await deps.webhooks.insert(
+    {
+      id,
+      url: input.url,
+      events: input.events,
+      active: input.active ?? true,
+      headers: input.headers ?? {},
+      secret_sealed: deps.box.seal(secret, id),
+      created_by: createdBy,
+    },
+    new Date(deps.clock.now()),
+  );
+  return presentWebhook(row, deps.clock.now(), secret);
+}
+
+export async function listWebhooks(deps: WebhooksDeps, page: Page) {
+  const { rows, total } = await deps.webhooks.list(page);
+  const now = deps.clock.now();
+  return listEnvelope(rows.map((r) => presentWebhook(r, now)), total, page);
+}
+
+async function mustGet(deps: WebhooksDeps, id: string): Promise<WebhookRow> {
+  const row = await deps.webhooks.get(id);
+  if (!row) throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });
+  return row;
+}
+
+export async function getWebhook(deps: WebhooksDeps, id: string) {
+  return presentWebhook(await mustGet(deps, id), deps.clock.now());
+}
+
+/** The new secret signs at once; the old one keeps signing (second signature) for the grace period. */
+function rotation(deps: WebhooksDeps, row: WebhookRow, secret: string): WebhookPatch {
+  const grace = deps.secretGraceSeconds;
+  return {
+    secret_sealed: deps.box.seal(secret, row.id),
+    previous_secret_sealed: grace > 0 ? row.secret_sealed : null,
+    previous_secret_expires_at: grace > 0 ? new Date(deps.clock.now() + grace * 1000) : null,
+  };
+}
+
+export async function updateWebhook(deps: WebhooksDeps, id: string, input: UpdateWebhookInput) {
+  const row = await mustGet(deps, id);
+  if (input.url !== undefined) await checkTarget(deps, input.url);
+  const patch: WebhookPatch = {};
+  if (input.url !== undefined) patch.url = input.url;
+  if (input.events !== undefined) patch.events = input.events;
+  if (input.active !== undefined) patch.active = input.active;
+  if (input.headers !== undefined) patch.headers = input.headers;
+  if (input.secret !== undefined) Object.assign(patch, rotation(deps, row, input.secret));
+  const updated = await deps.webhooks.update(id, patch, new Date(deps.clock.now()));
+  if (!updated) throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });
+  return presentWebhook(updated, deps.clock.now());
+}
+
+export async function rotateSecret(deps: WebhooksDeps, id: string) {
+  const row = await mustGet(deps, id);
+  const secret = generateSecret();
+  const updated = await deps.webhooks.update(id, rotation(deps, row, secret), new Date(deps.clock.now()));
+  if (!updated) throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });
+  return presentWebhook(updated, deps.clock.now(), secret);
+}
+
+export async function deleteWebhook(deps: WebhooksDeps, id: string): Promise<void> {
+  if (!(await deps.webhooks.remove(id))) throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });
+}
+
+export async function listDeliveries(deps: WebhooksDeps, webhookId: string, page: Page, status?: DeliveryStatus) {
+  await mustGet(deps, webhookId);
+  const { rows, total } = await deps.deliveries.list(webhookId, page, status);
+  const attempts = await deps.deliveries.attemptsOf(rows.map((r) => r.id));
+  return listEnvelope(rows.map((r) => presentDelivery(r, attempts.filter((a) => a.delivery_id === r.id))), total, page);
+}
+
+export async function getDelivery(deps: WebhooksDeps, webhookId: string, deliveryId: string) {
+  const row = await deps.deliveries.get(webhookId, deliveryId);
+  if (!row) throw new ApiError(404, `No delivery with id ${deliveryId}`, { param: 'delivery_id' });
+  return presentDelivery(row, await deps.deliveries.attemptsOf([row.id]));
+}
+
+/** Sends a finished (delivered, failed or dead) delivery again: a new run of the retry schedule. */
+export async function redeliver(deps: WebhooksDeps, webhookId: string, deliveryId: string) {
+  await mustGet(deps, webhookId);
+  const reopened = await deps.deliveries.reopen(webhookId, deliveryId, new Date(deps.clock.now()));
+  if (!reopened) {
+    const existing = await deps.deliveries.get(webhookId, deliveryId);
+    if (!existing) throw new ApiError(404, `No delivery with id ${deliveryId}`, { param: 'delivery_id' });
+    throw new ApiError(409, 'The delivery is still pending; it is already scheduled', { param: 'delivery_id' });
+  }
+  try {
+    await deps.bus.send(DELIVERY_QUEUE, { delivery_id: reopened.id }, { messageId: reopened.id, headers: { [ATTEMPT_HEADER]: String(reopened.attempts) } });
+  } catch (error) {
+    // The delivery is pending and overdue: the worker's sweep enqueues it once the broker is back.
+    deps.logger.warn({ err: (error as Error).message, delivery_id: reopened.id }, 'redelivery not enqueued; the sweep will pick it up');
+  }
+  return presentDelivery(reopened, await deps.deliveries.attemptsOf([reopened.id]));
+}

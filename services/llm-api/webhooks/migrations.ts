@@ -1,0 +1,77 @@
+import type { Migration, MigrationSet } from '../../kit/index.js';
+
+/**
+ * Subscriptions, one delivery per (event, subscription), and every attempt made. The same
+ * migrations run under llm-api's history and under the worker's own (`webhooks`), so a worker
+ * started alone finds its tables; each migration is therefore idempotent (checks before it creates).
+ */
+const tables: Migration = {
+  name: '20261122_4000_webhooks_tables',
+  async up(knex) {
+    if (await knex.schema.hasTable('webhooks')) return; // created under the other history
+    await knex.schema.createTable('webhooks', (t) => {
+      t.string('id', 64).primary(); // wh_…
+      t.text('url').notNullable();
+      t.jsonb('events').notNullable();
+      t.boolean('active').notNullable().defaultTo(true);
+      t.jsonb('headers').notNullable().defaultTo('{}');
+      // Secrets are sealed with the kit's secret box (AES-256-GCM, bound to the webhook id).
+      t.text('secret_sealed').notNullable();
+      t.text('previous_secret_sealed');
+      t.timestamp('previous_secret_expires_at', { useTz: true });
+      t.string('created_by', 64);
+      t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+    });
+    await knex.raw('create index webhooks_active on webhooks (created_at) where active');
+
+    await knex.schema.createTable('webhook_deliveries', (t) => {
+      t.string('id', 64).primary(); // whd_…
+      t.string('webhook_id', 64).notNullable().references('webhooks.id').onDelete('CASCADE');
+      t.string('event_id', 64).notNullable();
+      t.string('event_type', 128).notNullable();
+      t.timestamp('event_occurred_at', { useTz: true }).notNullable();
+      t.jsonb('event_data').notNullable();
+      t.string('status', 16).notNullable().defaultTo('pending'); // pending | delivered | failed | dead
+      t.integer('attempts').notNullable().defaultTo(0); // attempts recorded, over all runs
+      t.integer('cycle_attempts').notNullable().defaultTo(0); // attempts in the current run of the schedule
+      t.boolean('queued').notNullable().defaultTo(false); // first job handed to the bus
+      t.bigInteger('lease_until').notNullable().defaultTo(0); // ms; an attempt is in flight until then
+      t.timestamp('next_attempt_at', { useTz: true });
+      t.integer('last_status_code');
+      t.text('last_error');
+      t.timestamp('delivered_at', { useTz: true });
+      t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
+      // Fan-out dedupe: a redelivered event never creates a second delivery for a subscription.
+      t.unique(['event_id', 'webhook_id']);
+      t.index(['webhook_id', 'created_at']);
+    });
+    await knex.raw("create index webhook_deliveries_pending on webhook_deliveries (next_attempt_at) where status = 'pending'");
+
+    await knex.schema.createTable('webhook_delivery_attempts', (t) => {
+      t.bigIncrements('id');
+      t.string('delivery_id', 64).notNullable().references('webhook_deliveries.id').onDelete('CASCADE');
+      t.integer('attempt').notNullable(); // 1-based over all runs
+      t.integer('retry_count').notNullable(); // the envelope's retry_count
+      t.integer('status_code');
+      t.integer('duration_ms').notNullable();
+      t.string('outcome', 16).notNullable(); // delivered | retry | failed | dead
+      t.text('error');
+      t.text('response_excerpt');
+      t.timestamp('attempted_at', { useTz: true }).notNullable();
+      t.timestamp('next_attempt_at', { useTz: true });
+      t.unique(['delivery_id', 'attempt']);
+    });
+  },
+  async down(knex) {
+    await knex.schema.dropTable('webhook_delivery_attempts');
+    await knex.schema.dropTable('webhook_deliveries');
+    await knex.schema.dropTable('webhooks');
+  },
+};
+
+export const webhooksMigrations: Migration[] = [tables];
+
+/** The worker's own history (workers/webhook-delivery), for a worker started without llm-api. */
+export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: webhooksMigrations };

@@ -1,0 +1,188 @@
+import http from 'node:http';
+import express from 'express';
+import {
+  createServiceApp,
+  parseSize,
+  recordEvent,
+  type Clock,
+  type ServiceDefinition,
+} from '../../services/kit/index.js';
+import type { LlmApiResource } from '../../services/llm-api/resource.js';
+import { webhooksResource } from '../../services/llm-api/webhooks/index.js';
+import { webhookDeliveryWorker } from '../../workers/webhook-delivery/index.js';
+import { startTestService, type TestService } from '../helpers/env.js';
+import { createTestUser, edgeHeaders, type TestUser } from '../helpers/users.js';
+
+/** A request the local receiver got. */
+export interface Received {
+  method: string;
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  json: any;
+  at: number;
+}
+
+export type Reply = number | { status: number; headers?: Record<string, string> } | 'hang';
+
+/**
+ * A local webhook receiver on 127.0.0.1. `respond` decides each answer (default 200); 'hang'
+ * keeps the request open until `release()` or close. Tests wait on `until(predicate)`.
+ */
+export async function startReceiver(respond: (r: Received, index: number) => Reply | Promise<Reply> = () => 200) {
+  const requests: Received[] = [];
+  const waiters = new Set<() => void>();
+  const hanging = new Set<http.ServerResponse>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', async () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      let json: unknown = null;
+      try {
+        json = JSON.parse(body);
+      } catch {}
+      const received: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, json, at: Date.now() };
+      requests.push(received);
+      for (const w of [...waiters]) w();
+      const reply = await respond(received, requests.length - 1);
+      if (reply === 'hang') {
+        hanging.add(res);
+        res.on('close', () => hanging.delete(res));
+        return;
+      }
+      const { status, headers } = typeof reply === 'number' ? { status: reply, headers: {} } : reply;
+      res.writeHead(status, { 'content-type': 'text/plain', ...headers }).end(status < 300 ? 'ok' : 'no');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as import('node:net').AddressInfo).port;
+  const until = async (predicate: (all: Received[]) => boolean, boundMs = 30_000, what = 'receiver condition'): Promise<Received[]> => {
+    const deadline = Date.now() + boundMs;
+    while (!predicate(requests)) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) throw new Error(`${what} not reached within ${boundMs} ms (have ${requests.length} requests)`);
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          waiters.delete(done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.min(remaining, 250));
+        waiters.add(done);
+      });
+    }
+    return requests;
+  };
+  return {
+    port,
+    url: (path = '/hook') => `http://127.0.0.1:${port}${path}`,
+    requests,
+    until,
+    for: (webhookId: string) => requests.filter((r) => r.headers['x-webhook-id'] === webhookId),
+    eventIds: () => new Set(requests.map((r) => String(r.headers['x-event-id']))),
+    hanging: () => hanging.size,
+    release(status = 200) {
+      for (const res of [...hanging]) res.writeHead(status).end('ok');
+      hanging.clear();
+    },
+    async close() {
+      for (const res of hanging) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+export type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+
+/** llm-api with only the given resources (so these tests do not depend on unrelated resources). */
+export function llmApiWith(resources: LlmApiResource[]): ServiceDefinition {
+  return {
+    name: 'llm-api',
+    port: (config) => config.LLM_API_PORT,
+    migrations: [{ owner: 'llm_api', migrations: resources.flatMap((r) => r.migrations) }],
+    async createApp(ctx) {
+      const router = express.Router();
+      for (const resource of resources) await resource.mount(router, ctx);
+      return createServiceApp({
+        name: 'llm-api',
+        logger: ctx.runtime.logger,
+        gatewaySecret: ctx.gatewaySecret,
+        users: ctx.runtime.users,
+        readiness: ctx.runtime.readiness,
+        bodyLimit: parseSize(ctx.runtime.config.JSON_BODY_LIMIT),
+        routes: (root) => {
+          root.use('/llm', router);
+          root.use(router);
+        },
+      });
+    },
+  };
+}
+
+export interface Stack {
+  svc: TestService;
+  admin: TestUser;
+  api(method: string, path: string, body?: unknown, user?: TestUser): Promise<{ status: number; body: any }>;
+  emit(type: string, data?: Record<string, unknown>): Promise<string>;
+  stopWorker(): Promise<void>;
+  startWorker(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** llm-api (webhooks admin) + the delivery worker on one isolated runtime. Receivers on 127.0.0.1 are allowed by default. */
+export async function startStack(options: {
+  env?: Record<string, string | undefined>;
+  bus?: 'amqp' | 'pg';
+  service?: ServiceDefinition;
+  clock?: Clock;
+  worker?: boolean;
+} = {}): Promise<Stack> {
+  const svc = await startTestService(options.service ?? llmApiWith([webhooksResource]), {
+    bus: options.bus,
+    clock: options.clock,
+    env: { EGRESS_ALLOW_HOSTS: '127.0.0.1', ...options.env },
+  });
+  let worker: { stop(): Promise<void> } | undefined;
+  const admin = await createTestUser(svc.runtime.db.knex, { admin: true });
+  const stack: Stack = {
+    svc,
+    admin,
+    async api(method, path, body, user = admin) {
+      const headers: Record<string, string> = edgeHeaders(svc.gatewaySecret, user);
+      if (body !== undefined) headers['content-type'] = 'application/json';
+      const res = await fetch(svc.url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      const text = await res.text();
+      return { status: res.status, body: text ? JSON.parse(text) : null };
+    },
+    async emit(type, data = {}) {
+      const id = await svc.runtime.db.knex.transaction((trx) => recordEvent(trx, type, data));
+      svc.runtime.relay.kick();
+      return id;
+    },
+    async startWorker() {
+      worker = await webhookDeliveryWorker.start(svc.ctx);
+    },
+    async stopWorker() {
+      await worker?.stop();
+      worker = undefined;
+    },
+    async close() {
+      await stack.stopWorker().catch(() => {});
+      await svc.close();
+    },
+  };
+  if (options.worker !== false) await stack.startWorker();
+  return stack;
+}
+
+/** Polls the database (bounded) until `check` is truthy: for state an async worker changes. */
+export async function waitFor<T>(check: () => Promise<T | undefined | null | false>, boundMs = 30_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + boundMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`${what} not reached within ${boundMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}

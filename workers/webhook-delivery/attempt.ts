@@ -1,0 +1,86 @@
+import { EgressRefusedError, type EgressGuard } from '../../services/kit/index.js';
+import { signatureHeader } from '../../services/kit/webhook-signature.js';
+import type { DeliveryRow } from '../../services/llm-api/webhooks/deliveries-store.js';
+import type { WebhookRow } from '../../services/llm-api/webhooks/store.js';
+
+/**
+ * One HTTP attempt of a delivery: the envelope of SPEC.md 6.3, the headers of 6.4, a signature
+ * made afresh for this attempt (6.5), no redirects followed, and a verdict:
+ * 2xx delivered; 3xx and 4xx failed for good; 5xx, timeouts and network errors retried.
+ */
+export interface AttemptResult {
+  verdict: 'delivered' | 'failed' | 'retry';
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+  responseExcerpt: string | null;
+}
+
+export const USER_AGENT = 'ai-gateway-webhooks/1.0';
+const EXCERPT_BYTES = 512;
+
+export function envelope(delivery: DeliveryRow) {
+  return {
+    type: delivery.event_type,
+    id: delivery.event_id,
+    timestamp: new Date(delivery.event_occurred_at).toISOString(),
+    webhook_id: delivery.webhook_id,
+    retry_count: delivery.attempts,
+    data: delivery.event_data,
+  };
+}
+
+export async function attemptDelivery(options: {
+  guard: EgressGuard;
+  delivery: DeliveryRow;
+  webhook: WebhookRow;
+  /** Current secret first, then the previous one while its grace period lasts. */
+  secrets: string[];
+  nowMs: number;
+  timeoutMs: number;
+}): Promise<AttemptResult> {
+  const { delivery, webhook } = options;
+  const body = JSON.stringify(envelope(delivery));
+  const timestamp = String(Math.floor(options.nowMs / 1000));
+  const headers: Record<string, string> = {
+    ...webhook.headers,
+    'Content-Type': 'application/json',
+    'User-Agent': USER_AGENT,
+    'X-Timestamp': timestamp,
+    'X-Signature': signatureHeader(options.secrets, timestamp, body),
+    'X-Event-Type': delivery.event_type,
+    'X-Event-ID': delivery.event_id,
+    'X-Webhook-ID': webhook.id,
+  };
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
+  try {
+    const response = await options.guard.request(webhook.url, {
+      method: 'POST',
+      headers,
+      body,
+      timeoutMs: options.timeoutMs,
+      signal: AbortSignal.timeout(options.timeoutMs),
+      maxRedirects: 0,
+      maxBytes: 1024 * 1024,
+    });
+    const status = response.status;
+    const excerpt = response.body.length ? response.body.subarray(0, EXCERPT_BYTES).toString('utf8') : null;
+    const base = { statusCode: status, durationMs: elapsed(), responseExcerpt: excerpt };
+    if (status >= 200 && status < 300) return { verdict: 'delivered', error: null, ...base };
+    if (status >= 500) return { verdict: 'retry', error: `receiver answered ${status}`, ...base };
+    if (status >= 300 && status < 400) return { verdict: 'failed', error: `receiver answered ${status}; redirects are not followed`, ...base };
+    return { verdict: 'failed', error: `receiver answered ${status}`, ...base };
+  } catch (error) {
+    const durationMs = elapsed();
+    if (error instanceof EgressRefusedError) {
+      // A name that does not resolve is a network error (retried); a refused destination is final.
+      const verdict = error.reason === 'host name does not resolve' ? 'retry' : 'failed';
+      return { verdict, statusCode: null, error: error.message, durationMs, responseExcerpt: null };
+    }
+    const err = error as NodeJS.ErrnoException;
+    const timedOut = err.name === 'TimeoutError' || err.name === 'AbortError' || err.code === 'ETIMEDOUT' || err.code === 'ABORT_ERR';
+    const message = timedOut ? `timed out after ${options.timeoutMs} ms` : `network error: ${err.code ?? err.message}`;
+    return { verdict: 'retry', statusCode: null, error: message, durationMs, responseExcerpt: null };
+  }
+}

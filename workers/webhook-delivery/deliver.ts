@@ -1,0 +1,119 @@
+import type { BusMessage, Clock, Delivery, EgressGuard, Logger, SecretBox } from '../../services/kit/index.js';
+import type { AttemptOutcome, DeliveriesStore, DeliveryRow } from '../../services/llm-api/webhooks/deliveries-store.js';
+import { ATTEMPT_HEADER } from '../../services/llm-api/webhooks/events.js';
+import type { WebhookRow } from '../../services/llm-api/webhooks/store.js';
+import { attemptDelivery } from './attempt.js';
+
+/**
+ * The delivery consumer: one job = one attempt. A job carries the number of attempts the delivery
+ * had when it was scheduled; the attempt is claimed with a compare-and-set on that number (plus a
+ * lease while the POST is in flight), recorded, and only then is the job acked or re-scheduled
+ * with `retryAfter` (a TTL queue per delay step on RabbitMQ, `run_at` on the PostgreSQL queue).
+ * A worker that dies anywhere in between leaves the job unacked: the broker hands it out again.
+ */
+export interface DeliveryJob {
+  delivery_id: string;
+}
+
+export interface DeliverDeps {
+  deliveries: DeliveriesStore;
+  box: SecretBox;
+  guard: EgressGuard;
+  clock: Clock;
+  logger: Logger;
+  /** Delays before attempt 2, 3, … (ms). Attempts in one run: schedule.length + 1. */
+  schedule: number[];
+  timeoutMs: number;
+  concurrencyPerSubscription: number;
+  busyDelayMs: number;
+}
+
+export function createDeliveryHandler(deps: DeliverDeps) {
+  const inFlight = new Map<string, number>();
+  const leaseMs = deps.timeoutMs + 2000;
+  // Delays handed to retryAfter come from this fixed set (one TTL queue each on RabbitMQ).
+  const steps = [...new Set([...deps.schedule, deps.busyDelayMs, leaseMs])].sort((a, b) => a - b);
+  const roundUp = (ms: number) => (ms <= 0 ? 0 : steps.find((s) => s >= ms) ?? steps[steps.length - 1]!);
+
+  function secretsOf(webhook: WebhookRow, nowMs: number): string[] {
+    const secrets = [deps.box.open(webhook.secret_sealed, webhook.id)];
+    const graceUntil = webhook.previous_secret_expires_at ? new Date(webhook.previous_secret_expires_at).getTime() : 0;
+    if (webhook.previous_secret_sealed && graceUntil > nowMs) secrets.push(deps.box.open(webhook.previous_secret_sealed, webhook.id));
+    return secrets;
+  }
+
+  /** A job whose attempt was already recorded. */
+  async function stale(message: BusMessage<DeliveryJob>, delivery: Delivery, row: DeliveryRow): Promise<void> {
+    // Redelivered (a worker died after recording but before re-scheduling): the next job may never
+    // have been sent, so schedule it; a duplicate is harmless (the compare-and-set drops it).
+    if (message.redelivered && row.status === 'pending') {
+      const due = row.next_attempt_at ? new Date(row.next_attempt_at).getTime() - deps.clock.now() : 0;
+      return delivery.retryAfter(roundUp(due), { [ATTEMPT_HEADER]: String(row.attempts) });
+    }
+    return delivery.ack();
+  }
+
+  return async function handle(message: BusMessage<DeliveryJob>, delivery: Delivery): Promise<void> {
+    const id = message.body?.delivery_id;
+    const expected = Number(message.headers[ATTEMPT_HEADER] ?? '0');
+    if (typeof id !== 'string' || !Number.isInteger(expected)) return delivery.deadLetter();
+    const found = await deps.deliveries.withWebhook(id);
+    if (!found) return delivery.ack(); // its subscription was deleted (cascade)
+    const { delivery: row, webhook } = found;
+    if (row.status !== 'pending' || row.attempts > expected) return stale(message, delivery, row);
+    if (row.attempts < expected) return delivery.ack(); // cannot happen unless the row was rewritten; nothing to do
+    if (!webhook || !webhook.active) {
+      await deps.deliveries.abandon(id, expected, webhook ? 'webhook is inactive' : 'webhook was deleted', new Date(deps.clock.now()));
+      return delivery.ack();
+    }
+
+    // Bounded concurrency per subscription: a slow receiver never holds every slot of the worker.
+    const busy = inFlight.get(webhook.id) ?? 0;
+    if (busy >= deps.concurrencyPerSubscription) return delivery.retryAfter(roundUp(deps.busyDelayMs), { [ATTEMPT_HEADER]: String(expected) });
+    inFlight.set(webhook.id, busy + 1); // taken before the first await, so concurrent jobs see it
+    const release = () => {
+      const left = (inFlight.get(webhook.id) ?? 1) - 1;
+      if (left > 0) inFlight.set(webhook.id, left);
+      else inFlight.delete(webhook.id);
+    };
+
+    const nowMs = deps.clock.now();
+    let result;
+    try {
+      if (!(await deps.deliveries.claim(id, expected, nowMs, nowMs + leaseMs))) {
+        const again = await deps.deliveries.withWebhook(id);
+        if (!again || again.delivery.status !== 'pending' || again.delivery.attempts !== expected) return again ? stale(message, delivery, again.delivery) : delivery.ack();
+        // Another copy of this job is making the attempt (or died making it): look again after its lease.
+        return delivery.retryAfter(roundUp(leaseMs), { [ATTEMPT_HEADER]: String(expected) });
+      }
+      result = await attemptDelivery({ guard: deps.guard, delivery: row, webhook, secrets: secretsOf(webhook, nowMs), nowMs, timeoutMs: deps.timeoutMs });
+    } finally {
+      release();
+    }
+
+    const attemptedAt = deps.clock.now();
+    const cycleAttempt = row.cycle_attempts + 1; // 1-based within this run of the schedule
+    let outcome: AttemptOutcome = result.verdict;
+    let delay: number | undefined;
+    if (result.verdict === 'retry') {
+      delay = deps.schedule[cycleAttempt - 1];
+      if (delay === undefined) outcome = 'dead';
+    }
+    const recorded = await deps.deliveries.record({
+      deliveryId: id,
+      expectedAttempts: expected,
+      retryCount: row.attempts,
+      statusCode: result.statusCode,
+      durationMs: result.durationMs,
+      outcome,
+      error: result.error,
+      responseExcerpt: result.responseExcerpt,
+      attemptedAt: new Date(attemptedAt),
+      nextAttemptAt: outcome === 'retry' ? new Date(attemptedAt + delay!) : null,
+    });
+    if (!recorded) return delivery.ack(); // another copy recorded this attempt first
+    if (outcome === 'retry') return delivery.retryAfter(delay!, { [ATTEMPT_HEADER]: String(expected + 1) });
+    if (outcome === 'dead') deps.logger.warn({ delivery_id: id, webhook_id: webhook.id, attempts: expected + 1 }, 'webhook delivery is dead after its last attempt');
+    return delivery.ack();
+  };
+}

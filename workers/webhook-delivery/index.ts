@@ -1,0 +1,79 @@
+import { createEgressGuard, createSecretBox, loadMasterKey, type BusMessage, type Delivery, type WorkerDefinition } from '../../services/kit/index.js';
+import { createDeliveriesStore } from '../../services/llm-api/webhooks/deliveries-store.js';
+import { ATTEMPT_HEADER, DELIVERY_QUEUE, FANOUT_QUEUE } from '../../services/llm-api/webhooks/events.js';
+import { webhooksMigrationSet } from '../../services/llm-api/webhooks/migrations.js';
+import { createWebhooksStore } from '../../services/llm-api/webhooks/store.js';
+import { createDeliveryHandler } from './deliver.js';
+import { createFanoutHandler } from './fanout.js';
+
+/**
+ * workers/webhook-delivery: events from the outbox (topic exchange) → fan-out → one job per
+ * delivery → signed POST, recorded, retried on WEBHOOK_RETRY_SCHEDULE. Runs in `npm start`
+ * (services/platform/registry.ts) or alone (main.ts); several workers may run at once.
+ */
+export const webhookDeliveryWorker: WorkerDefinition = {
+  name: 'webhook-delivery',
+  // Idempotent: whichever of llm-api and this worker migrates first creates the tables.
+  migrations: [webhooksMigrationSet],
+  async start(ctx) {
+    const { config, db, bus, clock } = ctx.runtime;
+    const logger = ctx.runtime.logger.child({ worker: 'webhook-delivery' });
+    const webhooks = createWebhooksStore(db.knex);
+    const deliveries = createDeliveriesStore(db.knex);
+    const box = createSecretBox(loadMasterKey(config));
+    const guard = createEgressGuard({ allowHosts: config.EGRESS_ALLOW_HOSTS });
+
+    // Handlers in flight, so stop() can let them finish.
+    const running = new Set<Promise<unknown>>();
+    const tracked = <T>(handler: (m: BusMessage<T>, d: Delivery) => Promise<void>) => (m: BusMessage<T>, d: Delivery) => {
+      const p = handler(m, d);
+      running.add(p);
+      return p.finally(() => running.delete(p));
+    };
+
+    const deliver = createDeliveryHandler({
+      deliveries,
+      box,
+      guard,
+      clock,
+      logger,
+      schedule: config.WEBHOOK_RETRY_SCHEDULE,
+      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      concurrencyPerSubscription: config.WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION,
+      busyDelayMs: config.WEBHOOK_BUSY_DELAY_MS,
+    });
+    const fanout = createFanoutHandler({ webhooks, deliveries, bus, clock, logger });
+    // The delivery queue first: it exists before the fan-out sends to it.
+    const consumers = [
+      await bus.consume({ queue: DELIVERY_QUEUE, prefetch: config.WEBHOOK_PREFETCH }, tracked(deliver)),
+      await bus.consume({ queue: FANOUT_QUEUE, bindings: ['#'], prefetch: config.BUS_PREFETCH }, tracked(fanout)),
+    ];
+
+    // Safety net: a pending delivery overdue by the grace period gets a new job (duplicates are dropped).
+    let sweeping = false;
+    const sweep = async () => {
+      if (sweeping) return;
+      sweeping = true;
+      try {
+        const overdue = await deliveries.overdue(new Date(clock.now() - config.WEBHOOK_SWEEP_GRACE_MS), 500);
+        for (const d of overdue) await bus.send(DELIVERY_QUEUE, { delivery_id: d.id }, { messageId: d.id, headers: { [ATTEMPT_HEADER]: String(d.attempts) } });
+        await deliveries.touch(overdue.map((d) => d.id), new Date(clock.now()));
+        if (overdue.length) logger.warn({ count: overdue.length }, 're-enqueued overdue webhook deliveries');
+      } catch (error) {
+        logger.warn({ err: (error as Error).message }, 'webhook sweep failed; will try again');
+      } finally {
+        sweeping = false;
+      }
+    };
+    const timer = config.WEBHOOK_SWEEP_INTERVAL_MS > 0 ? setInterval(() => void sweep(), config.WEBHOOK_SWEEP_INTERVAL_MS) : undefined;
+    timer?.unref();
+
+    return {
+      async stop() {
+        if (timer) clearInterval(timer);
+        for (const consumer of consumers) await consumer.cancel();
+        await Promise.allSettled([...running]);
+      },
+    };
+  },
+};
