@@ -131,7 +131,8 @@ export function createApiKeys(deps: ApiKeyDeps) {
     /**
      * Validation for the edge. Unknown, deleted, expired keys and keys of disabled users go through
      * the same statements and comparisons and all end in the same 401: the answer time does not
-     * tell them apart. Work that only a valid key needs (last_used_at) happens after the answer.
+     * tell them apart. Work that only a valid key needs (last_used_at) happens after the answer;
+     * expired keys are deleted and their revocation published by the periodic sweep.
      */
     async validate(rawKey: string) {
       const hash = sha256Hex(rawKey);
@@ -143,7 +144,6 @@ export function createApiKeys(deps: ApiKeyDeps) {
       // Non-short-circuit AND: every condition is evaluated whatever the outcome.
       const valid = Number(hashMatches) & Number(notExpired) & Number(userActive) & Number(API_KEY_PATTERN.test(rawKey));
       if (!valid || !row) {
-        if (row && !notExpired) setImmediate(() => void this.sweepExpired().catch(() => {}));
         throw new ApiError(401, 'Invalid API key', { param: 'api_key' });
       }
       setImmediate(() => void store.touch(row.id, now, now - TOUCH_EVERY_MS).catch(() => {}));

@@ -77,7 +77,7 @@ export function createApiKeyStore(knex: Knex) {
     forValidation(hash: string): Promise<ValidationRow | undefined> {
       return knex('identity_api_keys as k')
         .leftJoin('users as u', 'u.id', 'k.user_id')
-        .select(KEY_COLUMNS.map((c) => `k.${c}`), 'u.subject', 'u.email', 'u.username', 'u.is_admin', 'u.disabled')
+        .select([...KEY_COLUMNS.map((c) => `k.${c}`), 'u.subject', 'u.email', 'u.username', 'u.is_admin', 'u.disabled'])
         .where('k.key_hash', hash)
         .first();
     },

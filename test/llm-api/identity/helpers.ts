@@ -1,0 +1,73 @@
+import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import type { Clock } from '../../../services/kit/index.js';
+import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS } from '../../../services/kit/index.js';
+import type { TestService } from '../../helpers/env.js';
+
+export interface Reply {
+  status: number;
+  body: any;
+  headers: Headers;
+}
+
+/** One HTTP call to a service started with startTestService; JSON in, JSON out. */
+export async function call(
+  svc: Pick<TestService, 'url' | 'gatewaySecret'>,
+  method: string,
+  path: string,
+  options: { body?: unknown; headers?: Record<string, string>; rawBody?: string } = {},
+): Promise<Reply> {
+  const headers: Record<string, string> = { [GATEWAY_TOKEN_HEADER]: svc.gatewaySecret, ...options.headers };
+  let body: string | undefined;
+  if (options.rawBody !== undefined) body = options.rawBody;
+  else if (options.body !== undefined) body = JSON.stringify(options.body);
+  if (body !== undefined) headers['content-type'] ??= 'application/json';
+  const res = await fetch(svc.url + path, { method, headers, body });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
+}
+
+/**
+ * What the edge does with a bearer token, at service level: verify it against the service's JWKS
+ * (issuer, audience, exp, nbf at the given clock's time) and turn it into identity headers.
+ */
+export async function verifyAsEdge(
+  svc: Pick<TestService, 'url' | 'gatewaySecret' | 'runtime'>,
+  token: string,
+  clock: Clock,
+): Promise<JWTPayload> {
+  const jwks = await call(svc, 'GET', '/.well-known/jwks.json');
+  const { payload } = await jwtVerify(token, createLocalJWKSet(jwks.body), {
+    issuer: svc.runtime.config.JWT_ISSUER,
+    audience: svc.runtime.config.JWT_AUDIENCE,
+    currentDate: new Date(clock.now()),
+    maxTokenAge: 3600,
+  });
+  return payload;
+}
+
+export async function bearerHeaders(svc: Pick<TestService, 'url' | 'gatewaySecret' | 'runtime'>, token: string, clock: Clock) {
+  const claims = await verifyAsEdge(svc, token, clock);
+  return identityHeaders({ id: claims.sub!, email: claims.email as string | undefined, username: claims.preferred_username as string | undefined }, 'jwt');
+}
+
+export function identityHeaders(user: { id: string; email?: string | null; username?: string | null }, method: 'jwt' | 'apikey'): Record<string, string> {
+  const headers: Record<string, string> = {
+    [IDENTITY_HEADERS.authMethod]: method,
+    [IDENTITY_HEADERS.userId]: user.id,
+    [IDENTITY_HEADERS.subject]: user.id,
+  };
+  if (user.email) headers[IDENTITY_HEADERS.email] = user.email;
+  if (user.username) headers[IDENTITY_HEADERS.username] = user.username;
+  return headers;
+}
+
+/** Asserts SPEC.md shape A with the given status, type and param. */
+export function assertError(t: import('ava').ExecutionContext, reply: Reply, status: number, param?: string | null) {
+  t.is(reply.status, status, JSON.stringify(reply.body));
+  t.truthy(reply.body?.error, JSON.stringify(reply.body));
+  t.deepEqual(Object.keys(reply.body).sort(), ['error']);
+  t.is(typeof reply.body.error.type, 'string');
+  t.is(typeof reply.body.error.code, 'string');
+  t.is(typeof reply.body.error.message, 'string');
+  if (param !== undefined) t.is(reply.body.error.param, param);
+}
