@@ -1,0 +1,142 @@
+import { z } from 'zod';
+import { badRequest } from '../../kit/index.js';
+
+/**
+ * POST /v1/chat/completions request (SPEC.md 4.2, openai-api.md 1.1). Objects are loose: fields the
+ * upstream understands and this schema does not name (`min_p`, `guided_json`, …) pass through.
+ */
+
+const num = (min: number, max: number) => z.number().min(min).max(max).nullable().optional();
+const int = (min: number, max: number) => z.number().int().min(min).max(max).nullable().optional();
+
+const contentPart = z.looseObject({ type: z.string().min(1) });
+const toolCall = z.looseObject({
+  id: z.string().optional(),
+  type: z.string().optional(),
+  function: z.looseObject({ name: z.string(), arguments: z.string() }),
+});
+
+const message = z
+  .looseObject({
+    role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
+    content: z.union([z.string(), z.array(contentPart), z.null()]).optional(),
+    name: z.string().max(256).optional(),
+    tool_calls: z.array(toolCall).optional(),
+    tool_call_id: z.string().optional(),
+  })
+  .superRefine((m, ctx) => {
+    if (m.role === 'tool' && !m.tool_call_id) ctx.addIssue({ code: 'custom', path: ['tool_call_id'], message: "messages with role 'tool' need tool_call_id" });
+    if ((m.role === 'user' || m.role === 'system' || m.role === 'developer' || m.role === 'tool') && (m.content === undefined || m.content === null)) {
+      ctx.addIssue({ code: 'custom', path: ['content'], message: `messages with role '${m.role}' need content` });
+    }
+    if (m.role === 'assistant' && (m.content === undefined || m.content === null) && !m.tool_calls && !m.function_call) {
+      ctx.addIssue({ code: 'custom', path: ['content'], message: "assistant messages need content or tool_calls" });
+    }
+  });
+
+const functionDef = z.looseObject({
+  name: z.string().regex(/^[a-zA-Z0-9_.-]{1,64}$/, 'letters, digits, _ . - only, at most 64'),
+  description: z.string().optional(),
+  parameters: z.record(z.string(), z.unknown()).optional(),
+  strict: z.boolean().nullable().optional(),
+});
+
+const tool = z.looseObject({ type: z.string().min(1), function: functionDef.optional() }).superRefine((t, ctx) => {
+  if (t.type === 'function' && !t.function) ctx.addIssue({ code: 'custom', path: ['function'], message: 'function tools need a function' });
+});
+
+const level = z.enum(['low', 'medium', 'high']);
+
+export const chatRequestSchema = z.looseObject({
+  model: z.string().min(1).max(300),
+  messages: z.array(message).min(1, 'must contain at least one message'),
+  stream: z.boolean().nullable().optional(),
+  stream_options: z.looseObject({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }).nullable().optional(),
+  store: z.boolean().nullable().optional(),
+  store_reasoning: z.boolean().nullable().optional(),
+  conversation: z.union([z.string().min(1).max(128), z.looseObject({ id: z.string().min(1).max(128) })]).nullable().optional(),
+  metadata: z
+    .record(z.string().max(64), z.string().max(512))
+    .refine((m) => Object.keys(m).length <= 16, 'at most 16 pairs')
+    .nullable()
+    .optional(),
+  temperature: num(0, 2),
+  top_p: num(0, 1),
+  frequency_penalty: num(-2, 2),
+  presence_penalty: num(-2, 2),
+  repetition_penalty: z.number().gt(0).max(10).nullable().optional(),
+  top_k: int(-1, 1_000_000),
+  n: int(1, 128),
+  seed: z.number().int().nullable().optional(),
+  max_completion_tokens: int(1, 10_000_000),
+  max_tokens: int(1, 10_000_000),
+  stop: z.union([z.string(), z.array(z.string()).min(1).max(4)]).nullable().optional(),
+  logit_bias: z
+    .record(z.string().regex(/^\d+$/, 'keys are token ids (integer strings)'), z.number().min(-100).max(100))
+    .nullable()
+    .optional(),
+  logprobs: z.boolean().nullable().optional(),
+  top_logprobs: int(0, 5),
+  tools: z.array(tool).max(128).nullable().optional(),
+  tool_choice: z
+    .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }).optional() })])
+    .nullable()
+    .optional(),
+  functions: z.array(functionDef).max(128).nullable().optional(),
+  function_call: z.union([z.enum(['none', 'auto']), z.looseObject({ name: z.string() })]).nullable().optional(),
+  parallel_tool_calls: z.boolean().nullable().optional(),
+  response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).nullable().optional(),
+  prediction: z.looseObject({ type: z.string() }).nullable().optional(),
+  reasoning_effort: level.nullable().optional(),
+  verbosity: level.nullable().optional(),
+  service_tier: z.enum(['auto', 'default', 'flex', 'priority']).nullable().optional(),
+  safety_identifier: z.string().max(512).optional(),
+  user: z.string().max(512).optional(),
+  guided_choice: z.array(z.string()).min(1).nullable().optional(),
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullable().optional(),
+  enable_thinking: z.boolean().nullable().optional(),
+  deep_research: z.boolean().nullable().optional(),
+});
+
+export type ChatRequest = z.infer<typeof chatRequestSchema>;
+
+/** Rules between fields, with the live API's wording (openai-api.md 1.5). */
+export function checkCrossFieldRules(input: ChatRequest): void {
+  if (input.top_logprobs !== undefined && input.top_logprobs !== null && input.logprobs !== true) {
+    throw badRequest("The 'top_logprobs' parameter is only allowed when 'logprobs' is enabled.", 'top_logprobs');
+  }
+  if (input.stream_options && input.stream !== true) {
+    throw badRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
+  }
+}
+
+/** Fields the gateway consumes; they never reach the provider. */
+const GATEWAY_FIELDS = ['store', 'store_reasoning', 'conversation', 'metadata', 'enable_thinking', 'deep_research'] as const;
+
+/**
+ * The body sent upstream: gateway fields removed, deprecated fields mapped (max_tokens →
+ * max_completion_tokens, functions → tools, function_call → tool_choice), usage always asked for
+ * on streams (captured for accounting; the usage chunk is dropped again unless the client asked).
+ */
+export function upstreamBody(input: ChatRequest, options: { upstreamModel: string; disableThinking: boolean }): Record<string, unknown> {
+  const body: Record<string, unknown> = { ...input };
+  for (const field of GATEWAY_FIELDS) delete body[field];
+  body.model = options.upstreamModel;
+  if (input.max_tokens !== undefined) {
+    if (input.max_completion_tokens === undefined || input.max_completion_tokens === null) body.max_completion_tokens = input.max_tokens;
+    delete body.max_tokens;
+  }
+  if (input.functions !== undefined) {
+    if (!input.tools && input.functions) body.tools = input.functions.map((f) => ({ type: 'function', function: f }));
+    delete body.functions;
+  }
+  if (input.function_call !== undefined) {
+    if (!input.tool_choice && input.function_call) {
+      body.tool_choice = typeof input.function_call === 'string' ? input.function_call : { type: 'function', function: { name: input.function_call.name } };
+    }
+    delete body.function_call;
+  }
+  if (input.stream) body.stream_options = { ...(input.stream_options ?? {}), include_usage: true };
+  if (options.disableThinking) body.chat_template_kwargs = { ...(input.chat_template_kwargs ?? {}), enable_thinking: false };
+  return body;
+}

@@ -1,0 +1,68 @@
+import { notFound, recordEvent } from '../../kit/index.js';
+import type { LlmCore } from '../routing/core.js';
+
+/**
+ * Bulk toggles (SPEC.md 4.5, 2.8). In scope: every provider model (or those of `provider_id`, or of
+ * the given catalogs). Per model: excepted or already in the target state → skipped; enabling a
+ * model whose provider is inactive → failed (it would stay unavailable); otherwise updated.
+ * `except_models` entries match a model public id or a provider-model id.
+ */
+export interface BulkResult {
+  updated_count: number;
+  failed_count: number;
+  skipped_count: number;
+  total_checked: number;
+  failed_models: string[];
+}
+
+export async function bulkToggle(
+  core: LlmCore,
+  input: { enable: boolean; except_models: string[]; provider_id?: string; catalog_ids?: string[] },
+): Promise<BulkResult> {
+  const knex = core.ctx.runtime.db.knex;
+  const except = new Set(input.except_models);
+  const result = await knex.transaction(async (trx) => {
+    const result: BulkResult = { updated_count: 0, failed_count: 0, skipped_count: 0, total_checked: 0, failed_models: [] };
+    if (input.provider_id && !(await core.providers.byId(input.provider_id, trx))) throw notFound(`Provider '${input.provider_id}' not found`);
+    let catalogIds: string[] | undefined;
+    if (input.catalog_ids && input.catalog_ids.length > 0) {
+      catalogIds = [];
+      for (const ref of input.catalog_ids) {
+        const catalog = (await core.models.catalogById(ref, trx)) ?? (await core.models.catalogByPublicId(ref, trx));
+        if (catalog) catalogIds.push(catalog.id);
+        else {
+          result.total_checked++;
+          result.failed_count++;
+          result.failed_models.push(ref);
+        }
+      }
+    }
+    const scope = await core.models.providerModelsForUpdate(trx, { providerId: input.provider_id, catalogIds });
+    const providers = new Map((await core.providers.list(trx)).map((p) => [p.id, p]));
+    const toChange: typeof scope = [];
+    result.total_checked += scope.length;
+    for (const pm of scope) {
+      if (except.has(pm.model_public_id) || except.has(pm.id) || pm.active === input.enable) result.skipped_count++;
+      else if (input.enable && !providers.get(pm.provider_id)?.active) {
+        result.failed_count++;
+        result.failed_models.push(pm.model_public_id);
+      } else toChange.push(pm);
+    }
+    const now = core.ctx.runtime.clock.now();
+    await core.models.setProviderModelsActive(trx, toChange.map((pm) => pm.id), input.enable, Math.floor(now / 1000));
+    for (const pm of toChange) {
+      await recordEvent(trx, 'model.updated', {
+        model_id: pm.model_public_id,
+        provider_model_id: pm.id,
+        provider_id: pm.provider_id,
+        changes: { active: { old: pm.active, new: input.enable } },
+        updated_at: new Date(now).toISOString(),
+      });
+    }
+    result.updated_count = toChange.length;
+    if (toChange.length) await core.models.bumpVersion(trx);
+    return result;
+  });
+  if (result.updated_count) await core.changed();
+  return result;
+}

@@ -1,0 +1,144 @@
+import type { Logger, SecretBox } from '../../kit/index.js';
+import type { ModelsStore } from './store.js';
+import type { CatalogRow, EndpointConfig, ProviderModelRow, ProviderRow } from './types.js';
+import type { ProvidersStore } from '../providers/store.js';
+
+/**
+ * The in-memory view of providers and models that the hot path reads: model resolution and the
+ * model list never query the database. Admin changes in this process call `reload()` before they
+ * answer; changes made elsewhere (another replica, the provider-sync worker) bump
+ * `llm_catalog_state.version`, which a timer polls every LLM_CATALOG_POLL_MS.
+ */
+export interface ProviderRuntime {
+  row: ProviderRow;
+  /** Decrypted once per reload, kept only in memory. */
+  apiKey: string | null;
+  /** The configured endpoints, or the base URL as the single endpoint. */
+  endpoints: EndpointConfig[];
+}
+
+export interface Candidate {
+  pm: ProviderModelRow;
+  provider: ProviderRuntime;
+}
+
+export interface ResolvedModel {
+  publicId: string;
+  catalog: CatalogRow;
+  /** Best first: model_order_number, category_order_number, provider registration order. */
+  candidates: Candidate[];
+}
+
+interface Snapshot {
+  version: number;
+  providers: Map<string, ProviderRuntime>;
+  models: Map<string, ResolvedModel>;
+  /** Best candidate per model, in list order (GET /v1/models). */
+  listing: Candidate[];
+}
+
+export function endpointsOf(row: Pick<ProviderRow, 'endpoints' | 'base_url'>): EndpointConfig[] {
+  if (row.endpoints && row.endpoints.length > 0) return row.endpoints;
+  return [{ url: row.base_url, priority: 0, weight: 1, healthy: true }];
+}
+
+export function createModelRegistry(deps: {
+  providers: ProvidersStore;
+  models: ModelsStore;
+  box: SecretBox;
+  logger: Logger;
+  pollMs: number;
+}) {
+  let snapshot: Snapshot = { version: -1, providers: new Map(), models: new Map(), listing: [] };
+  let timer: NodeJS.Timeout | undefined;
+  let loading: Promise<void> | undefined;
+
+  async function load(): Promise<void> {
+    const version = await deps.models.version();
+    const [providerRows, catalogs, pms] = await Promise.all([
+      deps.providers.list(),
+      deps.models.allCatalogs(),
+      deps.models.allProviderModels(),
+    ]);
+    const providers = new Map<string, ProviderRuntime>();
+    for (const row of providerRows) {
+      let apiKey: string | null = null;
+      if (row.api_key_sealed) {
+        try {
+          apiKey = deps.box.open(row.api_key_sealed, row.id);
+        } catch {
+          deps.logger.error({ provider_id: row.id }, 'provider api key cannot be decrypted (MASTER_KEY changed?)');
+        }
+      }
+      providers.set(row.id, { row, apiKey, endpoints: endpointsOf(row) });
+    }
+    const catalogById = new Map(catalogs.map((c) => [c.id, c]));
+    const models = new Map<string, ResolvedModel>();
+    const sorted = [...pms].sort(
+      (a, b) =>
+        a.model_order_number - b.model_order_number ||
+        a.category_order_number - b.category_order_number ||
+        (providers.get(a.provider_id)?.row.seq ?? 0) - (providers.get(b.provider_id)?.row.seq ?? 0),
+    );
+    for (const pm of sorted) {
+      const provider = providers.get(pm.provider_id);
+      const catalog = catalogById.get(pm.model_catalog_id);
+      if (!provider || !catalog || !pm.active || !provider.row.active || !catalog.active) continue;
+      let entry = models.get(pm.model_public_id);
+      if (!entry) models.set(pm.model_public_id, (entry = { publicId: pm.model_public_id, catalog, candidates: [] }));
+      entry.candidates.push({ pm, provider });
+    }
+    const listing = [...models.values()]
+      .map((m) => m.candidates[0]!)
+      .sort(
+        (a, b) =>
+          a.pm.category_order_number - b.pm.category_order_number ||
+          a.pm.model_order_number - b.pm.model_order_number ||
+          a.pm.model_public_id.localeCompare(b.pm.model_public_id),
+      );
+    snapshot = { version, providers, models, listing };
+  }
+
+  function reload(): Promise<void> {
+    // Concurrent callers share one load; a caller arriving during a load waits for a fresh one after it.
+    const next = (loading ?? Promise.resolve()).catch(() => {}).then(load);
+    loading = next.finally(() => {
+      if (loading === tracked) loading = undefined;
+    });
+    const tracked = loading;
+    return next;
+  }
+
+  async function poll(): Promise<void> {
+    try {
+      const version = await deps.models.version();
+      if (version !== snapshot.version) await reload();
+    } catch (error) {
+      deps.logger.warn({ err: (error as Error).message }, 'model registry poll failed; serving the last snapshot');
+    }
+  }
+
+  return {
+    async start() {
+      await reload();
+      if (deps.pollMs > 0) {
+        const tick = () => {
+          timer = setTimeout(() => void poll().finally(() => timer && tick()), deps.pollMs);
+          timer.unref();
+        };
+        tick();
+      }
+    },
+    reload,
+    stop() {
+      clearTimeout(timer);
+      timer = undefined;
+    },
+    resolve: (publicId: string): ResolvedModel | undefined => snapshot.models.get(publicId),
+    listing: (): Candidate[] => snapshot.listing,
+    provider: (id: string): ProviderRuntime | undefined => snapshot.providers.get(id),
+    providers: (): ProviderRuntime[] => [...snapshot.providers.values()],
+  };
+}
+
+export type ModelRegistry = ReturnType<typeof createModelRegistry>;

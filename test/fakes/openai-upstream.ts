@@ -1,0 +1,241 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A fake OpenAI-compatible provider: a real HTTP server with `GET /v1/models` and
+ * `POST /v1/chat/completions` (JSON and SSE). Behaviour per request comes from directives in the
+ * last user message, so tests running at the same time do not disturb each other:
+ *   #fail:<status>       answer with that status (OpenAI error body)
+ *   #delay:<ms>          wait before the headers
+ *   #midstream:<k>       stream k content chunks, then destroy the socket
+ *   #errorevent:<k>      stream k chunks, then send `data: {"error":…}` and close (no [DONE])
+ *   #hold                stream one chunk, then keep the stream open until the client leaves
+ *   #slow:<ms>           wait <ms> between chunks
+ *   #words:<k>           answer with k words
+ * Instance-wide switches (`failAll`, `down`) act on every request (failover tests).
+ * Tool calls: when the request has tools and tool_choice is not "none", the answer calls the
+ * first tool (parallel: every tool) with argument deltas.
+ */
+export interface FakeRequest {
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: any;
+}
+
+export interface FakeUpstreamOptions {
+  name?: string;
+  models?: Array<Record<string, unknown> & { id: string }>;
+  apiKey?: string;
+}
+
+export interface FakeUpstream {
+  url: string; // base URL ending in /v1
+  port: number;
+  name: string;
+  requests: FakeRequest[];
+  chatCount(): number;
+  /** Streams the client abandoned (the socket closed before the stream ended). */
+  aborted(): number;
+  setModels(models: FakeUpstreamOptions['models']): void;
+  failAll(status: number | null, options?: { retryAfter?: string }): void;
+  /** Refuse connections entirely (connect errors) until `up()`. */
+  down(): Promise<void>;
+  up(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const words = (text: string) => text.split(/\s+/).filter(Boolean).length;
+
+function lastUserText(messages: any[]): string {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m?.role !== 'user') continue;
+    if (typeof m.content === 'string') return m.content;
+    if (Array.isArray(m.content)) return m.content.map((p: any) => p.text ?? '').join(' ');
+  }
+  return '';
+}
+
+function directive(text: string, name: string): string | undefined {
+  const match = new RegExp(`#${name}(?::(\\S+))?`).exec(text);
+  return match ? (match[1] ?? '') : undefined;
+}
+
+export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Promise<FakeUpstream> {
+  const name = options.name ?? 'fake';
+  let models = options.models ?? [{ id: 'fake-model', owned_by: 'fake-org', created: 1700000000 }];
+  let failStatus: number | null = null;
+  let failRetryAfter: string | undefined;
+  const requests: FakeRequest[] = [];
+  let chats = 0;
+  let aborted = 0;
+  const sockets = new Set<import('node:net').Socket>();
+
+  const handler = async (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    const body = raw ? JSON.parse(raw) : undefined;
+    const path = (req.url ?? '').split('?')[0]!;
+    requests.push({ path, headers: req.headers, body });
+    if (requests.length > 5000) requests.splice(0, requests.length - 5000);
+
+    const sendError = (status: number, message: string, extra: Record<string, string> = {}) => {
+      res.writeHead(status, { 'content-type': 'application/json', ...extra });
+      res.end(JSON.stringify({ error: { message, type: status === 429 ? 'requests' : status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: null } }));
+    };
+    if (options.apiKey && req.headers.authorization !== `Bearer ${options.apiKey}`) return sendError(401, 'Incorrect API key provided');
+
+    if (req.method === 'GET' && path === '/v1/models') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ object: 'list', data: models.map((m) => ({ object: 'model', created: 1700000000, owned_by: name, ...m })) }));
+    }
+    if (req.method !== 'POST' || path !== '/v1/chat/completions') return sendError(404, `Invalid URL (${req.method} ${path})`);
+    chats++;
+    if (failStatus) return sendError(failStatus, `${name} is failing`, failRetryAfter ? { 'retry-after': failRetryAfter } : {});
+
+    const text = lastUserText(body.messages ?? []);
+    const fail = directive(text, 'fail');
+    if (fail) return sendError(Number(fail), `${name} injected failure`);
+    const delay = Number(directive(text, 'delay') ?? 0);
+    if (delay) await new Promise((r) => setTimeout(r, delay));
+
+    const n = body.n ?? 1;
+    const wordCount = Number(directive(text, 'words') ?? 5);
+    const answer = Array.from({ length: wordCount }, (_, i) => (i === 0 ? `Hello from ${name}` : `w${i}`)).join(' ');
+    const promptTokens = (body.messages ?? []).reduce((sum: number, m: any) => sum + (typeof m.content === 'string' ? words(m.content) : 1), 0);
+    const tools = Array.isArray(body.tools) && body.tools.length > 0 && body.tool_choice !== 'none' ? body.tools : null;
+    const calls = tools ? (body.parallel_tool_calls === false ? tools.slice(0, 1) : tools) : [];
+    const completionTokens = tools ? calls.length * 6 : words(answer);
+    const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens, completion_tokens_details: { reasoning_tokens: 0 } };
+    const id = `chatcmpl-${name}-${chats}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = body.model;
+
+    if (!body.stream) {
+      const choices = Array.from({ length: n }, (_, index) =>
+        tools
+          ? {
+              index,
+              message: {
+                role: 'assistant',
+                content: null,
+                tool_calls: calls.map((t: any, i: number) => ({ id: `call_${index}_${i}`, type: 'function', function: { name: t.function.name, arguments: JSON.stringify({ q: 'x', i }) } })),
+              },
+              finish_reason: 'tool_calls',
+            }
+          : { index, message: { role: 'assistant', content: n > 1 ? `${answer} #${index}` : answer }, finish_reason: 'stop' },
+      );
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ id, object: 'chat.completion', created, model, choices, usage }));
+    }
+
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.flushHeaders();
+    const includeUsage = body.stream_options?.include_usage === true;
+    const chunk = (choices: any[], extra: Record<string, unknown> = {}) =>
+      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...(includeUsage ? { usage: null } : {}), ...extra })}\n\n`;
+    let closed = false;
+    res.on('close', () => {
+      if (!res.writableFinished) {
+        closed = true;
+        aborted++;
+      }
+    });
+    const slow = Number(directive(text, 'slow') ?? 0);
+    const send = async (data: string) => {
+      if (closed) return;
+      res.write(data);
+      if (slow) await new Promise((r) => setTimeout(r, slow));
+    };
+    const midstream = directive(text, 'midstream');
+    const errorEvent = directive(text, 'errorevent');
+    const limit = midstream !== undefined ? Number(midstream) : errorEvent !== undefined ? Number(errorEvent) : Infinity;
+    let sent = 0;
+
+    for (let index = 0; index < n; index++) await send(chunk([{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]));
+    if (directive(text, 'hold') !== undefined) {
+      await send(chunk([{ index: 0, delta: { content: 'held' }, logprobs: null, finish_reason: null }]));
+      return; // never ends; the client's disconnect closes it
+    }
+    if (tools) {
+      for (let index = 0; index < n; index++) {
+        for (const [i, t] of calls.entries()) {
+          await send(chunk([{ index, delta: { tool_calls: [{ index: i, id: `call_${index}_${i}`, type: 'function', function: { name: t.function.name, arguments: '' } }] }, logprobs: null, finish_reason: null }]));
+          for (const piece of ['{"q":', '"x",', `"i":${i}}`]) {
+            await send(chunk([{ index, delta: { tool_calls: [{ index: i, function: { arguments: piece } }] }, logprobs: null, finish_reason: null }]));
+          }
+        }
+        await send(chunk([{ index, delta: {}, logprobs: null, finish_reason: 'tool_calls' }]));
+      }
+    } else {
+      const pieces = answer.split(' ');
+      for (const [k, piece] of pieces.entries()) {
+        for (let index = 0; index < n; index++) {
+          if (sent >= limit) break;
+          await send(chunk([{ index, delta: { content: k === 0 ? piece : ` ${piece}` }, logprobs: null, finish_reason: null }]));
+          sent++;
+        }
+      }
+      if (midstream !== undefined) {
+        res.socket?.destroy();
+        return;
+      }
+      if (errorEvent !== undefined) {
+        await send(`data: ${JSON.stringify({ error: { message: `${name} broke`, type: 'server_error', param: null, code: 'boom' } })}\n\n`);
+        return void res.end();
+      }
+      for (let index = 0; index < n; index++) await send(chunk([{ index, delta: {}, logprobs: null, finish_reason: 'stop' }]));
+    }
+    if (includeUsage) await send(chunk([], { usage }));
+    await send('data: [DONE]\n\n');
+    res.end();
+  };
+
+  const server = http.createServer((req, res) => {
+    handler(req, res).catch((error) => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: String(error), type: 'server_error', param: null, code: null } }));
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  let listening = true;
+
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    port,
+    name,
+    requests,
+    chatCount: () => chats,
+    aborted: () => aborted,
+    setModels(next) {
+      models = next ?? [];
+    },
+    failAll(status, opts = {}) {
+      failStatus = status;
+      failRetryAfter = opts.retryAfter;
+    },
+    async down() {
+      if (!listening) return;
+      listening = false;
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+    async up() {
+      if (listening) return;
+      await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+      listening = true;
+    },
+    async close() {
+      for (const s of sockets) s.destroy();
+      if (listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+      listening = false;
+    },
+  };
+}
