@@ -56,8 +56,10 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
       };
     },
     invalidate(userId?: string): void {
-      if (userId === undefined) cache.clear();
-      else cache.delete(userId);
+      if (userId === undefined) return cache.clear();
+      cache.delete(userId);
+      // External identities are cached under their subject (X-User-ID); drop those of this user too.
+      for (const [key, entry] of cache) if (entry.user.id === userId) cache.delete(key);
     },
   };
 }
