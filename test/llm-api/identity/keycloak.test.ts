@@ -1,0 +1,221 @@
+import test from 'ava';
+import nock from 'nock';
+import { SignJWT, generateKeyPair } from 'jose';
+import { ManualClock, sha256Hex } from '../../../services/kit/index.js';
+import { startTestService, type TestService } from '../../helpers/env.js';
+import { assertError, call, identityHeaders } from './helpers.js';
+import { identityOnlyService } from './identity-service.js';
+
+// The Keycloak driver, checked with nock against Keycloak's documented admin REST API and the
+// realm's OpenID Connect token endpoint. llm-api runs for real (same process: nock intercepts its
+// global fetch); calls to 127.0.0.1 (the service itself) pass through.
+const KC = 'http://keycloak.test:8085';
+const REALM = 'jan';
+const TOKEN_PATH = `/realms/${REALM}/protocol/openid-connect/token`;
+const ADMIN = `/admin/realms/${REALM}`;
+const clock = new ManualClock(Date.UTC(2026, 10, 22, 3, 0, 0));
+let svc: TestService;
+let kcKey: CryptoKey;
+
+test.before(async () => {
+  nock.disableNetConnect();
+  nock.enableNetConnect(/127\.0\.0\.1|localhost/);
+  kcKey = (await generateKeyPair('RS256')).privateKey as CryptoKey;
+  svc = await startTestService(identityOnlyService, {
+    clock,
+    env: { KEYCLOAK_URL: KC, KEYCLOAK_REALM: REALM, KEYCLOAK_CLIENT_ID: 'backend', KEYCLOAK_CLIENT_SECRET: 'backend-secret' },
+  });
+});
+test.after.always(async () => {
+  nock.cleanAll();
+  nock.enableNetConnect();
+  await svc?.close();
+});
+test.afterEach.always(() => nock.cleanAll());
+
+/** A token as Keycloak's token endpoint returns it (an RS256 JWT whose sub is the Keycloak user id). */
+async function kcTokens(sub: string, tag: string) {
+  const access = await new SignJWT({ typ: 'Bearer', preferred_username: tag })
+    .setProtectedHeader({ alg: 'RS256', kid: 'kc-key' })
+    .setIssuer(`${KC}/realms/${REALM}`)
+    .setSubject(sub)
+    .setIssuedAt()
+    .setExpirationTime('5m')
+    .sign(kcKey);
+  return { access_token: access, expires_in: 300, refresh_expires_in: 1800, refresh_token: `kc-refresh-${tag}`, token_type: 'Bearer', scope: 'openid email profile' };
+}
+
+const form = (body: string) => Object.fromEntries(new URLSearchParams(body));
+let serviceAccountTokens = 0;
+function serviceAccount(scope: nock.Scope) {
+  return scope
+    .post(TOKEN_PATH, (body) => {
+      const f = typeof body === 'string' ? form(body) : body;
+      return f.grant_type === 'client_credentials' && f.client_id === 'backend' && f.client_secret === 'backend-secret';
+    })
+    .reply(200, () => {
+      serviceAccountTokens++;
+      return { access_token: 'admin-token', expires_in: 300, token_type: 'Bearer' };
+    });
+}
+const asAdmin = { reqheaders: { authorization: 'Bearer admin-token' } };
+
+async function kcGuest(kcId: string) {
+  const created: any[] = [];
+  const scope = nock(KC);
+  if (serviceAccountTokens === 0) serviceAccount(scope);
+  nock(KC, asAdmin)
+    .post(`${ADMIN}/users`, (body) => void created.push(body) || true)
+    .reply(201, '', { Location: `${KC}${ADMIN}/users/${kcId}` });
+  nock(KC)
+    .post(TOKEN_PATH, (body) => {
+      const f = typeof body === 'string' ? form(body) : body;
+      return f.grant_type === 'password' && f.username === created[0]?.username && f.password === created[0]?.credentials?.[0]?.value && f.client_id === 'backend';
+    })
+    .reply(200, await kcTokens(kcId, 'login'));
+  const r = await call(svc, 'POST', '/llm/auth/guest-login');
+  return { r, created: created[0] };
+}
+
+test.serial('guest login creates the Keycloak user (guest=true) and returns the realm tokens', async (t) => {
+  const kcId = 'a1b2c3d4-0000-4000-8000-000000000001';
+  const { r, created } = await kcGuest(kcId);
+  t.is(r.status, 201, JSON.stringify(r.body));
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+  t.is(created.enabled, true);
+  t.is(created.emailVerified, false);
+  t.deepEqual(created.attributes.guest, ['true']);
+  t.regex(created.email, /^guest-[0-9a-f-]{36}@guest\.invalid$/);
+  t.is(created.credentials[0].type, 'password');
+  t.is(created.credentials[0].temporary, false);
+  t.true(created.credentials[0].value.length >= 32);
+  t.is(r.body.token_type, 'Bearer');
+  t.is(r.body.expires_in, 300);
+  t.is(r.body.refresh_token, 'kc-refresh-login');
+  t.regex(r.body.user_id, /^user_/);
+  // One user, one id: the platform row maps the Keycloak subject (issuer "external", as the kit maps tokens).
+  const row = await svc.runtime.db.knex('users').where({ id: r.body.user_id }).first();
+  t.is(row.issuer, 'external');
+  t.is(row.subject, kcId);
+  t.true(row.is_guest);
+  t.is(row.email, created.email);
+  // Without the embedded issuer there is no local JWKS.
+  t.is((await call(svc, 'GET', '/.well-known/jwks.json')).status, 404);
+});
+
+test.serial('refresh goes to the token endpoint (refresh_token grant); a rejected token is 401', async (t) => {
+  const kcId = 'a1b2c3d4-0000-4000-8000-000000000002';
+  const { r: login } = await kcGuest(kcId);
+  nock(KC)
+    .post(TOKEN_PATH, (body) => {
+      const f = typeof body === 'string' ? form(body) : body;
+      return f.grant_type === 'refresh_token' && f.refresh_token === 'kc-refresh-login' && f.client_id === 'backend' && f.client_secret === 'backend-secret';
+    })
+    .reply(200, await kcTokens(kcId, 'rotated'));
+  const r = await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: 'kc-refresh-login' } });
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.is(r.body.user_id, login.body.user_id);
+  t.is(r.body.refresh_token, 'kc-refresh-rotated');
+
+  nock(KC).post(TOKEN_PATH).reply(400, { error: 'invalid_grant', error_description: 'Token is not active' });
+  assertError(t, await call(svc, 'POST', '/llm/auth/refresh-token', { body: { refresh_token: 'kc-refresh-login' } }), 401, 'refresh_token');
+  t.true(nock.isDone());
+});
+
+test.serial('upgrade: e-mail checked with GET users?email=&exact=true, then PUT with email, emailVerified, guest=false', async (t) => {
+  const kcId = 'a1b2c3d4-0000-4000-8000-000000000003';
+  const { r: login, created } = await kcGuest(kcId);
+  const headers = identityHeaders({ id: kcId, email: created.email, username: created.username }, 'jwt');
+  const rep = { id: kcId, username: created.username, email: created.email, enabled: true, emailVerified: false, attributes: { guest: ['true'], locale: ['en'] } };
+  let put: any;
+  nock(KC, asAdmin)
+    .get(`${ADMIN}/users`)
+    .query({ email: 'grace@example.com', exact: 'true' })
+    .reply(200, [])
+    .get(`${ADMIN}/users/${kcId}`)
+    .reply(200, rep)
+    .put(`${ADMIN}/users/${kcId}`, (body) => void (put = body) || true)
+    .reply(204);
+  const r = await call(svc, 'POST', '/auth/upgrade', { headers, body: { email: 'grace@example.com', full_name: 'Grace Brewster Hopper' } });
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+  t.is(r.body.id, login.body.user_id);
+  t.false(r.body.is_guest);
+  t.is(put.email, 'grace@example.com');
+  t.is(put.emailVerified, true);
+  t.is(put.firstName, 'Grace');
+  t.is(put.lastName, 'Brewster Hopper');
+  // Attributes are replaced as a whole by PUT: the others are kept.
+  t.deepEqual(put.attributes, { guest: ['false'], locale: ['en'] });
+
+  // API keys: the hash is added to and removed from the user's attributes.
+  let added: any;
+  let removed: any;
+  nock(KC, asAdmin)
+    .get(`${ADMIN}/users/${kcId}`)
+    .reply(200, { ...rep, attributes: { guest: ['false'] } })
+    .put(`${ADMIN}/users/${kcId}`, (body) => void (added = body) || true)
+    .reply(204);
+  const key = await call(svc, 'POST', '/auth/api-keys', { headers, body: { name: 'kc key' } });
+  t.is(key.status, 201, JSON.stringify(key.body));
+  t.deepEqual(added.attributes.api_key_hashes, [sha256Hex(key.body.key)]);
+  t.deepEqual(added.attributes.guest, ['false']);
+  t.is((await call(svc, 'POST', '/auth/validate-api-key', { body: { api_key: key.body.key } })).body.subject, kcId);
+
+  nock(KC, asAdmin)
+    .get(`${ADMIN}/users/${kcId}`)
+    .reply(200, { ...rep, attributes: { guest: ['false'], api_key_hashes: [sha256Hex(key.body.key), 'other'] } })
+    .put(`${ADMIN}/users/${kcId}`, (body) => void (removed = body) || true)
+    .reply(204);
+  t.is((await call(svc, 'DELETE', `/auth/api-keys/${key.body.id}`, { headers })).status, 200);
+  t.deepEqual(removed.attributes.api_key_hashes, ['other']);
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+  // The service-account token was fetched once and reused (it had not expired).
+  t.is(serviceAccountTokens, 1);
+});
+
+test.serial('upgrade to an e-mail Keycloak already has → 409, and nothing changes locally', async (t) => {
+  const kcId = 'a1b2c3d4-0000-4000-8000-000000000004';
+  const { r: login, created } = await kcGuest(kcId);
+  const headers = identityHeaders({ id: kcId, email: created.email, username: created.username }, 'jwt');
+  nock(KC, asAdmin).get(`${ADMIN}/users`).query({ email: 'taken@example.com', exact: 'true' }).reply(200, [{ id: 'someone-else', email: 'taken@example.com' }]);
+  assertError(t, await call(svc, 'POST', '/auth/upgrade', { headers, body: { email: 'taken@example.com' } }), 409, 'email');
+  const row = await svc.runtime.db.knex('users').where({ id: login.body.user_id }).first();
+  t.true(row.is_guest);
+  t.true(nock.isDone());
+});
+
+test.serial('an expired service-account token is renewed; Keycloak down → 502 and no user row', async (t) => {
+  clock.advance(10 * 60 * 1000);
+  const before = Number((await svc.runtime.db.knex('users').count({ c: '*' }))[0]!.c);
+  nock(KC).post(TOKEN_PATH).reply(200, { access_token: 'admin-token', expires_in: 300 });
+  nock(KC, asAdmin).post(`${ADMIN}/users`).replyWithError({ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED' });
+  const r = await call(svc, 'POST', '/llm/auth/guest-login');
+  assertError(t, r, 502);
+  t.is(r.body.error.code, 'upstream_error');
+  t.false(JSON.stringify(r.body).includes('backend-secret'));
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+  t.is(Number((await svc.runtime.db.knex('users').count({ c: '*' }))[0]!.c), before);
+});
+
+test.serial('disabling a Keycloak user disables it there too (PUT enabled=false, then logout)', async (t) => {
+  const kcId = 'a1b2c3d4-0000-4000-8000-000000000005';
+  const { r: login } = await kcGuest(kcId);
+  const adminUser = await svc.runtime.db.knex('users').insert({ id: 'user_ADMIN0000000000000000000', subject: 'adm', email: 'adm@example.com', is_admin: true }).returning('id');
+  let put: any;
+  nock(KC, asAdmin)
+    .get(`${ADMIN}/users/${kcId}`)
+    .reply(200, { id: kcId, enabled: true, attributes: { guest: ['true'] } })
+    .put(`${ADMIN}/users/${kcId}`, (body) => void (put = body) || true)
+    .reply(204)
+    .post(`${ADMIN}/users/${kcId}/logout`)
+    .reply(204);
+  const r = await call(svc, 'PATCH', `/v1/admin/users/${login.body.user_id}`, {
+    headers: identityHeaders({ id: adminUser[0].id }, 'jwt'),
+    body: { disabled: true },
+  });
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.is(put.enabled, false);
+  t.deepEqual(put.attributes, { guest: ['true'] });
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+});
