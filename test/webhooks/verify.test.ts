@@ -1,0 +1,68 @@
+import test from 'ava';
+import { computeSignature, signatureHeader, verifyWebhookSignature } from '../../services/kit/webhook-signature.js';
+
+// The receiver-side verifier: pure function, explicit `now`, no I/O.
+const secret = 'whsec_0123456789abcdefghijklmnopqrstuv';
+const body = JSON.stringify({ type: 'conversation.created', id: 'evt_1', data: { title: 'héllo' } });
+const now = 1_800_000_000_000;
+const ts = String(now / 1000);
+
+const verify = (over: Partial<Parameters<typeof verifyWebhookSignature>[0]> = {}) =>
+  verifyWebhookSignature({ body, timestamp: ts, signature: signatureHeader([secret], ts, body), secret, now, ...over });
+
+test('accepts a valid sha256= signature and the bare hex digest', (t) => {
+  t.deepEqual(verify(), { ok: true });
+  t.deepEqual(verify({ signature: computeSignature(secret, ts, body) }), { ok: true });
+  t.deepEqual(verify({ body: Buffer.from(body) }), { ok: true });
+});
+
+test('the signed message is `${timestamp}.${raw body}` with HMAC-SHA256, hex', async (t) => {
+  const { createHmac } = await import('node:crypto');
+  t.is(computeSignature(secret, ts, body), createHmac('sha256', secret).update(`${ts}.${body}`).digest('hex'));
+});
+
+test('accepts a match with any listed signature (rotation grace period)', (t) => {
+  const old = 'old-secret-000000000000000000';
+  const header = signatureHeader([secret, old], ts, body);
+  t.regex(header, /^sha256=[0-9a-f]{64},sha256=[0-9a-f]{64}$/);
+  t.true(verify({ signature: header }).ok);
+  t.true(verify({ signature: header, secret: old }).ok);
+  t.true(verify({ signature: signatureHeader([old], ts, body), secret: [secret, old] }).ok);
+});
+
+test('refuses a tampered body', (t) => {
+  t.deepEqual(verify({ body: body.replace('héllo', 'hello') }), { ok: false, reason: 'signature_mismatch' });
+  t.deepEqual(verify({ body: `${body} ` }), { ok: false, reason: 'signature_mismatch' });
+});
+
+test('refuses a wrong secret', (t) => {
+  t.deepEqual(verify({ secret: 'whsec_another' }), { ok: false, reason: 'signature_mismatch' });
+});
+
+test('refuses an old timestamp (older than 300 s) and one far in the future', (t) => {
+  const old = String(now / 1000 - 301);
+  // Correctly signed, but too old: a replay.
+  t.deepEqual(verify({ timestamp: old, signature: signatureHeader([secret], old, body) }), { ok: false, reason: 'timestamp_too_old' });
+  const edge = String(now / 1000 - 300);
+  t.true(verify({ timestamp: edge, signature: signatureHeader([secret], edge, body) }).ok);
+  const future = String(now / 1000 + 301);
+  t.deepEqual(verify({ timestamp: future, signature: signatureHeader([secret], future, body) }), { ok: false, reason: 'timestamp_in_future' });
+  // A different timestamp than the one signed fails the signature.
+  t.deepEqual(verify({ timestamp: String(now / 1000 - 1) }), { ok: false, reason: 'signature_mismatch' });
+  t.false(verify({ toleranceSeconds: 10, timestamp: String(now / 1000 - 11), signature: signatureHeader([secret], String(now / 1000 - 11), body) }).ok);
+});
+
+test('refuses missing or malformed headers', (t) => {
+  t.deepEqual(verify({ signature: undefined }), { ok: false, reason: 'missing_signature' });
+  t.deepEqual(verify({ timestamp: undefined }), { ok: false, reason: 'missing_timestamp' });
+  t.deepEqual(verify({ timestamp: '12.5' }), { ok: false, reason: 'missing_timestamp' });
+  t.deepEqual(verify({ signature: 'sha256=zz' }), { ok: false, reason: 'signature_mismatch' });
+  t.deepEqual(verify({ signature: 'sha256=' + 'a'.repeat(63) }), { ok: false, reason: 'signature_mismatch' });
+});
+
+test('the verifier file imports nothing but node:crypto (receivers can copy it)', async (t) => {
+  const { readFile } = await import('node:fs/promises');
+  const source = await readFile(new URL('../../services/kit/webhook-signature.ts', import.meta.url), 'utf8');
+  const imports = [...source.matchAll(/^import .* from '([^']+)';$/gm)].map((m) => m[1]);
+  t.deepEqual(imports, ['node:crypto']);
+});
