@@ -1,0 +1,97 @@
+import { systemClock, type Clock } from '../../services/kit/clock.js';
+import type { RevocationChannel } from '../../services/kit/revocations.js';
+import { sha256Hex } from '../../services/kit/secrets.js';
+import { deny, UNAUTHORIZED_MESSAGE } from '../core/respond.js';
+import { CONTINUE, firstHeader, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type VerifiedIdentity } from '../core/types.js';
+import { ValidationCache } from './cache.js';
+import type { ApiKeyAuthConfig } from './schema.js';
+import { createKeyValidator, limitsFrom, type ValidationResult } from './validator.js';
+
+export const PRIORITY = 1250; // like Kong's key-auth: after jwt auth
+const KEY_FORMAT = /^sk_[0-9A-Za-z]{32}$/;
+
+export interface ApiKeyAuthDeps {
+  clock?: Clock;
+  logger?: PluginLogger;
+  /** Replaces the HTTP validator (tests of the host adapters only). */
+  validate?: (apiKey: string) => Promise<ValidationResult>;
+}
+
+/**
+ * `X-API-Key: sk_…` checked by llm-api's validator, cached briefly by SHA-256 and purged by
+ * revocation messages. The key header never goes upstream. A malformed or unknown key → 401;
+ * validator down or slow → 503 (never a pass-through). A valid key of another user than a valid
+ * JWT on the same request → 401.
+ */
+export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps = {}) {
+  const clock = deps.clock ?? systemClock;
+  const logger = deps.logger ?? silentLogger;
+  const header = config.header_name.toLowerCase();
+  const cache = new ValidationCache({ ttlMs: config.cache_ttl_seconds * 1000, maxEntries: config.cache_max_entries, clock });
+  const validator = deps.validate ? null : createKeyValidator({ url: config.validate_url, gatewayToken: config.gateway_token, timeoutMs: config.timeout_ms });
+  const validate = deps.validate ?? validator!.validate;
+  const inflight = new Map<string, Promise<{ result: ValidationResult; epoch: number }>>();
+  const unsubscribers: Array<() => Promise<void>> = [];
+  const removeKey = [header];
+
+  async function lookup(hash: string, apiKey: string): Promise<VerifiedIdentity | 'invalid' | { unavailable: string }> {
+    const cached = cache.get(hash);
+    if (cached) return cached;
+    let pending = inflight.get(hash);
+    if (!pending) {
+      const epoch = cache.epoch;
+      pending = validate(apiKey).then((result) => ({ result, epoch }));
+      inflight.set(hash, pending);
+      pending.finally(() => inflight.delete(hash)).catch(() => {});
+    }
+    const { result, epoch } = await pending;
+    if (result.kind === 'invalid') return 'invalid';
+    if (result.kind === 'unavailable') return { unavailable: result.reason };
+    const key = result.key;
+    const identity: VerifiedIdentity = {
+      authMethod: 'apikey',
+      userId: key.user_id,
+      subject: typeof key.subject === 'string' && key.subject ? key.subject : key.user_id,
+      email: typeof key.email === 'string' ? key.email : null,
+      username: typeof key.username === 'string' ? key.username : null,
+      isGuest: false,
+      tier: typeof key.tier === 'string' ? key.tier : null,
+      limits: limitsFrom(key.limits ?? null),
+      bucket: `key:${hash}`,
+    };
+    cache.set(hash, identity, epoch);
+    return identity;
+  }
+
+  async function access(request: EdgeRequest): Promise<Decision> {
+    if (request.method === 'OPTIONS' && !config.run_on_preflight) return CONTINUE;
+    const apiKey = firstHeader(request.headers, header);
+    if (apiKey === undefined || apiKey === '') {
+      if (request.shared.jwt) return CONTINUE;
+      return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, UNAUTHORIZED_MESSAGE);
+    }
+    if (!KEY_FORMAT.test(apiKey)) return deny(401, 'Invalid API key', { param: 'X-API-Key' });
+    const found = await lookup(sha256Hex(apiKey), apiKey);
+    if (found === 'invalid') return deny(401, 'Invalid API key', { param: 'X-API-Key' });
+    if ('unavailable' in found) {
+      logger.error({ reason: found.unavailable }, 'api-key-auth: validator unavailable');
+      return deny(503, 'API key validation is temporarily unavailable');
+    }
+    if (request.shared.jwt && request.shared.jwt.userId !== found.userId) {
+      return deny(401, 'The bearer token and the API key belong to different users');
+    }
+    return { kind: 'continue', identity: found, removeUpstream: removeKey };
+  }
+
+  /** Purges on every revocation; a lost subscription (onResync) flushes everything. */
+  async function attach(channel: RevocationChannel): Promise<void> {
+    unsubscribers.push(await channel.subscribe({ onRevoked: (message) => cache.revoke(message), onResync: () => cache.flush() }));
+  }
+
+  async function close(): Promise<void> {
+    for (const unsubscribe of unsubscribers.splice(0)) await unsubscribe().catch(() => {});
+    await validator?.close();
+  }
+
+  return { access, attach, close, cache } satisfies PluginCore & Record<string, unknown>;
+}

@@ -1,0 +1,24 @@
+import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
+import { kongPluginClass, VERSION } from '../core/kong-plugin.js';
+import { processLogger } from '../core/kong-host.js';
+import { createApiKeyAuth, PRIORITY } from './core.js';
+import { parseApiKeyAuthConfig, Schema } from './schema.js';
+
+export const Name = 'api-key-auth';
+export const Version = VERSION;
+export const Priority = PRIORITY;
+export { Schema };
+export const Plugin = kongPluginClass(
+  Name,
+  (raw) => {
+    const config = parseApiKeyAuthConfig(raw);
+    const core = createApiKeyAuth(config, { logger: processLogger });
+    if (config.redis_url) {
+      // Every Kong node subscribes; a lost subscription flushes the cache on reconnect.
+      const channel = createRedisRevocations(config.redis_url, { channel: config.revocation_channel, logger: processLogger });
+      core.attach(channel).catch((error) => processLogger.error({ err: (error as Error).message }, 'api-key-auth: revocation subscription failed'));
+    }
+    return core;
+  },
+  { headers: true, method: true },
+);

@@ -1,0 +1,32 @@
+import { applySchema, type KongFieldEntry } from '../core/kong-schema.js';
+
+export const Schema: KongFieldEntry[] = [
+  /** llm-api's internal `POST /auth/validate-api-key` (never the public edge). */
+  { validate_url: { type: 'string', required: true } },
+  { gateway_token: { type: 'string', referenceable: true, encrypted: true } },
+  { timeout_ms: { type: 'integer', default: 5000, between: [1, 60000] } },
+  /** Positive answers are cached this long, keyed by the key's SHA-256; revocations purge at once. */
+  { cache_ttl_seconds: { type: 'integer', default: 30, between: [0, 3600] } },
+  { cache_max_entries: { type: 'integer', default: 10000, between: [1, 10000000] } },
+  { header_name: { type: 'string', default: 'x-api-key' } },
+  /** Redis pub/sub for revocations when the host has no channel of its own (Kong). */
+  { redis_url: { type: 'string', referenceable: true } },
+  { revocation_channel: { type: 'string', default: 'platform:revocations' } },
+  { anonymous: { type: 'string' } },
+  { run_on_preflight: { type: 'boolean', default: false } },
+];
+
+export interface ApiKeyAuthConfig {
+  validate_url: string;
+  gateway_token?: string;
+  timeout_ms: number;
+  cache_ttl_seconds: number;
+  cache_max_entries: number;
+  header_name: string;
+  redis_url?: string;
+  revocation_channel: string;
+  anonymous?: string;
+  run_on_preflight: boolean;
+}
+
+export const parseApiKeyAuthConfig = (input: unknown) => applySchema(Schema, input) as unknown as ApiKeyAuthConfig;

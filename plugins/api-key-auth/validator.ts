@@ -1,0 +1,69 @@
+import { Agent, request } from 'undici';
+import type { TierLimits } from '../core/types.js';
+
+export interface ValidatedKey {
+  user_id: string;
+  subject?: string;
+  email?: string | null;
+  username?: string | null;
+  is_admin?: boolean;
+  tier?: string | null;
+  limits?: Record<string, unknown> | null;
+}
+
+export type ValidationResult = { kind: 'valid'; key: ValidatedKey } | { kind: 'invalid' } | { kind: 'unavailable'; reason: string };
+
+/**
+ * Calls llm-api's `POST /auth/validate-api-key` with the gateway token over kept-alive connections.
+ * 200 → valid; 400/401/403/404 → invalid; anything else, a timeout or a refused connection →
+ * unavailable (the caller answers 503, never passes the request through).
+ */
+export function createKeyValidator(options: { url: string; gatewayToken?: string; timeoutMs: number }) {
+  const agent = new Agent({ keepAliveTimeout: 30_000, connections: 64, connect: { timeout: options.timeoutMs } });
+  const url = new URL(options.url);
+
+  async function validate(apiKey: string): Promise<ValidationResult> {
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
+    if (options.gatewayToken) headers['x-gateway-token'] = options.gatewayToken;
+    try {
+      const res = await request(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ api_key: apiKey }),
+        dispatcher: agent,
+        headersTimeout: options.timeoutMs,
+        bodyTimeout: options.timeoutMs,
+        signal: AbortSignal.timeout(options.timeoutMs),
+      });
+      const text = await res.body.text();
+      if (res.statusCode === 200) {
+        const key = JSON.parse(text) as ValidatedKey;
+        if (!key || typeof key.user_id !== 'string' || key.user_id.length === 0) return { kind: 'unavailable', reason: 'malformed validator answer' };
+        return { kind: 'valid', key };
+      }
+      if ([400, 401, 403, 404].includes(res.statusCode)) return { kind: 'invalid' };
+      return { kind: 'unavailable', reason: `validator answered ${res.statusCode}` };
+    } catch (error) {
+      return { kind: 'unavailable', reason: (error as Error).name + ': ' + (error as Error).message };
+    }
+  }
+
+  return { validate, close: () => agent.close() };
+}
+
+/** Custom limits from the validator, whichever naming it uses (`minute`/`day`, `per_minute`/`per_day`, `requests_per_*`). */
+export function limitsFrom(raw: Record<string, unknown> | null | undefined): TierLimits | null {
+  if (!raw || typeof raw !== 'object') return null;
+  const pick = (...names: string[]) => {
+    for (const name of names) {
+      const value = raw[name];
+      if (typeof value === 'number' && Number.isFinite(value)) return value;
+      if (value === null) return null;
+    }
+    return undefined;
+  };
+  const minute = pick('minute', 'per_minute', 'requests_per_minute', 'rpm');
+  const day = pick('day', 'per_day', 'requests_per_day', 'rpd');
+  if (minute === undefined && day === undefined) return null;
+  return { minute: minute ?? null, day: day ?? null };
+}

@@ -1,0 +1,9 @@
+import { kongPluginClass, VERSION } from '../core/kong-plugin.js';
+import { createIdentityHeaders, PRIORITY } from './core.js';
+import { parseIdentityHeadersConfig, Schema } from './schema.js';
+
+export const Name = 'identity-headers';
+export const Version = VERSION;
+export const Priority = PRIORITY;
+export { Schema };
+export const Plugin = kongPluginClass(Name, (config) => createIdentityHeaders(parseIdentityHeadersConfig(config)), { headers: true });

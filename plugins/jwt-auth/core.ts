@@ -1,0 +1,116 @@
+import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { systemClock, type Clock } from '../../services/kit/clock.js';
+import { deny, UNAUTHORIZED_MESSAGE } from '../core/respond.js';
+import { CONTINUE, firstHeader, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger } from '../core/types.js';
+import { JwksCache, JwksUnavailableError } from './jwks.js';
+import type { JwtAuthConfig } from './schema.js';
+
+export const PRIORITY = 1450; // like Kong's bundled jwt plugin: after cors, before key auth
+const BEARER = /^Bearer\s+([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)\s*$/i;
+const CHALLENGE = { 'WWW-Authenticate': 'Bearer error="invalid_token"' };
+
+export interface JwtAuthDeps {
+  clock?: Clock;
+  fetch?: typeof fetch;
+  logger?: PluginLogger;
+}
+
+/**
+ * Verifies `Authorization: Bearer` tokens against the issuer's JWKS: signature with an allow-listed
+ * asymmetric algorithm, issuer, audience, `exp` (required), `nbf`, `iat` not in the future, and a
+ * lifetime (exp − iat, or exp − nbf) of at most `max_lifetime_seconds`. No token → anonymous
+ * (OR logic with api-key-auth) or 401; a presented token that fails any check → 401.
+ */
+export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): PluginCore & { jwks: JwksCache } {
+  const clock = deps.clock ?? systemClock;
+  const logger = deps.logger ?? silentLogger;
+  const jwks = new JwksCache(config.jwks_url, {
+    cooldownMs: config.jwks_refresh_cooldown_seconds * 1000,
+    timeoutMs: config.jwks_timeout_ms,
+    clock,
+    fetch: deps.fetch,
+  });
+  const refuse = (message: string) => deny(401, message, { headers: CHALLENGE });
+
+  async function access(request: EdgeRequest): Promise<Decision> {
+    if (request.method === 'OPTIONS' && !config.run_on_preflight) return CONTINUE;
+    const header = firstHeader(request.headers, 'authorization');
+    if (header === undefined || header === '') {
+      return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, UNAUTHORIZED_MESSAGE);
+    }
+    const match = BEARER.exec(header);
+    if (!match) return refuse('The Authorization header must be "Bearer <token>"');
+    const token = match[1]!;
+
+    let protectedHeader;
+    try {
+      protectedHeader = decodeProtectedHeader(token);
+    } catch {
+      return refuse('Malformed token');
+    }
+    if (typeof protectedHeader.alg !== 'string' || !config.algorithms.includes(protectedHeader.alg)) {
+      return refuse('Token algorithm not accepted');
+    }
+
+    const now = clock.now();
+    let payload: JWTPayload;
+    try {
+      const resolver = await jwks.resolverFor(protectedHeader);
+      ({ payload } = await jwtVerify(token, resolver, {
+        issuer: config.issuer,
+        audience: config.audience,
+        algorithms: config.algorithms,
+        currentDate: new Date(now),
+        clockTolerance: config.clock_skew_seconds,
+        requiredClaims: ['exp'],
+      }));
+    } catch (error) {
+      if (error instanceof JwksUnavailableError) {
+        logger.error({ err: error.message }, 'jwt-auth: JWKS unavailable');
+        return deny(503, 'Token verification is temporarily unavailable');
+      }
+      return refuse(describe(error));
+    }
+
+    const nowSeconds = now / 1000;
+    const skew = config.clock_skew_seconds;
+    if (typeof payload.iat === 'number' && payload.iat > nowSeconds + skew) return refuse('Token issued in the future');
+    const start = typeof payload.iat === 'number' ? payload.iat : typeof payload.nbf === 'number' ? payload.nbf : nowSeconds;
+    if (payload.exp! - start > config.max_lifetime_seconds) {
+      return refuse(`Token lifetime exceeds ${config.max_lifetime_seconds} seconds`);
+    }
+    const userId = payload[config.user_id_claim];
+    if (typeof userId !== 'string' || userId.length === 0 || userId.length > 256) return refuse('Token has no subject');
+    const email = typeof payload.email === 'string' ? payload.email : null;
+    const username = typeof payload.preferred_username === 'string' ? payload.preferred_username : null;
+    return {
+      kind: 'continue',
+      identity: {
+        authMethod: 'jwt',
+        userId,
+        subject: typeof payload.sub === 'string' ? payload.sub : userId,
+        email,
+        username,
+        isGuest: payload[config.guest_claim] === true,
+        bucket: `user:${userId}`,
+      },
+    };
+  }
+
+  return { access, jwks };
+}
+
+function describe(error: unknown): string {
+  if (error instanceof joseErrors.JWTExpired) return 'Token expired';
+  if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    if (error.claim === 'nbf') return 'Token not yet valid';
+    if (error.claim === 'iss') return 'Token issuer not accepted';
+    if (error.claim === 'aud') return 'Token audience not accepted';
+    if (error.claim === 'exp') return 'Token has no expiry';
+    return `Token claim "${error.claim}" is invalid`;
+  }
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return 'Token signed with an unknown key';
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return 'Token algorithm not accepted';
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'Token signature is invalid';
+  return 'Invalid token';
+}

@@ -1,0 +1,66 @@
+import { createLocalJWKSet, type JSONWebKeySet, type JWTHeaderParameters, type FlattenedJWSInput } from 'jose';
+import type { Clock } from '../../services/kit/clock.js';
+
+type KeyResolver = ReturnType<typeof createLocalJWKSet>;
+
+export class JwksUnavailableError extends Error {
+  constructor(detail: string) {
+    super(`JWKS unavailable: ${detail}`);
+    this.name = 'JwksUnavailableError';
+  }
+}
+
+/**
+ * The issuer's JWKS, fetched on first use and cached. A token whose `kid` is unknown triggers a
+ * refetch (so key rotation needs no restart), at most once per cool-down period; concurrent misses
+ * share one fetch. A failed refetch keeps the keys already known.
+ */
+export class JwksCache {
+  private resolver: KeyResolver | null = null;
+  private kids = new Set<string>();
+  private lastFetch = Number.NEGATIVE_INFINITY;
+  private inflight: Promise<void> | null = null;
+  fetches = 0;
+
+  constructor(
+    private readonly url: string,
+    private readonly options: { cooldownMs: number; timeoutMs: number; clock: Clock; fetch?: typeof fetch },
+  ) {}
+
+  /** The key resolver for a token header; refetches once (cool-down permitting) when the kid is unknown. */
+  async resolverFor(header: { kid?: string }): Promise<KeyResolver> {
+    const known = this.resolver && (header.kid === undefined || this.kids.has(header.kid));
+    if (!known && this.options.clock.now() - this.lastFetch >= this.options.cooldownMs) {
+      await this.refresh();
+    }
+    if (!this.resolver) throw new JwksUnavailableError('no keys could be loaded');
+    return this.resolver;
+  }
+
+  private refresh(): Promise<void> {
+    this.inflight ??= this.load().finally(() => {
+      this.inflight = null;
+    });
+    return this.inflight;
+  }
+
+  private async load(): Promise<void> {
+    this.lastFetch = this.options.clock.now();
+    this.fetches++;
+    try {
+      const res = await (this.options.fetch ?? fetch)(this.url, {
+        headers: { accept: 'application/json' },
+        signal: AbortSignal.timeout(this.options.timeoutMs),
+      });
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      const jwks = (await res.json()) as JSONWebKeySet;
+      if (!jwks || !Array.isArray(jwks.keys)) throw new Error('not a JWKS document');
+      this.resolver = createLocalJWKSet(jwks);
+      this.kids = new Set(jwks.keys.map((k) => k.kid).filter((k): k is string => typeof k === 'string'));
+    } catch (error) {
+      if (!this.resolver) throw new JwksUnavailableError((error as Error).message);
+    }
+  }
+}
+
+export type { JWTHeaderParameters, FlattenedJWSInput };

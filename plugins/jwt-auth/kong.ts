@@ -1,0 +1,10 @@
+import { kongPluginClass, VERSION } from '../core/kong-plugin.js';
+import { processLogger } from '../core/kong-host.js';
+import { createJwtAuth, PRIORITY } from './core.js';
+import { parseJwtAuthConfig, Schema } from './schema.js';
+
+export const Name = 'jwt-auth';
+export const Version = VERSION;
+export const Priority = PRIORITY;
+export { Schema };
+export const Plugin = kongPluginClass(Name, (config) => createJwtAuth(parseJwtAuthConfig(config), { logger: processLogger }), { headers: true, method: true });

@@ -1,0 +1,36 @@
+import { applySchema, type KongFieldEntry } from '../core/kong-schema.js';
+
+/** Asymmetric algorithms only: `none` and the HMAC family cannot be configured (no shared secrets with a public JWKS). */
+export const ALLOWED_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const;
+
+export const Schema: KongFieldEntry[] = [
+  { issuer: { type: 'string', required: true } },
+  { audience: { type: 'string', required: true } },
+  { jwks_url: { type: 'string', required: true } },
+  { algorithms: { type: 'set', elements: { type: 'string', one_of: [...ALLOWED_ALGORITHMS] }, default: [...ALLOWED_ALGORITHMS] } },
+  { max_lifetime_seconds: { type: 'integer', default: 3600, between: [1, 3600] } },
+  { clock_skew_seconds: { type: 'integer', default: 30, between: [0, 300] } },
+  { jwks_refresh_cooldown_seconds: { type: 'integer', default: 30, between: [0, 86400] } },
+  { jwks_timeout_ms: { type: 'integer', default: 5000, between: [1, 60000] } },
+  { user_id_claim: { type: 'string', default: 'sub' } },
+  { guest_claim: { type: 'string', default: 'guest' } },
+  { anonymous: { type: 'string' } },
+  { run_on_preflight: { type: 'boolean', default: false } },
+];
+
+export interface JwtAuthConfig {
+  issuer: string;
+  audience: string;
+  jwks_url: string;
+  algorithms: string[];
+  max_lifetime_seconds: number;
+  clock_skew_seconds: number;
+  jwks_refresh_cooldown_seconds: number;
+  jwks_timeout_ms: number;
+  user_id_claim: string;
+  guest_claim: string;
+  anonymous?: string;
+  run_on_preflight: boolean;
+}
+
+export const parseJwtAuthConfig = (input: unknown) => applySchema(Schema, input) as unknown as JwtAuthConfig;

@@ -1,0 +1,72 @@
+import { Redis } from 'ioredis';
+import type { CounterStore, CounterWindow, HitResult } from './types.js';
+
+/**
+ * Check-all-then-increment-all in one Lua script, so every edge node sharing this Redis sees one
+ * counter and none overshoots. ARGV holds limit and TTL per key.
+ */
+const HIT_SCRIPT = `
+local n = #KEYS
+local current = {}
+for i = 1, n do
+  current[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
+end
+for i = 1, n do
+  if current[i] >= tonumber(ARGV[2 * i - 1]) then
+    local out = {0, i}
+    for j = 1, n do out[#out + 1] = current[j] end
+    return out
+  end
+end
+local out = {1, 0}
+for i = 1, n do
+  local c = redis.call('INCR', KEYS[i])
+  if c == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[2 * i]) end
+  out[#out + 1] = c
+end
+return out
+`;
+
+type HitCommand = (numKeys: number, ...args: Array<string | number>) => Promise<number[]>;
+
+export interface RedisStoreOptions {
+  url: string;
+  /** Per-command timeout; a slow Redis fails fast and the fault policy decides. */
+  timeoutMs: number;
+}
+
+export function createRedisStore(options: RedisStoreOptions): CounterStore & { ready(): Promise<void>; client: Redis } {
+  const client = new Redis(options.url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: options.timeoutMs,
+    connectTimeout: Math.max(options.timeoutMs, 1000),
+    enableAutoPipelining: true,
+    retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+    lazyConnect: false,
+  });
+  client.on('error', () => {}); // reported per command through the fault policy
+  client.defineCommand('edgeHit', { lua: HIT_SCRIPT });
+  const hitCommand = (client as unknown as { edgeHit: HitCommand }).edgeHit.bind(client);
+
+  return {
+    name: 'redis',
+    client,
+    ready: () =>
+      client.status === 'ready'
+        ? Promise.resolve()
+        : new Promise((resolve, reject) => {
+            client.once('ready', () => resolve());
+            client.once('end', () => reject(new Error('redis connection ended')));
+          }),
+    async hit(windows: CounterWindow[]): Promise<HitResult> {
+      const args: Array<string | number> = windows.map((w) => w.key);
+      for (const w of windows) args.push(w.limit, w.ttlMs);
+      const out = await hitCommand(windows.length, ...args);
+      return { allowed: out[0] === 1, blocked: Number(out[1]) - 1, counts: out.slice(2).map(Number) };
+    },
+    async close() {
+      client.disconnect();
+    },
+  };
+}

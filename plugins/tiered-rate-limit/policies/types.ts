@@ -1,0 +1,26 @@
+/**
+ * Counter backends behind one small interface (like Kong's rate-limiting `policies/`). A hit checks
+ * every window and increments all of them only when none is at its limit — atomically, so nodes
+ * sharing a backend never overshoot. Window boundaries come from the caller's clock (keys carry the
+ * window start); backend expiry only cleans up.
+ */
+export interface CounterWindow {
+  key: string;
+  limit: number;
+  /** Cleanup horizon for the backend (ms); not used for window arithmetic. */
+  ttlMs: number;
+}
+
+export interface HitResult {
+  allowed: boolean;
+  /** Count per window after this hit (or the current count when refused). */
+  counts: number[];
+  /** Index of the first window at its limit when refused. */
+  blocked: number;
+}
+
+export interface CounterStore {
+  readonly name: string;
+  hit(windows: CounterWindow[], nowMs: number): Promise<HitResult>;
+  close(): Promise<void>;
+}

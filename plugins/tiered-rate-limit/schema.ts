@@ -1,0 +1,57 @@
+import { applySchema, type KongFieldEntry } from '../core/kong-schema.js';
+
+const window = (minute: number | null, day: number | null): { minute: number | null; day: number | null } => ({ minute, day });
+
+export const DEFAULT_TIERS = {
+  free: window(3, 50),
+  pro: window(60, 100000),
+  enterprise: window(null, null),
+};
+
+export const Schema: KongFieldEntry[] = [
+  /** Requests per client IP per minute (0 disables the per-IP limit). */
+  { ip_per_minute: { type: 'integer', default: 100, between: [0, 100000000] } },
+  /** Tier → limits; a missing or null period is unlimited. Custom key limits from the validator override. */
+  {
+    tiers: {
+      type: 'map',
+      keys: { type: 'string' },
+      values: {
+        type: 'record',
+        fields: [{ minute: { type: 'integer', between: [0, 100000000] } }, { day: { type: 'integer', between: [0, 1000000000] } }],
+      },
+      default: DEFAULT_TIERS,
+    },
+  },
+  { user_tier: { type: 'string', default: 'pro' } },
+  { guest_tier: { type: 'string', default: 'free' } },
+  { default_key_tier: { type: 'string', default: 'free' } },
+  { policy: { type: 'string', default: 'local', one_of: ['local', 'redis'] } },
+  { redis_url: { type: 'string', referenceable: true } },
+  { redis_prefix: { type: 'string', default: 'edge' } },
+  { redis_timeout_ms: { type: 'integer', default: 200, between: [1, 60000] } },
+  /** Redis failing mid-flight: `allow` (and log, like Kong's fault_tolerant) or `deny` (503). */
+  { fault_policy: { type: 'string', default: 'allow', one_of: ['allow', 'deny'] } },
+  { hide_client_headers: { type: 'boolean', default: false } },
+];
+
+export interface TierConfig {
+  minute?: number | null;
+  day?: number | null;
+}
+
+export interface TieredRateLimitConfig {
+  ip_per_minute: number;
+  tiers: Record<string, TierConfig>;
+  user_tier: string;
+  guest_tier: string;
+  default_key_tier: string;
+  policy: 'local' | 'redis';
+  redis_url?: string;
+  redis_prefix: string;
+  redis_timeout_ms: number;
+  fault_policy: 'allow' | 'deny';
+  hide_client_headers: boolean;
+}
+
+export const parseTieredRateLimitConfig = (input: unknown) => applySchema(Schema, input) as unknown as TieredRateLimitConfig;

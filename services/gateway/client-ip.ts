@@ -1,0 +1,38 @@
+import { BlockList, isIP } from 'node:net';
+
+/**
+ * The client address for per-IP limits (ARCHITECTURE.md): the socket peer, unless that peer is a
+ * trusted proxy (`TRUSTED_PROXIES`: addresses or CIDR ranges); then the right-most
+ * `X-Forwarded-For` entry that is not itself trusted.
+ */
+export function createClientIp(trusted: string[]) {
+  const list = new BlockList();
+  let any = false;
+  for (const entry of trusted) {
+    const [address, bits] = entry.split('/');
+    const family = isIP(address ?? '');
+    if (!family) throw new Error(`TRUSTED_PROXIES: "${entry}" is not an address or CIDR range`);
+    const type = family === 6 ? 'ipv6' : 'ipv4';
+    if (bits !== undefined) list.addSubnet(address!, Number(bits), type);
+    else list.addAddress(address!, type);
+    any = true;
+  }
+  const isTrusted = (ip: string) => {
+    const family = isIP(ip);
+    return family !== 0 && list.check(ip, family === 6 ? 'ipv6' : 'ipv4');
+  };
+
+  return function clientIp(peer: string | undefined, forwardedFor: string | string[] | undefined): string {
+    const socketIp = unmap(peer ?? '');
+    if (!any || !isTrusted(socketIp) || !forwardedFor) return socketIp;
+    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',').map((h) => unmap(h.trim())).filter(Boolean);
+    for (let i = hops.length - 1; i >= 0; i--) {
+      const hop = hops[i]!;
+      if (!isIP(hop)) return socketIp;
+      if (!isTrusted(hop)) return hop;
+    }
+    return hops[0] ?? socketIp;
+  };
+}
+
+const unmap = (ip: string) => (ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip);

@@ -1,0 +1,4 @@
+import { runStandalone } from '../kit/index.js';
+import { gatewayService } from './service.js';
+
+await runStandalone(gatewayService);

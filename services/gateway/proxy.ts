@@ -1,0 +1,113 @@
+import http, { type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import https from 'node:https';
+import { errorBody } from '../kit/errors.js';
+
+/**
+ * Streams a request to its upstream and the answer back, unbuffered in both directions (SSE
+ * chunks are written as they arrive), over kept-alive connections (one agent per upstream origin).
+ * Connect failure → 502, no bytes for `readTimeoutMs` → 504 (when nothing was sent yet; otherwise
+ * the client connection is cut, since the status line is already gone).
+ */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+
+export interface ProxyOptions {
+  connectTimeoutMs: number;
+  readTimeoutMs: number;
+}
+
+export function createProxy(options: ProxyOptions) {
+  const agents = new Map<string, http.Agent>();
+
+  function agentFor(origin: URL): http.Agent {
+    let agent = agents.get(origin.origin);
+    if (!agent) {
+      const settings = { keepAlive: true, keepAliveMsecs: 30_000, maxSockets: 1024, maxFreeSockets: 256, scheduling: 'lifo' as const };
+      agent = origin.protocol === 'https:' ? new https.Agent(settings) : new http.Agent(settings);
+      agents.set(origin.origin, agent);
+    }
+    return agent;
+  }
+
+  /** Copies the client's headers minus hop-by-hop ones (the plugins then edit the copy). */
+  function upstreamHeaders(req: IncomingMessage): OutgoingHttpHeaders {
+    const headers: OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+    }
+    return headers;
+  }
+
+  function forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    target: { origin: URL; path: string; headers: OutgoingHttpHeaders; responseHeaders: Record<string, string>; requestId: string },
+  ): void {
+    const transport = target.origin.protocol === 'https:' ? https : http;
+    const upstream = transport.request({
+      protocol: target.origin.protocol,
+      hostname: target.origin.hostname,
+      port: target.origin.port || (target.origin.protocol === 'https:' ? 443 : 80),
+      method: req.method,
+      path: target.path,
+      headers: target.headers,
+      agent: agentFor(target.origin),
+      timeout: options.readTimeoutMs,
+    });
+    let connectTimer: NodeJS.Timeout | null = null;
+    upstream.on('socket', (socket) => {
+      socket.setNoDelay(true);
+      if (socket.connecting) {
+        connectTimer = setTimeout(() => upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ECONNECTTIMEOUT' })), options.connectTimeoutMs);
+        socket.once('connect', () => connectTimer && clearTimeout(connectTimer));
+      }
+    });
+    upstream.on('timeout', () => upstream.destroy(Object.assign(new Error('upstream read timeout'), { code: 'ETIMEDOUT' })));
+    upstream.on('response', (upstreamRes) => {
+      const headers: OutgoingHttpHeaders = {};
+      for (const [name, value] of Object.entries(upstreamRes.headers)) {
+        if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+      }
+      for (const [name, value] of Object.entries(target.responseHeaders)) headers[name] = value;
+      headers['x-request-id'] ??= target.requestId;
+      res.writeHead(upstreamRes.statusCode ?? 502, headers);
+      res.flushHeaders();
+      upstreamRes.pipe(res);
+      upstreamRes.on('error', () => res.destroy());
+    });
+    upstream.on('error', (error: NodeJS.ErrnoException) => {
+      if (connectTimer) clearTimeout(connectTimer);
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      if (res.destroyed) return;
+      const timedOut = error.code === 'ETIMEDOUT' || error.code === 'ECONNECTTIMEOUT';
+      const status = timedOut ? 504 : 502;
+      const message = timedOut ? 'The upstream service did not answer in time' : 'The upstream service is unreachable';
+      sendJson(res, status, errorBody(status, message, { requestId: target.requestId }), { ...target.responseHeaders, 'x-request-id': target.requestId });
+    });
+    res.on('close', () => {
+      if (!res.writableFinished) upstream.destroy();
+    });
+    req.pipe(upstream);
+  }
+
+  function close() {
+    for (const agent of agents.values()) agent.destroy();
+    agents.clear();
+  }
+
+  return { forward, upstreamHeaders, close };
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (body === null || body === undefined) {
+    res.writeHead(status, { ...headers, 'content-length': '0' });
+    res.end();
+    return;
+  }
+  const payload = Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body));
+  const contentType = Buffer.isBuffer(body) ? undefined : 'application/json; charset=utf-8';
+  res.writeHead(status, { ...(contentType ? { 'content-type': contentType } : {}), ...headers, 'content-length': String(payload.length) });
+  res.end(payload);
+}

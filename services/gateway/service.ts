@@ -1,0 +1,43 @@
+import { resolve } from 'node:path';
+import express from 'express';
+import type { ServiceDefinition } from '../kit/service.js';
+import { deckVariables } from './deck-vars.js';
+import { loadDeck } from './deck.js';
+import { createEdge, type Edge } from './edge.js';
+
+const edges = new Set<Edge>();
+
+/**
+ * The embedded edge (`npm start`, tests): reads deck/kong.yaml — the file Kong is configured
+ * from — and runs the same plugin cores. Started after the services, so ctx.urls holds their
+ * real ports. Listens on GATEWAY_PORT (8000).
+ */
+export const gatewayService: ServiceDefinition = {
+  name: 'gateway',
+  port: (config) => config.GATEWAY_PORT,
+  migrations: [],
+  async createApp(ctx) {
+    const config = ctx.runtime.config;
+    const deck = loadDeck(resolve(config.EDGE_DECK_FILE), deckVariables(config, ctx.urls, ctx.gatewaySecret));
+    const edge = await createEdge({
+      deck,
+      deps: { clock: ctx.runtime.clock, logger: ctx.runtime.logger, revocations: ctx.runtime.revocations },
+      trustedProxies: config.TRUSTED_PROXIES,
+      connectTimeoutMs: config.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
+      readTimeoutMs: config.EDGE_UPSTREAM_READ_TIMEOUT_MS,
+    });
+    edges.add(edge);
+    ctx.runtime.logger.info({ routes: edge.router.size }, 'gateway: decK configuration loaded');
+    const app = express();
+    app.disable('x-powered-by');
+    app.disable('etag');
+    app.use((req, res) => edge.handle(req, res));
+    return app;
+  },
+  async stop() {
+    for (const edge of [...edges]) {
+      edges.delete(edge);
+      await edge.close();
+    }
+  },
+};
