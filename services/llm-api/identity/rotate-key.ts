@@ -6,7 +6,6 @@
  * JWKS once (SPEC.md section 5) must be restarted within that window.
  */
 import { exitOnConfigError, loadBaseConfig, openRuntime, type BaseConfig } from '../../kit/index.js';
-import { llmApiMigrations } from '../service.js';
 import { createKeyRing } from './tokens/signing-keys.js';
 
 let config: BaseConfig;
@@ -15,10 +14,16 @@ try {
 } catch (error) {
   exitOnConfigError(error);
 }
-const runtime = await openRuntime(config, { name: 'identity-rotate-key', migrations: [llmApiMigrations] });
+// No llm-api migrations here: the command works on a database llm-api has already migrated.
+const runtime = await openRuntime(config, { name: 'identity-rotate-key', migrations: [] });
 try {
-  const result = await createKeyRing({ knex: runtime.db.knex, clock: runtime.clock, alg: config.JWT_SIGNING_ALG }).rotate();
-  process.stdout.write(`${JSON.stringify({ signing_kid: result.kid, retired: result.retired, pruned: result.pruned })}\n`);
+  if (!(await runtime.db.knex.schema.hasTable('identity_signing_keys'))) {
+    process.stderr.write('identity_signing_keys does not exist: start llm-api once before rotating keys\n');
+    process.exitCode = 1;
+  } else {
+    const result = await createKeyRing({ knex: runtime.db.knex, clock: runtime.clock, alg: config.JWT_SIGNING_ALG }).rotate();
+    process.stdout.write(`${JSON.stringify({ signing_kid: result.kid, retired: result.retired, pruned: result.pruned })}\n`);
+  }
 } finally {
   await runtime.close();
 }
