@@ -1,6 +1,8 @@
 import express from 'express';
 import { createServiceApp, parseSize, type MigrationSet, type ServiceDefinition } from '../kit/index.js';
 import { identityResource } from './identity/index.js';
+import { projectsResource } from './projects/index.js';
+import { conversationsResource } from './conversations/index.js';
 import { providersResource } from './providers/index.js';
 import { modelsResource } from './models/index.js';
 import { chatResource } from './chat/index.js';
@@ -11,7 +13,7 @@ import { webhooksResource } from './webhooks/index.js';
  * LLM API: chat completions, conversations, projects, models, providers, identity and API keys.
  * Each resource lives in its own folder; add it to `resources` (order = mount order).
  */
-const resources: LlmApiResource[] = [identityResource, providersResource, modelsResource, chatResource, webhooksResource];
+const resources: LlmApiResource[] = [identityResource, projectsResource, conversationsResource, providersResource, modelsResource, chatResource, webhooksResource];
 
 export const llmApiMigrations: MigrationSet = { owner: 'llm_api', migrations: resources.flatMap((r) => r.migrations) };
 

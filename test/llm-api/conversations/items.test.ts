@@ -1,0 +1,334 @@
+import test from 'ava';
+import { llmApiService } from '../../../services/llm-api/service.js';
+import { appendItems, loadHistory } from '../../../services/llm-api/conversations/index.js';
+import { startTestService, type TestService } from '../../helpers/env.js';
+import { createTestUser } from '../../helpers/users.js';
+import { clientFor, eventsOf, text, type Client } from './client.js';
+
+let svc: TestService;
+let alice: Client;
+let bob: Client;
+
+test.before(async () => {
+  svc = await startTestService(llmApiService);
+  const knex = svc.runtime.db.knex;
+  alice = clientFor(svc.url, svc.gatewaySecret, await createTestUser(knex));
+  bob = clientFor(svc.url, svc.gatewaySecret, await createTestUser(knex));
+});
+test.after.always(() => svc?.close());
+
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+const newConversation = async (c: Client = alice) => (await c.post('/v1/conversations')).body.id as string;
+
+function assertBadRequest(t: import('ava').ExecutionContext, r: { status: number; body: any }, param: string) {
+  t.is(r.status, 400, JSON.stringify(r.body));
+  t.is(r.body.error.type, 'invalid_request_error');
+  t.is(r.body.error.param, param);
+}
+
+test('create items answers the item list shape with msg_ ids, ISO timestamps and per-branch sequence numbers', async (t) => {
+  const id = await newConversation();
+  const r = await alice.post(`/v1/conversations/${id}/items`, { items: [text('a'), { role: 'assistant', content: 'b' }] });
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.deepEqual(Object.keys(r.body).sort(), ['data', 'first_id', 'has_more', 'last_id', 'object']);
+  t.is(r.body.object, 'list');
+  t.false(r.body.has_more);
+  t.is(r.body.data.length, 2);
+  t.is(r.body.first_id, r.body.data[0].id);
+  t.is(r.body.last_id, r.body.data[1].id);
+  for (const item of r.body.data) {
+    t.regex(item.id, /^msg_[0-9A-Za-z]{24}$/);
+    t.is(item.object, 'conversation.item');
+    t.is(item.type, 'message');
+    t.is(item.status, 'completed');
+    t.is(item.branch, 'MAIN');
+    t.regex(item.created_at, ISO);
+  }
+  t.deepEqual(r.body.data.map((i: any) => i.sequence_number), [1, 2]);
+  t.deepEqual(r.body.data[1].content, [{ type: 'output_text', text: 'b', annotations: [] }], 'an easy message without type is a message');
+  const more = await alice.post(`/v1/conversations/${id}/items`, { items: [text('c')] });
+  t.is(more.body.data[0].sequence_number, 3);
+});
+
+test('items validation: count 1..20, valid type and content, each error naming the index', async (t) => {
+  const id = await newConversation();
+  const url = `/v1/conversations/${id}/items`;
+  assertBadRequest(t, await alice.post(url, {}), 'items');
+  assertBadRequest(t, await alice.post(url, { items: [] }), 'items');
+  assertBadRequest(t, await alice.post(url, { items: 'hello' }), 'items');
+  assertBadRequest(t, await alice.post(url, { items: Array.from({ length: 21 }, () => text('x')) }), 'items');
+  t.is((await alice.post(url, { items: Array.from({ length: 20 }, () => text('x')) })).status, 200);
+  assertBadRequest(t, await alice.post(url, { items: [text('ok'), 'nope'] }), 'items[1]');
+  assertBadRequest(t, await alice.post(url, { items: [{ content: 'no type, no role' }] }), 'items[0].type');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'spaceship', content: 'x' }] }), 'items[0].type');
+  assertBadRequest(t, await alice.post(url, { items: [text('ok'), { type: 'message', role: 'user', content: [] }] }), 'items[1].content');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'user', content: 42 }] }), 'items[0].content');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', content: 'x' }] }), 'items[0].role');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'user', content: [{ type: 'input_text' }] }] }), 'items[0].content[0].text');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'user', content: [{}] }] }), 'items[0].content[0]');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'user', content: [{ image: { url: 5 } }] }] }), 'items[0].content[0].image.url');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'x', logprobs: [{ token: 1 }] }] }] }), 'items[0].content[0].logprobs[0].token');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'tool_call' }] }), 'items[0].content');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'function_call_output', call_id: 'c1' }] }), 'items[0].output');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'user', content: 'x', max_output_length: 1.5 }] }), 'items[0].max_output_length');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'user', content: 'x', approve: 'yes' }] }), 'items[0].approve');
+  // Nothing of the failed requests was stored: only the 20 good items.
+  t.is((await alice.get(`${url}?limit=100`)).body.data.length, 20);
+});
+
+// Every top-level field of SPEC.md 2.3 and every content-part kind.
+const fullItem = {
+  type: 'message',
+  role: 'assistant',
+  status: 'incomplete',
+  name: 'helper',
+  call_id: 'call_1',
+  arguments: '{"q":1}',
+  output: 'out',
+  error: 'none',
+  reason: 'length',
+  server_label: 'srv',
+  completed_at: '2026-11-22T01:00:00.000Z',
+  incomplete_at: '2026-11-22T01:00:01.000Z',
+  rated_at: '2026-11-22T01:00:02.000Z',
+  acknowledged_safety_checks: [{ reason: 'r1', type: 't1' }],
+  pending_safety_checks: [{ reason: 'r2', type: 't2' }],
+  action: { kind: 'click', nested: { x: 1 } },
+  operation: { op: 'write', path: '/a' },
+  approval_request_id: 'apr_1',
+  approve: true,
+  commands: ['ls', 'pwd'],
+  incomplete_details: { error: 'e', reason: 'max_tokens' },
+  max_output_length: 4096,
+  rating: 'like',
+  rating_comment: 'great',
+  shell_outputs: [{ type: 'stdout', value: 'hi' }],
+  tools: [{ name: 'search', description: 'web', input_schema: { type: 'object', properties: { q: { type: 'string' } } }, annotations: { readOnly: true } }],
+  content: [
+    { type: 'text', text: 'plain', finish_reason: 'stop' },
+    { type: 'refusal', refusal: 'no' },
+    { type: 'summary', summary_text: 'sum' },
+    { type: 'thinking', thinking: 'hmm' },
+    { type: 'tool_result', tool_call_id: 'call_1' },
+    { type: 'audio', audio: { id: 'au_1', data: 'AAAA', format: 'wav', transcript: 'hello' } },
+    { type: 'input_audio', input_audio: { data: 'BBBB', format: 'mp3', transcript: 'hey' } },
+    { type: 'code', code: { code: 'print(1)', error: '', execution_id: 'ex1', language: 'python', output: '1', exit_code: 0, metadata: { ms: 3 } } },
+    { type: 'computer_action', computer_action: { action: 'scroll', key: 'k', text: 't', coordinates: { x: 1, y: 2 }, scroll_delta: { x: 0, y: -3 }, metadata: { a: 1 } } },
+    { type: 'computer_screenshot', computer_screenshot: { description: 'd', image_data: 'CCCC', image_url: 'https://e/x.png', height: 10, width: 20, timestamp: 1763770000 } },
+    { type: 'file', file: { file_id: 'file_1', mime_type: 'text/plain', name: 'a.txt', size: 12 } },
+    { type: 'function_call', function_call: { id: 'fc1', name: 'f', arguments: '{}' } },
+    { type: 'function_call_output', function_call_output: { call_id: 'fc1', output: 'ok' } },
+    { type: 'image', image: { detail: 'high', file_id: 'jan_1', url: 'https://e/i.png' } },
+    {
+      type: 'output_text',
+      output_text: {
+        text: 'answer',
+        annotations: [
+          {
+            type: 'url_citation', text: 't', quote: 'q', url: 'https://e', file_id: 'f', filename: 'fn', container_id: 'c',
+            index: 1, start_index: 0, end_index: 5, page_number: 2, confidence: 0.5, bounding_box: { x: 1, y: 2, width: 3, height: 4 },
+          },
+        ],
+        logprobs: [{ token: 'ans', logprob: -0.25, bytes: [97, 110, 115], top_logprobs: [{ token: 'ans', logprob: -0.25, bytes: [97] }] }],
+      },
+    },
+    { type: 'tool_calls', tool_calls: [{ id: 'tc1', type: 'function', function: { id: 'fid', name: 'g', arguments: '{"a":1}' } }] },
+    { type: 'output_text', text: 'flat', annotations: [], logprobs: [{ token: 'f', logprob: -1, bytes: [102], top_logprobs: [] }] },
+    { type: 'input_image', image_url: 'https://e/in.png', detail: 'auto' },
+  ],
+};
+
+test('the full item model of SPEC.md 2.3 round-trips unchanged (with include for logprobs)', async (t) => {
+  const id = await newConversation();
+  const created = await alice.post(`/v1/conversations/${id}/items?include[]=message.output_text.logprobs`, {
+    items: [{ ...fullItem, id: 'msg_clientchosen', object: 'whatever', branch: 'X', sequence_number: 99, created_at: 'yesterday' }],
+  });
+  t.is(created.status, 200, JSON.stringify(created.body));
+  const item = created.body.data[0];
+  const { id: itemId, object, branch, sequence_number, created_at, ...rest } = item;
+  t.not(itemId, 'msg_clientchosen', 'ids are assigned by the server');
+  t.is(object, 'conversation.item');
+  t.is(branch, 'MAIN');
+  t.is(sequence_number, 1);
+  t.regex(created_at, ISO);
+  t.deepEqual(rest, fullItem);
+  for (const path of [`/v1/conversations/${id}/items/${itemId}?include=message.output_text.logprobs`, `/v1/conversations/${id}/items/${itemId}?include[]=message.output_text.logprobs`]) {
+    const got = await alice.get(path);
+    t.deepEqual(got.body, item, path);
+  }
+  const listed = await alice.get(`/v1/conversations/${id}/items?include[]=message.output_text.logprobs&include[]=reasoning.encrypted_content`);
+  t.deepEqual(listed.body.data[0], item);
+});
+
+test('include is honoured: logprobs and encrypted reasoning only when asked; unknown values are a 400', async (t) => {
+  const id = await newConversation();
+  await alice.post(`/v1/conversations/${id}/items`, {
+    items: [
+      fullItem,
+      { type: 'reasoning', summary: [{ type: 'summary_text', text: 'thought' }], encrypted_content: 'opaque' },
+    ],
+  });
+  const plain = await alice.get(`/v1/conversations/${id}/items?order=asc`);
+  const msg = plain.body.data[0];
+  t.false('logprobs' in msg.content[14].output_text);
+  t.deepEqual(msg.content[14].output_text.annotations, fullItem.content[14]!.output_text!.annotations);
+  t.false('logprobs' in msg.content[16]);
+  t.false('encrypted_content' in plain.body.data[1]);
+  const both = await alice.get(`/v1/conversations/${id}/items?order=asc&include=message.output_text.logprobs,reasoning.encrypted_content`);
+  t.deepEqual(both.body.data[0].content[14].output_text.logprobs, fullItem.content[14]!.output_text!.logprobs);
+  t.is(both.body.data[1].encrypted_content, 'opaque');
+  const repeated = await alice.get(`/v1/conversations/${id}/items?order=asc&include=message.output_text.logprobs&include=reasoning.encrypted_content`);
+  t.deepEqual(repeated.body.data, both.body.data);
+  assertBadRequest(t, await alice.get(`/v1/conversations/${id}/items?include=everything`), 'include');
+  assertBadRequest(t, await alice.post(`/v1/conversations/${id}/items?include[]=nope`, { items: [text('x')] }), 'include');
+});
+
+test('OpenAI SDK shapes and SPEC shapes are both accepted', async (t) => {
+  const id = await newConversation();
+  const items = [
+    { type: 'message', role: 'user', content: 'Hello!' },
+    { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'rules' }, { type: 'input_image', image_url: 'https://e/x.png', detail: 'low' }, { type: 'input_file', file_id: 'file_1' }] },
+    { type: 'function_call', call_id: 'call_9', name: 'lookup', arguments: '{"q":"x"}', status: 'completed' },
+    { type: 'function_call_output', call_id: 'call_9', output: '{"ok":true}' },
+    { type: 'tool_call', role: 'assistant', content: [{ type: 'tool_calls', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] }] },
+    { type: 'tool_response', role: 'tool', content: [{ type: 'function_call_output', function_call_output: { call_id: 'c', output: 'done' } }] },
+    { type: 'mcp_list_tools', server_label: 'srv', tools: [{ name: 't', input_schema: {} }] },
+  ];
+  const r = await alice.post(`/v1/conversations/${id}/items`, { items });
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.deepEqual(r.body.data[0].content, [{ type: 'input_text', text: 'Hello!' }], 'string content becomes an input_text part');
+  t.deepEqual(r.body.data.map((i: any) => i.type), items.map((i) => i.type));
+  t.is(r.body.data[2].call_id, 'call_9');
+  t.is(r.body.data[3].output, '{"ok":true}');
+  t.deepEqual(r.body.data[5].content, items[5]!.content);
+});
+
+test('pagination: exact has_more and last_id, asc/desc, after cursor, limit bounds', async (t) => {
+  const id = await newConversation();
+  const ids: string[] = [];
+  for (let batch = 0; batch < 3; batch++) {
+    const r = await alice.post(`/v1/conversations/${id}/items`, { items: Array.from({ length: batch < 2 ? 20 : 5 }, (_, i) => text(`m${batch}-${i}`)) });
+    ids.push(...r.body.data.map((i: any) => i.id));
+  }
+  t.is(ids.length, 45);
+  async function walk(order: 'asc' | 'desc', limit: number) {
+    const seen: string[] = [];
+    let after: string | undefined;
+    let pages = 0;
+    for (;;) {
+      const r = await alice.get(`/v1/conversations/${id}/items?order=${order}&limit=${limit}${after ? `&after=${after}` : ''}`);
+      t.is(r.status, 200);
+      pages++;
+      seen.push(...r.body.data.map((i: any) => i.id));
+      t.is(r.body.last_id, r.body.data.at(-1)?.id ?? null);
+      t.is(r.body.first_id, r.body.data[0]?.id ?? null);
+      if (!r.body.has_more) break;
+      after = r.body.last_id;
+    }
+    return { seen, pages };
+  }
+  const asc = await walk('asc', 10);
+  t.deepEqual(asc.seen, ids);
+  t.is(asc.pages, 5);
+  const desc = await walk('desc', 15);
+  t.deepEqual(desc.seen, [...ids].reverse());
+  t.is(desc.pages, 3, 'exactly 3 pages of 15: has_more is false on the last full page');
+  const def = await alice.get(`/v1/conversations/${id}/items`);
+  t.is(def.body.data.length, 20, 'default limit 20');
+  t.is(def.body.data[0].id, ids[44], 'default order desc');
+  t.true(def.body.has_more);
+  assertBadRequest(t, await alice.get(`/v1/conversations/${id}/items?limit=0`), 'limit');
+  assertBadRequest(t, await alice.get(`/v1/conversations/${id}/items?limit=101`), 'limit');
+  assertBadRequest(t, await alice.get(`/v1/conversations/${id}/items?order=sideways`), 'order');
+  assertBadRequest(t, await alice.get(`/v1/conversations/${id}/items?after=msg_unknown`), 'after');
+  t.is((await alice.get(`/v1/conversations/${id}/items?limit=100`)).body.data.length, 45);
+  const empty = await alice.get(`/v1/conversations/${await newConversation()}/items`);
+  t.deepEqual(empty.body, { object: 'list', data: [], first_id: null, last_id: null, has_more: false });
+});
+
+test('get item: 404 for an unknown item, for an item of another conversation, and across users', async (t) => {
+  const a = await newConversation();
+  const b = await newConversation();
+  const item = (await alice.post(`/v1/conversations/${a}/items`, { items: [text('x')] })).body.data[0];
+  t.is((await alice.get(`/v1/conversations/${a}/items/${item.id}`)).status, 200);
+  t.is((await alice.get(`/v1/conversations/${a}/items/msg_nope`)).status, 404);
+  t.is((await alice.get(`/v1/conversations/${b}/items/${item.id}`)).status, 404);
+  const bobs = await newConversation(bob);
+  t.is((await bob.get(`/v1/conversations/${bobs}/items/${item.id}`)).status, 404);
+  t.is((await alice.get(`/v1/conversations/${a}/items/${item.id}?branch=NOPE`)).status, 404);
+});
+
+test('items are immutable: there is no route that changes one', async (t) => {
+  const id = await newConversation();
+  const item = (await alice.post(`/v1/conversations/${id}/items`, { items: [text('original')] })).body.data[0];
+  for (const method of ['PATCH', 'PUT']) {
+    const r = await alice.call(method, `/v1/conversations/${id}/items/${item.id}`, { content: 'changed' });
+    t.is(r.status, 404, method);
+  }
+  const again = await alice.get(`/v1/conversations/${id}/items/${item.id}`);
+  t.deepEqual(again.body, item);
+});
+
+test('message.sent: exactly one per created user or assistant item, with the SPEC.md 6.1 fields', async (t) => {
+  const id = await newConversation();
+  const r = await alice.post(`/v1/conversations/${id}/items`, {
+    items: [
+      { role: 'system', content: 'sys' },
+      text('question'),
+      { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' },
+      { role: 'assistant', content: 'answer' },
+    ],
+  });
+  const sent = await eventsOf(svc.runtime.db.knex, 'message.sent', id);
+  t.is(sent.length, 2);
+  t.deepEqual(Object.keys(sent[0]!).sort(), ['content', 'conversation_id', 'message_id', 'model', 'role', 'sent_at', 'tokens_used']);
+  t.deepEqual(sent.map((e) => [e.message_id, e.role]), [
+    [r.body.data[1].id, 'user'],
+    [r.body.data[3].id, 'assistant'],
+  ]);
+  t.deepEqual(sent[0]!.content, [{ type: 'input_text', text: 'question' }]);
+  t.is(sent[0]!.model, null);
+  t.is(sent[0]!.tokens_used, null);
+  t.regex(sent[0]!.sent_at, ISO);
+});
+
+test('appendItems (the domain function chat completions calls) stores to the active branch and reports model and tokens', async (t) => {
+  const id = await newConversation();
+  const knex = svc.runtime.db.knex;
+  const result = await appendItems(knex, {
+    conversationId: id,
+    userId: alice.user.id,
+    items: [text('q'), { role: 'assistant', content: 'a' }],
+    model: 'test-model',
+    tokensUsed: { prompt: 12, completion: 3 },
+  });
+  t.is(result.items.length, 2);
+  t.is(result.branch, 'MAIN');
+  const sent = await eventsOf(knex, 'message.sent', id);
+  t.deepEqual(sent.map((e) => [e.role, e.model, e.tokens_used]), [
+    ['user', 'test-model', null],
+    ['assistant', 'test-model', { prompt: 12, completion: 3 }],
+  ]);
+  // Inside a caller's transaction: a rollback takes the items and the events with it.
+  await t.throwsAsync(
+    knex.transaction(async (trx) => {
+      await appendItems(trx, { conversationId: id, userId: alice.user.id, items: [text('rolled back')] });
+      throw new Error('caller failed');
+    }),
+    { message: 'caller failed' },
+  );
+  const history = await loadHistory(knex, { conversationId: id, userId: alice.user.id });
+  t.deepEqual(history.items.map((i) => i.id), result.items.map((i) => i.id));
+  t.is((await eventsOf(knex, 'message.sent', id)).length, 2);
+  await t.throwsAsync(appendItems(knex, { conversationId: id, userId: bob.user.id, items: [text('x')] }), { message: /not found/ });
+  await t.throwsAsync(appendItems(knex, { conversationId: id, userId: alice.user.id, items: [{ type: 'nope' }] }), { message: /items\[0\]\.type/ });
+});
+
+test('item ids are never reused: every created id is new', async (t) => {
+  const id = await newConversation();
+  const r = await alice.post(`/v1/conversations/${id}/items`, { items: Array.from({ length: 20 }, () => ({ ...text('same'), id: 'msg_same' })) });
+  const ids = new Set(r.body.data.map((i: any) => i.id));
+  t.is(ids.size, 20);
+  const existing = await svc.runtime.db.knex('conversation_items').whereIn('id', [...ids] as string[]);
+  t.is(existing.length, 20);
+});
