@@ -24,4 +24,5 @@ export { createServiceApp, type ServiceAppOptions } from './http/app.js';
 export { bodyReader, parseSize, type BodyRule } from './http/body.js';
 export { kitMigrations } from './migrations/index.js';
 export * from './revocations.js';
+export { createRedisRevocations } from './revocations-redis.js';
 export * from './crypto-box.js';

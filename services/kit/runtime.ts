@@ -10,6 +10,7 @@ import { createLogger, type Logger } from './logger.js';
 import { kitMigrations } from './migrations/index.js';
 import { createOutboxRelay, type OutboxRelay } from './outbox/outbox.js';
 import { createInProcessRevocations, type RevocationChannel } from './revocations.js';
+import { createRedisRevocations } from './revocations-redis.js';
 
 /**
  * The shared dependencies of a process: database (migrated), bus, user directory, outbox relay.
@@ -24,7 +25,7 @@ export interface Runtime {
   bus: Bus;
   users: UserDirectory;
   relay: OutboxRelay;
-  /** Credential revocations for edge caches (in-process here; the edge issue adds the Redis driver). */
+  /** Credential revocations for edge caches: Redis pub/sub when REDIS_URL is set (many edge nodes), else in-process. */
   revocations: RevocationChannel;
   readiness: Record<string, () => Promise<void>>;
   close(): Promise<void>;
@@ -64,7 +65,7 @@ export async function openRuntime(
   const users = createUserDirectory(createUsersStore(db.knex), { ttlMs: config.IDENTITY_CACHE_TTL_MS, clock });
   const relay = createOutboxRelay({ knex: db.knex, bus, clock, logger, pollMs: config.OUTBOX_POLL_MS });
   logger.info({ database: db.driver, bus: bus.driver }, 'runtime ready');
-  const revocations = createInProcessRevocations();
+  const revocations = config.REDIS_URL ? createRedisRevocations(config.REDIS_URL, { logger }) : createInProcessRevocations();
   return {
     config,
     logger,
