@@ -1,6 +1,6 @@
 import test from 'ava';
 import nock from 'nock';
-import { SignJWT, generateKeyPair } from 'jose';
+import { SignJWT, generateKeyPair, type CryptoKey } from 'jose';
 import { ManualClock, sha256Hex } from '../../../services/kit/index.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { assertError, call, identityHeaders } from './helpers.js';
@@ -65,7 +65,7 @@ async function kcGuest(kcId: string) {
   const scope = nock(KC);
   if (serviceAccountTokens === 0) serviceAccount(scope);
   nock(KC, asAdmin)
-    .post(`${ADMIN}/users`, (body) => void created.push(body) || true)
+    .post(`${ADMIN}/users`, (body) => (created.push(body), true))
     .reply(201, '', { Location: `${KC}${ADMIN}/users/${kcId}` });
   nock(KC)
     .post(TOKEN_PATH, (body) => {
@@ -134,7 +134,7 @@ test.serial('upgrade: e-mail checked with GET users?email=&exact=true, then PUT 
     .reply(200, [])
     .get(`${ADMIN}/users/${kcId}`)
     .reply(200, rep)
-    .put(`${ADMIN}/users/${kcId}`, (body) => void (put = body) || true)
+    .put(`${ADMIN}/users/${kcId}`, (body) => ((put = body), true))
     .reply(204);
   const r = await call(svc, 'POST', '/auth/upgrade', { headers, body: { email: 'grace@example.com', full_name: 'Grace Brewster Hopper' } });
   t.is(r.status, 200, JSON.stringify(r.body));
@@ -154,7 +154,7 @@ test.serial('upgrade: e-mail checked with GET users?email=&exact=true, then PUT 
   nock(KC, asAdmin)
     .get(`${ADMIN}/users/${kcId}`)
     .reply(200, { ...rep, attributes: { guest: ['false'] } })
-    .put(`${ADMIN}/users/${kcId}`, (body) => void (added = body) || true)
+    .put(`${ADMIN}/users/${kcId}`, (body) => ((added = body), true))
     .reply(204);
   const key = await call(svc, 'POST', '/auth/api-keys', { headers, body: { name: 'kc key' } });
   t.is(key.status, 201, JSON.stringify(key.body));
@@ -165,7 +165,7 @@ test.serial('upgrade: e-mail checked with GET users?email=&exact=true, then PUT 
   nock(KC, asAdmin)
     .get(`${ADMIN}/users/${kcId}`)
     .reply(200, { ...rep, attributes: { guest: ['false'], api_key_hashes: [sha256Hex(key.body.key), 'other'] } })
-    .put(`${ADMIN}/users/${kcId}`, (body) => void (removed = body) || true)
+    .put(`${ADMIN}/users/${kcId}`, (body) => ((removed = body), true))
     .reply(204);
   t.is((await call(svc, 'DELETE', `/auth/api-keys/${key.body.id}`, { headers })).status, 200);
   t.deepEqual(removed.attributes.api_key_hashes, ['other']);
@@ -206,7 +206,7 @@ test.serial('disabling a Keycloak user disables it there too (PUT enabled=false,
   nock(KC, asAdmin)
     .get(`${ADMIN}/users/${kcId}`)
     .reply(200, { id: kcId, enabled: true, attributes: { guest: ['true'] } })
-    .put(`${ADMIN}/users/${kcId}`, (body) => void (put = body) || true)
+    .put(`${ADMIN}/users/${kcId}`, (body) => ((put = body), true))
     .reply(204)
     .post(`${ADMIN}/users/${kcId}/logout`)
     .reply(204);
