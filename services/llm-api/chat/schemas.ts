@@ -84,7 +84,7 @@ export const chatRequestSchema = z.looseObject({
     .optional(),
   functions: z.array(functionDef).max(128).nullable().optional(),
   function_call: z.union([z.enum(['none', 'auto']), z.looseObject({ name: z.string() })]).nullable().optional(),
-  parallel_tool_calls: z.boolean().nullable().optional(),
+  parallel_tool_calls: z.boolean().optional(),
   response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).nullable().optional(),
   prediction: z.looseObject({ type: z.string() }).nullable().optional(),
   reasoning_effort: level.nullable().optional(),

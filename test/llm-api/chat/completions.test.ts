@@ -1,0 +1,264 @@
+import test from 'ava';
+import OpenAI, { APIError, AuthenticationError, BadRequestError, NotFoundError, PermissionDeniedError, RateLimitError } from 'openai';
+import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
+import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
+
+// The official SDK against llm-api directly (identity headers as the edge sets them).
+let h: LlmHarness;
+let fake: FakeUpstream;
+let limited: FakeUpstream;
+let client: OpenAI;
+let providerId: string;
+
+test.before(async () => {
+  fake = await startFakeUpstream({ name: 'main', models: [{ id: 'chat-model' }, { id: 'think-model', supported_parameters: ['reasoning'] }, { id: 'instruct-model' }, { id: 'think-only', supported_parameters: ['reasoning'] }] });
+  limited = await startFakeUpstream({ name: 'limited', models: [{ id: 'limited-model' }] });
+  h = await startLlmHarness({ LLM_SSE_KEEPALIVE_MS: '40' });
+  providerId = (await h.call('POST', '/v1/admin/providers', { name: 'Main', vendor: 'fake', base_url: fake.url })).body.id;
+  await h.call('POST', '/v1/admin/providers', { name: 'Limited', vendor: 'fake', base_url: limited.url });
+  limited.failAll(429, { retryAfter: '1' });
+  client = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'unused-by-llm-api', maxRetries: 0, defaultHeaders: h.headers(h.user) });
+  const pms = (await h.call('GET', `/v1/admin/models/provider-models?provider_id=${providerId}`)).body.data;
+  const think = pms.find((m: any) => m.model_public_id === 'think-model');
+  await h.call('PATCH', `/v1/admin/models/provider-models/${think.id}`, { instruct_model_public_id: 'instruct-model' });
+  const chat = pms.find((m: any) => m.model_public_id === 'chat-model');
+  await h.call('PATCH', `/v1/admin/models/provider-models/${chat.id}`, {
+    pricing: { lines: [{ amount_micro_usd: 1000, currency: 'USD', unit: 'per_1k_prompt_tokens' }, { amount_micro_usd: 2000, currency: 'USD', unit: 'per_1k_completion_tokens' }] },
+  });
+});
+test.after.always(async () => {
+  await h?.close();
+  await fake?.close();
+  await limited?.close();
+});
+
+const lastBody = (marker: string) => [...fake.requests].reverse().find((r) => JSON.stringify(r.body ?? {}).includes(marker))?.body;
+
+test('models.list through the SDK', async (t) => {
+  const ids: string[] = [];
+  for await (const m of client.models.list()) ids.push(m.id);
+  t.true(ids.includes('chat-model'));
+  t.true(ids.includes('limited-model'));
+});
+
+test('non-stream completion has the shape the SDK expects; deprecated fields are mapped', async (t) => {
+  const { data, response } = await client.chat.completions
+    .create({ model: 'chat-model', messages: [{ role: 'user', content: 'hi there map-1' }], max_tokens: 20, functions: undefined })
+    .withResponse();
+  t.is(data.object, 'chat.completion');
+  t.true(Number.isInteger(data.created));
+  t.is(data.choices[0]!.message.content, 'Hello from main w1 w2 w3 w4');
+  t.is(data.choices[0]!.message.refusal, null);
+  t.is(data.choices[0]!.logprobs, null);
+  t.is(data.choices[0]!.finish_reason, 'stop');
+  t.is(data.usage!.total_tokens, data.usage!.prompt_tokens + data.usage!.completion_tokens);
+  t.truthy(response.headers.get('x-request-id'));
+  const sent = lastBody('map-1');
+  t.is(sent.max_completion_tokens, 20);
+  t.false('max_tokens' in sent);
+  t.is(sent.model, 'chat-model');
+
+  await client.chat.completions.create({
+    model: 'chat-model',
+    messages: [{ role: 'user', content: 'map-2' }],
+    functions: [{ name: 'lookup', parameters: { type: 'object' } }],
+    function_call: { name: 'lookup' },
+    metadata: { k: 'v' },
+    store: false,
+    top_k: 5,
+    repetition_penalty: 1.1,
+    guided_choice: ['a', 'b'],
+  } as any);
+  const mapped = lastBody('map-2');
+  t.deepEqual(mapped.tools, [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } }]);
+  t.deepEqual(mapped.tool_choice, { type: 'function', function: { name: 'lookup' } });
+  t.false('functions' in mapped);
+  t.false('metadata' in mapped);
+  t.false('store' in mapped);
+  t.is(mapped.top_k, 5);
+  t.is(mapped.repetition_penalty, 1.1);
+  t.deepEqual(mapped.guided_choice, ['a', 'b']);
+});
+
+test('stream: chunks with one id, [DONE] at the end, no usage chunk unless asked; usage still asked upstream', async (t) => {
+  const stream = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'stream-1' }], stream: true });
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  t.true(chunks.length >= 6);
+  t.is(new Set(chunks.map((c) => c.id)).size, 1);
+  t.is(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'Hello from main w1 w2 w3 w4');
+  t.false(chunks.some((c) => c.choices.length === 0));
+  t.true(lastBody('stream-1').stream_options.include_usage);
+
+  const raw = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'stream-2' }], stream: true }).asResponse();
+  t.regex(raw.headers.get('content-type')!, /^text\/event-stream/);
+  const text = await raw.text();
+  t.true(text.endsWith('data: [DONE]\n\n'));
+  t.false(/^event:/m.test(text));
+});
+
+test('stream with include_usage: the usage chunk (choices: []) comes before [DONE]', async (t) => {
+  const stream = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'usage please' }], stream: true, stream_options: { include_usage: true } });
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  const last = chunks.at(-1)!;
+  t.deepEqual(last.choices, []);
+  t.is(last.usage!.total_tokens, last.usage!.prompt_tokens + last.usage!.completion_tokens);
+  t.true(last.usage!.completion_tokens > 0);
+});
+
+test('tool calls: non-stream and streamed deltas assembled by the SDK helper', async (t) => {
+  const tools = [
+    { type: 'function' as const, function: { name: 'search', parameters: { type: 'object', properties: { q: { type: 'string' } } } } },
+    { type: 'function' as const, function: { name: 'fetch', parameters: { type: 'object' } } },
+  ];
+  const plain = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'tools' }], tools });
+  t.is(plain.choices[0]!.finish_reason, 'tool_calls');
+  t.deepEqual(plain.choices[0]!.message.tool_calls!.map((c: any) => c.function.name), ['search', 'fetch']);
+
+  const final = await client.chat.completions.stream({ model: 'chat-model', messages: [{ role: 'user', content: 'tools stream' }], tools, stream_options: { include_usage: true } }).finalChatCompletion();
+  const calls = final.choices[0]!.message.tool_calls! as any[];
+  t.is(calls.length, 2);
+  t.is(calls[0].function.name, 'search');
+  t.deepEqual(JSON.parse(calls[0].function.arguments), { q: 'x', i: 0 });
+  t.deepEqual(JSON.parse(calls[1].function.arguments), { q: 'x', i: 1 });
+  t.is(final.choices[0]!.finish_reason, 'tool_calls');
+  t.truthy(final.usage);
+});
+
+test('n > 1: non-stream and stream', async (t) => {
+  const plain = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'n' }], n: 3 });
+  t.deepEqual(plain.choices.map((c) => c.index), [0, 1, 2]);
+  const final = await client.chat.completions.stream({ model: 'chat-model', messages: [{ role: 'user', content: 'n stream' }], n: 2 }).finalChatCompletion();
+  t.is(final.choices.length, 2);
+  t.is(final.choices[1]!.message.content, 'Hello from main w1 w2 w3 w4');
+});
+
+test('error classes: 401, 403, 404 model_not_found, 400 with param, 429 after failover', async (t) => {
+  const anonymous = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'x', maxRetries: 0, defaultHeaders: { 'x-gateway-token': h.service.gatewaySecret } });
+  await t.throwsAsync(anonymous.models.list(), { instanceOf: AuthenticationError });
+  const forbidden = await t.throwsAsync(client.get('/admin/providers'), { instanceOf: PermissionDeniedError });
+  t.is((forbidden as APIError).type, 'permission_error');
+  const missing = await t.throwsAsync(client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }), { instanceOf: NotFoundError });
+  t.is((missing as APIError).code, 'model_not_found');
+  const bad = await t.throwsAsync(client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }), { instanceOf: BadRequestError });
+  t.is((bad as APIError).param, 'top_logprobs');
+  t.is((bad as APIError).message, "400 The 'top_logprobs' parameter is only allowed when 'logprobs' is enabled.");
+  const streamBad = await t.throwsAsync(client.chat.completions.create({ model: 'chat-model', messages: [], stream: true }), { instanceOf: BadRequestError });
+  t.is((streamBad as APIError).param, 'messages');
+  const limitedErr = await t.throwsAsync(client.chat.completions.create({ model: 'limited-model', messages: [{ role: 'user', content: 'x' }] }), { instanceOf: RateLimitError });
+  t.is((limitedErr as APIError).headers?.get('retry-after'), '1');
+});
+
+test('validation names the parameter', async (t) => {
+  const cases: Array<[Record<string, unknown>, string]> = [
+    [{ messages: [{ role: 'user', content: 'x' }] }, 'model'],
+    [{ model: 'chat-model', messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role'],
+    [{ model: 'chat-model', messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], top_logprobs: 6, logprobs: true }, 'top_logprobs'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], reasoning_effort: 'max' }, 'reasoning_effort'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], verbosity: 'loud' }, 'verbosity'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], service_tier: 'scale' }, 'service_tier'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], stream_options: { include_usage: true } }, 'stream_options'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], temperature: 3 }, 'temperature'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], n: 0 }, 'n'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], parallel_tool_calls: null }, 'parallel_tool_calls'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], deep_research: true }, 'deep_research'],
+  ];
+  for (const [body, param] of cases) {
+    const res = await h.call('POST', '/v1/chat/completions', body, h.user);
+    t.is(res.status, 400, param);
+    t.is(res.body.error.type, 'invalid_request_error');
+    t.is(res.body.error.param, param, JSON.stringify(body));
+  }
+  const bias = await h.call('POST', '/v1/chat/completions', { model: 'chat-model', messages: [{ role: 'user', content: 'x' }], logit_bias: { hello: 5 } }, h.user);
+  t.is(bias.status, 400);
+  t.regex(bias.body.error.param, /^logit_bias/);
+  t.is((await h.call('POST', '/v1/chat/completions', { model: 'chat-model', messages: [{ role: 'user', content: 'x' }], logit_bias: { '50256': -100 } }, h.user)).status, 200);
+});
+
+test('enable_thinking=false: the instruct model serves; without one, the template flag is passed', async (t) => {
+  const res = await client.chat.completions.create({ model: 'think-model', messages: [{ role: 'user', content: 'think-1' }], enable_thinking: false } as any);
+  t.is(res.model, 'instruct-model');
+  t.is(lastBody('think-1').model, 'instruct-model');
+  t.false('enable_thinking' in lastBody('think-1'));
+  await client.chat.completions.create({ model: 'think-model', messages: [{ role: 'user', content: 'think-2' }] });
+  t.is(lastBody('think-2').model, 'think-model');
+  await client.chat.completions.create({ model: 'think-only', messages: [{ role: 'user', content: 'think-3' }], enable_thinking: false } as any);
+  t.deepEqual(lastBody('think-3').chat_template_kwargs, { enable_thinking: false });
+  t.is(lastBody('think-3').model, 'think-only');
+});
+
+test('an upstream failure mid-stream → one error event, no [DONE]; the SDK throws APIError without status', async (t) => {
+  const raw = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'cut #midstream:2' }], stream: true }).asResponse();
+  const text = await raw.text();
+  t.false(text.includes('[DONE]'));
+  const events = text.split('\n\n').filter(Boolean);
+  const last = JSON.parse(events.at(-1)!.slice(6));
+  t.like(last.error, { type: 'server_error', code: 'upstream_error' });
+  t.is(events.filter((e) => e.includes('"error"')).length, 1);
+
+  const stream = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'cut #midstream:2' }], stream: true });
+  const error = await t.throwsAsync(async () => {
+    for await (const _ of stream) void _;
+  });
+  t.true(error instanceof APIError);
+  t.is((error as APIError).status, undefined);
+
+  const evt = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'x #errorevent:1' }], stream: true }).asResponse();
+  const evtText = await evt.text();
+  t.false(evtText.includes('[DONE]'));
+  t.true(evtText.includes('"code":"boom"'));
+});
+
+test('a client that disconnects aborts the upstream request', async (t) => {
+  const before = fake.aborted();
+  const controller = new AbortController();
+  const stream = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'hold on #hold' }], stream: true }, { signal: controller.signal });
+  let got = 0;
+  try {
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta.content === 'held') {
+        got++;
+        controller.abort();
+      }
+    }
+  } catch {
+    // the SDK may end the iteration with an abort error or quietly
+  }
+  t.is(got, 1);
+  for (let i = 0; i < 100 && fake.aborted() === before; i++) await new Promise((r) => setTimeout(r, 20));
+  t.is(fake.aborted(), before + 1);
+});
+
+test('keep-alive comments while the upstream is quiet; the SDK ignores them', async (t) => {
+  const raw = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'slowly #slow:150 #words:2' }], stream: true }).asResponse();
+  const text = await raw.text();
+  t.true(text.includes(': keep-alive\n\n'));
+  const stream = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'slowly #slow:150 #words:2' }], stream: true });
+  let content = '';
+  for await (const chunk of stream) content += chunk.choices[0]?.delta.content ?? '';
+  t.is(content, 'Hello from main w1');
+});
+
+test('usage is recorded off the request path for every request, with cost from pricing', async (t) => {
+  const marker = `acct-${Date.now()}`;
+  const res = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: marker }], metadata: { marker } } as any);
+  const stream = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: marker }], stream: true, metadata: { marker } } as any);
+  for await (const _ of stream) void _;
+  const knex = h.service.runtime.db.knex;
+  let rows: any[] = [];
+  for (let i = 0; i < 100 && rows.length < 2; i++) {
+    rows = await knex('llm_usage').whereRaw("metadata->>'marker' = ?", [marker]).orderBy('id');
+    if (rows.length < 2) await new Promise((r) => setTimeout(r, 20));
+  }
+  t.is(rows.length, 2);
+  const [plain, streamed] = rows;
+  t.like(plain, { user_id: h.user.id, model: 'chat-model', provider_id: providerId, status: 200, outcome: 'ok', stream: false });
+  t.is(plain.prompt_tokens, res.usage!.prompt_tokens);
+  t.is(plain.completion_tokens, res.usage!.completion_tokens);
+  t.is(Number(plain.cost_micro_usd), Math.round(plain.prompt_tokens * 1 + plain.completion_tokens * 2));
+  t.like(streamed, { stream: true, outcome: 'ok', status: 200 });
+  t.true(streamed.completion_tokens > 0);
+});
