@@ -1,0 +1,258 @@
+import test from 'ava';
+import { llmApiService } from '../../../services/llm-api/service.js';
+import { startTestService, type TestService } from '../../helpers/env.js';
+import { createTestUser } from '../../helpers/users.js';
+import { clientFor, eventsOf, text, type Client } from './client.js';
+
+let svc: TestService;
+let alice: Client;
+
+test.before(async () => {
+  svc = await startTestService(llmApiService);
+  alice = clientFor(svc.url, svc.gatewaySecret, await createTestUser(svc.runtime.db.knex));
+});
+test.after.always(() => svc?.close());
+
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+const assistant = (t: string) => ({ type: 'message', role: 'assistant', content: t });
+
+/** A conversation with `n` alternating user/assistant items; returns its id and item ids in order. */
+async function conversationWith(n: number): Promise<{ id: string; items: string[] }> {
+  const items = Array.from({ length: n }, (_, i) => (i % 2 === 0 ? text(`u${i}`) : assistant(`a${i}`)));
+  const c = await alice.post('/v1/conversations', {});
+  const r = await alice.post(`/v1/conversations/${c.body.id}/items`, { items });
+  return { id: c.body.id, items: r.body.data.map((i: any) => i.id) };
+}
+
+const ids = async (id: string, branch?: string) =>
+  (await alice.get(`/v1/conversations/${id}/items?order=asc&limit=100${branch ? `&branch=${branch}` : ''}`)).body.data.map((i: any) => i.id) as string[];
+
+test('deleting an item removes only that item from MAIN; the old MAIN survives as a backup; ids are kept', async (t) => {
+  const { id, items } = await conversationWith(5);
+  const before = await alice.get(`/v1/conversations/${id}/items?order=asc`);
+  const r = await alice.del(`/v1/conversations/${id}/items/${items[2]}`);
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.is(r.body.id, id, 'the SDK reads the conversation');
+  t.is(r.body.object, 'conversation');
+  t.is(r.body.branch, 'MAIN');
+  t.true(r.body.branch_created);
+  t.true(r.body.deleted);
+  t.is(r.body.old_main_backup, 'MAIN_backup_1');
+  t.deepEqual(await ids(id), [items[0], items[1], items[3], items[4]], 'every other item, in order, same ids');
+  const main = await alice.get(`/v1/conversations/${id}/items?order=asc`);
+  t.deepEqual(main.body.data.map((i: any) => i.sequence_number), [1, 2, 3, 4]);
+  // Items are references: the survivors are the very same stored items.
+  for (const item of main.body.data) {
+    const old = before.body.data.find((b: any) => b.id === item.id);
+    t.deepEqual({ ...item, sequence_number: 0 }, { ...old, sequence_number: 0 });
+  }
+  t.is((await alice.get(`/v1/conversations/${id}/items/${items[2]}`)).status, 404, 'gone from the active branch');
+  const fromBackup = await alice.get(`/v1/conversations/${id}/items/${items[2]}?branch=MAIN_backup_1`);
+  t.is(fromBackup.status, 200);
+  t.is(fromBackup.body.branch, 'MAIN_backup_1');
+  t.is(fromBackup.body.sequence_number, 3);
+  t.deepEqual(await ids(id, 'MAIN_backup_1'), items);
+  const stored = await svc.runtime.db.knex('conversation_items').where({ conversation_id: id });
+  t.is(stored.length, 5, 'no item copied, none destroyed');
+  const deleted = await eventsOf(svc.runtime.db.knex, 'message.deleted', id);
+  t.is(deleted.length, 1);
+  t.deepEqual(Object.keys(deleted[0]!).sort(), ['conversation_id', 'deleted_at', 'message_id', 'role']);
+  t.is(deleted[0]!.message_id, items[2]);
+  t.is(deleted[0]!.role, 'user');
+  t.regex(deleted[0]!.deleted_at, ISO);
+  // Deleting it again is a 404 (not on the active branch), and nothing else happens.
+  t.is((await alice.del(`/v1/conversations/${id}/items/${items[2]}`)).status, 404);
+  t.is((await eventsOf(svc.runtime.db.knex, 'message.deleted', id)).length, 1);
+  // New items go to the new MAIN after the survivors.
+  const added = await alice.post(`/v1/conversations/${id}/items`, { items: [text('later')] });
+  t.is(added.body.data[0].sequence_number, 5);
+  // A second delete gets the next backup name.
+  const r2 = await alice.del(`/v1/conversations/${id}/items/${items[0]}`);
+  t.is(r2.body.old_main_backup, 'MAIN_backup_2');
+  const branches = await alice.get(`/v1/conversations/${id}/branches`);
+  t.deepEqual(branches.body.data.map((b: any) => b.name).sort(), ['MAIN', 'MAIN_backup_1', 'MAIN_backup_2']);
+});
+
+test('concurrent deletes on one conversation serialise: each item removed once, unique backups, one event each', async (t) => {
+  const { id, items } = await conversationWith(12);
+  const victims = items.filter((_, i) => i % 2 === 1); // 6 assistant items, deleted at once
+  const replies = await Promise.all(victims.map((item) => alice.del(`/v1/conversations/${id}/items/${item}`)));
+  t.deepEqual(replies.map((r) => r.status), victims.map(() => 200));
+  const backups = replies.map((r) => r.body.old_main_backup);
+  t.is(new Set(backups).size, victims.length, `backup names never collide: ${backups.join(', ')}`);
+  t.deepEqual(await ids(id), items.filter((_, i) => i % 2 === 0));
+  const deleted = await eventsOf(svc.runtime.db.knex, 'message.deleted', id);
+  t.deepEqual(deleted.map((e) => e.message_id).sort(), [...victims].sort());
+  const branches = await alice.get(`/v1/conversations/${id}/branches`);
+  t.is(branches.body.data.length, victims.length + 1);
+  t.is(branches.body.data.filter((b: any) => b.name === 'MAIN').length, 1);
+  // Each backup is a consistent snapshot: one fewer item than the previous one, in order.
+  const counts = branches.body.data.filter((b: any) => b.name !== 'MAIN').map((b: any) => b.item_count).sort((a: number, b: number) => b - a);
+  t.deepEqual(counts, [12, 11, 10, 9, 8, 7]);
+});
+
+test('concurrent deletes of the SAME item: one succeeds, the others are 404, one event', async (t) => {
+  const { id, items } = await conversationWith(4);
+  const replies = await Promise.all(Array.from({ length: 5 }, () => alice.del(`/v1/conversations/${id}/items/${items[1]}`)));
+  t.deepEqual(replies.map((r) => r.status).sort(), [200, 404, 404, 404, 404]);
+  t.deepEqual(await ids(id), [items[0], items[2], items[3]]);
+  t.is((await eventsOf(svc.runtime.db.knex, 'message.deleted', id)).length, 1);
+});
+
+test('concurrent appends and deletes interleave safely (positions stay dense and unique)', async (t) => {
+  const { id, items } = await conversationWith(6);
+  const ops = [
+    alice.post(`/v1/conversations/${id}/items`, { items: [text('n1')] }),
+    alice.del(`/v1/conversations/${id}/items/${items[1]}`),
+    alice.post(`/v1/conversations/${id}/items`, { items: [text('n2'), text('n3')] }),
+    alice.del(`/v1/conversations/${id}/items/${items[3]}`),
+    alice.post(`/v1/conversations/${id}/items`, { items: [text('n4')] }),
+  ];
+  const replies = await Promise.all(ops);
+  t.deepEqual(replies.map((r) => r.status), [200, 200, 200, 200, 200]);
+  const main = await alice.get(`/v1/conversations/${id}/items?order=asc&limit=100`);
+  t.is(main.body.data.length, 6 - 2 + 4);
+  t.deepEqual(main.body.data.map((i: any) => i.sequence_number), [1, 2, 3, 4, 5, 6, 7, 8]);
+  const got = main.body.data.map((i: any) => i.id);
+  t.false(got.includes(items[1]));
+  t.false(got.includes(items[3]));
+});
+
+test('edit: user messages only; new MAIN = history before it + the edited message; message.edited and message.sent', async (t) => {
+  const { id, items } = await conversationWith(4); // u0 a1 u2 a3
+  const bad = await alice.post(`/v1/conversations/${id}/items/${items[1]}/edit`, { content: 'x' });
+  t.is(bad.status, 400);
+  t.is(bad.body.error.param, 'item_id');
+  const badContent = await alice.post(`/v1/conversations/${id}/items/${items[2]}/edit`, { content: 5 });
+  t.is(badContent.status, 400);
+  t.is(badContent.body.error.param, 'content');
+  const missing = await alice.post(`/v1/conversations/${id}/items/${items[2]}/edit`, {});
+  t.is(missing.status, 400);
+  t.is(missing.body.error.param, 'content');
+  t.is((await alice.post(`/v1/conversations/${id}/items/msg_nope/edit`, { content: 'x' })).status, 404);
+
+  const r = await alice.post(`/v1/conversations/${id}/items/${items[2]}/edit`, { content: 'u2 edited' });
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.is(r.body.branch, 'MAIN');
+  t.true(r.body.branch_created);
+  t.is(r.body.old_main_backup, 'MAIN_backup_1');
+  t.is(r.body.new_branch.name, 'MAIN');
+  t.is(r.body.new_branch.item_count, 3);
+  t.true(r.body.new_branch.is_active);
+  const newItem = r.body.user_item;
+  t.regex(newItem.id, /^msg_/);
+  t.not(newItem.id, items[2]);
+  t.deepEqual(newItem.content, [{ type: 'input_text', text: 'u2 edited' }]);
+  t.deepEqual(await ids(id), [items[0], items[1], newItem.id]);
+  t.deepEqual(await ids(id, 'MAIN_backup_1'), items, 'the original history is kept');
+  const edited = await eventsOf(svc.runtime.db.knex, 'message.edited', id);
+  t.is(edited.length, 1);
+  t.deepEqual(Object.keys(edited[0]!).sort(), ['conversation_id', 'edited_at', 'message_id', 'new_content', 'previous_content']);
+  t.is(edited[0]!.message_id, items[2]);
+  t.deepEqual(edited[0]!.previous_content, [{ type: 'input_text', text: 'u2' }]);
+  t.deepEqual(edited[0]!.new_content, [{ type: 'input_text', text: 'u2 edited' }]);
+  const sent = await eventsOf(svc.runtime.db.knex, 'message.sent', id);
+  t.is(sent.at(-1)!.message_id, newItem.id, 'the new user item is announced by message.sent');
+  t.is(sent.length, 5);
+});
+
+test('regenerate: new MAIN ends at the user message before the answer; message.edited', async (t) => {
+  const { id, items } = await conversationWith(4); // u0 a1 u2 a3
+  const r = await alice.post(`/v1/conversations/${id}/items/${items[3]}/regenerate`);
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.is(r.body.user_item_id, items[2]);
+  t.is(r.body.old_main_backup, 'MAIN_backup_1');
+  t.is(r.body.new_branch.item_count, 3);
+  t.deepEqual(await ids(id), [items[0], items[1], items[2]]);
+  const fromUser = await alice.post(`/v1/conversations/${id}/items/${items[0]}/regenerate`);
+  t.is(fromUser.body.user_item_id, items[0]);
+  t.deepEqual(await ids(id), [items[0]]);
+  t.is(fromUser.body.old_main_backup, 'MAIN_backup_2');
+  const edited = await eventsOf(svc.runtime.db.knex, 'message.edited', id);
+  t.deepEqual(edited.map((e) => e.message_id), [items[3], items[0]]);
+  t.deepEqual(edited[0]!.previous_content, [{ type: 'output_text', text: 'a3', annotations: [] }]);
+  t.is(edited[0]!.new_content, null);
+  // No user message before the first assistant item; a system item cannot be regenerated.
+  const c = await alice.post('/v1/conversations', { items: [{ role: 'system', content: 's' }, assistant('hi')] });
+  const list = await ids(c.body.id);
+  const noUser = await alice.post(`/v1/conversations/${c.body.id}/items/${list[1]}/regenerate`);
+  t.is(noUser.status, 400);
+  const system = await alice.post(`/v1/conversations/${c.body.id}/items/${list[0]}/regenerate`);
+  t.is(system.status, 400);
+  t.is(system.body.error.param, 'item_id');
+});
+
+test('branch endpoints: list, create (full or forked from an item), get, activate, delete rules', async (t) => {
+  const { id, items } = await conversationWith(4);
+  const list0 = await alice.get(`/v1/conversations/${id}/branches`);
+  t.is(list0.body.object, 'list');
+  t.is(list0.body.active_branch, 'MAIN');
+  t.deepEqual(list0.body.data.map((b: any) => [b.name, b.item_count, b.is_active]), [['MAIN', 4, true]]);
+
+  const fork = await alice.post(`/v1/conversations/${id}/branches`, { name: 'alt', fork_from_item_id: items[1], description: 'try again' });
+  t.is(fork.status, 201, JSON.stringify(fork.body));
+  t.like(fork.body, { object: 'conversation.branch', name: 'alt', parent_branch: 'MAIN', forked_from_item_id: items[1], item_count: 2, is_active: false, description: 'try again' });
+  t.true(Number.isInteger(fork.body.created_at));
+  const full = await alice.post(`/v1/conversations/${id}/branches`, { name: 'copy' });
+  t.is(full.body.item_count, 4);
+  t.deepEqual(await ids(id, 'copy'), items);
+
+  for (const [body, param] of [
+    [{ name: 'MAIN' }, 'name'],
+    [{ name: 'main' }, 'name'],
+    [{ name: 'alt' }, 'name'],
+    [{ name: 'has space' }, 'name'],
+    [{}, 'name'],
+    [{ name: 'x2', fork_from_item_id: 'msg_nope' }, 'fork_from_item_id'],
+  ] as const) {
+    const r = await alice.post(`/v1/conversations/${id}/branches`, body);
+    t.is(r.status, 400, JSON.stringify(body));
+    t.is(r.body.error.param, param, JSON.stringify(body));
+  }
+  t.is((await alice.post(`/v1/conversations/${id}/branches`, { name: 'x3', parent_branch: 'nope' })).status, 404);
+
+  const got = await alice.get(`/v1/conversations/${id}/branches/alt`);
+  t.is(got.body.item_count, 2);
+  t.is((await alice.get(`/v1/conversations/${id}/branches/nope`)).status, 404);
+  t.is((await alice.get(`/v1/conversations/${id}/branches/main`)).body.name, 'MAIN', 'main is MAIN');
+
+  const act = await alice.post(`/v1/conversations/${id}/branches/alt/activate`);
+  t.is(act.status, 200);
+  t.is(act.body.active_branch, 'alt');
+  t.is((await alice.get(`/v1/conversations/${id}`)).body.active_branch, 'alt');
+  // New items go to the active branch; reads default to it.
+  const added = await alice.post(`/v1/conversations/${id}/items`, { items: [text('on alt')] });
+  t.is(added.body.data[0].branch, 'alt');
+  t.is(added.body.data[0].sequence_number, 3);
+  t.deepEqual(await ids(id), [items[0], items[1], added.body.data[0].id]);
+  t.deepEqual(await ids(id, 'MAIN'), items);
+  t.is((await alice.get(`/v1/conversations/${id}/items/${items[3]}`)).status, 404, 'not on the active branch');
+
+  const delActive = await alice.del(`/v1/conversations/${id}/branches/alt`);
+  t.is(delActive.status, 400);
+  t.is(delActive.body.error.param, 'branch');
+  const delMain = await alice.del(`/v1/conversations/${id}/branches/MAIN`);
+  t.is(delMain.status, 400);
+  t.is((await alice.del(`/v1/conversations/${id}/branches/nope`)).status, 404);
+  const delCopy = await alice.del(`/v1/conversations/${id}/branches/copy`);
+  t.deepEqual(delCopy.body, { object: 'conversation.branch.deleted', name: 'copy', deleted: true });
+  t.is((await alice.get(`/v1/conversations/${id}/branches/copy`)).status, 404);
+  t.is((await svc.runtime.db.knex('conversation_items').where({ conversation_id: id })).length, 5, 'deleting a branch keeps items');
+
+  // Deleting an item while a side branch is active: the new MAIN is built from the active history.
+  const del = await alice.del(`/v1/conversations/${id}/items/${items[0]}`);
+  t.is(del.status, 200);
+  t.is(del.body.active_branch, 'MAIN');
+  t.deepEqual(await ids(id), [items[1], added.body.data[0].id]);
+  t.deepEqual(await ids(id, 'alt'), [items[0], items[1], added.body.data[0].id], 'alt itself is untouched');
+  t.deepEqual(await ids(id, del.body.old_main_backup), items, 'the previous MAIN is the backup');
+  t.is((await alice.post(`/v1/conversations/${id}/branches/nope/activate`)).status, 404);
+});
+
+test('a branch named like a future backup does not make backups collide', async (t) => {
+  const { id, items } = await conversationWith(3);
+  t.is((await alice.post(`/v1/conversations/${id}/branches`, { name: 'MAIN_backup_1' })).status, 201);
+  const r = await alice.del(`/v1/conversations/${id}/items/${items[0]}`);
+  t.is(r.status, 200);
+  t.is(r.body.old_main_backup, 'MAIN_backup_2');
+});
