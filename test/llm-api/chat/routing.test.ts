@@ -1,0 +1,146 @@
+import test from 'ava';
+import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
+import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
+
+// Seeded endpoint choice (LLM_ROUTING_SEED) so the weighted distribution is reproducible.
+let h: LlmHarness;
+const fakes: FakeUpstream[] = [];
+const fake = async (name: string, models: string[]) => {
+  const f = await startFakeUpstream({ name, models: models.map((id) => ({ id })) });
+  fakes.push(f);
+  return f;
+};
+
+test.before(async () => {
+  h = await startLlmHarness({ LLM_ROUTING_SEED: '42', LLM_HEALTH_FAILURE_THRESHOLD: '2', LLM_HEALTH_COOLDOWN_MS: '600000', LLM_HEALTH_PROBE_INTERVAL_MS: '30' });
+});
+test.after.always(async () => {
+  await h?.close();
+  for (const f of fakes) await f.close();
+});
+
+const chat = (model: string, content = 'hi') => h.call('POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content }] }, h.user);
+const streamChat = (model: string) => h.call('POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], stream: true }, h.user);
+
+test.serial('failover across two endpoints when one is down; passive health marks it, the probe restores it', async (t) => {
+  const primary = await fake('primary', ['ep-model']);
+  const backup = await fake('backup', ['ep-model']);
+  const reg = await h.call('POST', '/v1/admin/providers', {
+    name: 'Endpoints',
+    vendor: 'fake',
+    endpoints: [
+      { url: primary.url, priority: 0, weight: 1 },
+      { url: backup.url, priority: 1, weight: 1 },
+    ],
+  });
+  t.is(reg.status, 201);
+  const id = reg.body.id;
+  t.is((await chat('ep-model')).body.choices[0].message.content.split(' ')[2], 'primary');
+
+  await primary.down();
+  for (let i = 0; i < 2; i++) {
+    const res = await chat('ep-model');
+    t.is(res.status, 200);
+    t.true(res.body.choices[0].message.content.startsWith('Hello from backup'));
+  }
+  const stream = await streamChat('ep-model');
+  t.is(stream.status, 200);
+  t.true(String(stream.body).includes('backup'));
+  // Two consecutive failures (threshold 2): unhealthy, visible to admins.
+  const view = await h.call('GET', `/v1/admin/providers/${id}`);
+  t.deepEqual(view.body.endpoints.map((e: any) => e.healthy), [false, true]);
+  // Now skipped: requests go straight to the backup.
+  const backupBefore = backup.chatCount();
+  await chat('ep-model');
+  t.is(backup.chatCount(), backupBefore + 1);
+
+  await primary.up();
+  let healthy = false;
+  for (let i = 0; i < 100 && !healthy; i++) {
+    healthy = (await h.call('GET', `/v1/admin/providers/${id}`)).body.endpoints[0].healthy;
+    if (!healthy) await new Promise((r) => setTimeout(r, 20));
+  }
+  t.true(healthy);
+  t.true((await chat('ep-model')).body.choices[0].message.content.startsWith('Hello from primary'));
+});
+
+test.serial('failover across two providers offering the same model (5xx, 429, connect error), before the first byte', async (t) => {
+  const first = await fake('first', ['dup-model']);
+  const second = await fake('second', ['dup-model']);
+  await h.call('POST', '/v1/admin/providers', { name: 'First', vendor: 'fake', base_url: first.url });
+  await h.call('POST', '/v1/admin/providers', { name: 'Second', vendor: 'fake', base_url: second.url });
+  const catalogs = await h.service.runtime.db.knex('llm_model_catalogs').where({ public_id: 'dup-model' });
+  t.is(catalogs.length, 1);
+  t.true((await chat('dup-model')).body.choices[0].message.content.startsWith('Hello from first'));
+
+  for (const status of [500, 503, 429]) {
+    first.failAll(status);
+    const res = await chat('dup-model');
+    t.is(res.status, 200, String(status));
+    t.true(res.body.choices[0].message.content.startsWith('Hello from second'));
+    const s = await streamChat('dup-model');
+    t.is(s.status, 200);
+    t.true(String(s.body).includes('second'));
+  }
+  first.failAll(null);
+  // Both rate limited → 429 with a bounded Retry-After.
+  first.failAll(429, { retryAfter: '120' });
+  second.failAll(429, { retryAfter: '7' });
+  const limited = await chat('dup-model');
+  t.is(limited.status, 429);
+  t.is(limited.body.error.type, 'rate_limit_error');
+  t.true(Number(limited.headers.get('retry-after')) <= 60);
+  // Both failing with 5xx → 502 upstream_error.
+  first.failAll(500);
+  second.failAll(502);
+  const failed = await chat('dup-model');
+  t.is(failed.status, 502);
+  t.is(failed.body.error.code, 'upstream_error');
+  first.failAll(null);
+  second.failAll(null);
+  // Connection refused at the first provider.
+  await first.down();
+  t.true((await chat('dup-model')).body.choices[0].message.content.startsWith('Hello from second'));
+  await first.up();
+  // A 400 from the provider is the request's fault: no failover, shape A to the client.
+  const bad = await chat('dup-model', '#fail:400');
+  t.is(bad.status, 400);
+  t.is(bad.body.error.type, 'invalid_request_error');
+});
+
+test.serial('priority first, weight among equals (seeded; within tolerance over many requests), admin-disabled endpoints unused', async (t) => {
+  const heavy = await fake('heavy', ['w-model']);
+  const light = await fake('light', ['w-model']);
+  const spare = await fake('spare', ['w-model']);
+  const off = await fake('off', ['w-model']);
+  await h.call('POST', '/v1/admin/providers', {
+    name: 'Weighted',
+    vendor: 'fake',
+    endpoints: [
+      { url: heavy.url, priority: 0, weight: 3 },
+      { url: light.url, priority: 0, weight: 1 },
+      { url: spare.url, priority: 1, weight: 100 },
+      { url: off.url, priority: 0, weight: 100, healthy: false },
+    ],
+  });
+  const N = 400;
+  for (let i = 0; i < N; i++) t.is((await chat('w-model')).status, 200);
+  t.is(spare.chatCount(), 0);
+  t.is(off.chatCount(), 0);
+  t.is(heavy.chatCount() + light.chatCount(), N);
+  // Expected 300 / 100; tolerance ±10 % of N.
+  t.true(Math.abs(heavy.chatCount() - 300) <= 40, `heavy ${heavy.chatCount()}`);
+  t.true(Math.abs(light.chatCount() - 100) <= 40, `light ${light.chatCount()}`);
+  // With both priority-0 endpoints failing, the priority-1 endpoint takes over.
+  heavy.failAll(500);
+  light.failAll(500);
+  t.true((await chat('w-model')).body.choices[0].message.content.startsWith('Hello from spare'));
+  heavy.failAll(null);
+  light.failAll(null);
+});
+
+test.serial('a model no reachable provider ever listed answers 404 model_not_found', async (t) => {
+  await h.call('POST', '/v1/admin/providers', { name: 'Ghost', vendor: 'fake', base_url: 'http://127.0.0.1:9/v1' });
+  t.is((await chat('ghost-model')).status, 404);
+  t.is((await chat('ghost-model')).body.error.code, 'model_not_found');
+});
