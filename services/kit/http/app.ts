@@ -29,6 +29,11 @@ export interface ServiceAppOptions {
 }
 
 const PROBES = /^\/(healthz|readyz|metrics)$/;
+/**
+ * Well-known documents (RFC 8615: JWKS, OpenID discovery) are public by definition; token verifiers
+ * (the edge, Kong, other services) fetch them without the gateway token.
+ */
+const WELL_KNOWN = /^(\/llm)?\/\.well-known\//;
 
 export function createServiceApp(options: ServiceAppOptions): Express {
   const app = express();
@@ -65,7 +70,7 @@ export function createServiceApp(options: ServiceAppOptions): Express {
   });
   if (options.metrics !== false) app.get('/metrics', metrics.endpoint);
 
-  if (options.gatewaySecret) app.use(requireGatewayToken(options.gatewaySecret, (path) => PROBES.test(path)));
+  if (options.gatewaySecret) app.use(requireGatewayToken(options.gatewaySecret, (path) => PROBES.test(path) || WELL_KNOWN.test(path)));
   app.use(identity(options.users, (path) => publicPaths.some((re) => re.test(path))));
   app.use(bodyReader({ defaultLimit: options.bodyLimit, rules: options.bodyRules }));
 
