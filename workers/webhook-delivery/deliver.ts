@@ -29,7 +29,30 @@ export interface DeliverDeps {
 }
 
 export function createDeliveryHandler(deps: DeliverDeps) {
-  const inFlight = new Map<string, number>();
+  // Per subscription: attempts in flight, and jobs waiting here for a slot. At most `limit` wait
+  // locally (so a busy subscription holds at most 2 × limit of the worker's prefetch); more are
+  // parked on the bus for WEBHOOK_BUSY_DELAY_MS.
+  const limit = deps.concurrencyPerSubscription;
+  const gates = new Map<string, { active: number; queue: Array<() => void> }>();
+  async function acquire(webhookId: string): Promise<boolean> {
+    let g = gates.get(webhookId);
+    if (!g) gates.set(webhookId, (g = { active: 0, queue: [] }));
+    if (g.active < limit) {
+      g.active++;
+      return true;
+    }
+    if (g.queue.length >= limit) return false;
+    await new Promise<void>((resolve) => g.queue.push(resolve));
+    return true; // the slot was handed over by releaseSlot
+  }
+  function releaseSlot(webhookId: string): void {
+    const g = gates.get(webhookId);
+    if (!g) return;
+    const next = g.queue.shift();
+    if (next) return next();
+    g.active--;
+    if (g.active === 0) gates.delete(webhookId);
+  }
   const leaseMs = deps.timeoutMs + 2000;
   // Delays handed to retryAfter come from this fixed set (one TTL queue each on RabbitMQ).
   const steps = [...new Set([...deps.schedule, deps.busyDelayMs, leaseMs])].sort((a, b) => a - b);
@@ -59,23 +82,19 @@ export function createDeliveryHandler(deps: DeliverDeps) {
     if (typeof id !== 'string' || !Number.isInteger(expected)) return delivery.deadLetter();
     const found = await deps.deliveries.withWebhook(id);
     if (!found) return delivery.ack(); // its subscription was deleted (cascade)
-    const { delivery: row, webhook } = found;
+    let { delivery: row, webhook } = found;
     if (row.status !== 'pending' || row.attempts > expected) return stale(message, delivery, row);
     if (row.attempts < expected) return delivery.ack(); // cannot happen unless the row was rewritten; nothing to do
     if (!webhook || !webhook.active) {
       await deps.deliveries.abandon(id, expected, webhook ? 'webhook is inactive' : 'webhook was deleted', new Date(deps.clock.now()));
       return delivery.ack();
     }
+    const subscription = webhook;
 
     // Bounded concurrency per subscription: a slow receiver never holds every slot of the worker.
-    const busy = inFlight.get(webhook.id) ?? 0;
-    if (busy >= deps.concurrencyPerSubscription) return delivery.retryAfter(roundUp(deps.busyDelayMs), { [ATTEMPT_HEADER]: String(expected) });
-    inFlight.set(webhook.id, busy + 1); // taken before the first await, so concurrent jobs see it
-    const release = () => {
-      const left = (inFlight.get(webhook.id) ?? 1) - 1;
-      if (left > 0) inFlight.set(webhook.id, left);
-      else inFlight.delete(webhook.id);
-    };
+    const gate = await acquire(subscription.id);
+    if (!gate) return delivery.retryAfter(roundUp(deps.busyDelayMs), { [ATTEMPT_HEADER]: String(expected) });
+    const release = () => releaseSlot(subscription.id);
 
     const nowMs = deps.clock.now();
     let result;
@@ -85,6 +104,12 @@ export function createDeliveryHandler(deps: DeliverDeps) {
         if (!again || again.delivery.status !== 'pending' || again.delivery.attempts !== expected) return again ? stale(message, delivery, again.delivery) : delivery.ack();
         // Another copy of this job is making the attempt (or died making it): look again after its lease.
         return delivery.retryAfter(roundUp(leaseMs), { [ATTEMPT_HEADER]: String(expected) });
+      }
+      // Read again now that the attempt is ours (a wait for a slot may have taken a while).
+      const fresh = await deps.deliveries.withWebhook(id);
+      if (fresh?.webhook) {
+        row = fresh.delivery;
+        webhook = fresh.webhook;
       }
       result = await attemptDelivery({ guard: deps.guard, delivery: row, webhook, secrets: secretsOf(webhook, nowMs), nowMs, timeoutMs: deps.timeoutMs });
     } finally {

@@ -1,0 +1,137 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import test from 'ava';
+import type { BaseConfig } from '../../services/kit/index.js';
+import { recordEvent } from '../../services/kit/index.js';
+import { startFaultProxy } from '../helpers/fault-proxy.js';
+import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
+
+// Nothing is lost: a worker killed between receiving and acking, and a broker connection cut in
+// the middle of a 1,000-event burst. Each time the receiver's distinct X-Event-IDs must equal
+// the events committed (at-least-once; receivers dedupe by X-Event-ID).
+const MASTER_KEY = randomBytes(32).toString('hex');
+
+/** The worker's own entry point in a child process, on the same schema, exchange and queues. */
+function spawnWorker(config: BaseConfig, env: Record<string, string>): { child: ChildProcess; ready: Promise<void>; exited: Promise<unknown> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/webhook-delivery/main.ts'], {
+    cwd: process.cwd(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      PATH: process.env.PATH,
+      NODE_ENV: 'test',
+      LOG_LEVEL: 'info',
+      DATABASE_URL: config.DATABASE_URL,
+      DATABASE_SCHEMA: config.DATABASE_SCHEMA,
+      AMQP_URL: config.AMQP_URL,
+      BUS_EXCHANGE: config.BUS_EXCHANGE,
+      BUS_QUEUE_PREFIX: config.BUS_QUEUE_PREFIX,
+      EGRESS_ALLOW_HOSTS: config.EGRESS_ALLOW_HOSTS.join(','),
+      MASTER_KEY,
+      ...env,
+    },
+  });
+  let out = '';
+  let err = '';
+  child.stderr!.on('data', (c) => (err += c));
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (c) => {
+      out += c;
+      if (out.includes('webhook delivery worker started')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`worker exited (${code}) before it was ready: ${err.slice(-2000)}`)));
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return { child, ready, exited };
+}
+
+async function emitMany(stack: Stack, type: string, count: number, batch = 50): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += batch) {
+    await stack.svc.runtime.db.knex.transaction(async (trx) => {
+      for (let j = i; j < Math.min(count, i + batch); j++) ids.push(await recordEvent(trx, type, { n: j }));
+    });
+    stack.svc.runtime.relay.kick();
+  }
+  return ids;
+}
+
+test('a worker killed with SIGKILL between receiving and acking: every event is still delivered', async (t) => {
+  // The receiver holds the first requests open (the worker is mid-delivery, nothing acked), then answers 200.
+  let holding = true;
+  const receiver = await startReceiver(() => (holding ? 'hang' : 200));
+  const stack = await startStack({ worker: false, env: { MASTER_KEY, WEBHOOK_TIMEOUT_MS: '1500' } });
+  t.teardown(async () => {
+    await stack.close();
+    await receiver.close();
+  });
+  const created = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/kill'), events: ['conversation.*'] });
+  t.is(created.status, 201);
+
+  const worker = spawnWorker(stack.svc.runtime.config, { WEBHOOK_TIMEOUT_MS: '1500' });
+  t.teardown(() => void worker.child.kill('SIGKILL'));
+  await worker.ready;
+  const ids = await emitMany(stack, 'conversation.created', 20, 5);
+
+  // Requests are in flight at the receiver: the worker has received jobs and not acked them.
+  await receiver.until((all) => all.length >= 3, 30_000, 'deliveries in flight');
+  const inFlight = new Set(receiver.requests.map((r) => String(r.headers['x-event-id'])));
+  worker.child.kill('SIGKILL');
+  await worker.exited;
+  holding = false;
+  receiver.release();
+
+  // A new worker (in this process) gets the unacked messages again and finishes the job.
+  await stack.startWorker();
+  await receiver.until(() => receiver.eventIds().size === ids.length && [...inFlight].every((id) => receiver.requests.filter((r) => r.headers['x-event-id'] === id).length >= 2), 60_000, 'all events delivered');
+  t.deepEqual([...receiver.eventIds()].sort(), [...ids].sort());
+  // The ones in flight at the kill were sent again (at-least-once).
+  for (const id of inFlight) t.true(receiver.requests.filter((r) => r.headers['x-event-id'] === id).length >= 2);
+  const rows = await waitFor(async () => {
+    const r = await stack.svc.runtime.db.knex('webhook_deliveries').select('status');
+    return r.length === ids.length && r.every((x) => x.status === 'delivered') ? r : undefined;
+  });
+  t.is(rows.length, ids.length);
+});
+
+test('the broker connection is cut in the middle of a 1,000-event burst: every event is delivered', async (t) => {
+  const proxy = await startFaultProxy({ host: '127.0.0.1', port: 5672 });
+  const receiver = await startReceiver();
+  const stack = await startStack({
+    env: {
+      MASTER_KEY,
+      AMQP_URL: proxy.url('amqp', 'guest:guest'),
+      WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION: '32',
+      WEBHOOK_BUSY_DELAY_MS: '50',
+      WEBHOOK_RETRY_SCHEDULE: '50ms,100ms,200ms,400ms,800ms,1s,2s',
+    },
+  });
+  t.teardown(async () => {
+    await stack.close();
+    await receiver.close();
+    await proxy.close();
+  });
+  const created = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/burst'), events: ['*'] });
+  t.is(created.status, 201);
+
+  const committed = emitMany(stack, 'message.sent', 1000);
+  // Cut once deliveries are flowing, wait until the bus has noticed, then let it reconnect.
+  await receiver.until(() => receiver.eventIds().size >= 150, 60_000, 'first deliveries');
+  proxy.cut();
+  await waitFor(async () => stack.svc.runtime.bus.ping().then(() => false, () => true), 15_000, 'bus notices the cut');
+  const atCut = receiver.eventIds().size;
+  proxy.resume();
+  const ids = await committed;
+
+  await receiver.until(() => receiver.eventIds().size >= ids.length, 80_000, 'all 1,000 events delivered');
+  t.true(atCut < ids.length, 'the cut happened mid-burst');
+  t.is(receiver.eventIds().size, ids.length);
+  t.deepEqual([...receiver.eventIds()].sort(), [...ids].sort());
+  const outbox = await stack.svc.runtime.db.knex('outbox_events').count({ n: '*' });
+  t.is(Number(outbox[0]!.n), 1000);
+  const delivered = await waitFor(async () => {
+    const [{ n }] = await stack.svc.runtime.db.knex('webhook_deliveries').where({ status: 'delivered' }).count({ n: '*' });
+    return Number(n) === 1000 ? Number(n) : undefined;
+  });
+  t.is(delivered, 1000);
+  t.log(`distinct ${receiver.eventIds().size}, requests ${receiver.requests.length} (duplicates are allowed), ${atCut} before the cut`);
+});
