@@ -4,7 +4,7 @@ import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser, edgeHeaders, type TestUser } from '../../helpers/users.js';
 import { assertError, call } from './helpers.js';
-import { identityOnlyService } from './identity-service.js';
+import { llmApiService } from '../../../services/llm-api/service.js';
 
 // API keys at service level: create / list / delete / validate, caps and tiers, expiry and
 // disabled users, revocations published, and the validation path's uniformity. Serial: one clock.
@@ -15,7 +15,7 @@ let admin: TestUser;
 const revoked: string[] = [];
 
 test.before(async () => {
-  svc = await startTestService(identityOnlyService, { clock, env: { API_KEYS_MAX_PER_USER: '3' } });
+  svc = await startTestService(llmApiService, { clock, env: { API_KEYS_MAX_PER_USER: '3' } });
   admin = await createTestUser(svc.runtime.db.knex, { admin: true });
   await svc.runtime.revocations.subscribe({ onRevoked: (m) => void revoked.push(m), onResync: () => {} });
 });

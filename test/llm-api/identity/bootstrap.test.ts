@@ -4,14 +4,14 @@ import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
 import { assertError, call, identityHeaders } from './helpers.js';
-import { identityOnlyService } from './identity-service.js';
+import { llmApiService } from '../../../services/llm-api/service.js';
 
 // BOOTSTRAP_ADMIN_API_KEY: the operator's first way in on a fresh install.
 const KEY = `sk_${randomBase62(32)}`;
 let svc: TestService;
 
 test.before(async () => {
-  svc = await startTestService(identityOnlyService, { env: { BOOTSTRAP_ADMIN_API_KEY: KEY } });
+  svc = await startTestService(llmApiService, { env: { BOOTSTRAP_ADMIN_API_KEY: KEY } });
 });
 test.after.always(() => svc?.close());
 

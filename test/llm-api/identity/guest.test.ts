@@ -1,7 +1,7 @@
 import test from 'ava';
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors } from 'jose';
 import { ManualClock } from '../../../services/kit/index.js';
-import { identityOnlyService } from './identity-service.js';
+import { llmApiService } from '../../../services/llm-api/service.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../../helpers/users.js';
 import { assertError, bearerHeaders, call, verifyAsEdge } from './helpers.js';
@@ -12,7 +12,7 @@ const clock = new ManualClock(Date.UTC(2026, 10, 22, 3, 0, 0));
 let svc: TestService;
 
 test.before(async () => {
-  svc = await startTestService(identityOnlyService, { clock });
+  svc = await startTestService(llmApiService, { clock });
 });
 test.after.always(() => svc?.close());
 

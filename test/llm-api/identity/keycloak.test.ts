@@ -4,7 +4,7 @@ import { SignJWT, generateKeyPair, type CryptoKey } from 'jose';
 import { ManualClock, sha256Hex } from '../../../services/kit/index.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { assertError, call, identityHeaders } from './helpers.js';
-import { identityOnlyService } from './identity-service.js';
+import { llmApiService } from '../../../services/llm-api/service.js';
 
 // The Keycloak driver, checked with nock against Keycloak's documented admin REST API and the
 // realm's OpenID Connect token endpoint. llm-api runs for real (same process: nock intercepts its
@@ -21,7 +21,7 @@ test.before(async () => {
   nock.disableNetConnect();
   nock.enableNetConnect(/127\.0\.0\.1|localhost/);
   kcKey = (await generateKeyPair('RS256')).privateKey as CryptoKey;
-  svc = await startTestService(identityOnlyService, {
+  svc = await startTestService(llmApiService, {
     clock,
     env: { KEYCLOAK_URL: KC, KEYCLOAK_REALM: REALM, KEYCLOAK_CLIENT_ID: 'backend', KEYCLOAK_CLIENT_SECRET: 'backend-secret' },
   });

@@ -5,7 +5,7 @@ import { ConfigError, ManualClock, loadBaseConfig } from '../../../services/kit/
 import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { startTestService, TEST_DATABASE_URL, type TestService } from '../../helpers/env.js';
 import { call, verifyAsEdge } from './helpers.js';
-import { identityOnlyService } from './identity-service.js';
+import { llmApiService } from '../../../services/llm-api/service.js';
 
 // The embedded issuer's keys: generated once and shared, rotation keeps the old key published
 // until its tokens have expired, RS256 as an option, lifetimes bounded by configuration.
@@ -14,7 +14,7 @@ const clock = new ManualClock(Date.now());
 let svc: TestService;
 
 test.before(async () => {
-  svc = await startTestService(identityOnlyService, { clock });
+  svc = await startTestService(llmApiService, { clock });
 });
 test.after.always(() => svc?.close());
 
@@ -81,7 +81,7 @@ test.serial('lifetimes: access tokens are bounded by 3600 s in configuration; RS
   t.throws(() => loadBaseConfig({ BOOTSTRAP_ADMIN_API_KEY: 'sk_short' }), { message: /BOOTSTRAP_ADMIN_API_KEY/ });
   t.throws(() => loadBaseConfig({ JWT_SIGNING_ALG: 'HS256' }), { message: /JWT_SIGNING_ALG/ });
 
-  const rs = await startTestService(identityOnlyService, { env: { JWT_SIGNING_ALG: 'RS256', ACCESS_TOKEN_TTL_SECONDS: '600', JWT_ISSUER: 'https://id.example.test' } });
+  const rs = await startTestService(llmApiService, { env: { JWT_SIGNING_ALG: 'RS256', ACCESS_TOKEN_TTL_SECONDS: '600', JWT_ISSUER: 'https://id.example.test' } });
   try {
     const login = await call(rs, 'POST', '/llm/auth/guest-login');
     t.is(decodeProtectedHeader(login.body.access_token).alg, 'RS256');
