@@ -74,8 +74,11 @@ export const identityResource: LlmApiResource = {
       const { userId, created } = await identity.apiKeys.ensureBootstrapAdmin(config.BOOTSTRAP_ADMIN_API_KEY);
       ctx.runtime.logger.info({ userId, created }, 'bootstrap admin API key ready');
     }
+    // Expired API keys: deleted and their revocation published. Ended refresh families: deleted.
     const sweep = setInterval(() => {
-      identity.apiKeys.sweepExpired().catch((error) => ctx.runtime.logger.warn({ err: (error as Error).message }, 'API key sweep failed'));
+      const warn = (what: string) => (error: unknown) => ctx.runtime.logger.warn({ err: (error as Error).message }, `${what} failed`);
+      identity.apiKeys.sweepExpired().catch(warn('API key sweep'));
+      identity.refreshTokens.prune().catch(warn('refresh token prune'));
     }, config.API_KEY_SWEEP_INTERVAL_MS);
     sweep.unref();
     timers.add(sweep);

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors } from 'jose';
 import { ManualClock } from '../../../services/kit/index.js';
+import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../../helpers/users.js';
@@ -125,6 +126,9 @@ test.serial('refresh tokens expire after REFRESH_TOKEN_TTL_DAYS; a family ends a
   }
   clock.advance(4 * day); // 91 days after the login
   assertError(t, await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: token } }), 401, 'refresh_token');
+  // Rows of ended families are pruned (until then they serve reuse detection).
+  t.true((await createIdentity(svc.ctx).refreshTokens.prune()) >= 4);
+  t.is((await svc.runtime.db.knex('identity_refresh_tokens').where({ user_id: active.body.user_id })).length, 0);
 });
 
 test.serial('upgrade: guest becomes permanent with a verified real e-mail; tokens then carry guest=false', async (t) => {

@@ -78,6 +78,11 @@ export function createRefreshTokens(options: { store: RefreshStore; clock: Clock
       return { userId: outcome.userId, next: outcome.next };
     },
 
+    /** Deletes tokens of families that have ended (kept until then for reuse detection). */
+    prune(): Promise<number> {
+      return store.prune(store.knex, clock.now());
+    },
+
     revokeUser(db: Knex, userId: string): Promise<number> {
       return store.revokeUser(db, userId, clock.now());
     },
