@@ -29,8 +29,9 @@ export class JwksCache {
 
   /** The key resolver for a token header; refetches once (cool-down permitting) when the kid is unknown. */
   async resolverFor(header: { kid?: string }): Promise<KeyResolver> {
-    const known = this.resolver && (header.kid === undefined || this.kids.has(header.kid));
-    if (!known && this.options.clock.now() - this.lastFetch >= this.options.cooldownMs) {
+    const known = () => this.resolver !== null && (header.kid === undefined || this.kids.has(header.kid));
+    if (!known() && this.inflight) await this.inflight.catch(() => {});
+    if (!known() && this.options.clock.now() - this.lastFetch >= this.options.cooldownMs) {
       await this.refresh();
     }
     if (!this.resolver) throw new JwksUnavailableError('no keys could be loaded');

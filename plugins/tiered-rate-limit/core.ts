@@ -27,8 +27,8 @@ interface Window extends CounterWindow {
 }
 
 /**
- * Per-IP limit for everyone, plus per-credential tier limits: API keys by the key's tier (or its
- * custom limits), JWT callers per user by the configured user tier (guests: guest tier). Fixed
+ * Per-IP limit for everyone, plus per-credential tier limits: API keys by the key's tier (limits
+ * from `tiers`; for `custom_limit_tiers`, e.g. enterprise, the limits carried on the key), JWT callers per user by the configured user tier (guests: guest tier). Fixed
  * windows aligned to the clock (minute, UTC day). Over a limit → 429 shape A with Retry-After;
  * `insufficient_quota` when the daily quota is spent; `x-should-retry: false` when the wait is
  * over 60 s. Backend failure → the configured fault policy.
@@ -47,15 +47,11 @@ export function createTieredRateLimit(
     let tierName: string;
     if (identity.authMethod === 'apikey') tierName = identity.tier ?? config.default_key_tier;
     else tierName = identity.isGuest ? config.guest_tier : config.user_tier;
+    if (identity.authMethod === 'apikey' && identity.limits && config.custom_limit_tiers.includes(tierName)) {
+      return { bucket: identity.bucket, limits: identity.limits };
+    }
     const tier = config.tiers[tierName] ?? config.tiers[config.default_key_tier] ?? {};
-    const custom = identity.limits ?? {};
-    return {
-      bucket: identity.bucket,
-      limits: {
-        minute: custom.minute !== undefined && custom.minute !== null ? custom.minute : tier.minute ?? null,
-        day: custom.day !== undefined && custom.day !== null ? custom.day : tier.day ?? null,
-      },
-    };
+    return { bucket: identity.bucket, limits: { minute: tier.minute ?? null, day: tier.day ?? null } };
   }
 
   function windowsFor(request: EdgeRequest, now: number): Window[] {

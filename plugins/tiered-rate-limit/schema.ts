@@ -26,6 +26,8 @@ export const Schema: KongFieldEntry[] = [
   { user_tier: { type: 'string', default: 'pro' } },
   { guest_tier: { type: 'string', default: 'free' } },
   { default_key_tier: { type: 'string', default: 'free' } },
+  /** Tiers whose limits come from the key's own data (the validator's `limits`; null = unlimited). Others use `tiers`. */
+  { custom_limit_tiers: { type: 'set', elements: { type: 'string' }, default: ['enterprise'] } },
   { policy: { type: 'string', default: 'local', one_of: ['local', 'redis'] } },
   { redis_url: { type: 'string', referenceable: true } },
   { redis_prefix: { type: 'string', default: 'edge' } },
@@ -46,6 +48,7 @@ export interface TieredRateLimitConfig {
   user_tier: string;
   guest_tier: string;
   default_key_tier: string;
+  custom_limit_tiers: string[];
   policy: 'local' | 'redis';
   redis_url?: string;
   redis_prefix: string;

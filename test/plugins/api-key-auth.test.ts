@@ -1,0 +1,176 @@
+import test from 'ava';
+import { createApiKeyAuth } from '../../plugins/api-key-auth/core.js';
+import { parseApiKeyAuthConfig } from '../../plugins/api-key-auth/schema.js';
+import type { Decision, EdgeRequest, VerifiedIdentity } from '../../plugins/core/types.js';
+import { ManualClock } from '../../services/kit/clock.js';
+import { createInProcessRevocations, userRevocation } from '../../services/kit/revocations.js';
+import { startFakeValidator } from './fakes.js';
+
+const TOKEN = 'g'.repeat(40);
+let validator: Awaited<ReturnType<typeof startFakeValidator>>;
+test.before(async () => {
+  validator = await startFakeValidator(TOKEN);
+});
+test.after.always(async () => {
+  await validator?.close();
+});
+
+function plugin(overrides: Record<string, unknown> = {}) {
+  const clock = new ManualClock(1_800_000_000_000);
+  const config = parseApiKeyAuthConfig({ validate_url: validator.url, gateway_token: TOKEN, anonymous: 'anonymous', ...overrides });
+  return { core: createApiKeyAuth(config, { clock }), clock };
+}
+
+const request = (headers: Record<string, string>, shared: EdgeRequest['shared'] = {}, method = 'POST'): EdgeRequest => ({
+  method,
+  path: '/v1/chat/completions',
+  headers,
+  clientIp: '127.0.0.1',
+  shared,
+});
+
+function status(decision: Decision): number {
+  return decision.kind === 'respond' ? decision.status : 200;
+}
+function errorOf(decision: Decision) {
+  return decision.kind === 'respond' ? (decision.body as { error: { type: string; code: string; message: string } }).error : null;
+}
+
+test.serial('a valid key yields the key owner, removes the key header, and is validated once then cached', async (t) => {
+  const { core } = plugin();
+  const key = validator.add('user_k1', 'pro');
+  const before = validator.calls;
+  const first = await core.access(request({ 'x-api-key': key.key }));
+  t.is(first.kind, 'continue');
+  if (first.kind !== 'continue') return;
+  t.deepEqual(first.removeUpstream, ['x-api-key']);
+  t.like(first.identity as VerifiedIdentity, { authMethod: 'apikey', userId: 'user_k1', tier: 'pro', bucket: `key:${key.hash}` });
+  await core.access(request({ 'x-api-key': key.key }));
+  t.is(validator.calls - before, 1);
+  // The cache holds the hash, never the key.
+  t.is(core.cache.get(key.hash)?.userId, 'user_k1');
+});
+
+test.serial('concurrent first requests with one key share one validation', async (t) => {
+  const { core } = plugin();
+  const key = validator.add('user_k2');
+  const before = validator.calls;
+  const all = await Promise.all(Array.from({ length: 8 }, () => core.access(request({ 'x-api-key': key.key }))));
+  t.true(all.every((d) => d.kind === 'continue'));
+  t.is(validator.calls - before, 1);
+});
+
+test.serial('an unknown key is 401 unauthorized and is not cached; a malformed key never reaches the validator', async (t) => {
+  const { core } = plugin();
+  const unknown = `sk_${'A'.repeat(32)}`;
+  const before = validator.calls;
+  const d1 = await core.access(request({ 'x-api-key': unknown }));
+  t.is(status(d1), 401);
+  t.like(errorOf(d1), { type: 'auth_error', code: 'unauthorized' });
+  await core.access(request({ 'x-api-key': unknown }));
+  t.is(validator.calls - before, 2);
+  const d2 = await core.access(request({ 'x-api-key': 'sk_short' }));
+  t.is(status(d2), 401);
+  t.is(validator.calls - before, 2);
+});
+
+test.serial('validator errors, timeouts and refusals → 503 service_unavailable, never a pass-through', async (t) => {
+  const key = validator.add('user_k3');
+  const unreachable = createApiKeyAuth(parseApiKeyAuthConfig({ validate_url: 'http://127.0.0.1:9/auth/validate-api-key', timeout_ms: 500 }));
+  const d1 = await unreachable.access(request({ 'x-api-key': key.key }));
+  t.is(status(d1), 503);
+  t.like(errorOf(d1), { type: 'internal_error', code: 'service_unavailable' });
+  await unreachable.close();
+
+  const { core } = plugin({ timeout_ms: 200 });
+  validator.setMode('error');
+  t.is(status(await core.access(request({ 'x-api-key': key.key }))), 503);
+  validator.setMode('hang');
+  t.is(status(await core.access(request({ 'x-api-key': key.key }))), 503);
+  validator.setMode('normal');
+  t.is(status(await core.access(request({ 'x-api-key': key.key }))), 200);
+  await core.close();
+});
+
+test.serial('a revocation purges the cache at once: the next request is revalidated and refused', async (t) => {
+  const { core } = plugin({ cache_ttl_seconds: 3600 });
+  const channel = createInProcessRevocations();
+  await core.attach(channel);
+  const key = validator.add('user_k4');
+  t.is(status(await core.access(request({ 'x-api-key': key.key }))), 200);
+  validator.remove(key.key);
+  t.is(status(await core.access(request({ 'x-api-key': key.key }))), 200, 'still cached before the revocation');
+  await channel.publish(key.hash);
+  t.is(status(await core.access(request({ 'x-api-key': key.key }))), 401);
+  await core.close();
+});
+
+test.serial('a user revocation purges every cached key of that user only', async (t) => {
+  const { core } = plugin({ cache_ttl_seconds: 3600 });
+  const channel = createInProcessRevocations();
+  await core.attach(channel);
+  const a1 = validator.add('user_k5');
+  const a2 = validator.add('user_k5');
+  const b = validator.add('user_k6');
+  for (const k of [a1, a2, b]) await core.access(request({ 'x-api-key': k.key }));
+  t.is(core.cache.size, 3);
+  await channel.publish(userRevocation('user_k5'));
+  t.is(core.cache.size, 1);
+  t.truthy(core.cache.get(b.hash));
+});
+
+test.serial('a lost subscription (resync) flushes the whole cache', async (t) => {
+  const { core } = plugin({ cache_ttl_seconds: 3600 });
+  let handlers: { onRevoked(m: string): void; onResync(): void } | undefined;
+  await core.attach({ publish: async () => {}, subscribe: async (h) => ((handlers = h), async () => {}), close: async () => {} });
+  await core.access(request({ 'x-api-key': validator.add('user_k7').key }));
+  t.is(core.cache.size, 1);
+  handlers!.onResync();
+  t.is(core.cache.size, 0);
+});
+
+test.serial('an answer fetched while a revocation arrived is used once but not cached', async (t) => {
+  const { core } = plugin({ cache_ttl_seconds: 3600 });
+  const key = validator.add('user_k8');
+  const pending = core.access(request({ 'x-api-key': key.key }));
+  core.cache.revoke('unrelated'); // any purge while in flight moves the epoch
+  t.is(status(await pending), 200);
+  t.is(core.cache.size, 0);
+});
+
+test.serial('cached answers expire after cache_ttl_seconds (clock-driven)', async (t) => {
+  const { core, clock } = plugin({ cache_ttl_seconds: 10 });
+  const key = validator.add('user_k9');
+  const before = validator.calls;
+  await core.access(request({ 'x-api-key': key.key }));
+  clock.advance(9_000);
+  await core.access(request({ 'x-api-key': key.key }));
+  t.is(validator.calls - before, 1);
+  clock.advance(1_000);
+  await core.access(request({ 'x-api-key': key.key }));
+  t.is(validator.calls - before, 2);
+});
+
+test.serial('a valid JWT and a valid API key of different users → 401; of the same user → accepted', async (t) => {
+  const { core } = plugin();
+  const key = validator.add('user_k10');
+  const jwtOf = (userId: string): VerifiedIdentity => ({ authMethod: 'jwt', userId, subject: userId, email: null, username: null, isGuest: false, bucket: `user:${userId}` });
+  const other = await core.access(request({ 'x-api-key': key.key }, { jwt: jwtOf('user_other') }));
+  t.is(status(other), 401);
+  t.regex(errorOf(other)!.message, /different users/);
+  t.is(status(await core.access(request({ 'x-api-key': key.key }, { jwt: jwtOf('user_k10') }))), 200);
+});
+
+test.serial('no key: continue after a verified JWT, anonymous consumer otherwise, 401 without anonymous', async (t) => {
+  const jwt: VerifiedIdentity = { authMethod: 'jwt', userId: 'u', subject: 'u', email: null, username: null, isGuest: false, bucket: 'user:u' };
+  t.deepEqual(await plugin().core.access(request({}, { jwt })), { kind: 'continue' });
+  t.deepEqual(await plugin().core.access(request({})), { kind: 'continue', anonymous: 'anonymous' });
+  t.is(status(await plugin({ anonymous: null }).core.access(request({}))), 401);
+});
+
+test.serial('validator answers carry custom limits whatever their naming', async (t) => {
+  const { core } = plugin();
+  const key = validator.add('user_k11', 'enterprise', { requests_per_minute: 1000, requests_per_day: null });
+  const d = await core.access(request({ 'x-api-key': key.key }));
+  t.deepEqual(d.kind === 'continue' ? d.identity?.limits : null, { minute: 1000, day: null });
+});

@@ -1,0 +1,179 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
+import { randomBase62, sha256Hex } from '../../services/kit/secrets.js';
+
+/**
+ * Real HTTP servers on 127.0.0.1 standing in for the identity provider (JWKS), llm-api's key
+ * validator and an upstream service, so plugin and gateway tests do not depend on llm-api.
+ */
+export async function listenOn(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ server: Server; url: string; close(): Promise<void> }> {
+  const server = createServer(handler);
+  server.keepAliveTimeout = 1000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    server,
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+export const ISSUER = 'https://issuer.test';
+export const AUDIENCE = 'ai-gateway';
+
+interface SigningKey {
+  kid: string;
+  alg: string;
+  privateKey: CryptoKey;
+  jwk: JWK;
+}
+
+export async function newSigningKey(alg: 'ES256' | 'RS256' = 'ES256', kid = `k_${randomBase62(8)}`): Promise<SigningKey> {
+  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
+  const jwk = { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' };
+  return { kid, alg, privateKey: privateKey as CryptoKey, jwk };
+}
+
+/** A JWKS endpoint whose key set the test changes (rotation), counting fetches; `down` answers 503. */
+export async function startFakeIssuer() {
+  const keys: SigningKey[] = [await newSigningKey('ES256'), await newSigningKey('RS256')];
+  let published = keys.map((k) => k.jwk);
+  let fetches = 0;
+  let down = false;
+  const http = await listenOn((_req, res) => {
+    fetches++;
+    if (down) {
+      res.writeHead(503).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published }));
+  });
+  return {
+    url: `${http.url}/.well-known/jwks.json`,
+    keys,
+    get fetches() {
+      return fetches;
+    },
+    setDown(value: boolean) {
+      down = value;
+    },
+    /** Publishes these keys (a rotation). */
+    publish(set: SigningKey[]) {
+      published = set.map((k) => k.jwk);
+    },
+    async sign(
+      claims: Record<string, unknown>,
+      options: { key?: SigningKey; iat?: number; nbf?: number; exp?: number | null; iss?: string; aud?: string; sub?: string } = {},
+    ): Promise<string> {
+      const key = options.key ?? keys[0]!;
+      const now = Math.floor(Date.now() / 1000);
+      const iat = options.iat ?? now;
+      const payload: Record<string, unknown> = { email: 'ada@example.test', preferred_username: 'ada', ...claims };
+      const jwt = new SignJWT(payload)
+        .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'JWT' })
+        .setIssuer(options.iss ?? ISSUER)
+        .setAudience(options.aud ?? AUDIENCE)
+        .setSubject(options.sub ?? 'user_ada')
+        .setIssuedAt(iat)
+        .setNotBefore(options.nbf ?? iat);
+      if (options.exp !== null) jwt.setExpirationTime(options.exp ?? iat + 300);
+      return jwt.sign(key.privateKey);
+    },
+    close: () => http.close(),
+  };
+}
+
+/** `alg: none` token (unsigned) with the given claims. */
+export function unsignedToken(claims: Record<string, unknown>): string {
+  const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+  return `${b64({ alg: 'none', typ: 'JWT' })}.${b64(claims)}.`;
+}
+
+export interface FakeKey {
+  key: string;
+  hash: string;
+  userId: string;
+  tier: string;
+  limits: Record<string, number | null> | null;
+}
+
+/** llm-api's `POST /auth/validate-api-key` stand-in: checks the gateway token, counts calls. */
+export async function startFakeValidator(gatewayToken: string) {
+  const keys = new Map<string, FakeKey>();
+  let calls = 0;
+  let mode: 'normal' | 'error' | 'hang' = 'normal';
+  const http = await listenOn((req, res) => {
+    let raw = '';
+    req.on('data', (c) => (raw += c));
+    req.on('end', () => {
+      calls++;
+      if (mode === 'hang') return; // never answers
+      if (mode === 'error') return void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{}}');
+      if (req.headers['x-gateway-token'] !== gatewayToken) return void res.writeHead(401).end('{"error":{"message":"gateway"}}');
+      const body = JSON.parse(raw || '{}') as { api_key?: string };
+      const found = body.api_key ? keys.get(body.api_key) : undefined;
+      if (!found) return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"type":"auth_error"}}');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({ user_id: found.userId, subject: found.userId, email: `${found.userId}@example.test`, username: found.userId, is_admin: false, tier: found.tier, limits: found.limits }),
+      );
+    });
+  });
+  return {
+    url: `${http.url}/auth/validate-api-key`,
+    get calls() {
+      return calls;
+    },
+    setMode(value: 'normal' | 'error' | 'hang') {
+      mode = value;
+    },
+    add(userId: string, tier = 'free', limits: Record<string, number | null> | null = null): FakeKey {
+      const key = `sk_${randomBase62(32)}`;
+      const entry = { key, hash: sha256Hex(key), userId, tier, limits };
+      keys.set(key, entry);
+      return entry;
+    },
+    remove(key: string) {
+      keys.delete(key);
+    },
+    close: () => http.close(),
+  };
+}
+
+/** An upstream that echoes what reached it, and streams SSE on /v1/stream (one chunk per `next()`). */
+export async function startFakeUpstream() {
+  const seen: Array<{ method: string; url: string; headers: IncomingMessage['headers']; body: string }> = [];
+  const streams: Array<{ write(chunk: string): void; end(): void }> = [];
+  const waiters: Array<() => void> = [];
+  const http = await listenOn((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      if (req.url?.startsWith('/v1/stream')) {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        res.flushHeaders();
+        streams.push({ write: (chunk) => res.write(chunk), end: () => res.end() });
+        waiters.splice(0).forEach((w) => w());
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json', 'x-upstream': 'yes' }).end(
+        JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body }),
+      );
+    });
+  });
+  return {
+    url: http.url,
+    seen,
+    /** The next SSE stream opened by a client (resolves once the upstream has it). */
+    async nextStream() {
+      if (streams.length === 0) await new Promise<void>((resolve) => waiters.push(resolve));
+      return streams.shift()!;
+    },
+    close: () => http.close(),
+  };
+}

@@ -1,0 +1,75 @@
+import test from 'ava';
+import { createIdentityHeaders } from '../../plugins/identity-headers/core.js';
+import { parseIdentityHeadersConfig } from '../../plugins/identity-headers/schema.js';
+import type { Continue, EdgeRequest, VerifiedIdentity } from '../../plugins/core/types.js';
+
+const core = createIdentityHeaders(parseIdentityHeadersConfig({ gateway_token: 'secret-token' }));
+const identity = (authMethod: 'jwt' | 'apikey', userId: string): VerifiedIdentity => ({
+  authMethod,
+  userId,
+  subject: `sub-${userId}`,
+  email: `${userId}@example.test`,
+  username: userId,
+  isGuest: false,
+  bucket: `user:${userId}`,
+});
+const run = (headers: Record<string, string>, shared: EdgeRequest['shared'] = {}) =>
+  core.access({ method: 'GET', path: '/v1/models', headers, clientIp: '1.2.3.4', shared }) as Continue;
+
+/** The upstream headers after the decision is applied (remove, then set), as both hosts do. */
+function upstream(headers: Record<string, string>, decision: Continue): Record<string, string> {
+  const out = { ...headers };
+  for (const name of decision.removeUpstream ?? []) delete out[name];
+  return { ...out, ...decision.setUpstream };
+}
+
+test('spoofed identity headers never reach a service, even without any credential', (t) => {
+  const spoofed = {
+    'x-user-id': 'admin',
+    'x-user-email': 'root@example.test',
+    'x-user-subject': 'admin',
+    'x-user-username': 'admin',
+    'x-user-anything': '1',
+    'x-auth-method': 'jwt',
+    'x-gateway-token': 'forged',
+    'x-gateway-whatever': 'x',
+    'x-api-key': 'sk_should_not_leak',
+    accept: 'application/json',
+  };
+  const decision = run(spoofed);
+  const out = upstream(spoofed, decision);
+  t.deepEqual(out, { accept: 'application/json', 'x-gateway-token': 'secret-token' });
+});
+
+test('identity headers come from the verified identity only', (t) => {
+  const headers = { 'x-user-id': 'admin', 'x-auth-method': 'jwt' };
+  const out = upstream(headers, run(headers, { apikey: identity('apikey', 'user_real') }));
+  t.deepEqual(out, {
+    'x-gateway-token': 'secret-token',
+    'x-auth-method': 'apikey',
+    'x-user-id': 'user_real',
+    'x-user-subject': 'sub-user_real',
+    'x-user-email': 'user_real@example.test',
+    'x-user-username': 'user_real',
+  });
+});
+
+test('with a token and a key of the same user the method is jwt', (t) => {
+  const out = upstream({}, run({}, { jwt: identity('jwt', 'user_a'), apikey: identity('apikey', 'user_a') }));
+  t.is(out['x-auth-method'], 'jwt');
+  t.is(out['x-user-id'], 'user_a');
+});
+
+test('missing email and username are not sent (no empty headers)', (t) => {
+  const id = { ...identity('jwt', 'user_b'), email: null, username: null };
+  const out = upstream({}, run({}, { jwt: id }));
+  t.false('x-user-email' in out);
+  t.false('x-user-username' in out);
+});
+
+test('without a configured gateway token none is set', (t) => {
+  const bare = createIdentityHeaders(parseIdentityHeadersConfig({}));
+  const decision = bare.access({ method: 'GET', path: '/', headers: { 'x-gateway-token': 'forged' }, clientIp: '', shared: {} }) as Continue;
+  t.deepEqual(decision.removeUpstream, ['x-gateway-token']);
+  t.deepEqual(decision.setUpstream, {});
+});

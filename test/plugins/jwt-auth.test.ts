@@ -1,0 +1,162 @@
+import test from 'ava';
+import { SignJWT } from 'jose';
+import { ManualClock } from '../../services/kit/clock.js';
+import { createJwtAuth } from '../../plugins/jwt-auth/core.js';
+import { parseJwtAuthConfig } from '../../plugins/jwt-auth/schema.js';
+import type { Decision, EdgeRequest } from '../../plugins/core/types.js';
+import { AUDIENCE, ISSUER, newSigningKey, startFakeIssuer, unsignedToken } from './fakes.js';
+
+let issuer: Awaited<ReturnType<typeof startFakeIssuer>>;
+test.before(async () => {
+  issuer = await startFakeIssuer();
+});
+test.after.always(async () => {
+  await issuer?.close();
+});
+
+const NOW = 1_800_000_000_000;
+const nowS = NOW / 1000;
+
+function plugin(overrides: Record<string, unknown> = {}, clock = new ManualClock(NOW)) {
+  const config = parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous', ...overrides });
+  return { core: createJwtAuth(config, { clock }), clock };
+}
+
+const request = (headers: Record<string, string>, method = 'GET'): EdgeRequest => ({ method, path: '/v1/models', headers, clientIp: '127.0.0.1', shared: {} });
+const bearer = (token: string) => request({ authorization: `Bearer ${token}` });
+
+function refused(t: import('ava').ExecutionContext, decision: Decision, status = 401, message?: RegExp) {
+  t.is(decision.kind, 'respond');
+  if (decision.kind !== 'respond') return;
+  t.is(decision.status, status);
+  const body = decision.body as { error: { type: string; code: string; message: string } };
+  t.is(body.error.type, status === 401 ? 'auth_error' : 'internal_error');
+  t.is(body.error.code, status === 401 ? 'unauthorized' : 'service_unavailable');
+  if (message) t.regex(body.error.message, message);
+}
+
+test('a valid ES256 token yields the verified identity (sub is the platform user id)', async (t) => {
+  const { core } = plugin();
+  const token = await issuer.sign({ guest: false }, { iat: nowS - 10, sub: 'user_abc' });
+  const decision = await core.access(bearer(token));
+  t.is(decision.kind, 'continue');
+  if (decision.kind !== 'continue') return;
+  t.deepEqual(decision.identity, { authMethod: 'jwt', userId: 'user_abc', subject: 'user_abc', email: 'ada@example.test', username: 'ada', isGuest: false, bucket: 'user:user_abc' });
+});
+
+test('RS256 tokens are accepted too, and the guest claim is carried', async (t) => {
+  const { core } = plugin();
+  const token = await issuer.sign({ guest: true }, { key: issuer.keys[1], iat: nowS });
+  const decision = await core.access(bearer(token));
+  t.true(decision.kind === 'continue' && decision.identity?.isGuest === true);
+});
+
+test('no Authorization header: anonymous consumer when configured, else 401', async (t) => {
+  const anonymous = await plugin().core.access(request({}));
+  t.deepEqual(anonymous, { kind: 'continue', anonymous: 'anonymous' });
+  refused(t, await plugin({ anonymous: null }).core.access(request({})));
+});
+
+test('a malformed Authorization header is 401 with a Bearer challenge', async (t) => {
+  const decision = await plugin().core.access(request({ authorization: 'Basic Zm9vOmJhcg==' }));
+  refused(t, decision);
+  t.is(decision.kind === 'respond' ? decision.headers?.['WWW-Authenticate'] : '', 'Bearer error="invalid_token"');
+  refused(t, await plugin().core.access(request({ authorization: 'Bearer not-a-jwt' })));
+});
+
+test('expired, not-yet-valid, over-long, future-issued and expiry-less tokens are 401', async (t) => {
+  const { core } = plugin();
+  refused(t, await core.access(bearer(await issuer.sign({}, { iat: nowS - 400, exp: nowS - 100 }))), 401, /expired/);
+  refused(t, await core.access(bearer(await issuer.sign({}, { iat: nowS, nbf: nowS + 600, exp: nowS + 900 }))), 401, /not yet valid/);
+  refused(t, await core.access(bearer(await issuer.sign({}, { iat: nowS - 10, exp: nowS - 10 + 3601 }))), 401, /lifetime exceeds 3600/);
+  refused(t, await core.access(bearer(await issuer.sign({}, { iat: nowS + 600, nbf: nowS - 1, exp: nowS + 900 }))), 401, /future/);
+  refused(t, await core.access(bearer(await issuer.sign({}, { iat: nowS, exp: null }))), 401, /no expiry/);
+});
+
+test('exactly 3600 s of lifetime is accepted; the clock decides, not wall time', async (t) => {
+  const { core, clock } = plugin();
+  const token = await issuer.sign({}, { iat: nowS, exp: nowS + 3600 });
+  t.is((await core.access(bearer(token))).kind, 'continue');
+  clock.advance(3600_000 + 31_000); // past exp plus the 30 s skew
+  refused(t, await core.access(bearer(token)), 401, /expired/);
+});
+
+test('wrong issuer and wrong audience are 401', async (t) => {
+  const { core } = plugin();
+  refused(t, await core.access(bearer(await issuer.sign({}, { iat: nowS, iss: 'https://evil.test' }))), 401, /issuer/);
+  refused(t, await core.access(bearer(await issuer.sign({}, { iat: nowS, aud: 'other' }))), 401, /audience/);
+});
+
+test('alg:none and HMAC tokens are refused, and cannot be configured', async (t) => {
+  const { core } = plugin();
+  refused(t, await core.access(bearer(unsignedToken({ iss: ISSUER, aud: AUDIENCE, sub: 'user_x', iat: nowS, exp: nowS + 60 }))), 401, /algorithm/);
+  // HS256 "signed" with the public key material, the classic key-confusion attack.
+  const secret = new TextEncoder().encode(JSON.stringify(issuer.keys[1]!.jwk));
+  const hs = await new SignJWT({ sub: 'user_x' }).setProtectedHeader({ alg: 'HS256', kid: issuer.keys[1]!.kid }).setIssuer(ISSUER).setAudience(AUDIENCE).setIssuedAt(nowS).setExpirationTime(nowS + 60).sign(secret);
+  refused(t, await core.access(bearer(hs)), 401, /algorithm/);
+  t.throws(() => parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, algorithms: ['none'] }), { message: /one of/ });
+  t.throws(() => parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, algorithms: ['HS256'] }), { message: /one of/ });
+});
+
+test('a tampered signature is 401', async (t) => {
+  const { core } = plugin();
+  const token = await issuer.sign({}, { iat: nowS });
+  const [h, p] = token.split('.');
+  const forged = `${h}.${Buffer.from(JSON.stringify({ sub: 'user_admin', iss: ISSUER, aud: AUDIENCE, iat: nowS, exp: nowS + 60 })).toString('base64url')}.${token.split('.')[2]}`;
+  t.not(p, forged.split('.')[1]);
+  refused(t, await core.access(bearer(forged)), 401, /signature/);
+});
+
+test('an unknown kid refetches the JWKS once per cool-down; rotation needs no restart', async (t) => {
+  const { core, clock } = plugin({ jwks_refresh_cooldown_seconds: 30 });
+  await core.access(bearer(await issuer.sign({}, { iat: nowS })));
+  const fetchesAfterFirst = core.jwks.fetches;
+  t.is(fetchesAfterFirst, 1);
+
+  clock.advance(30_000); // the initial load counts as a fetch: wait out its cool-down
+  const rotated = await newSigningKey('ES256');
+  const tokenNewKey = await issuer.sign({}, { key: rotated, iat: nowS });
+  // Not yet published: one refetch, then 401; a second unknown kid within the cool-down does not refetch.
+  refused(t, await core.access(bearer(tokenNewKey)), 401, /unknown key/);
+  t.is(core.jwks.fetches, 2);
+  refused(t, await core.access(bearer(tokenNewKey)), 401);
+  refused(t, await core.access(bearer(await issuer.sign({}, { key: await newSigningKey('ES256'), iat: nowS }))), 401);
+  t.is(core.jwks.fetches, 2);
+
+  issuer.publish([...issuer.keys, rotated]);
+  clock.advance(30_000);
+  t.is((await core.access(bearer(tokenNewKey))).kind, 'continue');
+  t.is(core.jwks.fetches, 3);
+  issuer.publish(issuer.keys);
+});
+
+test('concurrent requests with an unknown kid share one JWKS fetch', async (t) => {
+  const { core } = plugin();
+  const token = await issuer.sign({}, { iat: nowS });
+  const decisions = await Promise.all(Array.from({ length: 10 }, () => core.access(bearer(token))));
+  t.true(decisions.every((d) => d.kind === 'continue'));
+  t.is(core.jwks.fetches, 1);
+});
+
+test('JWKS unreachable before any key was loaded → 503, never a pass-through', async (t) => {
+  const down = await startFakeIssuer();
+  down.setDown(true);
+  try {
+    const config = parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: down.url });
+    const core = createJwtAuth(config, { clock: new ManualClock(NOW) });
+    refused(t, await core.access(bearer(await down.sign({}, { iat: nowS }))), 503);
+  } finally {
+    await down.close();
+  }
+});
+
+test('preflight requests are not checked unless run_on_preflight', async (t) => {
+  t.is((await plugin().core.access(request({ authorization: 'Bearer x.y.z' }, 'OPTIONS'))).kind, 'continue');
+  refused(t, await plugin({ run_on_preflight: true }).core.access(request({ authorization: 'Bearer x.y.z' }, 'OPTIONS')));
+});
+
+test('the schema refuses unknown fields and a lifetime above 3600 s', (t) => {
+  t.throws(() => parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, max_lifetime_seconds: 7200 }), { message: /between/ });
+  t.throws(() => parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, surprise: 1 }), { message: /unknown field/ });
+  t.throws(() => parseJwtAuthConfig({ audience: AUDIENCE, jwks_url: issuer.url }), { message: /issuer: required/ });
+});

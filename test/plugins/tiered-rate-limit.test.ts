@@ -1,0 +1,187 @@
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import type { Decision, EdgeRequest, VerifiedIdentity } from '../../plugins/core/types.js';
+import { createTieredRateLimit, HEADERS } from '../../plugins/tiered-rate-limit/core.js';
+import { createLocalStore, createRedisStore, type CounterStore } from '../../plugins/tiered-rate-limit/policies/index.js';
+import { parseTieredRateLimitConfig } from '../../plugins/tiered-rate-limit/schema.js';
+import { ManualClock } from '../../services/kit/clock.js';
+import { TEST_REDIS_URL } from '../helpers/env.js';
+import { startFaultProxy } from '../helpers/fault-proxy.js';
+
+// A minute boundary plus 10 s, so windows are predictable.
+const T0 = Date.UTC(2026, 10, 22, 10, 0, 10);
+const PREFIX = `rltest_${process.pid}_${randomBytes(3).toString('hex')}`;
+
+const key = (tier: string | null, userId = 'user_k', limits: VerifiedIdentity['limits'] = null): VerifiedIdentity => ({
+  authMethod: 'apikey',
+  userId,
+  subject: userId,
+  email: null,
+  username: null,
+  isGuest: false,
+  tier,
+  limits,
+  bucket: `key:${userId}-${randomBytes(4).toString('hex')}`,
+});
+const jwt = (guest: boolean, userId = `user_${randomBytes(4).toString('hex')}`): VerifiedIdentity => ({
+  authMethod: 'jwt',
+  userId,
+  subject: userId,
+  email: null,
+  username: null,
+  isGuest: guest,
+  bucket: `user:${userId}`,
+});
+let ipCounter = 0;
+const freshIp = () => `10.0.${Math.floor(++ipCounter / 250)}.${ipCounter % 250}`;
+const req = (ip: string, shared: EdgeRequest['shared'] = {}): EdgeRequest => ({ method: 'GET', path: '/v1/models', headers: {}, clientIp: ip, shared });
+
+function headersOf(d: Decision): Record<string, string> {
+  return (d.kind === 'respond' ? d.headers : d.responseHeaders) ?? {};
+}
+
+const stores: Array<[string, () => Promise<CounterStore>]> = [
+  ['local', async () => createLocalStore()],
+  [
+    'redis',
+    async () => {
+      const store = createRedisStore({ url: TEST_REDIS_URL, timeoutMs: 500 });
+      await store.ready();
+      return store;
+    },
+  ],
+];
+
+for (const [name, makeStore] of stores) {
+  const limiter = async (overrides: Record<string, unknown> = {}) => {
+    const clock = new ManualClock(T0);
+    const store = await makeStore();
+    const config = parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_${name}_${randomBytes(3).toString('hex')}`, ...overrides });
+    return { core: createTieredRateLimit(config, { store, clock }), clock, store };
+  };
+
+  test(`${name}: per-IP limit of 100/minute with X-RateLimit-*-minute headers, then 429`, async (t) => {
+    const { core, store } = await limiter();
+    const ip = freshIp();
+    let last: Decision | undefined;
+    for (let i = 1; i <= 100; i++) {
+      last = await core.access(req(ip));
+      t.is(last.kind, 'continue');
+    }
+    t.is(headersOf(last!)[HEADERS.ipLimit], '100');
+    t.is(headersOf(last!)[HEADERS.ipRemaining], '0');
+    const over = await core.access(req(ip));
+    t.is(over.kind === 'respond' ? over.status : 0, 429);
+    t.like((over as { body: { error: object } }).body.error, { type: 'rate_limit_error', code: 'rate_limit_exceeded' });
+    t.is(headersOf(over)[HEADERS.retryAfter], '50');
+    t.false(HEADERS.shouldRetry in headersOf(over));
+    t.is((await core.access(req(freshIp()))).kind, 'continue', 'other addresses are not affected');
+    await store.close();
+  });
+
+  test(`${name}: free key 3/minute — 4th request 429 with tier headers; the next window (clock) allows again`, async (t) => {
+    const { core, clock, store } = await limiter();
+    const shared = { apikey: key('free') };
+    const ip = freshIp();
+    for (let i = 1; i <= 3; i++) {
+      const d = await core.access(req(ip, shared));
+      t.is(d.kind, 'continue');
+      t.is(headersOf(d)[HEADERS.limit], '3');
+      t.is(headersOf(d)[HEADERS.remaining], String(3 - i));
+      t.is(headersOf(d)[HEADERS.reset], String((T0 - 10_000) / 1000 + 60));
+    }
+    const over = await core.access(req(ip, shared));
+    t.is(over.kind === 'respond' ? over.status : 0, 429);
+    t.is(headersOf(over)[HEADERS.remaining], '0');
+    t.is(headersOf(over)[HEADERS.retryAfter], '50');
+    clock.advance(50_000);
+    t.is((await core.access(req(ip, shared))).kind, 'continue');
+    await store.close();
+  });
+
+  test(`${name}: daily quota spent → 429 insufficient_quota with x-should-retry: false`, async (t) => {
+    const { core, clock, store } = await limiter({ tiers: { free: { minute: 1000, day: 5 } } });
+    const shared = { apikey: key('free') };
+    for (let i = 0; i < 5; i++) t.is((await core.access(req(freshIp(), shared))).kind, 'continue');
+    const over = await core.access(req(freshIp(), shared));
+    t.is(over.kind === 'respond' ? over.status : 0, 429);
+    t.like((over as { body: { error: object } }).body.error, { code: 'insufficient_quota' });
+    t.is(headersOf(over)[HEADERS.shouldRetry], 'false');
+    t.true(Number(headersOf(over)[HEADERS.retryAfter]) > 60);
+    clock.set(Date.UTC(2026, 10, 23, 0, 0, 1));
+    t.is((await core.access(req(freshIp(), shared))).kind, 'continue', 'a new UTC day resets the quota');
+    await store.close();
+  });
+
+  test(`${name}: pro 60/minute, enterprise custom limits carried on the key, enterprise without limits unlimited`, async (t) => {
+    const { core, store } = await limiter({ ip_per_minute: 0 });
+    const pro = { apikey: key('pro') };
+    for (let i = 0; i < 60; i++) t.is((await core.access(req('1.1.1.1', pro))).kind, 'continue');
+    t.is((await core.access(req('1.1.1.1', pro))).kind, 'respond');
+    const custom = { apikey: key('enterprise', 'user_e', { minute: 2, day: null }) };
+    t.is((await core.access(req('1.1.1.1', custom))).kind, 'continue');
+    t.is((await core.access(req('1.1.1.1', custom))).kind, 'continue');
+    t.is((await core.access(req('1.1.1.1', custom))).kind, 'respond');
+    const unlimited = { apikey: key('enterprise', 'user_u', { minute: null, day: null }) };
+    for (let i = 0; i < 100; i++) t.is((await core.access(req('1.1.1.1', unlimited))).kind, 'continue');
+    // Free/pro limits come from the edge's settings even when the validator reports defaults.
+    const freeWithDefaults = { apikey: key('free', 'user_f', { minute: 3, day: 50 }) };
+    const relaxed = await limiter({ ip_per_minute: 0, tiers: { free: { minute: 10, day: 100 } } });
+    for (let i = 0; i < 10; i++) t.is((await relaxed.core.access(req('1.1.1.1', freeWithDefaults))).kind, 'continue');
+    await store.close();
+    await relaxed.store.close();
+  });
+
+  test(`${name}: JWT callers are limited per user by the user tier; guests by the guest tier`, async (t) => {
+    const { core, store } = await limiter({ ip_per_minute: 0, user_tier: 'pro', guest_tier: 'free' });
+    const guest = { jwt: jwt(true) };
+    for (let i = 0; i < 3; i++) t.is((await core.access(req(freshIp(), guest))).kind, 'continue');
+    t.is((await core.access(req(freshIp(), guest))).kind, 'respond', 'per user, whatever the address');
+    const user = { jwt: jwt(false) };
+    const d = await core.access(req(freshIp(), user));
+    t.is(headersOf(d)[HEADERS.limit], '60');
+    await store.close();
+  });
+}
+
+test('redis: two limiters (two nodes) share one counter', async (t) => {
+  const prefix = `${PREFIX}_shared`;
+  const clock = new ManualClock(T0);
+  const a = createRedisStore({ url: TEST_REDIS_URL, timeoutMs: 500 });
+  const b = createRedisStore({ url: TEST_REDIS_URL, timeoutMs: 500 });
+  await Promise.all([a.ready(), b.ready()]);
+  const config = parseTieredRateLimitConfig({ redis_prefix: prefix, ip_per_minute: 0 });
+  const nodeA = createTieredRateLimit(config, { store: a, clock });
+  const nodeB = createTieredRateLimit(config, { store: b, clock });
+  const shared = { apikey: key('free') };
+  const results = [];
+  for (let i = 0; i < 6; i++) results.push((await (i % 2 ? nodeB : nodeA).access(req('2.2.2.2', shared))).kind);
+  t.deepEqual(results, ['continue', 'continue', 'continue', 'respond', 'respond', 'respond']);
+  await a.close();
+  await b.close();
+});
+
+test('redis failing mid-flight: allow and log by default, 503 with fault_policy deny', async (t) => {
+  const proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(new URL(TEST_REDIS_URL).port || 6379) });
+  const warnings: string[] = [];
+  const logger = { warn: (_f: Record<string, unknown>, m: string) => void warnings.push(m), error: () => {} };
+  const clock = new ManualClock(T0);
+  const store = createRedisStore({ url: proxy.url('redis'), timeoutMs: 200 });
+  await store.ready();
+  const allow = createTieredRateLimit(parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_fault` }), { store, clock, logger });
+  const denyCore = createTieredRateLimit(parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_fault`, fault_policy: 'deny' }), { store, clock, logger });
+  t.is((await allow.access(req('3.3.3.3'))).kind, 'continue');
+  proxy.cut();
+  const allowed = await allow.access(req('3.3.3.3'));
+  t.deepEqual(allowed, { kind: 'continue' });
+  t.true(warnings.length >= 1);
+  const denied = await denyCore.access(req('3.3.3.3'));
+  t.is(denied.kind === 'respond' ? denied.status : 0, 503);
+  await store.close();
+  await proxy.close();
+});
+
+test('the schema rejects an unknown policy and bad tier values', (t) => {
+  t.throws(() => parseTieredRateLimitConfig({ policy: 'cluster' }), { message: /one of/ });
+  t.throws(() => parseTieredRateLimitConfig({ tiers: { free: { minute: 'many' } } }), { message: /integer/ });
+});
