@@ -49,7 +49,9 @@ export async function createChatCompletion(core: LlmCore, req: Request, res: Res
   const started = performance.now();
   const principal = req.principal!;
   const { model, disableThinking } = chooseModel(core, input);
-  const session = input.store && hooks ? await hooks.prepare(input, principal, model) : null;
+  // A conversation lends its history whenever it is given; only `store: true` writes to it.
+  const session = hooks && (input.store || input.conversation) ? await hooks.prepare(input, principal, model) : null;
+  const persist = session !== null && input.store === true;
   const effective: ChatRequest = session ? { ...input, messages: session.messages } : input;
 
   const bodies = new Map<string, string>();
@@ -120,7 +122,7 @@ export async function createChatCompletion(core: LlmCore, req: Request, res: Res
       upstream: dispatched.res,
       clientWantsUsage: input.stream_options?.include_usage === true,
       keepAliveMs: core.ctx.runtime.config.LLM_SSE_KEEPALIVE_MS,
-      collect: session !== null,
+      collect: persist,
       requestId: req.requestId,
       firstChunkExtra: session ? { conversation: session.conversation } : undefined,
       now: () => Date.now(),
@@ -128,8 +130,8 @@ export async function createChatCompletion(core: LlmCore, req: Request, res: Res
     res.off('close', onClose);
     const status = outcome.outcome === 'ok' ? 200 : outcome.outcome === 'client_closed' ? 499 : 502;
     record({ status, outcome: outcome.outcome, ttfb_ms: ttfb }, dispatched, outcome.usage);
-    if (session) {
-      await session
+    if (persist) {
+      await session!
         .finish({
           content: outcome.content,
           reasoning: outcome.reasoning,
@@ -156,7 +158,7 @@ export async function createChatCompletion(core: LlmCore, req: Request, res: Res
     res.off('close', onClose);
   }
   normalizeCompletion(body, dispatched.attempt.candidate.pm.model_public_id, Math.floor(core.ctx.runtime.clock.now() / 1000));
-  if (session) {
+  if (session && persist) {
     const message = body.choices[0]?.message ?? {};
     await session.finish({
       content: typeof message.content === 'string' ? message.content : '',
@@ -165,8 +167,8 @@ export async function createChatCompletion(core: LlmCore, req: Request, res: Res
       model: dispatched.attempt.candidate.pm.model_public_id,
       usage: body.usage ?? null,
     });
-    body.conversation = session.conversation;
   }
+  if (session) body.conversation = session.conversation;
   record({ status: 200, outcome: 'ok', ttfb_ms: ttfb }, dispatched, body.usage ?? null);
   res.json(body);
 }

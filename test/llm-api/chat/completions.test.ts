@@ -245,7 +245,7 @@ test('keep-alive comments while the upstream is quiet; the SDK ignores them', as
 test('usage is recorded off the request path for every request, with cost from pricing', async (t) => {
   const marker = `acct-${Date.now()}`;
   const res = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: marker }], metadata: { marker } } as any);
-  const stream = await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: marker }], stream: true, metadata: { marker } } as any);
+  const stream = (await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: marker }], stream: true, metadata: { marker } } as any)) as unknown as AsyncIterable<unknown>;
   for await (const _ of stream) void _;
   const knex = h.service.runtime.db.knex;
   let rows: any[] = [];

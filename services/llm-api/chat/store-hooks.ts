@@ -1,0 +1,134 @@
+import { ApiError, type ServiceContext } from '../../kit/index.js';
+import { appendItems, createConversation, loadHistory, type ItemObject } from '../conversations/index.js';
+import { findProject } from '../projects/index.js';
+import type { ResolvedModel } from '../models/registry.js';
+import type { StoreHooks, StoreSession } from './completions.js';
+import type { ChatRequest } from './schemas.js';
+
+/**
+ * `store: true` (SPEC.md 4.2): the conversation (given as an id string or `{id}`, or created when
+ * absent) lends its history — the project instruction first as the system message, then the stored
+ * messages of the active branch, trimmed oldest-first to fit the model's context — and receives the
+ * latest input message and the assistant answer through the conversations domain's `appendItems`,
+ * which emits `message.sent` once per stored message.
+ */
+
+type Message = ChatRequest['messages'][number];
+
+const CHARS_PER_TOKEN = 4;
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((part: any) => (typeof part?.text === 'string' ? part.text : typeof part?.output_text?.text === 'string' ? part.output_text.text : ''))
+    .filter(Boolean)
+    .join('');
+}
+
+/** Stored message items → chat messages (other item types are not replayed). */
+function historyMessages(items: ItemObject[]): Message[] {
+  const out: Message[] = [];
+  for (const item of items) {
+    if (item.type !== 'message') continue;
+    const role = item.role as Message['role'];
+    if (!['user', 'assistant', 'system', 'developer'].includes(role)) continue;
+    const text = textOf(item.content);
+    if (!text) continue;
+    out.push({ role, content: text } as Message);
+  }
+  return out;
+}
+
+const estimate = (m: Message) => Math.ceil((textOf(m.content) || JSON.stringify(m.content ?? '')).length / CHARS_PER_TOKEN) + 4;
+
+/** Keeps system messages and the request's own messages; drops the oldest stored turns until it fits. */
+export function fitToContext(system: Message[], history: Message[], current: Message[], budget: number): Message[] {
+  let used = [...system, ...current].reduce((sum, m) => sum + estimate(m), 0);
+  const kept: Message[] = [];
+  for (let i = history.length - 1; i >= 0; i--) {
+    const cost = estimate(history[i]!);
+    if (used + cost > budget) break;
+    used += cost;
+    kept.unshift(history[i]!);
+  }
+  return [...system, ...kept, ...current];
+}
+
+/** The chat form of a message → an item the conversations domain accepts. */
+function toItem(message: Message): Record<string, unknown> {
+  const role = message.role === 'function' ? 'tool' : message.role;
+  if (typeof message.content === 'string') return { type: 'message', role, content: message.content };
+  const parts = (message.content ?? []).map((part: any) => {
+    if (part.type === 'text') return { type: 'input_text', text: part.text ?? '' };
+    if (part.type === 'image_url') return { type: 'input_image', image_url: typeof part.image_url === 'string' ? part.image_url : part.image_url?.url };
+    return part;
+  });
+  return { type: 'message', role, content: parts };
+}
+
+export function createStoreHooks(ctx: ServiceContext): StoreHooks {
+  const knex = ctx.runtime.db.knex;
+  const clock = ctx.runtime.clock;
+  return {
+    async prepare(input, principal, model: ResolvedModel): Promise<StoreSession> {
+      const ref = typeof input.conversation === 'string' ? input.conversation : input.conversation?.id;
+      const latest = input.messages[input.messages.length - 1]!;
+      let conversationId = ref;
+      if (!conversationId) {
+        // Only reached with store: true (the caller asks for a session without a conversation only then).
+        const title = textOf(latest.content).slice(0, 80) || null;
+        conversationId = (await createConversation({ knex, clock }, principal.userId, { title } as never)).id;
+      }
+      const { conversation, items } = await loadHistory(knex, { conversationId, userId: principal.userId });
+      const system: Message[] = [];
+      if (conversation.project_id) {
+        const project = await findProject(knex, conversation.project_id, principal.userId);
+        if (project?.instruction) system.push({ role: 'system', content: project.instruction } as Message);
+      }
+      const pm = model.candidates[0]!.pm;
+      const context = pm.token_limits.context_length ?? model.catalog.context_length ?? Number.POSITIVE_INFINITY;
+      const reserve = input.max_completion_tokens ?? input.max_tokens ?? 0;
+      const messages = fitToContext(system, historyMessages(items), input.messages, context - reserve);
+      const session: StoreSession = {
+        messages,
+        conversation: { id: conversation.id, title: conversation.title },
+        async finish(answer) {
+          const assistant: Record<string, unknown> = {
+            type: 'message',
+            role: 'assistant',
+            status: answer.status,
+            content: [{ type: 'output_text', text: answer.content, annotations: [] }],
+          };
+          const stored: Record<string, unknown>[] = [toItem(latest), assistant];
+          if (input.store_reasoning && answer.reasoning) stored.splice(1, 0, { type: 'reasoning', status: answer.status, summary: [{ type: 'summary_text', text: answer.reasoning }] });
+          try {
+            await appendItems(knex, {
+              conversationId: conversation.id,
+              userId: principal.userId,
+              items: stored,
+              model: answer.model,
+              tokensUsed: answer.usage ? { prompt: answer.usage.prompt_tokens, completion: answer.usage.completion_tokens } : null,
+              clock,
+            });
+          } catch (error) {
+            if (error instanceof ApiError && error.status === 400) {
+              // The latest message had parts the item schema refuses: keep its text instead.
+              await appendItems(knex, {
+                conversationId: conversation.id,
+                userId: principal.userId,
+                items: [{ type: 'message', role: latest.role === 'function' ? 'tool' : latest.role, content: textOf(latest.content) || '(non-text content)' }, ...stored.slice(1)],
+                model: answer.model,
+                tokensUsed: answer.usage ? { prompt: answer.usage.prompt_tokens, completion: answer.usage.completion_tokens } : null,
+                clock,
+              });
+              return;
+            }
+            throw error;
+          }
+        },
+      };
+      return session;
+    },
+  };
+}

@@ -1,0 +1,105 @@
+import test from 'ava';
+import OpenAI from 'openai';
+import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
+import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
+
+// store: true wired to the conversations domain (issue #6): items, message.sent, history, project instruction.
+let h: LlmHarness;
+let fake: FakeUpstream;
+let client: OpenAI;
+
+test.before(async () => {
+  fake = await startFakeUpstream({ name: 'store', models: [{ id: 'store-model' }, { id: 'tiny-model' }] });
+  h = await startLlmHarness();
+  const provider = (await h.call('POST', '/v1/admin/providers', { name: 'Store', vendor: 'fake', base_url: fake.url })).body.id;
+  const pms = (await h.call('GET', `/v1/admin/models/provider-models?provider_id=${provider}`)).body.data;
+  const tiny = pms.find((m: any) => m.model_public_id === 'tiny-model');
+  await h.call('PATCH', `/v1/admin/models/provider-models/${tiny.id}`, { token_limits: { context_length: 40 } });
+  client = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'x', maxRetries: 0, defaultHeaders: h.headers(h.user) });
+});
+test.after.always(async () => {
+  await h?.close();
+  await fake?.close();
+});
+
+const items = async (conversationId: string) => (await h.call('GET', `/v1/conversations/${conversationId}/items?order=asc&limit=100`, undefined, h.user)).body.data;
+const sentBody = (marker: string) => [...fake.requests].reverse().find((r) => JSON.stringify(r.body ?? {}).includes(marker))?.body;
+
+test.serial('store: true without a conversation creates one, stores the input and the answer, emits message.sent twice', async (t) => {
+  const res: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'first question' }], store: true });
+  t.regex(res.conversation.id, /^conv_/);
+  t.is(res.conversation.title, 'first question');
+  const stored = await items(res.conversation.id);
+  t.deepEqual(stored.map((i: any) => [i.role, i.status]), [['user', 'completed'], ['assistant', 'completed']]);
+  t.is(stored[1].content[0].text, 'Hello from store w1 w2 w3 w4');
+  const events = await h.service.runtime.db.knex('outbox_events').where({ type: 'message.sent' }).whereRaw("data->>'conversation_id' = ?", [res.conversation.id]);
+  t.is(events.length, 2);
+  const assistant = events.find((e: any) => e.data.role === 'assistant');
+  t.is(assistant.data.model, 'store-model');
+  t.deepEqual(assistant.data.tokens_used, { prompt: res.usage.prompt_tokens, completion: res.usage.completion_tokens });
+});
+
+test.serial('history is prepended, the project instruction becomes the system message; store false leaves it read-only', async (t) => {
+  const project = await h.call('POST', '/v1/projects', { name: 'P', instruction: 'You are terse.' }, h.user);
+  t.true(project.status >= 200 && project.status < 300);
+  const conv = await h.call('POST', '/v1/conversations', { project_id: project.body.id, items: [{ type: 'message', role: 'user', content: 'earlier question' }, { type: 'message', role: 'assistant', content: 'earlier answer' }] }, h.user);
+  const id = conv.body.id;
+  const res: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'hist-1' }], store: true, conversation: id } as any);
+  t.is(res.conversation.id, id);
+  t.deepEqual(
+    sentBody('hist-1').messages.map((m: any) => [m.role, m.content]),
+    [['system', 'You are terse.'], ['user', 'earlier question'], ['assistant', 'earlier answer'], ['user', 'hist-1']],
+  );
+  t.false('conversation' in sentBody('hist-1'));
+  t.is((await items(id)).length, 4);
+
+  await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'hist-2' }], conversation: { id } } as any);
+  t.is(sentBody('hist-2').messages.length, 6);
+  t.is((await items(id)).length, 4);
+
+  const other = await h.call('POST', '/v1/chat/completions', { model: 'store-model', messages: [{ role: 'user', content: 'x' }], store: true, conversation: 'conv_doesnotexist000000000000' }, h.user);
+  t.is(other.status, 404);
+});
+
+test.serial('history is trimmed to the context length, keeping system and latest turns', async (t) => {
+  const conv = await h.call('POST', '/v1/conversations', { items: Array.from({ length: 10 }, (_, i) => ({ type: 'message', role: i % 2 ? 'assistant' : 'user', content: `turn ${i} ${'x'.repeat(40)}` })) }, h.user);
+  await client.chat.completions.create({ model: 'tiny-model', messages: [{ role: 'system', content: 'sys' }, { role: 'user', content: 'trim-1' }], conversation: conv.body.id } as any);
+  const sent = sentBody('trim-1').messages;
+  t.true(sent.length < 12);
+  t.is(sent.at(-1).content, 'trim-1');
+  t.true(sent.some((m: any) => m.content === 'sys'));
+  t.true(sent.slice(0, -2).every((m: any) => /turn [5-9]/.test(m.content)));
+});
+
+test.serial('stream with store: the conversation rides on a chunk with choices; a disconnect leaves an incomplete answer', async (t) => {
+  const conv = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
+  const stream = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'streamed' }], stream: true, store: true, conversation: conv } as any);
+  const chunks: any[] = [];
+  for await (const chunk of stream as any) chunks.push(chunk);
+  const withConversation = chunks.filter((c) => c.conversation);
+  t.is(withConversation.length, 1);
+  t.deepEqual(withConversation[0].conversation, { id: conv, title: null });
+  t.true(Array.isArray(withConversation[0].choices));
+  let stored: any[] = [];
+  for (let i = 0; i < 100 && stored.length < 2; i++) {
+    stored = await items(conv);
+    if (stored.length < 2) await new Promise((r) => setTimeout(r, 20));
+  }
+  t.is(stored[1].content[0].text, 'Hello from store w1 w2 w3 w4');
+
+  const conv2 = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
+  const controller = new AbortController();
+  const held = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'hold #hold' }], stream: true, store: true, conversation: conv2 } as any, { signal: controller.signal });
+  try {
+    for await (const chunk of held as any) if (chunk.choices[0]?.delta?.content === 'held') controller.abort();
+  } catch {
+    // aborted
+  }
+  let partial: any[] = [];
+  for (let i = 0; i < 100 && partial.length < 2; i++) {
+    partial = await items(conv2);
+    if (partial.length < 2) await new Promise((r) => setTimeout(r, 20));
+  }
+  t.is(partial[1].status, 'incomplete');
+  t.is(partial[1].content[0].text, 'held');
+});
