@@ -1,15 +1,17 @@
 import test from 'ava';
 import { verifyWebhookSignature } from '../../services/kit/webhook-signature.js';
+import { llmApiService } from '../../services/llm-api/service.js';
+import { createTestUser } from '../helpers/users.js';
 import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
 
-// Delivery end to end over real RabbitMQ and PostgreSQL: outbox → topic exchange → fan-out →
-// delivery job → signed POST to a local receiver.
+// Delivery end to end over real RabbitMQ and PostgreSQL, with the real llm-api service: a change
+// commits with its outbox row → topic exchange → fan-out → delivery job → signed POST to a local receiver.
 let stack: Stack;
 let receiver: Receiver;
 
 test.before(async () => {
   receiver = await startReceiver();
-  stack = await startStack();
+  stack = await startStack({ service: llmApiService });
 });
 test.after.always(async () => {
   await stack?.close();
@@ -26,9 +28,14 @@ test.serial('a local receiver gets conversation.created with a valid signature a
   });
   t.is(created.status, 201);
   const webhookId = created.body.id as string;
-  const data = { conversation_id: 'conv_x', user_id: 'user_y', title: 'Hello', created_at: new Date().toISOString(), metadata: { a: 'b' } };
-  const eventId = await stack.emit('conversation.created', data);
-
+  // A user creates a conversation through the conversations endpoint; its commit emits the event.
+  const user = await createTestUser(stack.svc.runtime.db.knex);
+  const conv = await stack.api('POST', '/v1/conversations', { title: 'Hello', metadata: { a: 'b' } }, user);
+  t.is(conv.status, 200, JSON.stringify(conv.body));
+  const eventId = await waitFor(async () => {
+    const row = await stack.svc.runtime.db.knex('outbox_events').where({ type: 'conversation.created' }).whereRaw("data->>'conversation_id' = ?", [conv.body.id]).first();
+    return row?.id as string | undefined;
+  });
   const [got] = await receiver.until((all) => all.some((r) => r.headers['x-event-id'] === eventId)).then((all) => all.filter((r) => r.headers['x-event-id'] === eventId));
   t.truthy(got);
   const h = got!.headers;
@@ -54,7 +61,8 @@ test.serial('a local receiver gets conversation.created with a valid signature a
   t.is(got!.json.webhook_id, webhookId);
   t.is(got!.json.retry_count, 0);
   t.true(!Number.isNaN(Date.parse(got!.json.timestamp)));
-  t.deepEqual(got!.json.data, data);
+  t.like(got!.json.data, { conversation_id: conv.body.id, user_id: user.id, title: 'Hello', metadata: { a: 'b' } });
+  t.true(!Number.isNaN(Date.parse(got!.json.data.created_at)));
 
   // The attempt is recorded and visible to the admin.
   const list = await waitFor(async () => {
