@@ -105,13 +105,13 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
     if (url.username || url.password) throw new EgressRefusedError(raw, 'credentials in URLs are not allowed');
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const literal = isIP(host);
-    if (isAllowed(host)) return { url, address: literal ? host : host, family: literal || 0 };
+    const allowed = isAllowed(host);
     if (literal) {
-      const reason = blockedReason(host);
+      const reason = allowed ? null : blockedReason(host);
       if (reason) throw new EgressRefusedError(raw, reason);
       return { url, address: host, family: literal };
     }
-    if (BLOCKED_NAMES.some((re) => re.test(host))) throw new EgressRefusedError(raw, 'internal host name');
+    if (!allowed && BLOCKED_NAMES.some((re) => re.test(host))) throw new EgressRefusedError(raw, 'internal host name');
     let answers: { address: string; family: number }[];
     try {
       answers = await resolver(host);
@@ -119,9 +119,11 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
       throw new EgressRefusedError(raw, 'host name does not resolve');
     }
     if (answers.length === 0) throw new EgressRefusedError(raw, 'host name does not resolve');
-    for (const answer of answers) {
-      const reason = blockedReason(answer.address);
-      if (reason) throw new EgressRefusedError(raw, `resolves to a ${reason}`);
+    if (!allowed) {
+      for (const answer of answers) {
+        const reason = blockedReason(answer.address);
+        if (reason) throw new EgressRefusedError(raw, `resolves to a ${reason}`);
+      }
     }
     return { url, address: answers[0]!.address, family: answers[0]!.family };
   }

@@ -1,0 +1,42 @@
+import test from 'ava';
+import { ConfigError, loadBaseConfig } from '../../services/kit/index.js';
+import { cleanEnv, startChild } from '../helpers/process.js';
+
+test('a malformed setting is rejected naming the variable', (t) => {
+  const error = t.throws(() => loadBaseConfig({ LLM_API_PORT: 'eighty' }), { instanceOf: ConfigError });
+  t.is(error!.variable, 'LLM_API_PORT');
+  t.regex(error!.message, /^invalid configuration: LLM_API_PORT: .*\(got "eighty"\)$/);
+});
+
+test('secrets are never echoed in configuration errors', (t) => {
+  const error = t.throws(() => loadBaseConfig({ GATEWAY_SHARED_SECRET: 'short-secret' }), { instanceOf: ConfigError });
+  t.is(error!.variable, 'GATEWAY_SHARED_SECRET');
+  t.false(error!.message.includes('short-secret'));
+});
+
+test('defaults need no environment, and empty variables count as unset', (t) => {
+  const config = loadBaseConfig({ DATABASE_URL: '', AMQP_URL: '' });
+  t.is(config.LLM_API_PORT, 8080);
+  t.is(config.GATEWAY_PORT, 8000);
+  t.is(config.HOST, '127.0.0.1');
+  t.is(config.DATABASE_URL, undefined);
+  t.is(config.AMQP_URL, undefined);
+});
+
+test('a service process with a malformed setting stops at once with one clear line', async (t) => {
+  const child = startChild(process.execPath, ['--import', 'tsx', 'services/media-api/main.ts'], {
+    env: cleanEnv({ MEDIA_API_PORT: 'not-a-port', GATEWAY_SHARED_SECRET: 'x'.repeat(40) }),
+  });
+  const { code } = await child.exited;
+  t.is(code, 1);
+  const lines = child.stderr().trim().split('\n');
+  t.is(lines.length, 1, child.stderr());
+  t.regex(lines[0]!, /^invalid configuration: MEDIA_API_PORT: /);
+});
+
+test('a service started alone refuses to start without GATEWAY_SHARED_SECRET', async (t) => {
+  const child = startChild(process.execPath, ['--import', 'tsx', 'services/mcp-tools/main.ts'], { env: cleanEnv() });
+  const { code } = await child.exited;
+  t.is(code, 1);
+  t.regex(child.stderr().trim(), /^invalid configuration: GATEWAY_SHARED_SECRET: required when a service runs on its own/);
+});
