@@ -5,8 +5,9 @@ import { mediaApiService } from '../media-api/service.js';
 import { responseApiService } from '../response-api/service.js';
 import { gatewayService } from '../gateway/service.js';
 import { webhookDeliveryWorker } from '../../workers/webhook-delivery/index.js';
+import { providerSyncWorker } from '../../workers/provider-sync/index.js';
 
 /** Everything `npm start` runs in one process. The edge is started last, once its upstreams listen. */
 export const services: ServiceDefinition[] = [llmApiService, responseApiService, mediaApiService, mcpToolsService];
 export const edge: ServiceDefinition[] = [gatewayService];
-export const workers: WorkerDefinition[] = [webhookDeliveryWorker];
+export const workers: WorkerDefinition[] = [webhookDeliveryWorker, providerSyncWorker];

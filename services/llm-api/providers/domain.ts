@@ -2,7 +2,8 @@ import { ApiError, badRequest, conflict, newId, notFound, recordEvent } from '..
 import { endpointsOf } from '../models/registry.js';
 import { modelSummary, type ProviderModelRow, type ProviderRow } from '../models/types.js';
 import type { LlmCore } from '../routing/core.js';
-import { diff, syncProvider, SyncError } from './sync.js';
+import { randomUUID } from 'node:crypto';
+import { diff, PROVIDER_SYNC_QUEUE, syncProvider, SyncError } from './sync.js';
 import type { PatchProviderInput, RegisterProviderInput } from './schemas.js';
 
 /** Provider administration: register (then sync models), patch, list, view. */
@@ -163,4 +164,12 @@ export async function syncProviderNow(core: LlmCore, id: string) {
     if (error instanceof SyncError) throw new ApiError(502, `Could not synchronise models: ${error.message}`);
     throw error;
   }
+}
+
+/** Asks the provider-sync worker to re-synchronise one provider or all active ones. */
+export async function requestSync(core: LlmCore, providerId?: string) {
+  if (providerId && !(await core.providers.byId(providerId))) throw notFound(`Provider '${providerId}' not found`);
+  const id = randomUUID();
+  await core.ctx.runtime.bus.send(PROVIDER_SYNC_QUEUE, providerId ? { provider_id: providerId } : {}, { messageId: id });
+  return { object: 'provider.sync_request', id, provider_id: providerId ?? null, status: 'queued' };
 }

@@ -1,7 +1,7 @@
 import type { Router } from 'express';
 import { parseInput, principalOf, requireAdmin } from '../../kit/index.js';
 import type { LlmCore } from '../routing/core.js';
-import { getProvider, listProvidersAdmin, listProvidersPublic, patchProvider, registerProvider, syncProviderNow } from './domain.js';
+import { requestSync, getProvider, listProvidersAdmin, listProvidersPublic, patchProvider, registerProvider, syncProviderNow } from './domain.js';
 import { patchProviderSchema, registerProviderSchema } from './schemas.js';
 
 export function mountProviderRoutes(router: Router, core: LlmCore): void {
@@ -11,6 +11,10 @@ export function mountProviderRoutes(router: Router, core: LlmCore): void {
   });
   router.get('/v1/admin/providers', requireAdmin, async (_req, res) => {
     res.json(await listProvidersAdmin(core));
+  });
+  router.post('/v1/admin/providers/sync', requireAdmin, async (req, res) => {
+    const providerId = typeof req.body?.provider_id === 'string' && req.body.provider_id ? req.body.provider_id : undefined;
+    res.status(202).json(await requestSync(core, providerId));
   });
   router.get('/v1/admin/providers/:id', requireAdmin, async (req, res) => {
     res.json(await getProvider(core, String(req.params.id)));

@@ -45,6 +45,9 @@ interface UpstreamModel {
   top_provider?: { context_length?: number; max_completion_tokens?: number };
 }
 
+/** Queue the provider-sync worker consumes for on-demand runs (`{provider_id?}`). */
+export const PROVIDER_SYNC_QUEUE = 'llm.provider-sync';
+
 export const newCatalogId = () => `mc_${randomBase62(24)}`;
 export const newProviderModelId = () => `pmdl_${randomBase62(24)}`;
 
