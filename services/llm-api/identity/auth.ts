@@ -28,17 +28,16 @@ export function createAuth(deps: AuthDeps) {
         username: `guest_${randomBase62(12).toLowerCase()}`,
       };
       const account = await provider.createGuest(profile);
-      const tokens = await runtime.db.knex.transaction(async (trx) => {
-        const user = await users.insert(trx, {
-          id: userId,
-          issuer: account.issuer,
-          subject: account.subject,
-          email: profile.email,
-          username: profile.username,
-          is_guest: true,
-        });
-        return account.tokens(trx, user);
+      const user = await users.insert(runtime.db.knex, {
+        id: userId,
+        issuer: account.issuer,
+        subject: account.subject,
+        email: profile.email,
+        username: profile.username,
+        is_guest: true,
       });
+      // Outside any transaction: signing may read the key table (PGlite has a single connection).
+      const tokens = await account.tokens(runtime.db.knex, user);
       return { ...tokens, user_id: userId, username: profile.username };
     },
 

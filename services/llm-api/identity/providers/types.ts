@@ -16,7 +16,7 @@ export interface GuestProfile {
   username: string;
 }
 
-/** A guest account just created at the provider; `tokens` runs once the users row exists. */
+/** A guest account just created at the provider; `tokens` runs once the users row exists (never inside a transaction). */
 export interface GuestAccount {
   issuer: string;
   subject: string;
