@@ -135,3 +135,30 @@ test('the broker connection is cut in the middle of a 1,000-event burst: every e
   t.is(delivered, 1000);
   t.log(`distinct ${receiver.eventIds().size}, requests ${receiver.requests.length} (duplicates are allowed), ${atCut} before the cut`);
 });
+
+test('the sweep re-enqueues a pending delivery whose job was lost', async (t) => {
+  const receiver = await startReceiver();
+  const stack = await startStack({ env: { MASTER_KEY, WEBHOOK_SWEEP_INTERVAL_MS: '50', WEBHOOK_SWEEP_GRACE_MS: '0' } });
+  t.teardown(async () => {
+    await stack.close();
+    await receiver.close();
+  });
+  const created = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/swept'), events: ['*'] });
+  // A delivery recorded by a fan-out that died before it could send the job (no message anywhere).
+  await stack.svc.runtime.db.knex('webhook_deliveries').insert({
+    id: 'whd_lostjob000000000000000000',
+    webhook_id: created.body.id,
+    event_id: 'evt_lostjob00000000000000000',
+    event_type: 'model.updated',
+    event_occurred_at: new Date(),
+    event_data: JSON.stringify({ model_id: 'm' }),
+    next_attempt_at: new Date(Date.now() - 1000),
+  });
+  const [got] = await receiver.until((all) => all.length >= 1, 15_000, 'swept delivery');
+  t.is(got!.headers['x-event-id'], 'evt_lostjob00000000000000000');
+  const row = await waitFor(async () => {
+    const r = await stack.svc.runtime.db.knex('webhook_deliveries').where({ id: 'whd_lostjob000000000000000000' }).first();
+    return r?.status === 'delivered' ? r : undefined;
+  });
+  t.is(row.attempts, 1);
+});
