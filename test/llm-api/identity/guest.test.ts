@@ -109,6 +109,15 @@ test.serial('refresh rotates; reusing a used refresh token revokes the whole fam
   t.is((await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: other.body.refresh_token } })).status, 200);
 });
 
+test.serial('two concurrent uses of one refresh token: one wins, the other is reuse and kills the family', async (t) => {
+  const login = await guestLogin();
+  const body = { refresh_token: login.body.refresh_token };
+  const replies = await Promise.all([call(svc, 'POST', '/llm/auth/refresh', { body }), call(svc, 'POST', '/llm/auth/refresh', { body })]);
+  t.deepEqual(replies.map((r) => r.status).sort(), [200, 401]);
+  const winner = replies.find((r) => r.status === 200)!;
+  assertError(t, await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: winner.body.refresh_token } }), 401, 'refresh_token');
+});
+
 test.serial('refresh tokens expire after REFRESH_TOKEN_TTL_DAYS; a family ends after REFRESH_FAMILY_MAX_DAYS', async (t) => {
   const day = 24 * 3600 * 1000;
   const idle = await guestLogin();
