@@ -1,0 +1,80 @@
+import test from 'ava';
+import OpenAI, { APIError, AuthenticationError, BadRequestError, NotFoundError, PermissionDeniedError, RateLimitError } from 'openai';
+import { randomBase62 } from '../../../services/kit/index.js';
+import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
+import { startTestPlatform, type TestPlatform } from '../../helpers/platform.js';
+
+// The official openai SDK pointed at the EDGE (embedded gateway + deck/kong.yaml), changing only
+// baseURL and the credential: a guest token from /llm/auth/guest-login; the admin uses the
+// bootstrap API key. The fake provider is registered through the admin API.
+const ADMIN_KEY = `sk_${randomBase62(32)}`;
+let p: TestPlatform;
+let fake: FakeUpstream;
+let limited: FakeUpstream;
+let client: OpenAI;
+let admin: OpenAI;
+
+test.before(async () => {
+  fake = await startFakeUpstream({ name: 'edge', models: [{ id: 'edge-model' }] });
+  limited = await startFakeUpstream({ name: 'limited', models: [{ id: 'limited-model' }] });
+  p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY, LLM_HEALTH_PROBE_INTERVAL_MS: '0' } });
+  admin = new OpenAI({ baseURL: `${p.url}/v1`, apiKey: 'unused', maxRetries: 0, defaultHeaders: { 'X-API-Key': ADMIN_KEY, Authorization: null } });
+  await admin.post('/admin/providers', { body: { name: 'Edge', vendor: 'fake', base_url: fake.url } });
+  await admin.post('/admin/providers', { body: { name: 'Limited', vendor: 'fake', base_url: limited.url } });
+  limited.failAll(429, { retryAfter: '1' });
+  const login = await fetch(`${p.url}/llm/auth/guest-login`, { method: 'POST' });
+  const token = ((await login.json()) as { access_token: string }).access_token;
+  client = new OpenAI({ baseURL: `${p.url}/v1`, apiKey: token, maxRetries: 0 });
+});
+test.after.always(async () => {
+  await p?.stop();
+  await fake?.close();
+  await limited?.close();
+});
+
+test('models.list and models.retrieve through the edge', async (t) => {
+  const ids: string[] = [];
+  for await (const m of client.models.list()) ids.push(m.id);
+  t.true(ids.includes('edge-model'));
+  t.is((await client.models.retrieve('edge-model')).id, 'edge-model');
+  const llm = new OpenAI({ baseURL: `${p.url}/llm/v1`, apiKey: client.apiKey, maxRetries: 0 });
+  t.is((await llm.models.retrieve('edge-model')).owned_by, 'edge');
+});
+
+test('chat.completions.create non-stream and stream (include_usage, tool calls, n > 1)', async (t) => {
+  const plain = await client.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'hi' }] });
+  t.is(plain.choices[0]!.message.content, 'Hello from edge w1 w2 w3 w4');
+  t.is(plain.choices[0]!.message.refusal, null);
+
+  const stream = await client.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } });
+  const chunks = [];
+  for await (const c of stream) chunks.push(c);
+  t.is(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'Hello from edge w1 w2 w3 w4');
+  t.deepEqual(chunks.at(-1)!.choices, []);
+  t.truthy(chunks.at(-1)!.usage);
+
+  const raw = await (await client.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'hi' }], stream: true }).asResponse()).text();
+  t.true(raw.endsWith('data: [DONE]\n\n'));
+
+  const tools = [{ type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object' } } }];
+  const final = await client.chat.completions.stream({ model: 'edge-model', messages: [{ role: 'user', content: 'tools' }], tools }).finalChatCompletion();
+  t.is((final.choices[0]!.message.tool_calls![0] as any).function.name, 'lookup');
+  t.deepEqual(JSON.parse((final.choices[0]!.message.tool_calls![0] as any).function.arguments), { q: 'x', i: 0 });
+
+  const many = await client.chat.completions.stream({ model: 'edge-model', messages: [{ role: 'user', content: 'n' }], n: 2 }).finalChatCompletion();
+  t.is(many.choices.length, 2);
+  const manyPlain = await client.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'n' }], n: 3 });
+  t.is(manyPlain.choices.length, 3);
+});
+
+test('error classes through the edge: 401, 403, 404 model_not_found, 400 with param, 429', async (t) => {
+  const stranger = new OpenAI({ baseURL: `${p.url}/v1`, apiKey: 'not-a-valid-token', maxRetries: 0 });
+  await t.throwsAsync(stranger.models.list(), { instanceOf: AuthenticationError });
+  await t.throwsAsync(client.get('/admin/providers'), { instanceOf: PermissionDeniedError });
+  const missing = await t.throwsAsync(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }), { instanceOf: NotFoundError });
+  t.is((missing as APIError).code, 'model_not_found');
+  const bad = await t.throwsAsync(client.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'x' }], top_logprobs: 3 }), { instanceOf: BadRequestError });
+  t.is((bad as APIError).param, 'top_logprobs');
+  t.truthy((bad as APIError).requestID);
+  await t.throwsAsync(client.chat.completions.create({ model: 'limited-model', messages: [{ role: 'user', content: 'x' }] }), { instanceOf: RateLimitError });
+});
