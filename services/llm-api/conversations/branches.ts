@@ -154,14 +154,14 @@ export async function editItem(
   return withLockedConversation(deps, userId, conversationId, async (locked) => {
     const { branch: source, item } = await activeItem(locked, itemId);
     if (item.type !== 'message' || item.role !== 'user') throw badRequest('Only user messages can be edited.', 'item_id');
-    const { role: _role, content: previous, ...rest } = item.body;
+    const previous = item.body.content;
     let created: BranchItemRow | undefined;
     const result = await installNewMain(
       locked,
       { description: `Edit of ${itemId}`, parent_branch: source.name, forked_from_item_id: itemId },
       async (branch) => {
         await copyRefs(locked.trx, source.id, branch.id, { through: item.position - 1 });
-        [created] = await appendToBranch(locked.trx, locked.conversation, branch, [{ ...rest, type: 'message', role: 'user', status: 'completed', content }], {
+        [created] = await appendToBranch(locked.trx, locked.conversation, branch, [{ type: 'message', role: 'user', status: 'completed', content }], {
           clock: deps.clock,
         });
       },
