@@ -57,3 +57,5 @@ export const adminUsersQuery = z.object({
   is_admin: boolQuery,
   disabled: boolQuery,
 });
+
+export const adminKeysQuery = z.object({ user_id: z.string().min(1).max(64).optional() });

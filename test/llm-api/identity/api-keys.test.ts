@@ -132,6 +132,12 @@ test.serial('tiers: only admins create pro/enterprise keys or set limits; admin 
 
   const listed = await call(svc, 'GET', `/v1/admin/api-keys?user_id=${user.id}`, { headers: as(admin) });
   t.is(listed.body.data.length, 1);
+  t.is(listed.body.total_count, 1);
+  const all = await call(svc, 'GET', '/v1/admin/api-keys?limit=1', { headers: as(admin) });
+  t.is(all.body.data.length, 1);
+  t.true(all.body.has_more);
+  t.false(JSON.stringify(all.body).includes('key_hash'));
+  assertError(t, await call(svc, 'GET', '/v1/admin/api-keys?limit=-1', { headers: as(admin) }), 400, 'limit');
   assertError(t, await call(svc, 'POST', '/v1/admin/api-keys', { headers: as(admin), body: { user_id: 'user_nobody', name: 'x', tier: 'free' } }), 404, 'user_id');
   assertError(t, await call(svc, 'PATCH', `/v1/admin/api-keys/${pro.body.id}`, { headers: as(admin), body: {} }), 400, 'tier');
   assertError(t, await call(svc, 'PATCH', `/v1/admin/api-keys/${pro.body.id}`, { headers: as(admin), body: { tier: 'gold' } }), 400, 'tier');

@@ -5,6 +5,7 @@ import {
   safeEqual,
   sha256Hex,
   userRevocation,
+  type Page,
   type Runtime,
 } from '../../../kit/index.js';
 import type { IdentityProvider } from '../providers/types.js';
@@ -108,8 +109,16 @@ export function createApiKeys(deps: ApiKeyDeps) {
   return {
     create: (userId: string, input: NewKeyInput) => insertKey(userId, input),
 
-    async list(userId?: string) {
+    /** The caller's active keys (at most API_KEYS_MAX_PER_USER, so unpaged). */
+    async list(userId: string) {
       return (await store.listActive(userId, clock.now())).map(apiKeyView);
+    },
+
+    /** Admin listing across users, paged. */
+    async listPage(userId: string | undefined, page: Page) {
+      const now = clock.now();
+      const [rows, total] = await Promise.all([store.listActive(userId, now, page), store.countAll(userId, now)]);
+      return { rows: rows.map(apiKeyView), total };
     },
 
     /** Revokes and deletes; another user's key is a 404 (existence is not leaked). */

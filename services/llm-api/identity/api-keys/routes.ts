@@ -1,6 +1,6 @@
 import type { Router } from 'express';
-import { ApiError, isId, parseInput, principalOf, requireAdmin } from '../../../kit/index.js';
-import { adminCreateKeyRequest, adminPatchKeyRequest, createKeyRequest, validateKeyRequest } from '../schemas.js';
+import { ApiError, isId, listEnvelope, parseInput, parsePage, principalOf, requireAdmin } from '../../../kit/index.js';
+import { adminCreateKeyRequest, adminKeysQuery, adminPatchKeyRequest, createKeyRequest, validateKeyRequest } from '../schemas.js';
 import type { ApiKeys } from './domain.js';
 
 /**
@@ -72,9 +72,10 @@ export function mountApiKeyRoutes(router: Router, deps: { apiKeys: ApiKeys; maxT
   });
 
   router.get('/v1/admin/api-keys', requireAdmin, async (req, res) => {
-    const userId = typeof req.query.user_id === 'string' ? req.query.user_id : undefined;
-    const data = await apiKeys.list(userId);
-    res.json({ object: 'list', data, has_more: false, total_count: data.length });
+    const page = parsePage(req.query);
+    const { user_id: userId } = parseInput(adminKeysQuery, { user_id: req.query.user_id });
+    const { rows, total } = await apiKeys.listPage(userId, page);
+    res.json(listEnvelope(rows, total, page));
   });
 
   router.patch('/v1/admin/api-keys/:id', requireAdmin, async (req, res) => {

@@ -41,10 +41,17 @@ export function createApiKeyStore(knex: Knex) {
         .count<{ count: number }[]>({ count: '*' })
         .then((rows) => Number(rows[0]?.count ?? 0));
     },
-    listActive(userId: string | undefined, now: number): Promise<ApiKeyRow[]> {
+    listActive(userId: string | undefined, now: number, page?: { limit: number; offset: number }): Promise<ApiKeyRow[]> {
       const q = active(knex, now).select(KEY_COLUMNS).orderBy('created_at', 'asc').orderBy('id', 'asc');
       if (userId) q.where({ user_id: userId });
+      if (page) q.limit(page.limit).offset(page.offset);
       return q;
+    },
+    async countAll(userId: string | undefined, now: number): Promise<number> {
+      const q = active(knex, now);
+      if (userId) q.where({ user_id: userId });
+      const rows = await q.count<{ count: number }[]>({ count: '*' });
+      return Number(rows[0]?.count ?? 0);
     },
     byId(id: string, db: Knex = knex): Promise<ApiKeyRow | undefined> {
       return db('identity_api_keys').select(KEY_COLUMNS).where({ id }).first();
