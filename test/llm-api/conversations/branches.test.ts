@@ -256,3 +256,29 @@ test('a branch named like a future backup does not make backups collide', async 
   t.is(r.status, 200);
   t.is(r.body.old_main_backup, 'MAIN_backup_2');
 });
+
+test.serial('a branch operation waits for the conversation row lock held by another transaction', async (t) => {
+  const { id, items } = await conversationWith(3);
+  const knex = svc.runtime.db.knex;
+  const trx = await knex.transaction();
+  try {
+    await trx('conversations').where({ id }).forUpdate().first();
+    const xid = String((await trx.raw('select (txid_current() % 4294967296)::text as xid')).rows[0].xid);
+    const pending = alice.del(`/v1/conversations/${id}/items/${items[1]}`);
+    // Bounded poll on a condition (no sleep as synchronisation): another backend waits for OUR transaction.
+    let waiting = 0;
+    for (let i = 0; i < 2000 && waiting === 0; i++) {
+      const rows = await knex.raw("select count(*)::int as n from pg_locks where not granted and locktype = 'transactionid' and transactionid::text = ?", [xid]);
+      waiting = rows.rows[0].n;
+      if (waiting === 0) await new Promise((r) => setImmediate(r));
+    }
+    t.true(waiting > 0, 'the DELETE is waiting for the row lock');
+    t.deepEqual(await ids(id), items, 'nothing changed while the lock is held');
+    await trx.commit();
+    const done = await pending;
+    t.is(done.status, 200);
+    t.deepEqual(await ids(id), [items[0], items[2]]);
+  } finally {
+    if (!trx.isCompleted()) await trx.rollback();
+  }
+});
