@@ -154,7 +154,8 @@ const itemBase = z.looseObject({
   completed_at: str.optional(),
   incomplete_at: str.optional(),
   rated_at: str.optional(),
-  content: z.union([str, contentArray]).optional(),
+  // A string is the easy form of one text part; anything else must be an array of parts.
+  content: z.preprocess((v) => (typeof v === 'string' ? [{ type: 'input_text', text: v }] : v), contentArray).optional(),
   acknowledged_safety_checks: z.array(safetyCheck).optional(),
   pending_safety_checks: z.array(safetyCheck).optional(),
   action: z.record(str, z.unknown()).optional(),
@@ -173,7 +174,7 @@ const itemBase = z.looseObject({
 const withContent = (what: string) =>
   itemBase.superRefine((item, ctx) => {
     if (item.content === undefined) ctx.addIssue({ code: 'custom', message: `a ${what} item needs content`, path: ['content'] });
-    else if (Array.isArray(item.content) && item.content.length === 0) ctx.addIssue({ code: 'custom', message: 'content must not be empty', path: ['content'] });
+    else if (item.content.length === 0) ctx.addIssue({ code: 'custom', message: 'content must not be empty', path: ['content'] });
   });
 
 const SCHEMAS: Partial<Record<(typeof ITEM_TYPES)[number], z.ZodType>> = {
@@ -201,8 +202,8 @@ export function normalizeItem(raw: unknown, param?: string): StoredItemBody {
   const parsed = parseInput(SCHEMAS[type] ?? itemBase, input, param) as Record<string, unknown>;
   const body: Record<string, unknown> = { ...input };
   for (const key of SERVER_FIELDS) delete body[key];
-  if (typeof parsed.content === 'string') {
-    body.content = parsed.role === 'assistant' ? [{ type: 'output_text', text: parsed.content, annotations: [] }] : [{ type: 'input_text', text: parsed.content }];
+  if (typeof input.content === 'string') {
+    body.content = parsed.role === 'assistant' ? [{ type: 'output_text', text: input.content, annotations: [] }] : [{ type: 'input_text', text: input.content }];
   }
   body.status = typeof body.status === 'string' ? body.status : 'completed';
   return body as StoredItemBody;
