@@ -1,0 +1,224 @@
+import test from 'ava';
+import { request as httpRequest } from 'node:http';
+import { ManualClock } from '../../services/kit/clock.js';
+import { sha256Hex } from '../../services/kit/secrets.js';
+import { unsignedToken, AUDIENCE, ISSUER } from '../plugins/fakes.js';
+import { GATEWAY_TOKEN, startEdgeWithFakes } from './edge-harness.js';
+
+// A clock placed 10 s after a minute boundary: window arithmetic is exact, no waiting.
+const T0 = Date.UTC(2026, 10, 22, 12, 0, 10);
+const nowS = T0 / 1000;
+const clock = new ManualClock(T0);
+let edge: Awaited<ReturnType<typeof startEdgeWithFakes>>;
+
+test.before(async () => {
+  edge = await startEdgeWithFakes({ clock, vars: { DECK_RATE_LIMIT_IP_PER_MINUTE: '100000', DECK_RATE_LIMIT_FREE_PER_MINUTE: '100000', DECK_RATE_LIMIT_FREE_PER_DAY: '100000' } });
+});
+test.after.always(async () => {
+  await edge?.close();
+});
+
+interface Echo {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+async function call(path: string, init: RequestInit = {}) {
+  const res = await fetch(`${edge.url}${path}`, init);
+  const text = await res.text();
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  return { status: res.status, headers: res.headers, json: json as Record<string, any> };
+}
+
+const token = (claims: Record<string, unknown> = {}, options: Parameters<typeof edge.issuer.sign>[1] = {}) =>
+  edge.issuer.sign(claims, { iat: nowS - 5, ...options });
+
+test.serial('JWT accepted: identity headers set from the token, gateway token added', async (t) => {
+  const jwt = await token({}, { sub: 'user_jwt1' });
+  const res = await call('/v1/models', { headers: { authorization: `Bearer ${jwt}` } });
+  t.is(res.status, 200);
+  const echo = res.json as Echo;
+  t.is(echo.url, '/v1/models');
+  t.like(echo.headers, { 'x-auth-method': 'jwt', 'x-user-id': 'user_jwt1', 'x-user-subject': 'user_jwt1', 'x-user-email': 'ada@example.test', 'x-user-username': 'ada', 'x-gateway-token': GATEWAY_TOKEN });
+  t.truthy(res.headers.get('x-request-id'));
+  t.is(echo.headers['x-request-id'], res.headers.get('x-request-id')!);
+});
+
+test.serial('API key accepted: key header removed before the upstream, /llm/v1 reaches the same path', async (t) => {
+  const key = edge.validator.add('user_key1', 'pro');
+  const res = await call('/llm/v1/chat/completions', { method: 'POST', headers: { 'x-api-key': key.key, 'content-type': 'application/json' }, body: '{"model":"m"}' });
+  t.is(res.status, 200);
+  const echo = res.json as Echo;
+  t.is(echo.url, '/llm/v1/chat/completions');
+  t.is(echo.body, '{"model":"m"}');
+  t.like(echo.headers, { 'x-auth-method': 'apikey', 'x-user-id': 'user_key1' });
+  t.false('x-api-key' in echo.headers);
+});
+
+test.serial('neither credential → 401 shape A before any service is reached', async (t) => {
+  const before = edge.upstream.seen.length;
+  for (const path of ['/v1/models', '/v1/responses', '/v1/media/upload', '/v1/mcp', '/auth/api-keys', '/llm/v1/conversations']) {
+    const res = await call(path, { method: 'POST' });
+    t.is(res.status, 401, path);
+    t.like(res.json.error, { type: 'auth_error', code: 'unauthorized' });
+  }
+  t.is(edge.upstream.seen.length, before);
+});
+
+test.serial('expired, not-yet-valid, over-long, wrong-issuer, wrong-audience and alg:none tokens → 401', async (t) => {
+  const before = edge.upstream.seen.length;
+  const bad = [
+    await token({}, { iat: nowS - 4000, exp: nowS - 100 }),
+    await token({}, { iat: nowS, nbf: nowS + 300, exp: nowS + 600 }),
+    await token({}, { iat: nowS - 5, exp: nowS - 5 + 7200 }),
+    await token({}, { iss: 'https://evil.test' }),
+    await token({}, { aud: 'someone-else' }),
+    unsignedToken({ iss: ISSUER, aud: AUDIENCE, sub: 'user_admin', iat: nowS, exp: nowS + 60 }),
+  ];
+  for (const jwt of bad) {
+    const res = await call('/v1/models', { headers: { authorization: `Bearer ${jwt}` } });
+    t.is(res.status, 401);
+    t.is(res.json.error.code, 'unauthorized');
+    t.is(res.headers.get('www-authenticate'), 'Bearer error="invalid_token"');
+  }
+  t.is(edge.upstream.seen.length, before);
+});
+
+test.serial('an invalid key → 401 even with a valid JWT; a key and a JWT of different users → 401', async (t) => {
+  const jwt = await token({}, { sub: 'user_a' });
+  const invalid = await call('/v1/models', { headers: { authorization: `Bearer ${jwt}`, 'x-api-key': `sk_${'Z'.repeat(32)}` } });
+  t.is(invalid.status, 401);
+  const key = edge.validator.add('user_b');
+  const mixed = await call('/v1/models', { headers: { authorization: `Bearer ${jwt}`, 'x-api-key': key.key } });
+  t.is(mixed.status, 401);
+  const sameUser = edge.validator.add('user_a');
+  t.is((await call('/v1/models', { headers: { authorization: `Bearer ${jwt}`, 'x-api-key': sameUser.key } })).status, 200);
+});
+
+test.serial('revoked key → 401 on the very next request (cache purged by the revocation message)', async (t) => {
+  const key = edge.validator.add('user_revoked');
+  t.is((await call('/v1/models', { headers: { 'x-api-key': key.key } })).status, 200);
+  t.is((await call('/v1/models', { headers: { 'x-api-key': key.key } })).status, 200); // served from the cache
+  edge.validator.remove(key.key);
+  await edge.revocations.publish(sha256Hex(key.key));
+  const res = await call('/v1/models', { headers: { 'x-api-key': key.key } });
+  t.is(res.status, 401);
+});
+
+test.serial('spoofed X-User-ID: admin never reaches a service (with a credential, and on public routes)', async (t) => {
+  const key = edge.validator.add('user_honest');
+  const spoof = { 'x-user-id': 'admin', 'X-Auth-Method': 'jwt', 'x-user-email': 'root@x', 'x-gateway-token': 'forged' };
+  const res = await call('/v1/models', { headers: { ...spoof, 'x-api-key': key.key } });
+  t.like((res.json as Echo).headers, { 'x-user-id': 'user_honest', 'x-auth-method': 'apikey', 'x-gateway-token': GATEWAY_TOKEN });
+  t.false('x-user-email' in (res.json as Echo).headers && (res.json as Echo).headers['x-user-email'] === 'root@x');
+  const pub = await call('/llm/auth/guest-login', { method: 'POST', headers: spoof });
+  t.is(pub.status, 200);
+  const headers = (pub.json as Echo).headers;
+  t.false('x-user-id' in headers);
+  t.false('x-auth-method' in headers);
+  t.false('x-user-email' in headers);
+  t.is(headers['x-gateway-token'], GATEWAY_TOKEN);
+  t.is((await call('/v1/models', { headers: spoof })).status, 401);
+});
+
+test.serial('public routes need no credential; the internal validator route is not exposed', async (t) => {
+  t.is((await call('/.well-known/jwks.json')).status, 200);
+  t.is((await call('/llm/auth/refresh', { method: 'POST' })).status, 200);
+  const blocked = await call('/auth/validate-api-key', { method: 'POST', headers: { 'x-api-key': edge.validator.add('u').key } });
+  t.is(blocked.status, 404);
+  t.is(blocked.json.error.type, 'not_found_error');
+  const health = await call('/healthz');
+  t.deepEqual(health.json, { status: 'ok', service: 'gateway' });
+  const none = await call('/llmx/v1/models');
+  t.is(none.status, 404);
+});
+
+test.serial('CORS: preflight answered without credentials; responses expose rate-limit and request-id headers', async (t) => {
+  const before = edge.upstream.seen.length;
+  const res = await fetch(`${edge.url}/v1/chat/completions`, {
+    method: 'OPTIONS',
+    headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+  });
+  t.is(res.status, 200);
+  t.is(res.headers.get('access-control-allow-origin'), '*');
+  for (const h of ['Authorization', 'X-API-Key', 'X-PROVIDER-DATA', 'Content-Type']) t.true(res.headers.get('access-control-allow-headers')!.includes(h));
+  t.true(res.headers.get('access-control-allow-methods')!.includes('POST'));
+  t.is(edge.upstream.seen.length, before);
+  const actual = await fetch(`${edge.url}/v1/models`, { headers: { origin: 'https://app.example' } });
+  t.is(actual.status, 401);
+  t.is(actual.headers.get('access-control-allow-origin'), '*');
+  const exposed = actual.headers.get('access-control-expose-headers')!;
+  for (const h of ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After', 'X-Request-ID']) t.true(exposed.includes(h));
+});
+
+test.serial('X-Request-ID is kept when sane, X-Forwarded-For gets the socket peer appended', async (t) => {
+  const key = edge.validator.add('user_fwd');
+  const res = await call('/v1/models', { headers: { 'x-api-key': key.key, 'x-request-id': 'req-abc-123', 'x-forwarded-for': '203.0.113.9' } });
+  t.is(res.headers.get('x-request-id'), 'req-abc-123');
+  t.like((res.json as Echo).headers, { 'x-request-id': 'req-abc-123', 'x-forwarded-for': '203.0.113.9, 127.0.0.1', 'x-forwarded-proto': 'http' });
+});
+
+test.serial('SSE reaches the client chunk by chunk (no buffering)', async (t) => {
+  const key = edge.validator.add('user_sse');
+  const chunks: string[] = [];
+  let gotChunk: (() => void) | null = null;
+  const response = new Promise<number>((resolve, reject) => {
+    const req = httpRequest(`${edge.url}/v1/stream`, { method: 'POST', headers: { 'x-api-key': key.key } }, (res) => {
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        chunks.push(chunk);
+        gotChunk?.();
+      });
+      res.on('end', () => resolve(res.statusCode!));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  const stream = await edge.upstream.nextStream();
+  const next = () => new Promise<void>((resolve) => (gotChunk = resolve));
+  for (let i = 0; i < 3; i++) {
+    const arrived = next();
+    stream.write(`data: {"n":${i}}\n\n`);
+    await arrived; // the client has chunk i before the upstream writes chunk i+1
+    t.is(chunks.at(-1), `data: {"n":${i}}\n\n`);
+  }
+  const arrived = next();
+  stream.write('data: [DONE]\n\n');
+  await arrived;
+  stream.end();
+  t.is(await response, 200);
+  t.deepEqual(chunks, ['data: {"n":0}\n\n', 'data: {"n":1}\n\n', 'data: {"n":2}\n\n', 'data: [DONE]\n\n']);
+});
+
+test.serial('an upstream that is down → 502 shape A', async (t) => {
+  const down = await startEdgeWithFakes({ clock, vars: { DECK_RESPONSE_API_URL: 'http://127.0.0.1:9' } });
+  try {
+    const key = down.validator.add('user_down');
+    const res = await fetch(`${down.url}/v1/responses`, { method: 'POST', headers: { 'x-api-key': key.key } });
+    t.is(res.status, 502);
+    t.like(((await res.json()) as { error: object }).error, { type: 'internal_error', code: 'upstream_error' });
+  } finally {
+    await down.close();
+  }
+});
+
+test.serial('validator down → 503 at the edge, the request is not passed through', async (t) => {
+  const key = edge.validator.add('user_vdown');
+  edge.validator.setMode('error');
+  try {
+    const before = edge.upstream.seen.length;
+    const res = await call('/v1/models', { headers: { 'x-api-key': key.key } });
+    t.is(res.status, 503);
+    t.is(res.json.error.code, 'service_unavailable');
+    t.is(edge.upstream.seen.length, before);
+  } finally {
+    edge.validator.setMode('normal');
+  }
+});
