@@ -1,0 +1,17 @@
+// Child process: the whole platform (edge + services) on the test servers, with the bench provider
+// registered. Prints {"edge","llm","gatewaySecret","adminKey"} once ready.
+import { randomBase62 } from '../../services/kit/index.js';
+import { startTestPlatform } from '../../test/helpers/platform.js';
+
+const fakeUrl = process.argv[2]!;
+const adminKey = `sk_${randomBase62(32)}`;
+const p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: adminKey, LOG_LEVEL: 'silent', LLM_HEALTH_PROBE_INTERVAL_MS: '0', DATABASE_POOL_MAX: '10' } });
+const res = await fetch(`${p.url}/v1/admin/providers`, {
+  method: 'POST',
+  headers: { 'x-api-key': adminKey, 'content-type': 'application/json' },
+  body: JSON.stringify({ name: 'Bench', vendor: 'fake', base_url: fakeUrl }),
+});
+if (res.status !== 201) throw new Error(`register failed: ${res.status} ${await res.text()}`);
+const admin = await p.runtime.db.knex('users').where({ is_admin: true }).first();
+process.stdout.write(`${JSON.stringify({ edge: p.url, llm: p.serviceUrl('llm-api'), gatewaySecret: p.gatewaySecret, adminKey, adminId: admin.id })}\n`);
+process.on('SIGTERM', () => void p.stop().then(() => process.exit(0)));
