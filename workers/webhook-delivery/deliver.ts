@@ -90,6 +90,14 @@ export function createDeliveryHandler(deps: DeliverDeps) {
       return delivery.ack();
     }
     const subscription = webhook;
+    try {
+      secretsOf(subscription, deps.clock.now());
+    } catch {
+      // Sealed under another MASTER_KEY: no attempt can be signed; retrying would not help.
+      deps.logger.error({ webhook_id: subscription.id }, 'webhook secret cannot be opened (was MASTER_KEY changed?)');
+      await deps.deliveries.abandon(id, expected, 'webhook secret cannot be opened with this MASTER_KEY; rotate the secret', new Date(deps.clock.now()));
+      return delivery.ack();
+    }
 
     // Bounded concurrency per subscription: a slow receiver never holds every slot of the worker.
     const gate = await acquire(subscription.id);
