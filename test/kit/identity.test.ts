@@ -1,0 +1,90 @@
+import test from 'ava';
+import { createServiceApp, listen, ManualClock, parseSize, requireAdmin, type RunningServer } from '../../services/kit/index.js';
+import { openTestRuntime } from '../helpers/env.js';
+import { createTestUser, edgeHeaders } from '../helpers/users.js';
+
+// Identity headers from the edge become one platform user, with is_admin from the users table.
+const clock = new ManualClock();
+let runtime: Awaited<ReturnType<typeof openTestRuntime>>;
+let server: RunningServer;
+let base: string;
+let secret: string;
+
+test.before(async () => {
+  runtime = await openTestRuntime({ clock, env: { IDENTITY_CACHE_TTL_MS: '5000' } });
+  secret = runtime.config.GATEWAY_SHARED_SECRET!;
+  const app = createServiceApp({
+    name: 'identity-test',
+    logger: runtime.logger,
+    gatewaySecret: secret,
+    users: runtime.users,
+    bodyLimit: parseSize('1mb'),
+    routes: (r) => {
+      r.get('/me', (req, res) => void res.json(req.principal));
+      r.get('/admin', requireAdmin, (_req, res) => void res.json({ ok: true }));
+    },
+  });
+  server = await listen(app, { host: '127.0.0.1', port: 0 });
+  base = `http://127.0.0.1:${server.port}`;
+});
+test.after.always(async () => {
+  await server?.close(100);
+  await runtime?.dispose();
+});
+
+test('a platform user id resolves to that user, with is_admin and guest from the table', async (t) => {
+  const user = await createTestUser(runtime.db.knex);
+  const res = await fetch(`${base}/me`, { headers: edgeHeaders(secret, user, 'apikey') });
+  t.is(res.status, 200);
+  const me = (await res.json()) as Record<string, unknown>;
+  t.like(me, { userId: user.id, email: user.email, username: user.username, authMethod: 'apikey', isAdmin: false, isGuest: false });
+});
+
+test('admin routes answer 403 to non-admins and 200 to admins', async (t) => {
+  const user = await createTestUser(runtime.db.knex);
+  const admin = await createTestUser(runtime.db.knex, { admin: true });
+  const denied = await fetch(`${base}/admin`, { headers: edgeHeaders(secret, user) });
+  t.is(denied.status, 403);
+  t.like(((await denied.json()) as { error: object }).error, { type: 'permission_error', code: 'forbidden' });
+  t.is((await fetch(`${base}/admin`, { headers: edgeHeaders(secret, admin) })).status, 200);
+});
+
+test('an unknown platform id, a disabled user and an unknown auth method are 401', async (t) => {
+  const ghost = { id: 'user_AAAAAAAAAAAAAAAAAAAAAAAA', email: 'g@x', username: 'g', is_admin: false };
+  t.is((await fetch(`${base}/me`, { headers: edgeHeaders(secret, ghost) })).status, 401);
+  const user = await createTestUser(runtime.db.knex);
+  await runtime.db.knex('users').where({ id: user.id }).update({ disabled: true });
+  t.is((await fetch(`${base}/me`, { headers: edgeHeaders(secret, user) })).status, 401);
+  const other = await createTestUser(runtime.db.knex);
+  const headers = { ...edgeHeaders(secret, other), 'x-auth-method': 'cookie' };
+  t.is((await fetch(`${base}/me`, { headers })).status, 401);
+});
+
+test('an external subject maps to one platform user, created on first sight and reused after', async (t) => {
+  const headers = {
+    'x-gateway-token': secret,
+    'x-auth-method': 'jwt',
+    'x-user-id': 'f47ac10b-58cc-4372-a567-0e02b2c3d479',
+    'x-user-subject': 'f47ac10b-58cc-4372-a567-0e02b2c3d479',
+    'x-user-email': 'kc@example.test',
+  };
+  const first = (await (await fetch(`${base}/me`, { headers })).json()) as { userId: string };
+  t.regex(first.userId, /^user_/);
+  clock.advance(10_000); // past the cache: the second resolution reads the table again
+  const second = (await (await fetch(`${base}/me`, { headers })).json()) as { userId: string };
+  t.is(second.userId, first.userId);
+  const rows = await runtime.db.knex('users').where({ subject: 'f47ac10b-58cc-4372-a567-0e02b2c3d479' });
+  t.is(rows.length, 1);
+});
+
+test('admin changes take effect after the short cache TTL, or at once when invalidated', async (t) => {
+  const user = await createTestUser(runtime.db.knex);
+  t.is((await fetch(`${base}/admin`, { headers: edgeHeaders(secret, user) })).status, 403);
+  await runtime.db.knex('users').where({ id: user.id }).update({ is_admin: true });
+  t.is((await fetch(`${base}/admin`, { headers: edgeHeaders(secret, user) })).status, 403, 'still cached');
+  clock.advance(5001);
+  t.is((await fetch(`${base}/admin`, { headers: edgeHeaders(secret, user) })).status, 200);
+  await runtime.db.knex('users').where({ id: user.id }).update({ is_admin: false });
+  runtime.users.invalidate(user.id);
+  t.is((await fetch(`${base}/admin`, { headers: edgeHeaders(secret, user) })).status, 403);
+});

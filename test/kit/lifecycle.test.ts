@@ -1,0 +1,102 @@
+import test from 'ava';
+import { createInternalClient, createServiceApp, listen, parseSize, type UserDirectory, ApiError } from '../../services/kit/index.js';
+import { createLogger } from '../../services/kit/logger.js';
+
+const users: UserDirectory = { resolve: async (c) => ({ ...c, isAdmin: false, isGuest: false }), invalidate: () => {} };
+const SECRET = 's'.repeat(40);
+
+function streamingApp(onStarted: () => void, release: Promise<void>, readiness: Record<string, () => Promise<void>> = {}) {
+  return createServiceApp({
+    name: 'lifecycle-test',
+    logger: createLogger({ level: 'silent', name: 't' }),
+    gatewaySecret: SECRET,
+    users,
+    readiness,
+    bodyLimit: parseSize('1mb'),
+    routes: (r) => {
+      r.get('/stream', async (_req, res) => {
+        res.setHeader('content-type', 'text/event-stream');
+        res.write('data: first\n\n');
+        onStarted();
+        await release;
+        res.end('data: [DONE]\n\n');
+      });
+      r.get('/whoami', (req, res) => void res.json({ user: req.principal?.userId, requestId: req.requestId }));
+      r.post('/echo', (req, res) => void res.json(req.body));
+      r.get('/teapot', () => {
+        throw new ApiError(409, 'busy');
+      });
+    },
+  });
+}
+
+test('close drains an in-flight stream to its end and refuses new connections', async (t) => {
+  let started!: () => void;
+  const startedP = new Promise<void>((r) => (started = r));
+  let release!: () => void;
+  const releaseP = new Promise<void>((r) => (release = r));
+  const server = await listen(streamingApp(started, releaseP), { host: '127.0.0.1', port: 0 });
+  const headers = { 'x-gateway-token': SECRET, 'x-auth-method': 'jwt', 'x-user-id': 'user_x' };
+  const response = await fetch(`http://127.0.0.1:${server.port}/stream`, { headers });
+  const bodyP = response.text();
+  await startedP;
+  const closing = server.close(10_000);
+  await t.throwsAsync(fetch(`http://127.0.0.1:${server.port}/whoami`, { headers }));
+  release();
+  t.is(await bodyP, 'data: first\n\ndata: [DONE]\n\n');
+  await closing;
+});
+
+test('close cuts streams that outlive the drain timeout', async (t) => {
+  let started!: () => void;
+  const startedP = new Promise<void>((r) => (started = r));
+  const server = await listen(streamingApp(started, new Promise(() => {})), { host: '127.0.0.1', port: 0 });
+  const headers = { 'x-gateway-token': SECRET, 'x-auth-method': 'jwt', 'x-user-id': 'user_x' };
+  const response = await fetch(`http://127.0.0.1:${server.port}/stream`, { headers });
+  const bodyP = response.text();
+  await startedP;
+  await server.close(50);
+  await t.throwsAsync(bodyP);
+});
+
+test('readyz reports each dependency; metrics count requests by route and status', async (t) => {
+  let dbUp = true;
+  const app = streamingApp(() => {}, Promise.resolve(), {
+    database: async () => {
+      if (!dbUp) throw new Error('down');
+    },
+  });
+  const server = await listen(app, { host: '127.0.0.1', port: 0 });
+  const base = `http://127.0.0.1:${server.port}`;
+  t.is((await fetch(`${base}/readyz`)).status, 200);
+  dbUp = false;
+  const notReady = await fetch(`${base}/readyz`);
+  t.is(notReady.status, 503);
+  t.deepEqual(((await notReady.json()) as { checks: unknown }).checks, { database: 'unavailable' });
+  const headers = { 'x-gateway-token': SECRET, 'x-auth-method': 'jwt', 'x-user-id': 'user_x' };
+  await fetch(`${base}/whoami`, { headers });
+  await fetch(`${base}/teapot`, { headers });
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  t.regex(metrics, /http_requests_total\{method="GET",route="\/whoami",status="200",service="lifecycle-test"\} 1/);
+  t.regex(metrics, /http_requests_total\{method="GET",route="\/teapot",status="409",service="lifecycle-test"\} 1/);
+  t.regex(metrics, /http_request_duration_seconds_count\{service="lifecycle-test",method="GET",route="\/whoami",status="200"\} 1/);
+  await server.close(100);
+});
+
+test('the internal client carries identity, gateway token and request id, and maps outages to 503', async (t) => {
+  const server = await listen(streamingApp(() => {}, Promise.resolve()), { host: '127.0.0.1', port: 0 });
+  const client = createInternalClient({ baseUrl: `http://127.0.0.1:${server.port}`, gatewayToken: SECRET, timeoutMs: 2000 });
+  const principal = { userId: 'user_abc', subject: 'user_abc', email: null, username: null, authMethod: 'jwt' as const, isAdmin: false, isGuest: false };
+  const who = await client.call<{ user: string; requestId: string }>('GET', '/whoami', { principal, requestId: 'rid-1' });
+  t.is(who.status, 200);
+  t.deepEqual(who.body, { user: 'user_abc', requestId: 'rid-1' });
+  const echo = await client.call('POST', '/echo', { principal, body: { a: 1 } });
+  t.deepEqual(echo.body, { a: 1 });
+  const anonymous = await createInternalClient({ baseUrl: `http://127.0.0.1:${server.port}` }).call('GET', '/whoami', { principal });
+  t.is(anonymous.status, 401, 'without the gateway token the service refuses');
+  await server.close(100);
+  await client.close();
+  const down = createInternalClient({ baseUrl: `http://127.0.0.1:${server.port}`, timeoutMs: 500 });
+  const error = await t.throwsAsync(down.call('GET', '/whoami'), { instanceOf: ApiError });
+  t.is(error!.status, 503);
+});

@@ -1,0 +1,57 @@
+import test from 'ava';
+import { ApiError, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, sha256Hex } from '../../services/kit/index.js';
+
+test('ids carry their prefix, are URL-safe and do not repeat', (t) => {
+  const seen = new Set<string>();
+  for (const kind of Object.keys(ID_PREFIXES) as (keyof typeof ID_PREFIXES)[]) {
+    for (let i = 0; i < 500; i++) {
+      const id = newId(kind);
+      t.true(id.startsWith(`${ID_PREFIXES[kind]}_`));
+      t.is(encodeURIComponent(id), id);
+      t.true(isId(kind, id));
+      t.false(seen.has(id));
+      seen.add(id);
+    }
+  }
+  t.false(isId('conversation', 'msg_123'));
+  t.false(isId('conversation', 'conv_short'));
+});
+
+test('random base62 has the requested length, alphabet and no obvious bias', (t) => {
+  const sample = randomBase62(62 * 400);
+  t.is(sample.length, 62 * 400);
+  t.regex(sample, /^[0-9A-Za-z]+$/);
+  const counts = new Map<string, number>();
+  for (const c of sample) counts.set(c, (counts.get(c) ?? 0) + 1);
+  t.is(counts.size, 62);
+  for (const n of counts.values()) t.true(n > 250 && n < 560, `count ${n}`);
+});
+
+test('safeEqual compares secrets of any length', (t) => {
+  t.true(safeEqual('sk_abc', 'sk_abc'));
+  t.false(safeEqual('sk_abc', 'sk_abd'));
+  t.false(safeEqual('sk_abc', 'sk_abcd'));
+  t.false(safeEqual('', 'x'));
+  t.is(sha256Hex('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+});
+
+test('pagination: defaults, bounds and the list envelope', (t) => {
+  t.deepEqual(parsePage({}), { limit: 20, offset: 0 });
+  t.deepEqual(parsePage({ limit: '5', offset: '10' }), { limit: 5, offset: 10 });
+  for (const [query, param] of [
+    [{ limit: '0' }, 'limit'],
+    [{ limit: '101' }, 'limit'],
+    [{ limit: 'ten' }, 'limit'],
+    [{ limit: '2.5' }, 'limit'],
+    [{ offset: '-1' }, 'offset'],
+    [{ limit: ['1', '2'] }, 'limit'],
+  ] as const) {
+    const error = t.throws(() => parsePage(query), { instanceOf: ApiError });
+    t.is(error!.status, 400);
+    t.is(error!.param, param);
+  }
+  t.deepEqual(parsePage({ limit: '200' }, { maxLimit: 500 }), { limit: 200, offset: 0 });
+  t.deepEqual(listEnvelope([1, 2], 5, { limit: 2, offset: 0 }), { object: 'list', data: [1, 2], has_more: true, total_count: 5 });
+  t.deepEqual(listEnvelope([5], 5, { limit: 2, offset: 4 }), { object: 'list', data: [5], has_more: false, total_count: 5 });
+  t.deepEqual(listEnvelope([], 0, { limit: 2, offset: 0 }), { object: 'list', data: [], has_more: false, total_count: 0 });
+});
