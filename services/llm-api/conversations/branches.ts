@@ -298,6 +298,13 @@ export async function activateBranch(deps: BranchDeps, userId: string, conversat
   return withLockedConversation(deps, userId, conversationId, async ({ trx, conversation, now }) => {
     const branch = await resolveBranch(trx, conversation, rawName);
     await updateConversation(trx, conversation.id, { active_branch: branch.name }, now);
+    if (branch.name !== conversation.active_branch) {
+      await recordEvent(trx, 'conversation.updated', {
+        conversation_id: conversation.id,
+        changes: { active_branch: { old: conversation.active_branch, new: branch.name } },
+        updated_at: iso(now),
+      });
+    }
     return {
       active_branch: branch.name,
       message: 'Branch activated successfully',

@@ -220,6 +220,9 @@ test('branch endpoints: list, create (full or forked from an item), get, activat
   t.is(act.status, 200);
   t.is(act.body.active_branch, 'alt');
   t.is((await alice.get(`/v1/conversations/${id}`)).body.active_branch, 'alt');
+  t.is((await alice.post(`/v1/conversations/${id}/branches/alt/activate`)).status, 200, 'activating the active branch again is a no-op');
+  const activations = await eventsOf(svc.runtime.db.knex, 'conversation.updated', id);
+  t.deepEqual(activations.map((e) => e.changes), [{ active_branch: { old: 'MAIN', new: 'alt' } }], 'one event per effective change');
   // New items go to the active branch; reads default to it.
   const added = await alice.post(`/v1/conversations/${id}/items`, { items: [text('on alt')] });
   t.is(added.body.data[0].branch, 'alt');

@@ -34,6 +34,6 @@ test('conversations, items, branches and projects work on PGlite', async (t) => 
   const types = (await db.knex('outbox_events').orderBy('seq').select('type')).map((r: { type: string }) => r.type);
   t.deepEqual(types, [
     'conversation.created', 'message.sent', 'message.sent', 'message.sent', 'message.deleted',
-    'message.sent', 'message.edited', 'conversation.updated', 'conversation.deleted',
+    'message.sent', 'message.edited', 'conversation.updated' /* activate */, 'conversation.updated' /* project unlink */, 'conversation.deleted',
   ]);
 });
