@@ -70,10 +70,17 @@ export async function relayStream(options: RelayOptions): Promise<StreamOutcome>
   let sawDone = false;
   let sawError = false;
   let extraPending = options.firstChunkExtra;
-  const slowPath = !options.clientWantsUsage || options.collect || extraPending !== undefined;
+
+  /** Only events that can carry usage, an error, [DONE] — or everything while collecting — are parsed. */
+  const inspect = (event: string) =>
+    options.collect || extraPending !== undefined || event.includes('[DONE]') || event.includes('"error"') || /"usage":\s?\{/.test(event);
 
   function handleEvent(event: string): void {
     // event: lines of one SSE event without the blank line that ended it.
+    if (!inspect(event)) {
+      write(`${event}\n\n`);
+      return;
+    }
     if (!event.includes('data:')) {
       if (event.trim()) write(`${event}\n\n`); // comments and other fields pass through
       return;
@@ -133,12 +140,9 @@ export async function relayStream(options: RelayOptions): Promise<StreamOutcome>
       if (cut < 0) continue;
       const complete = pending.slice(0, cut);
       pending = pending.slice(cut + 2);
-      // Fast path: nothing to inspect → forward the complete events as they are.
-      if (!slowPath && !complete.includes('[DONE]') && !complete.includes('"usage":{') && !complete.includes('"usage": {') && !complete.includes('"error"')) {
-        write(`${complete}\n\n`);
-      } else {
-        for (const event of complete.split('\n\n')) handleEvent(event);
-      }
+      // Fast path: nothing in these events to inspect → forward them in one write, as they are.
+      if (!inspect(complete)) write(`${complete}\n\n`);
+      else for (const event of complete.split('\n\n')) handleEvent(event);
       if (waiting) await waiting;
       if (sawError) break;
     }
