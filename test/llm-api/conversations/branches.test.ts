@@ -211,6 +211,10 @@ test('branch endpoints: list, create (full or forked from an item), get, activat
   }
   t.is((await alice.post(`/v1/conversations/${id}/branches`, { name: 'x3', parent_branch: 'nope' })).status, 404);
 
+  const dotted = await alice.post(`/v1/conversations/${id}/branches`, { name: 'v1.2-x_y', fork_from_item_id: items[0] });
+  t.is(dotted.status, 201);
+  t.is((await alice.get(`/v1/conversations/${id}/branches/v1.2-x_y`)).body.item_count, 1);
+  t.is((await alice.del(`/v1/conversations/${id}/branches/v1.2-x_y`)).status, 200);
   const got = await alice.get(`/v1/conversations/${id}/branches/alt`);
   t.is(got.body.item_count, 2);
   t.is((await alice.get(`/v1/conversations/${id}/branches/nope`)).status, 404);
