@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import amqp from 'amqplib';
 import test from 'ava';
 import type { BaseConfig } from '../../services/kit/index.js';
 import { recordEvent } from '../../services/kit/index.js';
@@ -161,4 +162,40 @@ test('the sweep re-enqueues a pending delivery whose job was lost', async (t) =>
     return r?.status === 'delivered' ? r : undefined;
   });
   t.is(row.attempts, 1);
+});
+
+test('a graceful stop lets an attempt in flight finish and be acked: no redelivery after restart', async (t) => {
+  let hold = true;
+  const receiver = await startReceiver(() => (hold ? 'hang' : 200));
+  const stack = await startStack({ env: { MASTER_KEY } });
+  t.teardown(async () => {
+    await stack.close();
+    await receiver.close();
+  });
+  const created = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/graceful'), events: ['message.sent'] });
+  const first = await stack.emit('message.sent', { n: 1 });
+  await receiver.until((all) => all.length === 1, 15_000, 'attempt in flight');
+
+  const stopping = stack.stopWorker();
+  // Once the worker no longer consumes (its channel still open for the in-flight ack), answer.
+  const { config } = stack.svc.runtime;
+  const connection = await amqp.connect(config.AMQP_URL!);
+  t.teardown(() => connection.close().catch(() => {}));
+  const channel = await connection.createChannel();
+  await waitFor(async () => (await channel.checkQueue(`${config.BUS_QUEUE_PREFIX}webhooks.deliveries`)).consumerCount === 0, 15_000, 'consumer cancelled');
+  hold = false;
+  receiver.release();
+  await stopping;
+
+  const row = await stack.svc.runtime.db.knex('webhook_deliveries').where({ webhook_id: created.body.id, event_id: first }).first();
+  t.is(row.status, 'delivered');
+  t.is(row.attempts, 1);
+  // The job was acked before the channel closed: nothing went back to the queue.
+  t.is((await channel.checkQueue(`${config.BUS_QUEUE_PREFIX}webhooks.deliveries`)).messageCount, 0);
+  // Restart: the acked job does not come back; a later event does arrive.
+  await stack.startWorker();
+  const marker = await stack.emit('message.sent', { n: 2 });
+  await receiver.until((all) => all.some((r) => r.headers['x-event-id'] === marker), 15_000, 'marker delivered');
+  t.is(receiver.requests.filter((r) => r.headers['x-event-id'] === first).length, 1);
+  t.is((await channel.checkQueue(`${config.BUS_QUEUE_PREFIX}webhooks.deliveries`)).messageCount, 0);
 });

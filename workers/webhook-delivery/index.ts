@@ -71,7 +71,9 @@ export const webhookDeliveryWorker: WorkerDefinition = {
     return {
       async stop() {
         if (timer) clearInterval(timer);
-        for (const consumer of consumers) await consumer.cancel();
+        // Stop taking jobs, let attempts in flight finish and be recorded and acked, then close.
+        const drainMs = config.WEBHOOK_TIMEOUT_MS + 5000;
+        await Promise.all(consumers.map((consumer) => consumer.cancel({ drainMs })));
         await Promise.allSettled([...running]);
       },
     };

@@ -38,6 +38,8 @@ interface ConsumerState {
   channel?: Channel;
   tag?: string;
   cancelled: boolean;
+  /** Handlers running now (for a draining cancel). */
+  inFlight: Set<Promise<void>>;
 }
 
 export async function createAmqpBus(options: AmqpBusOptions): Promise<Bus> {
@@ -175,14 +177,23 @@ class AmqpBus implements Bus {
   }
 
   async consume<T>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer> {
-    const state: ConsumerState = { options, handler: handler as MessageHandler, cancelled: false };
+    const state: ConsumerState = { options, handler: handler as MessageHandler, cancelled: false, inFlight: new Set() };
     this.consumers.add(state);
     if (this.connection) await this.startConsumer(state);
     return {
-      cancel: async () => {
+      cancel: async (cancelOptions) => {
         state.cancelled = true;
         this.consumers.delete(state);
         if (state.channel && state.tag) await state.channel.cancel(state.tag).catch(() => {});
+        const drainMs = cancelOptions?.drainMs ?? 0;
+        if (drainMs > 0 && state.inFlight.size > 0) {
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([
+            Promise.allSettled([...state.inFlight]),
+            new Promise<void>((resolve) => (timer = setTimeout(resolve, drainMs))),
+          ]);
+          clearTimeout(timer);
+        }
         await state.channel?.close().catch(() => {});
       },
     };
@@ -204,7 +215,10 @@ class AmqpBus implements Bus {
     await channel.prefetch(state.options.prefetch ?? this.options.prefetch ?? 32);
     state.channel = channel;
     const reply = await channel.consume(queue, (raw) => {
-      if (raw) void this.dispatch(state, channel, raw);
+      if (!raw) return;
+      const running = this.dispatch(state, channel, raw);
+      state.inFlight.add(running);
+      void running.finally(() => state.inFlight.delete(running));
     }, { noAck: false });
     state.tag = reply.consumerTag;
   }

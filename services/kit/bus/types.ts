@@ -33,8 +33,12 @@ export interface ConsumeOptions {
 }
 
 export interface Consumer {
-  /** Stops taking new messages; in-flight handlers finish. */
-  cancel(): Promise<void>;
+  /**
+   * Stops taking new messages; in-flight handlers finish. With `drainMs` (RabbitMQ), waits up to
+   * that long for in-flight handlers to settle before closing the channel, so a graceful stop does
+   * not turn their acks into redeliveries. Default 0: close at once (unsettled messages are redelivered).
+   */
+  cancel(options?: { drainMs?: number }): Promise<void>;
 }
 
 export interface PublishOptions {
