@@ -1,11 +1,9 @@
 import { applySchema, type KongFieldEntry } from '../core/kong-schema.js';
 
-const window = (minute: number | null, day: number | null): { minute: number | null; day: number | null } => ({ minute, day });
-
-export const DEFAULT_TIERS = {
-  free: window(3, 50),
-  pro: window(60, 100000),
-  enterprise: window(null, null),
+export const DEFAULT_TIERS: Record<string, { minute?: number; day?: number }> = {
+  free: { minute: 3, day: 50 },
+  pro: { minute: 60, day: 100000 },
+  enterprise: {},
 };
 
 export const Schema: KongFieldEntry[] = [

@@ -1,0 +1,277 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { decodeMultiStream, encode } from '@msgpack/msgpack';
+
+/**
+ * Acts as Kong towards the real `kong-js-pluginserver` (kong-pdk 0.6.0): MessagePack-RPC over its
+ * Unix socket, `[0, msgid, "plugin.<Method>", [arg]]` → `[1, msgid, error, result]`, one request in
+ * flight per connection, and the per-phase HandleEvent/Step loop backed by a scripted fake PDK
+ * that reproduces Kong's semantics (../shared/reference/kong-plugin-server.md §3):
+ *  - request/response header getters return a multimap (name → array of strings);
+ *  - raw bodies travel as bytes (msgpack bin → Uint8Array);
+ *  - only the first Lua return value crosses; nil means the `Data` key is absent;
+ *  - `kong.response.exit/error` are never answered (Kong never sends another Step);
+ *  - a call Lua rejects (wrong phase, bad arguments) turns the request into a 500;
+ *  - unknown PDK methods are logged by Kong and answered with nil.
+ */
+export const PLUGIN_SERVER = resolve('node_modules/kong-pdk/bin/kong-js-pluginserver');
+
+export function buildPluginsInto(dir: string): void {
+  const out = spawnSync(process.execPath, [resolve('kong/build.mjs'), dir], { encoding: 'utf8' });
+  if (out.status !== 0) throw new Error(`kong/build.mjs failed: ${out.stderr}`);
+}
+
+export function dumpAllPlugins(pluginDir: string): { stdout: string; status: number | null } {
+  const out = spawnSync(process.execPath, [PLUGIN_SERVER, '-d', pluginDir, '--dump-all-plugins'], { encoding: 'utf8' });
+  return { stdout: out.stdout, status: out.status };
+}
+
+class RpcConnection {
+  private msgid = 0;
+  private pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
+  private queue: Promise<unknown> = Promise.resolve();
+  calls = 0;
+
+  private constructor(private readonly socket: net.Socket) {
+    void (async () => {
+      try {
+        for await (const message of decodeMultiStream(socket)) {
+          const [type, id, error, result] = message as [number, number, unknown, unknown];
+          if (type !== 1) continue;
+          const waiter = this.pending.get(id);
+          this.pending.delete(id);
+          if (!waiter) continue;
+          if (error !== null && error !== undefined) waiter.reject(new Error(String(error)));
+          else waiter.resolve(result);
+        }
+      } catch {
+        // socket closed
+      }
+    })();
+  }
+
+  static open(path: string): Promise<RpcConnection> {
+    return new Promise((resolvePromise, reject) => {
+      const socket = net.connect(path, () => resolvePromise(new RpcConnection(socket)));
+      socket.once('error', reject);
+    });
+  }
+
+  /** One call at a time, as Kong does on a pooled connection. */
+  call(method: string, arg: unknown): Promise<any> {
+    const run = () =>
+      new Promise((resolvePromise, reject) => {
+        const id = ++this.msgid;
+        this.calls++;
+        this.pending.set(id, { resolve: resolvePromise, reject });
+        this.socket.write(encode([0, id, `plugin.${method}`, [arg]], { ignoreUndefined: true }));
+      });
+    const next = this.queue.then(run, run);
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  close() {
+    this.socket.destroy();
+  }
+}
+
+export interface FakeRequest {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string | string[]>;
+  rawBody?: Uint8Array | null;
+  forwardedIp?: string;
+  /** PDK methods whose call Kong answers with StepError (the JS side then throws). */
+  stepErrors?: string[];
+  /** Methods Lua would reject: the request becomes a 500. */
+  luaErrors?: string[];
+}
+
+export interface PhaseResult {
+  /** Status Kong would send: the exit status, 500 after a Lua error, or null when proxied. */
+  status: number | null;
+  exit?: { status: number; body: unknown; headers?: Record<string, unknown> };
+  /** Headers of the request as it would go upstream (lower-case names). */
+  upstreamHeaders: Record<string, string[]>;
+  responseHeaders: Record<string, string>;
+  shared: Record<string, unknown>;
+  authenticated: { consumer: unknown; credential: unknown } | null;
+  calls: string[];
+  logs: string[];
+}
+
+const LOG_PHASE_ALLOWED = new Set([
+  'kong.log.serialize',
+  'kong.request.get_header',
+  'kong.request.get_headers',
+  'kong.response.get_status',
+  'kong.response.get_header',
+  'kong.response.get_headers',
+  'kong.response.get_source',
+  'kong.ctx.shared.get',
+  'kong.ctx.shared.set',
+  'kong.nginx.get_ctx',
+  'kong.nginx.set_ctx',
+  'kong.nginx.req_start_time',
+  'kong.nginx.get_var',
+  'kong.request.get_uri_captures',
+]);
+
+/** Kong's `fix_mmap`: every header value becomes an array of strings. */
+function multimap(headers: Record<string, string | string[]>): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const [k, v] of Object.entries(headers)) out[k.toLowerCase()] = Array.isArray(v) ? [...v] : [v];
+  return out;
+}
+
+class LuaError extends Error {}
+
+export class FakeKong {
+  readonly consumers = new Map<string, Record<string, unknown>>([['anonymous', { id: 'c0ffee00-0000-4000-8000-000000000001', username: 'anonymous' }]]);
+
+  /** Runs one request's `phase` of a plugin instance, answering its PDK calls like Kong. */
+  async run(rpc: RpcConnection, instanceId: number, request: FakeRequest, phase = 'access', shared: Record<string, unknown> = {}): Promise<PhaseResult> {
+    const upstream = multimap(request.headers ?? {});
+    const result: PhaseResult = { status: null, upstreamHeaders: upstream, responseHeaders: {}, shared, authenticated: null, calls: [], logs: [] };
+    let event = await rpc.call('HandleEvent', { InstanceId: instanceId, EventName: phase });
+    while (event.Data !== 'ret') {
+      const { Method: method, Args: args = [] } = event.Data as { Method: string; Args: unknown[] };
+      result.calls.push(method);
+      if (method === 'kong.response.exit' || method === 'kong.response.error') {
+        const [status, body, headers] = args as [number, unknown, Record<string, unknown>?];
+        result.exit = { status, body, headers };
+        result.status = status;
+        return result; // Kong calls ngx.exit: no further Step for this event
+      }
+      if (request.stepErrors?.includes(method)) {
+        event = await rpc.call('StepError', { EventId: event.EventId, Data: `${method} failed` });
+        continue;
+      }
+      let value: unknown;
+      try {
+        if (phase === 'log' && !LOG_PHASE_ALLOWED.has(method)) throw new LuaError(`${method} is not allowed in the log phase`);
+        if (request.luaErrors?.includes(method)) throw new LuaError(`${method}: Lua error`);
+        value = this.pdk(method, args, request, result);
+      } catch (error) {
+        if (error instanceof LuaError) {
+          result.status = 500;
+          result.logs.push(`[kong] ${error.message}`);
+          return result;
+        }
+        throw error;
+      }
+      const step: Record<string, unknown> = { EventId: event.EventId };
+      if (value !== undefined && value !== null) step.Data = value;
+      event = await rpc.call('Step', step);
+    }
+    return result;
+  }
+
+  private pdk(method: string, args: unknown[], request: FakeRequest, result: PhaseResult): unknown {
+    const str = (i: number) => {
+      if (typeof args[i] !== 'string') throw new LuaError(`${method}: argument #${i + 1} must be a string`);
+      return (args[i] as string).toLowerCase();
+    };
+    const headers = multimap(request.headers ?? {});
+    switch (method) {
+      case 'kong.request.get_headers':
+        return headers;
+      case 'kong.request.get_header':
+        return headers[str(0)]?.[0];
+      case 'kong.request.get_method':
+        return request.method ?? 'GET';
+      case 'kong.request.get_path':
+        return request.path ?? '/';
+      case 'kong.request.get_raw_body':
+        return request.rawBody ?? undefined;
+      case 'kong.client.get_forwarded_ip':
+      case 'kong.client.get_ip':
+        return request.forwardedIp ?? '127.0.0.1';
+      case 'kong.client.load_consumer':
+        return this.consumers.get(String(args[0]));
+      case 'kong.client.authenticate':
+        if ((args[0] === null || args[0] === undefined) && (args[1] === null || args[1] === undefined)) {
+          throw new LuaError('either credential or consumer must be provided');
+        }
+        result.authenticated = { consumer: args[0] ?? null, credential: args[1] ?? null };
+        return undefined;
+      case 'kong.client.get_credential':
+        return result.authenticated?.credential ?? undefined;
+      case 'kong.ctx.shared.get':
+        return result.shared[String(args[0])];
+      case 'kong.ctx.shared.set':
+        result.shared[String(args[0])] = args[1];
+        return undefined;
+      case 'kong.service.request.set_header':
+        result.upstreamHeaders[str(0)] = [String(args[1])];
+        return undefined;
+      case 'kong.service.request.set_headers':
+        for (const [k, v] of Object.entries(args[0] as Record<string, unknown>)) result.upstreamHeaders[k.toLowerCase()] = Array.isArray(v) ? v.map(String) : [String(v)];
+        return undefined;
+      case 'kong.service.request.clear_header':
+        delete result.upstreamHeaders[str(0)];
+        return undefined;
+      case 'kong.response.set_header':
+        result.responseHeaders[String(args[0])] = String(args[1]);
+        return undefined;
+      case 'kong.response.set_headers':
+        for (const [k, v] of Object.entries(args[0] as Record<string, unknown>)) result.responseHeaders[k] = String(v);
+        return undefined;
+      default:
+        if (method.startsWith('kong.log.')) {
+          result.logs.push(`${method} ${args.map((a) => (typeof a === 'string' ? a : JSON.stringify(a))).join(' ')}`);
+          return undefined;
+        }
+        result.logs.push(`[kong] could not find pdk method: ${method}`);
+        return undefined;
+    }
+  }
+}
+
+/** A running plugin server for one plugin directory, plus a connection speaking Kong's side. */
+export async function startPluginServer(pluginDir: string) {
+  const prefix = mkdtempSync(join(tmpdir(), 'kong-ps-'));
+  const sockName = 'plugin.sock';
+  const socketPath = join(prefix, sockName);
+  const child: ChildProcess = spawn(process.execPath, [PLUGIN_SERVER, '-d', pluginDir, '-p', `${prefix}/`, '--sock-name', sockName], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (c) => (output += c));
+  child.stderr!.on('data', (c) => (output += c));
+  // The server announces nothing on stdout without -v: wait for the socket file (bounded).
+  for (let i = 0; i < 300 && !existsSync(socketPath); i++) {
+    if (child.exitCode !== null) throw new Error(`plugin server exited: ${output}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const rpc = await RpcConnection.open(socketPath);
+  const kong = new FakeKong();
+  let seq = 0;
+  return {
+    rpc,
+    kong,
+    output: () => output,
+    /** plugin.StartInstance with the conf table Kong would send (JSON string incl. __seq__, __plugin_id). */
+    async start(name: string, config: Record<string, unknown>): Promise<number> {
+      const conf = JSON.stringify({ ...config, __seq__: ++seq, __plugin_id: `00000000-0000-4000-8000-${String(seq).padStart(12, '0')}` });
+      const started = (await rpc.call('StartInstance', { Name: name, Config: conf })) as { Id: number; Name: string };
+      return started.Id;
+    },
+    run: (instanceId: number, request: FakeRequest, shared?: Record<string, unknown>, phase?: string) => kong.run(rpc, instanceId, request, phase, shared),
+    async stop() {
+      rpc.close();
+      await new Promise<void>((done) => {
+        if (child.exitCode !== null) return done();
+        child.once('exit', () => done());
+        child.kill('SIGTERM');
+      });
+      rmSync(prefix, { recursive: true, force: true });
+    },
+  };
+}
+
+export type PluginServer = Awaited<ReturnType<typeof startPluginServer>>;

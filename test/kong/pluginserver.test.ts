@@ -1,0 +1,209 @@
+import test from 'ava';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Schema as apiKeySchema } from '../../plugins/api-key-auth/schema.js';
+import { SHARED_KEY } from '../../plugins/core/kong-host.js';
+import { Schema as identitySchema } from '../../plugins/identity-headers/schema.js';
+import { Schema as jwtSchema } from '../../plugins/jwt-auth/schema.js';
+import { Schema as rateLimitSchema } from '../../plugins/tiered-rate-limit/schema.js';
+import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
+import { TEST_REDIS_URL } from '../helpers/env.js';
+import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator, unsignedToken } from '../plugins/fakes.js';
+import { buildPluginsInto, dumpAllPlugins, startPluginServer, type PluginServer } from './harness.js';
+
+// The compiled plugins (esbuild bundles from plugins/<name>/kong.ts) loaded by the real
+// kong-js-pluginserver of kong-pdk 0.6.0 and driven over its Unix socket as Kong drives them.
+const EXPECTED = [
+  { Name: 'jwt-auth', Priority: 1450, Schema: jwtSchema },
+  { Name: 'api-key-auth', Priority: 1250, Schema: apiKeySchema },
+  { Name: 'identity-headers', Priority: 1000, Schema: identitySchema },
+  { Name: 'tiered-rate-limit', Priority: 910, Schema: rateLimitSchema },
+];
+const TOKEN = 'k'.repeat(40);
+let dist: string;
+const servers = new Map<string, PluginServer>();
+let issuer: Awaited<ReturnType<typeof startFakeIssuer>>;
+let validator: Awaited<ReturnType<typeof startFakeValidator>>;
+
+test.before(async () => {
+  dist = mkdtempSync(join(tmpdir(), 'kong-dist-'));
+  buildPluginsInto(dist);
+  issuer = await startFakeIssuer();
+  validator = await startFakeValidator(TOKEN);
+  await Promise.all(EXPECTED.map(async ({ Name }) => servers.set(Name, await startPluginServer(join(dist, Name)))));
+});
+
+test.after.always(async () => {
+  await Promise.all([...servers.values()].map((s) => s.stop()));
+  await issuer?.close();
+  await validator?.close();
+  if (dist) rmSync(dist, { recursive: true, force: true });
+});
+
+const server = (name: string) => servers.get(name)!;
+
+for (const expected of EXPECTED) {
+  test(`--dump-all-plugins prints exactly the expected JSON for ${expected.Name}`, (t) => {
+    t.deepEqual(readdirSync(join(dist, expected.Name)), [`${expected.Name}.js`], 'the plugin directory holds only its entry file');
+    const { stdout, status } = dumpAllPlugins(join(dist, expected.Name));
+    t.is(status, 0);
+    // Pure JSON on stdout (anything else would make Kong fail to start).
+    t.deepEqual(JSON.parse(stdout), [
+      {
+        Name: expected.Name,
+        Version: '0.1.0',
+        Phases: ['access'],
+        Priority: expected.Priority,
+        Schema: { name: expected.Name, fields: [{ config: { type: 'record', fields: JSON.parse(JSON.stringify(expected.Schema)) } }] },
+      },
+    ]);
+  });
+}
+
+test('GetStatus and an unknown instance answer like Kong expects', async (t) => {
+  const s = server('identity-headers');
+  const status = await s.rpc.call('GetStatus', null);
+  t.truthy(status.Plugins['identity-headers']);
+  await t.throwsAsync(s.rpc.call('HandleEvent', { InstanceId: 999, EventName: 'access' }), { message: /^no plugin instance #999/ });
+});
+
+test('identity-headers: spoofed headers cleared, gateway token set (multimap request headers)', async (t) => {
+  const s = server('identity-headers');
+  const id = await s.start('identity-headers', { gateway_token: 'gw-secret' });
+  const r = await s.run(id, { headers: { 'X-User-ID': 'admin', 'x-auth-method': 'jwt', 'x-user-email': ['a@x', 'b@x'], accept: 'text/plain' } });
+  t.is(r.status, null, 'proxied');
+  t.deepEqual(r.upstreamHeaders, { accept: ['text/plain'], 'x-gateway-token': ['gw-secret'] });
+});
+
+test('identity-headers: identity taken from kong.ctx.shared (set by the auth plugins)', async (t) => {
+  const s = server('identity-headers');
+  const id = await s.start('identity-headers', {});
+  const shared = { [SHARED_KEY]: { apikey: { authMethod: 'apikey', userId: 'user_1', subject: 'user_1', email: 'u@x', username: 'u', isGuest: false, bucket: 'key:abc' } } };
+  const r = await s.run(id, { headers: { 'x-user-id': 'admin' } }, shared);
+  t.like(r.upstreamHeaders, { 'x-auth-method': ['apikey'], 'x-user-id': ['user_1'], 'x-user-email': ['u@x'] });
+});
+
+test('jwt-auth: a valid token is verified; identity stored in ctx.shared, credential authenticated', async (t) => {
+  const s = server('jwt-auth');
+  const id = await s.start('jwt-auth', { issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous' });
+  const token = await issuer.sign({}, { sub: 'user_kong' });
+  const r = await s.run(id, { headers: { authorization: `Bearer ${token}` } });
+  t.is(r.status, null);
+  t.like((r.shared[SHARED_KEY] as { jwt: object }).jwt, { authMethod: 'jwt', userId: 'user_kong' });
+  t.deepEqual(r.authenticated, { consumer: null, credential: { id: 'user:user_kong' } });
+});
+
+test('jwt-auth: refused tokens exit 401 in shape A with a challenge; nothing runs after exit', async (t) => {
+  const s = server('jwt-auth');
+  const id = await s.start('jwt-auth', { issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous' });
+  const now = Math.floor(Date.now() / 1000);
+  for (const token of [
+    await issuer.sign({}, { iat: now - 4000, exp: now - 100 }),
+    await issuer.sign({}, { iat: now, exp: now + 7200 }),
+    await issuer.sign({}, { iss: 'https://evil.test' }),
+    unsignedToken({ iss: ISSUER, aud: AUDIENCE, sub: 'user_x', iat: now, exp: now + 60 }),
+  ]) {
+    const r = await s.run(id, { headers: { authorization: `Bearer ${token}` } });
+    t.is(r.status, 401);
+    t.like((r.exit!.body as { error: object }).error, { type: 'auth_error', code: 'unauthorized' });
+    t.deepEqual(r.exit!.headers, { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
+    t.is(r.calls.at(-1), 'kong.response.exit');
+  }
+});
+
+test('jwt-auth: no token → the anonymous consumer is loaded and authenticated (OR logic)', async (t) => {
+  const s = server('jwt-auth');
+  const id = await s.start('jwt-auth', { issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous' });
+  const r = await s.run(id, { headers: {} });
+  t.is(r.status, null);
+  t.deepEqual(r.authenticated, { consumer: s.kong.consumers.get('anonymous'), credential: null });
+  t.true(r.calls.includes('kong.client.load_consumer'));
+});
+
+test('api-key-auth: valid key → identity shared, key header cleared; invalid → 401; validator down → 503', async (t) => {
+  const s = server('api-key-auth');
+  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN, anonymous: 'anonymous' });
+  const key = validator.add('user_kk', 'pro');
+  const ok = await s.run(id, { headers: { 'x-api-key': key.key, accept: '*/*' } });
+  t.is(ok.status, null);
+  t.false('x-api-key' in ok.upstreamHeaders);
+  t.like((ok.shared[SHARED_KEY] as { apikey: object }).apikey, { authMethod: 'apikey', userId: 'user_kk', tier: 'pro' });
+  const bad = await s.run(id, { headers: { 'x-api-key': `sk_${'Q'.repeat(32)}` } });
+  t.is(bad.status, 401);
+  t.like((bad.exit!.body as { error: object }).error, { code: 'unauthorized' });
+
+  const down = await s.start('api-key-auth', { validate_url: 'http://127.0.0.1:9/auth/validate-api-key', timeout_ms: 300 });
+  const unavailable = await s.run(down, { headers: { 'x-api-key': key.key } });
+  t.is(unavailable.status, 503);
+  t.like((unavailable.exit!.body as { error: object }).error, { type: 'internal_error', code: 'service_unavailable' });
+});
+
+test('api-key-auth: a JWT of another user in ctx.shared plus a valid key → 401', async (t) => {
+  const s = server('api-key-auth');
+  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN });
+  const key = validator.add('user_one');
+  const shared = { [SHARED_KEY]: { jwt: { authMethod: 'jwt', userId: 'user_two', subject: 'user_two', email: null, username: null, isGuest: false, bucket: 'user:user_two' } } };
+  const r = await s.run(id, { headers: { 'x-api-key': key.key } }, shared);
+  t.is(r.status, 401);
+});
+
+test('api-key-auth on Kong: a revocation published on Redis purges the plugin server cache', async (t) => {
+  const s = server('api-key-auth');
+  const channel = `platform:revocations:test:${process.pid}`;
+  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN, cache_ttl_seconds: 3600, redis_url: TEST_REDIS_URL, revocation_channel: channel });
+  const key = validator.add('user_rv');
+  t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, null);
+  validator.remove(key.key);
+  t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, null, 'cached');
+  const publisher = createRedisRevocations(TEST_REDIS_URL, { channel });
+  let status: number | null = null;
+  // The subscription is asynchronous (started with the instance): publish until it is heard.
+  for (let i = 0; i < 100 && status !== 401; i++) {
+    await publisher.publish(key.hash);
+    status = (await s.run(id, { headers: { 'x-api-key': key.key } })).status;
+    if (status !== 401) await new Promise((r) => setTimeout(r, 20));
+  }
+  await publisher.close();
+  t.is(status, 401);
+});
+
+test('tiered-rate-limit: headers set on success, 429 exit with Retry-After once over the limit', async (t) => {
+  const s = server('tiered-rate-limit');
+  const id = await s.start('tiered-rate-limit', { ip_per_minute: 2 });
+  const ip = `198.18.${process.pid % 250}.7`;
+  const first = await s.run(id, { forwardedIp: ip });
+  t.is(first.status, null);
+  t.is(first.responseHeaders['X-RateLimit-Limit-minute'], '2');
+  t.is(first.responseHeaders['X-RateLimit-Remaining-minute'], '1');
+  await s.run(id, { forwardedIp: ip });
+  const over = await s.run(id, { forwardedIp: ip });
+  t.is(over.status, 429);
+  t.like((over.exit!.body as { error: object }).error, { type: 'rate_limit_error', code: 'rate_limit_exceeded' });
+  t.truthy((over.exit!.headers as Record<string, string>)['Retry-After']);
+});
+
+test('fail closed: a misconfigured instance answers 500 on every request', async (t) => {
+  const s = server('jwt-auth');
+  const id = await s.start('jwt-auth', { audience: AUDIENCE }); // issuer and jwks_url missing
+  const r = await s.run(id, { headers: { authorization: 'Bearer a.b.c' } });
+  t.is(r.status, 500);
+  t.like((r.exit!.body as { error: object }).error, { type: 'internal_error' });
+});
+
+test('fail closed: a PDK call that fails inside the handler answers 500, never proceeds', async (t) => {
+  const s = server('api-key-auth');
+  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN });
+  const key = validator.add('user_err');
+  const r = await s.run(id, { headers: { 'x-api-key': key.key }, stepErrors: ['kong.ctx.shared.get'] });
+  t.is(r.status, 500);
+  t.is(r.calls.at(-1), 'kong.response.exit');
+  t.false(s.output().includes('unhandled exception'));
+});
+
+test('a call Lua rejects turns the request into a 500 (reproduced Kong semantics)', async (t) => {
+  const s = server('identity-headers');
+  const id = await s.start('identity-headers', { gateway_token: 'x' });
+  const r = await s.run(id, { headers: {}, luaErrors: ['kong.service.request.set_headers'] });
+  t.is(r.status, 500);
+});
