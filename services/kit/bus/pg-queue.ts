@@ -179,6 +179,8 @@ export class PgQueueBus extends EventEmitter implements Bus {
             .update({
               run_at: this.options.clock.now() + Math.max(0, delayMs),
               locked_until: 0,
+              // A retry is a new hand-out, as on RabbitMQ (where it is a new message): not "redelivered".
+              deliveries: 0,
               headers: JSON.stringify({ ...job.headers, ...extra }),
             }),
         ),
