@@ -9,6 +9,7 @@ import { createKeyValidator, limitsFrom, type ValidationResult } from './validat
 
 export const PRIORITY = 1250; // like Kong's key-auth: after jwt auth
 const KEY_FORMAT = /^sk_[0-9A-Za-z]{32}$/;
+const BEARER_KEY = /^Bearer\s+(sk_\S*)\s*$/i;
 
 export interface ApiKeyAuthDeps {
   clock?: Clock;
@@ -18,7 +19,7 @@ export interface ApiKeyAuthDeps {
 }
 
 /**
- * `X-API-Key: sk_…` checked by llm-api's validator, cached briefly by SHA-256 and purged by
+ * `X-API-Key: sk_…` (or `Authorization: Bearer sk_…`, as OpenAI SDKs send it) checked by llm-api's validator, cached briefly by SHA-256 and purged by
  * revocation messages. The key header never goes upstream. A malformed or unknown key → 401;
  * validator down or slow → 503 (never a pass-through). A valid key of another user than a valid
  * JWT on the same request → 401.
@@ -33,6 +34,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
   const inflight = new Map<string, Promise<{ result: ValidationResult; epoch: number }>>();
   const unsubscribers: Array<() => Promise<void>> = [];
   const removeKey = [header];
+  const removeKeyAndBearer = [header, 'authorization'];
 
   async function lookup(hash: string, apiKey: string): Promise<VerifiedIdentity | 'invalid' | { unavailable: string }> {
     const cached = cache.get(hash);
@@ -65,7 +67,10 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
 
   async function access(request: EdgeRequest): Promise<Decision> {
     if (request.method === 'OPTIONS' && !config.run_on_preflight) return CONTINUE;
-    const apiKey = firstHeader(request.headers, header);
+    let apiKey = firstHeader(request.headers, header);
+    const bearer = config.accept_bearer ? BEARER_KEY.exec(firstHeader(request.headers, 'authorization') ?? '') : null;
+    const fromBearer = bearer !== null;
+    if ((apiKey === undefined || apiKey === '') && bearer) apiKey = bearer[1]!;
     if (apiKey === undefined || apiKey === '') {
       if (request.shared.jwt) return CONTINUE;
       return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, UNAUTHORIZED_MESSAGE);
@@ -80,7 +85,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
     if (request.shared.jwt && request.shared.jwt.userId !== found.userId) {
       return deny(401, 'The bearer token and the API key belong to different users');
     }
-    return { kind: 'continue', identity: found, removeUpstream: removeKey };
+    return { kind: 'continue', identity: found, removeUpstream: fromBearer ? removeKeyAndBearer : removeKey };
   }
 
   /** Purges on every revocation; a lost subscription (onResync) flushes everything. */

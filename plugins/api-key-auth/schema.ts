@@ -9,6 +9,8 @@ export const Schema: KongFieldEntry[] = [
   { cache_ttl_seconds: { type: 'integer', default: 30, between: [0, 3600] } },
   { cache_max_entries: { type: 'integer', default: 10000, between: [1, 10000000] } },
   { header_name: { type: 'string', default: 'x-api-key' } },
+  /** Also take an `sk_` key from `Authorization: Bearer sk_…` (what OpenAI-compatible SDKs send). */
+  { accept_bearer: { type: 'boolean', default: true } },
   /** Redis pub/sub for revocations when the host has no channel of its own (Kong). */
   { redis_url: { type: 'string', referenceable: true } },
   { revocation_channel: { type: 'string', default: 'platform:revocations' } },
@@ -23,6 +25,7 @@ export interface ApiKeyAuthConfig {
   cache_ttl_seconds: number;
   cache_max_entries: number;
   header_name: string;
+  accept_bearer: boolean;
   redis_url?: string;
   revocation_channel: string;
   anonymous?: string;

@@ -7,6 +7,7 @@ import type { JwtAuthConfig } from './schema.js';
 
 export const PRIORITY = 1450; // like Kong's bundled jwt plugin: after cors, before key auth
 const BEARER = /^Bearer\s+([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)\s*$/i;
+const API_KEY_BEARER = /^Bearer\s+sk_/i;
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer error="invalid_token"' };
 
 export interface JwtAuthDeps {
@@ -35,7 +36,8 @@ export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): Pl
   async function access(request: EdgeRequest): Promise<Decision> {
     if (request.method === 'OPTIONS' && !config.run_on_preflight) return CONTINUE;
     const header = firstHeader(request.headers, 'authorization');
-    if (header === undefined || header === '') {
+    // `Bearer sk_…` is an API key (OpenAI SDKs send keys that way): api-key-auth handles it.
+    if (header === undefined || header === '' || API_KEY_BEARER.test(header)) {
       return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, UNAUTHORIZED_MESSAGE);
     }
     const match = BEARER.exec(header);

@@ -174,3 +174,17 @@ test.serial('validator answers carry custom limits whatever their naming', async
   const d = await core.access(request({ 'x-api-key': key.key }));
   t.deepEqual(d.kind === 'continue' ? d.identity?.limits : null, { minute: 1000, day: null });
 });
+
+test.serial('an sk_ key sent as Authorization: Bearer (OpenAI SDKs) is accepted and hidden from the upstream', async (t) => {
+  const { core } = plugin();
+  const key = validator.add('user_bearer');
+  const d = await core.access(request({ authorization: `Bearer ${key.key}` }));
+  t.is(d.kind, 'continue');
+  if (d.kind !== 'continue') return;
+  t.is(d.identity?.userId, 'user_bearer');
+  t.deepEqual(d.removeUpstream, ['x-api-key', 'authorization']);
+  t.is(status(await core.access(request({ authorization: `Bearer sk_${'Y'.repeat(32)}` }))), 401);
+  const off = createApiKeyAuth(parseApiKeyAuthConfig({ validate_url: validator.url, gateway_token: TOKEN, accept_bearer: false, anonymous: 'anonymous' }));
+  t.deepEqual(await off.access(request({ authorization: `Bearer ${key.key}` })), { kind: 'continue', anonymous: 'anonymous' });
+  await off.close();
+});

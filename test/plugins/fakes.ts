@@ -29,14 +29,14 @@ export const AUDIENCE = 'ai-gateway';
 interface SigningKey {
   kid: string;
   alg: string;
-  privateKey: CryptoKey;
+  privateKey: Parameters<SignJWT['sign']>[0];
   jwk: JWK;
 }
 
 export async function newSigningKey(alg: 'ES256' | 'RS256' = 'ES256', kid = `k_${randomBase62(8)}`): Promise<SigningKey> {
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
   const jwk = { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' };
-  return { kid, alg, privateKey: privateKey as CryptoKey, jwk };
+  return { kid, alg, privateKey, jwk };
 }
 
 /** A JWKS endpoint whose key set the test changes (rotation), counting fetches; `down` answers 503. */

@@ -160,3 +160,7 @@ test('the schema refuses unknown fields and a lifetime above 3600 s', (t) => {
   t.throws(() => parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, surprise: 1 }), { message: /unknown field/ });
   t.throws(() => parseJwtAuthConfig({ audience: AUDIENCE, jwks_url: issuer.url }), { message: /issuer: required/ });
 });
+
+test('Authorization: Bearer sk_… is an API key: left to api-key-auth', async (t) => {
+  t.deepEqual(await plugin().core.access(request({ authorization: `Bearer sk_${'a'.repeat(32)}` })), { kind: 'continue', anonymous: 'anonymous' });
+});
