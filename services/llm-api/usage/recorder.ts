@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from '../../kit/index.js';
 import type { PricingLine } from '../models/types.js';
+import { insertUsageBatch } from './store.js';
 
 /**
  * Usage accounting off the request path: `record()` only pushes to memory; a timer writes the
@@ -70,7 +71,7 @@ export function createUsageRecorder(deps: { knex: Knex; logger: Logger; flushMs:
     if (queue.length === 0) return false;
     const batch = queue.splice(0, deps.batchSize);
     try {
-      await deps.knex('llm_usage').insert(batch.map((r) => ({ ...r, metadata: r.metadata ? JSON.stringify(r.metadata) : null })));
+      await insertUsageBatch(deps.knex, batch);
       return true;
     } catch (error) {
       queue.unshift(...batch);
