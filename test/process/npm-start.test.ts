@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -19,7 +19,11 @@ test('npm start brings every service up on embedded defaults; SIGTERM exits clea
     MCP_TOOLS_PORT: await freePort(),
   };
   const env = cleanEnv({ DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])) });
-  const child = startChild('npm', ['start', '--silent'], { env });
+  // npm start runs exactly this command; spawning it directly lets SIGTERM reach the platform
+  // process as a process manager's would (npm itself re-raises signals instead of exiting 0).
+  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
+  t.is(pkg.scripts.start, 'node scripts/start.mjs');
+  const child = startChild(process.execPath, ['scripts/start.mjs'], { env });
   t.teardown(() => {
     child.process.kill('SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
