@@ -55,8 +55,8 @@ export function createProxy(options: ProxyOptions) {
     });
     let connectTimer: NodeJS.Timeout | null = null;
     upstream.on('socket', (socket) => {
-      socket.setNoDelay(true);
       if (socket.connecting) {
+        socket.setNoDelay(true);
         connectTimer = setTimeout(() => upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ECONNECTTIMEOUT' })), options.connectTimeoutMs);
         socket.once('connect', () => connectTimer && clearTimeout(connectTimer));
       }
@@ -70,7 +70,9 @@ export function createProxy(options: ProxyOptions) {
       for (const [name, value] of Object.entries(target.responseHeaders)) headers[name] = value;
       headers['x-request-id'] ??= target.requestId;
       res.writeHead(upstreamRes.statusCode ?? 502, headers);
-      res.flushHeaders();
+      // A stream's headers go out at once (the first event may take a while); other answers
+      // leave with their first body chunk, in one packet.
+      if (isEventStream(upstreamRes.headers['content-type'])) res.flushHeaders();
       upstreamRes.pipe(res);
       upstreamRes.on('error', () => res.destroy());
     });
@@ -99,6 +101,8 @@ export function createProxy(options: ProxyOptions) {
 
   return { forward, upstreamHeaders, close };
 }
+
+const isEventStream = (contentType: string | undefined) => contentType !== undefined && contentType.startsWith('text/event-stream');
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (body === null || body === undefined) {
