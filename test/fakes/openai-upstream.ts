@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
  *   #hold                stream one chunk, then keep the stream open until the client leaves
  *   #slow:<ms>           wait <ms> between chunks
  *   #words:<k>           answer with k words
+ *   #reason              also return reasoning (`reasoning_content`), as reasoning models do
  * Instance-wide switches (`failAll`, `down`) act on every request (failover tests).
  * Tool calls: when the request has tools and tool_choice is not "none", the answer calls the
  * first tool (parallel: every tool) with argument deltas.
@@ -101,6 +102,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     if (delay) await new Promise((r) => setTimeout(r, delay));
 
     const n = body.n ?? 1;
+    const reason = directive(text, 'reason') !== undefined;
     const wordCount = Number(directive(text, 'words') ?? 5);
     const answer = Array.from({ length: wordCount }, (_, i) => (i === 0 ? `Hello from ${name}` : `w${i}`)).join(' ');
     const promptTokens = (body.messages ?? []).reduce((sum: number, m: any) => sum + (typeof m.content === 'string' ? words(m.content) : 1), 0);
@@ -124,7 +126,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
               },
               finish_reason: 'tool_calls',
             }
-          : { index, message: { role: 'assistant', content: n > 1 ? `${answer} #${index}` : answer }, finish_reason: 'stop' },
+          : {
+              index,
+              message: { role: 'assistant', content: n > 1 ? `${answer} #${index}` : answer, ...(reason ? { reasoning_content: `thinking ${index}` } : {}) },
+              finish_reason: 'stop',
+            },
       );
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(JSON.stringify({ id, object: 'chat.completion', created, model, choices, usage }));
@@ -169,6 +175,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
         await send(chunk([{ index, delta: {}, logprobs: null, finish_reason: 'tool_calls' }]));
       }
     } else {
+      if (reason) {
+        for (const piece of ['thinking', ' hard']) {
+          for (let index = 0; index < n; index++) await send(chunk([{ index, delta: { reasoning_content: piece }, logprobs: null, finish_reason: null }]));
+        }
+      }
       const pieces = answer.split(' ');
       for (const [k, piece] of pieces.entries()) {
         for (let index = 0; index < n; index++) {

@@ -103,3 +103,25 @@ test.serial('stream with store: the conversation rides on a chunk with choices; 
   t.is(partial[1].status, 'incomplete');
   t.is(partial[1].content[0].text, 'held');
 });
+
+test.serial('store_reasoning keeps the reasoning; with n > 1 the first choice is stored', async (t) => {
+  const plain: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'why #reason' }], store: true, store_reasoning: true, n: 2 } as any);
+  const stored = await items(plain.conversation.id);
+  t.deepEqual(stored.map((i: any) => i.type), ['message', 'reasoning', 'message']);
+  t.is(stored[1].summary[0].text, 'thinking 0');
+  t.is(stored[2].content[0].text, 'Hello from store w1 w2 w3 w4 #0');
+
+  const without: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'why #reason' }], store: true } as any);
+  t.deepEqual((await items(without.conversation.id)).map((i: any) => i.type), ['message', 'message']);
+
+  const conv = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
+  const stream = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'why #reason' }], stream: true, store: true, store_reasoning: true, conversation: conv } as any);
+  for await (const _ of stream as any) void _;
+  let streamed: any[] = [];
+  for (let i = 0; i < 100 && streamed.length < 3; i++) {
+    streamed = await items(conv);
+    if (streamed.length < 3) await new Promise((r) => setTimeout(r, 20));
+  }
+  t.deepEqual(streamed.map((i: any) => i.type), ['message', 'reasoning', 'message']);
+  t.is(streamed[1].summary[0].text, 'thinking hard');
+});
