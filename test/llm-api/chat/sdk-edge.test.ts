@@ -78,3 +78,18 @@ test('error classes through the edge: 401, 403, 404 model_not_found, 400 with pa
   t.truthy((bad as APIError).requestID);
   await t.throwsAsync(client.chat.completions.create({ model: 'limited-model', messages: [{ role: 'user', content: 'x' }] }), { instanceOf: RateLimitError });
 });
+
+test('store: true end to end: the exchange lands in the conversation (read back with the SDK) and emits message.sent', async (t) => {
+  const conversation = await client.conversations.create({ metadata: { topic: 'e2e' } });
+  const res: any = await client.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'remember this' }], store: true, conversation: conversation.id } as any);
+  t.is(res.conversation.id, conversation.id);
+  const items: any[] = [];
+  for await (const item of client.conversations.items.list(conversation.id, { order: 'asc' })) items.push(item);
+  t.deepEqual(items.map((i) => i.role), ['user', 'assistant']);
+  t.is(items[1].content[0].text, 'Hello from edge w1 w2 w3 w4');
+  const sent = await p.runtime.db.knex('outbox_events').where({ type: 'message.sent' }).whereRaw("data->>'conversation_id' = ?", [conversation.id]);
+  t.is(sent.length, 2);
+  // The next turn sees the stored history.
+  const next: any = await client.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'and now?' }], store: true, conversation: { id: conversation.id } } as any);
+  t.is(next.usage.prompt_tokens, 'remember this'.split(' ').length + 'Hello from edge w1 w2 w3 w4'.split(' ').length + 2);
+});
