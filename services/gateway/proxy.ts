@@ -31,7 +31,9 @@ export function createProxy(options: ProxyOptions) {
   /** Copies the client's headers minus hop-by-hop ones (the plugins then edit the copy). */
   function upstreamHeaders(req: IncomingMessage): OutgoingHttpHeaders {
     const headers: OutgoingHttpHeaders = {};
-    for (const [name, value] of Object.entries(req.headers)) {
+    const source = req.headers;
+    for (const name in source) {
+      const value = source[name];
       if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
     }
     return headers;
@@ -64,10 +66,13 @@ export function createProxy(options: ProxyOptions) {
     upstream.on('timeout', () => upstream.destroy(Object.assign(new Error('upstream read timeout'), { code: 'ETIMEDOUT' })));
     upstream.on('response', (upstreamRes) => {
       const headers: OutgoingHttpHeaders = {};
-      for (const [name, value] of Object.entries(upstreamRes.headers)) {
+      const source = upstreamRes.headers;
+      for (const name in source) {
+        const value = source[name];
         if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
       }
-      for (const [name, value] of Object.entries(target.responseHeaders)) headers[name] = value;
+      const extra = target.responseHeaders;
+      for (const name in extra) headers[name] = extra[name];
       headers['x-request-id'] ??= target.requestId;
       res.writeHead(upstreamRes.statusCode ?? 502, headers);
       // A stream's headers go out at once (the first event may take a while); other answers

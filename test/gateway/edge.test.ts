@@ -197,6 +197,28 @@ test.serial('SSE reaches the client chunk by chunk (no buffering)', async (t) =>
   t.deepEqual(chunks, ['data: {"n":0}\n\n', 'data: {"n":1}\n\n', 'data: {"n":2}\n\n', 'data: [DONE]\n\n']);
 });
 
+test.serial('request bodies stream to the upstream unbuffered (first chunk arrives before the client finishes)', async (t) => {
+  const key = edge.validator.add('user_upload');
+  const done = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = httpRequest(`${edge.url}/v1/upload`, { method: 'POST', headers: { 'x-api-key': key.key, 'content-type': 'application/octet-stream', 'transfer-encoding': 'chunked' } }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('error', reject);
+    const firstArrived = edge.upstream.nextBodyChunk();
+    req.write('part-one;');
+    // The client has not ended its request: the upstream already holds the first chunk.
+    void firstArrived.then((chunk) => {
+      t.is(chunk, 'part-one;');
+      req.end('part-two');
+    });
+  });
+  const result = await done;
+  t.is(result.status, 200);
+  t.is((JSON.parse(result.body) as Echo).body, 'part-one;part-two');
+});
+
 test.serial('an upstream that is down → 502 shape A', async (t) => {
   const down = await startEdgeWithFakes({ clock, vars: { DECK_RESPONSE_API_URL: 'http://127.0.0.1:9' } });
   try {

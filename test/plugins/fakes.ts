@@ -149,9 +149,13 @@ export async function startFakeUpstream() {
   const seen: Array<{ method: string; url: string; headers: IncomingMessage['headers']; body: string }> = [];
   const streams: Array<{ write(chunk: string): void; end(): void }> = [];
   const waiters: Array<() => void> = [];
+  const chunkWaiters: Array<(chunk: string) => void> = [];
   const http = await listenOn((req, res) => {
     let body = '';
-    req.on('data', (c) => (body += c));
+    req.on('data', (c) => {
+      body += c;
+      chunkWaiters.splice(0).forEach((w) => w(String(c)));
+    });
     req.on('end', () => {
       seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
       if (req.url?.startsWith('/v1/stream')) {
@@ -169,6 +173,8 @@ export async function startFakeUpstream() {
   return {
     url: http.url,
     seen,
+    /** Resolves with the next request-body chunk any request delivers to the upstream. */
+    nextBodyChunk: () => new Promise<string>((resolve) => chunkWaiters.push(resolve)),
     /** The next SSE stream opened by a client (resolves once the upstream has it). */
     async nextStream() {
       if (streams.length === 0) await new Promise<void>((resolve) => waiters.push(resolve));
