@@ -207,3 +207,21 @@ test('a call Lua rejects turns the request into a 500 (reproduced Kong semantics
   const r = await s.run(id, { headers: {}, luaErrors: ['kong.service.request.set_headers'] });
   t.is(r.status, 500);
 });
+
+test('harness fidelity: raw body as bytes, multimap headers, nil as undefined (a probe plugin)', async (t) => {
+  const probe = await startPluginServer(new URL('./fixtures/probe', import.meta.url).pathname);
+  try {
+    const id = await probe.start('probe', {});
+    const r = await probe.run(id, { headers: { 'X-One': 'a', 'x-two': ['b', 'c'] }, rawBody: new TextEncoder().encode('{"prompt":"hé"}') });
+    t.is(r.status, null);
+    t.deepEqual(r.upstreamHeaders['x-body-type'], ['bytes']);
+    t.deepEqual(r.upstreamHeaders['x-body'], ['{"prompt":"hé"}']);
+    t.deepEqual(JSON.parse(r.upstreamHeaders['x-headers-shape']![0]!), { 'x-one': ['a'], 'x-two': ['b', 'c'] });
+    t.deepEqual(r.upstreamHeaders['x-missing'], ['undefined']);
+    t.deepEqual(r.upstreamHeaders['x-unknown'], ['undefined']);
+    t.true(r.logs.includes('[kong] could not find pdk method: kong.nonexistent.thing'));
+    t.deepEqual(r.upstreamHeaders['x-config-seq'], ['number']);
+  } finally {
+    await probe.stop();
+  }
+});
