@@ -32,8 +32,19 @@ export const gatewayService: ServiceDefinition = {
     app.disable('x-powered-by');
     app.disable('etag');
     app.use((req, res) => edge.handle(req, res));
+    // Each edge's plugin resources (validator connections, Redis counters, subscriptions) end with
+    // its own server, so several platforms in one process do not close each other's edges.
+    const listen = app.listen.bind(app) as (...args: unknown[]) => import('node:http').Server;
+    app.listen = ((...args: unknown[]) => {
+      const server = listen(...args);
+      server.once('close', () => {
+        if (edges.delete(edge)) void edge.close();
+      });
+      return server;
+    }) as typeof app.listen;
     return app;
   },
+  /** Closes edges whose server was never closed (their own server's close handles the rest). */
   async stop() {
     for (const edge of [...edges]) {
       edges.delete(edge);
