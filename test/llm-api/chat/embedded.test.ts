@@ -1,0 +1,83 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, loadBaseConfig, newId } from '../../../services/kit/index.js';
+import { startPlatform } from '../../../services/platform/platform.js';
+import { startFakeUpstream } from '../../fakes/openai-upstream.js';
+
+// The embedded defaults of `npm start` (PGlite: one connection; the PostgreSQL-backed queue):
+// registration + sync, admin changes, chat (JSON and SSE), store, bulk toggle, the provider-sync
+// worker and usage batches all run without a nested query on the single connection.
+test('providers, models, chat, store and usage on the embedded defaults (PGlite)', async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'llm-embedded-'));
+  const fake = await startFakeUpstream({ name: 'emb', models: [{ id: 'emb/model' }, { id: 'emb/other' }] });
+  const secret = 'y'.repeat(40);
+  const config = loadBaseConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    DATA_DIR: dataDir,
+    GATEWAY_SHARED_SECRET: secret,
+    GATEWAY_PORT: '0',
+    LLM_API_PORT: '0',
+    RESPONSE_API_PORT: '0',
+    MEDIA_API_PORT: '0',
+    MCP_TOOLS_PORT: '0',
+    BUS_POLL_MS: '20',
+    OUTBOX_POLL_MS: '20',
+    LLM_USAGE_FLUSH_MS: '50',
+  });
+  const platform = await startPlatform(config);
+  t.teardown(async () => {
+    await platform.stop();
+    await fake.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+  t.is(platform.ctx.runtime.db.driver, 'pglite');
+  const knex = platform.ctx.runtime.db.knex;
+  const adminId = newId('user');
+  await knex('users').insert({ id: adminId, subject: adminId, email: 'admin@example.test', username: 'admin', is_admin: true });
+  const base = `http://127.0.0.1:${platform.port('llm-api')}`;
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(base + path, {
+      method,
+      headers: { [GATEWAY_TOKEN_HEADER]: secret, [IDENTITY_HEADERS.authMethod]: 'jwt', [IDENTITY_HEADERS.userId]: adminId, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, text, body: text.startsWith('{') ? JSON.parse(text) : null };
+  };
+
+  const reg = await call('POST', '/v1/admin/providers', { name: 'Emb', vendor: 'fake', base_url: fake.url, api_key: 'sk-embedded' });
+  t.is(reg.status, 201, reg.text);
+  t.is(reg.body.models.length, 2);
+  t.is((await call('PATCH', '/v1/admin/models/catalogs/emb/model', { notes: 'n' })).status, 200);
+  t.deepEqual((await call('POST', '/v1/admin/models/provider-models/bulk-toggle', { enable: false, except_models: ['emb/model'] })).body, {
+    updated_count: 1,
+    failed_count: 0,
+    skipped_count: 1,
+    total_checked: 2,
+    failed_models: [],
+  });
+  const chat = await call('POST', '/v1/chat/completions', { model: 'emb/model', messages: [{ role: 'user', content: 'hi' }], store: true });
+  t.is(chat.status, 200, chat.text);
+  t.regex(chat.body.conversation.id, /^conv_/);
+  const stream = await call('POST', '/v1/chat/completions', { model: 'emb/model', messages: [{ role: 'user', content: 'hi' }], stream: true, store: true, conversation: chat.body.conversation.id });
+  t.true(stream.text.endsWith('data: [DONE]\n\n'));
+  const sync = await call('POST', `/v1/admin/providers/${reg.body.id}/sync`);
+  t.is(sync.status, 200, sync.text);
+  t.is((await call('POST', '/v1/admin/providers/sync', {})).status, 202);
+
+  let rows = 0;
+  for (let i = 0; i < 200 && rows < 2; i++) {
+    rows = Number((await knex('llm_usage').count<{ count: number }[]>({ count: '*' }))[0]!.count);
+    if (rows < 2) await new Promise((r) => setTimeout(r, 25));
+  }
+  t.is(rows, 2);
+  let items: any[] = [];
+  for (let i = 0; i < 200 && items.length < 4; i++) {
+    items = (await call('GET', `/v1/conversations/${chat.body.conversation.id}/items?order=asc`)).body.data;
+    if (items.length < 4) await new Promise((r) => setTimeout(r, 25));
+  }
+  t.is(items.length, 4);
+});
