@@ -44,11 +44,6 @@ export const gatewayService: ServiceDefinition = {
     }) as typeof app.listen;
     return app;
   },
-  /** Closes edges whose server was never closed (their own server's close handles the rest). */
-  async stop() {
-    for (const edge of [...edges]) {
-      edges.delete(edge);
-      await edge.close();
-    }
-  },
+  // No `stop`: it is shared by every platform of the process, so it could not tell whose edge to
+  // close; each edge closes with its own server (above).
 };

@@ -14,7 +14,8 @@ test('stopping one platform leaves another one in the same process working', asy
     // A route of another service has its own api-key-auth instance: a fresh validation through
     // b's validator connections, which must still be open (not 503), and must pass (not 401).
     const res = await fetch(`${b.url}/v1/responses`, { headers: { authorization: `Bearer ${adminKey}` } });
-    t.false([401, 503].includes(res.status), `status ${res.status}`);
+    const text = await res.text();
+    t.false([401, 503].includes(res.status), `status ${res.status} ${text}`);
   } finally {
     await b.stop();
   }
