@@ -67,3 +67,20 @@ test.serial('publish fails fast while disconnected (the outbox keeps the event) 
   }
   t.true(ok, 'publishing resumes after the reconnect');
 });
+
+test.serial('a message sent to a queue before any consumer declared it is kept (not dropped by the default exchange)', async (t) => {
+  const bus = await harness.openBus();
+  const queue = `early_${Date.now()}`;
+  await bus.send(queue, { early: true }, { messageId: 'early-1' });
+  await bus.send(queue, { early: 'delayed' }, { messageId: 'early-2', delayMs: 50 });
+  const got: string[] = [];
+  let done!: () => void;
+  const both = new Promise<void>((r) => (done = r));
+  await bus.consume({ queue }, async (message, delivery) => {
+    got.push(message.id);
+    await delivery.ack();
+    if (got.length === 2) done();
+  });
+  await both;
+  t.deepEqual(got, ['early-1', 'early-2']);
+});

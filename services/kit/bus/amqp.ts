@@ -57,7 +57,8 @@ class AmqpBus implements Bus {
   private backoff: number;
   private reconnectTimer?: NodeJS.Timeout;
   private readonly consumers = new Set<ConsumerState>();
-  private readonly declaredDelayQueues = new Set<string>();
+  /** Queues this connection has declared (work queues with their dead letters, delay queues). */
+  private readonly declaredQueues = new Set<string>();
 
   constructor(private readonly options: AmqpBusOptions) {
     this.backoff = options.minBackoffMs ?? 100;
@@ -84,7 +85,7 @@ class AmqpBus implements Bus {
     await confirm.assertExchange(this.options.exchange, 'topic', { durable: true });
     this.connection = connection;
     this.confirm = confirm;
-    this.declaredDelayQueues.clear();
+    this.declaredQueues.clear();
     this.backoff = this.options.minBackoffMs ?? 100;
     for (const consumer of this.consumers) if (!consumer.cancelled) await this.startConsumer(consumer);
   }
@@ -157,6 +158,8 @@ class AmqpBus implements Bus {
   async send(queue: string, body: unknown, options: PublishOptions & { delayMs?: number; routingKey?: string }): Promise<void> {
     const target = this.q(queue);
     const key = options.routingKey ?? queue;
+    // The default exchange drops messages for queues that do not exist yet: declare the target first.
+    await this.declareWorkQueue(this.channelOrThrow(), target);
     if (!options.delayMs || options.delayMs <= 0) {
       return this.confirmPublish('', target, body, options, key);
     }
@@ -166,14 +169,25 @@ class AmqpBus implements Bus {
 
   private async delayQueue(target: string, delayMs: number): Promise<string> {
     const name = `${target}.delay.${delayMs}`;
-    if (!this.declaredDelayQueues.has(name)) {
+    if (!this.declaredQueues.has(name)) {
       await this.channelOrThrow().assertQueue(name, {
         durable: true,
         arguments: { 'x-message-ttl': delayMs, 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': target },
       });
-      this.declaredDelayQueues.add(name);
+      this.declaredQueues.add(name);
     }
     return name;
+  }
+
+  /** A work queue and its dead-letter queue, declared identically by senders and consumers. */
+  private async declareWorkQueue(channel: Channel, queue: string, force = false): Promise<void> {
+    if (!force && this.declaredQueues.has(queue)) return;
+    await channel.assertQueue(`${queue}.dead`, { durable: true });
+    await channel.assertQueue(queue, {
+      durable: true,
+      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': `${queue}.dead` },
+    });
+    this.declaredQueues.add(queue);
   }
 
   async consume<T>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer> {
@@ -206,11 +220,7 @@ class AmqpBus implements Bus {
     const channel = await connection.createChannel();
     channel.on('error', (error: Error) => this.options.logger.warn({ err: error.message, queue }, 'amqp consumer channel error'));
     await channel.assertExchange(this.options.exchange, 'topic', { durable: true });
-    await channel.assertQueue(`${queue}.dead`, { durable: true });
-    await channel.assertQueue(queue, {
-      durable: true,
-      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': `${queue}.dead` },
-    });
+    await this.declareWorkQueue(channel, queue, true);
     for (const pattern of state.options.bindings ?? []) await channel.bindQueue(queue, this.options.exchange, pattern);
     await channel.prefetch(state.options.prefetch ?? this.options.prefetch ?? 32);
     state.channel = channel;
