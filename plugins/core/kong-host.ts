@@ -85,11 +85,11 @@ export async function applyDecision(kong: KongPdk, decision: Decision, request: 
   if (decision.responseHeaders && Object.keys(decision.responseHeaders).length > 0) await kong.response.setHeaders(decision.responseHeaders);
 }
 
-/** The whole access phase of an adapter: never throws, never fails open. */
-export async function runAccess(kong: KongPdk, core: PluginCore, needs: Needs, name: string): Promise<void> {
+/** One phase of an adapter (access, or rewrite for global plugins): never throws, never fails open. */
+export async function runPhase(kong: KongPdk, core: PluginCore, needs: Needs, name: string, phase: 'access' | 'rewrite' = 'access'): Promise<void> {
   try {
     const request = await readRequest(kong, needs);
-    const decision = await core.access(request);
+    const decision = phase === 'rewrite' ? await core.rewrite!(request) : await core.access(request);
     return await applyDecision(kong, decision, request);
   } catch (error) {
     try {

@@ -1,5 +1,5 @@
 import { errorBody } from '../../services/kit/errors.js';
-import { runAccess, type KongPdk, type Needs } from './kong-host.js';
+import { runPhase, type KongPdk, type Needs } from './kong-host.js';
 import type { PluginCore } from './types.js';
 
 export const VERSION = '0.1.0';
@@ -12,6 +12,7 @@ export const VERSION = '0.1.0';
  */
 export function kongPluginClass(name: string, build: (config: Record<string, unknown>) => PluginCore, needs: Needs) {
   return class Plugin {
+    protected readonly name = name;
     private readonly core: PluginCore | null;
     private readonly failure: string | null;
 
@@ -32,7 +33,16 @@ export function kongPluginClass(name: string, build: (config: Record<string, unk
       if (!this.core) {
         return kong.response.exit(500, errorBody(500, `The gateway plugin ${name} is misconfigured`));
       }
-      return runAccess(kong, this.core, needs, name);
+      return runPhase(kong, this.core, needs, name);
+    }
+
+    /** For subclasses that also run in Kong's rewrite phase (global plugins only). */
+    protected async runRewrite(kong: KongPdk, rewriteNeeds: Needs): Promise<void> {
+      if (!this.core) {
+        return kong.response.exit(500, errorBody(500, `The gateway plugin ${name} is misconfigured`));
+      }
+      if (!this.core.rewrite) return;
+      return runPhase(kong, this.core, rewriteNeeds, name, 'rewrite');
     }
   };
 }

@@ -72,6 +72,8 @@ export const CONTINUE: Continue = Object.freeze({ kind: 'continue' }) as Continu
 
 /** One plugin instance: built once per configuration, shared by all concurrent requests. */
 export interface PluginCore {
+  /** Kong's rewrite phase: global plugins only, before routing and authentication (no identity yet). */
+  rewrite?(request: EdgeRequest): Promise<Decision> | Decision;
   access(request: EdgeRequest): Promise<Decision> | Decision;
   close?(): Promise<void>;
 }

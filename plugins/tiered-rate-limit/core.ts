@@ -27,7 +27,8 @@ interface Window extends CounterWindow {
 }
 
 /**
- * Per-IP limit for everyone, plus per-credential tier limits: API keys by the key's tier (limits
+ * Per-IP limit for everyone (in the rewrite phase by default: before authentication, so refused
+ * credentials count too), plus per-credential tier limits in the access phase: API keys by the key's tier (limits
  * from `tiers`; for `custom_limit_tiers`, e.g. enterprise, the limits carried on the key), JWT callers per user by the configured user tier (guests: guest tier). Fixed
  * windows aligned to the clock (minute, UTC day). Over a limit → 429 shape A with Retry-After;
  * `insufficient_quota` when the daily quota is spent; `x-should-retry: false` when the wait is
@@ -54,14 +55,14 @@ export function createTieredRateLimit(
     return { bucket: identity.bucket, limits: { minute: tier.minute ?? null, day: tier.day ?? null } };
   }
 
-  function windowsFor(request: EdgeRequest, now: number): Window[] {
+  function windowsFor(request: EdgeRequest, now: number, phase: 'rewrite' | 'access'): Window[] {
     const windows: Window[] = [];
     const minuteStart = now - (now % MINUTE);
     const dayStart = now - (now % DAY);
-    if (config.ip_per_minute > 0) {
+    if (config.ip_per_minute > 0 && phase === config.ip_limit_phase) {
       windows.push({ scope: 'ip', period: 'minute', key: `${prefix}:rl:ip:${request.clientIp}:m:${minuteStart}`, limit: config.ip_per_minute, ttlMs: 2 * MINUTE, resetAt: minuteStart + MINUTE });
     }
-    const tier = limitsFor(request);
+    const tier = phase === 'access' ? limitsFor(request) : null;
     if (tier) {
       const { minute, day } = tier.limits;
       if (minute) windows.push({ scope: 'tier', period: 'minute', key: `${prefix}:rl:${tier.bucket}:m:${minuteStart}`, limit: minute, ttlMs: 2 * MINUTE, resetAt: minuteStart + MINUTE });
@@ -92,9 +93,9 @@ export function createTieredRateLimit(
     return headers;
   }
 
-  async function access(request: EdgeRequest): Promise<Decision> {
+  async function check(request: EdgeRequest, phase: 'rewrite' | 'access'): Promise<Decision> {
     const now = clock.now();
-    const windows = windowsFor(request, now);
+    const windows = windowsFor(request, now, phase);
     if (windows.length === 0) return CONTINUE;
     let result;
     try {
@@ -117,5 +118,9 @@ export function createTieredRateLimit(
     return deny(429, message, { code: daily ? 'insufficient_quota' : 'rate_limit_exceeded', headers });
   }
 
-  return { access, close: () => deps.store.close() };
+  return {
+    rewrite: (request: EdgeRequest) => check(request, 'rewrite'),
+    access: (request: EdgeRequest) => check(request, 'access'),
+    close: () => deps.store.close(),
+  };
 }

@@ -1,5 +1,5 @@
 import { kongPluginClass, VERSION } from '../core/kong-plugin.js';
-import { processLogger } from '../core/kong-host.js';
+import { processLogger, type KongPdk } from '../core/kong-host.js';
 import { createTieredRateLimit, PRIORITY } from './core.js';
 import { createCounterStore } from './policies/index.js';
 import { parseTieredRateLimitConfig, Schema } from './schema.js';
@@ -8,7 +8,7 @@ export const Name = 'tiered-rate-limit';
 export const Version = VERSION;
 export const Priority = PRIORITY;
 export { Schema };
-export const Plugin = kongPluginClass(
+const Base = kongPluginClass(
   Name,
   (raw) => {
     const config = parseTieredRateLimitConfig(raw);
@@ -16,3 +16,10 @@ export const Plugin = kongPluginClass(
   },
   { ip: true },
 );
+
+/** Adds the rewrite phase (per-IP limit before authentication; Kong runs it for global plugins). */
+export class Plugin extends Base {
+  async rewrite(kong: KongPdk): Promise<void> {
+    return this.runRewrite(kong, { ip: true });
+  }
+}

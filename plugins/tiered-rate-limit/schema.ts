@@ -9,6 +9,12 @@ export const DEFAULT_TIERS: Record<string, { minute?: number; day?: number }> = 
 export const Schema: KongFieldEntry[] = [
   /** Requests per client IP per minute (0 disables the per-IP limit). */
   { ip_per_minute: { type: 'integer', default: 100, between: [0, 100000000] } },
+  /**
+   * `rewrite`: the per-IP limit counts every request before authentication (so floods of bad
+   * credentials are limited too); needs the plugin configured globally (Kong runs rewrite only for
+   * global plugins). `access`: counted with the tier limits, after authentication.
+   */
+  { ip_limit_phase: { type: 'string', default: 'rewrite', one_of: ['rewrite', 'access'] } },
   /** Tier → limits; a missing or null period is unlimited. Custom key limits from the validator override. */
   {
     tiers: {
@@ -42,6 +48,7 @@ export interface TierConfig {
 
 export interface TieredRateLimitConfig {
   ip_per_minute: number;
+  ip_limit_phase: 'rewrite' | 'access';
   tiers: Record<string, TierConfig>;
   user_tier: string;
   guest_tier: string;

@@ -115,9 +115,15 @@ export async function buildChains(deck: DeckFile, deps: HostDeps) {
 
   const chains = new Map<DeckRoute, ChainEntry[]>();
   for (const route of serviceOf.keys()) chains.set(route, chainFor(route));
+  // Kong runs the rewrite phase for global plugins only, before the router.
+  const rewriteChain = all
+    .filter(({ plugin, scope }) => scope === 'global' && instances.get(plugin)?.core.rewrite)
+    .map(({ plugin }) => instances.get(plugin)!)
+    .sort((a, b) => b.priority - a.priority);
 
   return {
     chains,
+    rewriteChain,
     async close() {
       for (const entry of instances.values()) await entry.core.close?.().catch(() => {});
     },

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { Decision, EdgeRequest, SharedContext } from '../../plugins/core/types.js';
+import type { Continue, Decision, EdgeRequest, Respond, SharedContext } from '../../plugins/core/types.js';
 import { errorBody } from '../kit/errors.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
@@ -35,7 +35,7 @@ export async function createEdge(options: EdgeOptions) {
     targets.set(service.name, { origin: new URL(t.origin), path: t.path });
   }
   const router = createRouter(options.deck, (service) => targets.get(service.name)!.path);
-  const { chains, close: closeChains } = await buildChains(options.deck, options.deps);
+  const { chains, rewriteChain, close: closeChains } = await buildChains(options.deck, options.deps);
   const plans = new Map<DeckRoute, RoutePlan>();
   for (const service of options.deck.services ?? []) {
     for (const route of service.routes ?? []) plans.set(route, { origin: targets.get(service.name)!.origin, chain: chains.get(route)! });
@@ -43,6 +43,31 @@ export async function createEdge(options: EdgeOptions) {
   const clientIpOf = createClientIp(options.trustedProxies);
   const proxy = createProxy({ connectTimeoutMs: options.connectTimeoutMs, readTimeoutMs: options.readTimeoutMs });
   const logger = options.deps.logger;
+
+  /** Runs one plugin phase; a plugin that throws answers 500 (fail closed, never upstream). */
+  async function run(entry: ChainEntry, phase: 'rewrite' | 'access', request: EdgeRequest, requestId: string): Promise<Decision> {
+    try {
+      return phase === 'rewrite' ? await entry.core.rewrite!(request) : await entry.core.access(request);
+    } catch (error) {
+      logger.error({ err: (error as Error).message, plugin: entry.name, phase, request_id: requestId }, 'gateway: plugin failed');
+      return { kind: 'respond', status: 500, body: errorBody(500, 'The gateway could not process the request') };
+    }
+  }
+
+  function respond(res: ServerResponse, decision: Respond, responseHeaders: Record<string, string>, requestId: string): void {
+    if (res.destroyed) return;
+    const body =
+      decision.body && typeof decision.body === 'object' && 'error' in (decision.body as object)
+        ? { error: { ...(decision.body as { error: object }).error, request_id: requestId } }
+        : decision.body;
+    sendJson(res, decision.status, body, { ...responseHeaders, ...decision.headers, 'x-request-id': requestId });
+  }
+
+  function apply(decision: Continue, headers: OutgoingHttpHeaders, responseHeaders: Record<string, string>): void {
+    if (decision.removeUpstream) for (const name of decision.removeUpstream) delete headers[name];
+    if (decision.setUpstream) Object.assign(headers, decision.setUpstream);
+    if (decision.responseHeaders) Object.assign(responseHeaders, decision.responseHeaders);
+  }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const incomingId = req.headers['x-request-id'];
@@ -53,49 +78,44 @@ export async function createEdge(options: EdgeOptions) {
     const query = q < 0 ? '' : url.slice(q);
     const method = req.method ?? 'GET';
 
-    const match = router.match(method, rawPath);
-    if (!match) {
-      sendJson(res, 404, errorBody(404, 'no Route matched with those values', { requestId }), { 'x-request-id': requestId });
-      return;
-    }
-    const plan = plans.get(match.route)!;
     const peer = req.socket.remoteAddress;
     const shared: SharedContext = {};
     const edgeRequest: EdgeRequest = {
       method,
-      path: match.upstreamPath,
+      path: rawPath,
       headers: req.headers,
       clientIp: clientIpOf(peer, req.headers['x-forwarded-for']),
       shared,
     };
     const headers = proxy.upstreamHeaders(req);
+    const responseHeaders: Record<string, string> = {};
+
+    // Rewrite phase (global plugins, before routing): the per-IP limit counts every request.
+    for (const entry of rewriteChain) {
+      const decision = await run(entry, 'rewrite', edgeRequest, requestId);
+      if (decision.kind === 'respond') return respond(res, decision, responseHeaders, requestId);
+      apply(decision, headers, responseHeaders);
+    }
+
+    const match = router.match(method, rawPath);
+    if (!match) {
+      sendJson(res, 404, errorBody(404, 'no Route matched with those values', { requestId }), { ...responseHeaders, 'x-request-id': requestId });
+      return;
+    }
+    const plan = plans.get(match.route)!;
+    edgeRequest.path = match.upstreamPath;
     headers['x-request-id'] = requestId;
     const xff = req.headers['x-forwarded-for'];
     const socketIp = peer?.startsWith('::ffff:') ? peer.slice(7) : peer ?? '';
     headers['x-forwarded-for'] = xff ? `${Array.isArray(xff) ? xff.join(', ') : xff}, ${socketIp}` : socketIp;
     headers['x-forwarded-proto'] = 'http';
     if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
-    const responseHeaders: Record<string, string> = {};
     let consumer: string | null = null;
 
     for (const entry of plan.chain) {
       if (entry.consumer !== null && entry.consumer !== consumer) continue;
-      let decision: Decision;
-      try {
-        decision = await entry.core.access(edgeRequest);
-      } catch (error) {
-        // Fail closed: a plugin that throws answers 500, the request never goes upstream.
-        logger.error({ err: (error as Error).message, plugin: entry.name, request_id: requestId }, 'gateway: plugin failed');
-        decision = { kind: 'respond', status: 500, body: errorBody(500, 'The gateway could not process the request') };
-      }
-      if (decision.kind === 'respond') {
-        if (res.destroyed) return;
-        const body = decision.body && typeof decision.body === 'object' && 'error' in (decision.body as object)
-          ? { error: { ...(decision.body as { error: object }).error, request_id: requestId } }
-          : decision.body;
-        sendJson(res, decision.status, body, { ...responseHeaders, ...decision.headers, 'x-request-id': requestId });
-        return;
-      }
+      const decision = await run(entry, 'access', edgeRequest, requestId);
+      if (decision.kind === 'respond') return respond(res, decision, responseHeaders, requestId);
       if (decision.identity) {
         shared[decision.identity.authMethod] = decision.identity;
         shared.anonymous = false;
@@ -104,9 +124,7 @@ export async function createEdge(options: EdgeOptions) {
         shared.anonymous = true;
         consumer = decision.anonymous;
       }
-      if (decision.removeUpstream) for (const name of decision.removeUpstream) delete headers[name];
-      if (decision.setUpstream) Object.assign(headers, decision.setUpstream);
-      if (decision.responseHeaders) Object.assign(responseHeaders, decision.responseHeaders);
+      apply(decision, headers, responseHeaders);
     }
     if (res.destroyed) return;
     proxy.forward(req, res, { origin: plan.origin, path: match.upstreamPath + query, headers: headers as OutgoingHttpHeaders, responseHeaders, requestId });

@@ -90,3 +90,14 @@ test.serial('JWT users get the user tier (pro: 60/minute) per user', async (t) =
   t.is(res.headers.get('x-ratelimit-limit'), '60');
   t.is(res.headers.get('x-ratelimit-remaining'), '59');
 });
+
+test.serial('refused credentials count against the address: the per-IP limit runs before authentication', async (t) => {
+  clock.set(T0 + 14_400_000);
+  const from = { 'x-forwarded-for': '203.0.113.99' };
+  for (let i = 0; i < 5; i++) t.is((await get('/v1/models', { ...from, 'x-api-key': `sk_${'B'.repeat(31)}${i}` })).status, 401);
+  const callsBefore = edge.validator.calls;
+  const good = edge.validator.add('user_after_flood', 'pro');
+  const res = await get('/v1/models', { ...from, 'x-api-key': good.key });
+  t.is(res.status, 429);
+  t.is(edge.validator.calls, callsBefore, 'refused before reaching the validator');
+});

@@ -15,10 +15,11 @@ import { buildPluginsInto, dumpAllPlugins, startPluginServer, type PluginServer 
 // The compiled plugins (esbuild bundles from plugins/<name>/kong.ts) loaded by the real
 // kong-js-pluginserver of kong-pdk 0.6.0 and driven over its Unix socket as Kong drives them.
 const EXPECTED = [
-  { Name: 'jwt-auth', Priority: 1450, Schema: jwtSchema },
-  { Name: 'api-key-auth', Priority: 1250, Schema: apiKeySchema },
-  { Name: 'identity-headers', Priority: 1000, Schema: identitySchema },
-  { Name: 'tiered-rate-limit', Priority: 910, Schema: rateLimitSchema },
+  { Name: 'jwt-auth', Priority: 1450, Phases: ['access'], Schema: jwtSchema },
+  { Name: 'api-key-auth', Priority: 1250, Phases: ['access'], Schema: apiKeySchema },
+  { Name: 'identity-headers', Priority: 1000, Phases: ['access'], Schema: identitySchema },
+  // rewrite: the per-IP limit before authentication (the plugin is global in deck/kong.yaml)
+  { Name: 'tiered-rate-limit', Priority: 910, Phases: ['rewrite', 'access'], Schema: rateLimitSchema },
 ];
 const TOKEN = 'k'.repeat(40);
 let dist: string;
@@ -53,7 +54,7 @@ for (const expected of EXPECTED) {
       {
         Name: expected.Name,
         Version: '0.1.0',
-        Phases: ['access'],
+        Phases: expected.Phases,
         Priority: expected.Priority,
         Schema: { name: expected.Name, fields: [{ config: { type: 'record', fields: JSON.parse(JSON.stringify(expected.Schema)) } }] },
       },
@@ -168,19 +169,24 @@ test('api-key-auth on Kong: a revocation published on Redis purges the plugin se
   t.is(status, 401);
 });
 
-test('tiered-rate-limit: headers set on success, 429 exit with Retry-After once over the limit', async (t) => {
+test('tiered-rate-limit: per-IP limit in the rewrite phase — headers on success, 429 exit with Retry-After once over', async (t) => {
   const s = server('tiered-rate-limit');
   const id = await s.start('tiered-rate-limit', { ip_per_minute: 2 });
   const ip = `198.18.${process.pid % 250}.7`;
-  const first = await s.run(id, { forwardedIp: ip });
+  const first = await s.run(id, { forwardedIp: ip }, {}, 'rewrite');
   t.is(first.status, null);
   t.is(first.responseHeaders['X-RateLimit-Limit-minute'], '2');
   t.is(first.responseHeaders['X-RateLimit-Remaining-minute'], '1');
-  await s.run(id, { forwardedIp: ip });
-  const over = await s.run(id, { forwardedIp: ip });
+  await s.run(id, { forwardedIp: ip }, {}, 'rewrite');
+  const over = await s.run(id, { forwardedIp: ip }, {}, 'rewrite');
   t.is(over.status, 429);
   t.like((over.exit!.body as { error: object }).error, { type: 'rate_limit_error', code: 'rate_limit_exceeded' });
   t.truthy((over.exit!.headers as Record<string, string>)['Retry-After']);
+  // The access phase then applies the tier limits of the verified identity (free: 3/minute).
+  const shared = { [SHARED_KEY]: { apikey: { authMethod: 'apikey', userId: 'u', subject: 'u', isGuest: false, tier: 'free', bucket: `key:kong-${process.pid}-${Date.now()}` } } };
+  const statuses = [];
+  for (let i = 0; i < 4; i++) statuses.push((await s.run(id, { forwardedIp: `198.19.0.${i}` }, structuredClone(shared))).status);
+  t.deepEqual(statuses, [null, null, null, 429]);
 });
 
 test('fail closed: a misconfigured instance answers 500 on every request', async (t) => {

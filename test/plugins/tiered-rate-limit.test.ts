@@ -60,22 +60,23 @@ for (const [name, makeStore] of stores) {
     return { core: createTieredRateLimit(config, { store, clock }), clock, store };
   };
 
-  test(`${name}: per-IP limit of 100/minute with X-RateLimit-*-minute headers, then 429`, async (t) => {
+  test(`${name}: per-IP limit of 100/minute (rewrite phase, before authentication) with X-RateLimit-*-minute headers, then 429`, async (t) => {
     const { core, store } = await limiter();
     const ip = freshIp();
     let last: Decision | undefined;
     for (let i = 1; i <= 100; i++) {
-      last = await core.access(req(ip));
+      last = await core.rewrite!(req(ip));
       t.is(last.kind, 'continue');
     }
     t.is(headersOf(last!)[HEADERS.ipLimit], '100');
     t.is(headersOf(last!)[HEADERS.ipRemaining], '0');
-    const over = await core.access(req(ip));
+    const over = await core.rewrite!(req(ip));
     t.is(over.kind === 'respond' ? over.status : 0, 429);
     t.like((over as { body: { error: object } }).body.error, { type: 'rate_limit_error', code: 'rate_limit_exceeded' });
     t.is(headersOf(over)[HEADERS.retryAfter], '50');
     t.false(HEADERS.shouldRetry in headersOf(over));
-    t.is((await core.access(req(freshIp()))).kind, 'continue', 'other addresses are not affected');
+    t.is((await core.rewrite!(req(freshIp()))).kind, 'continue', 'other addresses are not affected');
+    t.deepEqual(await core.access(req(ip)), { kind: 'continue' }, 'the access phase does not count the address again');
     await store.close();
   });
 
@@ -132,6 +133,20 @@ for (const [name, makeStore] of stores) {
     await relaxed.store.close();
   });
 
+  test(`${name}: ip_limit_phase access: address and tier in one atomic check; a refused request counts nowhere`, async (t) => {
+    const { core, store } = await limiter({ ip_limit_phase: 'access', ip_per_minute: 4 });
+    const ip = freshIp();
+    const shared = { apikey: key('free') };
+    for (let i = 0; i < 3; i++) t.is((await core.access(req(ip, shared))).kind, 'continue');
+    const refusedByTier = await core.access(req(ip, shared));
+    t.is(refusedByTier.kind, 'respond');
+    t.is(headersOf(refusedByTier)[HEADERS.ipRemaining], '1', 'the refused request did not use the address quota');
+    t.is((await core.access(req(ip))).kind, 'continue');
+    t.is((await core.access(req(ip))).kind, 'respond');
+    t.is(core.rewrite ? (await core.rewrite(req(freshIp()))).kind : 'continue', 'continue');
+    await store.close();
+  });
+
   test(`${name}: JWT callers are limited per user by the user tier; guests by the guest tier`, async (t) => {
     const { core, store } = await limiter({ ip_per_minute: 0, user_tier: 'pro', guest_tier: 'free' });
     const guest = { jwt: jwt(true) };
@@ -170,12 +185,12 @@ test('redis failing mid-flight: allow and log by default, 503 with fault_policy 
   await store.ready();
   const allow = createTieredRateLimit(parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_fault` }), { store, clock, logger });
   const denyCore = createTieredRateLimit(parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_fault`, fault_policy: 'deny' }), { store, clock, logger });
-  t.is((await allow.access(req('3.3.3.3'))).kind, 'continue');
+  t.is((await allow.rewrite!(req('3.3.3.3'))).kind, 'continue');
   proxy.cut();
-  const allowed = await allow.access(req('3.3.3.3'));
+  const allowed = await allow.rewrite!(req('3.3.3.3'));
   t.deepEqual(allowed, { kind: 'continue' });
   t.true(warnings.length >= 1);
-  const denied = await denyCore.access(req('3.3.3.3'));
+  const denied = await denyCore.rewrite!(req('3.3.3.3'));
   t.is(denied.kind === 'respond' ? denied.status : 0, 503);
   await store.close();
   await proxy.close();
