@@ -1,11 +1,11 @@
 // Child process: the whole platform (edge + services) on the test servers, with the bench provider
-// registered. Prints {"edge","llm","gatewaySecret","adminKey"} once ready.
+// registered (background pollers at their production defaults, not the tests' 20 ms). Prints {"edge","llm","gatewaySecret","adminKey"} once ready.
 import { randomBase62 } from '../../services/kit/index.js';
 import { startTestPlatform } from '../../test/helpers/platform.js';
 
 const fakeUrl = process.argv[2]!;
 const adminKey = `sk_${randomBase62(32)}`;
-const p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: adminKey, LOG_LEVEL: 'silent', LLM_HEALTH_PROBE_INTERVAL_MS: '0', DATABASE_POOL_MAX: '10' } });
+const p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: adminKey, LOG_LEVEL: 'silent', LLM_HEALTH_PROBE_INTERVAL_MS: '0', DATABASE_POOL_MAX: '10', OUTBOX_POLL_MS: '500', BUS_POLL_MS: '250' } });
 const res = await fetch(`${p.url}/v1/admin/providers`, {
   method: 'POST',
   headers: { 'x-api-key': adminKey, 'content-type': 'application/json' },
