@@ -14,6 +14,8 @@ export interface EdgeOptions {
   trustedProxies: string[];
   connectTimeoutMs: number;
   readTimeoutMs: number;
+  /** Called once per finished request (access log); omitted in benchmarks and tests. */
+  accessLog?: (entry: { request_id: string; method: string; path: string; route: string | null; status: number; duration_ms: number; client_ip: string; aborted: boolean }) => void;
 }
 
 const ACCEPTABLE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
@@ -79,6 +81,23 @@ export async function createEdge(options: EdgeOptions) {
     const method = req.method ?? 'GET';
 
     const peer = req.socket.remoteAddress;
+    let routeName: string | null = null;
+    if (options.accessLog) {
+      const log = options.accessLog;
+      const started = process.hrtime.bigint();
+      res.once('close', () =>
+        log({
+          request_id: requestId,
+          method,
+          path: rawPath,
+          route: routeName,
+          status: res.statusCode,
+          duration_ms: Math.round(Number(process.hrtime.bigint() - started) / 1e4) / 100,
+          client_ip: edgeRequest.clientIp,
+          aborted: !res.writableFinished,
+        }),
+      );
+    }
     const shared: SharedContext = {};
     const edgeRequest: EdgeRequest = {
       method,
@@ -103,6 +122,7 @@ export async function createEdge(options: EdgeOptions) {
       return;
     }
     const plan = plans.get(match.route)!;
+    routeName = match.route.name;
     edgeRequest.path = match.upstreamPath;
     headers['x-request-id'] = requestId;
     const xff = req.headers['x-forwarded-for'];

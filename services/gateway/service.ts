@@ -25,6 +25,7 @@ export const gatewayService: ServiceDefinition = {
       trustedProxies: config.TRUSTED_PROXIES,
       connectTimeoutMs: config.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
       readTimeoutMs: config.EDGE_UPSTREAM_READ_TIMEOUT_MS,
+      accessLog: (entry) => (entry.status >= 500 ? ctx.runtime.logger.error(entry, 'edge request') : ctx.runtime.logger.info(entry, 'edge request')),
     });
     edges.add(edge);
     ctx.runtime.logger.info({ routes: edge.router.size }, 'gateway: decK configuration loaded');
