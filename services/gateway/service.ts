@@ -1,4 +1,6 @@
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import express from 'express';
 import type { ServiceDefinition } from '../kit/service.js';
 import { deckVariables } from './deck-vars.js';
@@ -6,6 +8,14 @@ import { loadDeck } from './deck.js';
 import { createEdge, type Edge } from './edge.js';
 
 const edges = new Set<Edge>();
+
+/** A relative EDGE_DECK_FILE: from the working directory, else from the repository root (npm start elsewhere). */
+function deckPath(file: string): string {
+  if (isAbsolute(file) || existsSync(resolve(file))) return resolve(file);
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
+  return join(dir, file);
+}
 
 /**
  * The embedded edge (`npm start`, tests): reads deck/kong.yaml — the file Kong is configured
@@ -18,7 +28,7 @@ export const gatewayService: ServiceDefinition = {
   migrations: [],
   async createApp(ctx) {
     const config = ctx.runtime.config;
-    const deck = loadDeck(resolve(config.EDGE_DECK_FILE), deckVariables(config, ctx.urls, ctx.gatewaySecret));
+    const deck = loadDeck(deckPath(config.EDGE_DECK_FILE), deckVariables(config, ctx.urls, ctx.gatewaySecret));
     const edge = await createEdge({
       deck,
       deps: { clock: ctx.runtime.clock, logger: ctx.runtime.logger, revocations: ctx.runtime.revocations },
