@@ -39,6 +39,8 @@ export interface FakeUpstream {
   aborted(): number;
   setModels(models: FakeUpstreamOptions['models']): void;
   failAll(status: number | null, options?: { retryAfter?: string }): void;
+  /** Stream requests get a 200 event-stream head, then the socket dies before any body byte. */
+  streamsDieEarly(on: boolean): void;
   /** Refuse connections entirely (connect errors) until `up()`. */
   down(): Promise<void>;
   up(): Promise<void>;
@@ -67,6 +69,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   let models = options.models ?? [{ id: 'fake-model', owned_by: 'fake-org', created: 1700000000 }];
   let failStatus: number | null = null;
   let failRetryAfter: string | undefined;
+  let dieEarly = false;
   const requests: FakeRequest[] = [];
   let chats = 0;
   let aborted = 0;
@@ -138,6 +141,10 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
 
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     res.flushHeaders();
+    if (dieEarly) {
+      setTimeout(() => res.socket?.destroy(), 5);
+      return;
+    }
     const includeUsage = body.stream_options?.include_usage === true;
     const chunk = (choices: any[], extra: Record<string, unknown> = {}) =>
       `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices, ...(includeUsage ? { usage: null } : {}), ...extra })}\n\n`;
@@ -189,6 +196,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
         }
       }
       if (midstream !== undefined) {
+        // Let the chunks leave first: a reset right behind them can discard unsent bytes.
+        await new Promise((r) => setTimeout(r, 20));
         res.socket?.destroy();
         return;
       }
@@ -227,6 +236,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     aborted: () => aborted,
     setModels(next) {
       models = next ?? [];
+    },
+    streamsDieEarly(on) {
+      dieEarly = on;
     },
     failAll(status, opts = {}) {
       failStatus = status;

@@ -3,7 +3,7 @@ import { ApiError, badRequest, notFound, type Principal } from '../../kit/index.
 import type { Candidate, ResolvedModel } from '../models/registry.js';
 import type { LlmCore } from '../routing/core.js';
 import { costMicroUsd, type UsageRecord } from '../usage/recorder.js';
-import { ClientClosed, dispatch, planAttempts, type Dispatched } from './dispatch.js';
+import { ClientClosed, dispatch, dispatchStream, planAttempts, type Dispatched } from './dispatch.js';
 import { normalizeCompletion } from './normalize.js';
 import { upstreamBody, type ChatRequest } from './schemas.js';
 import { relayStream, type Usage } from './stream.js';
@@ -96,9 +96,14 @@ export async function createChatCompletion(core: LlmCore, req: Request, res: Res
     });
   };
 
+  const plan = planAttempts(core, model);
+  const options = { signal: controller.signal, requestId: req.requestId };
   let dispatched: Dispatched;
+  let firstChunk: Buffer | undefined;
+  let rest: AsyncIterator<unknown> | undefined;
   try {
-    dispatched = await dispatch(core, planAttempts(core, model), bodyFor, { signal: controller.signal, requestId: req.requestId });
+    if (!input.stream) dispatched = await dispatch(core, plan, bodyFor, options);
+    else ({ dispatched, firstChunk, rest } = await dispatchStream(core, plan, bodyFor, options));
   } catch (error) {
     if (error instanceof ClientClosed) {
       record({ status: 499, outcome: 'client_closed' });
@@ -111,15 +116,10 @@ export async function createChatCompletion(core: LlmCore, req: Request, res: Res
   const ttfb = Math.round(performance.now() - started);
 
   if (input.stream) {
-    const contentType = String(dispatched.res.headers['content-type'] ?? '');
-    if (!contentType.includes('text/event-stream')) {
-      await dispatched.res.body.dump().catch(() => {});
-      record({ status: 502, outcome: 'upstream_error', ttfb_ms: ttfb }, dispatched);
-      throw new ApiError(502, 'The model provider did not answer with an event stream');
-    }
     const outcome = await relayStream({
       res,
-      upstream: dispatched.res,
+      firstChunk: firstChunk!,
+      rest: rest!,
       clientWantsUsage: input.stream_options?.include_usage === true,
       keepAliveMs: core.ctx.runtime.config.LLM_SSE_KEEPALIVE_MS,
       collect: persist,

@@ -115,3 +115,41 @@ export async function dispatch(
   }
   throw new ApiError(last.status, last.message);
 }
+
+/**
+ * Streams: the client's 200 is held back until the provider's first body chunk has arrived, so a
+ * provider that accepts the request and then dies (or answers with something other than an event
+ * stream) is failed over like any other, still before the first byte reaches the client.
+ */
+export async function dispatchStream(
+  core: LlmCore,
+  attempts: Attempt[],
+  bodyFor: (candidate: Candidate) => string,
+  options: { signal: AbortSignal; requestId: string },
+): Promise<{ dispatched: Dispatched; firstChunk: Buffer; rest: AsyncIterator<unknown> }> {
+  let offset = 0;
+  let tries = 0;
+  for (;;) {
+    const dispatched = await dispatch(core, attempts.slice(offset), bodyFor, options);
+    tries += dispatched.tries;
+    offset = attempts.indexOf(dispatched.attempt) + 1;
+    const url = dispatched.attempt.endpoint.url;
+    const contentType = String(dispatched.res.headers['content-type'] ?? '');
+    let failure = 'The model provider did not answer with an event stream';
+    if (contentType.includes('text/event-stream')) {
+      try {
+        const rest = dispatched.res.body[Symbol.asyncIterator]();
+        const first = await rest.next();
+        if (!first.done) return { dispatched: { ...dispatched, tries }, firstChunk: first.value as Buffer, rest };
+        failure = 'The model provider ended the stream before sending anything';
+      } catch {
+        if (options.signal.aborted) throw new ClientClosed();
+        failure = 'The model provider failed before the stream started';
+      }
+    } else {
+      await dispatched.res.body.dump().catch(() => {});
+    }
+    core.health.failure(url);
+    if (offset >= attempts.length) throw new ApiError(502, failure);
+  }
+}

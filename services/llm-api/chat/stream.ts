@@ -1,6 +1,5 @@
 import { StringDecoder } from 'node:string_decoder';
 import type { Response } from 'express';
-import type { UpstreamResponse } from '../routing/upstream.js';
 
 /**
  * Relays an upstream SSE stream to the client event by event, as bytes arrive (no added
@@ -29,7 +28,9 @@ export interface StreamOutcome {
 
 export interface RelayOptions {
   res: Response;
-  upstream: UpstreamResponse;
+  /** The provider's first body chunk (read by dispatchStream before the client got its 200) and the rest. */
+  firstChunk: Buffer;
+  rest: AsyncIterator<unknown>;
   clientWantsUsage: boolean;
   keepAliveMs: number;
   collect: boolean;
@@ -131,7 +132,7 @@ export async function relayStream(options: RelayOptions): Promise<StreamOutcome>
   const decoder = new StringDecoder('utf8');
   let pending = '';
   try {
-    for await (const raw of options.upstream.body) {
+    for await (const raw of withFirst(options.firstChunk, options.rest)) {
       if (result.firstChunkAt === null) result.firstChunkAt = options.now();
       let text = decoder.write(raw as Buffer);
       if (text.includes('\r')) text = text.replace(/\r\n?/g, '\n');
@@ -179,4 +180,18 @@ export async function relayStream(options: RelayOptions): Promise<StreamOutcome>
   void sawDone; // An upstream that ends cleanly without [DONE] still gets one towards the client.
   res.end(DONE);
   return result;
+}
+
+async function* withFirst(first: Buffer, rest: AsyncIterator<unknown>): AsyncGenerator<unknown> {
+  try {
+    yield first;
+    for (;;) {
+      const next = await rest.next();
+      if (next.done) return;
+      yield next.value;
+    }
+  } finally {
+    // Leaving early (error event, client gone) releases the provider's socket.
+    await rest.return?.();
+  }
 }

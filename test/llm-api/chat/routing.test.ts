@@ -98,6 +98,13 @@ test.serial('failover across two providers offering the same model (5xx, 429, co
   t.is(failed.body.error.code, 'upstream_error');
   first.failAll(null);
   second.failAll(null);
+  // The first provider accepts the stream (200 head) and dies before any body byte: still failed over.
+  first.streamsDieEarly(true);
+  const early = await streamChat('dup-model');
+  t.is(early.status, 200);
+  t.true(String(early.body).includes('second'));
+  t.true(String(early.body).endsWith('data: [DONE]\n\n'));
+  first.streamsDieEarly(false);
   // Connection refused at the first provider.
   await first.down();
   t.true((await chat('dup-model')).body.choices[0].message.content.startsWith('Hello from second'));
