@@ -39,6 +39,8 @@ export interface FakeUpstream {
   aborted(): number;
   setModels(models: FakeUpstreamOptions['models']): void;
   failAll(status: number | null, options?: { retryAfter?: string }): void;
+  /** Every chat request waits this long before its headers (0 = off). */
+  delayAll(ms: number): void;
   /** Stream requests get a 200 event-stream head, then the socket dies before any body byte. */
   streamsDieEarly(on: boolean): void;
   /** Refuse connections entirely (connect errors) until `up()`. */
@@ -70,6 +72,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   let failStatus: number | null = null;
   let failRetryAfter: string | undefined;
   let dieEarly = false;
+  let delayAllMs = 0;
   const requests: FakeRequest[] = [];
   let chats = 0;
   let aborted = 0;
@@ -101,7 +104,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const text = lastUserText(body.messages ?? []);
     const fail = directive(text, 'fail');
     if (fail) return sendError(Number(fail), `${name} injected failure`);
-    const delay = Number(directive(text, 'delay') ?? 0);
+    const delay = Number(directive(text, 'delay') ?? 0) || delayAllMs;
     if (delay) await new Promise((r) => setTimeout(r, delay));
 
     const n = body.n ?? 1;
@@ -236,6 +239,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     aborted: () => aborted,
     setModels(next) {
       models = next ?? [];
+    },
+    delayAll(ms) {
+      delayAllMs = ms;
     },
     streamsDieEarly(on) {
       dieEarly = on;

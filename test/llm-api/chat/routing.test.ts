@@ -12,7 +12,7 @@ const fake = async (name: string, models: string[]) => {
 };
 
 test.before(async () => {
-  h = await startLlmHarness({ LLM_ROUTING_SEED: '42', LLM_HEALTH_FAILURE_THRESHOLD: '2', LLM_HEALTH_COOLDOWN_MS: '600000', LLM_HEALTH_PROBE_INTERVAL_MS: '30' });
+  h = await startLlmHarness({ LLM_ROUTING_SEED: '42', LLM_HEALTH_FAILURE_THRESHOLD: '2', LLM_HEALTH_COOLDOWN_MS: '600000', LLM_HEALTH_PROBE_INTERVAL_MS: '30', LLM_UPSTREAM_HEADERS_TIMEOUT_MS: '400' });
 });
 test.after.always(async () => {
   await h?.close();
@@ -105,6 +105,15 @@ test.serial('failover across two providers offering the same model (5xx, 429, co
   t.true(String(early.body).includes('second'));
   t.true(String(early.body).endsWith('data: [DONE]\n\n'));
   first.streamsDieEarly(false);
+  // A provider slower than LLM_UPSTREAM_HEADERS_TIMEOUT_MS (400 ms here) is failed over; both slow → 504.
+  first.delayAll(1500);
+  t.true((await chat('dup-model')).body.choices[0].message.content.startsWith('Hello from second'));
+  second.delayAll(1500);
+  const slow = await chat('dup-model');
+  t.is(slow.status, 504);
+  t.is(slow.body.error.code, 'upstream_timeout');
+  first.delayAll(0);
+  second.delayAll(0);
   // Connection refused at the first provider.
   await first.down();
   t.true((await chat('dup-model')).body.choices[0].message.content.startsWith('Hello from second'));
