@@ -1,4 +1,5 @@
 import test from 'ava';
+// Serial: the tests share one manual clock, and some of them move it.
 import { createServiceApp, listen, ManualClock, parseSize, requireAdmin, type RunningServer } from '../../services/kit/index.js';
 import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
@@ -32,7 +33,7 @@ test.after.always(async () => {
   await runtime?.dispose();
 });
 
-test('a platform user id resolves to that user, with is_admin and guest from the table', async (t) => {
+test.serial('a platform user id resolves to that user, with is_admin and guest from the table', async (t) => {
   const user = await createTestUser(runtime.db.knex);
   const res = await fetch(`${base}/me`, { headers: edgeHeaders(secret, user, 'apikey') });
   t.is(res.status, 200);
@@ -40,7 +41,7 @@ test('a platform user id resolves to that user, with is_admin and guest from the
   t.like(me, { userId: user.id, email: user.email, username: user.username, authMethod: 'apikey', isAdmin: false, isGuest: false });
 });
 
-test('admin routes answer 403 to non-admins and 200 to admins', async (t) => {
+test.serial('admin routes answer 403 to non-admins and 200 to admins', async (t) => {
   const user = await createTestUser(runtime.db.knex);
   const admin = await createTestUser(runtime.db.knex, { admin: true });
   const denied = await fetch(`${base}/admin`, { headers: edgeHeaders(secret, user) });
@@ -49,7 +50,7 @@ test('admin routes answer 403 to non-admins and 200 to admins', async (t) => {
   t.is((await fetch(`${base}/admin`, { headers: edgeHeaders(secret, admin) })).status, 200);
 });
 
-test('an unknown platform id, a disabled user and an unknown auth method are 401', async (t) => {
+test.serial('an unknown platform id, a disabled user and an unknown auth method are 401', async (t) => {
   const ghost = { id: 'user_AAAAAAAAAAAAAAAAAAAAAAAA', email: 'g@x', username: 'g', is_admin: false };
   t.is((await fetch(`${base}/me`, { headers: edgeHeaders(secret, ghost) })).status, 401);
   const user = await createTestUser(runtime.db.knex);
@@ -60,7 +61,7 @@ test('an unknown platform id, a disabled user and an unknown auth method are 401
   t.is((await fetch(`${base}/me`, { headers })).status, 401);
 });
 
-test('an external subject maps to one platform user, created on first sight and reused after', async (t) => {
+test.serial('an external subject maps to one platform user, created on first sight and reused after', async (t) => {
   const headers = {
     'x-gateway-token': secret,
     'x-auth-method': 'jwt',
@@ -77,7 +78,7 @@ test('an external subject maps to one platform user, created on first sight and 
   t.is(rows.length, 1);
 });
 
-test('admin changes take effect after the short cache TTL, or at once when invalidated', async (t) => {
+test.serial('admin changes take effect after the short cache TTL, or at once when invalidated', async (t) => {
   const user = await createTestUser(runtime.db.knex);
   t.is((await fetch(`${base}/admin`, { headers: edgeHeaders(secret, user) })).status, 403);
   await runtime.db.knex('users').where({ id: user.id }).update({ is_admin: true });
