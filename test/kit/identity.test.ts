@@ -1,10 +1,10 @@
 import test from 'ava';
-// Serial: the tests share one manual clock, and some of them move it.
 import { createServiceApp, listen, ManualClock, parseSize, requireAdmin, type RunningServer } from '../../services/kit/index.js';
 import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
 
 // Identity headers from the edge become one platform user, with is_admin from the users table.
+// Serial: the tests share one manual clock, and some of them move it.
 const clock = new ManualClock();
 let runtime: Awaited<ReturnType<typeof openTestRuntime>>;
 let server: RunningServer;
