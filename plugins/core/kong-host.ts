@@ -63,9 +63,18 @@ export async function readRequest(kong: KongPdk, needs: Needs): Promise<EdgeRequ
   return { method, path, headers: headers as HeaderMap, clientIp, shared };
 }
 
+/**
+ * `kong.response.exit` with a JSON body sent as a string: a table body would lose its `null`
+ * fields on the way (msgpack nil → absent key), and shape A carries `"param": null`.
+ */
+export function exitJson(kong: KongPdk, status: number, body: unknown, headers: Record<string, string> = {}): Promise<void> {
+  if (body === null || body === undefined) return kong.response.exit(status, undefined, headers);
+  return kong.response.exit(status, JSON.stringify(body), { 'Content-Type': 'application/json; charset=utf-8', ...headers });
+}
+
 export async function applyDecision(kong: KongPdk, decision: Decision, request: EdgeRequest): Promise<void> {
   if (decision.kind === 'respond') {
-    return kong.response.exit(decision.status, decision.body, decision.headers);
+    return exitJson(kong, decision.status, decision.body, decision.headers);
   }
   if (decision.identity) {
     const shared: SharedContext = { ...request.shared, [decision.identity.authMethod]: decision.identity, anonymous: false };
@@ -75,7 +84,7 @@ export async function applyDecision(kong: KongPdk, decision: Decision, request: 
   } else if (decision.anonymous && !request.shared.jwt && !request.shared.apikey) {
     const consumer = await kong.client.loadConsumer(decision.anonymous, true);
     if (!consumer) {
-      return kong.response.exit(500, errorBody(500, 'The gateway is misconfigured (anonymous consumer missing)'));
+      return exitJson(kong, 500, errorBody(500, 'The gateway is misconfigured (anonymous consumer missing)'));
     }
     await kong.ctx.shared.set(SHARED_KEY, { ...request.shared, anonymous: true });
     await kong.client.authenticate(consumer, null);
@@ -97,6 +106,6 @@ export async function runPhase(kong: KongPdk, core: PluginCore, needs: Needs, na
     } catch {
       // the log call itself failed; still answer
     }
-    return kong.response.exit(500, errorBody(500, 'The gateway could not process the request'));
+    return exitJson(kong, 500, errorBody(500, 'The gateway could not process the request'));
   }
 }

@@ -1,5 +1,5 @@
 import { errorBody } from '../../services/kit/errors.js';
-import { runPhase, type KongPdk, type Needs } from './kong-host.js';
+import { exitJson, runPhase, type KongPdk, type Needs } from './kong-host.js';
 import type { PluginCore } from './types.js';
 
 export const VERSION = '0.1.0';
@@ -31,7 +31,7 @@ export function kongPluginClass(name: string, build: (config: Record<string, unk
 
     async access(kong: KongPdk): Promise<void> {
       if (!this.core) {
-        return kong.response.exit(500, errorBody(500, `The gateway plugin ${name} is misconfigured`));
+        return exitJson(kong, 500, errorBody(500, `The gateway plugin ${name} is misconfigured`));
       }
       return runPhase(kong, this.core, needs, name);
     }
@@ -39,7 +39,7 @@ export function kongPluginClass(name: string, build: (config: Record<string, unk
     /** For subclasses that also run in Kong's rewrite phase (global plugins only). */
     protected async runRewrite(kong: KongPdk, rewriteNeeds: Needs): Promise<void> {
       if (!this.core) {
-        return kong.response.exit(500, errorBody(500, `The gateway plugin ${name} is misconfigured`));
+        return exitJson(kong, 500, errorBody(500, `The gateway plugin ${name} is misconfigured`));
       }
       if (!this.core.rewrite) return;
       return runPhase(kong, this.core, rewriteNeeds, name, 'rewrite');

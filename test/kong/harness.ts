@@ -248,7 +248,16 @@ export async function startPluginServer(pluginDir: string) {
     if (child.exitCode !== null) throw new Error(`plugin server exited: ${output}`);
     await new Promise((r) => setTimeout(r, 20));
   }
-  const rpc = await RpcConnection.open(socketPath);
+  // The socket file appears at bind(), a moment before listen(): retry a refused connect (bounded).
+  let rpc: RpcConnection | undefined;
+  for (let attempt = 0; !rpc; attempt++) {
+    try {
+      rpc = await RpcConnection.open(socketPath);
+    } catch (error) {
+      if (attempt >= 100 || child.exitCode !== null) throw new Error(`cannot connect to the plugin server: ${(error as Error).message} ${output}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
   const kong = new FakeKong();
   let seq = 0;
   return {
