@@ -16,7 +16,8 @@ export interface RevocationChannel {
   close(): Promise<void>;
 }
 
-export const userRevocation = (userId: string) => `user:${userId}`;
+export const USER_REVOCATION_PREFIX = 'user:';
+export const userRevocation = (userId: string) => `${USER_REVOCATION_PREFIX}${userId}`;
 
 /** One process: publish and subscribe through an EventEmitter. */
 export function createInProcessRevocations(): RevocationChannel {

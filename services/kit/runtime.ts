@@ -9,7 +9,7 @@ import { createUsersStore } from './identity/users-store.js';
 import { createLogger, type Logger } from './logger.js';
 import { kitMigrations } from './migrations/index.js';
 import { createOutboxRelay, type OutboxRelay } from './outbox/outbox.js';
-import { createInProcessRevocations, type RevocationChannel } from './revocations.js';
+import { USER_REVOCATION_PREFIX, createInProcessRevocations, type RevocationChannel } from './revocations.js';
 import { createRedisRevocations } from './revocations-redis.js';
 
 /**
@@ -66,6 +66,13 @@ export async function openRuntime(
   const relay = createOutboxRelay({ knex: db.knex, bus, clock, logger, pollMs: config.OUTBOX_POLL_MS });
   logger.info({ database: db.driver, bus: bus.driver }, 'runtime ready');
   const revocations = config.REDIS_URL ? createRedisRevocations(config.REDIS_URL, { logger }) : createInProcessRevocations();
+  // A user disabled or changed in another process reaches this process's user cache at once.
+  const unsubscribeUsers = await revocations.subscribe({
+    onRevoked(message) {
+      if (message.startsWith(USER_REVOCATION_PREFIX)) users.invalidate(message.slice(USER_REVOCATION_PREFIX.length));
+    },
+    onResync: () => users.invalidate(),
+  });
   return {
     config,
     logger,
@@ -78,6 +85,7 @@ export async function openRuntime(
     readiness: { database: () => db.ping(), bus: () => bus.ping() },
     async close() {
       await relay.stop();
+      await unsubscribeUsers();
       await revocations.close();
       await bus.close();
       await db.close();

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createServiceApp, listen, ManualClock, parseSize, requireAdmin, type RunningServer } from '../../services/kit/index.js';
+import { createServiceApp, listen, ManualClock, parseSize, requireAdmin, userRevocation, type RunningServer } from '../../services/kit/index.js';
 import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
 
@@ -88,4 +88,13 @@ test.serial('admin changes take effect after the short cache TTL, or at once whe
   await runtime.db.knex('users').where({ id: user.id }).update({ is_admin: false });
   runtime.users.invalidate(user.id);
   t.is((await fetch(`${base}/admin`, { headers: edgeHeaders(secret, user) })).status, 403);
+});
+
+test.serial('a user revocation published by another process drops the cached row at once', async (t) => {
+  const user = await createTestUser(runtime.db.knex);
+  t.is((await fetch(`${base}/me`, { headers: edgeHeaders(secret, user) })).status, 200);
+  await runtime.db.knex('users').where({ id: user.id }).update({ disabled: true });
+  t.is((await fetch(`${base}/me`, { headers: edgeHeaders(secret, user) })).status, 200, 'still cached');
+  await runtime.revocations.publish(userRevocation(user.id));
+  t.is((await fetch(`${base}/me`, { headers: edgeHeaders(secret, user) })).status, 401);
 });
