@@ -67,12 +67,18 @@ export async function openRuntime(
   logger.info({ database: db.driver, bus: bus.driver }, 'runtime ready');
   const revocations = config.REDIS_URL ? createRedisRevocations(config.REDIS_URL, { logger }) : createInProcessRevocations();
   // A user disabled or changed in another process reaches this process's user cache at once.
-  const unsubscribeUsers = await revocations.subscribe({
-    onRevoked(message) {
-      if (message.startsWith(USER_REVOCATION_PREFIX)) users.invalidate(message.slice(USER_REVOCATION_PREFIX.length));
-    },
-    onResync: () => users.invalidate(),
-  });
+  // Not awaited: an unreachable Redis must not stop a service from starting (the cache TTL still bounds staleness).
+  const userSubscription = revocations
+    .subscribe({
+      onRevoked(message) {
+        if (message.startsWith(USER_REVOCATION_PREFIX)) users.invalidate(message.slice(USER_REVOCATION_PREFIX.length));
+      },
+      onResync: () => users.invalidate(),
+    })
+    .catch((error: Error) => {
+      logger.warn({ err: error.message }, 'user revocations unavailable; relying on the identity cache TTL');
+      return async () => {};
+    });
   return {
     config,
     logger,
@@ -85,7 +91,7 @@ export async function openRuntime(
     readiness: { database: () => db.ping(), bus: () => bus.ping() },
     async close() {
       await relay.stop();
-      await unsubscribeUsers();
+      await (await userSubscription)();
       await revocations.close();
       await bus.close();
       await db.close();
