@@ -53,14 +53,3 @@ export function inbox<T = unknown>(onMessage?: (r: Received<T>) => Promise<void>
   }
   return { handler, next, until, items };
 }
-
-/** Polls `check` until it returns truthy, bounded; for state that changes without an event to wait on. */
-export async function eventually<T>(check: () => Promise<T | undefined | null | false>, boundMs = 15_000, everyMs = 25): Promise<T> {
-  const deadline = Date.now() + boundMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`condition not reached within ${boundMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
-}

@@ -2,6 +2,7 @@ import type { ExecutionContext, TestFn } from 'ava';
 import type { Knex } from 'knex';
 import { createOutboxRelay, recordEvent, type Bus, type EventMessage, type Logger } from '../../services/kit/index.js';
 import { inbox } from '../helpers/inbox.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * The contract both bus drivers keep. Each driver's test file supplies a harness; the same
@@ -131,12 +132,7 @@ export function busContract(test: TestFn<unknown>, harness: () => BusHarness) {
     t.is(second.message.headers['x-attempt'], '2');
     await bus.send(queue, { k: 'poison' }, { messageId: 'p1' });
     t.is((await box.next()).message.id, 'p1');
-    let dead = 0;
-    for (let i = 0; i < 200 && dead === 0; i++) {
-      dead = await h.deadLetters(queue);
-      if (dead === 0) await new Promise((r) => setTimeout(r, 25));
-    }
-    t.is(dead, 1);
+    t.is(await waitFor(() => h.deadLetters(queue), 5000, 'the dead letter'), 1);
     await bus.close();
   });
 

@@ -3,18 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
 import { startFaultProxy } from '../helpers/fault-proxy.js';
+import { waitFor } from '../helpers/wait.js';
 
 const redisPort = Number(new URL(TEST_REDIS_URL).port || 6379);
 const channel = () => `revocations_test_${process.pid}_${randomBytes(4).toString('hex')}`;
 
-/** Resolves when `check` holds; waits on the subscriber's own events, bounded. */
-async function until(check: () => boolean, label: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error(`timed out waiting for ${label}`);
-}
+/** Resolves when `check` holds; pub/sub delivery is asynchronous, so this waits (bounded). */
+const until = (check: () => boolean, label: string) => waitFor(check, 2000, label, 10);
 
 test('messages published on one node reach every subscriber', async (t) => {
   const name = channel();

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { eventually } from '../helpers/inbox.js';
+import { waitFor } from '../helpers/wait.js';
 import { cleanEnv, freePort, startChild } from '../helpers/process.js';
 
 // `npm start` on a clean data directory with no external dependency configured: the embedded
@@ -34,10 +34,10 @@ test('npm start brings every service up on embedded defaults; SIGTERM exits clea
   for (const [name, port] of Object.entries(ports)) {
     const status = await Promise.race([
       early,
-      eventually(async () => {
+      waitFor(async () => {
         const res = await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined);
         return res?.status;
-      }, 200_000, 200),
+      }, 200_000, `${name} answering`, 200),
     ]);
     t.is(status, 200, `${name} /healthz`);
   }

@@ -176,13 +176,4 @@ export async function startStack(options: {
   return stack;
 }
 
-/** Polls the database (bounded) until `check` is truthy: for state an async worker changes. */
-export async function waitFor<T>(check: () => Promise<T | undefined | null | false>, boundMs = 30_000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + boundMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what} not reached within ${boundMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+export { waitFor } from '../helpers/wait.js';
