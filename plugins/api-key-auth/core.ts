@@ -59,6 +59,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
       isGuest: false,
       tier: typeof key.tier === 'string' ? key.tier : null,
       limits: limitsFrom(key.limits ?? null),
+      keyId: typeof key.key_id === 'string' ? key.key_id : null,
       bucket: `key:${hash}`,
     };
     cache.set(hash, identity, epoch);

@@ -9,6 +9,7 @@ export interface ValidatedKey {
   is_admin?: boolean;
   tier?: string | null;
   limits?: Record<string, unknown> | null;
+  key_id?: string | null;
 }
 
 export type ValidationResult = { kind: 'valid'; key: ValidatedKey } | { kind: 'invalid' } | { kind: 'unavailable'; reason: string };

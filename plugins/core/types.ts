@@ -19,6 +19,8 @@ export interface VerifiedIdentity {
   /** API keys: the key's tier and custom limits from the validator. */
   tier?: string | null;
   limits?: TierLimits | null;
+  /** API keys: the key's id (`key_…`) as the validator reported it, for usage attribution upstream. */
+  keyId?: string | null;
   /** Rate-limit bucket of the credential: `key:<sha256>` for API keys, `user:<id>` for tokens. */
   bucket: string;
 }

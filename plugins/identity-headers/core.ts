@@ -31,6 +31,7 @@ export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore
       setUpstream[IDENTITY_HEADERS.subject] = identity.subject;
       if (identity.email) setUpstream[IDENTITY_HEADERS.email] = identity.email;
       if (identity.username) setUpstream[IDENTITY_HEADERS.username] = identity.username;
+      if (identity.authMethod === 'apikey' && identity.keyId) setUpstream[IDENTITY_HEADERS.apiKeyId] = identity.keyId;
     }
     return { kind: 'continue', removeUpstream, setUpstream };
   }

@@ -73,3 +73,11 @@ test('without a configured gateway token none is set', (t) => {
   t.deepEqual(decision.removeUpstream, ['x-gateway-token']);
   t.deepEqual(decision.setUpstream, {});
 });
+
+test('an API key identity carries its key id upstream; a client-sent key id never passes', (t) => {
+  const spoofed = { 'x-user-key-id': 'key_forged' };
+  const withKey = upstream(spoofed, run(spoofed, { apikey: { ...identity('apikey', 'user_k'), keyId: 'key_real' } }));
+  t.is(withKey['x-user-key-id'], 'key_real');
+  const withToken = upstream(spoofed, run(spoofed, { jwt: { ...identity('jwt', 'user_j'), keyId: 'key_ignored' } }));
+  t.false('x-user-key-id' in withToken);
+});

@@ -44,7 +44,8 @@ export function identity(directory: UserDirectory, isPublic: (path: string) => b
         username: header(req.headers[IDENTITY_HEADERS.username]),
       });
       if (!principal) return next(new ApiError(401, 'Unknown or disabled user'));
-      req.principal = principal;
+      const keyId = method === 'apikey' ? header(req.headers[IDENTITY_HEADERS.apiKeyId]) : null;
+      req.principal = keyId ? { ...principal, apiKeyId: keyId.slice(0, 64) } : principal;
       next();
     } catch (error) {
       next(error);

@@ -7,6 +7,8 @@ export interface Principal {
   authMethod: 'jwt' | 'apikey';
   isAdmin: boolean;
   isGuest: boolean;
+  /** The API key the request was authenticated with (`key_…`), when it was an API key. */
+  apiKeyId?: string | null;
 }
 
 /** Identity headers the edge sets after verifying a credential (SPEC.md section 5, rule 4). */
@@ -16,6 +18,8 @@ export const IDENTITY_HEADERS = {
   subject: 'x-user-subject',
   email: 'x-user-email',
   username: 'x-user-username',
+  /** Set by the edge from the key validation; the edge strips every client-sent `X-User-*` header. */
+  apiKeyId: 'x-user-key-id',
 } as const;
 
 export const GATEWAY_TOKEN_HEADER = 'x-gateway-token';
@@ -29,5 +33,6 @@ export function identityHeadersFor(principal: Principal): Record<string, string>
   };
   if (principal.email) headers[IDENTITY_HEADERS.email] = principal.email;
   if (principal.username) headers[IDENTITY_HEADERS.username] = principal.username;
+  if (principal.apiKeyId) headers[IDENTITY_HEADERS.apiKeyId] = principal.apiKeyId;
   return headers;
 }

@@ -76,7 +76,7 @@ export async function createChatCompletion(core: LlmCore, req: Request, res: Res
       request_id: req.requestId,
       user_id: principal.userId,
       auth_method: principal.authMethod,
-      api_key_id: typeof req.headers['x-api-key-id'] === 'string' ? req.headers['x-api-key-id'].slice(0, 64) : null,
+      api_key_id: principal.apiKeyId ?? null,
       model: model.publicId,
       provider_id: pm?.provider_id ?? null,
       provider_model_id: pm?.id ?? null,

@@ -3,6 +3,7 @@ import OpenAI, { APIError, AuthenticationError, BadRequestError, NotFoundError, 
 import { randomBase62 } from '../../../services/kit/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startTestPlatform, type TestPlatform } from '../../helpers/platform.js';
+import { waitFor } from '../../helpers/wait.js';
 
 // The official openai SDK pointed at the EDGE (embedded gateway + deck/kong.yaml), changing only
 // baseURL and the credential: a guest token from /llm/auth/guest-login; the admin uses the
@@ -92,4 +93,21 @@ test('store: true end to end: the exchange lands in the conversation (read back 
   // The next turn sees the stored history.
   const next: any = await client.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'and now?' }], store: true, conversation: { id: conversation.id } } as any);
   t.is(next.usage.prompt_tokens, 'remember this'.split(' ').length + 'Hello from edge w1 w2 w3 w4'.split(' ').length + 2);
+});
+
+test('usage is attributed to the API key the edge verified; a client cannot forge the key id', async (t) => {
+  const forged = { 'X-User-Key-ID': 'key_forged', 'X-API-Key-ID': 'key_forged' };
+  await admin.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'by key' }], metadata: { probe: 'key' } }, { headers: forged });
+  await client.chat.completions.create({ model: 'edge-model', messages: [{ role: 'user', content: 'by token' }], metadata: { probe: 'token' } }, { headers: forged });
+  const bootstrapKey = await p.runtime.db.knex('identity_api_keys').where({ user_id: (await p.runtime.db.knex('users').where({ is_admin: true }).first()).id }).first();
+  const rows = await waitFor(async () => {
+    const found = await p.runtime.db.knex('llm_usage').whereRaw("metadata->>'probe' in ('key', 'token')").select('metadata', 'api_key_id', 'auth_method');
+    return found.length === 2 ? found : null;
+  }, 15_000, 'usage rows');
+  const byProbe = Object.fromEntries(rows.map((r: { metadata: { probe: string }; api_key_id: string | null; auth_method: string }) => [r.metadata.probe, r]));
+  t.is(byProbe.key.auth_method, 'apikey');
+  t.is(byProbe.key.api_key_id, bootstrapKey.id);
+  t.regex(String(byProbe.key.api_key_id), /^key_/);
+  t.is(byProbe.token.auth_method, 'jwt');
+  t.is(byProbe.token.api_key_id, null);
 });
