@@ -5,9 +5,7 @@ import express from 'express';
 import type { ServiceDefinition } from '../kit/service.js';
 import { deckVariables } from './deck-vars.js';
 import { loadDeck } from './deck.js';
-import { createEdge, type Edge } from './edge.js';
-
-const edges = new Set<Edge>();
+import { createEdge } from './edge.js';
 
 /** A relative EDGE_DECK_FILE: from the working directory, else from the repository root (npm start elsewhere). */
 function deckPath(file: string): string {
@@ -37,24 +35,12 @@ export const gatewayService: ServiceDefinition = {
       readTimeoutMs: config.EDGE_UPSTREAM_READ_TIMEOUT_MS,
       accessLog: (entry) => (entry.status >= 500 ? ctx.runtime.logger.error(entry, 'edge request') : ctx.runtime.logger.info(entry, 'edge request')),
     });
-    edges.add(edge);
+    ctx.onStop(() => edge.close());
     ctx.runtime.logger.info({ routes: edge.router.size }, 'gateway: decK configuration loaded');
     const app = express();
     app.disable('x-powered-by');
     app.disable('etag');
     app.use((req, res) => edge.handle(req, res));
-    // Each edge's plugin resources (validator connections, Redis counters, subscriptions) end with
-    // its own server, so several platforms in one process do not close each other's edges.
-    const listen = app.listen.bind(app) as (...args: unknown[]) => import('node:http').Server;
-    app.listen = ((...args: unknown[]) => {
-      const server = listen(...args);
-      server.once('close', () => {
-        if (edges.delete(edge)) void edge.close();
-      });
-      return server;
-    }) as typeof app.listen;
     return app;
   },
-  // No `stop`: it is shared by every platform of the process, so it could not tell whose edge to
-  // close; each edge closes with its own server (above).
 };

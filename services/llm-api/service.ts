@@ -41,7 +41,4 @@ export const llmApiService: ServiceDefinition = {
       },
     });
   },
-  async stop() {
-    for (const resource of resources) await resource.stop?.();
-  },
 };

@@ -7,7 +7,7 @@ import {
   startService,
   type BaseConfig,
   type Clock,
-  type ServiceContext,
+  type SharedServiceContext,
   type StartedService,
 } from '../kit/index.js';
 import { edge, services, workers } from './registry.js';
@@ -17,7 +17,7 @@ import { edge, services, workers } from './registry.js';
  * worker and the edge, each service on its own port. Used by `npm start` and by end-to-end tests.
  */
 export interface Platform {
-  ctx: ServiceContext;
+  ctx: SharedServiceContext;
   started: StartedService[];
   port(name: string): number;
   stop(): Promise<void>;
@@ -31,14 +31,18 @@ export async function startPlatform(config: BaseConfig = loadBaseConfig(), optio
     migrations: all.flatMap((d) => d.migrations),
     clock: options.clock,
   });
-  const ctx: ServiceContext = { runtime, gatewaySecret, urls: serviceUrls(config) };
+  const ctx: SharedServiceContext = { runtime, gatewaySecret, urls: serviceUrls(config) };
   const started: StartedService[] = [];
   const running: { stop(): Promise<void> }[] = [];
   try {
     for (const def of [...services, ...edge]) started.push(await startService(def, ctx));
     for (const worker of workers) running.push(await worker.start(ctx));
   } catch (error) {
-    await Promise.all(started.map((s) => s.server.close(0)));
+    for (const s of started.reverse()) {
+      await s.server.close(0);
+      await s.stop();
+    }
+    for (const r of running) await r.stop();
     await runtime.close();
     throw error;
   }
@@ -56,7 +60,7 @@ export async function startPlatform(config: BaseConfig = loadBaseConfig(), optio
       const timeout = config.SHUTDOWN_TIMEOUT_MS;
       // The edge first, so no new work reaches the services, then the services, then background work.
       for (const s of [...started].reverse()) await s.server.close(timeout);
-      for (const def of [...services, ...edge]) await def.stop?.();
+      for (const s of [...started].reverse()) await s.stop();
       for (const r of running) await r.stop();
       await runtime.relay.drain().catch(() => 0);
       await runtime.close();

@@ -11,6 +11,7 @@ import {
   type MigrationSet,
   type Runtime,
   type ServiceContext,
+  type SharedServiceContext,
   type ServiceDefinition,
 } from '../../services/kit/index.js';
 
@@ -81,8 +82,11 @@ export async function dropSchema(schema: string): Promise<void> {
 export interface TestService {
   url: string;
   runtime: Runtime;
+  /** The service's own context (domain objects built from it stop with the service). */
   ctx: ServiceContext;
   gatewaySecret: string;
+  /** Drains the server and runs the app's cleanups (flushes), leaving the runtime open for assertions. */
+  stop(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -93,17 +97,21 @@ export async function startTestService(
 ): Promise<TestService> {
   const runtime = await openTestRuntime({ migrations: def.migrations, clock: options.clock, bus: options.bus, env: options.env });
   const gatewaySecret = runtime.config.GATEWAY_SHARED_SECRET!;
-  const ctx: ServiceContext = { runtime, gatewaySecret, urls: serviceUrls(runtime.config) };
+  const ctx: SharedServiceContext = { runtime, gatewaySecret, urls: serviceUrls(runtime.config) };
   const started = await startService(def, ctx);
   runtime.relay.start();
+  const stop = async () => {
+    await started.server.close(1000);
+    await started.stop();
+  };
   return {
     url: `http://127.0.0.1:${started.server.port}`,
     runtime,
-    ctx,
+    ctx: started.ctx,
     gatewaySecret,
+    stop,
     async close() {
-      await started.server.close(1000);
-      await def.stop?.();
+      await stop();
       await runtime.dispose();
     },
   };

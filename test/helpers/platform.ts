@@ -1,5 +1,6 @@
 import { startPlatform as startAllInOne, type Platform } from '../../services/platform/platform.js';
 import type { Clock, Runtime, ServiceContext } from '../../services/kit/index.js';
+import { deleteAmqpTopology } from './amqp.js';
 import { dropSchema, testConfig } from './env.js';
 
 /**
@@ -38,16 +39,21 @@ export async function startTestPlatform(
   const config = testConfig({ EDGE_REDIS_PREFIX: `edge_${process.pid}_${Date.now().toString(36)}`, ...RELAXED_LIMITS, ...options.env }, { bus: options.bus });
   const platform = await startAllInOne(config, { clock: options.clock });
   const url = `http://127.0.0.1:${platform.port('gateway')}`;
+  // Domain objects a test builds from `ctx` stop with the platform.
+  const cleanups: Array<() => void | Promise<void>> = [];
+  const ctx: ServiceContext = { ...platform.ctx, onStop: (cleanup) => void cleanups.push(cleanup) };
   return {
     url,
     runtime: platform.ctx.runtime,
-    ctx: platform.ctx,
+    ctx,
     platform,
     gatewaySecret: platform.ctx.gatewaySecret,
     serviceUrl: (name) => `http://127.0.0.1:${platform.port(name)}`,
     async stop() {
       await platform.stop();
+      for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
       await dropSchema(config.DATABASE_SCHEMA!);
+      if (config.AMQP_URL) await deleteAmqpTopology(config.BUS_QUEUE_PREFIX, config.BUS_EXCHANGE);
     },
   };
 }

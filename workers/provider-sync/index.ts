@@ -1,4 +1,4 @@
-import type { ServiceContext, WorkerDefinition } from '../../services/kit/index.js';
+import type { SharedServiceContext, WorkerDefinition } from '../../services/kit/index.js';
 import { syncDepsFor, upstreamFor } from '../../services/llm-api/routing/core.js';
 import { PROVIDER_SYNC_QUEUE, syncProvider, SyncError } from '../../services/llm-api/providers/sync.js';
 
@@ -17,7 +17,7 @@ export interface SyncRunSummary {
   failed: Array<{ provider_id: string; error: string }>;
 }
 
-export async function syncAllProviders(ctx: ServiceContext, deps: ReturnType<typeof syncDepsFor>, providerId?: string): Promise<SyncRunSummary> {
+export async function syncAllProviders(ctx: SharedServiceContext, deps: ReturnType<typeof syncDepsFor>, providerId?: string): Promise<SyncRunSummary> {
   const providers = providerId ? [await deps.providers.byId(providerId)].filter(Boolean) : (await deps.providers.list()).filter((p) => p.active);
   const summary: SyncRunSummary = { synced: [], failed: [] };
   for (const provider of providers) {

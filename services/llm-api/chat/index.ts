@@ -1,6 +1,6 @@
 import { parseSize } from '../../kit/index.js';
 import type { LlmApiResource } from '../resource.js';
-import { llmCore, stopCores } from '../routing/core.js';
+import { llmCore } from '../routing/core.js';
 import { usageTables } from '../usage/migrations.js';
 import { mountChatRoutes } from './routes.js';
 import { createStoreHooks } from './store-hooks.js';
@@ -18,5 +18,4 @@ export const chatResource: LlmApiResource = {
   async mount(router, ctx) {
     mountChatRoutes(router, await llmCore(ctx), createStoreHooks(ctx));
   },
-  stop: stopCores,
 };

@@ -56,7 +56,6 @@ export function createIdentity(ctx: ServiceContext) {
 
 export type Identity = ReturnType<typeof createIdentity>;
 
-const timers = new Set<NodeJS.Timeout>();
 
 export const identityResource: LlmApiResource = {
   name: 'identity',
@@ -81,14 +80,11 @@ export const identityResource: LlmApiResource = {
       identity.refreshTokens.prune().catch(warn('refresh token prune'));
     }, config.API_KEY_SWEEP_INTERVAL_MS);
     sweep.unref();
-    timers.add(sweep);
+    ctx.onStop(() => clearInterval(sweep));
 
     mountAuthRoutes(router, { auth: identity.auth, issuer: identity.issuer, guestEmailDomain: config.GUEST_EMAIL_DOMAIN });
     mountApiKeyRoutes(router, { apiKeys: identity.apiKeys, maxTtlDays: config.API_KEY_MAX_TTL_DAYS });
     mountAdminUserRoutes(router, { userAdmin: identity.userAdmin });
   },
-  async stop() {
-    for (const timer of timers) clearInterval(timer);
-    timers.clear();
-  },
+
 };

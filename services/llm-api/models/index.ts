@@ -1,5 +1,5 @@
 import type { LlmApiResource } from '../resource.js';
-import { llmCore, stopCores } from '../routing/core.js';
+import { llmCore } from '../routing/core.js';
 import { modelsTables } from './migrations.js';
 import { mountModelRoutes } from './routes.js';
 
@@ -10,5 +10,4 @@ export const modelsResource: LlmApiResource = {
   async mount(router, ctx) {
     mountModelRoutes(router, await llmCore(ctx));
   },
-  stop: stopCores,
 };

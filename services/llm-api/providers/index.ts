@@ -1,5 +1,5 @@
 import type { LlmApiResource } from '../resource.js';
-import { llmCore, stopCores } from '../routing/core.js';
+import { llmCore } from '../routing/core.js';
 import { providersTables } from './migrations.js';
 import { mountProviderRoutes } from './routes.js';
 
@@ -10,5 +10,4 @@ export const providersResource: LlmApiResource = {
   async mount(router, ctx) {
     mountProviderRoutes(router, await llmCore(ctx));
   },
-  stop: stopCores,
 };

@@ -1,4 +1,4 @@
-import { createSecretBox, loadMasterKey, type SecretBox, type ServiceContext } from '../../kit/index.js';
+import { createSecretBox, loadMasterKey, type SecretBox, type ServiceContext, type SharedServiceContext } from '../../kit/index.js';
 import { createModelRegistry, type ModelRegistry } from '../models/registry.js';
 import { createModelsStore, type ModelsStore } from '../models/store.js';
 import type { ProviderRow } from '../models/types.js';
@@ -13,7 +13,7 @@ import { createUpstream, type Upstream } from './upstream.js';
 /**
  * What the providers, models and chat resources share inside one llm-api app: stores, the secret
  * box, the upstream connection pool, endpoint health, the model registry and the usage recorder.
- * Built once per ServiceContext (each resource's mount asks for it); `stopCores` ends them all.
+ * Built once per ServiceContext (each resource's mount asks for it) and stopped with that app.
  */
 export interface LlmCore {
   ctx: ServiceContext;
@@ -32,7 +32,6 @@ export interface LlmCore {
 }
 
 const cores = new WeakMap<ServiceContext, Promise<LlmCore>>();
-const started = new Set<LlmCore>();
 
 export function llmCore(ctx: ServiceContext): Promise<LlmCore> {
   let core = cores.get(ctx);
@@ -44,7 +43,7 @@ export function llmCore(ctx: ServiceContext): Promise<LlmCore> {
 }
 
 /** The pieces a worker needs without an HTTP app (provider-sync). */
-export function syncDepsFor(ctx: ServiceContext, upstream: Upstream): SyncDeps {
+export function syncDepsFor(ctx: SharedServiceContext, upstream: Upstream): SyncDeps {
   const config = ctx.runtime.config;
   const box = createSecretBox(loadMasterKey(config));
   return {
@@ -101,17 +100,12 @@ async function buildCore(ctx: ServiceContext): Promise<LlmCore> {
     sync,
     changed: () => registry.reload(),
   };
-  started.add(core);
+  // Flush usage and close pools when this app stops (after its server drained).
+  ctx.onStop(async () => {
+    registry.stop();
+    prober.stop();
+    await usage.stop();
+    await upstream.close().catch(() => {});
+  });
   return core;
-}
-
-/** Flushes usage and closes pools of every core (service stop). */
-export async function stopCores(): Promise<void> {
-  for (const core of [...started]) {
-    started.delete(core);
-    core.registry.stop();
-    core.prober.stop();
-    await core.usage.stop();
-    await core.upstream.close().catch(() => {});
-  }
 }

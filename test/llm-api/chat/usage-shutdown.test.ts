@@ -1,5 +1,4 @@
 import test from 'ava';
-import { llmApiService } from '../../../services/llm-api/service.js';
 import { startFakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness } from '../../fakes/llm-harness.js';
 
@@ -21,7 +20,7 @@ test('usage records wait in memory (batched off the request path) and are all fl
   t.true(results.every((r) => r.status === 200));
   const knex = h.service.runtime.db.knex;
   t.is(Number((await knex('llm_usage').count<{ count: number }[]>({ count: '*' }))[0]!.count), 0);
-  await llmApiService.stop!();
+  await h.service.stop();
   const rows = await knex('llm_usage').select('*');
   t.is(rows.length, N);
   t.true(rows.every((r: any) => r.user_id === h.user.id && r.outcome === 'ok' && r.completion_tokens > 0 && r.latency_ms >= 0));
