@@ -1,13 +1,7 @@
 import http from 'node:http';
-import express from 'express';
-import {
-  createServiceApp,
-  parseSize,
-  recordEvent,
-  type Clock,
-  type ServiceDefinition,
-} from '../../services/kit/index.js';
+import { recordEvent, type Clock, type ServiceDefinition } from '../../services/kit/index.js';
 import type { LlmApiResource } from '../../services/llm-api/resource.js';
+import { createLlmApiService } from '../../services/llm-api/service.js';
 import { webhooksResource } from '../../services/llm-api/webhooks/index.js';
 import { webhookDeliveryWorker } from '../../workers/webhook-delivery/index.js';
 import { startTestService, type TestService } from '../helpers/env.js';
@@ -96,29 +90,7 @@ export async function startReceiver(respond: (r: Received, index: number) => Rep
 export type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 
 /** llm-api with only the given resources (so these tests do not depend on unrelated resources). */
-export function llmApiWith(resources: LlmApiResource[]): ServiceDefinition {
-  return {
-    name: 'llm-api',
-    port: (config) => config.LLM_API_PORT,
-    migrations: [{ owner: 'llm_api', migrations: resources.flatMap((r) => r.migrations) }],
-    async createApp(ctx) {
-      const router = express.Router();
-      for (const resource of resources) await resource.mount(router, ctx);
-      return createServiceApp({
-        name: 'llm-api',
-        logger: ctx.runtime.logger,
-        gatewaySecret: ctx.gatewaySecret,
-        users: ctx.runtime.users,
-        readiness: ctx.runtime.readiness,
-        bodyLimit: parseSize(ctx.runtime.config.JSON_BODY_LIMIT),
-        routes: (root) => {
-          root.use('/llm', router);
-          root.use(router);
-        },
-      });
-    },
-  };
-}
+export const llmApiWith = (resources: LlmApiResource[]): ServiceDefinition => createLlmApiService(resources);
 
 export interface Stack {
   svc: TestService;

@@ -1,49 +1,22 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import test from 'ava';
-import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, loadBaseConfig, newId } from '../../../services/kit/index.js';
-import { startPlatform } from '../../../services/platform/platform.js';
+import { startEmbeddedPlatform } from '../../helpers/embedded.js';
 import { startFakeUpstream } from '../../fakes/openai-upstream.js';
 
 // The embedded defaults of `npm start` (PGlite: one connection; the PostgreSQL-backed queue):
 // registration + sync, admin changes, chat (JSON and SSE), store, bulk toggle, the provider-sync
 // worker and usage batches all run without a nested query on the single connection.
 test('providers, models, chat, store and usage on the embedded defaults (PGlite)', async (t) => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'llm-embedded-'));
   const fake = await startFakeUpstream({ name: 'emb', models: [{ id: 'emb/model' }, { id: 'emb/other' }] });
-  const secret = 'y'.repeat(40);
-  const config = loadBaseConfig({
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'silent',
-    DATA_DIR: dataDir,
-    GATEWAY_SHARED_SECRET: secret,
-    GATEWAY_PORT: '0',
-    LLM_API_PORT: '0',
-    RESPONSE_API_PORT: '0',
-    MEDIA_API_PORT: '0',
-    MCP_TOOLS_PORT: '0',
-    BUS_POLL_MS: '20',
-    OUTBOX_POLL_MS: '20',
-    LLM_USAGE_FLUSH_MS: '50',
-  });
-  const platform = await startPlatform(config);
+  const embedded = await startEmbeddedPlatform({ LLM_USAGE_FLUSH_MS: '50' });
   t.teardown(async () => {
-    await platform.stop();
+    await embedded.stop();
     await fake.close();
-    await rm(dataDir, { recursive: true, force: true });
   });
+  const { platform } = embedded;
   t.is(platform.ctx.runtime.db.driver, 'pglite');
   const knex = platform.ctx.runtime.db.knex;
-  const adminId = newId('user');
-  await knex('users').insert({ id: adminId, subject: adminId, email: 'admin@example.test', username: 'admin', is_admin: true });
-  const base = `http://127.0.0.1:${platform.port('llm-api')}`;
   const call = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(base + path, {
-      method,
-      headers: { [GATEWAY_TOKEN_HEADER]: secret, [IDENTITY_HEADERS.authMethod]: 'jwt', [IDENTITY_HEADERS.userId]: adminId, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    const res = await embedded.adminCall(method, path, body);
     const text = await res.text();
     return { status: res.status, text, body: text.startsWith('{') ? JSON.parse(text) : null };
   };
