@@ -34,3 +34,12 @@ export async function eventsOf(knex: Knex, type: string, conversationId?: string
 }
 
 export const text = (t: string) => ({ type: 'message', role: 'user', content: [{ type: 'input_text', text: t }] });
+
+/** A 400 in shape A naming `param`, without a stack trace. */
+export function assertBadRequest(t: import('ava').ExecutionContext, r: { status: number; body: any }, param: string) {
+  t.is(r.status, 400, JSON.stringify(r.body));
+  t.is(r.body.error.type, 'invalid_request_error');
+  t.is(r.body.error.code, 'invalid_parameter');
+  t.is(r.body.error.param, param);
+  t.false(JSON.stringify(r.body).includes('    at '), 'no stack trace');
+}

@@ -2,7 +2,7 @@ import test from 'ava';
 import { llmApiService } from '../../../services/llm-api/service.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
-import { clientFor, eventsOf, text, type Client } from './client.js';
+import { assertBadRequest, clientFor, eventsOf, text, type Client } from './client.js';
 
 let svc: TestService;
 let alice: Client;
@@ -17,14 +17,6 @@ test.before(async () => {
 test.after.always(() => svc?.close());
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-
-function assertBadRequest(t: import('ava').ExecutionContext, r: { status: number; body: any }, param: string) {
-  t.is(r.status, 400, JSON.stringify(r.body));
-  t.is(r.body.error.type, 'invalid_request_error');
-  t.is(r.body.error.code, 'invalid_parameter');
-  t.is(r.body.error.param, param);
-  t.false(JSON.stringify(r.body).includes('    at '), 'no stack trace');
-}
 
 function assertNotFound(t: import('ava').ExecutionContext, r: { status: number; body: any }, what: string) {
   t.is(r.status, 404, `${what}: ${JSON.stringify(r.body)}`);

@@ -3,7 +3,7 @@ import { llmApiService } from '../../../services/llm-api/service.js';
 import { appendItems, loadHistory } from '../../../services/llm-api/conversations/index.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
-import { clientFor, eventsOf, text, type Client } from './client.js';
+import { assertBadRequest, clientFor, eventsOf, text, type Client } from './client.js';
 
 let svc: TestService;
 let alice: Client;
@@ -19,12 +19,6 @@ test.after.always(() => svc?.close());
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const newConversation = async (c: Client = alice) => (await c.post('/v1/conversations')).body.id as string;
-
-function assertBadRequest(t: import('ava').ExecutionContext, r: { status: number; body: any }, param: string) {
-  t.is(r.status, 400, JSON.stringify(r.body));
-  t.is(r.body.error.type, 'invalid_request_error');
-  t.is(r.body.error.param, param);
-}
 
 test('create items answers the item list shape with msg_ ids, ISO timestamps and per-branch sequence numbers', async (t) => {
   const id = await newConversation();

@@ -3,7 +3,7 @@ import { ManualClock } from '../../../services/kit/index.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
-import { clientFor, eventsOf, type Client } from '../conversations/client.js';
+import { assertBadRequest, clientFor, eventsOf, type Client } from '../conversations/client.js';
 
 let svc: TestService;
 let alice: Client;
@@ -16,12 +16,6 @@ test.before(async () => {
   bob = clientFor(svc.url, svc.gatewaySecret, await createTestUser(svc.runtime.db.knex));
 });
 test.after.always(() => svc?.close());
-
-function assertBadRequest(t: import('ava').ExecutionContext, r: { status: number; body: any }, param: string) {
-  t.is(r.status, 400, JSON.stringify(r.body));
-  t.is(r.body.error.type, 'invalid_request_error');
-  t.is(r.body.error.param, param);
-}
 
 test('create answers 201 with the SPEC.md 2.1 fields', async (t) => {
   const r = await alice.post('/v1/projects', { name: 'Research', instruction: 'Be thorough.' });
