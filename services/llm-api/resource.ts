@@ -1,5 +1,5 @@
 import type { Router } from 'express';
-import type { Migration, ServiceContext } from '../kit/index.js';
+import type { Migration, MigrationSet, ServiceContext } from '../kit/index.js';
 
 /**
  * One folder per resource (identity, conversations, projects, providers, models, chat, webhooks…),
@@ -10,7 +10,13 @@ import type { Migration, ServiceContext } from '../kit/index.js';
  */
 export interface LlmApiResource {
   name: string;
+  /** Migrations kept in llm-api's history (`migrations_llm_api`). */
   migrations: Migration[];
+  /**
+   * Tables shared with a process that runs without llm-api (a worker started alone) keep their own
+   * history instead, so both processes migrate the same set exactly once.
+   */
+  ownMigrations?: MigrationSet;
   /** Paths (without `/llm`) reachable without identity headers. */
   publicPaths?: RegExp[];
   /** Per-route body rules (limits, pass-through). */

@@ -28,7 +28,10 @@ export function createLlmApiService(resources: LlmApiResource[]): ServiceDefinit
   return {
     name: 'llm-api',
     port: (config) => config.LLM_API_PORT,
-    migrations: [{ owner: 'llm_api', migrations: resources.flatMap((r) => r.migrations) }],
+    migrations: [
+      { owner: 'llm_api', migrations: resources.flatMap((r) => r.migrations) },
+      ...resources.flatMap((r) => (r.ownMigrations ? [r.ownMigrations] : [])),
+    ],
     async createApp(ctx) {
       const router = express.Router();
       for (const resource of resources) await resource.mount(router, ctx);

@@ -32,7 +32,14 @@ export async function migrateLatest(knex: Knex, set: MigrationSet): Promise<stri
   return applied as string[];
 }
 
-/** Runs the sets in order (the kit's first). */
+/** Runs the sets in order (the kit's first); a set listed by several services runs once. */
 export async function migrateAll(knex: Knex, sets: MigrationSet[]): Promise<void> {
-  for (const set of sets) await migrateLatest(knex, set);
+  const done = new Map<string, MigrationSet>();
+  for (const set of sets) {
+    const seen = done.get(set.owner);
+    if (seen === set) continue;
+    if (seen) throw new Error(`two different migration sets claim the owner ${set.owner}`);
+    done.set(set.owner, set);
+    await migrateLatest(knex, set);
+  }
 }

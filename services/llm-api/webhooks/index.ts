@@ -1,14 +1,15 @@
 import { createEgressGuard, createSecretBox, loadMasterKey } from '../../kit/index.js';
 import type { LlmApiResource } from '../resource.js';
 import { createDeliveriesStore } from './deliveries-store.js';
-import { webhooksMigrations } from './migrations.js';
+import { webhooksMigrationSet } from './migrations.js';
 import { mountWebhookRoutes } from './routes.js';
 import { createWebhooksStore } from './store.js';
 
 /** Webhook subscriptions (admin). Deliveries are made by workers/webhook-delivery. */
 export const webhooksResource: LlmApiResource = {
   name: 'webhooks',
-  migrations: webhooksMigrations,
+  migrations: [],
+  ownMigrations: webhooksMigrationSet,
   mount(router, ctx) {
     const { config, db, bus, clock, logger } = ctx.runtime;
     mountWebhookRoutes(router, {

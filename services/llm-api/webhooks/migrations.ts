@@ -1,14 +1,13 @@
 import type { Migration, MigrationSet } from '../../kit/index.js';
 
 /**
- * Subscriptions, one delivery per (event, subscription), and every attempt made. The same
- * migrations run under llm-api's history and under the worker's own (`webhooks`), so a worker
- * started alone finds its tables; each migration is therefore idempotent (checks before it creates).
+ * Subscriptions, one delivery per (event, subscription), and every attempt made. One history
+ * (`migrations_webhooks`) shared by llm-api and the delivery worker, so whichever starts first
+ * creates the tables and a worker started alone finds them.
  */
 const tables: Migration = {
   name: '20261122_4000_webhooks_tables',
   async up(knex) {
-    if (await knex.schema.hasTable('webhooks')) return; // created under the other history
     await knex.schema.createTable('webhooks', (t) => {
       t.string('id', 64).primary(); // wh_…
       t.text('url').notNullable();
@@ -71,7 +70,5 @@ const tables: Migration = {
   },
 };
 
-export const webhooksMigrations: Migration[] = [tables];
-
-/** The worker's own history (workers/webhook-delivery), for a worker started without llm-api. */
-export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: webhooksMigrations };
+/** Used by llm-api's webhooks resource and by workers/webhook-delivery. */
+export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: [tables] };
