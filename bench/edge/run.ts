@@ -8,6 +8,7 @@
  * Targets: added p99 <= 1.5 ms, overshoot <= 1 %.
  */
 import { spawn } from 'node:child_process';
+import { offsetToNextMinute } from '../../services/kit/clock.js';
 import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
@@ -94,8 +95,7 @@ async function main() {
 
     // Overshoot: 4 gateway processes, one Redis, one key with a per-minute limit, hammered at once.
     const limit = Number(process.env.BENCH_OVERSHOOT_LIMIT ?? 2000);
-    const now = Date.now();
-    const offset = Math.ceil(now / 60_000) * 60_000 + 1_000 - now; // all nodes at second 1 of a window
+    const offset = offsetToNextMinute(); // all nodes at second 1 of a window
     const vars = baseVars(upstream.url, validator.url, {
       DECK_RATE_LIMIT_POLICY: 'redis',
       DECK_REDIS_URL: REDIS_URL,

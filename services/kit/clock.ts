@@ -25,3 +25,12 @@ export function offsetClock(offsetMs: number, base: Clock = systemClock): Clock 
 }
 
 export const unixSeconds = (clock: Clock = systemClock): number => Math.floor(clock.now() / 1000);
+
+/**
+ * The offset that puts `base` 1 s into the next minute window: tests and benchmarks that count
+ * against per-minute limits start at a window boundary, so their requests fall in one window.
+ */
+export function offsetToNextMinute(base: Clock = systemClock): number {
+  const now = base.now();
+  return Math.ceil(now / 60_000) * 60_000 + 1_000 - now;
+}

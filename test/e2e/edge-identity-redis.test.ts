@@ -1,6 +1,6 @@
 import test from 'ava';
 import { waitFor } from '../helpers/wait.js';
-import { offsetClock } from '../../services/kit/clock.js';
+import { offsetClock, offsetToNextMinute } from '../../services/kit/clock.js';
 import { randomBase62 } from '../../services/kit/secrets.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -11,9 +11,8 @@ const ADMIN_KEY = `sk_${randomBase62(32)}`;
 let p: TestPlatform;
 
 test.before(async () => {
-  const now = Date.now();
   p = await startTestPlatform({
-    clock: offsetClock(Math.ceil(now / 60_000) * 60_000 + 1_000 - now),
+    clock: offsetClock(offsetToNextMinute()),
     env: { REDIS_URL: TEST_REDIS_URL, BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY, EDGE_RATE_LIMIT_FREE_PER_MINUTE: '2' },
   });
 });

@@ -1,6 +1,6 @@
 import test from 'ava';
 import OpenAI from 'openai';
-import { offsetClock } from '../../services/kit/clock.js';
+import { offsetClock, offsetToNextMinute } from '../../services/kit/clock.js';
 import { randomBase62 } from '../../services/kit/secrets.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 
@@ -12,9 +12,8 @@ const ADMIN_KEY = `sk_${randomBase62(32)}`;
 let p: TestPlatform;
 
 test.before(async () => {
-  const now = Date.now();
   p = await startTestPlatform({
-    clock: offsetClock(Math.ceil(now / 60_000) * 60_000 + 1_000 - now),
+    clock: offsetClock(offsetToNextMinute()),
     env: { BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY, EDGE_RATE_LIMIT_FREE_PER_MINUTE: '3', EDGE_RATE_LIMIT_GUEST_TIER: 'pro' },
   });
 });

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { offsetToNextMinute } from '../../services/kit/clock.js';
 import { randomBytes } from 'node:crypto';
 import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
 import { spawnEdgeProcess, type EdgeProcess } from '../../bench/edge/spawn.js';
@@ -17,8 +18,7 @@ let upstream: Awaited<ReturnType<typeof startFakeUpstream>>;
 test.before(async () => {
   validator = await startFakeValidator(TOKEN);
   upstream = await startFakeUpstream();
-  const now = Date.now();
-  const offset = Math.ceil(now / 60_000) * 60_000 + 1_000 - now;
+  const offset = offsetToNextMinute();
   const vars = deckVars({
     DECK_LLM_API_URL: upstream.url,
     DECK_RESPONSE_API_URL: upstream.url,

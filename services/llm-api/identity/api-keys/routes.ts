@@ -1,7 +1,7 @@
 import type { Router } from 'express';
 import { ApiError, isId, listEnvelope, parseInput, parsePage, principalOf, requireAdmin } from '../../../kit/index.js';
 import { adminCreateKeyRequest, adminKeysQuery, adminPatchKeyRequest, createKeyRequest, validateKeyRequest } from '../schemas.js';
-import type { ApiKeys } from './domain.js';
+import type { ApiKeys, NewKeyInput } from './domain.js';
 
 /**
  * /auth/api-keys (the caller's keys; bearer JWT only), /auth/validate-api-key (the edge), and
@@ -34,12 +34,7 @@ export function mountApiKeyRoutes(router: Router, deps: { apiKeys: ApiKeys; maxT
     if (!principal.isAdmin && input.limits != null) {
       throw new ApiError(403, 'Only an administrator may set custom limits', { param: 'limits' });
     }
-    const created = await apiKeys.create(principal.userId, {
-      name: input.name,
-      tier: input.tier,
-      limits: input.limits,
-      expiresInDays: input.expires_in_days,
-    });
+    const created = await apiKeys.create(principal.userId, createOptions(input));
     res.status(201).json(created);
   });
 
@@ -62,12 +57,7 @@ export function mountApiKeyRoutes(router: Router, deps: { apiKeys: ApiKeys; maxT
 
   router.post('/v1/admin/api-keys', requireAdmin, async (req, res) => {
     const input = parseInput(adminCreateSchema, req.body);
-    const created = await apiKeys.create(input.user_id, {
-      name: input.name,
-      tier: input.tier,
-      limits: input.limits,
-      expiresInDays: input.expires_in_days,
-    });
+    const created = await apiKeys.create(input.user_id, createOptions(input));
     res.status(201).json(created);
   });
 
@@ -82,4 +72,9 @@ export function mountApiKeyRoutes(router: Router, deps: { apiKeys: ApiKeys; maxT
     const input = parseInput(adminPatchKeyRequest, req.body);
     res.json(await apiKeys.update(keyId(req.params.id), { tier: input.tier, limits: input.limits }));
   });
+}
+
+/** The request's key fields as the domain takes them (user and admin creation alike). */
+function createOptions(input: Omit<NewKeyInput, 'expiresInDays'> & { expires_in_days?: number }): NewKeyInput {
+  return { name: input.name, tier: input.tier, limits: input.limits, expiresInDays: input.expires_in_days };
 }
