@@ -15,6 +15,17 @@ export async function buildKongPlugins(outDir = join(root, 'kong', 'dist')) {
   mkdirSync(outDir, { recursive: true });
   // The repository is "type": "module"; the bundles are CommonJS (what the plugin server requires).
   writeFileSync(join(outDir, 'package.json'), '{ "type": "commonjs" }\n');
+  // Plugins import the kit through its kit/core entry; its modules have no side effects, so a bundle
+  // keeps only what a plugin uses (not the config loader or validation helpers it never calls).
+  const kitWithoutSideEffects = {
+    name: 'kit-without-side-effects',
+    setup(pluginBuild) {
+      pluginBuild.onResolve({ filter: /^\./ }, (args) => {
+        const path = join(args.resolveDir, args.path).replace(/\.js$/, '.ts');
+        return path.includes('/services/kit/') ? { path, sideEffects: false } : undefined;
+      });
+    },
+  };
   for (const name of PLUGINS) {
     const dir = join(outDir, name);
     rmSync(dir, { recursive: true, force: true });
@@ -25,9 +36,12 @@ export async function buildKongPlugins(outDir = join(root, 'kong', 'dist')) {
       bundle: true,
       platform: 'node',
       format: 'cjs',
-      target: 'node18',
+      // The Node.js the Kong image runs the plugin servers with (deploy/Dockerfile); kong/README.md
+      // names it and test/kong/node-target.test.ts checks the three agree.
+      target: 'node20',
       logLevel: 'error',
       legalComments: 'none',
+      plugins: [kitWithoutSideEffects],
     });
   }
   return outDir;

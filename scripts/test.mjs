@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // `npm test`: make sure PostgreSQL, RabbitMQ and Redis answer (starting them when installed),
-// run the suite (parallel files, then the serial restart tests), and end with `N passed, N failed`.
+// run the suite (parallel files, then the serial restart tests), print the reliability figures
+// (test/reliability) as one table, and end with `N passed, N failed`.
+// `npm run test:reliability` runs test/reliability only (same table, same last line).
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -13,7 +15,8 @@ if (servers.status !== 0) {
   process.exit(1);
 }
 
-const extra = process.argv.slice(2);
+const extra = process.argv.slice(2).map((a) => (a === '--reliability' ? 'test/reliability/**/*.test.ts' : a));
+const { clearFigures, readFigures, renderTable } = await import('./reliability-table.mjs');
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs');
 let passed = 0;
 let failed = 0;
@@ -49,6 +52,9 @@ function run(configFile, args) {
 }
 
 const onlyFiles = extra.filter((a) => !a.startsWith('-'));
+// Figures of an earlier run must not pass for this one's.
+const runsReliability = onlyFiles.length === 0 || onlyFiles.some((f) => f.replace(/^\.\//, '').startsWith('test/reliability'));
+if (runsReliability) clearFigures();
 if (onlyFiles.length > 0) {
   await run(join(root, 'ava.config.mjs'), extra);
 } else {
@@ -57,5 +63,7 @@ if (onlyFiles.length > 0) {
   const serialFiles = existsSync(serialDir) ? readdirSync(serialDir, { recursive: true }).filter((f) => String(f).endsWith('.test.ts')) : [];
   if (serialFiles.length > 0) await run(join(root, 'ava.serial.config.mjs'), extra);
 }
+const figures = readFigures();
+if (figures.length > 0) console.log('\nReliability figures (test/reliability)\n' + renderTable(figures) + '\n');
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed > 0 ? 1 : 0);

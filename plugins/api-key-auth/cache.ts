@@ -1,5 +1,5 @@
-import type { Clock } from '../../services/kit/clock.js';
-import type { VerifiedIdentity } from '../core/types.js';
+import type { Clock } from '../../services/kit/core/index.js';
+import type { VerifiedIdentity } from '../core/index.js';
 
 interface Entry {
   identity: VerifiedIdentity;
@@ -27,13 +27,17 @@ export class ValidationCache {
     return entry.identity;
   }
 
-  set(hash: string, identity: VerifiedIdentity, epochAtStart: number): void {
+  /** `keyExpiresAt` (ms): the key's own expiry; the entry never outlives it. */
+  set(hash: string, identity: VerifiedIdentity, epochAtStart: number, keyExpiresAt: number | null = null): void {
     if (this.options.ttlMs <= 0 || epochAtStart !== this.epoch) return;
+    const now = this.options.clock.now();
+    const expiresAt = Math.min(now + this.options.ttlMs, keyExpiresAt ?? Number.POSITIVE_INFINITY);
+    if (expiresAt <= now) return;
     if (this.entries.size >= this.options.maxEntries) {
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.entries.delete(oldest);
     }
-    this.entries.set(hash, { identity, expiresAt: this.options.clock.now() + this.options.ttlMs });
+    this.entries.set(hash, { identity, expiresAt });
   }
 
   /** A revocation message: the SHA-256 hex of a key, or `user:<id>` for every key of a user. */

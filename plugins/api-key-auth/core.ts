@@ -1,8 +1,8 @@
-import { systemClock, type Clock } from '../../services/kit/clock.js';
-import type { RevocationChannel } from '../../services/kit/revocations.js';
-import { sha256Hex } from '../../services/kit/secrets.js';
-import { deny, UNAUTHORIZED_MESSAGE } from '../core/respond.js';
-import { CONTINUE, firstHeader, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type VerifiedIdentity } from '../core/types.js';
+import { systemClock, type Clock } from '../../services/kit/core/index.js';
+import type { RevocationChannel } from '../../services/kit/core/index.js';
+import { sha256Hex } from '../../services/kit/core/index.js';
+import { deny, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type VerifiedIdentity } from '../core/index.js';
 import { ValidationCache } from './cache.js';
 import type { ApiKeyAuthConfig } from './schema.js';
 import { createKeyValidator, limitsFrom, type ValidationResult } from './validator.js';
@@ -20,10 +20,17 @@ export interface ApiKeyAuthDeps {
 
 /**
  * `X-API-Key: sk_…` (or `Authorization: Bearer sk_…`, as OpenAI SDKs send it) checked by llm-api's validator, cached briefly by SHA-256 and purged by
- * revocation messages. The key header never goes upstream. A malformed or unknown key → 401;
- * validator down or slow → 503 (never a pass-through). A valid key of another user than a valid
- * JWT on the same request → 401.
+ * revocation messages, never past the key's own `expires_at`. The key header never goes upstream.
+ * A malformed or unknown key → 401; validator down or slow → 503 (never a pass-through). With
+ * `anonymous` configured (OR logic), a refused key beside a valid token is ignored, and without a
+ * token the request falls back to the anonymous consumer with the reason recorded. A valid key of
+ * another user than a valid token on the same request → 401.
  */
+/** The validator's `expires_at` (Unix seconds; null = never) in milliseconds. */
+function expiresAtMs(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value * 1000 : null;
+}
+
 export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps = {}) {
   const clock = deps.clock ?? systemClock;
   const logger = deps.logger ?? silentLogger;
@@ -57,36 +64,50 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
       email: typeof key.email === 'string' ? key.email : null,
       username: typeof key.username === 'string' ? key.username : null,
       isGuest: false,
+      isAdmin: key.is_admin === true,
       tier: typeof key.tier === 'string' ? key.tier : null,
       limits: limitsFrom(key.limits ?? null),
       keyId: typeof key.key_id === 'string' ? key.key_id : null,
       bucket: `key:${hash}`,
     };
-    cache.set(hash, identity, epoch);
+    cache.set(hash, identity, epoch, expiresAtMs(key.expires_at));
     return identity;
   }
 
+  /** A refused key: with `anonymous` configured (OR logic) a valid token on the same request still authenticates it. */
+  function refuse(request: EdgeRequest, status: 401 | 503, message: string, param: string | null): Decision {
+    if (request.shared.jwt) return { kind: 'continue', removeUpstream: removeKeyAndBearerIfAny(request) };
+    if (config.anonymous) return { kind: 'continue', anonymous: config.anonymous, failure: { method: 'apikey', status, message } };
+    return deny(status, message, { param });
+  }
+
   async function access(request: EdgeRequest): Promise<Decision> {
-    if (request.method === 'OPTIONS' && !config.run_on_preflight) return CONTINUE;
+    if (!config.run_on_preflight && isPreflight(request)) return CONTINUE;
     let apiKey = firstHeader(request.headers, header);
     const bearer = config.accept_bearer ? BEARER_KEY.exec(firstHeader(request.headers, 'authorization') ?? '') : null;
     const fromBearer = bearer !== null;
     if ((apiKey === undefined || apiKey === '') && bearer) apiKey = bearer[1]!;
     if (apiKey === undefined || apiKey === '') {
       if (request.shared.jwt) return CONTINUE;
-      return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, UNAUTHORIZED_MESSAGE);
+      return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, MISSING_CREDENTIALS_MESSAGE);
     }
-    if (!KEY_FORMAT.test(apiKey)) return deny(401, 'Invalid API key', { param: 'X-API-Key' });
+    if (!KEY_FORMAT.test(apiKey)) return refuse(request, 401, 'Invalid API key', 'X-API-Key');
     const found = await lookup(sha256Hex(apiKey), apiKey);
-    if (found === 'invalid') return deny(401, 'Invalid API key', { param: 'X-API-Key' });
+    if (found === 'invalid') return refuse(request, 401, 'Invalid API key', 'X-API-Key');
     if ('unavailable' in found) {
       logger.error({ reason: found.unavailable }, 'api-key-auth: validator unavailable');
-      return deny(503, 'API key validation is temporarily unavailable');
+      return refuse(request, 503, 'API key validation is temporarily unavailable', null);
     }
     if (request.shared.jwt && request.shared.jwt.userId !== found.userId) {
       return deny(401, 'The bearer token and the API key belong to different users');
     }
     return { kind: 'continue', identity: found, removeUpstream: fromBearer ? removeKeyAndBearer : removeKey };
+  }
+
+  /** The key never goes upstream, even when it was ignored. */
+  function removeKeyAndBearerIfAny(request: EdgeRequest): string[] {
+    const bearer = BEARER_KEY.test(firstHeader(request.headers, 'authorization') ?? '');
+    return bearer ? removeKeyAndBearer : removeKey;
   }
 
   /** Purges on every revocation; a lost subscription (onResync) flushes everything. */

@@ -1,6 +1,6 @@
-import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
-import { kongPluginClass, VERSION } from '../core/kong-plugin.js';
-import { processLogger } from '../core/kong-host.js';
+import { createRedisRevocations } from '../../services/kit/core/index.js';
+import { kongPluginClass, VERSION } from '../core/index.js';
+import { processLogger } from '../core/index.js';
 import { createApiKeyAuth, PRIORITY } from './core.js';
 import { parseApiKeyAuthConfig, Schema } from './schema.js';
 

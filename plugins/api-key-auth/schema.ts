@@ -1,4 +1,4 @@
-import { applySchema, type KongFieldEntry } from '../core/kong-schema.js';
+import { applySchema, type KongFieldEntry } from '../core/index.js';
 
 export const Schema: KongFieldEntry[] = [
   /** llm-api's internal `POST /auth/validate-api-key` (never the public edge). */

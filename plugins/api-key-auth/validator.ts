@@ -1,5 +1,5 @@
 import { Agent, request } from 'undici';
-import type { TierLimits } from '../core/types.js';
+import type { TierLimits } from '../core/index.js';
 
 export interface ValidatedKey {
   user_id: string;
@@ -10,6 +10,8 @@ export interface ValidatedKey {
   tier?: string | null;
   limits?: Record<string, unknown> | null;
   key_id?: string | null;
+  /** Unix seconds; null or absent: the key never expires. */
+  expires_at?: number | null;
 }
 
 export type ValidationResult = { kind: 'valid'; key: ValidatedKey } | { kind: 'invalid' } | { kind: 'unavailable'; reason: string };

@@ -6,13 +6,15 @@
  * returned and nothing runs after it; an exception would fail OPEN (the server proceeds), so every
  * handler catches and answers 500 itself.
  */
-import { errorBody } from '../../services/kit/errors.js';
-import type { Decision, EdgeRequest, HeaderMap, PluginCore, PluginLogger, SharedContext } from './types.js';
+import { errorBody } from '../../services/kit/core/index.js';
+import { acceptRequestId, ensureRequestId, headerRequestId, REQUEST_ID_HEADER, runPlugin, stampRequestId, type HostIO } from './host.js';
+import type { EdgeRequest, HeaderMap, PluginCore, PluginLogger, SharedContext } from './types.js';
 
 /** The subset of the Kong PDK the adapters use, with the real wire shapes. */
 export interface KongPdk {
   request: {
     getHeaders(max?: number): Promise<Record<string, string[]> | undefined>;
+    getHeader(name: string): Promise<string | undefined>;
     getMethod(): Promise<string>;
     getPath(): Promise<string>;
   };
@@ -72,40 +74,55 @@ export function exitJson(kong: KongPdk, status: number, body: unknown, headers: 
   return kong.response.exit(status, JSON.stringify(body), { 'Content-Type': 'application/json; charset=utf-8', ...headers });
 }
 
-export async function applyDecision(kong: KongPdk, decision: Decision, request: EdgeRequest): Promise<void> {
-  if (decision.kind === 'respond') {
-    return exitJson(kong, decision.status, decision.body, decision.headers);
+/** The Kong side of the host interface: each effect is one PDK call. */
+export function kongIO(kong: KongPdk): HostIO {
+  return {
+    setUpstreamHeaders: (headers) => kong.service.request.setHeaders(headers),
+    clearUpstreamHeader: (name) => kong.service.request.clearHeader(name),
+    setResponseHeaders: (headers) => kong.response.setHeaders(headers),
+    async authenticate(as) {
+      if ('identity' in as) {
+        await kong.client.authenticate(null, { id: as.identity.bucket });
+        return true;
+      }
+      const consumer = await kong.client.loadConsumer(as.anonymous, true);
+      if (!consumer) return false;
+      await kong.client.authenticate(consumer, null);
+      return true;
+    },
+    saveShared: (shared) => kong.ctx.shared.set(SHARED_KEY, shared),
+    exit: (status, body, headers) => exitJson(kong, status, body, headers),
+  };
+}
+
+/** A refusal outside any request context (a misconfigured plugin): still carries a request id. */
+export async function exitMisconfigured(kong: KongPdk, name: string): Promise<void> {
+  let sent: string | undefined;
+  try {
+    sent = await kong.request.getHeader('x-request-id');
+  } catch {
+    // answer anyway
   }
-  if (decision.identity) {
-    const shared: SharedContext = { ...request.shared, [decision.identity.authMethod]: decision.identity, anonymous: false };
-    await kong.ctx.shared.set(SHARED_KEY, shared);
-    // A verified credential replaces an anonymous consumer an earlier plugin may have set.
-    await kong.client.authenticate(null, { id: decision.identity.bucket });
-  } else if (decision.anonymous && !request.shared.jwt && !request.shared.apikey) {
-    const consumer = await kong.client.loadConsumer(decision.anonymous, true);
-    if (!consumer) {
-      return exitJson(kong, 500, errorBody(500, 'The gateway is misconfigured (anonymous consumer missing)'));
-    }
-    await kong.ctx.shared.set(SHARED_KEY, { ...request.shared, anonymous: true });
-    await kong.client.authenticate(consumer, null);
-  }
-  for (const name of decision.removeUpstream ?? []) await kong.service.request.clearHeader(name);
-  if (decision.setUpstream && Object.keys(decision.setUpstream).length > 0) await kong.service.request.setHeaders(decision.setUpstream);
-  if (decision.responseHeaders && Object.keys(decision.responseHeaders).length > 0) await kong.response.setHeaders(decision.responseHeaders);
+  const id = acceptRequestId(sent);
+  return exitJson(kong, 500, stampRequestId(errorBody(500, `The gateway plugin ${name} is misconfigured`), id), { [REQUEST_ID_HEADER]: id });
 }
 
 /** One phase of an adapter (access, or rewrite for global plugins): never throws, never fails open. */
 export async function runPhase(kong: KongPdk, core: PluginCore, needs: Needs, name: string, phase: 'access' | 'rewrite' = 'access'): Promise<void> {
+  const io = kongIO(kong);
+  let requestId = '';
   try {
     const request = await readRequest(kong, needs);
-    const decision = phase === 'rewrite' ? await core.rewrite!(request) : await core.access(request);
-    return await applyDecision(kong, decision, request);
+    requestId = await ensureRequestId(request, io, () => (needs.headers ? headerRequestId(request) : kong.request.getHeader('x-request-id')));
+    await runPlugin(core, phase, request, io, { name, requestId, logger: kongLogger(kong) });
   } catch (error) {
+    // A PDK call failed (the host itself): still answer, never proceed.
     try {
       await kong.log.err(`${name}: ${(error as Error).message}`);
     } catch {
       // the log call itself failed; still answer
     }
-    return exitJson(kong, 500, errorBody(500, 'The gateway could not process the request'));
+    const id = requestId || acceptRequestId(undefined);
+    return exitJson(kong, 500, stampRequestId(errorBody(500, 'The gateway could not process the request'), id), { [REQUEST_ID_HEADER]: id });
   }
 }

@@ -1,5 +1,4 @@
-import { errorBody } from '../../services/kit/errors.js';
-import { exitJson, runPhase, type KongPdk, type Needs } from './kong-host.js';
+import { exitMisconfigured, runPhase, type KongPdk, type Needs } from './kong-host.js';
 import type { PluginCore } from './types.js';
 
 export const VERSION = '0.1.0';
@@ -14,7 +13,6 @@ export function kongPluginClass(name: string, build: (config: Record<string, unk
   return class Plugin {
     protected readonly name = name;
     private readonly core: PluginCore | null;
-    private readonly failure: string | null;
 
     constructor(config: Record<string, unknown>) {
       let core: PluginCore | null = null;
@@ -26,12 +24,11 @@ export function kongPluginClass(name: string, build: (config: Record<string, unk
         process.stderr.write(`[error] ${name}: invalid configuration: ${failure}\n`);
       }
       this.core = core;
-      this.failure = failure;
     }
 
     async access(kong: KongPdk): Promise<void> {
       if (!this.core) {
-        return exitJson(kong, 500, errorBody(500, `The gateway plugin ${name} is misconfigured`));
+        return exitMisconfigured(kong, name);
       }
       return runPhase(kong, this.core, needs, name);
     }
@@ -39,7 +36,7 @@ export function kongPluginClass(name: string, build: (config: Record<string, unk
     /** For subclasses that also run in Kong's rewrite phase (global plugins only). */
     protected async runRewrite(kong: KongPdk, rewriteNeeds: Needs): Promise<void> {
       if (!this.core) {
-        return exitJson(kong, 500, errorBody(500, `The gateway plugin ${name} is misconfigured`));
+        return exitMisconfigured(kong, name);
       }
       if (!this.core.rewrite) return;
       return runPhase(kong, this.core, rewriteNeeds, name, 'rewrite');

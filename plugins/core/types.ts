@@ -16,9 +16,13 @@ export interface VerifiedIdentity {
   email: string | null;
   username: string | null;
   isGuest: boolean;
+  /** Tokens: the `email_verified` claim when present (false: an account nobody verified). */
+  emailVerified?: boolean | null;
   /** API keys: the key's tier and custom limits from the validator. */
   tier?: string | null;
   limits?: TierLimits | null;
+  /** API keys: the owner is an administrator (as the validator reported it). */
+  isAdmin?: boolean;
   /** API keys: the key's id (`key_…`) as the validator reported it, for usage attribution upstream. */
   keyId?: string | null;
   /** Rate-limit bucket of the credential: `key:<sha256>` for API keys, `user:<id>` for tokens. */
@@ -37,6 +41,25 @@ export interface SharedContext {
   apikey?: VerifiedIdentity;
   /** Set when no credential was presented and an auth plugin fell back to the anonymous consumer. */
   anonymous?: boolean;
+  /**
+   * Credentials presented but refused by a plugin configured with `anonymous` (OR logic: another
+   * credential may still authenticate the request). The anonymous refusal reports them.
+   */
+  failures?: CredentialFailure[];
+  /** The request's id (X-Request-ID), fixed by the first plugin that runs; every refusal carries it. */
+  requestId?: string;
+  /**
+   * A per-address refusal the rate limiter put off until the credential is known (the request
+   * carries an API key, and keys of some tiers are exempt from the per-address limit).
+   */
+  deferredIpRefusal?: { status: number; message: string; code: string; headers: Record<string, string> };
+}
+
+export interface CredentialFailure {
+  method: 'jwt' | 'apikey';
+  /** 401: the credential is wrong; 503: it could not be checked (JWKS or validator down). */
+  status: 401 | 503;
+  message: string;
 }
 
 export interface EdgeRequest {
@@ -57,8 +80,12 @@ export interface Continue {
   responseHeaders?: Record<string, string>;
   /** Identity verified by this plugin (stored in the shared context by the host). */
   identity?: VerifiedIdentity;
-  /** No credential presented: authenticate as the configured anonymous consumer. */
+  /** No credential presented (or, with OR logic, a refused one): authenticate as the configured anonymous consumer. */
   anonymous?: string;
+  /** Why a presented credential was refused while falling back to `anonymous`. */
+  failure?: CredentialFailure;
+  /** Facts for the plugins that run later in this request (merged into the shared context). */
+  share?: Pick<SharedContext, 'deferredIpRefusal'>;
 }
 
 export interface Respond {
@@ -87,8 +114,16 @@ export interface PluginLogger {
 
 export const silentLogger: PluginLogger = { warn() {}, error() {} };
 
+/** A CORS preflight: OPTIONS with `Origin` and `Access-Control-Request-Method`. Any other OPTIONS is an ordinary request. */
+export function isPreflight(request: Pick<EdgeRequest, 'method' | 'headers'>): boolean {
+  return request.method === 'OPTIONS' && !!firstHeader(request.headers, 'origin') && !!firstHeader(request.headers, 'access-control-request-method');
+}
+
 /** First value of a header (Kong's `get_header` returns the first of repeated values). */
 export function firstHeader(headers: HeaderMap, name: string): string | undefined {
   const value = headers[name];
   return Array.isArray(value) ? value[0] : value;
 }
+
+/** The identity the auth plugins verified for this request (a token wins over a key), if any. */
+export const identityOf = (shared: SharedContext): VerifiedIdentity | undefined => shared.jwt ?? shared.apikey;

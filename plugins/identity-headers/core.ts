@@ -1,22 +1,27 @@
-import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS } from '../../services/kit/identity/principal.js';
-import type { Continue, EdgeRequest, PluginCore, VerifiedIdentity } from '../core/types.js';
+import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS } from '../../services/kit/core/index.js';
+import { deny, identityOf, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import type { Decision, EdgeRequest, PluginCore, SharedContext } from '../core/index.js';
 import type { IdentityHeadersConfig } from './schema.js';
 
 export const PRIORITY = 1000; // after every auth plugin (1450, 1250), before rate limiting (910)
 
 /** The identity the request was authenticated with: the token's when both were presented (same user). */
-export const identityOf = (shared: EdgeRequest['shared']): VerifiedIdentity | undefined => shared.jwt ?? shared.apikey;
 
 /**
  * Strips every client-sent identity header (`X-User-*`, `X-Auth-Method`, `X-Gateway-*`, the API key),
  * then sets X-Auth-Method, X-User-ID, X-User-Subject, X-User-Email, X-User-Username from the verified
  * identity only, and X-Gateway-Token when configured. Runs on every route, public ones included.
+ * With `refuse_anonymous`, a request the auth plugins left to the anonymous consumer (no credential,
+ * or only refused ones) is answered here, after every auth plugin had its say (OR logic), in the
+ * platform's error shape with the reason and the request id; Kong's consumer-scoped
+ * request-termination on the anonymous consumer stays as a second line.
  */
 export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore {
   const prefixes = config.strip_header_prefixes.map((p) => p.toLowerCase());
   const exact = new Set(config.strip_headers.map((h) => h.toLowerCase()));
 
-  function access(request: EdgeRequest): Continue {
+  function access(request: EdgeRequest): Decision {
+    if (config.refuse_anonymous && request.shared.anonymous && !identityOf(request.shared)) return anonymousRefusal(request.shared);
     const removeUpstream: string[] = [];
     for (const name of Object.keys(request.headers)) {
       const lower = name.toLowerCase();
@@ -38,3 +43,19 @@ export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore
 
   return { access };
 }
+
+const CHALLENGE = { 'WWW-Authenticate': 'Bearer error="invalid_token"' };
+
+/** 503 when a credential could not be checked (and none succeeded); otherwise 401 with the reasons. */
+function anonymousRefusal(shared: SharedContext): Decision {
+  const failures = shared.failures ?? [];
+  const unavailable = failures.find((f) => f.status === 503);
+  if (unavailable) return deny(503, unavailable.message);
+  if (failures.length === 0) return deny(401, MISSING_CREDENTIALS_MESSAGE);
+  const message = failures.map((f) => f.message).join('; ');
+  const param = failures.length === 1 && failures[0]!.method === 'apikey' ? 'X-API-Key' : null;
+  return deny(401, message, { param, headers: failures.some((f) => f.method === 'jwt') ? CHALLENGE : undefined });
+}
+
+// Kept here too: the identity a request carries is this plugin's subject.
+export { identityOf };

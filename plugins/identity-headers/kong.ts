@@ -1,4 +1,4 @@
-import { kongPluginClass, VERSION } from '../core/kong-plugin.js';
+import { kongPluginClass, VERSION } from '../core/index.js';
 import { createIdentityHeaders, PRIORITY } from './core.js';
 import { parseIdentityHeadersConfig, Schema } from './schema.js';
 

@@ -1,4 +1,4 @@
-import { applySchema, type KongFieldEntry } from '../core/kong-schema.js';
+import { applySchema, type KongFieldEntry } from '../core/index.js';
 
 export const Schema: KongFieldEntry[] = [
   /** Sent upstream as X-Gateway-Token so services accept the identity headers. */
@@ -7,12 +7,15 @@ export const Schema: KongFieldEntry[] = [
   { strip_header_prefixes: { type: 'array', elements: { type: 'string' }, default: ['x-user-', 'x-gateway-'] } },
   /** … and these exact names. */
   { strip_headers: { type: 'array', elements: { type: 'string' }, default: ['x-auth-method', 'x-api-key'] } },
+  /** Answer 401 (503 when a credential could not be checked) when the auth plugins left only the anonymous consumer. */
+  { refuse_anonymous: { type: 'boolean', default: true } },
 ];
 
 export interface IdentityHeadersConfig {
   gateway_token?: string;
   strip_header_prefixes: string[];
   strip_headers: string[];
+  refuse_anonymous: boolean;
 }
 
 export const parseIdentityHeadersConfig = (input: unknown) => applySchema(Schema, input) as unknown as IdentityHeadersConfig;

@@ -1,7 +1,7 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
-import { systemClock, type Clock } from '../../services/kit/clock.js';
-import { deny, UNAUTHORIZED_MESSAGE } from '../core/respond.js';
-import { CONTINUE, firstHeader, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger } from '../core/types.js';
+import { systemClock, type Clock } from '../../services/kit/core/index.js';
+import { deny, INVALID_CREDENTIALS_MESSAGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger } from '../core/index.js';
 import { JwksCache, JwksUnavailableError } from './jwks.js';
 import type { JwtAuthConfig } from './schema.js';
 
@@ -20,28 +20,36 @@ export interface JwtAuthDeps {
  * Verifies `Authorization: Bearer` tokens against the issuer's JWKS: signature with an allow-listed
  * asymmetric algorithm, issuer, audience, `exp` (required), `nbf`, `iat` not in the future, and a
  * lifetime (exp − iat, or exp − nbf) of at most `max_lifetime_seconds`. No token → anonymous
- * (OR logic with api-key-auth) or 401; a presented token that fails any check → 401.
+ * (OR logic with api-key-auth) or 401. A presented token that fails any check → 401, or, with
+ * `anonymous` configured, the anonymous consumer plus the reason (an API key may still succeed;
+ * the anonymous refusal reports the reason otherwise).
  */
 export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): PluginCore & { jwks: JwksCache } {
   const clock = deps.clock ?? systemClock;
   const logger = deps.logger ?? silentLogger;
   const jwks = new JwksCache(config.jwks_url, {
     cooldownMs: config.jwks_refresh_cooldown_seconds * 1000,
+    maxAgeMs: config.jwks_max_age_seconds * 1000,
     timeoutMs: config.jwks_timeout_ms,
     clock,
     fetch: deps.fetch,
   });
-  const refuse = (message: string) => deny(401, message, { headers: CHALLENGE });
+  // With `anonymous` configured (OR logic) a refused token is not the last word: the request falls
+  // back to the anonymous consumer, and another credential (an API key) may still authenticate it.
+  const refuse = (message: string): Decision =>
+    config.anonymous
+      ? { kind: 'continue', anonymous: config.anonymous, failure: { method: 'jwt', status: 401, message } }
+      : deny(401, message, { headers: CHALLENGE });
 
   async function access(request: EdgeRequest): Promise<Decision> {
-    if (request.method === 'OPTIONS' && !config.run_on_preflight) return CONTINUE;
+    if (!config.run_on_preflight && isPreflight(request)) return CONTINUE;
     const header = firstHeader(request.headers, 'authorization');
     // `Bearer sk_…` is an API key (OpenAI SDKs send keys that way): api-key-auth handles it.
     if (header === undefined || header === '' || API_KEY_BEARER.test(header)) {
-      return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, UNAUTHORIZED_MESSAGE);
+      return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, MISSING_CREDENTIALS_MESSAGE);
     }
     const match = BEARER.exec(header);
-    if (!match) return refuse('The Authorization header must be "Bearer <token>"');
+    if (!match) return refuse(INVALID_CREDENTIALS_MESSAGE);
     const token = match[1]!;
 
     let protectedHeader;
@@ -69,7 +77,8 @@ export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): Pl
     } catch (error) {
       if (error instanceof JwksUnavailableError) {
         logger.error({ err: error.message }, 'jwt-auth: JWKS unavailable');
-        return deny(503, 'Token verification is temporarily unavailable');
+        const message = 'Token verification is temporarily unavailable';
+        return config.anonymous ? { kind: 'continue', anonymous: config.anonymous, failure: { method: 'jwt', status: 503, message } } : deny(503, message);
       }
       return refuse(describe(error));
     }
@@ -94,6 +103,7 @@ export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): Pl
         email,
         username,
         isGuest: payload[config.guest_claim] === true,
+        emailVerified: typeof payload.email_verified === 'boolean' ? payload.email_verified : null,
         bucket: `user:${userId}`,
       },
     };

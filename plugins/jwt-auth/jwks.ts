@@ -1,5 +1,5 @@
 import { createLocalJWKSet, type JSONWebKeySet, type JWTHeaderParameters, type FlattenedJWSInput } from 'jose';
-import type { Clock } from '../../services/kit/clock.js';
+import type { Clock } from '../../services/kit/core/index.js';
 
 type KeyResolver = ReturnType<typeof createLocalJWKSet>;
 
@@ -11,28 +11,35 @@ export class JwksUnavailableError extends Error {
 }
 
 /**
- * The issuer's JWKS, fetched on first use and cached. A token whose `kid` is unknown triggers a
- * refetch (so key rotation needs no restart), at most once per cool-down period; concurrent misses
- * share one fetch. A failed refetch keeps the keys already known.
+ * The issuer's JWKS, fetched on first use and cached for at most `maxAgeMs` (jose's
+ * `createRemoteJWKSet` `cacheMaxAge`): the first token after that waits for a fresh copy, so a key
+ * the issuer removed stops being trusted within that time. A token whose `kid` is unknown triggers
+ * a refetch earlier (key rotation needs no restart), at most once per cool-down period; concurrent
+ * misses share one fetch. A failed refetch keeps the keys already known while they are younger than
+ * the maximum age; past it they are dropped (no keys → 503), never trusted indefinitely.
  */
 export class JwksCache {
   private resolver: KeyResolver | null = null;
   private kids = new Set<string>();
   private lastFetch = Number.NEGATIVE_INFINITY;
+  /** When the keys in hand were fetched. */
+  private loadedAt = Number.NEGATIVE_INFINITY;
   private inflight: Promise<void> | null = null;
   fetches = 0;
 
   constructor(
     private readonly url: string,
-    private readonly options: { cooldownMs: number; timeoutMs: number; clock: Clock; fetch?: typeof fetch },
+    private readonly options: { cooldownMs: number; maxAgeMs: number; timeoutMs: number; clock: Clock; fetch?: typeof fetch },
   ) {}
 
   /** The key resolver for a token header; refetches once (cool-down permitting) when the kid is unknown. */
   async resolverFor(header: { kid?: string }): Promise<KeyResolver> {
+    const stale = () => this.options.clock.now() - this.loadedAt >= this.options.maxAgeMs;
+    if (stale()) await this.refresh().catch(() => {});
     const known = () => this.resolver !== null && (header.kid === undefined || this.kids.has(header.kid));
     if (!known() && this.inflight) await this.inflight.catch(() => {});
     if (!known() && this.options.clock.now() - this.lastFetch >= this.options.cooldownMs) {
-      await this.refresh();
+      await this.refresh().catch(() => {});
     }
     if (!this.resolver) throw new JwksUnavailableError('no keys could be loaded');
     return this.resolver;
@@ -58,8 +65,13 @@ export class JwksCache {
       if (!jwks || !Array.isArray(jwks.keys)) throw new Error('not a JWKS document');
       this.resolver = createLocalJWKSet(jwks);
       this.kids = new Set(jwks.keys.map((k) => k.kid).filter((k): k is string => typeof k === 'string'));
+      this.loadedAt = this.lastFetch;
     } catch (error) {
-      if (!this.resolver) throw new JwksUnavailableError((error as Error).message);
+      if (this.options.clock.now() - this.loadedAt >= this.options.maxAgeMs) {
+        this.resolver = null;
+        this.kids = new Set();
+      }
+      throw new JwksUnavailableError((error as Error).message);
     }
   }
 }

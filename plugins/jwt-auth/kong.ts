@@ -1,5 +1,5 @@
-import { kongPluginClass, VERSION } from '../core/kong-plugin.js';
-import { processLogger } from '../core/kong-host.js';
+import { kongPluginClass, VERSION } from '../core/index.js';
+import { processLogger } from '../core/index.js';
 import { createJwtAuth, PRIORITY } from './core.js';
 import { parseJwtAuthConfig, Schema } from './schema.js';
 

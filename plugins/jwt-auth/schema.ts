@@ -1,4 +1,4 @@
-import { applySchema, type KongFieldEntry } from '../core/kong-schema.js';
+import { applySchema, type KongFieldEntry } from '../core/index.js';
 
 /** Asymmetric algorithms only: `none` and the HMAC family cannot be configured (no shared secrets with a public JWKS). */
 export const ALLOWED_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const;
@@ -11,6 +11,8 @@ export const Schema: KongFieldEntry[] = [
   { max_lifetime_seconds: { type: 'integer', default: 3600, between: [1, 3600] } },
   { clock_skew_seconds: { type: 'integer', default: 30, between: [0, 300] } },
   { jwks_refresh_cooldown_seconds: { type: 'integer', default: 30, between: [0, 86400] } },
+  /** Longest time a fetched JWKS is trusted before it is fetched again (jose's cacheMaxAge); a removed key stops working within it. */
+  { jwks_max_age_seconds: { type: 'integer', default: 600, between: [1, 86400] } },
   { jwks_timeout_ms: { type: 'integer', default: 5000, between: [1, 60000] } },
   { user_id_claim: { type: 'string', default: 'sub' } },
   { guest_claim: { type: 'string', default: 'guest' } },
@@ -26,6 +28,7 @@ export interface JwtAuthConfig {
   max_lifetime_seconds: number;
   clock_skew_seconds: number;
   jwks_refresh_cooldown_seconds: number;
+  jwks_max_age_seconds: number;
   jwks_timeout_ms: number;
   user_id_claim: string;
   guest_claim: string;

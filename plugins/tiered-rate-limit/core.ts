@@ -1,7 +1,8 @@
-import { systemClock, type Clock } from '../../services/kit/clock.js';
-import { deny } from '../core/respond.js';
-import { CONTINUE, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type TierLimits } from '../core/types.js';
-import { identityOf } from '../identity-headers/core.js';
+import { sha256Hex, systemClock, type Clock } from '../../services/kit/core/index.js';
+import { deny, firstHeader } from '../core/index.js';
+import { CONTINUE, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type TierLimits, type VerifiedIdentity } from '../core/index.js';
+import { ipv6Prefix } from '../core/index.js';
+import { identityOf } from '../core/index.js';
 import type { CounterStore, CounterWindow } from './policies/index.js';
 import type { TieredRateLimitConfig } from './schema.js';
 
@@ -17,22 +18,42 @@ export const HEADERS = {
   shouldRetry: 'x-should-retry',
 } as const;
 
+/** The API key formats api-key-auth accepts (X-API-Key, or Authorization: Bearer sk_…). */
+const KEY_FORMAT = /^sk_[0-9A-Za-z]{32}$/;
+const BEARER_KEY = /^Bearer\s+(sk_\S*)\s*$/i;
+/** How long a key seen to be exempt skips the per-address count without being validated again. */
+const EXEMPT_MEMORY_MS = 60_000;
+const EXEMPT_MEMORY_MAX = 10_000;
+
 const MINUTE = 60_000;
+const HOUR = 3_600_000;
 const DAY = 86_400_000;
 
 interface Window extends CounterWindow {
   scope: 'ip' | 'tier';
-  period: 'minute' | 'day';
+  period: 'minute' | 'hour' | 'day';
   resetAt: number;
 }
 
 /**
- * Per-IP limit for everyone (in the rewrite phase by default: before authentication, so refused
- * credentials count too), plus per-credential tier limits in the access phase: API keys by the key's tier (limits
- * from `tiers`; for `custom_limit_tiers`, e.g. enterprise, the limits carried on the key), JWT callers per user by the configured user tier (guests: guest tier). Fixed
- * windows aligned to the clock (minute, UTC day). Over a limit → 429 shape A with Retry-After;
+ * Per-address limits for everyone (in the rewrite phase by default: before authentication, so
+ * refused credentials count too; IPv6 clients by /64), plus tier limits in the access phase, per
+ * user whichever credential was used: API keys by the key's tier (for `custom_limit_tiers`, e.g.
+ * enterprise, the key's own limits where stricter), tokens by the user tier (guests: guest tier;
+ * unverified accounts: the unverified tier). Paths in `exempt_paths` (health probes) count nowhere.
+ * Fixed windows aligned to the clock (minute, hour, UTC day). Over a limit → 429 shape A with Retry-After;
  * `insufficient_quota` when the daily quota is spent; `x-should-retry: false` when the wait is
  * over 60 s. Backend failure → the configured fault policy.
+ *
+ * API keys of `ip_exempt_tiers` (enterprise) and of administrators (`ip_exempt_admins`) are never
+ * held to the per-address limit: a server behind one address may send as much as its key allows.
+ * The per-address count runs before authentication, so the exemption works in two steps:
+ * - a key seen exempt in the last minute skips the per-address count at once (its hash is
+ *   remembered in this process; a key that stops being exempt is forgotten on its next request);
+ * - a request carrying a key not yet known, from an address over its limit, is not refused at once:
+ *   the refusal is put off until the key is checked, then dropped for an exempt key and sent
+ *   otherwise. Such deferrals are counted per address and window and capped at the limit itself,
+ *   so a flood of made-up keys costs at most that many extra key checks before it is refused outright.
  */
 export function createTieredRateLimit(
   config: TieredRateLimitConfig,
@@ -42,33 +63,62 @@ export function createTieredRateLimit(
   const logger = deps.logger ?? silentLogger;
   const prefix = config.redis_prefix;
 
-  function limitsFor(request: EdgeRequest): { bucket: string; limits: TierLimits } | null {
-    const identity = identityOf(request.shared);
-    if (!identity) return null;
-    let tierName: string;
-    if (identity.authMethod === 'apikey') tierName = identity.tier ?? config.default_key_tier;
-    else tierName = identity.isGuest ? config.guest_tier : config.user_tier;
-    if (identity.authMethod === 'apikey' && identity.limits && config.custom_limit_tiers.includes(tierName)) {
-      return { bucket: identity.bucket, limits: identity.limits };
-    }
-    const tier = config.tiers[tierName] ?? config.tiers[config.default_key_tier] ?? {};
-    return { bucket: identity.bucket, limits: { minute: tier.minute ?? null, day: tier.day ?? null } };
+  /** The tier of the request's credential: an API key's own tier; for tokens guest, unverified or user tier. */
+  function tierOf(identity: VerifiedIdentity): string {
+    if (identity.authMethod === 'apikey') return identity.tier ?? config.default_key_tier;
+    if (identity.isGuest) return config.guest_tier;
+    if (identity.emailVerified === false) return config.unverified_user_tier ?? config.guest_tier;
+    return config.user_tier;
   }
 
-  function windowsFor(request: EdgeRequest, now: number, phase: 'rewrite' | 'access'): Window[] {
+  /**
+   * Tier buckets of the request. Every request counts against its user's bucket (`user:<id>`),
+   * whichever credential it used, with its tier's limits: rotating or recreating keys, or mixing
+   * keys and tokens, never buys more. A key with custom limits (`custom_limit_tiers`) also counts
+   * against its own bucket, and only where that is stricter than the user's.
+   */
+  function tierBuckets(request: EdgeRequest): Array<{ bucket: string; limits: TierLimits }> {
+    const identity = identityOf(request.shared);
+    if (!identity) return [];
+    const tierName = tierOf(identity);
+    const tier = config.tiers[tierName] ?? config.tiers[config.default_key_tier] ?? {};
+    const userLimits: TierLimits = { minute: tier.minute ?? null, day: tier.day ?? null };
+    const buckets = [{ bucket: `user:${identity.userId}`, limits: userLimits }];
+    if (identity.authMethod === 'apikey' && identity.limits && config.custom_limit_tiers.includes(tierName)) {
+      const stricter = (own: number | null | undefined, user: number | null | undefined) =>
+        own !== null && own !== undefined && (user === null || user === undefined || own < user) ? own : null;
+      const keyLimits = { minute: stricter(identity.limits.minute, userLimits.minute), day: stricter(identity.limits.day, userLimits.day) };
+      if (keyLimits.minute !== null || keyLimits.day !== null) buckets.push({ bucket: identity.bucket, limits: keyLimits });
+    }
+    return buckets;
+  }
+
+  function windowsFor(request: EdgeRequest, now: number, phase: 'rewrite' | 'access', skipIp: boolean): Window[] {
     const windows: Window[] = [];
     const minuteStart = now - (now % MINUTE);
+    const hourStart = now - (now % HOUR);
     const dayStart = now - (now % DAY);
-    if (config.ip_per_minute > 0 && phase === config.ip_limit_phase) {
-      windows.push({ scope: 'ip', period: 'minute', key: `${prefix}:rl:ip:${request.clientIp}:m:${minuteStart}`, limit: config.ip_per_minute, ttlMs: 2 * MINUTE, resetAt: minuteStart + MINUTE });
+    if (phase === config.ip_limit_phase && !skipIp) {
+      const address = addressBucket(request.clientIp);
+      if (config.ip_per_minute > 0) {
+        windows.push({ scope: 'ip', period: 'minute', key: `${prefix}:rl:ip:${address}:m:${minuteStart}`, limit: config.ip_per_minute, ttlMs: 2 * MINUTE, resetAt: minuteStart + MINUTE });
+      }
+      if (config.ip_per_hour > 0) {
+        windows.push({ scope: 'ip', period: 'hour', key: `${prefix}:rl:ip:${address}:h:${hourStart}`, limit: config.ip_per_hour, ttlMs: HOUR + MINUTE, resetAt: hourStart + HOUR });
+      }
     }
-    const tier = phase === 'access' ? limitsFor(request) : null;
-    if (tier) {
-      const { minute, day } = tier.limits;
-      if (minute) windows.push({ scope: 'tier', period: 'minute', key: `${prefix}:rl:${tier.bucket}:m:${minuteStart}`, limit: minute, ttlMs: 2 * MINUTE, resetAt: minuteStart + MINUTE });
-      if (day) windows.push({ scope: 'tier', period: 'day', key: `${prefix}:rl:${tier.bucket}:d:${dayStart}`, limit: day, ttlMs: DAY + MINUTE, resetAt: dayStart + DAY });
+    if (phase === 'access') {
+      for (const { bucket, limits } of tierBuckets(request)) {
+        if (limits.minute) windows.push({ scope: 'tier', period: 'minute', key: `${prefix}:rl:${bucket}:m:${minuteStart}`, limit: limits.minute, ttlMs: 2 * MINUTE, resetAt: minuteStart + MINUTE });
+        if (limits.day) windows.push({ scope: 'tier', period: 'day', key: `${prefix}:rl:${bucket}:d:${dayStart}`, limit: limits.day, ttlMs: DAY + MINUTE, resetAt: dayStart + DAY });
+      }
     }
     return windows;
+  }
+
+  /** IPv4 addresses as they are; IPv6 by their first `ipv6_prefix_length` bits (a client usually holds a whole /64). */
+  function addressBucket(ip: string): string {
+    return ip.includes(':') ? ipv6Prefix(ip, config.ipv6_prefix_length) : ip;
   }
 
   function headersFor(windows: Window[], counts: number[]): Record<string, string> {
@@ -78,8 +128,10 @@ export function createTieredRateLimit(
     windows.forEach((w, i) => {
       const remaining = Math.max(0, w.limit - counts[i]!);
       if (w.scope === 'ip') {
-        headers[HEADERS.ipLimit] = String(w.limit);
-        headers[HEADERS.ipRemaining] = String(remaining);
+        if (w.period === 'minute') {
+          headers[HEADERS.ipLimit] = String(w.limit);
+          headers[HEADERS.ipRemaining] = String(remaining);
+        }
       } else if (tightest < 0 || remaining < Math.max(0, windows[tightest]!.limit - counts[tightest]!)) {
         tightest = i;
       }
@@ -93,9 +145,42 @@ export function createTieredRateLimit(
     return headers;
   }
 
-  async function check(request: EdgeRequest, phase: 'rewrite' | 'access'): Promise<Decision> {
+  const exempt = new Set(config.exempt_paths);
+  const exemptTiers = new Set(config.ip_exempt_tiers);
+  /** Key hash → until when it counts as exempt without being checked again (insertion order = age). */
+  const exemptKeys = new Map<string, number>();
+
+  function isExemptKey(identity: VerifiedIdentity | undefined): boolean {
+    if (!identity || identity.authMethod !== 'apikey') return false;
+    if (config.ip_exempt_admins && identity.isAdmin === true) return true;
+    return exemptTiers.has(identity.tier ?? config.default_key_tier);
+  }
+
+  /** The well-formed API key a request presents, if any (what api-key-auth will check). */
+  function presentedKey(request: EdgeRequest): string | null {
+    const header = firstHeader(request.headers, 'x-api-key');
+    const key = header || BEARER_KEY.exec(firstHeader(request.headers, 'authorization') ?? '')?.[1];
+    return key && KEY_FORMAT.test(key) ? key : null;
+  }
+
+  function rememberedExempt(hash: string, now: number): boolean {
+    const until = exemptKeys.get(hash);
+    if (until === undefined) return false;
+    if (until > now) return true;
+    exemptKeys.delete(hash);
+    return false;
+  }
+
+  function remember(hash: string, now: number): void {
+    exemptKeys.delete(hash);
+    exemptKeys.set(hash, now + EXEMPT_MEMORY_MS);
+    if (exemptKeys.size > EXEMPT_MEMORY_MAX) exemptKeys.delete(exemptKeys.keys().next().value!);
+  }
+
+  async function check(request: EdgeRequest, phase: 'rewrite' | 'access', options: { skipIp?: boolean; deferrable?: boolean } = {}): Promise<Decision> {
+    if (exempt.has(request.path)) return CONTINUE;
     const now = clock.now();
-    const windows = windowsFor(request, now, phase);
+    const windows = windowsFor(request, now, phase, options.skipIp === true);
     if (windows.length === 0) return CONTINUE;
     let result;
     try {
@@ -114,13 +199,46 @@ export function createTieredRateLimit(
     const daily = blocked.period === 'day';
     const message = daily
       ? `Daily quota of ${blocked.limit} requests exhausted; it resets in ${waitSeconds} seconds`
-      : `Rate limit exceeded: ${blocked.limit} requests per minute${blocked.scope === 'ip' ? ' from this address' : ''}`;
-    return deny(429, message, { code: daily ? 'insufficient_quota' : 'rate_limit_exceeded', headers });
+      : `Rate limit exceeded: ${blocked.limit} requests per ${blocked.period}${blocked.scope === 'ip' ? ' from this address' : ''}`;
+    const code = daily ? 'insufficient_quota' : 'rate_limit_exceeded';
+    if (options.deferrable && blocked.scope === 'ip' && (await mayDefer(blocked, now))) {
+      return { kind: 'continue', share: { deferredIpRefusal: { status: 429, message, code, headers } } };
+    }
+    return deny(429, message, { code, headers });
+  }
+
+  /** One more deferral for this address and window, while under the cap (the window's own limit). */
+  async function mayDefer(blocked: Window, now: number): Promise<boolean> {
+    try {
+      const result = await deps.store.hit([{ key: `${blocked.key}:deferred`, limit: blocked.limit, ttlMs: blocked.ttlMs }], now);
+      return result.allowed;
+    } catch {
+      return false;
+    }
+  }
+
+  async function rewrite(request: EdgeRequest): Promise<Decision> {
+    const key = config.ip_limit_phase === 'rewrite' ? presentedKey(request) : null;
+    if (key && rememberedExempt(sha256Hex(key), clock.now())) return CONTINUE;
+    return check(request, 'rewrite', { deferrable: key !== null });
+  }
+
+  async function access(request: EdgeRequest): Promise<Decision> {
+    const key = request.shared.apikey;
+    const keyExempt = isExemptKey(key);
+    if (key?.bucket.startsWith('key:')) {
+      const hash = key.bucket.slice(4);
+      if (keyExempt) remember(hash, clock.now());
+      else exemptKeys.delete(hash);
+    }
+    const deferred = request.shared.deferredIpRefusal;
+    if (deferred && !keyExempt) return deny(deferred.status, deferred.message, { code: deferred.code, headers: deferred.headers });
+    return check(request, 'access', { skipIp: keyExempt });
   }
 
   return {
-    rewrite: (request: EdgeRequest) => check(request, 'rewrite'),
-    access: (request: EdgeRequest) => check(request, 'access'),
+    rewrite,
+    access,
     close: () => deps.store.close(),
   };
 }

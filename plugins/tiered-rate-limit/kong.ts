@@ -1,5 +1,5 @@
-import { kongPluginClass, VERSION } from '../core/kong-plugin.js';
-import { processLogger, type KongPdk } from '../core/kong-host.js';
+import { kongPluginClass, VERSION } from '../core/index.js';
+import { processLogger, type KongPdk } from '../core/index.js';
 import { createTieredRateLimit, PRIORITY } from './core.js';
 import { createCounterStore } from './policies/index.js';
 import { parseTieredRateLimitConfig, Schema } from './schema.js';
@@ -14,12 +14,13 @@ const Base = kongPluginClass(
     const config = parseTieredRateLimitConfig(raw);
     return createTieredRateLimit(config, { store: createCounterStore(config), logger: processLogger });
   },
-  { ip: true },
+  { ip: true, path: true },
 );
 
 /** Adds the rewrite phase (per-IP limit before authentication; Kong runs it for global plugins). */
 export class Plugin extends Base {
   async rewrite(kong: KongPdk): Promise<void> {
-    return this.runRewrite(kong, { ip: true });
+    // Headers too: a request carrying an API key of an exempt tier skips the per-address count.
+    return this.runRewrite(kong, { ip: true, path: true, headers: true });
   }
 }

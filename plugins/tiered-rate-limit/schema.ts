@@ -1,4 +1,4 @@
-import { applySchema, type KongFieldEntry } from '../core/kong-schema.js';
+import { applySchema, type KongFieldEntry } from '../core/index.js';
 
 export const DEFAULT_TIERS: Record<string, { minute?: number; day?: number }> = {
   free: { minute: 3, day: 50 },
@@ -14,7 +14,17 @@ export const Schema: KongFieldEntry[] = [
    * credentials are limited too); needs the plugin configured globally (Kong runs rewrite only for
    * global plugins). `access`: counted with the tier limits, after authentication.
    */
+  /** Requests per client address per hour (0: none). Used on its own by the guest-login route. */
+  { ip_per_hour: { type: 'integer', default: 0, between: [0, 100000000] } },
+  /** IPv6 clients share one address bucket per prefix of this length (a client usually holds a /64). */
+  { ipv6_prefix_length: { type: 'integer', default: 64, between: [1, 128] } },
+  /** Exact paths that count against no limit (health and readiness probes). */
+  { exempt_paths: { type: 'set', elements: { type: 'string' }, default: [] } },
   { ip_limit_phase: { type: 'string', default: 'rewrite', one_of: ['rewrite', 'access'] } },
+  /** API keys of these tiers never count against, nor are refused by, the per-address limit. */
+  { ip_exempt_tiers: { type: 'set', elements: { type: 'string' }, default: ['enterprise'] } },
+  /** Same for API keys of administrators, whatever the key's tier. */
+  { ip_exempt_admins: { type: 'boolean', default: true } },
   /** Tier → limits; a missing or null period is unlimited. Custom key limits from the validator override. */
   {
     tiers: {
@@ -29,6 +39,8 @@ export const Schema: KongFieldEntry[] = [
   },
   { user_tier: { type: 'string', default: 'pro' } },
   { guest_tier: { type: 'string', default: 'free' } },
+  /** Token callers whose token says `email_verified: false` (an upgraded guest nobody verified); unset: the guest tier. */
+  { unverified_user_tier: { type: 'string' } },
   { default_key_tier: { type: 'string', default: 'free' } },
   /** Tiers whose limits come from the key's own data (the validator's `limits`; null = unlimited). Others use `tiers`. */
   { custom_limit_tiers: { type: 'set', elements: { type: 'string' }, default: ['enterprise'] } },
@@ -48,10 +60,16 @@ export interface TierConfig {
 
 export interface TieredRateLimitConfig {
   ip_per_minute: number;
+  ip_per_hour: number;
+  ipv6_prefix_length: number;
+  exempt_paths: string[];
   ip_limit_phase: 'rewrite' | 'access';
+  ip_exempt_tiers: string[];
+  ip_exempt_admins: boolean;
   tiers: Record<string, TierConfig>;
   user_tier: string;
   guest_tier: string;
+  unverified_user_tier?: string;
   default_key_tier: string;
   custom_limit_tiers: string[];
   policy: 'local' | 'redis';

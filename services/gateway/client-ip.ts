@@ -6,6 +6,23 @@ import { BlockList, isIP } from 'node:net';
  * `X-Forwarded-For` entry that is not itself trusted.
  */
 export function createClientIp(trusted: string[]) {
+  const { any, isTrusted } = trustedPeers(trusted);
+
+  return function clientIp(peer: string | undefined, forwardedFor: string | string[] | undefined): string {
+    const socketIp = unmap(peer ?? '');
+    if (!any || !isTrusted(socketIp) || !forwardedFor) return socketIp;
+    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',').map((h) => unmap(h.trim())).filter(Boolean);
+    for (let i = hops.length - 1; i >= 0; i--) {
+      const hop = hops[i]!;
+      if (!isIP(hop)) return socketIp;
+      if (!isTrusted(hop)) return hop;
+    }
+    return hops[0] ?? socketIp;
+  };
+}
+
+/** `TRUSTED_PROXIES` (addresses or CIDR ranges) as a membership test. */
+export function trustedPeers(trusted: string[]) {
   const list = new BlockList();
   let any = false;
   for (const entry of trusted) {
@@ -21,18 +38,7 @@ export function createClientIp(trusted: string[]) {
     const family = isIP(ip);
     return family !== 0 && list.check(ip, family === 6 ? 'ipv6' : 'ipv4');
   };
-
-  return function clientIp(peer: string | undefined, forwardedFor: string | string[] | undefined): string {
-    const socketIp = unmap(peer ?? '');
-    if (!any || !isTrusted(socketIp) || !forwardedFor) return socketIp;
-    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',').map((h) => unmap(h.trim())).filter(Boolean);
-    for (let i = hops.length - 1; i >= 0; i--) {
-      const hop = hops[i]!;
-      if (!isIP(hop)) return socketIp;
-      if (!isTrusted(hop)) return hop;
-    }
-    return hops[0] ?? socketIp;
-  };
+  return { any, isTrusted: (ip: string) => any && isTrusted(unmap(ip)) };
 }
 
 const unmap = (ip: string) => (ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip);

@@ -1,5 +1,9 @@
-import type { BaseConfig } from '../kit/config.js';
-import type { ServiceContext } from '../kit/service.js';
+import type { BaseConfig } from '../kit/settings/index.js';
+import type { ServiceContext } from '../kit/index.js';
+import type { EdgeConfig } from './config.js';
+
+/** llm-api's key validator: service-to-service only, under /internal/ (no deck route forwards it). */
+export const API_KEY_VALIDATOR_PATH = '/internal/auth/validate-api-key';
 
 /**
  * The `DECK_*` variables deck/kong.yaml uses, with the embedded gateway's defaults taken from the
@@ -7,7 +11,7 @@ import type { ServiceContext } from '../kit/service.js';
  * process environment wins, as it would for `deck gateway sync`.
  */
 export function deckVariables(
-  config: BaseConfig,
+  config: Pick<BaseConfig, 'JWT_ISSUER' | 'JWT_AUDIENCE' | 'REDIS_URL'> & EdgeConfig,
   urls: ServiceContext['urls'],
   gatewaySecret: string,
   env: NodeJS.ProcessEnv = process.env,
@@ -24,7 +28,8 @@ export function deckVariables(
     DECK_JWT_MAX_LIFETIME_SECONDS: String(config.EDGE_JWT_MAX_LIFETIME_SECONDS),
     DECK_JWT_CLOCK_SKEW_SECONDS: String(config.EDGE_JWT_CLOCK_SKEW_SECONDS),
     DECK_JWKS_REFRESH_COOLDOWN_SECONDS: String(config.EDGE_JWKS_REFRESH_COOLDOWN_SECONDS),
-    DECK_API_KEY_VALIDATE_URL: `${urls.llmApi}/auth/validate-api-key`,
+    DECK_JWKS_MAX_AGE_SECONDS: String(config.EDGE_JWKS_MAX_AGE_SECONDS),
+    DECK_API_KEY_VALIDATE_URL: `${urls.llmApi}${API_KEY_VALIDATOR_PATH}`,
     DECK_API_KEY_TIMEOUT_MS: String(config.EDGE_API_KEY_TIMEOUT_MS),
     DECK_API_KEY_CACHE_TTL_SECONDS: String(config.EDGE_API_KEY_CACHE_TTL_SECONDS),
     DECK_RATE_LIMIT_IP_PER_MINUTE: String(config.EDGE_RATE_LIMIT_IP_PER_MINUTE),
@@ -34,6 +39,9 @@ export function deckVariables(
     DECK_RATE_LIMIT_PRO_PER_DAY: String(config.EDGE_RATE_LIMIT_PRO_PER_DAY),
     DECK_RATE_LIMIT_USER_TIER: config.EDGE_RATE_LIMIT_USER_TIER,
     DECK_RATE_LIMIT_GUEST_TIER: config.EDGE_RATE_LIMIT_GUEST_TIER,
+    DECK_RATE_LIMIT_UNVERIFIED_TIER: config.EDGE_RATE_LIMIT_UNVERIFIED_TIER ?? config.EDGE_RATE_LIMIT_GUEST_TIER,
+    DECK_RATE_LIMIT_IPV6_PREFIX: String(config.EDGE_RATE_LIMIT_IPV6_PREFIX),
+    DECK_GUEST_LOGIN_PER_HOUR: String(config.EDGE_GUEST_LOGIN_PER_HOUR),
     DECK_RATE_LIMIT_FAULT_POLICY: config.EDGE_RATE_LIMIT_FAULT_POLICY,
     DECK_RATE_LIMIT_POLICY: config.REDIS_URL ? 'redis' : 'local',
     DECK_REDIS_URL: config.REDIS_URL ?? 'redis://127.0.0.1:6379',

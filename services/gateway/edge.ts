@@ -1,11 +1,12 @@
-import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { Continue, Decision, EdgeRequest, Respond, SharedContext } from '../../plugins/core/types.js';
-import { errorBody } from '../kit/errors.js';
+import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerResponse } from 'node:http';
+import { acceptRequestId, runPlugin, type HostIO } from '../../plugins/core/index.js';
+import type { EdgeRequest, SharedContext } from '../../plugins/core/index.js';
+import { errorBody, USAGE_REPORT_REQUEST_HEADER, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
 import { createClientIp } from './client-ip.js';
-import { createProxy, sendJson } from './proxy.js';
+import { dispatchInProcess } from './in-process.js';
+import { createProxy, sendJson, type ForwardTarget } from './proxy.js';
 import { createRouter } from './router.js';
 
 export interface EdgeOptions {
@@ -14,15 +15,36 @@ export interface EdgeOptions {
   trustedProxies: string[];
   connectTimeoutMs: number;
   readTimeoutMs: number;
+  /**
+   * The request handler of a service running in this process, by the origin the deck reaches it at
+   * (`npm start`): such routes are dispatched in process instead of over loopback HTTP.
+   */
+  inProcess?: (origin: string) => RequestListener | undefined;
   /** Called once per finished request (access log); omitted in benchmarks and tests. */
-  accessLog?: (entry: { request_id: string; method: string; path: string; route: string | null; status: number; duration_ms: number; client_ip: string; aborted: boolean }) => void;
+  accessLog?: (entry: AccessLogEntry) => void;
 }
 
-const ACCEPTABLE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
+/**
+ * One line per request. Identity comes from what the auth plugins verified (never from client
+ * headers); model, provider and tokens from the service's usage report (chat). No credential,
+ * query string or body is included.
+ */
+export interface AccessLogEntry extends RequestOutcome {
+  client_ip: string;
+  auth_method: 'jwt' | 'apikey' | null;
+  key_id: string | null;
+  model?: string;
+  provider?: string | null;
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  total_tokens?: number;
+}
 
 interface RoutePlan {
   origin: URL;
   chain: ChainEntry[];
+  /** Set when the service runs in this process. */
+  local: RequestListener | undefined;
 }
 
 /**
@@ -40,40 +62,43 @@ export async function createEdge(options: EdgeOptions) {
   const { chains, rewriteChain, close: closeChains } = await buildChains(options.deck, options.deps);
   const plans = new Map<DeckRoute, RoutePlan>();
   for (const service of options.deck.services ?? []) {
-    for (const route of service.routes ?? []) plans.set(route, { origin: targets.get(service.name)!.origin, chain: chains.get(route)! });
+    const origin = targets.get(service.name)!.origin;
+    const local = options.inProcess?.(origin.origin);
+    for (const route of service.routes ?? []) plans.set(route, { origin, chain: chains.get(route)!, local });
   }
   const clientIpOf = createClientIp(options.trustedProxies);
   const proxy = createProxy({ connectTimeoutMs: options.connectTimeoutMs, readTimeoutMs: options.readTimeoutMs });
   const logger = options.deps.logger;
 
-  /** Runs one plugin phase; a plugin that throws answers 500 (fail closed, never upstream). */
-  async function run(entry: ChainEntry, phase: 'rewrite' | 'access', request: EdgeRequest, requestId: string): Promise<Decision> {
-    try {
-      return phase === 'rewrite' ? await entry.core.rewrite!(request) : await entry.core.access(request);
-    } catch (error) {
-      logger.error({ err: (error as Error).message, plugin: entry.name, phase, request_id: requestId }, 'gateway: plugin failed');
-      return { kind: 'respond', status: 500, body: errorBody(500, 'The gateway could not process the request') };
-    }
-  }
-
-  function respond(res: ServerResponse, decision: Respond, responseHeaders: Record<string, string>, requestId: string): void {
-    if (res.destroyed) return;
-    const body =
-      decision.body && typeof decision.body === 'object' && 'error' in (decision.body as object)
-        ? { error: { ...(decision.body as { error: object }).error, request_id: requestId } }
-        : decision.body;
-    sendJson(res, decision.status, body, { ...responseHeaders, ...decision.headers, 'x-request-id': requestId });
-  }
-
-  function apply(decision: Continue, headers: OutgoingHttpHeaders, responseHeaders: Record<string, string>): void {
-    if (decision.removeUpstream) for (const name of decision.removeUpstream) delete headers[name];
-    if (decision.setUpstream) Object.assign(headers, decision.setUpstream);
-    if (decision.responseHeaders) Object.assign(responseHeaders, decision.responseHeaders);
+  /** The embedded side of the host interface: the plugins edit the upstream header copy and the response headers in place. */
+  function embeddedIO(res: ServerResponse, headers: OutgoingHttpHeaders, responseHeaders: Record<string, string>, state: { consumer: string | null }): HostIO {
+    return {
+      setUpstreamHeaders: (set) => {
+        for (const name in set) headers[name.toLowerCase()] = set[name];
+      },
+      clearUpstreamHeader: (name) => {
+        delete headers[name.toLowerCase()];
+      },
+      setResponseHeaders: (set) => {
+        for (const name in set) responseHeaders[name.toLowerCase()] = set[name]!;
+      },
+      authenticate: (as) => {
+        state.consumer = 'identity' in as ? null : as.anonymous;
+        return true;
+      },
+      saveShared: () => {},
+      exit: (status, body, exitHeaders) => {
+        if (res.destroyed) return;
+        const all = { ...responseHeaders };
+        for (const name in exitHeaders) all[name.toLowerCase()] = exitHeaders[name]!;
+        sendJson(res, status, body, all);
+      },
+    };
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const incomingId = req.headers['x-request-id'];
-    const requestId = typeof incomingId === 'string' && ACCEPTABLE_REQUEST_ID.test(incomingId) ? incomingId : randomUUID();
+    const requestId = acceptRequestId(typeof incomingId === 'string' ? incomingId : undefined);
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const rawPath = q < 0 ? url : url.slice(0, q);
@@ -82,10 +107,12 @@ export async function createEdge(options: EdgeOptions) {
 
     const peer = req.socket.remoteAddress;
     let routeName: string | null = null;
+    let usage: UsageReport | undefined;
     if (options.accessLog) {
       const log = options.accessLog;
       const started = process.hrtime.bigint();
-      res.once('close', () =>
+      res.once('close', () => {
+        const identity = shared.apikey ?? shared.jwt;
         log({
           request_id: requestId,
           method,
@@ -95,10 +122,14 @@ export async function createEdge(options: EdgeOptions) {
           duration_ms: Math.round(Number(process.hrtime.bigint() - started) / 1e4) / 100,
           client_ip: edgeRequest.clientIp,
           aborted: !res.writableFinished,
-        }),
-      );
+          auth_method: identity?.authMethod ?? null,
+          user_id: identity?.userId ?? null,
+          key_id: shared.apikey?.keyId ?? null,
+          ...usage,
+        });
+      });
     }
-    const shared: SharedContext = {};
+    const shared: SharedContext = { requestId };
     const edgeRequest: EdgeRequest = {
       method,
       path: rawPath,
@@ -107,18 +138,18 @@ export async function createEdge(options: EdgeOptions) {
       shared,
     };
     const headers = proxy.upstreamHeaders(req);
-    const responseHeaders: Record<string, string> = {};
+    const responseHeaders: Record<string, string> = { 'x-request-id': requestId };
+    const state = { consumer: null as string | null };
+    const io = embeddedIO(res, headers, responseHeaders, state);
 
     // Rewrite phase (global plugins, before routing): the per-IP limit counts every request.
     for (const entry of rewriteChain) {
-      const decision = await run(entry, 'rewrite', edgeRequest, requestId);
-      if (decision.kind === 'respond') return respond(res, decision, responseHeaders, requestId);
-      apply(decision, headers, responseHeaders);
+      if (!(await runPlugin(entry.core, 'rewrite', edgeRequest, io, { name: entry.name, requestId, logger }))) return;
     }
 
     const match = router.match(method, rawPath);
     if (!match) {
-      sendJson(res, 404, errorBody(404, 'no Route matched with those values', { requestId }), { ...responseHeaders, 'x-request-id': requestId });
+      sendJson(res, 404, errorBody(404, 'no Route matched with those values', { requestId }), responseHeaders);
       return;
     }
     const plan = plans.get(match.route)!;
@@ -130,24 +161,24 @@ export async function createEdge(options: EdgeOptions) {
     headers['x-forwarded-for'] = xff ? `${Array.isArray(xff) ? xff.join(', ') : xff}, ${socketIp}` : socketIp;
     headers['x-forwarded-proto'] = 'http';
     if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
-    let consumer: string | null = null;
 
     for (const entry of plan.chain) {
-      if (entry.consumer !== null && entry.consumer !== consumer) continue;
-      const decision = await run(entry, 'access', edgeRequest, requestId);
-      if (decision.kind === 'respond') return respond(res, decision, responseHeaders, requestId);
-      if (decision.identity) {
-        shared[decision.identity.authMethod] = decision.identity;
-        shared.anonymous = false;
-        consumer = null;
-      } else if (decision.anonymous && !shared.jwt && !shared.apikey) {
-        shared.anonymous = true;
-        consumer = decision.anonymous;
-      }
-      apply(decision, headers, responseHeaders);
+      // Consumer-scoped plugins (Kong) run only for the consumer the request is authenticated as.
+      if (entry.consumer !== null && entry.consumer !== state.consumer) continue;
+      if (!(await runPlugin(entry.core, 'access', edgeRequest, io, { name: entry.name, requestId, logger }))) return;
     }
     if (res.destroyed) return;
-    proxy.forward(req, res, { origin: plan.origin, path: match.upstreamPath + query, headers: headers as OutgoingHttpHeaders, responseHeaders, requestId });
+    headers[USAGE_REPORT_REQUEST_HEADER] = '1'; // after the plugins, which strip a client-sent one
+    const target: ForwardTarget = {
+      origin: plan.origin,
+      path: match.upstreamPath + query,
+      headers: headers as OutgoingHttpHeaders,
+      responseHeaders,
+      requestId,
+      onUsageReport: (report) => (usage = report),
+    };
+    if (plan.local) dispatchInProcess(plan.local, req, res, target, options.readTimeoutMs);
+    else proxy.forward(req, res, target);
   }
 
   return {

@@ -1,6 +1,6 @@
 import http, { type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import https from 'node:https';
-import { errorBody } from '../kit/errors.js';
+import { decodeUsageReport, errorBody, USAGE_REPORT_HEADER, type UsageReport } from '../kit/core/index.js';
 
 /**
  * Streams a request to its upstream and the answer back, unbuffered in both directions (SSE
@@ -9,6 +9,17 @@ import { errorBody } from '../kit/errors.js';
  * the client connection is cut, since the status line is already gone).
  */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+
+/** Where a request goes, and where the edge hears what the service reported about it (access log). */
+export interface ForwardTarget {
+  origin: URL;
+  path: string;
+  headers: OutgoingHttpHeaders;
+  responseHeaders: Record<string, string>;
+  requestId: string;
+  /** Called with the service's usage report (header, or trailer of a stream); never forwarded to the client. */
+  onUsageReport?: (report: UsageReport) => void;
+}
 
 export interface ProxyOptions {
   connectTimeoutMs: number;
@@ -39,11 +50,7 @@ export function createProxy(options: ProxyOptions) {
     return headers;
   }
 
-  function forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    target: { origin: URL; path: string; headers: OutgoingHttpHeaders; responseHeaders: Record<string, string>; requestId: string },
-  ): void {
+  function forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): void {
     const transport = target.origin.protocol === 'https:' ? https : http;
     const upstream = transport.request({
       protocol: target.origin.protocol,
@@ -71,9 +78,20 @@ export function createProxy(options: ProxyOptions) {
         const value = source[name];
         if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
       }
+      takeUsageReport(headers, target);
+      // A stream reports its usage in a trailer; trailers are not forwarded (`pipe` drops them).
+      if (target.onUsageReport) upstreamRes.once('end', () => takeUsageReport(upstreamRes.trailers, target));
       const extra = target.responseHeaders;
       for (const name in extra) headers[name] = extra[name];
       headers['x-request-id'] ??= target.requestId;
+      if (!req.complete) {
+        // The service answered before the client finished sending (e.g. 413 on a large body). The
+        // rest of the body is no longer wanted, and a keep-alive socket with unread request bytes
+        // would corrupt the client's next request: drain what is in flight and close after this answer.
+        headers.connection = 'close';
+        req.unpipe(upstream);
+        req.resume();
+      }
       res.writeHead(upstreamRes.statusCode ?? 502, headers);
       // A stream's headers go out at once (the first event may take a while); other answers
       // leave with their first body chunk, in one packet.
@@ -105,6 +123,15 @@ export function createProxy(options: ProxyOptions) {
   }
 
   return { forward, upstreamHeaders, close };
+}
+
+/** Removes the service's usage report from headers (or trailers) headed for the client, and hands it to the access log. */
+export function takeUsageReport(headers: Record<string, unknown>, target: Pick<ForwardTarget, 'onUsageReport'>): void {
+  const value = headers[USAGE_REPORT_HEADER];
+  if (value === undefined) return;
+  delete headers[USAGE_REPORT_HEADER];
+  const report = decodeUsageReport(value as string | string[]);
+  if (report) target.onUsageReport?.(report);
 }
 
 const isEventStream = (contentType: string | undefined) => contentType !== undefined && contentType.startsWith('text/event-stream');

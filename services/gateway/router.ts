@@ -49,7 +49,7 @@ export function createRouter(deck: DeckFile, servicePath: (service: DeckService)
           service,
           servicePath: servicePath(service),
           methods,
-          regex: isRegex ? new RegExp(`^(?:${path.slice(1)})`) : null,
+          regex: isRegex ? compileRegexPath(path.slice(1)) : null,
           prefix: isRegex ? null : path,
           points,
           regexPriority: route.regex_priority ?? 0,
@@ -92,6 +92,15 @@ export function createRouter(deck: DeckFile, servicePath: (service: DeckService)
 }
 
 export type Router = ReturnType<typeof createRouter>;
+
+/**
+ * A Kong regex path, anchored at the start. A leading `(?i)` (PCRE and Kong's router accept it;
+ * JavaScript has no inline flags) makes the whole path case-insensitive.
+ */
+function compileRegexPath(source: string): RegExp {
+  const insensitive = source.startsWith('(?i)');
+  return new RegExp(`^(?:${insensitive ? source.slice(4) : source})`, insensitive ? 'i' : '');
+}
 
 function joinV0(servicePath: string, rest: string): string {
   if (rest === '') return servicePath || '/';

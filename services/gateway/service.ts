@@ -1,11 +1,16 @@
 import { existsSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import express from 'express';
-import type { ServiceDefinition } from '../kit/service.js';
+import express, { type Express } from 'express';
+import { accessLogger, type ProcessRuntime } from '../kit/index.js';
+import type { ServiceDefinition } from '../kit/index.js';
+import { edgeConfigShape, loadEdgeConfig } from './config.js';
 import { deckVariables } from './deck-vars.js';
+import { trustedPeers } from './client-ip.js';
+import { guardConnections } from './connections.js';
 import { loadDeck } from './deck.js';
 import { createEdge } from './edge.js';
+import { createEdgeMetrics } from './metrics.js';
 
 /** A relative EDGE_DECK_FILE: from the working directory, else from the repository root (npm start elsewhere). */
 function deckPath(file: string): string {
@@ -18,29 +23,61 @@ function deckPath(file: string): string {
 /**
  * The embedded edge (`npm start`, tests): reads deck/kong.yaml — the file Kong is configured
  * from — and runs the same plugin cores. Started after the services, so ctx.urls holds their
- * real ports. Listens on GATEWAY_PORT (8000).
+ * real ports. Listens on GATEWAY_PORT (8000). It keeps no state: started alone, it opens no
+ * database and no bus (rate-limit counters live in Redis or in the process).
  */
-export const gatewayService: ServiceDefinition = {
+export const gatewayService: ServiceDefinition<ProcessRuntime> = {
   name: 'gateway',
   port: (config) => config.GATEWAY_PORT,
+  config: edgeConfigShape,
   migrations: [],
+  stateless: true,
   async createApp(ctx) {
-    const config = ctx.runtime.config;
+    const config = { ...ctx.runtime.config, ...loadEdgeConfig(ctx.runtime.config.env) };
     const deck = loadDeck(deckPath(config.EDGE_DECK_FILE), deckVariables(config, ctx.urls, ctx.gatewaySecret));
+    const metrics = createEdgeMetrics();
+    const access = accessLogger(ctx.runtime.logger);
     const edge = await createEdge({
       deck,
       deps: { clock: ctx.runtime.clock, logger: ctx.runtime.logger, revocations: ctx.runtime.revocations },
       trustedProxies: config.TRUSTED_PROXIES,
       connectTimeoutMs: config.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
       readTimeoutMs: config.EDGE_UPSTREAM_READ_TIMEOUT_MS,
-      accessLog: (entry) => (entry.status >= 500 ? ctx.runtime.logger.error(entry, 'edge request') : ctx.runtime.logger.info(entry, 'edge request')),
+      inProcess: config.EDGE_IN_PROCESS_DISPATCH ? (origin) => ctx.inProcess?.get(origin) : undefined,
+      accessLog: (entry) => {
+        metrics.observe(entry.route, entry.status, entry.duration_ms);
+        if (entry.status >= 500) access.error(entry, 'edge request');
+        else access.info(entry, 'edge request');
+      },
     });
     ctx.onStop(() => edge.close());
     ctx.runtime.logger.info({ routes: edge.router.size }, 'gateway: decK configuration loaded');
     const app = express();
     app.disable('x-powered-by');
     app.disable('etag');
+    // The edge's own metrics (Kong: the status listener), answered before any route or limit.
+    if (config.METRICS_ENABLED) {
+      app.get('/metrics', async (_req, res) => {
+        res.setHeader('content-type', metrics.registry.contentType);
+        res.end(await metrics.registry.metrics());
+      });
+    }
     app.use((req, res) => edge.handle(req, res));
+    app.locals.edgeMetrics = metrics;
     return app;
+  },
+  onListening(server, ctx) {
+    const config = { ...ctx.runtime.config, ...loadEdgeConfig(ctx.runtime.config.env) };
+    // The server's request listener is the app built above.
+    const app = server.listeners('request')[0] as unknown as Express;
+    const metrics = app.locals?.edgeMetrics as ReturnType<typeof createEdgeMetrics> | undefined;
+    guardConnections(server, {
+      maxPerAddress: config.EDGE_MAX_CONNECTIONS_PER_ADDRESS,
+      maxIdlePerAddress: config.EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS,
+      ipv6PrefixLength: config.EDGE_RATE_LIMIT_IPV6_PREFIX,
+      isTrusted: trustedPeers(config.TRUSTED_PROXIES).isTrusted,
+      firstRequestTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+      onRefused: () => metrics?.connectionRefused(),
+    });
   },
 };

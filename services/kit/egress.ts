@@ -37,34 +37,128 @@ for (const [net, prefix] of [
 
 const BLOCKED_NAMES = [/^localhost$/i, /\.localhost$/i, /^metadata(\.google\.internal)?$/i, /^instance-data(\.ec2\.internal)?$/i, /\.internal$/i];
 
+/**
+ * A host name as compared against names and lists: lower case, without brackets and without
+ * trailing dots (`LOCALHOST.` is the fully qualified spelling of `localhost`).
+ */
+export function normalizeHost(host: string): string {
+  return host.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.+$/, '');
+}
+
 /** Why `address` may not be contacted, or null when it is a public address. */
 export function blockedReason(address: string): string | null {
   const family = isIP(address);
   if (family === 4) return blocked.check(address, 'ipv4') ? 'private or special-purpose IPv4 address' : null;
   if (family === 6) {
-    const mapped = ipv4FromMapped(address);
-    if (mapped) return blockedReason(mapped) ? 'IPv4-mapped private address' : null;
+    const embedded = embeddedIpv4(address);
+    if (embedded) {
+      // Every form that carries an IPv4 address is judged by that address first, so no spelling
+      // of 127.0.0.1 or 169.254.169.254 gets through; NAT64 and 6to4 stay refused as a whole.
+      if (blockedReason(embedded.ipv4)) return `${embedded.form} form of a private or special-purpose IPv4 address`;
+      if (embedded.form === 'mapped' || embedded.form === 'translated') return null;
+    }
     return blocked.check(address, 'ipv6') ? 'private or special-purpose IPv6 address' : null;
   }
   return 'not an IP address';
 }
 
-/** `::ffff:a.b.c.d` and `::ffff:7f00:1` → `a.b.c.d`. */
-function ipv4FromMapped(address: string): string | null {
-  const lower = address.toLowerCase();
-  const dotted = /^(?:0{0,4}:){0,5}:?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower) ?? /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1]!;
-  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hex) {
-    const hi = parseInt(hex[1]!, 16);
-    const lo = parseInt(hex[2]!, 16);
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+/** The eight 16-bit groups of an IPv6 address (dotted IPv4 tail accepted), or null. */
+export function ipv6Groups(address: string): number[] | null {
+  let text = address.toLowerCase().replace(/^\[|\]$/g, '');
+  if (text.includes('%')) return null; // zone ids only make sense for link-local, which is refused anyway
+  const dotted = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (dotted) {
+    if (isIP(dotted[2]!) !== 4) return null;
+    const [a, b, c, d] = dotted[2]!.split('.').map(Number) as [number, number, number, number];
+    text = `${dotted[1]}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
   }
+  const halves = text.split('::');
+  if (halves.length > 2) return null;
+  const parse = (part: string) => (part === '' ? [] : part.split(':').map((g) => (/^[0-9a-f]{1,4}$/.test(g) ? parseInt(g, 16) : NaN)));
+  const head = parse(halves[0]!);
+  const tail = halves.length === 2 ? parse(halves[1]!) : [];
+  if ([...head, ...tail].some(Number.isNaN)) return null;
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 1 ? missing !== 0 : missing < 1) return null;
+  return [...head, ...new Array<number>(halves.length === 2 ? missing : 0).fill(0), ...tail];
+}
+
+const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+
+/**
+ * The IPv4 address an IPv6 address carries, and in which form: IPv4-mapped `::ffff:a.b.c.d`,
+ * IPv4-translated `::ffff:0:a.b.c.d`, IPv4-compatible `::a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`,
+ * 6to4 `2002:AABB:CCDD::`. Null for any other address.
+ */
+export function embeddedIpv4(address: string): { ipv4: string; form: 'mapped' | 'translated' | 'compatible' | 'nat64' | '6to4' } | null {
+  const g = ipv6Groups(address);
+  if (!g) return null;
+  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zeros(0, 5) && g[5] === 0xffff) return { ipv4: v4(g[6]!, g[7]!), form: 'mapped' };
+  if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return { ipv4: v4(g[6]!, g[7]!), form: 'translated' };
+  if (zeros(0, 6) && (g[6] !== 0 || g[7]! > 1)) return { ipv4: v4(g[6]!, g[7]!), form: 'compatible' };
+  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return { ipv4: v4(g[6]!, g[7]!), form: 'nat64' };
+  if (g[0] === 0x2002) return { ipv4: v4(g[1]!, g[2]!), form: '6to4' };
   return null;
 }
 
+/**
+ * A list of destinations: host names (exact, case-insensitive, trailing dot ignored), IP
+ * addresses and CIDR ranges (`10.0.0.0/8`, `fd00::/8`). An IPv6 address that embeds an IPv4
+ * address matches the IPv4 entries as well.
+ */
+export interface DestinationList {
+  readonly size: number;
+  hasName(host: string): boolean;
+  hasAddress(address: string): boolean;
+}
+
+export function destinationList(entries: readonly string[]): DestinationList {
+  const names = new Set<string>();
+  const addresses = new BlockList();
+  let size = 0;
+  for (const raw of entries) {
+    const entry = raw.trim();
+    if (!entry) continue;
+    size++;
+    const cidr = /^\[?([^\]/]+)\]?\/(\d{1,3})$/.exec(entry);
+    if (cidr) {
+      const family = isIP(cidr[1]!);
+      const prefix = Number(cidr[2]);
+      if (!family || prefix > (family === 4 ? 32 : 128)) throw new Error(`"${entry}" is not a valid CIDR range`);
+      addresses.addSubnet(cidr[1]!, prefix, family === 4 ? 'ipv4' : 'ipv6');
+      continue;
+    }
+    const host = normalizeHost(entry);
+    const family = isIP(host);
+    if (family) addresses.addAddress(host, family === 4 ? 'ipv4' : 'ipv6');
+    else names.add(host);
+  }
+  return {
+    size,
+    hasName: (host) => names.has(normalizeHost(host)),
+    hasAddress(address) {
+      const bare = normalizeHost(address);
+      const family = isIP(bare);
+      if (!family) return names.has(bare);
+      if (addresses.check(bare, family === 4 ? 'ipv4' : 'ipv6')) return true;
+      const embedded = family === 6 ? embeddedIpv4(bare) : null;
+      return embedded ? addresses.check(embedded.ipv4, 'ipv4') : false;
+    },
+  };
+}
+
 export interface EgressGuardOptions {
+  /**
+   * Destinations reachable even when private or loopback: host names, IP addresses, CIDR ranges
+   * (`EGRESS_ALLOW_HOSTS`, `PROVIDER_URL_ALLOW`).
+   */
   allowHosts?: string[];
+  /**
+   * When true and `allowHosts` is not empty, ONLY the listed destinations are reachable (an
+   * allow-list, as `PROVIDER_URL_ALLOW` is); when the list is empty the usual rules apply.
+   */
+  exclusive?: boolean;
   resolver?: Resolver;
 }
 
@@ -89,12 +183,16 @@ export interface GuardedRequestOptions {
 }
 
 export function createEgressGuard(options: EgressGuardOptions = {}) {
-  const allow = new Set((options.allowHosts ?? []).map((h) => h.toLowerCase().replace(/^\[|\]$/g, '')));
+  const allow = destinationList(options.allowHosts ?? []);
+  const exclusive = Boolean(options.exclusive) && allow.size > 0;
   const resolver = options.resolver ?? systemResolver;
-  const isAllowed = (host: string) => allow.has(host.toLowerCase());
+  const isAllowed = (host: string) => allow.hasName(host) || (isIP(normalizeHost(host)) > 0 && allow.hasAddress(host));
 
-  /** Parses and checks a URL; resolves the host and checks every address it resolves to. */
-  async function check(raw: string): Promise<{ url: URL; address: string; family: number }> {
+  /**
+   * The checks that need no DNS: scheme, credentials, the name lists and literal addresses.
+   * Returns the normalised host and whether it is allowed by name (its addresses are then trusted).
+   */
+  function checkUrl(raw: string): { url: URL; host: string; literal: number; trusted: boolean } {
     let url: URL;
     try {
       url = new URL(raw);
@@ -103,15 +201,32 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new EgressRefusedError(raw, 'only http and https are allowed');
     if (url.username || url.password) throw new EgressRefusedError(raw, 'credentials in URLs are not allowed');
-    const host = url.hostname.replace(/^\[|\]$/g, '');
+    const host = normalizeHost(url.hostname);
     const literal = isIP(host);
-    const allowed = isAllowed(host);
+    const trusted = isAllowed(host);
     if (literal) {
-      const reason = allowed ? null : blockedReason(host);
+      if (trusted) return { url, host, literal, trusted };
+      if (exclusive) throw new EgressRefusedError(raw, 'address is not in the allow-list');
+      const reason = blockedReason(host);
       if (reason) throw new EgressRefusedError(raw, reason);
-      return { url, address: host, family: literal };
+      return { url, host, literal, trusted };
     }
-    if (!allowed && BLOCKED_NAMES.some((re) => re.test(host))) throw new EgressRefusedError(raw, 'internal host name');
+    if (!trusted && BLOCKED_NAMES.some((re) => re.test(host))) throw new EgressRefusedError(raw, 'internal host name');
+    return { url, host, literal, trusted };
+  }
+
+  /** Why a resolved address of an untrusted name may not be contacted, or null. */
+  function addressRefusal(address: string): string | null {
+    if (allow.hasAddress(address)) return null;
+    if (exclusive) return 'an address that is not in the allow-list';
+    const reason = blockedReason(address);
+    return reason ? `a ${reason}` : null;
+  }
+
+  /** Parses and checks a URL; resolves the host and checks every address it resolves to. */
+  async function check(raw: string): Promise<{ url: URL; address: string; family: number }> {
+    const { url, host, literal, trusted } = checkUrl(raw);
+    if (literal) return { url, address: host, family: literal };
     let answers: { address: string; family: number }[];
     try {
       answers = await resolver(host);
@@ -119,14 +234,36 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
       throw new EgressRefusedError(raw, 'host name does not resolve');
     }
     if (answers.length === 0) throw new EgressRefusedError(raw, 'host name does not resolve');
-    if (!allowed) {
+    if (!trusted) {
       for (const answer of answers) {
-        const reason = blockedReason(answer.address);
-        if (reason) throw new EgressRefusedError(raw, `resolves to a ${reason}`);
+        const reason = addressRefusal(answer.address);
+        if (reason) throw new EgressRefusedError(raw, `resolves to ${reason}`);
       }
     }
     return { url, address: answers[0]!.address, family: answers[0]!.family };
   }
+
+  /**
+   * A socket `lookup` for HTTP clients that keep their own connection pools (undici agents): the
+   * name is resolved here and the connection goes to an address that passed the same rules, so
+   * a name cannot be re-pointed between the check and the connect.
+   */
+  const lookup = ((hostname: string, opts: { all?: boolean } | number | undefined, callback: (...args: unknown[]) => void) => {
+    const host = normalizeHost(hostname);
+    resolver(host).then(
+      (answers) => {
+        const trusted = allow.hasName(host);
+        const ok = trusted ? answers : answers.filter((a) => addressRefusal(a.address) === null);
+        if (answers.length === 0) return callback(Object.assign(new Error(`${host} does not resolve`), { code: 'ENOTFOUND' }));
+        if (ok.length !== answers.length || ok.length === 0) {
+          return callback(new EgressRefusedError(`http://${host}/`, `resolves to ${addressRefusal(answers.find((a) => addressRefusal(a.address))!.address)}`));
+        }
+        if (typeof opts === 'object' && opts?.all) callback(null, ok);
+        else callback(null, ok[0]!.address, ok[0]!.family);
+      },
+      (error: unknown) => callback(error),
+    );
+  }) as unknown as LookupFunction;
 
   /** A socket lookup that connects only to the address the check approved. */
   function pinnedLookup(address: string, family: number): LookupFunction {
@@ -169,7 +306,7 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
       const req = transport.request(url, {
         method: opts.method,
         headers,
-        lookup: isIP(url.hostname.replace(/^\[|\]$/g, '')) ? undefined : pinnedLookup(target.address, target.family),
+        lookup: isIP(normalizeHost(url.hostname)) ? undefined : pinnedLookup(target.address, target.family),
         timeout: opts.timeoutMs ?? 10_000,
         signal: opts.signal,
       });
@@ -193,7 +330,7 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
     });
   }
 
-  return { check, request, isAllowed };
+  return { check, checkUrl, lookup, request, isAllowed };
 }
 
 export type EgressGuard = ReturnType<typeof createEgressGuard>;

@@ -20,6 +20,7 @@ const STATUS_TABLE: Record<number, { type: string; code: string }> = {
   415: { type: 'invalid_request_error', code: 'unsupported_media_type' },
   429: { type: 'rate_limit_error', code: 'rate_limit_exceeded' },
   500: { type: 'internal_error', code: 'server_error' },
+  501: { type: 'invalid_request_error', code: 'not_implemented' },
   502: { type: 'internal_error', code: 'upstream_error' },
   503: { type: 'internal_error', code: 'service_unavailable' },
   504: { type: 'internal_error', code: 'upstream_timeout' },
@@ -79,3 +80,26 @@ export const unauthorized = (message = 'Missing or invalid credentials') => new 
 export const forbidden = (message = 'Access denied') => new ApiError(403, message);
 export const notFound = (message = 'Resource not found', code?: string) => new ApiError(404, message, { code });
 export const conflict = (message: string, param?: string) => new ApiError(409, message, { param: param ?? null });
+
+// Network failures (a dependency's server gone or refusing) and PostgreSQL's "connection exception"
+// class 08, shutdown and overload states. Anything else stays an internal error.
+const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+const UNAVAILABLE_SQLSTATE = /^(08...|57P01|57P02|57P03|53300)$/;
+// Searched anywhere: knex prefixes the SQL statement ("ROLLBACK - Client has encountered …").
+const UNAVAILABLE_MESSAGE = /Connection terminated|Connection ended unexpectedly|Client has encountered a connection error|Timeout acquiring a connection|Connection is closed|connect ECONNREFUSED/;
+
+/**
+ * Whether an error means a dependency (database, broker, cache) cannot be reached right now rather
+ * than a fault in the request or the code: the kit answers these 503 `service_unavailable`, so a
+ * client (or load balancer) retries later instead of reporting a server bug. Follows `cause` chains.
+ */
+export function isDependencyUnavailable(error: unknown): boolean {
+  for (let current = error, depth = 0; current && depth < 5; depth++) {
+    const e = current as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown };
+    if (typeof e.code === 'string' && (UNAVAILABLE_ERRNO.has(e.code) || UNAVAILABLE_SQLSTATE.test(e.code))) return true;
+    if (e.name === 'KnexTimeoutError') return true;
+    if (typeof e.message === 'string' && UNAVAILABLE_MESSAGE.test(e.message)) return true;
+    current = e.cause;
+  }
+  return false;
+}

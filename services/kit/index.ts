@@ -1,28 +1,13 @@
-// The service kit: every service and worker imports from here; none re-implements these.
-export * from './config.js';
-export * from './clock.js';
-export * from './errors.js';
-export * from './ids.js';
+/**
+ * The service kit, whole: every layer plus the process runtime (logger, runtime, service and
+ * worker definitions). Import the narrowest entry instead where it is enough: kit/core (plugins,
+ * pure domain code), kit/settings, kit/http, kit/data, kit/identity.
+ */
+export * from './core/index.js';
+export * from './settings/index.js';
+export * from './http/index.js';
+export * from './data/index.js';
+export * from './identity/index.js';
 export * from './logger.js';
-export * from './pagination.js';
-export * from './secrets.js';
-export * from './validation.js';
-export * from './egress.js';
-export * from './internal-client.js';
-export * from './lifecycle.js';
 export * from './runtime.js';
 export * from './service.js';
-export * from './db/database.js';
-export * from './db/migrate.js';
-export * from './bus/index.js';
-export * from './outbox/outbox.js';
-export * from './identity/principal.js';
-export * from './identity/directory.js';
-export * from './identity/users-store.js';
-export { identity, requireAdmin, requireGatewayToken, principalOf } from './identity/middleware.js';
-export { createServiceApp, type ServiceAppOptions } from './http/app.js';
-export { bodyReader, parseSize, type BodyRule } from './http/body.js';
-export { kitMigrations } from './migrations/index.js';
-export * from './revocations.js';
-export { createRedisRevocations } from './revocations-redis.js';
-export * from './crypto-box.js';

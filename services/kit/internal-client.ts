@@ -20,16 +20,28 @@ export interface InternalResponse<T = unknown> {
   body: T;
 }
 
+export interface InternalStream {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  /** The body as it arrives; `text()` reads it whole (error answers), `dump()` discards it. */
+  body: AsyncIterable<Uint8Array> & { text(): Promise<string>; dump(): Promise<void> };
+}
+
+export interface InternalCallOptions {
+  principal?: Principal;
+  body?: unknown;
+  headers?: Record<string, string>;
+  requestId?: string;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
 export function createInternalClient(options: InternalClientOptions) {
   const agent = new Agent({ keepAliveTimeout: 30_000, connections: options.connections ?? 128 });
   const timeoutMs = options.timeoutMs ?? 30_000;
 
-  async function call<T = unknown>(
-    method: string,
-    path: string,
-    opts: { principal?: Principal; body?: unknown; headers?: Record<string, string>; requestId?: string; timeoutMs?: number } = {},
-  ): Promise<InternalResponse<T>> {
-    const headers: Record<string, string> = { accept: 'application/json', ...opts.headers };
+  async function send(method: string, path: string, opts: InternalCallOptions, accept: string) {
+    const headers: Record<string, string> = { accept, ...opts.headers };
     if (options.gatewayToken) headers[GATEWAY_TOKEN_HEADER] = options.gatewayToken;
     if (opts.principal) Object.assign(headers, identityHeadersFor(opts.principal));
     if (opts.requestId) headers['x-request-id'] = opts.requestId;
@@ -40,25 +52,50 @@ export function createInternalClient(options: InternalClientOptions) {
     }
     const limit = opts.timeoutMs ?? timeoutMs;
     try {
-      const res = await request(new URL(path, options.baseUrl), {
+      return await request(new URL(path, options.baseUrl), {
         method: method as 'GET',
         headers,
         body: payload,
         dispatcher: agent,
         headersTimeout: limit,
         bodyTimeout: limit,
+        signal: opts.signal,
       });
+    } catch (error) {
+      throw failure(error, opts.signal);
+    }
+  }
+
+  async function call<T = unknown>(method: string, path: string, opts: InternalCallOptions = {}): Promise<InternalResponse<T>> {
+    const res = await send(method, path, opts, 'application/json');
+    try {
       const text = await res.body.text();
       const isJson = String(res.headers['content-type'] ?? '').includes('json');
       return { status: res.statusCode, headers: res.headers, body: (isJson && text ? JSON.parse(text) : text) as T };
     } catch (error) {
-      const code = (error as { code?: string }).code ?? '';
-      if (code.includes('TIMEOUT')) throw new ApiError(504, 'An internal service did not answer in time', { cause: error });
-      throw new ApiError(503, 'An internal service is unavailable', { cause: error });
+      throw failure(error, opts.signal);
     }
   }
 
-  return { call, close: () => agent.close() };
+  /**
+   * The same call with the answer's body left unread, for the caller to consume as it arrives
+   * (server-sent events of another service). The caller reads or dumps `body`.
+   */
+  async function open(method: string, path: string, opts: InternalCallOptions = {}): Promise<InternalStream> {
+    const res = await send(method, path, opts, 'text/event-stream, application/json');
+    return { status: res.statusCode, headers: res.headers, body: res.body };
+  }
+
+  return { call, open, close: () => agent.close() };
+}
+
+/** The caller's own abort is not a failure of the other service; anything else maps to 503/504. */
+function failure(error: unknown, signal: AbortSignal | undefined): unknown {
+  if (signal?.aborted) return signal.reason;
+  if (error instanceof SyntaxError) return new ApiError(502, 'An internal service answered with malformed JSON', { cause: error });
+  const code = (error as { code?: string }).code ?? '';
+  if (code.includes('TIMEOUT')) return new ApiError(504, 'An internal service did not answer in time', { cause: error });
+  return new ApiError(503, 'An internal service is unavailable', { cause: error });
 }
 
 export type InternalClient = ReturnType<typeof createInternalClient>;

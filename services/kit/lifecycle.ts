@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import http, { type Server } from 'node:http';
 import type { Express } from 'express';
 import type { Logger } from './logger.js';
 
@@ -9,18 +9,51 @@ export interface RunningServer {
   close(timeoutMs: number): Promise<void>;
 }
 
-export function listen(app: Express, options: { host: string; port: number }): Promise<RunningServer> {
+export interface ServerTimeouts {
+  /** Idle keep-alive connections are closed after this long. */
+  keepAliveTimeoutMs: number;
+  /** Complete request headers must arrive within this long, also on a connection that never sent a request. */
+  headersTimeoutMs: number;
+  /** The whole request (headers and body) must arrive within this long; 0 = no limit. Answers are not limited. */
+  requestTimeoutMs: number;
+}
+
+export const DEFAULT_SERVER_TIMEOUTS: ServerTimeouts = { keepAliveTimeoutMs: 65_000, headersTimeoutMs: 20_000, requestTimeoutMs: 300_000 };
+
+/** The server timeouts from the platform settings (`HTTP_*_TIMEOUT_MS`). */
+export function serverTimeouts(config: { HTTP_KEEP_ALIVE_TIMEOUT_MS: number; HTTP_HEADERS_TIMEOUT_MS: number; HTTP_REQUEST_TIMEOUT_MS: number }): ServerTimeouts {
+  return {
+    keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
+  };
+}
+
+/**
+ * Listens with bounded connections: Node checks the header and request deadlines only every
+ * `connectionsCheckingInterval` (30 s by default), so the interval follows the header timeout
+ * and a slow client (one byte a second) is cut within about 1.25 × `headersTimeoutMs`.
+ */
+export function listen(app: Express, options: { host: string; port: number; timeouts?: ServerTimeouts }): Promise<RunningServer> {
+  const timeouts = options.timeouts ?? DEFAULT_SERVER_TIMEOUTS;
   return new Promise((resolve, reject) => {
-    const server = app.listen(options.port, options.host);
-    server.keepAliveTimeout = 65_000; // above common load-balancer idle timeouts
-    server.headersTimeout = 66_000;
-    server.requestTimeout = 0; // streams may run long; idle sockets are bounded by keepAliveTimeout
+    const server = http.createServer(
+      {
+        keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+        // Node requires headersTimeout <= requestTimeout when the latter is set.
+        headersTimeout: timeouts.requestTimeoutMs > 0 ? Math.min(timeouts.headersTimeoutMs, timeouts.requestTimeoutMs) : timeouts.headersTimeoutMs,
+        requestTimeout: timeouts.requestTimeoutMs,
+        connectionsCheckingInterval: Math.max(50, Math.min(5_000, Math.floor(timeouts.headersTimeoutMs / 4))),
+      },
+      app,
+    );
     server.once('error', reject);
     server.once('listening', () => {
       const address = server.address();
       const port = typeof address === 'object' && address ? address.port : options.port;
       resolve({ server, port, close: (timeoutMs) => drain(server, timeoutMs) });
     });
+    server.listen(options.port, options.host);
   });
 }
 
@@ -47,13 +80,27 @@ function drain(server: Server, timeoutMs: number): Promise<void> {
 }
 
 /**
+ * From the moment a process starts draining, its `/readyz` answers 503 (check `shutdown`), so a
+ * load balancer polling it stops sending new work while in-flight requests finish.
+ */
+export function markDraining(readiness: Record<string, () => Promise<void>>): void {
+  readiness.shutdown = () => Promise.reject(new Error('the process is shutting down'));
+}
+
+/**
  * Runs `steps` once on SIGTERM or SIGINT, in order, then exits 0 (1 if a step failed).
  * Steps: close servers (drain), stop workers and relays, flush batches, close bus and database.
+ * A second signal while the steps run exits at once (code 1): the operator does not want to wait
+ * for the drain timeout.
  */
 export function exitOnSignals(logger: Logger, steps: Array<[string, () => Promise<void>]>): void {
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting without waiting for the drain');
+      logger.flush?.();
+      process.exit(1);
+    }
     stopping = true;
     logger.info({ signal }, 'shutting down');
     let failed = false;
@@ -69,6 +116,6 @@ export function exitOnSignals(logger: Logger, steps: Array<[string, () => Promis
     logger.flush?.();
     process.exit(failed ? 1 : 0);
   };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
 }

@@ -20,11 +20,30 @@ const intParam = (min: number, max: number) =>
     z.number({ error: 'must be an integer' }).int().min(min).max(max).optional(),
   );
 
-export function parsePage(query: unknown, options: { defaultLimit?: number; maxLimit?: number } = {}): Page {
-  const maxLimit = options.maxLimit ?? 100;
-  const schema = z.object({ limit: intParam(1, maxLimit), offset: intParam(0, 1_000_000_000) });
-  const parsed = parseInput(schema, pick(query, ['limit', 'offset']));
+export interface PageOptions {
+  defaultLimit?: number;
+  maxLimit?: number;
+}
+
+/**
+ * The `limit`/`offset` query of a list route, to extend with its filters in a route's query schema:
+ * `pageQuery().extend({...})`; the handler then calls `pageOf(query)`.
+ */
+export function pageQuery(options: PageOptions = {}) {
+  return z.object({ limit: intParam(1, options.maxLimit ?? 100), offset: intParam(0, 1_000_000_000) });
+}
+
+export function pageOf(parsed: { limit?: number; offset?: number }, options: PageOptions = {}): Page {
   return { limit: parsed.limit ?? options.defaultLimit ?? 20, offset: parsed.offset ?? 0 };
+}
+
+export function parsePage(query: unknown, options: PageOptions = {}): Page {
+  return pageOf(parseInput(pageQuery(options), pick(query, ['limit', 'offset'])), options);
+}
+
+/** The list envelope's schema around `item` (for response schemas and the OpenAPI document). */
+export function listOf<T extends z.ZodType>(item: T) {
+  return z.object({ object: z.literal('list'), data: z.array(item), has_more: z.boolean(), total_count: z.number().int() });
 }
 
 export function listEnvelope<T>(data: T[], totalCount: number, page: Page): ListEnvelope<T> {

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { createBus, type Bus } from './bus/index.js';
 import { systemClock, type Clock } from './clock.js';
-import { ConfigError, type BaseConfig } from './config.js';
+import { ConfigError } from './config.js';
+import type { BaseConfig } from './settings/index.js';
 import { createDatabase, type Database } from './db/database.js';
 import { migrateAll, type MigrationSet } from './db/migrate.js';
 import { createUserDirectory, type UserDirectory } from './identity/directory.js';
@@ -13,22 +14,43 @@ import { USER_REVOCATION_PREFIX, createInProcessRevocations, type RevocationChan
 import { createRedisRevocations } from './revocations-redis.js';
 
 /**
- * The shared dependencies of a process: database (migrated), bus, user directory, outbox relay.
- * The all-in-one start opens one runtime for every service (PGlite allows one opener per data
- * dir); a service started alone opens its own. Drivers are chosen here by configuration only.
+ * What every process has, whether or not it keeps state: settings, logs, time, and credential
+ * revocations for edge caches (Redis pub/sub when REDIS_URL is set, so many edge nodes hear them;
+ * else in-process). The edge started alone needs nothing more.
  */
-export interface Runtime {
+export interface ProcessRuntime {
   config: BaseConfig;
   logger: Logger;
   clock: Clock;
+  revocations: RevocationChannel;
+  readiness: Record<string, () => Promise<void>>;
+  close(): Promise<void>;
+}
+
+/**
+ * The shared dependencies of a process that keeps state: database (migrated), bus, user directory,
+ * outbox relay. The all-in-one start opens one runtime for every service (PGlite allows one opener
+ * per data dir); a service started alone opens its own. Drivers are chosen here by configuration only.
+ */
+export interface Runtime extends ProcessRuntime {
   db: Database;
   bus: Bus;
   users: UserDirectory;
   relay: OutboxRelay;
-  /** Credential revocations for edge caches: Redis pub/sub when REDIS_URL is set (many edge nodes), else in-process. */
-  revocations: RevocationChannel;
-  readiness: Record<string, () => Promise<void>>;
-  close(): Promise<void>;
+}
+
+/** A runtime without database or bus, for a stateless process (the edge started alone). */
+export function openProcessRuntime(config: BaseConfig, options: { name: string; clock?: Clock; logger?: Logger }): ProcessRuntime {
+  const logger = options.logger ?? createLogger({ level: config.LOG_LEVEL, name: options.name });
+  const revocations = config.REDIS_URL ? createRedisRevocations(config.REDIS_URL, { logger }) : createInProcessRevocations();
+  return {
+    config,
+    logger,
+    clock: options.clock ?? systemClock,
+    revocations,
+    readiness: {},
+    close: () => revocations.close(),
+  };
 }
 
 export async function openRuntime(

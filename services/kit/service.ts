@@ -1,17 +1,28 @@
+import type { RequestListener, Server } from 'node:http';
 import type { Express } from 'express';
-import { exitOnConfigError, loadBaseConfig, serviceUrls, type BaseConfig } from './config.js';
+import { exitOnConfigError, loadConfig, type ConfigShape } from './config.js';
+import { loadBaseConfig, serviceUrls, type BaseConfig } from './settings/index.js';
 import type { MigrationSet } from './db/migrate.js';
-import { exitOnSignals, listen, type RunningServer } from './lifecycle.js';
-import { gatewaySecretFor, openRuntime, type Runtime } from './runtime.js';
+import type { Route } from './http/route-table.js';
+import type { ServiceAppOptions } from './http/app.js';
+import { parseSize } from './http/body.js';
+import { serviceLogger } from './logger.js';
+import { exitOnSignals, listen, markDraining, serverTimeouts, type RunningServer } from './lifecycle.js';
+import { gatewaySecretFor, openProcessRuntime, openRuntime, type ProcessRuntime, type Runtime } from './runtime.js';
 
 /**
  * What a service or worker declares so that the same code runs all-in-one (`npm start`) and
  * alone (`node dist/services/<name>/main.js`, one process per service in production).
  */
-export interface ServiceContext {
-  runtime: Runtime;
+export interface ServiceContext<R extends ProcessRuntime = Runtime> {
+  runtime: R;
   gatewaySecret: string;
   urls: ReturnType<typeof serviceUrls>;
+  /**
+   * All-in-one only: the request handlers of the services started in this process, by the origin
+   * they listen at (`http://127.0.0.1:<port>`), so the embedded edge can skip the loopback hop.
+   */
+  inProcess?: Map<string, RequestListener>;
   /**
    * Registers cleanup for what this app instance started (timers, batchers, pools). It runs once,
    * after the app's server drained, in reverse order of registration. Each started service has
@@ -21,26 +32,45 @@ export interface ServiceContext {
 }
 
 /** The context a caller builds; `startService` adds the per-instance `onStop`. */
-export type SharedServiceContext = Omit<ServiceContext, 'onStop'>;
+export type SharedServiceContext<R extends ProcessRuntime = Runtime> = Omit<ServiceContext<R>, 'onStop'>;
 
-export interface ServiceDefinition {
+export interface ServiceDefinition<R extends ProcessRuntime = Runtime> {
   name: string;
   port(config: BaseConfig): number;
+  /**
+   * This service's own settings (beside the platform-wide `baseConfigShape`), declared next to its
+   * code. `npm start` and a standalone start validate it before anything opens; the app parses it
+   * from `ctx.runtime.config.env` with `loadConfig`.
+   */
+  config?: ConfigShape;
   migrations: MigrationSet[];
-  createApp(ctx: ServiceContext): Express | Promise<Express>;
+  /**
+   * The service's routes as data, built without starting it (nothing is read from the stand-in deps
+   * while the list is built): the OpenAPI document and docs/api.md are generated from it.
+   */
+  routeTable?(): readonly Route[];
+  /** Prefixes every route is also served under (llm-api: `/llm`), for the document. */
+  aliases?: string[];
+  /** Keeps no state (the edge): started alone, it opens no database and no bus. */
+  stateless?: R extends Runtime ? false : true;
+  createApp(ctx: ServiceContext<R>): Express | Promise<Express>;
+  /** Called once the server listens, before it accepts traffic (the edge bounds connections per client address here). */
+  onListening?(server: Server, ctx: ServiceContext<R>): void;
 }
 
 export interface WorkerDefinition {
   name: string;
+  /** The worker's own settings; see ServiceDefinition.config. */
+  config?: ConfigShape;
   migrations: MigrationSet[];
   start(ctx: SharedServiceContext): Promise<{ stop(): Promise<void> }>;
 }
 
-export interface StartedService {
+export interface StartedService<R extends ProcessRuntime = Runtime> {
   name: string;
   server: RunningServer;
   /** The context the app was built with (its own `onStop`). */
-  ctx: ServiceContext;
+  ctx: ServiceContext<R>;
   /** Runs the app's registered cleanups (call after `server.close`). */
   stop(): Promise<void>;
 }
@@ -52,10 +82,10 @@ const URL_KEYS: Record<string, keyof ServiceContext['urls']> = {
   'mcp-tools': 'mcpTools',
 };
 
-export async function startService(def: ServiceDefinition, shared: SharedServiceContext): Promise<StartedService> {
-  const logger = shared.runtime.logger.child({ service: def.name });
+export async function startService<R extends ProcessRuntime>(def: ServiceDefinition<R>, shared: SharedServiceContext<R>): Promise<StartedService<R>> {
+  const logger = serviceLogger(shared.runtime.logger, def.name);
   const cleanups: Array<() => void | Promise<void>> = [];
-  const ctx: ServiceContext = { ...shared, runtime: { ...shared.runtime, logger }, onStop: (cleanup) => void cleanups.push(cleanup) };
+  const ctx: ServiceContext<R> = { ...shared, runtime: { ...shared.runtime, logger }, onStop: (cleanup) => void cleanups.push(cleanup) };
   const stop = async () => {
     for (const cleanup of cleanups.splice(0).reverse()) {
       try {
@@ -69,11 +99,12 @@ export async function startService(def: ServiceDefinition, shared: SharedService
   let server: RunningServer;
   try {
     app = await def.createApp(ctx);
-    server = await listen(app, { host: ctx.runtime.config.HOST, port: def.port(ctx.runtime.config) });
+    server = await listen(app, { host: ctx.runtime.config.HOST, port: def.port(ctx.runtime.config), timeouts: serverTimeouts(ctx.runtime.config) });
   } catch (error) {
     await stop();
     throw error;
   }
+  def.onListening?.(server.server, ctx);
   // With port 0 (tests) the real port is known only now; later callers read the address from here.
   const key = URL_KEYS[def.name];
   if (key && def.port(ctx.runtime.config) === 0) shared.urls[key] = `http://127.0.0.1:${server.port}`;
@@ -81,23 +112,58 @@ export async function startService(def: ServiceDefinition, shared: SharedService
   return { name: def.name, server, ctx, stop };
 }
 
+/** Validates a process's own settings (`config` of its definition) against the environment. */
+export function checkOwnConfig(defs: ReadonlyArray<{ config?: ConfigShape }>, env: NodeJS.ProcessEnv | Readonly<NodeJS.ProcessEnv>): void {
+  for (const def of defs) if (def.config) loadConfig(def.config, env as NodeJS.ProcessEnv);
+}
+
 /** Entry point of a service started alone. */
-export async function runStandalone(def: ServiceDefinition): Promise<void> {
+export async function runStandalone(def: ServiceDefinition<any>): Promise<void> {
   let config: BaseConfig;
   let gatewaySecret: string;
   try {
     config = loadBaseConfig();
+    checkOwnConfig([def], config.env);
     gatewaySecret = gatewaySecretFor(config, 'standalone');
   } catch (error) {
     exitOnConfigError(error);
   }
+  if (def.stateless) {
+    const runtime = openProcessRuntime(config, { name: def.name });
+    const started = await startService(def as ServiceDefinition<ProcessRuntime>, { runtime, gatewaySecret, urls: serviceUrls(config) });
+    exitOnSignals(runtime.logger, [
+      ['drain http', () => (markDraining(runtime.readiness), started.server.close(config.SHUTDOWN_TIMEOUT_MS))],
+      ['stop service', () => started.stop()],
+      ['close runtime', () => runtime.close()],
+    ]);
+    return;
+  }
   const runtime = await openRuntime(config, { name: def.name, migrations: def.migrations });
-  const started = await startService(def, { runtime, gatewaySecret, urls: serviceUrls(config) });
+  const started = await startService(def as ServiceDefinition, { runtime, gatewaySecret, urls: serviceUrls(config) });
   runtime.relay.start();
   exitOnSignals(runtime.logger, [
-    ['drain http', () => started.server.close(config.SHUTDOWN_TIMEOUT_MS)],
+    ['drain http', () => (markDraining(runtime.readiness), started.server.close(config.SHUTDOWN_TIMEOUT_MS))],
     ['stop service', () => started.stop()],
     ['flush outbox', async () => void (await runtime.relay.drain().catch(() => 0))],
     ['close runtime', () => runtime.close()],
   ]);
+}
+
+/**
+ * The app options every service reads the same way from its context (logger, gateway token, user
+ * directory, readiness checks, default body limit and JSON depth); a service adds its route table.
+ */
+export function serviceAppOptions(ctx: ServiceContext, name: string): Omit<ServiceAppOptions, 'routeTable'> {
+  const config = ctx.runtime.config;
+  return {
+    name,
+    logger: ctx.runtime.logger,
+    gatewaySecret: ctx.gatewaySecret,
+    users: ctx.runtime.users,
+    readiness: ctx.runtime.readiness,
+    bodyLimit: parseSize(config.JSON_BODY_LIMIT),
+    jsonMaxDepth: config.JSON_MAX_DEPTH,
+    // Outbox backlog and bus consumer lag on every service's /metrics (they read the shared state).
+    dataMetrics: { knex: ctx.runtime.db.knex, bus: ctx.runtime.bus, clock: ctx.runtime.clock },
+  };
 }

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import type { z } from 'zod';
 import { ApiError } from './errors.js';
 
 /**
@@ -34,6 +34,167 @@ function describe(issue: z.core.$ZodIssue, param: string): string {
   }
 }
 
-/** Query-string helpers: Express gives strings or arrays; these coerce with clear errors. */
-export const queryInt = (min: number, max: number) =>
-  z.preprocess((v) => (v === undefined || v === '' ? undefined : Number(v)), z.number().int().min(min).max(max).optional());
+/**
+ * Strings that cannot be stored. PostgreSQL (and PGlite) refuse a NUL character in text and an
+ * unpaired UTF-16 surrogate cannot be encoded as UTF-8, so either would surface as a database
+ * error (a 500). The kit refuses both at the door, for every JSON body, path and query string.
+ */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Why `value` cannot be stored as text, or null when it can. */
+export function unstorableStringReason(value: string): string | null {
+  if (value.includes('\u0000')) return 'contains a NUL character';
+  if (!isWellFormed(value)) return 'contains an unpaired UTF-16 surrogate';
+  return null;
+}
+
+/** `String.prototype.isWellFormed` (native since Node 20) with a regular-expression fallback. */
+const isWellFormed: (value: string) => boolean =
+  typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === 'function'
+    ? (value) => (value as string & { isWellFormed(): boolean }).isWellFormed()
+    : (value) => !LONE_SURROGATE.test(value);
+
+/** Keys that would reach an object's prototype when copied with `Object.assign` or spread into defaults. */
+const FORBIDDEN_KEYS = new Set(['__proto__']);
+
+/** The default and the bounds of the JSON nesting limit (`JSON_MAX_DEPTH`). */
+export const DEFAULT_JSON_MAX_DEPTH = 64;
+
+/**
+ * Refuses what no handler can store safely anywhere in a parsed JSON value: NUL and unpaired
+ * surrogates in strings and keys, `__proto__` keys, and numbers that do not fit a double (JSON
+ * `1e400` parses to Infinity). The 400 names the offending field (`metadata.title`, `items[0].content`).
+ * `value` must already be depth-checked (see `parseJsonText`), so the walk is bounded.
+ */
+export function assertStorable(value: unknown, root: readonly PropertyKey[] = []): void {
+  const path: PropertyKey[] = [...root];
+  const walk = (node: unknown): void => {
+    if (typeof node === 'string') {
+      const reason = unstorableStringReason(node);
+      if (reason) throw new ApiError(400, `Invalid value for ${where(path)}: the string ${reason}.`, { param: paramOf(path) });
+      return;
+    }
+    if (typeof node === 'number') {
+      if (!Number.isFinite(node)) throw new ApiError(400, `Invalid value for ${where(path)}: the number is out of range.`, { param: paramOf(path) });
+      return;
+    }
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        path.push(i);
+        walk(node[i]);
+        path.pop();
+      }
+      return;
+    }
+    if (node && typeof node === 'object') {
+      for (const key of Object.keys(node)) {
+        path.push(printable(key));
+        const reason = FORBIDDEN_KEYS.has(key) ? 'is a reserved name' : unstorableStringReason(key);
+        if (reason) throw new ApiError(400, `Invalid parameter name ${where(path)}: the name ${reason}.`, { param: paramOf(path) });
+        walk((node as Record<string, unknown>)[key]);
+        path.pop();
+      }
+    }
+  };
+  walk(value);
+}
+
+/** The offending text itself never goes back into messages, params or logs verbatim. */
+const printable = (text: string) => text.replace(/[\u0000-\u001f\ud800-\udfff]/g, '\ufffd').slice(0, 200);
+const paramOf = (path: readonly PropertyKey[]) => formatPath(path) || null;
+const where = (path: readonly PropertyKey[]) => (path.length ? `'${formatPath(path)}'` : 'the request body');
+
+/**
+ * Parses JSON text after checking its nesting depth in one linear pass, so a document nested
+ * thousands of levels deep is refused before anything recursive (`JSON.stringify`, a validator,
+ * a database driver) touches it. Then applies `assertStorable`. Every failure is a 400 on `body`.
+ */
+export function parseJsonText(text: string, options: { maxDepth?: number } = {}): unknown {
+  const maxDepth = options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
+  if (jsonDepth(text, maxDepth) > maxDepth) {
+    throw new ApiError(400, `The JSON body is nested deeper than ${maxDepth} levels`, { param: 'body', code: 'json_too_deep' });
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new ApiError(400, `Malformed JSON in request body: ${printable((error as Error).message)}`, { param: 'body' });
+  }
+  assertStorable(value);
+  return value;
+}
+
+/**
+ * The deepest nesting of arrays and objects in JSON text, scanning outside string literals; stops
+ * counting as soon as `stopAbove` is exceeded. Malformed text is left to `JSON.parse` to report.
+ */
+export function jsonDepth(text: string, stopAbove = Infinity): number {
+  let depth = 0;
+  let deepest = 0;
+  const length = text.length;
+  for (let i = 0; i < length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // A string: jump to its closing quote (one not escaped by an odd run of backslashes).
+      let from = i + 1;
+      for (;;) {
+        const quote = text.indexOf('"', from);
+        if (quote === -1) return deepest; // unterminated: JSON.parse reports it
+        let backslashes = 0;
+        for (let k = quote - 1; k > i && text.charCodeAt(k) === 0x5c; k--) backslashes++;
+        if (backslashes % 2 === 0) {
+          i = quote;
+          break;
+        }
+        from = quote + 1;
+      }
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth > deepest) {
+        deepest = depth;
+        if (deepest > stopAbove) return deepest;
+      }
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return deepest;
+}
+
+/**
+ * Checks the parts of a request that reach handlers as strings outside the body: the path
+ * segments (ids) once percent-decoded, and every query key and value. A segment that does not
+ * decode (`%E0%A4`) or decodes to an unstorable string is a 400 naming `path`, or the query key.
+ */
+export function assertStorableRequestStrings(path: string, query: unknown): void {
+  for (const segment of path.split('/')) {
+    if (!segment.includes('%')) {
+      if (unstorableStringReason(segment)) throw badPath();
+      continue;
+    }
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch {
+      throw new ApiError(400, 'The request path contains malformed percent-encoding', { param: 'path' });
+    }
+    if (unstorableStringReason(decoded)) throw badPath();
+  }
+  if (query && typeof query === 'object') assertStorableQuery(query as Record<string, unknown>, []);
+}
+
+const badPath = () => new ApiError(400, 'The request path contains a NUL character or an unpaired UTF-16 surrogate', { param: 'path' });
+
+function assertStorableQuery(node: unknown, path: PropertyKey[], depth = 0): void {
+  if (depth > 16) throw new ApiError(400, 'The query string is nested too deeply', { param: 'query' });
+  if (typeof node === 'string') {
+    const reason = unstorableStringReason(node);
+    if (reason) throw new ApiError(400, `Invalid value for query parameter ${where(path)}: the string ${reason}.`, { param: paramOf(path) });
+    return;
+  }
+  if (node && typeof node === 'object') {
+    for (const [key, value] of Object.entries(node)) {
+      const reason = unstorableStringReason(key);
+      if (reason) throw new ApiError(400, `Invalid query parameter name: the name ${reason}.`, { param: 'query' });
+      assertStorableQuery(value, [...path, Array.isArray(node) ? Number(key) : key], depth + 1);
+    }
+  }
+}

@@ -1,19 +1,24 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
- * Webhook signatures (SPEC.md 6.5). Dependency-free (only `node:crypto`): receivers may copy this
- * one file into their own code base. The platform signs with `signatureHeader`; receivers check
- * with `verifyWebhookSignature`.
+ * Webhook signatures. Dependency-free (only `node:crypto`): receivers may copy this one file into
+ * their own code base. The platform signs with `signatureHeaders`; receivers check with
+ * `verifyWebhookSignature`.
  *
- *   X-Timestamp: <unix seconds of this attempt>
- *   X-Signature: sha256=<hex HMAC-SHA256(secret, `${X-Timestamp}.${raw body}`)>
+ *   X-Timestamp:          <unix seconds of this attempt>
+ *   X-Signature:          sha256=<hex HMAC-SHA256(current secret, `${X-Timestamp}.${raw body}`)>
+ *   X-Signature-Previous: sha256=<hex HMAC-SHA256(previous secret, same message)>
  *
- * During a secret rotation's grace period the header lists two signatures, new first:
- * `sha256=<new>,sha256=<old>`; a match with any listed signature is valid. Bare hex (no
- * `sha256=` prefix) is accepted too, as SPEC.md shows both.
+ * `X-Signature` always carries exactly one signature, made with the current secret, so a receiver
+ * that knows only the plain scheme keeps working through a rotation. `X-Signature-Previous` is
+ * present only during a rotation's grace period: a receiver still configured with the old secret
+ * verifies that one until it has switched. Bare hex (no `sha256=` prefix) is accepted too.
  */
 
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
+export const SIGNATURE_HEADER = 'X-Signature';
+export const PREVIOUS_SIGNATURE_HEADER = 'X-Signature-Previous';
+export const TIMESTAMP_HEADER = 'X-Timestamp';
 
 /** Hex HMAC-SHA256 of `${timestamp}.${body}`. */
 export function computeSignature(secret: string, timestamp: string | number, body: string | Buffer): string {
@@ -23,9 +28,20 @@ export function computeSignature(secret: string, timestamp: string | number, bod
   return hmac.digest('hex');
 }
 
-/** The `X-Signature` value: one `sha256=<hex>` per secret, in the order given (current first). */
-export function signatureHeader(secrets: string[], timestamp: string | number, body: string | Buffer): string {
-  return secrets.map((secret) => `sha256=${computeSignature(secret, timestamp, body)}`).join(',');
+/** One header value: `sha256=<hex>`. */
+export function signatureHeader(secret: string, timestamp: string | number, body: string | Buffer): string {
+  return `sha256=${computeSignature(secret, timestamp, body)}`;
+}
+
+/** The signature headers of one attempt: the current secret's, and the previous one's while it is still honoured. */
+export function signatureHeaders(
+  secrets: { current: string; previous?: string | null },
+  timestamp: string | number,
+  body: string | Buffer,
+): Record<string, string> {
+  const headers: Record<string, string> = { [SIGNATURE_HEADER]: signatureHeader(secrets.current, timestamp, body) };
+  if (secrets.previous) headers[PREVIOUS_SIGNATURE_HEADER] = signatureHeader(secrets.previous, timestamp, body);
+  return headers;
 }
 
 export type VerifyFailure = 'missing_signature' | 'missing_timestamp' | 'timestamp_too_old' | 'timestamp_in_future' | 'signature_mismatch';
@@ -35,6 +51,8 @@ export interface VerifyInput {
   body: string | Buffer;
   /** The `X-Signature` header. */
   signature: string | undefined | null;
+  /** The `X-Signature-Previous` header, if any (present during the platform's rotation grace period). */
+  previousSignature?: string | undefined | null;
   /** The `X-Timestamp` header (Unix seconds). */
   timestamp: string | undefined | null;
   /** The webhook secret, or several (e.g. while you rotate on your side). */
@@ -47,9 +65,18 @@ export interface VerifyInput {
 
 export type VerifyResult = { ok: true } | { ok: false; reason: VerifyFailure };
 
-/** Verifies a delivery: timestamp fresh (replay protection), then any listed signature matches in constant time. */
+const hexOf = (value: string | undefined | null): string[] =>
+  (value ?? '')
+    .split(',')
+    .map((part) => part.trim().replace(/^sha256=/i, '').toLowerCase())
+    .filter((hex) => /^[0-9a-f]{64}$/.test(hex));
+
+/**
+ * Verifies a delivery: timestamp fresh (replay protection), then a signature from either header
+ * matches one of your secrets, compared in constant time.
+ */
 export function verifyWebhookSignature(input: VerifyInput): VerifyResult {
-  if (!input.signature) return { ok: false, reason: 'missing_signature' };
+  if (!input.signature && !input.previousSignature) return { ok: false, reason: 'missing_signature' };
   const timestamp = (input.timestamp ?? '').trim();
   if (!/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: 'missing_timestamp' };
   const tolerance = input.toleranceSeconds ?? SIGNATURE_TOLERANCE_SECONDS;
@@ -58,10 +85,7 @@ export function verifyWebhookSignature(input: VerifyInput): VerifyResult {
   if (age > tolerance) return { ok: false, reason: 'timestamp_too_old' };
   if (age < -tolerance) return { ok: false, reason: 'timestamp_in_future' };
 
-  const candidates = input.signature
-    .split(',')
-    .map((part) => part.trim().replace(/^sha256=/i, '').toLowerCase())
-    .filter((hex) => /^[0-9a-f]{64}$/.test(hex));
+  const candidates = [...hexOf(input.signature), ...hexOf(input.previousSignature)];
   const secrets = Array.isArray(input.secret) ? input.secret : [input.secret];
   let matched = false;
   for (const secret of secrets) {

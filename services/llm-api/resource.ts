@@ -1,12 +1,10 @@
-import type { Router } from 'express';
-import type { Migration, MigrationSet, ServiceContext } from '../kit/index.js';
+import type { Migration, MigrationSet, Route, ServiceContext } from '../kit/index.js';
+import type { LlmApiDeps } from './deps.js';
 
 /**
  * One folder per resource (identity, conversations, projects, providers, models, chat, webhooks…),
- * each exporting a LlmApiResource: its migrations and a function that mounts its routes.
- * Routes are mounted under both `/v1/...` and `/llm/v1/...` by service.ts, so a resource mounts
- * paths without the `/llm` prefix. Background work a resource starts is registered with
- * `ctx.onStop` in `mount`, so it ends with this app instance.
+ * each exporting a LlmApiResource: its migrations and its routes as data. Every route is reachable
+ * under both `/v1/...` and `/llm/v1/...`, so a resource declares paths without the `/llm` prefix.
  */
 export interface LlmApiResource {
   name: string;
@@ -17,9 +15,15 @@ export interface LlmApiResource {
    * history instead, so both processes migrate the same set exactly once.
    */
   ownMigrations?: MigrationSet;
-  /** Paths (without `/llm`) reachable without identity headers. */
-  publicPaths?: RegExp[];
-  /** Per-route body rules (limits, pass-through). */
-  bodyRules?: import('../kit/index.js').BodyRule[];
-  mount(router: Router, ctx: ServiceContext): void | Promise<void>;
+  /**
+   * The resource's routes as data. `deps` is the app's composition root (deps.ts); take the narrow
+   * part you need in the type (`deps: { projects: ProjectDeps }`) and read it only inside handlers,
+   * so the OpenAPI generator can build the list without starting anything.
+   */
+  routes(deps: LlmApiDeps): Route[];
+  /**
+   * Work the resource needs before the app answers (a registry to load, a key to ensure) and
+   * background work it starts; what it starts is stopped through `ctx.onStop`.
+   */
+  start?(deps: LlmApiDeps, ctx: ServiceContext): void | Promise<void>;
 }

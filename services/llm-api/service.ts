@@ -1,13 +1,19 @@
-import express from 'express';
-import { createServiceApp, parseSize, type MigrationSet, type ServiceDefinition } from '../kit/index.js';
+import { createServiceApp, serviceAppOptions, unbuiltDeps, type MigrationSet, type Route, type ServiceDefinition } from '../kit/index.js';
+import { llmApiConfigShape } from './config.js';
+import { createLlmApiDeps, type LlmApiDeps } from './deps.js';
+import { apiDocsResource } from './api-docs/index.js';
 import { identityResource } from './identity/index.js';
 import { projectsResource } from './projects/index.js';
 import { conversationsResource } from './conversations/index.js';
 import { providersResource } from './providers/index.js';
 import { modelsResource } from './models/index.js';
-import { chatResource } from './chat/index.js';
+import { chatResource, defaultChatRouteSettings, type ChatDeps } from './chat/index.js';
 import type { LlmApiResource } from './resource.js';
 import { webhooksResource } from './webhooks/index.js';
+import { usageResource } from './usage/index.js';
+import { consoleResource } from './console/index.js';
+import { requestsResource } from './requests/index.js';
+import { plannedResource } from './planned/index.js';
 
 /**
  * LLM API: chat completions, conversations, projects, models, providers, identity and API keys.
@@ -20,7 +26,12 @@ export const llmApiResources: LlmApiResource[] = [
   providersResource,
   modelsResource,
   chatResource,
+  usageResource,
+  requestsResource,
   webhooksResource,
+  apiDocsResource,
+  consoleResource,
+  plannedResource,
 ];
 
 /** An llm-api made of the given resources (tests may mount a subset); `llmApiService` has them all. */
@@ -28,31 +39,35 @@ export function createLlmApiService(resources: LlmApiResource[]): ServiceDefinit
   return {
     name: 'llm-api',
     port: (config) => config.LLM_API_PORT,
+    config: llmApiConfigShape,
+    // For the document: the chat table reads its settings while it is built; nothing else is read.
+    routeTable: () =>
+      llmApiRoutes(resources, unbuiltDeps<LlmApiDeps>('llm-api deps', { chat: unbuiltDeps<ChatDeps>('chat deps'), chatSettings: defaultChatRouteSettings })),
+    aliases: ['/llm'],
     migrations: [
       { owner: 'llm_api', migrations: resources.flatMap((r) => r.migrations) },
       ...resources.flatMap((r) => (r.ownMigrations ? [r.ownMigrations] : [])),
     ],
     async createApp(ctx) {
-      const router = express.Router();
-      for (const resource of resources) await resource.mount(router, ctx);
-      // `/llm/...` and `/...` are the same endpoints (SPEC.md section 1, rule 3): path rules cover both.
-      const both = (re: RegExp) => [re, new RegExp(`^/llm${re.source.replace(/^\^/, '')}`, re.flags)];
+      const deps = await createLlmApiDeps(ctx);
+      for (const resource of resources) await resource.start?.(deps, ctx);
       return createServiceApp({
-        name: 'llm-api',
-        logger: ctx.runtime.logger,
-        gatewaySecret: ctx.gatewaySecret,
-        users: ctx.runtime.users,
-        readiness: ctx.runtime.readiness,
-        bodyLimit: parseSize(ctx.runtime.config.JSON_BODY_LIMIT),
-        bodyRules: resources.flatMap((r) => r.bodyRules ?? []).flatMap((rule) => both(rule.path).map((path) => ({ ...rule, path }))),
-        publicPaths: resources.flatMap((r) => r.publicPaths ?? []).flatMap(both),
-        routes: (root) => {
-          root.use('/llm', router);
-          root.use(router);
-        },
+        ...serviceAppOptions(ctx, 'llm-api'),
+        routeTable: llmApiRoutes(resources, deps),
+        metricsRegistry: deps.metricsRegistry,
+        // Every request served goes to the recent-requests log (when its table is part of this app).
+        onRequestEnd: resources.includes(requestsResource) && deps.requestLogWriter ? deps.requestLogWriter.push : undefined,
+        now: () => ctx.runtime.clock.now(),
+        // `/llm/...` and `/...` are the same endpoints.
+        aliases: ['/llm'],
       });
     },
   };
+}
+
+/** The route table of the given resources (the OpenAPI generator passes deps it never touches). */
+export function llmApiRoutes(resources: LlmApiResource[], deps: LlmApiDeps): Route[] {
+  return resources.flatMap((r) => r.routes(deps));
 }
 
 export const llmApiService = createLlmApiService(llmApiResources);

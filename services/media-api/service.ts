@@ -1,22 +1,32 @@
-import { createServiceApp, parseSize, type MigrationSet, type ServiceDefinition } from '../kit/index.js';
+import { createServiceApp, serviceAppOptions, loadConfig, type ServiceDefinition } from '../kit/index.js';
+import { mediaMigrations } from '../../domains/media/index.js';
+import { mediaConfigShape } from './config.js';
+import { buildMediaDeps, type MediaApiDeps } from './deps.js';
+import { mediaRoutes } from './media/routes.js';
 
-/** Media API: Image upload, S3 storage, media IDs, presigned URLs, deduplication. */
-export const mediaApiMigrations: MigrationSet = { owner: 'media_api', migrations: [] };
+/** Media API: image uploads, object storage, `jan_` media ids, presigned URLs, per-user dedup. */
+export const mediaApiMigrations = mediaMigrations;
 
 export const mediaApiService: ServiceDefinition = {
   name: 'media-api',
   port: (config) => config.MEDIA_API_PORT,
-  migrations: [mediaApiMigrations],
-  createApp: ({ runtime, gatewaySecret }) =>
-    createServiceApp({
-      name: 'media-api',
-      logger: runtime.logger,
-      gatewaySecret,
-      users: runtime.users,
-      readiness: runtime.readiness,
-      bodyLimit: parseSize(runtime.config.JSON_BODY_LIMIT),
-      routes: () => {
-        // Resources are mounted here by the issues that build them.
-      },
-    }),
+  config: mediaConfigShape,
+  routeTable: () => mediaApiRoutes(),
+  migrations: [mediaMigrations],
+  createApp(ctx) {
+    const deps: MediaApiDeps = buildMediaDeps(ctx);
+    return createServiceApp({
+      ...serviceAppOptions(ctx, 'media-api'),
+      routeTable: mediaRoutes(() => deps, { maxBytes: deps.config.MEDIA_MAX_BYTES, jsonMaxDepth: ctx.runtime.config.JSON_MAX_DEPTH }),
+    });
+  },
 };
+
+/** The route table without a running service (OpenAPI document, docs/api.md). */
+export const mediaApiRoutes = () =>
+  mediaRoutes(
+    () => {
+      throw new Error('route table built for documentation only');
+    },
+    { maxBytes: loadConfig(mediaConfigShape, {}).MEDIA_MAX_BYTES },
+  );

@@ -1,5 +1,8 @@
+import type { RequestListener } from 'node:http';
 import {
+  checkOwnConfig,
   exitOnSignals,
+  markDraining,
   gatewaySecretFor,
   loadBaseConfig,
   openRuntime,
@@ -7,9 +10,11 @@ import {
   startService,
   type BaseConfig,
   type Clock,
+  type Logger,
   type SharedServiceContext,
   type StartedService,
 } from '../kit/index.js';
+import { lockDataDir } from './data-dir-lock.js';
 import { edge, services, workers } from './registry.js';
 
 /**
@@ -23,19 +28,36 @@ export interface Platform {
   stop(): Promise<void>;
 }
 
-export async function startPlatform(config: BaseConfig = loadBaseConfig(), options: { clock?: Clock } = {}): Promise<Platform> {
-  const gatewaySecret = gatewaySecretFor(config, 'all-in-one');
+export async function startPlatform(config: BaseConfig = loadBaseConfig(), options: { clock?: Clock; logger?: Logger } = {}): Promise<Platform> {
   const all = [...services, ...edge, ...workers];
-  const runtime = await openRuntime(config, {
-    name: 'platform',
-    migrations: all.flatMap((d) => d.migrations),
-    clock: options.clock,
-  });
-  const ctx: SharedServiceContext = { runtime, gatewaySecret, urls: serviceUrls(config) };
+  checkOwnConfig(all, config.env);
+  const gatewaySecret = gatewaySecretFor(config, 'all-in-one');
+  // The embedded database lives in DATA_DIR and belongs to one process.
+  const lock = config.DATABASE_URL ? null : lockDataDir(config.DATA_DIR);
+  let runtime: Awaited<ReturnType<typeof openRuntime>>;
+  try {
+    runtime = await openRuntime(config, {
+      name: 'platform',
+      migrations: all.flatMap((d) => d.migrations),
+      clock: options.clock,
+      logger: options.logger,
+    });
+  } catch (error) {
+    lock?.release();
+    throw error;
+  }
+  const inProcess = new Map<string, RequestListener>();
+  const ctx: SharedServiceContext = { runtime, gatewaySecret, urls: serviceUrls(config), inProcess };
   const started: StartedService[] = [];
   const running: { stop(): Promise<void> }[] = [];
   try {
-    for (const def of [...services, ...edge]) started.push(await startService(def, ctx));
+    for (const def of [...services, ...edge]) {
+      const service = await startService(def, ctx);
+      started.push(service);
+      // The edge, started last, reaches these at 127.0.0.1:<port> (or localhost) unless configured elsewhere.
+      const handler = service.server.server.listeners('request')[0] as RequestListener;
+      for (const host of ['127.0.0.1', 'localhost']) inProcess.set(`http://${host}:${service.server.port}`, handler);
+    }
     for (const worker of workers) running.push(await worker.start(ctx));
   } catch (error) {
     for (const s of started.reverse()) {
@@ -44,6 +66,7 @@ export async function startPlatform(config: BaseConfig = loadBaseConfig(), optio
     }
     for (const r of running) await r.stop();
     await runtime.close();
+    lock?.release();
     throw error;
   }
   runtime.relay.start();
@@ -58,12 +81,14 @@ export async function startPlatform(config: BaseConfig = loadBaseConfig(), optio
     },
     async stop() {
       const timeout = config.SHUTDOWN_TIMEOUT_MS;
+      markDraining(runtime.readiness);
       // The edge first, so no new work reaches the services, then the services, then background work.
       for (const s of [...started].reverse()) await s.server.close(timeout);
       for (const s of [...started].reverse()) await s.stop();
       for (const r of running) await r.stop();
       await runtime.relay.drain().catch(() => 0);
       await runtime.close();
+      lock?.release();
     },
   };
 }

@@ -6,8 +6,9 @@ import { responseApiService } from '../response-api/service.js';
 import { gatewayService } from '../gateway/service.js';
 import { webhookDeliveryWorker } from '../../workers/webhook-delivery/index.js';
 import { providerSyncWorker } from '../../workers/provider-sync/index.js';
+import { mediaDedupWorker } from '../../workers/media-dedup/index.js';
 
 /** Everything `npm start` runs in one process. The edge is started last, once its upstreams listen. */
 export const services: ServiceDefinition[] = [llmApiService, responseApiService, mediaApiService, mcpToolsService];
 export const edge: ServiceDefinition[] = [gatewayService];
-export const workers: WorkerDefinition[] = [webhookDeliveryWorker, providerSyncWorker];
+export const workers: WorkerDefinition[] = [webhookDeliveryWorker, providerSyncWorker, mediaDedupWorker];

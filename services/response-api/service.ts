@@ -1,22 +1,27 @@
-import { createServiceApp, parseSize, type MigrationSet, type ServiceDefinition } from '../kit/index.js';
+import { createServiceApp, serviceAppOptions, unbuiltDeps, type MigrationSet, type ServiceDefinition } from '../kit/index.js';
+import { responsesConfigShape } from './config.js';
+import { buildResponsesDeps } from './deps.js';
+import { responsesMigrations } from './responses/migrations.js';
+import { responsesRoutes } from './responses/routes.js';
 
-/** Response API: Multi-step tool orchestration (up to 8 steps) producing a final answer. */
-export const responseApiMigrations: MigrationSet = { owner: 'response_api', migrations: [] };
+/**
+ * Response API: the OpenAI Responses API over the platform: a model runs the MCP tools of
+ * mcp-tools over up to 8 steps, through llm-api's chat completions; responses are stored per
+ * owner, streamed as Responses events, run in the background and cancelled from any process.
+ */
+export const responseApiMigrations: MigrationSet = { owner: 'response_api', migrations: responsesMigrations };
 
 export const responseApiService: ServiceDefinition = {
   name: 'response-api',
   port: (config) => config.RESPONSE_API_PORT,
+  config: responsesConfigShape,
+  routeTable: () => responsesRoutes(() => unbuiltDeps('responses deps')),
   migrations: [responseApiMigrations],
-  createApp: ({ runtime, gatewaySecret }) =>
-    createServiceApp({
-      name: 'response-api',
-      logger: runtime.logger,
-      gatewaySecret,
-      users: runtime.users,
-      readiness: runtime.readiness,
-      bodyLimit: parseSize(runtime.config.JSON_BODY_LIMIT),
-      routes: () => {
-        // Resources are mounted here by the issues that build them.
-      },
-    }),
+  createApp(ctx) {
+    const deps = buildResponsesDeps(ctx);
+    return createServiceApp({
+      ...serviceAppOptions(ctx, 'response-api'),
+      routeTable: responsesRoutes(() => deps.responses),
+    });
+  },
 };

@@ -16,7 +16,22 @@ import type { AddressInfo } from 'node:net';
  * Instance-wide switches (`failAll`, `down`) act on every request (failover tests).
  * Tool calls: when the request has tools and tool_choice is not "none", the answer calls the
  * first tool (parallel: every tool) with argument deltas.
+ * Scripted conversations (tool loops): `script(name, steps)`, then `#script:<name>` in the last user
+ * message. The answer to a request is the step whose index is the number of assistant turns after
+ * that user message (the last step repeats). A step calls tools, answers text (a function of the
+ * messages, e.g. to quote a tool's output), holds the request until the client leaves, or waits
+ * for a `gate` the test opens.
  */
+export interface ScriptStep {
+  tool_calls?: Array<{ name: string; arguments: Record<string, unknown> | string }>;
+  content?: string | ((messages: any[]) => string);
+  finish_reason?: string;
+  /** Never answer; the client's disconnect ends it (counted in `aborted()`). */
+  hold?: boolean;
+  /** Answer only once this settles (a test releases it when it has seen what it waits for). */
+  gate?: Promise<unknown>;
+}
+
 export interface FakeRequest {
   path: string;
   headers: http.IncomingHttpHeaders;
@@ -43,6 +58,12 @@ export interface FakeUpstream {
   delayAll(ms: number): void;
   /** Stream requests get a 200 event-stream head, then the socket dies before any body byte. */
   streamsDieEarly(on: boolean): void;
+  /** Registers a scripted conversation, selected by `#script:<name>` in the last user message. */
+  script(name: string, steps: ScriptStep[]): void;
+  /** Requests of a scripted conversation, in arrival order. */
+  scriptRequests(name: string): FakeRequest[];
+  /** Requests currently held by a `hold` step. */
+  holding(): number;
   /** Refuse connections entirely (connect errors) until `up()`. */
   down(): Promise<void>;
   up(): Promise<void>;
@@ -77,6 +98,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   let chats = 0;
   let aborted = 0;
   const sockets = new Set<import('node:net').Socket>();
+  const scripts = new Map<string, ScriptStep[]>();
+  let held = 0;
 
   const handler = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const chunks: Buffer[] = [];
@@ -106,6 +129,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     if (fail) return sendError(Number(fail), `${name} injected failure`);
     const delay = Number(directive(text, 'delay') ?? 0) || delayAllMs;
     if (delay) await new Promise((r) => setTimeout(r, delay));
+
+    const scriptName = directive(text, 'script');
+    if (scriptName && scripts.has(scriptName)) return answerScripted(scriptName, body, res);
 
     const n = body.n ?? 1;
     const reason = directive(text, 'reason') !== undefined;
@@ -215,6 +241,51 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     res.end();
   };
 
+  function answerScripted(name: string, body: any, res: http.ServerResponse, gated?: ScriptStep): void | Promise<void> {
+    const messages: any[] = body.messages ?? [];
+    let lastUser = -1;
+    messages.forEach((m, i) => {
+      if (m?.role === 'user') lastUser = i;
+    });
+    const turn = messages.slice(lastUser + 1).filter((m) => m?.role === 'assistant').length;
+    const steps = scripts.get(name)!;
+    const step = gated ?? steps[Math.min(turn, steps.length - 1)]!;
+    if (step.gate) return step.gate.then(() => answerScripted(name, body, res, { ...step, gate: undefined }));
+    if (step.hold) {
+      held++;
+      return new Promise<void>((resolve) =>
+        res.on('close', () => {
+          held--;
+          aborted++;
+          resolve();
+        }),
+      );
+    }
+    const calls = (step.tool_calls ?? []).map((c, i) => ({
+      id: `call_${name}_${turn}_${i}`,
+      type: 'function',
+      function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
+    }));
+    const content = typeof step.content === 'function' ? step.content(messages) : (step.content ?? (calls.length ? null : ''));
+    const usage = { prompt_tokens: messages.length, completion_tokens: 3, total_tokens: messages.length + 3 };
+    const message = { role: 'assistant', content, ...(calls.length ? { tool_calls: calls } : {}) };
+    const finish = step.finish_reason ?? (calls.length ? 'tool_calls' : 'stop');
+    const id = `chatcmpl-${name}-${chats}`;
+    const created = Math.floor(Date.now() / 1000);
+    if (!body.stream) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return void res.end(JSON.stringify({ id, object: 'chat.completion', created, model: body.model, choices: [{ index: 0, message, finish_reason: finish }], usage }));
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const chunk = (delta: unknown, finish_reason: string | null, extra: Record<string, unknown> = {}) =>
+      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [{ index: 0, delta, logprobs: null, finish_reason }], ...extra })}\n\n`;
+    res.write(chunk({ role: 'assistant', content: content ?? '' }, null));
+    if (calls.length) res.write(chunk({ tool_calls: calls.map((c, index) => ({ index, ...c })) }, null));
+    res.write(chunk({}, finish));
+    if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [], usage })}\n\n`);
+    res.end('data: [DONE]\n\n');
+  }
+
   const server = http.createServer((req, res) => {
     handler(req, res).catch((error) => {
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
@@ -237,6 +308,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     requests,
     chatCount: () => chats,
     aborted: () => aborted,
+    script(scriptName, steps) {
+      scripts.set(scriptName, steps);
+    },
+    scriptRequests: (scriptName) => requests.filter((r) => JSON.stringify(r.body?.messages ?? []).includes(`#script:${scriptName}`)),
+    holding: () => held,
     setModels(next) {
       models = next ?? [];
     },

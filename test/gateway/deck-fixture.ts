@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
-import { loadBaseConfig } from '../../services/kit/config.js';
+import { loadBaseConfig } from '../../services/kit/settings/index.js';
+import { loadEdgeConfig } from '../../services/gateway/config.js';
 import { deckVariables } from '../../services/gateway/deck-vars.js';
 import { loadDeck } from '../../services/gateway/deck.js';
 
@@ -7,7 +8,7 @@ export const DECK_FILE = resolve('deck/kong.yaml');
 
 /** The DECK_* variables of the embedded defaults, with the given overrides (upstreams, issuer…). */
 export function deckVars(overrides: Record<string, string> = {}): Record<string, string> {
-  const config = loadBaseConfig({ NODE_ENV: 'test' });
+  const config = { ...loadBaseConfig({ NODE_ENV: 'test' }), ...loadEdgeConfig({}) };
   const urls = {
     llmApi: 'http://127.0.0.1:18080',
     responseApi: 'http://127.0.0.1:18082',

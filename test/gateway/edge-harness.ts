@@ -10,7 +10,8 @@ export const GATEWAY_TOKEN = 'gw-'.padEnd(40, 'z');
 
 /**
  * The embedded edge on the real deck/kong.yaml, with every upstream, the JWKS and the key
- * validator replaced by real local fakes, on a free port.
+ * validator replaced by real local fakes, on a free port. `deck` is the rendered file, for a test
+ * that configures another host (Kong's plugin servers) from the same deck.
  */
 export async function startEdgeWithFakes(options: { vars?: Record<string, string>; clock: Clock; revocations?: RevocationChannel; trustedProxies?: string[] }) {
   const issuer = await startFakeIssuer();
@@ -46,6 +47,7 @@ export async function startEdgeWithFakes(options: { vars?: Record<string, string
     validator,
     upstream,
     revocations,
+    deck,
     edge,
     async close() {
       server.closeAllConnections();

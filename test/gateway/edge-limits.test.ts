@@ -95,9 +95,38 @@ test.serial('refused credentials count against the address: the per-IP limit run
   clock.set(T0 + 14_400_000);
   const from = { 'x-forwarded-for': '203.0.113.99' };
   for (let i = 0; i < 5; i++) t.is((await get('/v1/models', { ...from, 'x-api-key': `sk_${'B'.repeat(31)}${i}` })).status, 401);
+  // Over the limit, a key not seen before is checked once before the refusal (it might be an
+  // exempt enterprise key), and still refused: 429.
   const callsBefore = edge.validator.calls;
   const good = edge.validator.add('user_after_flood', 'pro');
   const res = await get('/v1/models', { ...from, 'x-api-key': good.key });
   t.is(res.status, 429);
-  t.is(edge.validator.calls, callsBefore, 'refused before reaching the validator');
+  t.is(res.body.error!.code, 'rate_limit_exceeded');
+  t.is(edge.validator.calls, callsBefore + 1);
+  // Those checks are capped at the limit (5) per address and window; then keys are refused before
+  // reaching the validator, so a flood of made-up keys costs at most 5 extra checks a minute.
+  for (let i = 0; i < 4; i++) t.is((await get('/v1/models', { ...from, 'x-api-key': `sk_${'C'.repeat(31)}${i}` })).status, 401);
+  const capped = edge.validator.calls;
+  const flood = await get('/v1/models', { ...from, 'x-api-key': `sk_${'D'.repeat(32)}` });
+  t.is(flood.status, 429);
+  t.is(edge.validator.calls, capped, 'refused before reaching the validator');
+});
+
+test.serial('enterprise keys are never held to the per-IP limit; a free key from the same address is', async (t) => {
+  clock.set(T0 + 18_000_000);
+  const from = { 'x-forwarded-for': '203.0.113.120' };
+  const enterprise = edge.validator.add('user_ent_ip', 'enterprise');
+  const free = edge.validator.add('user_free_ip', 'free', { minute: 100, day: 1000 });
+  // The enterprise key sends far more than the address's 5 per minute.
+  for (let i = 0; i < 12; i++) t.is((await get('/v1/models', { ...from, 'x-api-key': enterprise.key })).status, 200, `enterprise request ${i + 1}`);
+  // It did not use up the address either: only its first request (before it was known) counted.
+  for (let i = 0; i < 4; i++) t.is((await get('/.well-known/jwks.json', from)).status, 200);
+  const over = await get('/v1/models', { ...from, 'x-api-key': free.key });
+  t.is(over.status, 429, 'a free key is held to the per-IP limit');
+  t.is(over.headers.get('x-ratelimit-limit-minute'), '5');
+  // An address already over its limit: the enterprise key still passes, as Bearer too.
+  t.is((await get('/v1/models', { ...from, authorization: `Bearer ${enterprise.key}` })).status, 200);
+  // A fresh process would not know the key yet: over the limit, it is checked and let through.
+  const other = edge.validator.add('user_ent_ip2', 'enterprise');
+  t.is((await get('/v1/models', { ...from, 'x-api-key': other.key })).status, 200);
 });

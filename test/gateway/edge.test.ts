@@ -91,10 +91,21 @@ test.serial('expired, not-yet-valid, over-long, wrong-issuer, wrong-audience and
   t.is(edge.upstream.seen.length, before);
 });
 
-test.serial('an invalid key → 401 even with a valid JWT; a key and a JWT of different users → 401', async (t) => {
+test.serial('OR logic: one valid credential suffices beside a refused one; both refused → 401; a key and a JWT of different users → 401', async (t) => {
   const jwt = await token({}, { sub: 'user_a' });
-  const invalid = await call('/v1/models', { headers: { authorization: `Bearer ${jwt}`, 'x-api-key': `sk_${'Z'.repeat(32)}` } });
-  t.is(invalid.status, 401);
+  const invalidKey = await call('/v1/models', { headers: { authorization: `Bearer ${jwt}`, 'x-api-key': `sk_${'Z'.repeat(32)}` } });
+  t.is(invalidKey.status, 200);
+  t.like((invalidKey.json as Echo).headers, { 'x-user-id': 'user_a', 'x-auth-method': 'jwt' });
+  t.false('x-api-key' in (invalidKey.json as Echo).headers, 'the ignored key never goes upstream');
+  const stale = await token({}, { sub: 'user_a', iat: nowS - 4000, exp: nowS - 100 });
+  const keyOfA = edge.validator.add('user_a');
+  const staleToken = await call('/v1/models', { headers: { authorization: `Bearer ${stale}`, 'x-api-key': keyOfA.key } });
+  t.is(staleToken.status, 200);
+  t.like((staleToken.json as Echo).headers, { 'x-user-id': 'user_a', 'x-auth-method': 'apikey' });
+  const both = await call('/v1/models', { headers: { authorization: `Bearer ${stale}`, 'x-api-key': `sk_${'Z'.repeat(32)}` } });
+  t.is(both.status, 401);
+  t.like(both.json.error, { type: 'auth_error', code: 'unauthorized', message: 'Token expired; Invalid API key' });
+  t.is(both.json.error.request_id, both.headers.get('x-request-id'));
   const key = edge.validator.add('user_b');
   const mixed = await call('/v1/models', { headers: { authorization: `Bearer ${jwt}`, 'x-api-key': key.key } });
   t.is(mixed.status, 401);
@@ -131,7 +142,7 @@ test.serial('spoofed X-User-ID: admin never reaches a service (with a credential
 test.serial('public routes need no credential; the internal validator route is not exposed', async (t) => {
   t.is((await call('/.well-known/jwks.json')).status, 200);
   t.is((await call('/llm/auth/refresh', { method: 'POST' })).status, 200);
-  const blocked = await call('/auth/validate-api-key', { method: 'POST', headers: { 'x-api-key': edge.validator.add('u').key } });
+  const blocked = await call('/internal/auth/validate-api-key', { method: 'POST', headers: { 'x-api-key': edge.validator.add('u').key } });
   t.is(blocked.status, 404);
   t.is(blocked.json.error.type, 'not_found_error');
   const health = await call('/healthz');

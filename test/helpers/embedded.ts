@@ -32,6 +32,7 @@ export async function startEmbeddedPlatform(env: Record<string, string> = {}): P
     MCP_TOOLS_PORT: '0',
     BUS_POLL_MS: '20',
     OUTBOX_POLL_MS: '20',
+    PROVIDER_URL_ALLOW: '127.0.0.1',
     ...env,
   });
   const platform = await startPlatform(config);

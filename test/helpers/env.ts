@@ -48,6 +48,8 @@ export function testConfig(overrides: Record<string, string | undefined> = {}, o
     RESPONSE_API_PORT: '0',
     MEDIA_API_PORT: '0',
     MCP_TOOLS_PORT: '0',
+    // Fake LLM upstreams listen on loopback, which provider URLs may reach only when listed.
+    PROVIDER_URL_ALLOW: '127.0.0.1',
     ...overrides,
   });
 }

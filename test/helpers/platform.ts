@@ -1,5 +1,6 @@
+import OpenAI from 'openai';
 import { startPlatform as startAllInOne, type Platform } from '../../services/platform/platform.js';
-import type { Clock, Runtime, ServiceContext } from '../../services/kit/index.js';
+import type { Clock, Logger, Runtime, ServiceContext } from '../../services/kit/index.js';
 import { deleteAmqpTopology } from './amqp.js';
 import { dropSchema, testConfig } from './env.js';
 
@@ -31,13 +32,17 @@ const RELAXED_LIMITS: Record<string, string> = {
   EDGE_RATE_LIMIT_FREE_PER_DAY: HIGH,
   EDGE_RATE_LIMIT_PRO_PER_MINUTE: HIGH,
   EDGE_RATE_LIMIT_PRO_PER_DAY: HIGH,
+  EDGE_GUEST_LOGIN_PER_HOUR: HIGH,
 };
 
 export async function startTestPlatform(
-  options: { env?: Record<string, string | undefined>; clock?: Clock; bus?: 'amqp' | 'pg' } = {},
+  options: { env?: Record<string, string | undefined>; clock?: Clock; bus?: 'amqp' | 'pg'; logger?: Logger } = {},
 ): Promise<TestPlatform> {
-  const config = testConfig({ EDGE_REDIS_PREFIX: `edge_${process.pid}_${Date.now().toString(36)}`, ...RELAXED_LIMITS, ...options.env }, { bus: options.bus });
-  const platform = await startAllInOne(config, { clock: options.clock });
+  // TEST_EDGE_TRANSPORT=http: the edge reaches the services over loopback HTTP instead of in process
+  // (the edge suites run under both; see test/e2e/*.http.test.ts).
+  const transport = process.env.TEST_EDGE_TRANSPORT === 'http' ? { EDGE_IN_PROCESS_DISPATCH: 'false' } : {};
+  const config = testConfig({ EDGE_REDIS_PREFIX: `edge_${process.pid}_${Date.now().toString(36)}`, ...RELAXED_LIMITS, ...transport, ...options.env }, { bus: options.bus });
+  const platform = await startAllInOne(config, { clock: options.clock, logger: options.logger });
   const url = `http://127.0.0.1:${platform.port('gateway')}`;
   // Domain objects a test builds from `ctx` stop with the platform.
   const cleanups: Array<() => void | Promise<void>> = [];
@@ -60,3 +65,21 @@ export async function startTestPlatform(
 
 /** Same as startTestPlatform (the name the team brief uses). */
 export const startPlatform = startTestPlatform;
+
+/** An `openai` SDK client that authenticates at the edge with the API key `key` (no bearer token). */
+export function keyClient(p: TestPlatform, key: string): OpenAI {
+  return new OpenAI({ baseURL: `${p.url}/v1`, apiKey: 'unused', maxRetries: 0, defaultHeaders: { 'X-API-Key': key, Authorization: null } });
+}
+
+/**
+ * The bootstrap administrator (its API key `adminKey`) through the edge: its client, with the fake
+ * upstream at `upstreamUrl` added as provider "Alpha", and the ids of the administrator and its key.
+ */
+export async function bootstrapAdmin(p: TestPlatform, adminKey: string, upstreamUrl: string): Promise<{ client: OpenAI; providerId: string; adminId: string; keyId: string }> {
+  const client = keyClient(p, adminKey);
+  const provider: any = await client.post('/admin/providers', { body: { name: 'Alpha', vendor: 'fake', base_url: upstreamUrl } });
+  const knex = p.runtime.db.knex;
+  const adminId = (await knex('users').where({ is_admin: true }).first()).id as string;
+  const keyId = (await knex('identity_api_keys').where({ user_id: adminId }).first()).id as string;
+  return { client, providerId: provider.id as string, adminId, keyId };
+}

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
+import type { BaseConfig } from '../../services/kit/index.js';
 
 /** A free TCP port on loopback (bound then released). */
 export async function freePort(): Promise<number> {
@@ -32,4 +33,27 @@ export function startChild(command: string, args: string[], options: { env: Node
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
   return { process: child, stdout: () => out, stderr: () => err, exited };
+}
+
+/**
+ * The environment of a gateway process that joins the test's stack: the same database schema, bus
+ * exchange and queue prefix as `config`, plus `extra` (its own settings; they win).
+ */
+export function stackEnv(config: BaseConfig, extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'info',
+    DATABASE_URL: config.DATABASE_URL,
+    DATABASE_SCHEMA: config.DATABASE_SCHEMA,
+    AMQP_URL: config.AMQP_URL,
+    BUS_EXCHANGE: config.BUS_EXCHANGE,
+    BUS_QUEUE_PREFIX: config.BUS_QUEUE_PREFIX,
+    ...extra,
+  };
+}
+
+/** One of the gateway's own entry points (a service's or worker's `main.ts`) in a child process, through tsx. */
+export function startEntryPoint(entry: string, env: NodeJS.ProcessEnv): Child {
+  return startChild(process.execPath, ['--import', 'tsx', entry], { env });
 }

@@ -55,6 +55,28 @@ export function busContract(test: TestFn<unknown>, harness: () => BusHarness) {
     await bus.close();
   });
 
+  test.serial('backlog: messages waiting for a busy consumer are reported as its queue\'s lag', async (t) => {
+    const h = harness();
+    const bus = await h.openBus();
+    const queue = uniq('lag');
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    // One message at a time, held unacked: the other two wait on the queue.
+    const consumer = await bus.consume({ queue, prefetch: 1 }, async (_message, delivery) => {
+      await held;
+      await delivery.ack();
+    });
+    for (let i = 0; i < 3; i++) await bus.send(queue, { i }, { messageId: `lag${i}` });
+    const lag = await waitFor(async () => (await bus.backlog()).find((b) => b.queue === queue && b.ready === 2), 10_000, 'backlog of 2');
+    t.is(lag.queue, queue, 'the queue is named without the bus prefix');
+    if (bus.driver === 'pg') t.true(lag.oldestSeconds !== null && lag.oldestSeconds >= 0);
+    else t.is(lag.oldestSeconds, null);
+    release();
+    await waitFor(async () => ((await bus.backlog()).find((b) => b.queue === queue)?.ready ?? 0) === 0, 10_000, 'backlog drained');
+    await consumer.cancel();
+    await bus.close();
+  });
+
   test.serial('a consumer that dies before ack: the message is delivered again', async (t) => {
     const h = harness();
     const dying = await h.openBus();

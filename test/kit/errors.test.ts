@@ -1,6 +1,7 @@
 import test from 'ava';
 import { z } from 'zod';
-import { ApiError, createServiceApp, createLogger, listen, parseInput, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
+import { ApiError, isDependencyUnavailable, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
+import { listenKitApp } from '../helpers/kit-app.js';
 
 // An app built from the kit with a few routes that exercise every error class.
 const users: UserDirectory = {
@@ -12,36 +13,36 @@ let base: string;
 const SECRET = 'x'.repeat(40);
 
 test.before(async () => {
-  const app = createServiceApp({
+  ({ server, base } = await listenKitApp({
     name: 'errors-test',
-    logger: createLogger({ level: 'silent', name: 'errors-test' }),
     gatewaySecret: SECRET,
     users,
-    publicPaths: [/^\/public$/],
-    bodyLimit: 1024,
-    bodyRules: [{ path: /^\/big$/, limit: 64 * 1024 }],
-    routes: (r) => {
-      const schema = z.object({ name: z.string().max(5), items: z.array(z.object({ type: z.enum(['a', 'b']) })).optional() });
-      r.post('/echo', (req, res) => void res.json(parseInput(schema, req.body)));
-      r.post('/big', (req, res) => void res.json({ size: JSON.stringify(req.body).length }));
-      r.get('/public', (_req, res) => void res.json({ ok: true }));
-      r.get('/boom', () => {
+    routeTable: [
+      route({
+        method: 'post',
+        path: '/echo',
+        summary: 'validated echo',
+        access: 'user',
+        request: { body: z.object({ name: z.string().max(5), items: z.array(z.object({ type: z.enum(['a', 'b']) })).optional() }) },
+        handler: ({ body }) => body,
+      }),
+      route({ method: 'post', path: '/big', summary: 'large body', access: 'user', bodyLimit: 64 * 1024, handler: ({ body }) => ({ size: JSON.stringify(body).length }) }),
+      route({ method: 'get', path: '/public', summary: 'public', access: 'public', handler: () => ({ ok: true }) }),
+      route({ method: 'get', path: '/boom', summary: 'throws', access: 'user', handler: () => {
         throw new Error('secret internal detail at /srv/app.ts:42');
-      });
-      r.get('/async-boom', async () => {
+      } }),
+      route({ method: 'get', path: '/async-boom', summary: 'rejects', access: 'user', handler: async () => {
         await Promise.resolve();
         throw new TypeError('cannot read x of undefined');
-      });
-      r.get('/forbidden', () => {
+      } }),
+      route({ method: 'get', path: '/forbidden', summary: '403', access: 'user', handler: () => {
         throw new ApiError(403, 'nope');
-      });
-      r.get('/model', () => {
+      } }),
+      route({ method: 'get', path: '/model', summary: '404 model', access: 'user', handler: () => {
         throw new ApiError(404, 'The model x does not exist', { code: 'model_not_found', param: 'model' });
-      });
-    },
-  });
-  server = await listen(app, { host: '127.0.0.1', port: 0 });
-  base = `http://127.0.0.1:${server.port}`;
+      } }),
+    ],
+  }));
 });
 test.after.always(() => server.close(100));
 
@@ -161,4 +162,17 @@ test('X-Request-ID is taken from the request when sane, generated otherwise, and
   const probe = await fetch(`${base}/healthz`);
   t.is(probe.status, 200);
   t.truthy(probe.headers.get('x-request-id'));
+});
+
+test('dependency outages (network errors, PostgreSQL connection states, pool timeouts) are told apart from bugs', (t) => {
+  const withCode = (message: string, code: string) => Object.assign(new Error(message), { code });
+  t.true(isDependencyUnavailable(withCode('select 1 - read ECONNRESET', 'ECONNRESET')));
+  t.true(isDependencyUnavailable(withCode('terminating connection due to administrator command', '57P01')));
+  t.true(isDependencyUnavailable(withCode('connection failure', '08006')));
+  t.true(isDependencyUnavailable(new Error('ROLLBACK - Client has encountered a connection error and is not queryable')));
+  t.true(isDependencyUnavailable(Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full.'), { name: 'KnexTimeoutError' })));
+  t.true(isDependencyUnavailable(new Error('wrapped', { cause: withCode('connect ECONNREFUSED 127.0.0.1:5432', 'ECONNREFUSED') })));
+  t.false(isDependencyUnavailable(new TypeError("Cannot read properties of undefined (reading 'id')")));
+  t.false(isDependencyUnavailable(withCode('duplicate key value violates unique constraint', '23505')));
+  t.false(isDependencyUnavailable(undefined));
 });

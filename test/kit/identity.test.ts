@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createServiceApp, listen, ManualClock, parseSize, requireAdmin, userRevocation, type RunningServer } from '../../services/kit/index.js';
+import { createServiceApp, listen, ManualClock, parseSize, route, userRevocation, type RunningServer } from '../../services/kit/index.js';
 import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
 
@@ -20,10 +20,10 @@ test.before(async () => {
     gatewaySecret: secret,
     users: runtime.users,
     bodyLimit: parseSize('1mb'),
-    routes: (r) => {
-      r.get('/me', (req, res) => void res.json(req.principal));
-      r.get('/admin', requireAdmin, (_req, res) => void res.json({ ok: true }));
-    },
+    routeTable: [
+      route({ method: 'get', path: '/me', summary: 'the caller', access: 'user', handler: ({ principal }) => principal }),
+      route({ method: 'get', path: '/admin', summary: 'admins only', access: 'admin', handler: () => ({ ok: true }) }),
+    ],
   });
   server = await listen(app, { host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${server.port}`;

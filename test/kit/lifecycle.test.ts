@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createInternalClient, createServiceApp, listen, parseSize, type UserDirectory, ApiError } from '../../services/kit/index.js';
+import { createInternalClient, createServiceApp, listen, parseSize, route, type UserDirectory, ApiError } from '../../services/kit/index.js';
 import { createLogger } from '../../services/kit/logger.js';
 
 const users: UserDirectory = { resolve: async (c) => ({ ...c, isAdmin: false, isGuest: false }), invalidate: () => {} };
@@ -13,20 +13,32 @@ function streamingApp(onStarted: () => void, release: Promise<void>, readiness: 
     users,
     readiness,
     bodyLimit: parseSize('1mb'),
-    routes: (r) => {
-      r.get('/stream', async (_req, res) => {
-        res.setHeader('content-type', 'text/event-stream');
-        res.write('data: first\n\n');
-        onStarted();
-        await release;
-        res.end('data: [DONE]\n\n');
-      });
-      r.get('/whoami', (req, res) => void res.json({ user: req.principal?.userId, requestId: req.requestId }));
-      r.post('/echo', (req, res) => void res.json(req.body));
-      r.get('/teapot', () => {
-        throw new ApiError(409, 'busy');
-      });
-    },
+    routeTable: [
+      route({
+        method: 'get',
+        path: '/stream',
+        summary: 'a stream held open until released',
+        access: 'user',
+        handler: async ({ res }) => {
+          res.setHeader('content-type', 'text/event-stream');
+          res.write('data: first\n\n');
+          onStarted();
+          await release;
+          res.end('data: [DONE]\n\n');
+        },
+      }),
+      route({ method: 'get', path: '/whoami', summary: 'the caller', access: 'user', handler: ({ req, principal }) => ({ user: principal.userId, requestId: req.requestId }) }),
+      route({ method: 'post', path: '/echo', summary: 'echo', access: 'user', handler: ({ body }) => body }),
+      route({
+        method: 'get',
+        path: '/teapot',
+        summary: 'always busy',
+        access: 'user',
+        handler: () => {
+          throw new ApiError(409, 'busy');
+        },
+      }),
+    ],
   });
 }
 
@@ -80,6 +92,8 @@ test('readyz reports each dependency; metrics count requests by route and status
   t.regex(metrics, /http_requests_total\{method="GET",route="\/whoami",status="200",service="lifecycle-test"\} 1/);
   t.regex(metrics, /http_requests_total\{method="GET",route="\/teapot",status="409",service="lifecycle-test"\} 1/);
   t.regex(metrics, /http_request_duration_seconds_count\{service="lifecycle-test",method="GET",route="\/whoami",status="200"\} 1/);
+  // The process's event-loop delay (what the benchmark reads under load).
+  t.regex(metrics, /nodejs_eventloop_delay_seconds\{[^}]*quantile="0\.99"[^}]*\} [0-9.e-]+\n/);
   await server.close(100);
 });
 

@@ -145,7 +145,7 @@ test('every route that is not tagged public has both auth plugins with the anony
 
 test('public routes are exactly the ARCHITECTURE.md list, declared here, not in code', (t) => {
   const publicRoutes = (rendered.services ?? []).flatMap((s) => (s.routes ?? []).filter((r) => r.tags?.includes('public')).map((r) => r.name)).sort();
-  t.deepEqual(publicRoutes, ['edge-healthz', 'llm-api-guest-login-refresh', 'llm-api-validate-api-key-blocked', 'llm-api-well-known']);
+  t.deepEqual(publicRoutes, ['edge-healthz', 'edge-readyz', 'internal-blocked', 'llm-api-console', 'llm-api-guest-login', 'llm-api-login', 'llm-api-openapi', 'llm-api-refresh', 'llm-api-well-known', 'media-api-signed-urls']);
 });
 
 test('semantic rules: bundled jwt as SPEC.md 5 describes it, path syntax, no cluster policy, identity everywhere', (t) => {
@@ -157,9 +157,10 @@ test('semantic rules: bundled jwt as SPEC.md 5 describes it, path syntax, no clu
   for (const service of rendered.services ?? []) {
     for (const route of service.routes ?? []) {
       for (const path of route.paths ?? []) {
-        // A plain prefix such as /llm would also match /llmx: every path is an anchored regex.
-        t.true(path.startsWith('~/'), `${route.name}: ${path} should be a regex path`);
-        t.notThrows(() => new RegExp(path.slice(1)));
+        // A plain prefix such as /llm would also match /llmx: every path is an anchored regex
+        // (optionally case-insensitive with PCRE's leading `(?i)`).
+        t.true(path.startsWith('~/') || path.startsWith('~(?i)/'), `${route.name}: ${path} should be a regex path`);
+        t.notThrows(() => new RegExp(path.slice(1).replace(/^\(\?i\)/, ''), 'i'));
       }
     }
   }

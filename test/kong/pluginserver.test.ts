@@ -83,7 +83,25 @@ test('identity-headers: spoofed headers cleared, gateway token set (multimap req
   const id = await s.start('identity-headers', { gateway_token: 'gw-secret' });
   const r = await s.run(id, { headers: { 'X-User-ID': 'admin', 'x-auth-method': 'jwt', 'x-user-email': ['a@x', 'b@x'], accept: 'text/plain' } });
   t.is(r.status, null, 'proxied');
-  t.deepEqual(r.upstreamHeaders, { accept: ['text/plain'], 'x-gateway-token': ['gw-secret'] });
+  const { 'x-request-id': requestId, ...rest } = r.upstreamHeaders;
+  t.deepEqual(rest, { accept: ['text/plain'], 'x-gateway-token': ['gw-secret'] });
+  // The first plugin of a request fixes its id: sent upstream and back to the client.
+  t.regex(requestId![0]!, /^[0-9a-f-]{36}$/);
+  t.is(r.responseHeaders['X-Request-ID'], requestId![0]);
+});
+
+test('identity-headers: the anonymous consumer is answered 401 with the refused credential reason and the request id', async (t) => {
+  const s = server('identity-headers');
+  const id = await s.start('identity-headers', {});
+  const shared = { [SHARED_KEY]: { anonymous: true, failures: [{ method: 'jwt', status: 401, message: 'Token expired' }] } };
+  const r = await s.run(id, { headers: { 'x-request-id': 'req-kong-1' } }, shared);
+  t.is(r.status, 401);
+  t.like(errorOf(r), { type: 'auth_error', code: 'unauthorized', message: 'Token expired' });
+  t.is((JSON.parse(String(r.exit!.body)) as { error: { request_id: string } }).error.request_id, 'req-kong-1');
+  t.is(r.exit!.headers?.['X-Request-ID'], 'req-kong-1');
+  const none = await s.run(id, { headers: {} }, { [SHARED_KEY]: { anonymous: true } });
+  t.is(none.status, 401);
+  t.regex(errorOf(none).message, /^Missing credentials/);
 });
 
 test('identity-headers: identity taken from kong.ctx.shared (set by the auth plugins)', async (t) => {
@@ -104,9 +122,9 @@ test('jwt-auth: a valid token is verified; identity stored in ctx.shared, creden
   t.deepEqual(r.authenticated, { consumer: null, credential: { id: 'user:user_kong' } });
 });
 
-test('jwt-auth: refused tokens exit 401 in shape A with a challenge; nothing runs after exit', async (t) => {
+test('jwt-auth: refused tokens exit 401 in shape A with a challenge and the request id; nothing runs after exit', async (t) => {
   const s = server('jwt-auth');
-  const id = await s.start('jwt-auth', { issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous' });
+  const id = await s.start('jwt-auth', { issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url });
   const now = Math.floor(Date.now() / 1000);
   for (const token of [
     await issuer.sign({}, { iat: now - 4000, exp: now - 100 }),
@@ -118,8 +136,20 @@ test('jwt-auth: refused tokens exit 401 in shape A with a challenge; nothing run
     t.is(r.status, 401);
     t.like(errorOf(r), { type: 'auth_error', code: 'unauthorized' });
     t.is(r.exit!.headers?.['WWW-Authenticate'], 'Bearer error="invalid_token"');
+    t.regex(String(r.exit!.headers?.['X-Request-ID']), /^[0-9a-f-]{36}$/);
+    t.is((JSON.parse(String(r.exit!.body)) as { error: { request_id: string } }).error.request_id, String(r.exit!.headers?.['X-Request-ID']));
     t.is(r.calls.at(-1), 'kong.response.exit');
   }
+});
+
+test('jwt-auth with anonymous (OR logic): a refused token falls back to the anonymous consumer and records the reason', async (t) => {
+  const s = server('jwt-auth');
+  const id = await s.start('jwt-auth', { issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous' });
+  const now = Math.floor(Date.now() / 1000);
+  const r = await s.run(id, { headers: { authorization: `Bearer ${await issuer.sign({}, { iat: now - 4000, exp: now - 100 })}` } });
+  t.is(r.status, null);
+  t.deepEqual(r.authenticated, { consumer: s.kong.consumers.get('anonymous'), credential: null });
+  t.like(r.shared[SHARED_KEY], { anonymous: true, failures: [{ method: 'jwt', status: 401, message: 'Token expired' }] });
 });
 
 test('jwt-auth: no token → the anonymous consumer is loaded and authenticated (OR logic)', async (t) => {
@@ -133,7 +163,7 @@ test('jwt-auth: no token → the anonymous consumer is loaded and authenticated 
 
 test('api-key-auth: valid key → identity shared, key header cleared; invalid → 401; validator down → 503', async (t) => {
   const s = server('api-key-auth');
-  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN, anonymous: 'anonymous' });
+  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN });
   const key = validator.add('user_kk', 'pro');
   const ok = await s.run(id, { headers: { 'x-api-key': key.key, accept: '*/*' } });
   t.is(ok.status, null);
@@ -143,7 +173,7 @@ test('api-key-auth: valid key → identity shared, key header cleared; invalid �
   t.is(bad.status, 401);
   t.like(errorOf(bad), { code: 'unauthorized' });
 
-  const down = await s.start('api-key-auth', { validate_url: 'http://127.0.0.1:9/auth/validate-api-key', timeout_ms: 300 });
+  const down = await s.start('api-key-auth', { validate_url: 'http://127.0.0.1:9/internal/auth/validate-api-key', timeout_ms: 300 });
   const unavailable = await s.run(down, { headers: { 'x-api-key': key.key } });
   t.is(unavailable.status, 503);
   t.like(errorOf(unavailable), { type: 'internal_error', code: 'service_unavailable' });

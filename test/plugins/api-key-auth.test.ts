@@ -17,7 +17,7 @@ test.after.always(async () => {
 
 function plugin(overrides: Record<string, unknown> = {}) {
   const clock = new ManualClock(1_800_000_000_000);
-  const config = parseApiKeyAuthConfig({ validate_url: validator.url, gateway_token: TOKEN, anonymous: 'anonymous', ...overrides });
+  const config = parseApiKeyAuthConfig({ validate_url: validator.url, gateway_token: TOKEN, ...overrides });
   return { core: createApiKeyAuth(config, { clock }), clock };
 }
 
@@ -164,8 +164,38 @@ test.serial('a valid JWT and a valid API key of different users → 401; of the 
 test.serial('no key: continue after a verified JWT, anonymous consumer otherwise, 401 without anonymous', async (t) => {
   const jwt: VerifiedIdentity = { authMethod: 'jwt', userId: 'u', subject: 'u', email: null, username: null, isGuest: false, bucket: 'user:u' };
   t.deepEqual(await plugin().core.access(request({}, { jwt })), { kind: 'continue' });
-  t.deepEqual(await plugin().core.access(request({})), { kind: 'continue', anonymous: 'anonymous' });
-  t.is(status(await plugin({ anonymous: null }).core.access(request({}))), 401);
+  t.deepEqual(await plugin({ anonymous: 'anonymous' }).core.access(request({})), { kind: 'continue', anonymous: 'anonymous' });
+  t.is(status(await plugin().core.access(request({}))), 401);
+});
+
+test.serial('OR logic: a refused key beside a valid token is ignored (and never sent upstream); alone it falls back to anonymous with the reason', async (t) => {
+  const jwt: VerifiedIdentity = { authMethod: 'jwt', userId: 'u', subject: 'u', email: null, username: null, isGuest: false, bucket: 'user:u' };
+  const unknown = `sk_${'z'.repeat(32)}`;
+  t.deepEqual(await plugin().core.access(request({ 'x-api-key': unknown }, { jwt })), { kind: 'continue', removeUpstream: ['x-api-key'] });
+  t.deepEqual(await plugin().core.access(request({ 'x-api-key': 'garbage' }, { jwt })), { kind: 'continue', removeUpstream: ['x-api-key'] });
+  t.deepEqual(await plugin({ anonymous: 'anonymous' }).core.access(request({ 'x-api-key': unknown })), {
+    kind: 'continue',
+    anonymous: 'anonymous',
+    failure: { method: 'apikey', status: 401, message: 'Invalid API key' },
+  });
+  // Without anonymous (no OR partner configured) the key is refused outright.
+  t.is(status(await plugin().core.access(request({ 'x-api-key': unknown }))), 401);
+});
+
+test.serial('a cached validation never outlives the key: expires_at bounds the cache entry', async (t) => {
+  const { core, clock } = plugin({ cache_ttl_seconds: 300 });
+  const key = validator.add('user_exp');
+  validator.setExpiry(key.key, Math.floor(clock.now() / 1000) + 10);
+  const before = validator.calls;
+  t.is((await core.access(request({ 'x-api-key': key.key }))).kind, 'continue');
+  clock.advance(9_000);
+  t.is((await core.access(request({ 'x-api-key': key.key }))).kind, 'continue');
+  t.is(validator.calls - before, 1, 'cached while the key is valid');
+  // The key expires (the validator now refuses it); the 300 s TTL must not keep it alive.
+  clock.advance(1_000);
+  validator.remove(key.key);
+  t.is(status(await core.access(request({ 'x-api-key': key.key }))), 401);
+  t.is(validator.calls - before, 2);
 });
 
 test.serial('validator answers carry custom limits whatever their naming', async (t) => {

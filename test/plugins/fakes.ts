@@ -100,9 +100,11 @@ export interface FakeKey {
   userId: string;
   tier: string;
   limits: Record<string, number | null> | null;
+  /** Unix seconds, as llm-api's validator reports it; null = never. */
+  expiresAt: number | null;
 }
 
-/** llm-api's `POST /auth/validate-api-key` stand-in: checks the gateway token, counts calls. */
+/** llm-api's `POST /internal/auth/validate-api-key` stand-in: checks the gateway token, counts calls. */
 export async function startFakeValidator(gatewayToken: string) {
   const keys = new Map<string, FakeKey>();
   let calls = 0;
@@ -119,12 +121,12 @@ export async function startFakeValidator(gatewayToken: string) {
       const found = body.api_key ? keys.get(body.api_key) : undefined;
       if (!found) return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"type":"auth_error"}}');
       res.writeHead(200, { 'content-type': 'application/json' }).end(
-        JSON.stringify({ user_id: found.userId, subject: found.userId, email: `${found.userId}@example.test`, username: found.userId, is_admin: false, tier: found.tier, limits: found.limits }),
+        JSON.stringify({ user_id: found.userId, subject: found.userId, email: `${found.userId}@example.test`, username: found.userId, is_admin: false, tier: found.tier, limits: found.limits, expires_at: found.expiresAt }),
       );
     });
   });
   return {
-    url: `${http.url}/auth/validate-api-key`,
+    url: `${http.url}/internal/auth/validate-api-key`,
     get calls() {
       return calls;
     },
@@ -133,9 +135,12 @@ export async function startFakeValidator(gatewayToken: string) {
     },
     add(userId: string, tier = 'free', limits: Record<string, number | null> | null = null): FakeKey {
       const key = `sk_${randomBase62(32)}`;
-      const entry = { key, hash: sha256Hex(key), userId, tier, limits };
+      const entry: FakeKey = { key, hash: sha256Hex(key), userId, tier, limits, expiresAt: null };
       keys.set(key, entry);
       return entry;
+    },
+    setExpiry(key: string, expiresAt: number | null) {
+      keys.get(key)!.expiresAt = expiresAt;
     },
     remove(key: string) {
       keys.delete(key);

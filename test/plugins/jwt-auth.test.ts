@@ -18,7 +18,7 @@ const NOW = 1_800_000_000_000;
 const nowS = NOW / 1000;
 
 function plugin(overrides: Record<string, unknown> = {}, clock = new ManualClock(NOW)) {
-  const config = parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous', ...overrides });
+  const config = parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, ...overrides });
   return { core: createJwtAuth(config, { clock }), clock };
 }
 
@@ -41,7 +41,7 @@ test('a valid ES256 token yields the verified identity (sub is the platform user
   const decision = await core.access(bearer(token));
   t.is(decision.kind, 'continue');
   if (decision.kind !== 'continue') return;
-  t.deepEqual(decision.identity, { authMethod: 'jwt', userId: 'user_abc', subject: 'user_abc', email: 'ada@example.test', username: 'ada', isGuest: false, bucket: 'user:user_abc' });
+  t.deepEqual(decision.identity, { authMethod: 'jwt', userId: 'user_abc', subject: 'user_abc', email: 'ada@example.test', username: 'ada', isGuest: false, emailVerified: null, bucket: 'user:user_abc' });
 });
 
 test('RS256 tokens are accepted too, and the guest claim is carried', async (t) => {
@@ -52,9 +52,9 @@ test('RS256 tokens are accepted too, and the guest claim is carried', async (t) 
 });
 
 test('no Authorization header: anonymous consumer when configured, else 401', async (t) => {
-  const anonymous = await plugin().core.access(request({}));
+  const anonymous = await plugin({ anonymous: 'anonymous' }).core.access(request({}));
   t.deepEqual(anonymous, { kind: 'continue', anonymous: 'anonymous' });
-  refused(t, await plugin({ anonymous: null }).core.access(request({})));
+  refused(t, await plugin().core.access(request({})));
 });
 
 test('a malformed Authorization header is 401 with a Bearer challenge', async (t) => {
@@ -150,9 +150,75 @@ test('JWKS unreachable before any key was loaded → 503, never a pass-through',
   }
 });
 
-test('preflight requests are not checked unless run_on_preflight', async (t) => {
-  t.is((await plugin().core.access(request({ authorization: 'Bearer x.y.z' }, 'OPTIONS'))).kind, 'continue');
-  refused(t, await plugin({ run_on_preflight: true }).core.access(request({ authorization: 'Bearer x.y.z' }, 'OPTIONS')));
+test('only a real CORS preflight skips the check; any other OPTIONS request is checked like GET', async (t) => {
+  const preflight = request({ authorization: 'Bearer x.y.z', origin: 'https://app.example', 'access-control-request-method': 'POST' }, 'OPTIONS');
+  t.is((await plugin().core.access(preflight)).kind, 'continue');
+  refused(t, await plugin({ run_on_preflight: true }).core.access(preflight));
+  // OPTIONS without Origin, or without Access-Control-Request-Method, is an ordinary request.
+  refused(t, await plugin().core.access(request({ authorization: 'Bearer x.y.z' }, 'OPTIONS')));
+  refused(t, await plugin().core.access(request({ authorization: 'Bearer x.y.z', origin: 'https://app.example' }, 'OPTIONS')));
+  refused(t, await plugin().core.access(request({}, 'OPTIONS')));
+});
+
+test('OR logic: with anonymous configured, a refused token falls back to the anonymous consumer and records why', async (t) => {
+  const { core } = plugin({ anonymous: 'anonymous' });
+  const expired = await core.access(bearer(await issuer.sign({}, { iat: nowS - 400, exp: nowS - 100 })));
+  t.deepEqual(expired, { kind: 'continue', anonymous: 'anonymous', failure: { method: 'jwt', status: 401, message: 'Token expired' } });
+  const garbage = await core.access(request({ authorization: 'Bearer not-a-key' }));
+  t.like(garbage, { kind: 'continue', anonymous: 'anonymous', failure: { method: 'jwt', status: 401 } });
+});
+
+test('Bearer not-a-key: a clear "invalid credentials" message, not one about the header format', async (t) => {
+  refused(t, await plugin().core.access(request({ authorization: 'Bearer not-a-key' })), 401, /^Invalid credentials: .*neither a valid access token nor a valid API key/);
+});
+
+test('the JWKS is trusted for at most jwks_max_age_seconds: a key the issuer removed stops working; rotation still refetches at once', async (t) => {
+  const clock = new ManualClock(NOW);
+  let keys = [issuer.keys[0]!, issuer.keys[1]!];
+  let fetches = 0;
+  const fetchJwks: typeof fetch = async () => {
+    fetches++;
+    return new Response(JSON.stringify({ keys: keys.map((k) => k.jwk) }), { status: 200, headers: { 'content-type': 'application/json' } });
+  };
+  const config = parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: 'http://jwks.invalid/', jwks_max_age_seconds: 600, jwks_refresh_cooldown_seconds: 30 });
+  const core = createJwtAuth(config, { clock, fetch: fetchJwks });
+  const signWith = (key: (typeof issuer.keys)[number]) => issuer.sign({}, { key, iat: Math.floor(clock.now() / 1000), exp: Math.floor(clock.now() / 1000) + 900 });
+
+  t.is((await core.access(bearer(await signWith(issuer.keys[1]!)))).kind, 'continue');
+  t.is(fetches, 1);
+  // The issuer removes key 1. Within the maximum age the cached copy still answers (no fetch per request) …
+  keys = [issuer.keys[0]!];
+  clock.advance(599_000);
+  t.is((await core.access(bearer(await signWith(issuer.keys[1]!)))).kind, 'continue');
+  t.is(fetches, 1);
+  // … past it the JWKS is fetched again and the removed key is refused.
+  clock.advance(2_000);
+  refused(t, await core.access(bearer(await signWith(issuer.keys[1]!))), 401, /unknown key/);
+  t.is(fetches, 2);
+  // Rotation: a new kid triggers a refetch at once (cool-down permitting), not only at max age.
+  const rotated = await newSigningKey('ES256', 'rotated-kid');
+  keys = [issuer.keys[0]!, rotated];
+  clock.advance(31_000);
+  t.is((await core.access(bearer(await signWith(rotated)))).kind, 'continue');
+  t.is(fetches, 3);
+});
+
+test('past the maximum age a JWKS that cannot be fetched is not trusted any more (503, never the stale keys)', async (t) => {
+  const clock = new ManualClock(NOW);
+  let up = true;
+  const fetchJwks: typeof fetch = async () => {
+    if (!up) throw new Error('connection refused');
+    return new Response(JSON.stringify({ keys: [issuer.keys[0]!.jwk] }), { status: 200 });
+  };
+  const config = parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: 'http://jwks.invalid/', jwks_max_age_seconds: 600 });
+  const core = createJwtAuth(config, { clock, fetch: fetchJwks });
+  const token = () => issuer.sign({}, { key: issuer.keys[0], iat: Math.floor(clock.now() / 1000), exp: Math.floor(clock.now() / 1000) + 900 });
+  t.is((await core.access(bearer(await token()))).kind, 'continue');
+  up = false;
+  clock.advance(601_000);
+  refused(t, await core.access(bearer(await token())), 503);
+  up = true;
+  t.is((await core.access(bearer(await token()))).kind, 'continue');
 });
 
 test('the schema refuses unknown fields and a lifetime above 3600 s', (t) => {
@@ -162,5 +228,5 @@ test('the schema refuses unknown fields and a lifetime above 3600 s', (t) => {
 });
 
 test('Authorization: Bearer sk_… is an API key: left to api-key-auth', async (t) => {
-  t.deepEqual(await plugin().core.access(request({ authorization: `Bearer sk_${'a'.repeat(32)}` })), { kind: 'continue', anonymous: 'anonymous' });
+  t.deepEqual(await plugin({ anonymous: 'anonymous' }).core.access(request({ authorization: `Bearer sk_${'a'.repeat(32)}` })), { kind: 'continue', anonymous: 'anonymous' });
 });

@@ -157,6 +157,68 @@ for (const [name, makeStore] of stores) {
     t.is(headersOf(d)[HEADERS.limit], '60');
     await store.close();
   });
+
+  test(`${name}: every request counts against its user's bucket, whichever key or token it used`, async (t) => {
+    const { core, store } = await limiter({ ip_per_minute: 0 });
+    const userId = `user_${randomBytes(4).toString('hex')}`;
+    const keys = Array.from({ length: 10 }, () => ({ apikey: key('free', userId) }));
+    let accepted = 0;
+    for (let i = 0; i < 30; i++) if ((await core.access(req(freshIp(), keys[i % 10]!))).kind === 'continue') accepted++;
+    t.is(accepted, 3, 'ten keys of one free user: 3 a minute in total');
+    await store.close();
+  });
+
+  test(`${name}: a key's own limits apply only where stricter than its user's tier`, async (t) => {
+    const { core, store } = await limiter({ ip_per_minute: 0, tiers: { ...{ free: { minute: 3, day: 50 } }, enterprise: { minute: 5 } } });
+    const looser = { apikey: key('enterprise', `user_${randomBytes(4).toString('hex')}`, { minute: 10, day: null }) };
+    let accepted = 0;
+    for (let i = 0; i < 10; i++) if ((await core.access(req('1.1.1.1', looser))).kind === 'continue') accepted++;
+    t.is(accepted, 5, 'the key cannot loosen the tier');
+    const stricter = { apikey: key('enterprise', `user_${randomBytes(4).toString('hex')}`, { minute: 2, day: null }) };
+    accepted = 0;
+    for (let i = 0; i < 10; i++) if ((await core.access(req('1.1.1.1', stricter))).kind === 'continue') accepted++;
+    t.is(accepted, 2, 'but may tighten it');
+    await store.close();
+  });
+
+  test(`${name}: token callers with email_verified false get the unverified tier (default: the guest tier)`, async (t) => {
+    const { core, store } = await limiter({ ip_per_minute: 0, user_tier: 'pro', guest_tier: 'free' });
+    const unverified = { jwt: { ...jwt(false), emailVerified: false } };
+    t.is(headersOf(await core.access(req(freshIp(), unverified)))[HEADERS.limit], '3');
+    const verified = { jwt: { ...jwt(false), emailVerified: true } };
+    t.is(headersOf(await core.access(req(freshIp(), verified)))[HEADERS.limit], '60');
+    const raised = await limiter({ ip_per_minute: 0, unverified_user_tier: 'pro' });
+    t.is(headersOf(await raised.core.access(req(freshIp(), { jwt: { ...jwt(false), emailVerified: false } })))[HEADERS.limit], '60');
+    await store.close();
+    await raised.store.close();
+  });
+
+  test(`${name}: exempt paths count nowhere; ip_per_hour; IPv6 clients bucketed by /64 (configurable)`, async (t) => {
+    const { core, store, clock } = await limiter({ ip_per_minute: 2, exempt_paths: ['/healthz'] });
+    const probe = { ...req('10.9.9.9'), path: '/healthz' };
+    for (let i = 0; i < 10; i++) t.deepEqual(await core.rewrite!(probe), { kind: 'continue' });
+    t.is((await core.rewrite!(req('10.9.9.9'))).kind, 'continue', 'the probes used none of the address budget');
+    t.is((await core.rewrite!(req('2001:db8:1:2::1'))).kind, 'continue');
+    t.is((await core.rewrite!(req('2001:db8:1:2:ffff::9'))).kind, 'continue');
+    t.is((await core.rewrite!(req('2001:db8:1:2::abcd'))).kind, 'respond', 'one /64, one bucket');
+    t.is((await core.rewrite!(req('2001:db8:1:3::1'))).kind, 'continue', 'the next /64 is another client');
+    const fine = await limiter({ ip_per_minute: 1, ipv6_prefix_length: 128 });
+    t.is((await fine.core.rewrite!(req('2001:db8::1'))).kind, 'continue');
+    t.is((await fine.core.rewrite!(req('2001:db8::2'))).kind, 'continue', '/128: every address its own bucket');
+    const hourly = await limiter({ ip_per_minute: 0, ip_per_hour: 2, ip_limit_phase: 'access' });
+    t.is((await hourly.core.access(req('10.8.8.8'))).kind, 'continue');
+    hourly.clock.advance(30 * 60_000);
+    t.is((await hourly.core.access(req('10.8.8.8'))).kind, 'continue');
+    const over = await hourly.core.access(req('10.8.8.8'));
+    t.is(over.kind, 'respond');
+    t.regex(((over as { body: { error: { message: string } } }).body).error.message, /2 requests per hour from this address/);
+    hourly.clock.advance(60 * 60_000);
+    t.is((await hourly.core.access(req('10.8.8.8'))).kind, 'continue', 'the next hour');
+    void clock;
+    await store.close();
+    await fine.store.close();
+    await hourly.store.close();
+  });
 }
 
 test('redis: two limiters (two nodes) share one counter', async (t) => {

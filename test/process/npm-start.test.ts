@@ -42,6 +42,12 @@ test('npm start brings every service up on embedded defaults; SIGTERM exits clea
     t.is(status, 200, `${name} /healthz`);
   }
   early.catch(() => {});
+  // Once up it says where to connect and what it generated, never the values.
+  const summary = await waitFor(() => (/generated: MASTER_KEY/.test(child.stdout()) ? child.stdout() : null), 30_000, 'start summary');
+  t.true(summary.includes(`platform ready: http://127.0.0.1:${ports.GATEWAY_PORT}`), summary);
+  t.regex(summary, /generated: GATEWAY_SHARED_SECRET \(in memory/);
+  const masterKey = readFileSync(join(dataDir, 'master.key'), 'utf8').trim();
+  t.false(child.stdout().includes(masterKey) || child.stderr().includes(masterKey), 'the master key value never printed');
   child.process.kill('SIGTERM');
   const { code } = await child.exited;
   t.is(code, 0, child.stderr().slice(-2000));

@@ -124,6 +124,7 @@ test('only administrators reach the webhook API', async (t) => {
     ['PATCH', '/v1/admin/webhooks/wh_x'],
     ['DELETE', '/v1/admin/webhooks/wh_x'],
     ['POST', '/v1/admin/webhooks/wh_x/rotate-secret'],
+    ['POST', '/v1/admin/webhooks/wh_x/test'],
     ['GET', '/v1/admin/webhooks/wh_x/deliveries'],
     ['POST', '/v1/admin/webhooks/wh_x/deliveries/whd_x/redeliver'],
   ] as const) {

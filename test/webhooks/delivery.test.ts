@@ -123,7 +123,7 @@ test.serial('patterns: exact, family and * subscriptions match; inactive and non
   for (const id of [exact, family, star, inactive, other]) await stack.api('DELETE', `/v1/admin/webhooks/${id}`);
 });
 
-test.serial('after rotate-secret deliveries carry both signatures during the grace period, then only the new one', async (t) => {
+test.serial('after rotate-secret X-Signature is one signature of the new secret and X-Signature-Previous carries the old one during the grace period, then goes', async (t) => {
   const oldSecret = 'old-secret-0123456789-abcdefgh';
   const created = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/rotate'), events: ['model.added'], secret: oldSecret });
   const id = created.body.id as string;
@@ -135,10 +135,22 @@ test.serial('after rotate-secret deliveries carry both signatures during the gra
 
   const e1 = await stack.emit('model.added', { model_id: 'm1' });
   const [r1] = (await receiver.until((all) => all.some((r) => r.headers['x-event-id'] === e1))).filter((r) => r.headers['x-event-id'] === e1);
-  const sig = String(r1!.headers['x-signature']);
-  t.regex(sig, /^sha256=[0-9a-f]{64},sha256=[0-9a-f]{64}$/);
+  t.regex(String(r1!.headers['x-signature']), /^sha256=[0-9a-f]{64}$/);
+  t.regex(String(r1!.headers['x-signature-previous']), /^sha256=[0-9a-f]{64}$/);
+  // A receiver following the plain scheme (X-Signature only) verifies with the new secret.
+  const plain = (secret: string, r: typeof r1) =>
+    verifyWebhookSignature({ body: r!.body, signature: String(r!.headers['x-signature']), timestamp: String(r!.headers['x-timestamp']), secret }).ok;
   const check = (secret: string, r = r1!) =>
-    verifyWebhookSignature({ body: r.body, signature: String(r.headers['x-signature']), timestamp: String(r.headers['x-timestamp']), secret }).ok;
+    verifyWebhookSignature({
+      body: r.body,
+      signature: r.headers['x-signature'] as string | undefined,
+      previousSignature: r.headers['x-signature-previous'] as string | undefined,
+      timestamp: String(r.headers['x-timestamp']),
+      secret,
+    }).ok;
+  t.true(plain(newSecret, r1));
+  t.false(plain(oldSecret, r1));
+  // The shipped verifier accepts either header: a receiver still on the old secret keeps working.
   t.true(check(newSecret));
   t.true(check(oldSecret));
 
@@ -147,6 +159,7 @@ test.serial('after rotate-secret deliveries carry both signatures during the gra
   const e2 = await stack.emit('model.added', { model_id: 'm2' });
   const [r2] = (await receiver.until((all) => all.some((r) => r.headers['x-event-id'] === e2))).filter((r) => r.headers['x-event-id'] === e2);
   t.regex(String(r2!.headers['x-signature']), /^sha256=[0-9a-f]{64}$/);
+  t.is(r2!.headers['x-signature-previous'], undefined);
   t.true(check(newSecret, r2));
   t.false(check(oldSecret, r2));
 

@@ -1,49 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
 import test from 'ava';
-import type { BaseConfig } from '../../services/kit/index.js';
 import { recordEvent } from '../../services/kit/index.js';
 import { startFaultProxy } from '../helpers/fault-proxy.js';
-import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
+import { spawnWorker, startReceiver, startStack, waitFor, type Stack } from './helpers.js';
 
 // Nothing is lost: a worker killed between receiving and acking, and a broker connection cut in
 // the middle of a 1,000-event burst. Each time the receiver's distinct X-Event-IDs must equal
 // the events committed (at-least-once; receivers dedupe by X-Event-ID).
 const MASTER_KEY = randomBytes(32).toString('hex');
-
-/** The worker's own entry point in a child process, on the same schema, exchange and queues. */
-function spawnWorker(config: BaseConfig, env: Record<string, string>): { child: ChildProcess; ready: Promise<void>; exited: Promise<unknown> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/webhook-delivery/main.ts'], {
-    cwd: process.cwd(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      PATH: process.env.PATH,
-      NODE_ENV: 'test',
-      LOG_LEVEL: 'info',
-      DATABASE_URL: config.DATABASE_URL,
-      DATABASE_SCHEMA: config.DATABASE_SCHEMA,
-      AMQP_URL: config.AMQP_URL,
-      BUS_EXCHANGE: config.BUS_EXCHANGE,
-      BUS_QUEUE_PREFIX: config.BUS_QUEUE_PREFIX,
-      EGRESS_ALLOW_HOSTS: config.EGRESS_ALLOW_HOSTS.join(','),
-      MASTER_KEY,
-      ...env,
-    },
-  });
-  let out = '';
-  let err = '';
-  child.stderr!.on('data', (c) => (err += c));
-  const ready = new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (c) => {
-      out += c;
-      if (out.includes('webhook delivery worker started')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`worker exited (${code}) before it was ready: ${err.slice(-2000)}`)));
-  });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  return { child, ready, exited };
-}
 
 async function emitMany(stack: Stack, type: string, count: number, batch = 50): Promise<string[]> {
   const ids: string[] = [];
@@ -68,7 +33,7 @@ test('a worker killed with SIGKILL between receiving and acking: every event is 
   const created = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/kill'), events: ['conversation.*'] });
   t.is(created.status, 201);
 
-  const worker = spawnWorker(stack.svc.runtime.config, { WEBHOOK_TIMEOUT_MS: '1500' });
+  const worker = spawnWorker(stack.svc.runtime.config, { MASTER_KEY, WEBHOOK_TIMEOUT_MS: '1500' });
   t.teardown(() => void worker.child.kill('SIGKILL'));
   await worker.ready;
   const ids = await emitMany(stack, 'conversation.created', 20, 5);

@@ -55,3 +55,20 @@ test('a webhook registered through the edge receives conversation.created and co
   const list = (await (await fetch(`${p.url}/llm/v1/admin/webhooks/${webhook.id}/deliveries`, { headers: adminHeaders })).json()) as { data: { status: string }[] };
   t.true(list.data.length >= 2);
 });
+
+test('through the edge, the admin test endpoint makes a signed webhook.test event arrive', async (t) => {
+  const adminHeaders = { 'X-API-Key': ADMIN_KEY, 'content-type': 'application/json' };
+  const created = await fetch(`${p.url}/v1/admin/webhooks`, {
+    method: 'POST',
+    headers: adminHeaders,
+    body: JSON.stringify({ url: receiver.url('/edge-test'), events: ['mcp_tool.enabled'] }),
+  });
+  const webhook = (await created.json()) as { id: string; secret: string };
+  const sent = await fetch(`${p.url}/llm/v1/admin/webhooks/${webhook.id}/test`, { method: 'POST', headers: adminHeaders });
+  t.is(sent.status, 202);
+  const delivery = (await sent.json()) as { event_id: string };
+  const [got] = (await receiver.until((rs) => rs.some((r) => r.headers['x-event-id'] === delivery.event_id), 30_000, 'test event')).filter((r) => r.headers['x-event-id'] === delivery.event_id);
+  t.is(got!.headers['x-event-type'], 'webhook.test');
+  t.is(got!.headers['x-webhook-id'], webhook.id);
+  t.true(verifyWebhookSignature({ body: got!.body, signature: String(got!.headers['x-signature']), timestamp: String(got!.headers['x-timestamp']), secret: webhook.secret }).ok);
+});

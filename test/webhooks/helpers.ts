@@ -1,10 +1,12 @@
+import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { recordEvent, type Clock, type ServiceDefinition } from '../../services/kit/index.js';
+import { recordEvent, type BaseConfig, type Clock, type ServiceDefinition } from '../../services/kit/index.js';
 import type { LlmApiResource } from '../../services/llm-api/resource.js';
 import { createLlmApiService } from '../../services/llm-api/service.js';
 import { webhooksResource } from '../../services/llm-api/webhooks/index.js';
 import { webhookDeliveryWorker } from '../../workers/webhook-delivery/index.js';
 import { startTestService, type TestService } from '../helpers/env.js';
+import { stackEnv, startEntryPoint } from '../helpers/process.js';
 import { createTestUser, edgeHeaders, type TestUser } from '../helpers/users.js';
 
 /** A request the local receiver got. */
@@ -146,6 +148,20 @@ export async function startStack(options: {
   };
   if (options.worker !== false) await stack.startWorker();
   return stack;
+}
+
+/** The delivery worker's own entry point in a child process, on the same schema, exchange and queues (`env` adds MASTER_KEY and settings). */
+export function spawnWorker(config: BaseConfig, env: Record<string, string>): { child: ChildProcess; ready: Promise<void>; exited: Promise<unknown> } {
+  const started = startEntryPoint('workers/webhook-delivery/main.ts', stackEnv(config, { EGRESS_ALLOW_HOSTS: config.EGRESS_ALLOW_HOSTS.join(','), ...env }));
+  const ready = new Promise<void>((resolve, reject) => {
+    // startChild's own listener ran first: stdout() already holds this chunk.
+    started.process.stdout!.on('data', () => {
+      if (started.stdout().includes('webhook delivery worker started')) resolve();
+    });
+    started.process.once('exit', (code) => reject(new Error(`worker exited (${code}) before it was ready: ${started.stderr().slice(-2000)}`)));
+  });
+  const exited = started.exited.then(({ code }) => code);
+  return { child: started.process, ready, exited };
 }
 
 export { waitFor } from '../helpers/wait.js';

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { computeSignature, signatureHeader, verifyWebhookSignature } from '../../services/kit/webhook-signature.js';
+import { computeSignature, signatureHeader, signatureHeaders, verifyWebhookSignature } from '../../services/kit/webhook-signature.js';
 
 // The receiver-side verifier: pure function, explicit `now`, no I/O.
 const secret = 'whsec_0123456789abcdefghijklmnopqrstuv';
@@ -8,7 +8,7 @@ const now = 1_800_000_000_000;
 const ts = String(now / 1000);
 
 const verify = (over: Partial<Parameters<typeof verifyWebhookSignature>[0]> = {}) =>
-  verifyWebhookSignature({ body, timestamp: ts, signature: signatureHeader([secret], ts, body), secret, now, ...over });
+  verifyWebhookSignature({ body, timestamp: ts, signature: signatureHeader(secret, ts, body), secret, now, ...over });
 
 test('accepts a valid sha256= signature and the bare hex digest', (t) => {
   t.deepEqual(verify(), { ok: true });
@@ -21,13 +21,30 @@ test('the signed message is `${timestamp}.${raw body}` with HMAC-SHA256, hex', a
   t.is(computeSignature(secret, ts, body), createHmac('sha256', secret).update(`${ts}.${body}`).digest('hex'));
 });
 
-test('accepts a match with any listed signature (rotation grace period)', (t) => {
+test('X-Signature is exactly one sha256= of the current secret; the previous secret signs X-Signature-Previous', (t) => {
   const old = 'old-secret-000000000000000000';
-  const header = signatureHeader([secret, old], ts, body);
-  t.regex(header, /^sha256=[0-9a-f]{64},sha256=[0-9a-f]{64}$/);
-  t.true(verify({ signature: header }).ok);
-  t.true(verify({ signature: header, secret: old }).ok);
-  t.true(verify({ signature: signatureHeader([old], ts, body), secret: [secret, old] }).ok);
+  const headers = signatureHeaders({ current: secret, previous: old }, ts, body);
+  t.deepEqual(Object.keys(headers).sort(), ['X-Signature', 'X-Signature-Previous']);
+  t.is(headers['X-Signature'], `sha256=${computeSignature(secret, ts, body)}`);
+  t.is(headers['X-Signature-Previous'], `sha256=${computeSignature(old, ts, body)}`);
+  // Outside a rotation: only X-Signature.
+  t.deepEqual(Object.keys(signatureHeaders({ current: secret }, ts, body)), ['X-Signature']);
+  t.deepEqual(Object.keys(signatureHeaders({ current: secret, previous: null }, ts, body)), ['X-Signature']);
+});
+
+test('during a rotation the verifier accepts either header: a receiver on the new secret or still on the old one', (t) => {
+  const old = 'old-secret-000000000000000000';
+  const headers = signatureHeaders({ current: secret, previous: old }, ts, body);
+  const both = { signature: headers['X-Signature'], previousSignature: headers['X-Signature-Previous'] };
+  t.deepEqual(verify({ ...both, secret }), { ok: true });
+  t.deepEqual(verify({ ...both, secret: old }), { ok: true });
+  t.deepEqual(verify({ ...both, secret: [secret, old] }), { ok: true });
+  t.deepEqual(verify({ ...both, secret: 'whsec_neither-of-them-0000000' }), { ok: false, reason: 'signature_mismatch' });
+  // A receiver that reads only X-Signature (the plain scheme) verifies with the new secret alone.
+  t.deepEqual(verify({ signature: headers['X-Signature'], secret }), { ok: true });
+  t.deepEqual(verify({ signature: headers['X-Signature'], secret: old }), { ok: false, reason: 'signature_mismatch' });
+  // Only the previous header present still counts as a signature to check.
+  t.deepEqual(verify({ signature: undefined, previousSignature: headers['X-Signature-Previous'], secret: old }), { ok: true });
 });
 
 test('refuses a tampered body', (t) => {
@@ -42,14 +59,14 @@ test('refuses a wrong secret', (t) => {
 test('refuses an old timestamp (older than 300 s) and one far in the future', (t) => {
   const old = String(now / 1000 - 301);
   // Correctly signed, but too old: a replay.
-  t.deepEqual(verify({ timestamp: old, signature: signatureHeader([secret], old, body) }), { ok: false, reason: 'timestamp_too_old' });
+  t.deepEqual(verify({ timestamp: old, signature: signatureHeader(secret, old, body) }), { ok: false, reason: 'timestamp_too_old' });
   const edge = String(now / 1000 - 300);
-  t.true(verify({ timestamp: edge, signature: signatureHeader([secret], edge, body) }).ok);
+  t.true(verify({ timestamp: edge, signature: signatureHeader(secret, edge, body) }).ok);
   const future = String(now / 1000 + 301);
-  t.deepEqual(verify({ timestamp: future, signature: signatureHeader([secret], future, body) }), { ok: false, reason: 'timestamp_in_future' });
+  t.deepEqual(verify({ timestamp: future, signature: signatureHeader(secret, future, body) }), { ok: false, reason: 'timestamp_in_future' });
   // A different timestamp than the one signed fails the signature.
   t.deepEqual(verify({ timestamp: String(now / 1000 - 1) }), { ok: false, reason: 'signature_mismatch' });
-  t.false(verify({ toleranceSeconds: 10, timestamp: String(now / 1000 - 11), signature: signatureHeader([secret], String(now / 1000 - 11), body) }).ok);
+  t.false(verify({ toleranceSeconds: 10, timestamp: String(now / 1000 - 11), signature: signatureHeader(secret, String(now / 1000 - 11), body) }).ok);
 });
 
 test('refuses missing or malformed headers', (t) => {

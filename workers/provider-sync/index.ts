@@ -1,12 +1,24 @@
-import type { SharedServiceContext, WorkerDefinition } from '../../services/kit/index.js';
-import { syncDepsFor, upstreamFor } from '../../services/llm-api/routing/core.js';
-import { PROVIDER_SYNC_QUEUE, syncProvider, SyncError } from '../../services/llm-api/providers/sync.js';
+import {
+  catalogConfigShape,
+  catalogSyncDeps,
+  createModelListClient,
+  createSyncRunsStore,
+  loadCatalogConfig,
+  PROVIDER_SYNC_QUEUE,
+  syncProvider,
+  SyncError,
+  type ModelListClient,
+  type SyncDeps,
+} from '../../domains/catalog/index.js';
+import { createEgressGuard, createSecretBox, loadMasterKey, type BaseConfig, type SharedServiceContext, type WorkerDefinition } from '../../services/kit/index.js';
 
 /**
  * provider-sync: re-synchronises every active provider's models on a schedule
  * (LLM_PROVIDER_SYNC_INTERVAL_MS; 0 turns the schedule off) and on demand — a message on the
  * `llm.provider-sync` queue (`{provider_id?}`; without an id: all active providers), which
- * `POST /v1/admin/providers/sync` sends. Sync adds new models, deactivates vanished ones and never
+ * `POST /v1/admin/providers/sync` sends with the id of the run it recorded (`run_id`): the run goes
+ * running → succeeded | failed with the counts, and a redelivered message for a finished run is
+ * acknowledged without running again. Sync adds new models, deactivates vanished ones and never
  * touches manually updated fields; events go through the outbox. llm-api processes notice the
  * change through the catalog version (LLM_CATALOG_POLL_MS).
  */
@@ -15,22 +27,44 @@ export { PROVIDER_SYNC_QUEUE };
 export interface SyncRunSummary {
   synced: string[];
   failed: Array<{ provider_id: string; error: string }>;
+  added: number;
+  updated: number;
+  deactivated: number;
 }
 
-export async function syncAllProviders(ctx: SharedServiceContext, deps: ReturnType<typeof syncDepsFor>, providerId?: string): Promise<SyncRunSummary> {
+/** The worker's own model-list client, guarded like every provider call (PROVIDER_URL_ALLOW). */
+export function modelListClientFor(platform: BaseConfig) {
+  const config = loadCatalogConfig(platform.env);
+  return createModelListClient({
+    connectTimeoutMs: config.LLM_UPSTREAM_CONNECT_TIMEOUT_MS,
+    guard: createEgressGuard({ allowHosts: config.PROVIDER_URL_ALLOW, exclusive: true }),
+  });
+}
+
+export function syncDepsFor(ctx: SharedServiceContext, client: ModelListClient): SyncDeps {
+  const { config, db, clock } = ctx.runtime;
+  const box = createSecretBox(loadMasterKey(config));
+  return catalogSyncDeps({ knex: db.knex, box, clock, upstream: client, modelsTimeoutMs: loadCatalogConfig(config.env).LLM_MODELS_TIMEOUT_MS });
+}
+
+export async function syncAllProviders(ctx: SharedServiceContext, deps: SyncDeps, providerId?: string): Promise<SyncRunSummary> {
   const providers = providerId ? [await deps.providers.byId(providerId)].filter(Boolean) : (await deps.providers.list()).filter((p) => p.active);
-  const summary: SyncRunSummary = { synced: [], failed: [] };
+  const summary: SyncRunSummary = { synced: [], failed: [], added: 0, updated: 0, deactivated: 0 };
+  if (providerId && providers.length === 0) summary.failed.push({ provider_id: providerId, error: 'the provider no longer exists' });
   for (const provider of providers) {
     try {
       const result = await syncProvider(deps, provider!.id);
       summary.synced.push(provider!.id);
+      summary.added += result.added;
+      summary.updated += result.updated;
+      summary.deactivated += result.deactivated;
       if (result.added || result.updated || result.deactivated) {
         ctx.runtime.logger.info({ provider_id: provider!.id, added: result.added, updated: result.updated, deactivated: result.deactivated }, 'provider models synchronised');
       }
     } catch (error) {
       summary.failed.push({ provider_id: provider!.id, error: (error as Error).message });
       if (!(error instanceof SyncError)) ctx.runtime.logger.error({ err: error, provider_id: provider!.id }, 'provider sync failed');
-      else ctx.runtime.logger.warn({ provider_id: provider!.id, err: error.message }, 'provider sync failed');
+      else ctx.runtime.logger.warn({ provider_id: provider!.id, err: error.detail }, 'provider sync failed');
     }
   }
   return summary;
@@ -38,28 +72,58 @@ export async function syncAllProviders(ctx: SharedServiceContext, deps: ReturnTy
 
 export const providerSyncWorker: WorkerDefinition = {
   name: 'provider-sync',
+  config: catalogConfigShape,
   migrations: [],
   async start(ctx) {
-    const config = ctx.runtime.config;
-    const upstream = upstreamFor(config);
+    const config = loadCatalogConfig(ctx.runtime.config.env);
+    const upstream = modelListClientFor(ctx.runtime.config);
     const deps = syncDepsFor(ctx, upstream);
+    const runs = createSyncRunsStore(ctx.runtime.db.knex);
+    const nowSec = () => Math.floor(ctx.runtime.clock.now() / 1000);
     let timer: NodeJS.Timeout | undefined;
     let running: Promise<unknown> = Promise.resolve();
-    const run = (providerId?: string) => (running = running.then(() => syncAllProviders(ctx, deps, providerId)));
+    const run = (providerId?: string) => {
+      const next = running.then(() => syncAllProviders(ctx, deps, providerId));
+      running = next.catch(() => {});
+      return next;
+    };
 
     if (config.LLM_PROVIDER_SYNC_INTERVAL_MS > 0) {
       const tick = () => {
-        timer = setTimeout(() => void run().finally(() => timer && tick()), config.LLM_PROVIDER_SYNC_INTERVAL_MS);
+        // A failed scheduled pass (the database away, say) is logged and the next tick tries again;
+        // it must never become an unhandled rejection that ends the process.
+        timer = setTimeout(
+          () =>
+            void run()
+              .catch((error: unknown) => ctx.runtime.logger.error({ err: error }, 'scheduled provider sync failed'))
+              .finally(() => timer && tick()),
+          config.LLM_PROVIDER_SYNC_INTERVAL_MS,
+        );
         timer.unref();
       };
       tick();
     }
-    const consumer = await ctx.runtime.bus.consume<{ provider_id?: string }>({ queue: PROVIDER_SYNC_QUEUE, prefetch: 1 }, async (message, delivery) => {
+    const consumer = await ctx.runtime.bus.consume<{ provider_id?: string; run_id?: string }>({ queue: PROVIDER_SYNC_QUEUE, prefetch: 1 }, async (message, delivery) => {
+      const providerId = typeof message.body?.provider_id === 'string' ? message.body.provider_id : undefined;
+      const runId = typeof message.body?.run_id === 'string' ? message.body.run_id : undefined;
       try {
-        await run(typeof message.body?.provider_id === 'string' ? message.body.provider_id : undefined);
+        if (runId && !(await runs.start(runId, nowSec()))) {
+          await delivery.ack(); // already finished: a redelivery
+          return;
+        }
+        const summary = await run(providerId);
+        if (runId) {
+          const error = summary.failed.length ? summary.failed.map((f) => `${f.provider_id}: ${f.error}`).join('; ') : null;
+          await runs.finish(
+            runId,
+            { providers_synced: summary.synced.length, providers_failed: summary.failed.length, added: summary.added, updated: summary.updated, deactivated: summary.deactivated, failures: summary.failed, error },
+            nowSec(),
+          );
+        }
         await delivery.ack();
       } catch (error) {
         ctx.runtime.logger.error({ err: (error as Error).message }, 'on-demand provider sync failed; retrying in 30 s');
+        if (runId) await runs.requeue(runId, `interrupted, retrying: ${(error as Error).message}`).catch(() => {});
         await delivery.retryAfter(30_000);
       }
     });

@@ -1,11 +1,10 @@
 import { EgressRefusedError, type EgressGuard } from '../../services/kit/index.js';
-import { signatureHeader } from '../../services/kit/webhook-signature.js';
-import type { DeliveryRow } from '../../services/llm-api/webhooks/deliveries-store.js';
-import type { WebhookRow } from '../../services/llm-api/webhooks/store.js';
+import { signatureHeaders } from '../../services/kit/core/index.js';
+import type { DeliveryRow, WebhookRow } from '../../domains/webhooks/index.js';
 
 /**
- * One HTTP attempt of a delivery: the envelope of SPEC.md 6.3, the headers of 6.4, a signature
- * made afresh for this attempt (6.5), no redirects followed, and a verdict:
+ * One HTTP attempt of a delivery: the envelope, the delivery headers, a signature
+ * made afresh for this attempt, no redirects followed, and a verdict:
  * 2xx delivered; 3xx and 4xx failed for good; 5xx, timeouts and network errors retried.
  */
 export interface AttemptResult {
@@ -34,8 +33,8 @@ export async function attemptDelivery(options: {
   guard: EgressGuard;
   delivery: DeliveryRow;
   webhook: WebhookRow;
-  /** Current secret first, then the previous one while its grace period lasts. */
-  secrets: string[];
+  /** The current secret, and the previous one while its grace period lasts. */
+  secrets: { current: string; previous?: string | null };
   nowMs: number;
   timeoutMs: number;
 }): Promise<AttemptResult> {
@@ -47,7 +46,7 @@ export async function attemptDelivery(options: {
     'Content-Type': 'application/json',
     'User-Agent': USER_AGENT,
     'X-Timestamp': timestamp,
-    'X-Signature': signatureHeader(options.secrets, timestamp, body),
+    ...signatureHeaders(options.secrets, timestamp, body),
     'X-Event-Type': delivery.event_type,
     'X-Event-ID': delivery.event_id,
     'X-Webhook-ID': webhook.id,

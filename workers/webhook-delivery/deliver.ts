@@ -1,7 +1,5 @@
 import type { BusMessage, Clock, Delivery, EgressGuard, Logger, SecretBox } from '../../services/kit/index.js';
-import type { AttemptOutcome, DeliveriesStore, DeliveryRow } from '../../services/llm-api/webhooks/deliveries-store.js';
-import { ATTEMPT_HEADER } from '../../services/llm-api/webhooks/events.js';
-import type { WebhookRow } from '../../services/llm-api/webhooks/store.js';
+import { ATTEMPT_HEADER, type AttemptOutcome, type DeliveriesStore, type DeliveryJob, type DeliveryRow, type WebhookRow } from '../../domains/webhooks/index.js';
 import { attemptDelivery } from './attempt.js';
 
 /**
@@ -11,10 +9,6 @@ import { attemptDelivery } from './attempt.js';
  * with `retryAfter` (a TTL queue per delay step on RabbitMQ, `run_at` on the PostgreSQL queue).
  * A worker that dies anywhere in between leaves the job unacked: the broker hands it out again.
  */
-export interface DeliveryJob {
-  delivery_id: string;
-}
-
 export interface DeliverDeps {
   deliveries: DeliveriesStore;
   box: SecretBox;
@@ -58,11 +52,11 @@ export function createDeliveryHandler(deps: DeliverDeps) {
   const steps = [...new Set([...deps.schedule, deps.busyDelayMs, leaseMs])].sort((a, b) => a - b);
   const roundUp = (ms: number) => (ms <= 0 ? 0 : steps.find((s) => s >= ms) ?? steps[steps.length - 1]!);
 
-  function secretsOf(webhook: WebhookRow, nowMs: number): string[] {
-    const secrets = [deps.box.open(webhook.secret_sealed, webhook.id)];
+  function secretsOf(webhook: WebhookRow, nowMs: number): { current: string; previous?: string } {
+    const current = deps.box.open(webhook.secret_sealed, webhook.id);
     const graceUntil = webhook.previous_secret_expires_at ? new Date(webhook.previous_secret_expires_at).getTime() : 0;
-    if (webhook.previous_secret_sealed && graceUntil > nowMs) secrets.push(deps.box.open(webhook.previous_secret_sealed, webhook.id));
-    return secrets;
+    if (webhook.previous_secret_sealed && graceUntil > nowMs) return { current, previous: deps.box.open(webhook.previous_secret_sealed, webhook.id) };
+    return { current };
   }
 
   /** A job whose attempt was already recorded. */
@@ -145,8 +139,28 @@ export function createDeliveryHandler(deps: DeliverDeps) {
       nextAttemptAt: outcome === 'retry' ? new Date(attemptedAt + delay!) : null,
     });
     if (!recorded) return delivery.ack(); // another copy recorded this attempt first
+    if (outcome !== 'delivered') {
+      // Never the URL (it may embed a token) nor a secret: ids, status and the verdict's reason.
+      const fields = {
+        webhook_id: webhook.id,
+        delivery_id: id,
+        event_id: row.event_id,
+        event_type: row.event_type,
+        attempt: expected + 1,
+        status: result.statusCode,
+        error: result.error,
+        outcome,
+        ...(outcome === 'retry' ? { next_attempt_in_ms: delay } : {}),
+      };
+      const message =
+        outcome === 'dead'
+          ? 'webhook delivery is dead after its last attempt'
+          : outcome === 'failed'
+            ? 'webhook delivery failed and will not be retried'
+            : 'webhook delivery attempt failed; will retry';
+      deps.logger.warn(fields, message);
+    }
     if (outcome === 'retry') return delivery.retryAfter(delay!, { [ATTEMPT_HEADER]: String(expected + 1) });
-    if (outcome === 'dead') deps.logger.warn({ delivery_id: id, webhook_id: webhook.id, attempts: expected + 1 }, 'webhook delivery is dead after its last attempt');
     return delivery.ack();
   };
 }

@@ -1,8 +1,13 @@
-import { createEgressGuard, createSecretBox, loadMasterKey, type BusMessage, type Delivery, type WorkerDefinition } from '../../services/kit/index.js';
-import { createDeliveriesStore } from '../../services/llm-api/webhooks/deliveries-store.js';
-import { ATTEMPT_HEADER, DELIVERY_QUEUE, FANOUT_QUEUE } from '../../services/llm-api/webhooks/events.js';
-import { webhooksMigrationSet } from '../../services/llm-api/webhooks/migrations.js';
-import { createWebhooksStore } from '../../services/llm-api/webhooks/store.js';
+import { createEgressGuard, createSecretBox, loadConfig, loadMasterKey, type BusMessage, type Delivery, type WorkerDefinition } from '../../services/kit/index.js';
+import {
+  createDeliveriesStore,
+  createWebhooksStore,
+  DELIVERY_QUEUE,
+  FANOUT_QUEUE,
+  sendDeliveryJob,
+  webhooksConfigShape,
+  webhooksMigrationSet,
+} from '../../domains/webhooks/index.js';
 import { createDeliveryHandler } from './deliver.js';
 import { createFanoutHandler } from './fanout.js';
 
@@ -13,10 +18,12 @@ import { createFanoutHandler } from './fanout.js';
  */
 export const webhookDeliveryWorker: WorkerDefinition = {
   name: 'webhook-delivery',
+  config: webhooksConfigShape,
   // Idempotent: whichever of llm-api and this worker migrates first creates the tables.
   migrations: [webhooksMigrationSet],
   async start(ctx) {
-    const { config, db, bus, clock } = ctx.runtime;
+    const { config: base, db, bus, clock } = ctx.runtime;
+    const config = { ...base, ...loadConfig(webhooksConfigShape, base.env) };
     const logger = ctx.runtime.logger.child({ worker: 'webhook-delivery' });
     const webhooks = createWebhooksStore(db.knex);
     const deliveries = createDeliveriesStore(db.knex);
@@ -56,7 +63,7 @@ export const webhookDeliveryWorker: WorkerDefinition = {
       sweeping = true;
       try {
         const overdue = await deliveries.overdue(new Date(clock.now() - config.WEBHOOK_SWEEP_GRACE_MS), 500);
-        for (const d of overdue) await bus.send(DELIVERY_QUEUE, { delivery_id: d.id }, { messageId: d.id, headers: { [ATTEMPT_HEADER]: String(d.attempts) } });
+        for (const d of overdue) await sendDeliveryJob(bus, d);
         await deliveries.touch(overdue.map((d) => d.id), new Date(clock.now()));
         if (overdue.length) logger.warn({ count: overdue.length }, 're-enqueued overdue webhook deliveries');
       } catch (error) {

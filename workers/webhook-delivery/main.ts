@@ -1,10 +1,11 @@
-import { exitOnConfigError, exitOnSignals, loadBaseConfig, openRuntime, serviceUrls, type BaseConfig } from '../../services/kit/index.js';
+import { checkOwnConfig, exitOnConfigError, exitOnSignals, loadBaseConfig, openRuntime, serviceUrls, type BaseConfig } from '../../services/kit/index.js';
 import { webhookDeliveryWorker } from './index.js';
 
 /** Runs the webhook delivery worker alone (one or more processes beside the services). */
 let config: BaseConfig;
 try {
   config = loadBaseConfig();
+  checkOwnConfig([webhookDeliveryWorker], config.env);
 } catch (error) {
   exitOnConfigError(error);
 }

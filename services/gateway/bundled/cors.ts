@@ -1,4 +1,4 @@
-import { CONTINUE, firstHeader, type Decision, type EdgeRequest, type PluginCore } from '../../../plugins/core/types.js';
+import { CONTINUE, firstHeader, type Decision, type EdgeRequest, type PluginCore } from '../../../plugins/core/index.js';
 
 /**
  * Kong's bundled `cors` plugin (priority 2000) for the embedded gateway, same config fields:

@@ -1,4 +1,4 @@
-import type { Decision, PluginCore } from '../../../plugins/core/types.js';
+import type { Decision, PluginCore } from '../../../plugins/core/index.js';
 
 /** Kong's bundled `request-termination` (priority 2): answers with a fixed status and body. */
 export const PRIORITY = 2;

@@ -1,6 +1,6 @@
 import amqp, { type ChannelModel, type ConfirmChannel, type Channel, type ConsumeMessage } from 'amqplib';
 import type { Logger } from '../logger.js';
-import type { Bus, BusMessage, ConsumeOptions, Consumer, Delivery, MessageHandler, PublishOptions } from './types.js';
+import { busExchangeName, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions, type QueueBacklog } from './types.js';
 
 /**
  * RabbitMQ driver: a durable topic exchange, durable queues, persistent messages, publisher
@@ -12,7 +12,9 @@ import type { Bus, BusMessage, ConsumeOptions, Consumer, Delivery, MessageHandle
 
 export interface AmqpBusOptions {
   url: string;
+  /** Base name of the topic exchange; the bus declares `${queuePrefix}${exchange}`. */
   exchange: string;
+  /** Prefix of every broker object this bus declares: exchange, work, dead-letter and delay queues. */
   queuePrefix?: string;
   prefetch?: number;
   logger: Logger;
@@ -60,8 +62,12 @@ class AmqpBus implements Bus {
   /** Queues this connection has declared (work queues with their dead letters, delay queues). */
   private readonly declaredQueues = new Set<string>();
 
+  /** The topic exchange, derived from the prefix so platforms sharing a broker never see each other's events. */
+  private readonly exchange: string;
+
   constructor(private readonly options: AmqpBusOptions) {
     this.backoff = options.minBackoffMs ?? 100;
+    this.exchange = busExchangeName(options.queuePrefix, options.exchange);
   }
 
   private q(name: string): string {
@@ -82,7 +88,7 @@ class AmqpBus implements Bus {
     connection.on('close', () => this.onConnectionLost(connection));
     const confirm = await connection.createConfirmChannel();
     confirm.on('error', (error: Error) => this.options.logger.warn({ err: error.message }, 'amqp channel error'));
-    await confirm.assertExchange(this.options.exchange, 'topic', { durable: true });
+    await confirm.assertExchange(this.exchange, 'topic', { durable: true });
     this.connection = connection;
     this.confirm = confirm;
     this.declaredQueues.clear();
@@ -152,7 +158,7 @@ class AmqpBus implements Bus {
   }
 
   publish(routingKey: string, body: unknown, options: PublishOptions): Promise<void> {
-    return this.confirmPublish(this.options.exchange, routingKey, body, options, routingKey);
+    return this.confirmPublish(this.exchange, routingKey, body, options, routingKey);
   }
 
   async send(queue: string, body: unknown, options: PublishOptions & { delayMs?: number; routingKey?: string }): Promise<void> {
@@ -219,9 +225,9 @@ class AmqpBus implements Bus {
     const queue = this.q(state.options.queue);
     const channel = await connection.createChannel();
     channel.on('error', (error: Error) => this.options.logger.warn({ err: error.message, queue }, 'amqp consumer channel error'));
-    await channel.assertExchange(this.options.exchange, 'topic', { durable: true });
+    await channel.assertExchange(this.exchange, 'topic', { durable: true });
     await this.declareWorkQueue(channel, queue, true);
-    for (const pattern of state.options.bindings ?? []) await channel.bindQueue(queue, this.options.exchange, pattern);
+    for (const pattern of state.options.bindings ?? []) await channel.bindQueue(queue, this.exchange, pattern);
     await channel.prefetch(state.options.prefetch ?? this.options.prefetch ?? 32);
     state.channel = channel;
     const reply = await channel.consume(queue, (raw) => {
@@ -279,9 +285,30 @@ class AmqpBus implements Bus {
     }
   }
 
+  async backlog(): Promise<QueueBacklog[]> {
+    const connection = this.connection;
+    if (!connection) throw new BusUnavailableError();
+    const queues = [...new Set([...this.consumers].filter((c) => !c.cancelled).map((c) => c.options.queue))];
+    if (queues.length === 0) return [];
+    // A channel of its own: checking a queue that does not exist closes the channel it is asked on.
+    const channel = await connection.createChannel();
+    channel.on('error', () => {});
+    const out: QueueBacklog[] = [];
+    try {
+      for (const queue of queues) {
+        const info = await channel.checkQueue(this.q(queue)).catch(() => null);
+        if (!info) break;
+        out.push({ queue, ready: info.messageCount, oldestSeconds: null });
+      }
+    } finally {
+      await channel.close().catch(() => {});
+    }
+    return out;
+  }
+
   async ping(): Promise<void> {
     if (!this.connection || !this.confirm) throw new BusUnavailableError();
-    await this.confirm.checkExchange(this.options.exchange);
+    await this.confirm.checkExchange(this.exchange);
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
-import { topicMatches, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions } from './types.js';
+import { busExchangeName, topicMatches, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions, type QueueBacklog } from './types.js';
 
 /**
  * Embedded driver: a durable PostgreSQL-backed queue (works on PGlite and on PostgreSQL).
@@ -15,7 +15,9 @@ import { topicMatches, type Bus, type BusMessage, type ConsumeOptions, type Cons
 
 export interface PgQueueBusOptions {
   knex: Knex;
+  /** Base name of the emulated topic exchange; bindings are kept under `${queuePrefix}${exchange}`. */
   exchange: string;
+  /** Prefix of every queue and of the exchange: buses with different prefixes share nothing. */
   queuePrefix?: string;
   prefetch?: number;
   pollMs?: number;
@@ -42,8 +44,11 @@ export class PgQueueBus extends EventEmitter implements Bus {
   private readonly wakers = new Map<string, Set<() => void>>();
   private readonly pollers = new Set<{ stop(): void; done: Promise<void> }>();
 
+  private readonly exchange: string;
+
   constructor(private readonly options: PgQueueBusOptions) {
     super();
+    this.exchange = busExchangeName(options.queuePrefix, options.exchange);
   }
 
   private q(name: string): string {
@@ -52,7 +57,8 @@ export class PgQueueBus extends EventEmitter implements Bus {
 
   async publish(routingKey: string, body: unknown, options: PublishOptions): Promise<void> {
     this.assertOpen();
-    const { knex, exchange } = this.options;
+    const { knex } = this.options;
+    const exchange = this.exchange;
     const bindings: { queue: string; pattern: string }[] = await knex('bus_bindings').select('queue', 'pattern').where({ exchange });
     const queues = new Set(bindings.filter((b) => topicMatches(b.pattern, routingKey)).map((b) => b.queue));
     if (queues.size === 0) return;
@@ -85,7 +91,8 @@ export class PgQueueBus extends EventEmitter implements Bus {
   async consume<T>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer> {
     this.assertOpen();
     const queue = this.q(options.queue);
-    const { knex, exchange } = this.options;
+    const { knex } = this.options;
+    const exchange = this.exchange;
     for (const pattern of options.bindings ?? []) {
       await knex('bus_bindings').insert({ exchange, queue, pattern }).onConflict(['exchange', 'queue', 'pattern']).ignore();
     }
@@ -98,6 +105,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
 
     const loop = async () => {
       while (!stopped && !this.closed) {
+        await yieldToEventLoop();
         let claimed: JobRow[] = [];
         try {
           if (inFlight < prefetch) claimed = await this.claim(queue, prefetch - inFlight);
@@ -185,6 +193,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
             }),
         ),
     };
+    await yieldToEventLoop();
     const message: BusMessage = {
       id: job.message_id,
       routingKey: job.routing_key,
@@ -218,6 +227,26 @@ export class PgQueueBus extends EventEmitter implements Bus {
     await this.options.knex.raw('select 1 from bus_jobs limit 1');
   }
 
+  async backlog(): Promise<QueueBacklog[]> {
+    const prefix = this.options.queuePrefix ?? '';
+    const now = this.options.clock.now();
+    const rows: Array<{ queue: string; ready: string | number; oldest: string | number | null }> = await this.options
+      .knex('bus_jobs')
+      .select('queue')
+      .count({ ready: '*' })
+      .min({ oldest: 'run_at' })
+      .where('state', 'ready')
+      .andWhere('run_at', '<=', now)
+      .andWhere('locked_until', '<', now)
+      .andWhereRaw('left(queue, ?) = ?', [prefix.length, prefix])
+      .groupBy('queue');
+    return rows.map((r) => ({
+      queue: r.queue.slice(prefix.length),
+      ready: Number(r.ready),
+      oldestSeconds: r.oldest === null ? null : Math.max(0, (now - Number(r.oldest)) / 1000),
+    }));
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const pollers = [...this.pollers];
@@ -225,3 +254,10 @@ export class PgQueueBus extends EventEmitter implements Bus {
     await Promise.all(pollers.map((p) => p.done));
   }
 }
+
+/**
+ * Lets timers and I/O run. On PGlite a query runs synchronously and resolves as a microtask, so a
+ * consumer whose handlers only talk to the database would never give the event loop back: HTTP
+ * requests in the same process (the API, a delivery's own POST) would starve during a burst.
+ */
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));

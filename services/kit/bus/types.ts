@@ -41,6 +41,14 @@ export interface Consumer {
   cancel(options?: { drainMs?: number }): Promise<void>;
 }
 
+export interface QueueBacklog {
+  /** The queue's name without the bus prefix. */
+  queue: string;
+  ready: number;
+  /** Seconds the oldest due message has waited; null when unknown (RabbitMQ) or nothing waits. */
+  oldestSeconds: number | null;
+}
+
 export interface PublishOptions {
   messageId: string;
   headers?: Record<string, string>;
@@ -55,6 +63,12 @@ export interface Bus {
   consume<T = unknown>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer>;
   /** Throws when the broker cannot be reached (readiness). */
   ping(): Promise<void>;
+  /**
+   * Consumer lag: messages due on each queue and not yet taken by a consumer (metrics). The
+   * PostgreSQL queue reports every queue of this prefix, with the age of the oldest due message;
+   * RabbitMQ reports the queues this process consumes, by count only (the broker keeps no age).
+   */
+  backlog(): Promise<QueueBacklog[]>;
   close(): Promise<void>;
 }
 
@@ -72,4 +86,13 @@ export function topicMatches(pattern: string, routingKey: string): boolean {
     return (p[i] === '*' || p[i] === k[j]) && match(i + 1, j + 1);
   };
   return match(0, 0);
+}
+
+/**
+ * The exchange a bus really uses: the configured base name under the queue prefix. Every broker
+ * object (exchange, queues, dead-letter and delay queues, embedded bindings) carries the prefix, so
+ * one setting (`BUS_QUEUE_PREFIX`) isolates a platform on a shared broker.
+ */
+export function busExchangeName(prefix: string | undefined, exchange: string): string {
+  return `${prefix ?? ''}${exchange}`;
 }

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
+import { startPGliteWorker } from './pglite-remote.js';
 
 // node-pg returns int8 (count(*), bigserial) as strings; PGlite returns numbers. Make them agree.
 pg.types.setTypeParser(20, (value) => Number(value));
@@ -42,15 +43,25 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
     if (options.schema) await knex.raw('create schema if not exists ??', [options.schema]);
     return wrap(knex, 'postgres');
   }
-  let connection: { filename: string } | Record<string, never> = {};
+  let dir: string | undefined;
   if (!options.inMemory) {
-    const dir = resolve(options.dataDir, 'pglite');
+    dir = resolve(options.dataDir, 'pglite');
     mkdirSync(dir, { recursive: true });
-    connection = { filename: dir };
+  }
+  // PGlite runs each query synchronously in WebAssembly; in a worker thread it never blocks the
+  // requests this thread serves. knex-pglite drives it through the same three members.
+  const pglite = startPGliteWorker(dir);
+  // Opening a data directory can take many seconds on a busy disk; wait for it here, so that the
+  // acquire timeout below bounds waiting for the one connection, not PGlite's start.
+  try {
+    await pglite.waitReady;
+  } catch (error) {
+    await pglite.close();
+    throw error;
   }
   const knex = knexFactory({
     client: ClientPgLite as unknown as typeof knexFactory.Client,
-    connection,
+    connection: { pglite } as unknown as Knex.StaticConnectionConfig,
     searchPath: options.schema ? [options.schema] : undefined,
     // A waiting query fails instead of hanging forever if someone holds the one connection too long.
     acquireConnectionTimeout: 30_000,

@@ -1,58 +1,56 @@
-import type { RequestHandler } from 'express';
+import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../errors.js';
+import { DEFAULT_JSON_MAX_DEPTH, assertStorableRequestStrings, parseJsonText } from '../validation.js';
 
 /**
- * Reads JSON bodies with a per-route size limit. Each failure has its own answer in shape A:
- * 413 over the limit (checked against Content-Length before reading, and while reading),
- * 415 for a non-JSON content type, 400 for malformed JSON. Routes listed with `passThrough`
- * (multipart uploads, proxies) are left unread.
+ * Reads JSON bodies with a per-route size limit. Each failure has its own answer in shape A
+ * (`{"error":{"type","code","message","param","request_id"}}`): 413 over the limit (checked against
+ * Content-Length before reading, and while reading), 415 for a non-JSON content type, 400 for
+ * malformed JSON, for JSON nested deeper than `maxDepth` (checked before parsing) and for strings no
+ * database can store (NUL, unpaired surrogates; see `parseJsonText`). `checkRequestStrings` applies the
+ * same string rule to the path segments and the query. `mountRoutes` calls both for every route
+ * whose entry does not leave the body unread (`body: 'stream'`: multipart uploads, proxies).
  */
 
-export interface BodyRule {
-  /** Matched against the path without query, e.g. /^\/v1\/media\/upload$/. */
-  path: RegExp;
-  /** Max bytes for this route. */
-  limit?: number;
-  /** Leave the stream unread for the handler (multipart, streaming proxies). */
-  passThrough?: boolean;
-}
-
-const UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 * 1024 };
-
-export function parseSize(size: string): number {
-  const match = /^(\d+)(b|kb|mb)$/i.exec(size);
-  if (!match) throw new Error(`bad size ${size}`);
-  return Number(match[1]) * UNITS[match[2]!.toLowerCase()]!;
-}
+export { parseSize } from '../config.js';
 
 const isJsonType = (contentType: string) => /^application\/([\w.+-]*\+)?json\s*(;|$)/i.test(contentType);
 
-export function bodyReader(options: { defaultLimit: number; rules?: BodyRule[]; keepRaw?: boolean }): RequestHandler {
-  const rules = options.rules ?? [];
-  return (req, _res, next) => {
-    const method = req.method;
-    if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS' || method === 'DELETE' && !hasBody(req)) {
-      req.body = undefined;
-      return next();
-    }
-    const path = req.path;
-    const rule = rules.find((r) => r.path.test(path));
-    if (rule?.passThrough) return next();
-    if (!hasBody(req)) {
-      req.body = undefined;
-      return next();
-    }
-    const contentType = req.headers['content-type'] ?? '';
-    if (!isJsonType(contentType)) {
-      req.resume();
-      return next(new ApiError(415, `Content-Type must be application/json (got "${contentType.slice(0, 60) || 'none'}")`, { param: 'Content-Type' }));
-    }
-    const limit = rule?.limit ?? options.defaultLimit;
-    const declared = Number(req.headers['content-length'] ?? NaN);
-    if (Number.isFinite(declared) && declared > limit) {
-      req.resume();
-      return next(tooLarge(limit));
-    }
+export interface ReadBodyOptions {
+  limit: number;
+  /** Keep the raw bytes on `req.rawBody` (signature verification). */
+  keepRaw?: boolean;
+  /** Deepest nesting of arrays/objects accepted (`JSON_MAX_DEPTH`, default 64). */
+  maxDepth?: number;
+}
+
+/**
+ * Refuses (400) a request whose path segments (ids) or query keys and values hold a string no
+ * database can store. Run for every routed request, before its body is read.
+ */
+export function checkRequestStrings(req: { path: string; query: unknown }): void {
+  assertStorableRequestStrings(req.path, req.query);
+}
+
+/**
+ * The parsed JSON body of `req`, or undefined when there is none (GET, HEAD, OPTIONS, empty body).
+ * Rejects with the ApiError to answer.
+ */
+export function readJsonBody(req: IncomingMessage & { rawBody?: Buffer }, options: ReadBodyOptions): Promise<unknown> {
+  const method = req.method;
+  if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS' || !hasBody(req)) return Promise.resolve(undefined);
+  const contentType = req.headers['content-type'] ?? '';
+  if (!isJsonType(contentType)) {
+    req.resume();
+    return Promise.reject(new ApiError(415, `Content-Type must be application/json (got "${contentType.slice(0, 60) || 'none'}")`, { param: 'Content-Type' }));
+  }
+  const limit = options.limit;
+  const declared = Number(req.headers['content-length'] ?? NaN);
+  if (Number.isFinite(declared) && declared > limit) {
+    req.resume();
+    return Promise.reject(tooLarge(limit));
+  }
+  return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
     let failed = false;
@@ -62,7 +60,7 @@ export function bodyReader(options: { defaultLimit: number; rules?: BodyRule[]; 
       if (received > limit) {
         failed = true;
         chunks.length = 0;
-        next(tooLarge(limit));
+        reject(tooLarge(limit));
         return;
       }
       chunks.push(chunk);
@@ -70,25 +68,21 @@ export function bodyReader(options: { defaultLimit: number; rules?: BodyRule[]; 
     req.on('error', (error) => {
       if (failed) return;
       failed = true;
-      next(new ApiError(400, 'The request body could not be read', { param: 'body', cause: error }));
+      reject(new ApiError(400, 'The request body could not be read', { param: 'body', cause: error }));
     });
     req.on('end', () => {
       if (failed) return;
       const raw = Buffer.concat(chunks, received);
       if (options.keepRaw) req.rawBody = raw;
       const text = raw.toString('utf8');
-      if (text.trim() === '') {
-        req.body = undefined;
-        return next();
-      }
+      if (text.trim() === '') return resolve(undefined);
       try {
-        req.body = JSON.parse(text);
+        resolve(parseJsonText(text, { maxDepth: options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH }));
       } catch (error) {
-        return next(new ApiError(400, `Malformed JSON in request body: ${(error as Error).message}`, { param: 'body' }));
+        reject(error);
       }
-      next();
     });
-  };
+  });
 }
 
 function hasBody(req: { headers: Record<string, string | string[] | undefined> }): boolean {

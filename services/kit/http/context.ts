@@ -6,7 +6,7 @@ declare module 'express-serve-static-core' {
     requestId: string;
     /** Set by `identity` when the edge sent identity headers; absent on anonymous public routes. */
     principal?: Principal;
-    /** The raw request body bytes, kept by `bodyReader` for routes that verify signatures. */
+    /** The raw request body bytes, kept by `readJsonBody` with `keepRaw` (signature verification). */
     rawBody?: Buffer;
   }
 }

@@ -1,6 +1,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
-import { ApiError, errorBody } from '../errors.js';
+import { ApiError, errorBody, isDependencyUnavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { assertStorableRequestStrings } from '../validation.js';
 import './context.js';
 
 /** Unknown route → 404 in shape A. */
@@ -13,8 +14,9 @@ export const unknownRoute: RequestHandler = (req, _res, next) => {
  * answered as a 500 without detail, so no handler can leak internals.
  */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
-  return (error, req, res, _next) => {
+  return (caught, req, res, _next) => {
     const requestId = req.requestId;
+    const error = caught instanceof URIError ? pathError(req) : caught;
     let status: number;
     let body;
     if (error instanceof ApiError) {
@@ -26,6 +28,11 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       // Errors from body parsers or other middleware that carry a 4xx status.
       status = error.status;
       body = errorBody(status, status === 413 ? 'Request body is too large' : 'Bad request', { requestId });
+    } else if (isDependencyUnavailable(error)) {
+      // The database (or another dependency) is unreachable: a retryable 503, not a server bug.
+      status = 503;
+      body = errorBody(503, 'A service the platform depends on is temporarily unavailable; retry later', { requestId });
+      logger.warn({ err: (error as Error).message, request_id: requestId }, 'dependency unavailable');
     } else {
       status = 500;
       body = errorBody(500, 'The server had an error while processing your request', { requestId });
@@ -38,6 +45,19 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     }
     res.status(status).json(body);
   };
+}
+
+/**
+ * The router could not decode a path parameter (malformed percent-encoding, or bytes that are no
+ * UTF-8): the same 400 naming `path` the kit's request-string check gives before any handler.
+ */
+function pathError(req: { path: string; query: unknown }): ApiError {
+  try {
+    assertStorableRequestStrings(req.path, req.query);
+  } catch (error) {
+    if (error instanceof ApiError) return error;
+  }
+  return new ApiError(400, 'The request path is not valid percent-encoded UTF-8', { param: 'path' });
 }
 
 function isClientError(error: unknown): error is { status: number } {

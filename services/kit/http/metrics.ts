@@ -1,11 +1,28 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { RequestHandler } from 'express';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-/** Prometheus metrics per app: request counts and latency histograms by route and status. */
-export function createMetrics(service: string, options: { defaultMetrics?: boolean } = {}) {
-  const registry = new Registry();
+/** Sampling interval of the event-loop delay monitor; the reported delay is the lateness beyond it. */
+const LOOP_RESOLUTION_MS = 10;
+
+/**
+ * The one way a service (or the edge) gets its Prometheus registry: every series labelled with
+ * `service`, plus the Node process series — heap and memory (`nodejs_heap_size_used_bytes`,
+ * `process_resident_memory_bytes`), GC pauses (`nodejs_gc_duration_seconds{kind}`), CPU, handles,
+ * and the event-loop delay (`nodejs_eventloop_delay_seconds{quantile}`, below). Pass an existing
+ * registry to add them to it (a service that registers its domain series first).
+ */
+export function createMetricsRegistry(service: string, registry: Registry = new Registry()): Registry {
   registry.setDefaultLabels({ service });
-  if (options.defaultMetrics) collectDefaultMetrics({ register: registry });
+  collectDefaultMetrics({ register: registry });
+  eventLoopDelay(registry);
+  return registry;
+}
+
+/** Prometheus metrics per app: the process series, and request counts and latency histograms by route and status. */
+export function createMetrics(service: string, options: { registry?: Registry } = {}) {
+  // A service may pass its own registry to publish its domain series (e.g. per-tool counters) on the same /metrics.
+  const registry = createMetricsRegistry(service, options.registry);
   const requests = new Counter({
     name: 'http_requests_total',
     help: 'HTTP requests by method, route and status',
@@ -20,14 +37,28 @@ export function createMetrics(service: string, options: { defaultMetrics?: boole
     registers: [registry],
   });
 
+  // One pair of label-bound series per (method, route, status), made on first use: prom-client
+  // validates and hashes a label object on every inc/observe, a bound child does neither.
+  const series = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>();
+  const seriesFor = (method: string, route: string, status: number) => {
+    const key = `${method} ${status} ${route}`;
+    let bound = series.get(key);
+    if (!bound) {
+      const labels = { method, route, status: String(status) };
+      bound = { count: requests.labels(labels), duration: latency.labels(labels) };
+      series.set(key, bound);
+    }
+    return bound;
+  };
+
   const middleware: RequestHandler = (req, res, next) => {
     const started = process.hrtime.bigint();
     res.once('close', () => {
-      // The matched route pattern keeps label cardinality bounded; unmatched paths share one label.
-      const route = req.route ? `${req.baseUrl}${String(req.route.path)}` : 'unmatched';
-      const labels = { method: req.method, route, status: String(res.statusCode) };
-      requests.inc(labels);
-      latency.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+      // The matched path template keeps label cardinality bounded; unmatched paths share one label.
+      const route = routeLabel(res.locals.routeTemplate, req.route?.path, req.baseUrl);
+      const bound = seriesFor(req.method, route, res.statusCode);
+      bound.count.inc();
+      bound.duration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     });
     next();
   };
@@ -42,4 +73,39 @@ export function createMetrics(service: string, options: { defaultMetrics?: boole
   };
 
   return { registry, middleware, endpoint };
+}
+
+/**
+ * A route table sets the template it matched (`/v1/projects/:projectId`, one series for the path and
+ * its `/llm` alias). A router callback leaves Express's own route path, used only when it is a
+ * string template: a regex or array would put raw patterns in the label.
+ */
+function routeLabel(template: unknown, expressPath: unknown, baseUrl: string): string {
+  if (typeof template === 'string') return template;
+  if (typeof expressPath === 'string') return `${baseUrl}${expressPath}`;
+  return 'unmatched';
+}
+
+/**
+ * `nodejs_eventloop_delay_seconds{quantile}`: how late the event loop ran a 10 ms timer since the
+ * previous scrape (p50, p90, p99, max). One blocking call (synchronous I/O, a long parse, an
+ * embedded database on the main thread) delays every request in flight by that much, so this is
+ * the figure to watch for tail latency. The monitor runs on libuv's side and does not keep the
+ * process alive.
+ */
+function eventLoopDelay(registry: Registry): void {
+  const monitor = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+  monitor.enable();
+  const late = (ns: number) => Math.max(0, ns / 1e6 - LOOP_RESOLUTION_MS) / 1000;
+  new Gauge({
+    name: 'nodejs_eventloop_delay_seconds',
+    help: 'Event-loop delay since the previous scrape (lateness of a 10 ms timer), by quantile',
+    labelNames: ['quantile'] as const,
+    registers: [registry],
+    collect() {
+      for (const q of [0.5, 0.9, 0.99]) this.set({ quantile: String(q) }, late(monitor.percentile(q * 100)));
+      this.set({ quantile: '1' }, late(monitor.max));
+      monitor.reset();
+    },
+  });
 }

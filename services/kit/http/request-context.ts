@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestHandler } from 'express';
-import type { Logger } from '../logger.js';
+import { accessLogger, type Logger } from '../logger.js';
 import './context.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
@@ -10,7 +10,8 @@ const ACCEPTABLE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
  * Takes X-Request-ID from the request (when it is a sane token) or makes one, echoes it on the
  * response, and logs every request exactly once when it ends: method, path, status, duration, id.
  */
-export function requestContext(logger: Logger): RequestHandler {
+export function requestContext(serviceLogger: Logger): RequestHandler {
+  const logger = accessLogger(serviceLogger);
   return (req, res, next) => {
     const incoming = req.headers[REQUEST_ID_HEADER];
     const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();

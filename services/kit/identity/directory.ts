@@ -22,6 +22,20 @@ export interface IdentityClaims {
 export function createUserDirectory(store: UsersStore, options: { ttlMs: number; clock: Clock }) {
   const cache = new Map<string, { user: UserRow; expires: number }>();
   const MAX_ENTRIES = 10_000;
+  // When an entry expires under load, every request in flight for that user missed at once and each
+  // queried the database (64 connections: 64 identical lookups); they now share the first one's.
+  const inFlight = new Map<string, Promise<UserRow | undefined>>();
+  const sharedLookup = (claims: IdentityClaims): Promise<UserRow | undefined> => {
+    let pending = inFlight.get(claims.userId);
+    if (!pending) {
+      const shared: Promise<UserRow | undefined> = lookup(claims).finally(() => {
+        if (inFlight.get(claims.userId) === shared) inFlight.delete(claims.userId);
+      });
+      inFlight.set(claims.userId, shared);
+      pending = shared;
+    }
+    return pending;
+  };
 
   async function lookup(claims: IdentityClaims): Promise<UserRow | undefined> {
     if (isId('user', claims.userId)) return store.byId(claims.userId);
@@ -35,7 +49,7 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
       const now = options.clock.now();
       let user = cache.get(key);
       if (!user || user.expires <= now) {
-        const row = await lookup(claims);
+        const row = await sharedLookup(claims);
         if (!row) return null;
         user = { user: row, expires: now + options.ttlMs };
         if (options.ttlMs > 0) {
@@ -56,7 +70,12 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
       };
     },
     invalidate(userId?: string): void {
-      if (userId === undefined) return cache.clear();
+      // A lookup already running may return the row as it was before the change: not shared from now on.
+      if (userId === undefined) {
+        inFlight.clear();
+        return cache.clear();
+      }
+      inFlight.delete(userId);
       cache.delete(userId);
       // External identities are cached under their subject (X-User-ID); drop those of this user too.
       for (const [key, entry] of cache) if (entry.user.id === userId) cache.delete(key);

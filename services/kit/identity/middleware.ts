@@ -2,7 +2,7 @@ import type { RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
 import { safeEqual } from '../secrets.js';
 import type { UserDirectory } from './directory.js';
-import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS } from './principal.js';
+import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, type Principal } from './principal.js';
 import '../http/context.js';
 
 /**
@@ -23,45 +23,31 @@ export function requireGatewayToken(secret: string, exempt: (path: string) => bo
 const header = (value: string | string[] | undefined): string | null =>
   typeof value === 'string' && value.length > 0 && value.length <= 512 ? value : null;
 
-/**
- * Turns the edge's identity headers into `req.principal`. Without them the request is 401,
- * unless its path is public (then it continues anonymously).
- */
-export function identity(directory: UserDirectory, isPublic: (path: string) => boolean): RequestHandler {
-  return async (req, _res, next) => {
-    const method = header(req.headers[IDENTITY_HEADERS.authMethod]);
-    const userId = header(req.headers[IDENTITY_HEADERS.userId]);
-    if (!method || !userId) {
-      return isPublic(req.path) ? next() : next(new ApiError(401, 'Missing or invalid credentials'));
-    }
-    if (method !== 'jwt' && method !== 'apikey') return next(new ApiError(401, 'Unknown authentication method'));
-    try {
-      const principal = await directory.resolve({
-        authMethod: method,
-        userId,
-        subject: header(req.headers[IDENTITY_HEADERS.subject]) ?? userId,
-        email: header(req.headers[IDENTITY_HEADERS.email]),
-        username: header(req.headers[IDENTITY_HEADERS.username]),
-      });
-      if (!principal) return next(new ApiError(401, 'Unknown or disabled user'));
-      const keyId = method === 'apikey' ? header(req.headers[IDENTITY_HEADERS.apiKeyId]) : null;
-      req.principal = keyId ? { ...principal, apiKeyId: keyId.slice(0, 64) } : principal;
-      next();
-    } catch (error) {
-      next(error);
-    }
-  };
+/** True when the request carries any identity header the edge sets (`X-Auth-Method`, `X-User-*`). */
+export function hasIdentityHeaders(req: { headers: Record<string, string | string[] | undefined> }): boolean {
+  return Object.keys(req.headers).some((name) => name === IDENTITY_HEADERS.authMethod || name.startsWith('x-user-'));
 }
 
-/** 403 unless the caller is an administrator. */
-export const requireAdmin: RequestHandler = (req, _res, next) => {
-  if (!req.principal) return next(new ApiError(401, 'Missing or invalid credentials'));
-  if (!req.principal.isAdmin) return next(new ApiError(403, 'Administrator rights are required'));
-  next();
-};
-
-/** The principal of an authenticated route (identity middleware guarantees it there). */
-export function principalOf(req: { principal?: import('./principal.js').Principal }) {
-  if (!req.principal) throw new ApiError(401, 'Missing or invalid credentials');
-  return req.principal;
+/**
+ * The principal the edge's identity headers name, or null when there are none. Headers that are
+ * present but do not resolve to an enabled user are a 401, whatever the route.
+ */
+export async function resolvePrincipal(
+  directory: UserDirectory,
+  req: { headers: Record<string, string | string[] | undefined> },
+): Promise<Principal | null> {
+  const method = header(req.headers[IDENTITY_HEADERS.authMethod]);
+  const userId = header(req.headers[IDENTITY_HEADERS.userId]);
+  if (!method || !userId) return null;
+  if (method !== 'jwt' && method !== 'apikey') throw new ApiError(401, 'Unknown authentication method');
+  const principal = await directory.resolve({
+    authMethod: method,
+    userId,
+    subject: header(req.headers[IDENTITY_HEADERS.subject]) ?? userId,
+    email: header(req.headers[IDENTITY_HEADERS.email]),
+    username: header(req.headers[IDENTITY_HEADERS.username]),
+  });
+  if (!principal) throw new ApiError(401, 'Unknown or disabled user');
+  const keyId = method === 'apikey' ? header(req.headers[IDENTITY_HEADERS.apiKeyId]) : null;
+  return keyId ? { ...principal, apiKeyId: keyId.slice(0, 64) } : principal;
 }

@@ -15,6 +15,10 @@ import type { Logger } from '../logger.js';
 export interface EventMessage<T = Record<string, unknown>> {
   id: string;
   type: string;
+  /**
+   * Database time of the change, ISO 8601 in UTC with microseconds (PostgreSQL's precision), so
+   * consumers can compare it exactly with other database timestamps (webhook fan-out does).
+   */
   occurred_at: string;
   data: T;
 }
@@ -49,7 +53,8 @@ interface PendingRow {
   id: string;
   type: string;
   data: Record<string, unknown>;
-  occurred_at: Date | string;
+  /** Already formatted by the claim query (microseconds kept). */
+  occurred_at: string;
 }
 
 export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
@@ -72,7 +77,8 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
             order by seq
             limit ?
             for update skip locked)
-       returning id, type, data, occurred_at, seq`,
+       returning id, type, data, seq,
+                 to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as occurred_at`,
       [now + leaseMs, now, batchSize],
     );
     return ((result.rows ?? []) as (PendingRow & { seq: number })[]).sort((a, b) => a.seq - b.seq);
@@ -86,10 +92,12 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       const message: EventMessage = {
         id: row.id,
         type: row.type,
-        occurred_at: new Date(row.occurred_at).toISOString(),
+        occurred_at: row.occurred_at,
         data: row.data,
       };
       try {
+        // On PGlite (the embedded queue) a publish is synchronous database work: let I/O run between rows.
+        await new Promise<void>((resolve) => setImmediate(resolve));
         await bus.publish(row.type, message, { messageId: row.id });
         sent.push(row.id);
       } catch (e) {

@@ -1,36 +1,91 @@
-import type { Request, Response } from 'express';
-import { ApiError, badRequest, notFound, type Principal } from '../../kit/index.js';
-import type { Candidate, ResolvedModel } from '../models/registry.js';
-import type { LlmCore } from '../routing/core.js';
-import { costMicroUsd, type UsageRecord } from '../usage/recorder.js';
-import { ClientClosed, dispatch, dispatchStream, planAttempts, type Dispatched } from './dispatch.js';
+import { ApiError, badRequest, notFound, type Clock, type Principal } from '../../kit/index.js';
+import type { ResolvedModel } from '../models/registry.js';
+import { ClientClosed, type Attempt } from '../routing/failover.js';
+import { readCapped, type UpstreamResponse } from '../routing/upstream.js';
+import type { UsageMeter, UsageMeters } from '../usage/meter.js';
+import type { ChatLimits } from './config.js';
+import type { ChatDispatcher } from './dispatch.js';
 import { normalizeCompletion } from './normalize.js';
+import { deepResearch, type ResearchDeps } from './research.js';
 import { upstreamBody, type ChatRequest } from './schemas.js';
-import { relayStream, type Usage } from './stream.js';
+import { relayStream, type StreamEvent, type StreamOutcome } from './stream.js';
+import type { ChatCompletion, ConversationRef, Usage } from './types.js';
+import type { UsageReport } from '../../kit/index.js';
 
 /**
- * POST /v1/chat/completions: resolve the model from memory, choose the served model
- * (`enable_thinking: false` → the instruct model), dispatch with failover, then answer as JSON or
- * relay the SSE stream; record usage off the request path in every case.
+ * POST /v1/chat/completions as a domain function: resolve the model from memory, choose the served
+ * model (`enable_thinking: false` → the instruct model), lend the conversation's history, run the
+ * message steps, dispatch with failover, and return the answer as JSON or as a stream of events
+ * (chat/routes.ts writes them). Usage: one meter per request, closed once.
  */
 
-export interface StoreHooks {
-  /** Runs before dispatch when `store` is set: returns the history to prepend and the stream extra. */
-  prepare(input: ChatRequest, principal: Principal, model: ResolvedModel): Promise<StoreSession | null>;
+export type ChatMessage = ChatRequest['messages'][number];
+
+/** `store`/`conversation`: a conversation lends its history and (with `store: true`) receives the exchange. */
+export interface ConversationSessions {
+  prepare(input: ChatRequest, principal: Principal, model: ResolvedModel): Promise<ConversationSession | null>;
 }
 
-export interface StoreSession {
-  messages: ChatRequest['messages'];
-  conversation: { id: string; title: string | null };
+export interface ConversationSession {
+  messages: ChatMessage[];
+  conversation: ConversationRef;
+  /** The conversation's project, which the request's usage is attributed to. */
+  projectId: string | null;
   /** Persists the latest input message and the assistant answer. */
   finish(answer: { content: string; reasoning: string; status: 'completed' | 'incomplete'; model: string; usage: Usage | null }): Promise<void>;
 }
 
+/**
+ * A step that rewrites the messages before dispatch, after the conversation's history was added
+ * (e.g. resolving the caller's media references into data the provider can read). Steps run in
+ * order; a step throws an ApiError (4xx) to refuse the request.
+ */
+export type MessageStep = (principal: Principal, messages: ChatMessage[], signal: AbortSignal) => Promise<ChatMessage[]>;
+
+export interface ChatDeps {
+  registry: { resolve(id: string): ResolvedModel | undefined };
+  dispatcher: ChatDispatcher;
+  usage: UsageMeters;
+  /** Budgets and model allow-lists: refuses (403/429) before anything goes upstream. */
+  admission?: { admit(principal: Principal, model: string): Promise<{ settle(spent: { cost: number; tokens: number }): Promise<void> } | null> };
+  conversations?: ConversationSessions;
+  clock: Clock;
+  limits: ChatLimits;
+  messageSteps?: MessageStep[];
+  /** `deep_research: true`: the Response API's tool loop (absent: such requests are refused with 503). */
+  research?: ResearchDeps;
+  /** Failures after the answer was handed over (storing a streamed answer) are logged here. */
+  logger: { error(fields: object, message: string): void };
+  /** Set only with `LOG_PROMPTS=true`: each request's messages are logged here (with its request id). */
+  promptLog?: { info(fields: object, message: string): void };
+}
+
+export interface ChatInput {
+  request: ChatRequest;
+  requestId: string;
+  /** `performance.now()` when the request arrived (latency in the usage record counts from there). */
+  startedAt?: number;
+}
+
+/**
+ * `report`: model, provider and tokens for the edge's access log (a stream's is known when it ends);
+ * absent for deep research, whose steps run in response-api.
+ */
+export type ChatResult =
+  | { kind: 'json'; body: ChatCompletion; report?: UsageReport }
+  | { kind: 'stream'; events: AsyncIterable<StreamEvent>; done: Promise<StreamOutcome>; report?: Promise<UsageReport> };
+
+function usageReport(model: string, providerId: string, usage: { prompt_tokens?: number; completion_tokens?: number } | null | undefined): UsageReport {
+  const prompt = usage?.prompt_tokens ?? 0;
+  const completion = usage?.completion_tokens ?? 0;
+  return { model, provider: providerId, prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
 const modelNotFound = (id: string) => notFound(`The model '${id}' does not exist or you do not have access to it.`, 'model_not_found');
 
-/** The model that serves the request, after the enable_thinking rule (SPEC.md 2.7, 4.2). */
-export function chooseModel(core: LlmCore, input: ChatRequest): { model: ResolvedModel; disableThinking: boolean } {
-  const model = core.registry.resolve(input.model);
+/** The model that serves the request, after the enable_thinking rule. */
+export function chooseModel(registry: ChatDeps['registry'], input: ChatRequest): { model: ResolvedModel; disableThinking: boolean } {
+  const model = registry.resolve(input.model);
   if (!model) throw modelNotFound(input.model);
   const reasoning = model.catalog.supports_reasoning || model.candidates.some((c) => c.pm.supports_reasoning);
   if (input.deep_research && !reasoning) {
@@ -38,137 +93,179 @@ export function chooseModel(core: LlmCore, input: ChatRequest): { model: Resolve
   }
   if (input.enable_thinking === false && reasoning) {
     const instructId = model.candidates.find((c) => c.pm.instruct_model_public_id)?.pm.instruct_model_public_id;
-    const instruct = instructId ? core.registry.resolve(instructId) : undefined;
+    const instruct = instructId ? registry.resolve(instructId) : undefined;
     if (instruct) return { model: instruct, disableThinking: false };
     return { model, disableThinking: true };
   }
   return { model, disableThinking: false };
 }
 
-export async function createChatCompletion(core: LlmCore, req: Request, res: Response, input: ChatRequest, hooks?: StoreHooks): Promise<void> {
-  const started = performance.now();
-  const principal = req.principal!;
-  const { model, disableThinking } = chooseModel(core, input);
-  // A conversation lends its history whenever it is given; only `store: true` writes to it.
-  const session = hooks && (input.store || input.conversation) ? await hooks.prepare(input, principal, model) : null;
-  const persist = session !== null && input.store === true;
-  const effective: ChatRequest = session ? { ...input, messages: session.messages } : input;
-
+/**
+ * The upstream body for each provider model of the plan, built before the first attempt. A body
+ * that cannot be built (e.g. JSON nested so deep that serialising it overflows the stack) is the
+ * request's fault: 400, and no provider is contacted or marked.
+ */
+function buildBodies(attempts: Attempt[], input: ChatRequest, disableThinking: boolean): Map<string, string> {
   const bodies = new Map<string, string>();
-  const bodyFor = (candidate: Candidate) => {
-    const key = candidate.pm.provider_original_model_id;
-    let body = bodies.get(key);
-    if (!body) bodies.set(key, (body = JSON.stringify(upstreamBody(effective, { upstreamModel: key, disableThinking }))));
-    return body;
-  };
-
-  const controller = new AbortController();
-  const onClose = () => {
-    if (!res.writableFinished) controller.abort();
-  };
-  res.on('close', onClose);
-
-  const record = (partial: Partial<UsageRecord> & { status: number; outcome: string }, dispatched?: Dispatched, usage?: Usage | null) => {
-    const pm = dispatched?.attempt.candidate.pm;
-    const prompt = usage?.prompt_tokens ?? 0;
-    const completion = usage?.completion_tokens ?? 0;
-    core.usage.record({
-      request_id: req.requestId,
-      user_id: principal.userId,
-      auth_method: principal.authMethod,
-      api_key_id: principal.apiKeyId ?? null,
-      model: model.publicId,
-      provider_id: pm?.provider_id ?? null,
-      provider_model_id: pm?.id ?? null,
-      endpoint: dispatched?.attempt.endpoint.url ?? null,
-      stream: Boolean(input.stream),
-      prompt_tokens: prompt,
-      completion_tokens: completion,
-      reasoning_tokens: usage?.completion_tokens_details?.reasoning_tokens ?? 0,
-      total_tokens: prompt + completion,
-      cost_micro_usd: pm ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion }) : 0,
-      latency_ms: Math.round(performance.now() - started),
-      ttfb_ms: null,
-      attempts: dispatched?.tries ?? 0,
-      metadata: input.metadata ?? null,
-      created_at: new Date(core.ctx.runtime.clock.now()),
-      ...partial,
-    });
-  };
-
-  const plan = planAttempts(core, model);
-  const options = { signal: controller.signal, requestId: req.requestId };
-  let dispatched: Dispatched;
-  let firstChunk: Buffer | undefined;
-  let rest: AsyncIterator<unknown> | undefined;
   try {
-    if (!input.stream) dispatched = await dispatch(core, plan, bodyFor, options);
-    else ({ dispatched, firstChunk, rest } = await dispatchStream(core, plan, bodyFor, options));
-  } catch (error) {
-    if (error instanceof ClientClosed) {
-      record({ status: 499, outcome: 'client_closed' });
-      return;
+    for (const { candidate } of attempts) {
+      const key = candidate.pm.provider_original_model_id;
+      if (!bodies.has(key)) bodies.set(key, JSON.stringify(upstreamBody(input, { upstreamModel: key, disableThinking })));
     }
-    const status = error instanceof ApiError ? error.status : 500;
-    record({ status, outcome: status === 429 ? 'rate_limited' : 'upstream_error' });
+  } catch (error) {
+    throw new ApiError(400, 'The request could not be encoded for the model provider (is a value nested too deeply?)', { code: 'invalid_request_body', cause: error });
+  }
+  return bodies;
+}
+
+export async function completeChat(deps: ChatDeps, principal: Principal, input: ChatInput, signal: AbortSignal): Promise<ChatResult> {
+  const startedAt = input.startedAt ?? performance.now();
+  const request = input.request;
+  const { model, disableThinking } = chooseModel(deps.registry, request);
+  // A conversation lends its history whenever it is given; only `store: true` writes to it.
+  const session = deps.conversations && (request.store || request.conversation) ? await deps.conversations.prepare(request, principal, model) : null;
+  const persist = session !== null && request.store === true;
+  if (request.deep_research) {
+    if (!deps.research) throw new ApiError(503, 'Deep research is not available on this server', { code: 'service_unavailable', param: 'deep_research' });
+    return deepResearch(deps.research, principal, {
+      request,
+      messages: session ? session.messages : request.messages,
+      requestId: input.requestId,
+      conversation: session?.conversation,
+      finish: persist ? (answer) => session!.finish(answer) : undefined,
+    }, signal);
+  }
+  let messages = session ? session.messages : request.messages;
+  for (const step of deps.messageSteps ?? []) messages = await step(principal, messages, signal);
+  const effective: ChatRequest = messages === request.messages ? request : { ...request, messages };
+
+  // Prompt text reaches a log only when the operator turned LOG_PROMPTS on (docs/operations.md warns).
+  deps.promptLog?.info({ request_id: input.requestId, model: model.publicId, messages }, 'chat prompt');
+
+  const attempts = deps.dispatcher.plan(model);
+  const bodies = buildBodies(attempts, effective, disableThinking);
+
+  // Budgets and allow-lists refuse here, before anything goes upstream (and before timers start).
+  const ticket = deps.admission ? await deps.admission.admit(principal, request.model) : null;
+
+  // One signal for the upstream: the client leaving, or the overall deadline, each with its reason.
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new ApiError(504, 'The model provider took longer than the time limit for one completion')), deps.limits.maxDurationMs);
+  timer.unref?.();
+  const client = new AbortController();
+  const onClientAbort = () => client.abort(new ClientClosed());
+  if (signal.aborted) onClientAbort();
+  else signal.addEventListener('abort', onClientAbort, { once: true });
+  const upstreamSignal = AbortSignal.any([client.signal, deadline.signal]);
+  const cleanup = () => {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onClientAbort);
+  };
+
+  const meter = deps.usage.open({
+    ticket,
+    requestId: input.requestId,
+    userId: principal.userId,
+    authMethod: principal.authMethod,
+    apiKeyId: principal.apiKeyId ?? null,
+    model: model.publicId,
+    stream: Boolean(request.stream),
+    metadata: request.metadata ?? null,
+    projectId: session?.projectId ?? null,
+    startedAt,
+  });
+  const dispatchRequest = { bodies, requestId: input.requestId, signal: upstreamSignal };
+
+  try {
+    if (request.stream) {
+      const dispatched = await deps.dispatcher.stream(attempts, dispatchRequest);
+      meter.routed({ pm: dispatched.attempt.candidate.pm, endpoint: dispatched.attempt.endpoint.url, tries: dispatched.tries });
+      meter.firstByte();
+      const relay = relayStream({
+        firstChunk: dispatched.value.firstChunk,
+        rest: dispatched.value.rest,
+        clientWantsUsage: request.stream_options?.include_usage === true,
+        collect: persist,
+        requestId: input.requestId,
+        firstChunkExtra: session ? { conversation: session.conversation } : undefined,
+        maxEventBytes: deps.limits.maxEventBytes,
+        signal: upstreamSignal,
+        onUpstreamError: (detail, kind) => deps.dispatcher.logStreamFailure(dispatched.attempt, input.requestId, detail, kind),
+      });
+      const done = relay.done.then(async (outcome) => {
+        cleanup();
+        const status = outcome.outcome === 'ok' ? 200 : outcome.outcome === 'client_closed' ? 499 : outcome.outcome === 'deadline' ? 504 : 502;
+        await meter.close({ status, outcome: outcome.outcome, usage: outcome.usage });
+        if (persist) {
+          await session!
+            .finish({
+              content: outcome.content,
+              reasoning: outcome.reasoning,
+              status: outcome.outcome === 'ok' ? 'completed' : 'incomplete',
+              model: dispatched.attempt.candidate.pm.model_public_id,
+              usage: outcome.usage,
+            })
+            .catch((error) => deps.logger.error({ err: (error as Error).message, request_id: input.requestId }, 'could not store the streamed answer'));
+        }
+        return outcome;
+      });
+      const report = relay.done.then((outcome) => usageReport(model.publicId, dispatched.attempt.candidate.pm.provider_id, outcome.usage));
+      return { kind: 'stream', events: relay.events, done, report };
+    }
+
+    const dispatched = await deps.dispatcher.json(attempts, dispatchRequest);
+    meter.routed({ pm: dispatched.attempt.candidate.pm, endpoint: dispatched.attempt.endpoint.url, tries: dispatched.tries });
+    meter.firstByte();
+    const body = await readAnswer(dispatched.value, deps.limits.maxResponseBytes, upstreamSignal);
+    const served = dispatched.attempt.candidate.pm.model_public_id;
+    normalizeCompletion(body, served, Math.floor(deps.clock.now() / 1000));
+    if (session && persist) {
+      const message = body.choices[0]?.message;
+      await session.finish({
+        content: typeof message?.content === 'string' ? message.content : '',
+        reasoning: request.store_reasoning ? String(message?.reasoning_content ?? message?.reasoning ?? '') : '',
+        status: 'completed',
+        model: served,
+        usage: body.usage ?? null,
+      });
+    }
+    if (session) body.conversation = session.conversation;
+    await meter.close({ status: 200, outcome: 'ok', usage: body.usage ?? null });
+    cleanup();
+    return { kind: 'json', body, report: usageReport(model.publicId, dispatched.attempt.candidate.pm.provider_id, body.usage) };
+  } catch (error) {
+    cleanup();
+    closeOnError(meter, error);
     throw error;
   }
-  const ttfb = Math.round(performance.now() - started);
+}
 
-  if (input.stream) {
-    const outcome = await relayStream({
-      res,
-      firstChunk: firstChunk!,
-      rest: rest!,
-      clientWantsUsage: input.stream_options?.include_usage === true,
-      keepAliveMs: core.ctx.runtime.config.LLM_SSE_KEEPALIVE_MS,
-      collect: persist,
-      requestId: req.requestId,
-      firstChunkExtra: session ? { conversation: session.conversation } : undefined,
-      now: () => Date.now(),
-    });
-    res.off('close', onClose);
-    const status = outcome.outcome === 'ok' ? 200 : outcome.outcome === 'client_closed' ? 499 : 502;
-    record({ status, outcome: outcome.outcome, ttfb_ms: ttfb }, dispatched, outcome.usage);
-    if (persist) {
-      await session!
-        .finish({
-          content: outcome.content,
-          reasoning: outcome.reasoning,
-          status: outcome.outcome === 'ok' ? 'completed' : 'incomplete',
-          model: dispatched.attempt.candidate.pm.model_public_id,
-          usage: outcome.usage,
-        })
-        .catch((error) => core.ctx.runtime.logger.error({ err: (error as Error).message, request_id: req.requestId }, 'could not store the streamed answer'));
-    }
+function closeOnError(meter: UsageMeter, error: unknown): void {
+  if (error instanceof ClientClosed) {
+    void meter.close({ status: 499, outcome: 'client_closed' });
     return;
   }
+  const status = error instanceof ApiError ? error.status : 500;
+  void meter.close({ status, outcome: status === 429 ? 'rate_limited' : 'upstream_error' });
+}
 
-  let body: Record<string, any>;
+/** The non-stream answer, read up to the limit (a larger one is cut: 502) and parsed. */
+async function readAnswer(res: UpstreamResponse, max: number, signal: AbortSignal): Promise<ChatCompletion> {
+  let text: string;
   try {
-    body = JSON.parse(await dispatched.res.body.text());
+    const read = await readCapped(res.body, max);
+    if (read.truncated) throw new ApiError(502, `The model provider's answer is larger than the limit of ${max} bytes`, { code: 'upstream_response_too_large' });
+    text = read.bytes.toString('utf8');
   } catch (error) {
-    if (controller.signal.aborted) {
-      record({ status: 499, outcome: 'client_closed', ttfb_ms: ttfb }, dispatched);
-      return;
-    }
-    record({ status: 502, outcome: 'upstream_error', ttfb_ms: ttfb }, dispatched);
+    if (signal.aborted) throw signal.reason;
+    if (error instanceof ApiError) throw error;
+    throw new ApiError(502, 'The model provider failed while sending its answer', { cause: error });
+  }
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
+    return parsed as ChatCompletion;
+  } catch (error) {
     throw new ApiError(502, 'The model provider answered with a malformed body', { cause: error });
-  } finally {
-    res.off('close', onClose);
   }
-  normalizeCompletion(body, dispatched.attempt.candidate.pm.model_public_id, Math.floor(core.ctx.runtime.clock.now() / 1000));
-  if (session && persist) {
-    const message = body.choices[0]?.message ?? {};
-    await session.finish({
-      content: typeof message.content === 'string' ? message.content : '',
-      reasoning: input.store_reasoning ? String(message.reasoning_content ?? message.reasoning ?? '') : '',
-      status: 'completed',
-      model: dispatched.attempt.candidate.pm.model_public_id,
-      usage: body.usage ?? null,
-    });
-  }
-  if (session) body.conversation = session.conversation;
-  record({ status: 200, outcome: 'ok', ttfb_ms: ttfb }, dispatched, body.usage ?? null);
-  res.json(body);
 }

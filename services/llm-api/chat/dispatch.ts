@@ -1,155 +1,153 @@
-import { ApiError } from '../../kit/index.js';
-import type { Candidate, ResolvedModel } from '../models/registry.js';
-import type { EndpointConfig } from '../models/types.js';
-import type { LlmCore } from '../routing/core.js';
-import { orderEndpoints } from '../routing/select.js';
-import { authHeaders, isTimeout, joinUrl, type UpstreamResponse } from '../routing/upstream.js';
+import { ApiError, type Logger } from '../../kit/index.js';
+import type { ResolvedModel } from '../models/registry.js';
+import { failover, planAttempts, type Attempt, type AttemptFailure, type Dispatched, type HealthTracker, type SendResult } from '../routing/failover.js';
+import type { Random } from '../routing/select.js';
+import { authHeaders, isTimeout, joinUrl, readCapped, type UpstreamResponse } from '../routing/upstream.js';
+import { clientErrorFor, redactSecrets } from './upstream-errors.js';
 
 /**
- * Sends a completion to the best endpoint and fails over — to the next endpoint of the provider,
- * then to the next provider offering the model — on connect errors, timeouts, 5xx and 429, and on
- * provider-side 401/403/404 (a misconfigured provider), all before any byte reaches the client.
- * Any other 4xx is the request's fault and goes back to the client at once.
+ * The HTTP half of failover: `send(attempt)` posts the completion to one endpoint and says what
+ * its answer means (routing/failover.ts decides what to do about it).
+ * - Connect errors, timeouts and 5xx: try the next endpoint, and count against this one's health.
+ * - 429 and the provider's own 401/403/404 (a misconfigured provider): try the next, health untouched.
+ * - Any other 4xx: the request is at fault; back to the client at once (mapped, never verbatim).
+ * - Streams: the client's 200 waits for the provider's first body chunk, so a provider that accepts
+ *   the request and dies (or answers with something other than an event stream) is failed over too.
+ * Every failure is logged with the provider, the endpoint, the upstream status and the upstream
+ * body with secrets redacted.
  */
-export interface Attempt {
-  candidate: Candidate;
-  endpoint: EndpointConfig;
-}
-
-export interface Dispatched {
+export interface OpenStream {
   res: UpstreamResponse;
-  attempt: Attempt;
-  tries: number;
+  firstChunk: Uint8Array;
+  rest: AsyncIterator<unknown>;
 }
 
-export function planAttempts(core: LlmCore, model: ResolvedModel): Attempt[] {
-  const healthy: Attempt[] = [];
-  const unhealthy: Attempt[] = [];
-  for (const candidate of model.candidates) {
-    const order = orderEndpoints(candidate.provider.endpoints, core.health, core.random);
-    for (const endpoint of order.healthy) healthy.push({ candidate, endpoint });
-    for (const endpoint of order.unhealthy) unhealthy.push({ candidate, endpoint });
-  }
-  // Endpoints in a cool-down are a last resort, tried only when every healthy one failed.
-  return [...healthy, ...unhealthy];
+export interface DispatchRequest {
+  /** The upstream body per provider model (`provider_original_model_id`), built before any attempt. */
+  bodies: ReadonlyMap<string, string>;
+  requestId: string;
+  /** Aborted with the reason to report: `ClientClosed`, or an ApiError (the deadline). */
+  signal: AbortSignal;
 }
 
-interface Failure {
-  status: number;
-  message: string;
-  retryAfter?: string;
+export interface ChatDispatcher {
+  plan(model: ResolvedModel): Attempt[];
+  json(attempts: Attempt[], request: DispatchRequest): Promise<Dispatched<UpstreamResponse>>;
+  stream(attempts: Attempt[], request: DispatchRequest): Promise<Dispatched<OpenStream>>;
+  /** Logs a failure of the chosen attempt after the answer started (mid-stream), redacted. */
+  logStreamFailure(attempt: Attempt, requestId: string, detail: string, kind: string): void;
 }
 
-export class ClientClosed extends Error {}
-
-async function readError(res: UpstreamResponse): Promise<{ message: string; param: string | null; code: string | null }> {
-  const text = (await res.body.text().catch(() => '')).slice(0, 4096);
-  try {
-    const parsed = JSON.parse(text) as { error?: { message?: string; param?: string; code?: string } | string; message?: string };
-    const err = typeof parsed.error === 'object' ? parsed.error : undefined;
-    return {
-      message: err?.message ?? (typeof parsed.error === 'string' ? parsed.error : parsed.message) ?? (text || `status ${res.statusCode}`),
-      param: err?.param ?? null,
-      code: err?.code ?? null,
-    };
-  } catch {
-    return { message: text || `status ${res.statusCode}`, param: null, code: null };
-  }
+export interface DispatcherDeps {
+  upstream: { postJson(url: string, body: string, headers: Record<string, string>, signal?: AbortSignal): Promise<UpstreamResponse> };
+  health: HealthTracker;
+  random: Random;
+  logger: Pick<Logger, 'warn'>;
+  /** How much of an upstream error body is read (the rest is cut). */
+  errorBodyMaxBytes: number;
+  /** Top-level request fields an upstream 400's `param` may name. */
+  knownFields: ReadonlySet<string>;
 }
 
-export async function dispatch(
-  core: LlmCore,
-  attempts: Attempt[],
-  bodyFor: (candidate: Candidate) => string,
-  options: { signal: AbortSignal; requestId: string },
-): Promise<Dispatched> {
-  if (attempts.length === 0) throw new ApiError(503, 'No endpoint is available for this model');
-  let last: Failure = { status: 502, message: 'The model provider could not be reached' };
-  let tries = 0;
-  for (const attempt of attempts) {
-    if (options.signal.aborted) throw new ClientClosed();
-    tries++;
+interface LoggedFailure extends AttemptFailure {
+  upstreamStatus?: number;
+  detail: string;
+}
+
+export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
+  const fail = (error: ApiError, flags: { retry: boolean; unhealthy: boolean }, detail: string, upstreamStatus?: number, retryAfterSeconds?: number): { ok: false; failure: LoggedFailure } => ({
+    ok: false,
+    failure: { error, ...flags, detail, upstreamStatus, retryAfterSeconds },
+  });
+
+  async function post(attempt: Attempt, request: DispatchRequest): Promise<SendResult<UpstreamResponse>> {
+    const body = request.bodies.get(attempt.candidate.pm.provider_original_model_id)!;
     const url = joinUrl(attempt.endpoint.url, 'chat/completions');
     let res: UpstreamResponse;
     try {
-      res = await core.upstream.postJson(
-        url,
-        bodyFor(attempt.candidate),
-        { ...authHeaders(attempt.candidate.provider.apiKey), 'x-request-id': options.requestId },
-        options.signal,
-      );
+      res = await deps.upstream.postJson(url, body, { ...authHeaders(attempt.candidate.provider.apiKey), 'x-request-id': request.requestId }, request.signal);
     } catch (error) {
-      if (options.signal.aborted) throw new ClientClosed();
-      core.health.failure(attempt.endpoint.url);
-      last = isTimeout(error)
-        ? { status: 504, message: 'The model provider did not answer in time' }
-        : { status: 502, message: 'The model provider could not be reached' };
-      continue;
+      if (request.signal.aborted) throw request.signal.reason;
+      const message = (error as Error)?.message ?? String(error);
+      return isTimeout(error)
+        ? fail(new ApiError(504, 'The model provider did not answer in time'), { retry: true, unhealthy: true }, message)
+        : fail(new ApiError(502, 'The model provider could not be reached'), { retry: true, unhealthy: true }, message);
     }
     const status = res.statusCode;
-    if (status >= 200 && status < 300) {
-      core.health.success(attempt.endpoint.url);
-      return { res, attempt, tries };
+    if (status >= 200 && status < 300) return { ok: true, value: res };
+    let text = '';
+    try {
+      text = (await readCapped(res.body, deps.errorBodyMaxBytes)).bytes.toString('utf8');
+    } catch {
+      if (request.signal.aborted) throw request.signal.reason;
     }
-    const detail = await readError(res);
+    const secrets = [attempt.candidate.provider.apiKey];
+    const detail = redactSecrets(text, secrets);
     if (status === 429) {
-      const retryAfter = res.headers['retry-after'];
-      last = { status: 429, message: detail.message || 'The model provider is rate limited', retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined };
-      continue;
+      const header = res.headers['retry-after'];
+      const seconds = Number(typeof header === 'string' ? header : NaN);
+      return fail(new ApiError(429, 'The model provider is rate limited'), { retry: true, unhealthy: false }, detail, status, Number.isFinite(seconds) ? seconds : 1);
     }
-    if (status >= 500) {
-      core.health.failure(attempt.endpoint.url);
-      last = { status: 502, message: `The model provider failed: ${detail.message}` };
-      continue;
-    }
+    if (status >= 500) return fail(new ApiError(502, `The model provider failed (upstream status ${status})`), { retry: true, unhealthy: true }, detail, status);
     if (status === 401 || status === 403 || status === 404) {
-      last = { status: 502, message: `The model provider refused the request (${status}): ${detail.message}` };
-      continue;
+      return fail(new ApiError(502, `The model provider refused the request (upstream status ${status})`), { retry: true, unhealthy: false }, detail, status);
     }
-    // The request itself is wrong for this model: the client should know, in shape A.
-    throw new ApiError(status === 413 ? 413 : 400, detail.message, { param: detail.param, code: detail.code ?? undefined });
+    return fail(clientErrorFor(status, text, deps.knownFields), { retry: false, unhealthy: false }, detail, status);
   }
-  if (last.status === 429) {
-    const seconds = Math.min(Math.max(Number(last.retryAfter) || 1, 0), 60);
-    throw new ApiError(429, `All providers for this model are rate limited: ${last.message}`, { headers: { 'retry-after': String(seconds) } });
+
+  async function openStream(attempt: Attempt, request: DispatchRequest): Promise<SendResult<OpenStream>> {
+    const sent = await post(attempt, request);
+    if (!sent.ok) return sent;
+    const res = sent.value;
+    const contentType = String(res.headers['content-type'] ?? '');
+    if (!contentType.includes('text/event-stream')) {
+      await res.body.dump().catch(() => {});
+      return fail(new ApiError(502, 'The model provider did not answer with an event stream'), { retry: true, unhealthy: true }, `content-type ${contentType.slice(0, 100)}`, res.statusCode);
+    }
+    const rest = res.body[Symbol.asyncIterator]();
+    try {
+      const first = await rest.next();
+      if (!first.done) return { ok: true, value: { res, firstChunk: first.value as Uint8Array, rest } };
+      return fail(new ApiError(502, 'The model provider ended the stream before sending anything'), { retry: true, unhealthy: true }, 'empty stream', res.statusCode);
+    } catch (error) {
+      if (request.signal.aborted) throw request.signal.reason;
+      return fail(new ApiError(502, 'The model provider failed before the stream started'), { retry: true, unhealthy: true }, (error as Error)?.message ?? '', res.statusCode);
+    }
   }
-  throw new ApiError(last.status, last.message);
+
+  /** One log line per upstream failure, naming the provider and the endpoint; the upstream text is redacted. */
+  const logUpstream = (attempt: Attempt, requestId: string, what: string, fields: Record<string, unknown>) => {
+    const provider = attempt.candidate.provider.row;
+    const endpoint = endpointForLog(attempt.endpoint.url);
+    deps.logger.warn(
+      { request_id: requestId, provider_id: provider.id, provider: provider.name, endpoint, model: attempt.candidate.pm.provider_original_model_id, ...fields },
+      `${what} at provider ${provider.name}, endpoint ${endpoint}`,
+    );
+  };
+  const logFailure = (requestId: string) => (attempt: Attempt, failure: AttemptFailure) => {
+    const { detail, upstreamStatus } = failure as LoggedFailure;
+    logUpstream(attempt, requestId, 'upstream failure', { upstream_status: upstreamStatus ?? null, status: failure.error.status, retry: failure.retry, upstream_error: detail });
+  };
+
+  return {
+    plan: (model) => planAttempts(model.candidates, deps.health, deps.random),
+    json: (attempts, request) => failover(attempts, (attempt) => post(attempt, request), { health: deps.health, signal: request.signal, onFailure: logFailure(request.requestId) }),
+    stream: (attempts, request) => failover(attempts, (attempt) => openStream(attempt, request), { health: deps.health, signal: request.signal, onFailure: logFailure(request.requestId) }),
+    logStreamFailure(attempt, requestId, detail, kind) {
+      logUpstream(attempt, requestId, 'upstream stream failure', { failure: kind, upstream_error: redactSecrets(detail, [attempt.candidate.provider.apiKey]) });
+    },
+  };
 }
 
-/**
- * Streams: the client's 200 is held back until the provider's first body chunk has arrived, so a
- * provider that accepts the request and then dies (or answers with something other than an event
- * stream) is failed over like any other, still before the first byte reaches the client.
- */
-export async function dispatchStream(
-  core: LlmCore,
-  attempts: Attempt[],
-  bodyFor: (candidate: Candidate) => string,
-  options: { signal: AbortSignal; requestId: string },
-): Promise<{ dispatched: Dispatched; firstChunk: Buffer; rest: AsyncIterator<unknown> }> {
-  let offset = 0;
-  let tries = 0;
-  for (;;) {
-    const dispatched = await dispatch(core, attempts.slice(offset), bodyFor, options);
-    tries += dispatched.tries;
-    offset = attempts.indexOf(dispatched.attempt) + 1;
-    const url = dispatched.attempt.endpoint.url;
-    const contentType = String(dispatched.res.headers['content-type'] ?? '');
-    let failure = 'The model provider did not answer with an event stream';
-    if (contentType.includes('text/event-stream')) {
-      try {
-        const rest = dispatched.res.body[Symbol.asyncIterator]();
-        const first = await rest.next();
-        if (!first.done) return { dispatched: { ...dispatched, tries }, firstChunk: first.value as Buffer, rest };
-        failure = 'The model provider ended the stream before sending anything';
-      } catch {
-        if (options.signal.aborted) throw new ClientClosed();
-        failure = 'The model provider failed before the stream started';
-      }
-    } else {
-      await dispatched.res.body.dump().catch(() => {});
-    }
-    core.health.failure(url);
-    if (offset >= attempts.length) throw new ApiError(502, failure);
+/** An endpoint URL without any user:password part (some operators put credentials there). */
+export function endpointForLog(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (!parsed.username && !parsed.password) return url;
+    parsed.username = '';
+    parsed.password = '';
+    return parsed.toString();
+  } catch {
+    return '[unparseable endpoint]';
   }
 }

@@ -1,24 +1,25 @@
 import { randomUUID } from 'node:crypto';
+import type { ChatCompletion } from './types.js';
 
 /**
  * Makes an upstream non-stream answer the chat-completion object the official SDK expects
  * (openai-api.md 1.2): `object`, integer `created`, every choice with `logprobs` and
  * `finish_reason`, every message with `content` and `refusal` keys, and usage totals that add up.
  */
-export function normalizeCompletion(body: Record<string, any>, fallbackModel: string, nowSec: number): Record<string, any> {
+export function normalizeCompletion(body: ChatCompletion, fallbackModel: string, nowSec: number): ChatCompletion {
   body.id ??= `chatcmpl-${randomUUID()}`;
   body.object = 'chat.completion';
   body.created = Number.isInteger(body.created) ? body.created : nowSec;
   body.model ??= fallbackModel;
   if (!Array.isArray(body.choices)) body.choices = [];
-  body.choices.forEach((choice: Record<string, any>, i: number) => {
+  body.choices.forEach((choice, i) => {
     choice.index ??= i;
-    if (!('logprobs' in choice)) choice.logprobs = null;
+    if (!Object.hasOwn(choice, 'logprobs')) choice.logprobs = null;
     choice.finish_reason ??= 'stop';
-    const message = (choice.message ??= { role: 'assistant' });
+    const message = (choice.message ??= { role: 'assistant', content: null });
     message.role ??= 'assistant';
-    if (!('content' in message)) message.content = null;
-    if (!('refusal' in message)) message.refusal = null;
+    if (!Object.hasOwn(message, 'content')) message.content = null;
+    if (!Object.hasOwn(message, 'refusal')) message.refusal = null;
   });
   if (body.usage && typeof body.usage === 'object') {
     const u = body.usage;

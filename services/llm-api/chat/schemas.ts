@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { badRequest } from '../../kit/index.js';
+import { badRequest, conversationRefSchema, requestMetadataSchema } from '../../kit/index.js';
 
 /**
  * POST /v1/chat/completions request (SPEC.md 4.2, openai-api.md 1.1). Objects are loose: fields the
@@ -54,12 +54,8 @@ export const chatRequestSchema = z.looseObject({
   stream_options: z.looseObject({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }).nullable().optional(),
   store: z.boolean().nullable().optional(),
   store_reasoning: z.boolean().nullable().optional(),
-  conversation: z.union([z.string().min(1).max(128), z.looseObject({ id: z.string().min(1).max(128) })]).nullable().optional(),
-  metadata: z
-    .record(z.string().max(64), z.string().max(512))
-    .refine((m) => Object.keys(m).length <= 16, 'at most 16 pairs')
-    .nullable()
-    .optional(),
+  conversation: conversationRefSchema,
+  metadata: requestMetadataSchema,
   temperature: num(0, 2),
   top_p: num(0, 1),
   frequency_penalty: num(-2, 2),
@@ -140,3 +136,36 @@ export function upstreamBody(input: ChatRequest, options: { upstreamModel: strin
   if (options.disableThinking) body.chat_template_kwargs = { ...(input.chat_template_kwargs ?? {}), enable_thinking: false };
   return body;
 }
+
+/**
+ * The answer, for the API document (the gateway does not validate upstream answers against it;
+ * types.ts names the fields the code reads). Streams carry `chat.completion.chunk` objects as
+ * server-sent events instead, ending with `data: [DONE]`.
+ */
+const usageSchema = z.looseObject({
+  prompt_tokens: z.number().int(),
+  completion_tokens: z.number().int(),
+  total_tokens: z.number().int(),
+});
+
+export const chatCompletionSchema = z.looseObject({
+  id: z.string(),
+  object: z.literal('chat.completion'),
+  created: z.number().int().describe('Unix seconds'),
+  model: z.string(),
+  choices: z.array(
+    z.looseObject({
+      index: z.number().int(),
+      message: z.looseObject({
+        role: z.string(),
+        content: z.string().nullable(),
+        refusal: z.string().nullable(),
+        tool_calls: z.array(toolCall).optional(),
+      }),
+      finish_reason: z.string().nullable(),
+      logprobs: z.unknown(),
+    }),
+  ),
+  usage: usageSchema.nullable().optional(),
+  conversation: z.object({ id: z.string(), title: z.string().nullable() }).optional().describe('Set when the request named or created a conversation'),
+});

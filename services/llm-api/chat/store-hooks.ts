@@ -1,8 +1,8 @@
-import { ApiError, type ServiceContext } from '../../kit/index.js';
-import { appendItems, createConversation, loadHistory, type ItemObject } from '../conversations/index.js';
+import { ApiError, type Principal, type ServiceContext } from '../../kit/index.js';
+import { appendItems, createConversation, loadHistory, type ConversationDeps, type ItemObject } from '../conversations/index.js';
 import { findProject } from '../projects/index.js';
 import type { ResolvedModel } from '../models/registry.js';
-import type { StoreHooks, StoreSession } from './completions.js';
+import type { ConversationSession, ConversationSessions } from './completions.js';
 import type { ChatRequest } from './schemas.js';
 
 /**
@@ -17,11 +17,20 @@ type Message = ChatRequest['messages'][number];
 
 const CHARS_PER_TOKEN = 4;
 
+/** A content part as it may appear in a chat message or a stored item (only these fields are read). */
+interface ContentPart {
+  type?: string;
+  text?: unknown;
+  output_text?: { text?: unknown };
+  image_url?: string | { url?: string };
+  [field: string]: unknown;
+}
+
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   return content
-    .map((part: any) => (typeof part?.text === 'string' ? part.text : typeof part?.output_text?.text === 'string' ? part.output_text.text : ''))
+    .map((part: ContentPart | null) => (typeof part?.text === 'string' ? part.text : typeof part?.output_text?.text === 'string' ? part.output_text.text : ''))
     .filter(Boolean)
     .join('');
 }
@@ -59,26 +68,34 @@ export function fitToContext(system: Message[], history: Message[], current: Mes
 function toItem(message: Message): Record<string, unknown> {
   const role = message.role === 'function' ? 'tool' : message.role;
   if (typeof message.content === 'string') return { type: 'message', role, content: message.content };
-  const parts = (message.content ?? []).map((part: any) => {
-    if (part.type === 'text') return { type: 'input_text', text: part.text ?? '' };
+  const parts = ((message.content ?? []) as ContentPart[]).map((part) => {
+    if (part.type === 'text') return { type: 'input_text', text: typeof part.text === 'string' ? part.text : '' };
     if (part.type === 'image_url') return { type: 'input_image', image_url: typeof part.image_url === 'string' ? part.image_url : part.image_url?.url };
     return part;
   });
   return { type: 'message', role, content: parts };
 }
 
-export function createStoreHooks(ctx: ServiceContext): StoreHooks {
+/**
+ * `storeMessage` rewrites the message about to be stored (with `store: true`), e.g. inline images
+ * uploaded as media and replaced by their `jan_` references; the request sent upstream is unchanged.
+ */
+export function createStoreHooks(
+  ctx: ServiceContext,
+  options: { conversations: ConversationDeps; storeMessage?: (principal: Principal, message: Message) => Promise<Message> },
+): ConversationSessions {
   const knex = ctx.runtime.db.knex;
   const clock = ctx.runtime.clock;
   return {
-    async prepare(input, principal, model: ResolvedModel): Promise<StoreSession> {
+    async prepare(input, principal, model: ResolvedModel): Promise<ConversationSession> {
       const ref = typeof input.conversation === 'string' ? input.conversation : input.conversation?.id;
-      const latest = input.messages[input.messages.length - 1]!;
+      const given = input.messages[input.messages.length - 1]!;
+      const latest = input.store === true && options.storeMessage ? await options.storeMessage(principal, given) : given;
       let conversationId = ref;
       if (!conversationId) {
         // Only reached with store: true (the caller asks for a session without a conversation only then).
         const title = textOf(latest.content).slice(0, 80) || null;
-        conversationId = (await createConversation({ knex, clock }, principal.userId, { title } as never)).id;
+        conversationId = (await createConversation(options.conversations, principal.userId, { title } as never)).id;
       }
       const { conversation, items } = await loadHistory(knex, { conversationId, userId: principal.userId });
       const system: Message[] = [];
@@ -90,9 +107,10 @@ export function createStoreHooks(ctx: ServiceContext): StoreHooks {
       const context = pm.token_limits.context_length ?? model.catalog.context_length ?? Number.POSITIVE_INFINITY;
       const reserve = input.max_completion_tokens ?? input.max_tokens ?? 0;
       const messages = fitToContext(system, historyMessages(items), input.messages, context - reserve);
-      const session: StoreSession = {
+      const session: ConversationSession = {
         messages,
         conversation: { id: conversation.id, title: conversation.title },
+        projectId: conversation.project_id ?? null,
         async finish(answer) {
           const assistant: Record<string, unknown> = {
             type: 'message',

@@ -1,25 +1,29 @@
-import { StringDecoder } from 'node:string_decoder';
-import type { Response } from 'express';
+import { errorBody } from '../../kit/index.js';
+import { ClientClosed } from '../routing/failover.js';
+import { SseEventTooLarge, SseSplitter } from './sse.js';
+import type { ChatCompletionChunk, ConversationRef, ErrorPayload, Usage } from './types.js';
 
 /**
- * Relays an upstream SSE stream to the client event by event, as bytes arrive (no added
- * buffering: each complete event is written at once; only a partial event waits for its end).
+ * The streamed answer, as a sequence of events for the route to write. Upstream events pass through
+ * as they arrive (a batch of events nobody needs to look at is one `raw` event, written as is).
  * Along the way it captures usage (always asked upstream), drops the usage-only chunk when the
- * client did not ask for it, collects the assistant text for storage, sends `: keep-alive`
- * comments when the upstream is quiet, ends with `data: [DONE]`, and on an upstream failure after
- * the start sends one `data: {"error":…}` event and closes without `[DONE]`.
+ * client did not ask for it, collects the assistant text for storage, and ends with `done`
+ * (the route writes `data: [DONE]`), or with one `error` event (and no `[DONE]`) when the upstream
+ * fails after the start, sends an error event of its own, sends an event over the size limit, or
+ * runs past the deadline. The upstream's own error text never reaches the client: the error event
+ * is ours, and the upstream's goes to `onUpstreamError` (the caller logs it, redacted).
  */
-export interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-  completion_tokens_details?: { reasoning_tokens?: number };
-}
+export type StreamEvent =
+  | { type: 'raw'; text: string }
+  | { type: 'chunk'; chunk: ChatCompletionChunk }
+  | { type: 'error'; error: ErrorPayload }
+  | { type: 'done' };
+
+export type StreamOutcomeKind = 'ok' | 'client_closed' | 'stream_error' | 'upstream_error_event' | 'event_too_large' | 'deadline';
 
 export interface StreamOutcome {
-  outcome: 'ok' | 'client_closed' | 'stream_error' | 'upstream_error_event';
+  outcome: StreamOutcomeKind;
   usage: Usage | null;
-  firstChunkAt: number | null;
   /** Assistant text of choice 0 (and reasoning), collected only when `collect` is set. */
   content: string;
   reasoning: string;
@@ -27,162 +31,161 @@ export interface StreamOutcome {
 }
 
 export interface RelayOptions {
-  res: Response;
-  /** The provider's first body chunk (read by dispatchStream before the client got its 200) and the rest. */
-  firstChunk: Buffer;
+  /** The provider's first body chunk (read before the client got its 200) and the rest. */
+  firstChunk: Uint8Array;
   rest: AsyncIterator<unknown>;
   clientWantsUsage: boolean;
-  keepAliveMs: number;
   collect: boolean;
   requestId: string;
-  /** Extra fields merged into the first chunk that has a `choices` array (e.g. `conversation`). */
-  firstChunkExtra?: Record<string, unknown>;
-  now: () => number;
+  /** Merged into the first chunk that has a `choices` array. */
+  firstChunkExtra?: { conversation: ConversationRef };
+  maxEventBytes: number;
+  /** Aborted with `ClientClosed` when the client leaves, or with an ApiError (504) at the deadline. */
+  signal: AbortSignal;
+  onUpstreamError(detail: string, kind: Exclude<StreamOutcomeKind, 'ok' | 'client_closed'>): void;
 }
 
-const DONE = 'data: [DONE]\n\n';
+const errorEvent = (status: number, message: string, requestId: string, code?: string): StreamEvent => {
+  const body = errorBody(status, message, { code, requestId });
+  return { type: 'error', error: body.error as ErrorPayload };
+};
 
-export async function relayStream(options: RelayOptions): Promise<StreamOutcome> {
-  const { res } = options;
-  const result: StreamOutcome = { outcome: 'ok', usage: null, firstChunkAt: null, content: '', reasoning: '', finishReason: null };
-  res.writeHead(200, {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache, no-transform',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-  });
-  res.socket?.setNoDelay(true);
-  res.flushHeaders();
-
-  let lastWrite = options.now();
-  let keepAlive: NodeJS.Timeout | undefined;
-  if (options.keepAliveMs > 0) {
-    keepAlive = setInterval(() => {
-      if (options.now() - lastWrite >= options.keepAliveMs && !res.writableEnded) write(': keep-alive\n\n');
-    }, Math.max(Math.floor(options.keepAliveMs / 2), 5));
-  }
-
-  let waiting: Promise<void> | null = null;
-  function write(text: string): void {
-    lastWrite = options.now();
-    if (!res.write(text) && !waiting) waiting = new Promise((resolve) => res.once('drain', () => ((waiting = null), resolve())));
-  }
-
-  let sawDone = false;
-  let sawError = false;
+export function relayStream(options: RelayOptions): { events: AsyncIterable<StreamEvent>; done: Promise<StreamOutcome> } {
+  const result: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', finishReason: null };
+  let settle!: (outcome: StreamOutcome) => void;
+  const done = new Promise<StreamOutcome>((resolve) => (settle = resolve));
   let extraPending = options.firstChunkExtra;
+  let finished = false;
 
-  /** Only events that can carry usage, an error, [DONE] — or everything while collecting — are parsed. */
-  const inspect = (event: string) =>
-    options.collect || extraPending !== undefined || event.includes('[DONE]') || event.includes('"error"') || /"usage":\s?\{/.test(event);
+  /** Only events that can carry usage, an error or [DONE] (or everything while collecting) are parsed. */
+  const inspect = (text: string) =>
+    options.collect || extraPending !== undefined || text.includes('[DONE]') || text.includes('"error"') || /"usage":\s?\{/.test(text);
 
-  function handleEvent(event: string): void {
-    // event: lines of one SSE event without the blank line that ended it.
-    if (!inspect(event)) {
-      write(`${event}\n\n`);
-      return;
-    }
-    if (!event.includes('data:')) {
-      if (event.trim()) write(`${event}\n\n`); // comments and other fields pass through
-      return;
-    }
+  /** One event (its lines, without the blank line that ended it) → what to send, or null to drop it. */
+  function handleEvent(event: string): StreamEvent | 'done' | 'error' | null {
+    if (!event.includes('data:')) return event.trim() ? { type: 'raw', text: event } : null;
     const payload = event
       .split('\n')
       .filter((line) => line.startsWith('data:'))
       .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
       .join('\n');
-    if (payload.trim() === '[DONE]') {
-      sawDone = true;
-      return;
-    }
-    let chunk: Record<string, any>;
+    if (payload.trim() === '[DONE]') return 'done';
+    let chunk: ChatCompletionChunk & { error?: unknown };
     try {
-      chunk = JSON.parse(payload);
+      chunk = JSON.parse(payload) as ChatCompletionChunk & { error?: unknown };
     } catch {
-      write(`${event}\n\n`);
-      return;
+      return { type: 'raw', text: event };
     }
     if (chunk.error) {
-      sawError = true;
-      write(`data: ${JSON.stringify(chunk)}\n\n`);
-      return;
+      options.onUpstreamError(payload, 'upstream_error_event');
+      return 'error';
     }
     if (chunk.usage) result.usage = chunk.usage;
-    const choices = chunk.choices as any[] | undefined;
-    if (Array.isArray(choices) && choices.length === 0 && chunk.usage && !options.clientWantsUsage) return;
-    if (options.collect && Array.isArray(choices)) {
-      for (const choice of choices) {
-        if (choice?.index !== 0 && choice?.index !== undefined) continue;
-        const delta = choice?.delta ?? {};
-        if (typeof delta.content === 'string') result.content += delta.content;
-        if (typeof delta.reasoning_content === 'string') result.reasoning += delta.reasoning_content;
-        if (typeof delta.reasoning === 'string') result.reasoning += delta.reasoning;
-        if (choice?.finish_reason) result.finishReason = choice.finish_reason;
-      }
-    }
+    const choices = chunk.choices;
+    if (Array.isArray(choices) && choices.length === 0 && chunk.usage && !options.clientWantsUsage) return null;
+    if (options.collect && Array.isArray(choices)) collect(choices);
     if (extraPending && Array.isArray(choices)) {
       Object.assign(chunk, extraPending);
       extraPending = undefined;
-      write(`data: ${JSON.stringify(chunk)}\n\n`);
-      return;
+      return { type: 'chunk', chunk };
     }
-    write(`${event}\n\n`);
+    return { type: 'raw', text: event };
   }
 
-  const decoder = new StringDecoder('utf8');
-  let pending = '';
-  try {
-    for await (const raw of withFirst(options.firstChunk, options.rest)) {
-      if (result.firstChunkAt === null) result.firstChunkAt = options.now();
-      let text = decoder.write(raw as Buffer);
-      if (text.includes('\r')) text = text.replace(/\r\n?/g, '\n');
-      pending += text;
-      const cut = pending.lastIndexOf('\n\n');
-      if (cut < 0) continue;
-      const complete = pending.slice(0, cut);
-      pending = pending.slice(cut + 2);
-      // Fast path: nothing in these events to inspect → forward them in one write, as they are.
-      if (!inspect(complete)) write(`${complete}\n\n`);
-      else for (const event of complete.split('\n\n')) handleEvent(event);
-      if (waiting) await waiting;
-      if (sawError) break;
+  function collect(choices: NonNullable<ChatCompletionChunk['choices']>): void {
+    for (const choice of choices) {
+      if (choice?.index !== 0 && choice?.index !== undefined) continue;
+      const delta = choice?.delta ?? {};
+      if (typeof delta.content === 'string') result.content += delta.content;
+      if (typeof delta.reasoning_content === 'string') result.reasoning += delta.reasoning_content;
+      if (typeof delta.reasoning === 'string') result.reasoning += delta.reasoning;
+      if (choice?.finish_reason) result.finishReason = choice.finish_reason;
     }
-    if (!sawError && pending.trim()) handleEvent(pending.trim());
-  } catch (error) {
-    clearInterval(keepAlive);
-    if (res.destroyed || res.writableEnded || (error as Error).name === 'AbortError') {
-      result.outcome = 'client_closed';
-      return result;
+  }
+
+  async function* run(): AsyncGenerator<StreamEvent> {
+    const splitter = new SseSplitter(options.maxEventBytes);
+    let upstreamError = false;
+    try {
+      try {
+        for await (const raw of withFirst(options.firstChunk, options.rest)) {
+          const complete = splitter.push(raw as Uint8Array);
+          if (complete === null) continue;
+          // Fast path: nothing in these events to look at → forwarded in one write, as they are.
+          if (!inspect(complete)) {
+            yield { type: 'raw', text: complete };
+            continue;
+          }
+          for (const event of complete.split('\n\n')) {
+            const out = handleEvent(event);
+            if (out === 'error') {
+              upstreamError = true;
+              break;
+            }
+            if (out !== null && out !== 'done') yield out;
+          }
+          if (upstreamError) break;
+        }
+        if (!upstreamError) {
+          const tail = splitter.end().trim();
+          const out = tail ? handleEvent(tail) : null;
+          if (out === 'error') upstreamError = true;
+          else if (out !== null && out !== 'done') yield out;
+        }
+      } catch (error) {
+        const failure = classify(error);
+        if (failure === null) {
+          result.outcome = 'client_closed';
+          return;
+        }
+        result.outcome = failure.outcome;
+        options.onUpstreamError(failure.detail, failure.outcome);
+        yield errorEvent(failure.status, failure.message, options.requestId, failure.code);
+        return;
+      }
+      if (upstreamError) {
+        result.outcome = 'upstream_error_event';
+        yield errorEvent(502, 'The model provider reported an error during the stream', options.requestId);
+        return;
+      }
+      // An upstream that ends cleanly without [DONE] still gets one towards the client.
+      yield { type: 'done' };
+    } finally {
+      // The consumer stopping early (client gone) also lands here.
+      if (!finished && result.outcome === 'ok' && options.signal.aborted) result.outcome = 'client_closed';
+      finished = true;
+      settle(result);
     }
-    result.outcome = 'stream_error';
-    const body = {
-      error: {
-        message: 'The model provider failed during the stream',
-        type: 'server_error',
-        param: null,
-        code: 'upstream_error',
-        request_id: options.requestId,
-      },
+  }
+
+  function classify(error: unknown) {
+    if (options.signal.aborted) {
+      const reason = options.signal.reason;
+      if (reason instanceof ClientClosed) return null;
+      return { outcome: 'deadline' as const, status: 504, message: 'The model provider took longer than the stream time limit', code: undefined, detail: 'stream deadline reached' };
+    }
+    if (error instanceof SseEventTooLarge) {
+      return {
+        outcome: 'event_too_large' as const,
+        status: 502,
+        message: `The model provider sent a stream event larger than the limit of ${error.limit} bytes`,
+        code: 'upstream_response_too_large',
+        detail: error.message,
+      };
+    }
+    return {
+      outcome: 'stream_error' as const,
+      status: 502,
+      message: 'The model provider failed during the stream',
+      code: undefined,
+      detail: (error as Error)?.message ?? String(error),
     };
-    res.end(`data: ${JSON.stringify(body)}\n\n`);
-    return result;
   }
-  clearInterval(keepAlive);
-  if (res.destroyed) {
-    result.outcome = 'client_closed';
-    return result;
-  }
-  if (sawError) {
-    result.outcome = 'upstream_error_event';
-    res.end();
-    return result;
-  }
-  void sawDone; // An upstream that ends cleanly without [DONE] still gets one towards the client.
-  res.end(DONE);
-  return result;
+
+  return { events: run(), done };
 }
 
-async function* withFirst(first: Buffer, rest: AsyncIterator<unknown>): AsyncGenerator<unknown> {
+async function* withFirst(first: Uint8Array, rest: AsyncIterator<unknown>): AsyncGenerator<unknown> {
   try {
     yield first;
     for (;;) {
@@ -191,7 +194,11 @@ async function* withFirst(first: Buffer, rest: AsyncIterator<unknown>): AsyncGen
       yield next.value;
     }
   } finally {
-    // Leaving early (error event, client gone) releases the provider's socket.
-    await rest.return?.();
+    // Leaving early (error event, limit, client gone) releases the provider's socket.
+    try {
+      await rest.return?.();
+    } catch {
+      // the socket is going away anyway
+    }
   }
 }

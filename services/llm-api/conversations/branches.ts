@@ -7,6 +7,7 @@ import { appendToBranch, toItemObject, type ItemObject } from './items.js';
 import {
   copyRefs,
   deleteBranch,
+  deleteUnreferencedItems,
   findBranch,
   findBranchItem,
   findItemBefore,
@@ -279,7 +280,11 @@ export async function createBranch(
   });
 }
 
-/** Deletes a branch's references (never `MAIN` nor the active branch); its items stay stored. */
+/**
+ * Deletes a branch (never `MAIN` nor the active branch) and, physically, every item of the
+ * conversation no remaining branch references: deleting the backup branch an item delete left
+ * behind is how an item's content is erased for good.
+ */
 export async function removeBranch(deps: BranchDeps, userId: string, conversationId: string, rawName: string) {
   const name = normalizeBranchName(rawName);
   return withLockedConversation(deps, userId, conversationId, async ({ trx, conversation, now }) => {
@@ -288,6 +293,7 @@ export async function removeBranch(deps: BranchDeps, userId: string, conversatio
     const branch = await findBranch(trx, conversation.id, name);
     if (!branch) throw branchNotFound(name);
     await deleteBranch(trx, branch.id);
+    await deleteUnreferencedItems(trx, conversation.id);
     await updateConversation(trx, conversation.id, {}, now);
     return { object: 'conversation.branch.deleted' as const, name, deleted: true as const };
   });

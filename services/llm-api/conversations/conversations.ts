@@ -1,6 +1,5 @@
 import type { Knex } from 'knex';
 import { listEnvelope, newId, notFound, recordEvent, unixSeconds, type Clock, type ListEnvelope, type Page } from '../../kit/index.js';
-import { findProject } from '../projects/store.js';
 import { MAIN, loadConversation, resolveBranch } from './access.js';
 import { normalizeItem } from './item-schema.js';
 import { appendToBranch } from './items.js';
@@ -17,10 +16,20 @@ import {
   type Db,
 } from './store.js';
 
+/**
+ * How conversations see projects: a port, because the projects resource owns that table (and
+ * reaches conversations through a port of its own), so neither imports the other.
+ */
+export interface ProjectLookup {
+  /** Whether the caller owns this live project, locking it FOR SHARE inside `trx`. */
+  ownsForShare(trx: Knex.Transaction, projectId: string, userId: string): Promise<boolean>;
+}
+
 /** Conversations domain: create (with initial items), read, list, update, soft delete. */
 export interface ConversationDeps {
   knex: Knex;
   clock: Clock;
+  projects: ProjectLookup;
 }
 
 export interface ConversationObject {
@@ -53,14 +62,14 @@ const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
 const projectNotFound = (id: string) => notFound(`Project with id '${id}' not found.`);
 
 /** A project the caller owns, locked FOR SHARE so a concurrent project delete cannot slip between. */
-async function requireProject(trx: Knex.Transaction, projectId: string, userId: string): Promise<void> {
-  if (!(await findProject(trx, projectId, userId, 'share'))) throw projectNotFound(projectId);
+async function requireProject(deps: ConversationDeps, trx: Knex.Transaction, projectId: string, userId: string): Promise<void> {
+  if (!(await deps.projects.ownsForShare(trx, projectId, userId))) throw projectNotFound(projectId);
 }
 
 export async function createConversation(deps: ConversationDeps, userId: string, input: CreateConversationInput): Promise<ConversationObject> {
   const bodies = (input.items ?? []).map((raw, i) => normalizeItem(raw, `items[${i}]`));
   return deps.knex.transaction(async (trx) => {
-    if (input.project_id) await requireProject(trx, input.project_id, userId);
+    if (input.project_id) await requireProject(deps, trx, input.project_id, userId);
     const now = unixSeconds(deps.clock);
     const row = await insertConversation(trx, {
       id: newId('conversation'),
@@ -120,7 +129,7 @@ export async function patchConversation(deps: ConversationDeps, userId: string, 
       }
     }
     if (input.project_id !== undefined && input.project_id !== row.project_id) {
-      if (input.project_id !== null) await requireProject(trx, input.project_id, userId);
+      if (input.project_id !== null) await requireProject(deps, trx, input.project_id, userId);
       changes.project_id = { old: row.project_id, new: input.project_id };
       patch.project_id = input.project_id;
     }

@@ -1,14 +1,30 @@
+import { loadConfig } from '../../kit/index.js';
 import type { LlmApiResource } from '../resource.js';
+import { conversationsConfigShape } from './config.js';
 import { conversationsMigrations } from './migrations.js';
-import { mountConversationRoutes } from './routes.js';
+import { startPurgeJob } from './purge.js';
+import { conversationRoutes } from './routes.js';
 
-/** Conversations, their items and branches (SPEC.md 2.2, 2.3, 4.3). */
+/** Conversations, their items and branches; soft-deleted conversations are erased after CONVERSATION_PURGE_AFTER_DAYS. */
 export const conversationsResource: LlmApiResource = {
   name: 'conversations',
   migrations: conversationsMigrations,
-  mount: mountConversationRoutes,
+  routes: conversationRoutes,
+  start(deps, ctx) {
+    const settings = loadConfig(conversationsConfigShape, ctx.runtime.config.env);
+    const job = startPurgeJob({
+      knex: deps.conversations.knex,
+      clock: deps.conversations.clock,
+      logger: ctx.runtime.logger,
+      afterDays: settings.CONVERSATION_PURGE_AFTER_DAYS,
+      intervalMs: settings.CONVERSATION_PURGE_INTERVAL_MS,
+    });
+    ctx.onStop(() => job.stop());
+  },
 };
 
 // The domain API other llm-api resources use (chat completions with `store: true`); see docs/conversations.md.
 export { appendItems, loadHistory, type AppendItemsInput, type AppendItemsResult, type ItemObject, type TokensUsed } from './items.js';
-export { createConversation, getConversation, patchConversation, toConversationObject, type ConversationObject } from './conversations.js';
+export { createConversation, detachProjectConversations, getConversation, patchConversation, toConversationObject, type ConversationDeps, type ConversationObject, type ProjectLookup } from './conversations.js';
+export { conversationsConfigShape } from './config.js';
+export { purgeDeletedConversations } from './purge.js';

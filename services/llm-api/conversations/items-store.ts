@@ -71,6 +71,14 @@ export async function deleteBranch(db: Db, branchId: number): Promise<void> {
   await db('conversation_branches').where({ id: branchId }).delete();
 }
 
+/** Physically deletes the conversation's items that no branch references any more; returns how many. */
+export async function deleteUnreferencedItems(db: Db, conversationId: string): Promise<number> {
+  return db('conversation_items as i')
+    .where('i.conversation_id', conversationId)
+    .whereNotExists((q) => q.select(db.raw('1')).from('branch_items as bi').whereRaw('bi.item_id = i.id'))
+    .delete();
+}
+
 /** Appends references at the end of a branch (caller holds the conversation lock). */
 export async function appendRefs(db: Db, branchId: number, itemIds: string[]): Promise<number[]> {
   if (itemIds.length === 0) return [];
@@ -138,13 +146,14 @@ export async function findItemBefore(db: Db, branchId: number, position: number,
  * The page query over one branch (exported so the index test can EXPLAIN exactly what runs).
  * Fetches `limit + 1` rows so the caller knows `has_more` exactly.
  */
-export function itemPageQuery(db: Db, params: { branchId: number; order: 'asc' | 'desc'; afterPosition?: number; limit: number }) {
+export function itemPageQuery(db: Db, params: { branchId: number; order: 'asc' | 'desc'; afterPosition?: number; offset?: number; limit: number }) {
   const query = db('branch_items as bi')
     .join('conversation_items as i', 'i.id', 'bi.item_id')
     .where('bi.branch_id', params.branchId)
     .select(ITEM_COLUMNS)
     .orderBy('bi.position', params.order)
-    .limit(params.limit + 1);
+    .limit(params.limit + 1)
+    .offset(params.offset ?? 0);
   if (params.afterPosition !== undefined) query.where('bi.position', params.order === 'asc' ? '>' : '<', params.afterPosition);
   return query;
 }

@@ -7,6 +7,7 @@ import {
   appendRefs,
   findBranchItem,
   insertItems,
+  countBranchItems,
   itemPageQuery,
   normalizeItem as normalizeRow,
   positionOf,
@@ -179,6 +180,7 @@ export interface ItemListQuery {
   limit: number;
   order: 'asc' | 'desc';
   after?: string;
+  offset?: number;
   include: string[];
   branch?: string;
 }
@@ -189,6 +191,8 @@ export interface ItemList {
   first_id: string | null;
   last_id: string | null;
   has_more: boolean;
+  /** Items on the branch in all (whatever `after` and `offset` say). */
+  total_count: number;
 }
 
 /**
@@ -204,11 +208,14 @@ export async function listItems(db: Db, userId: string, conversationId: string, 
     afterPosition = await positionOf(db, branch.id, query.after);
     if (afterPosition === undefined) throw badRequest(`Invalid value for 'after': item '${query.after}' is not on branch '${branch.name}'.`, 'after');
   }
-  const rows = (await itemPageQuery(db, { branchId: branch.id, order: query.order, afterPosition, limit: query.limit })) as BranchItemRow[];
+  const [rows, total] = await Promise.all([
+    itemPageQuery(db, { branchId: branch.id, order: query.order, afterPosition, offset: query.offset ?? 0, limit: query.limit }) as Promise<BranchItemRow[]>,
+    countBranchItems(db, branch.id),
+  ]);
   const hasMore = rows.length > query.limit;
   const include = new Set(query.include);
   const data = rows.slice(0, query.limit).map((r) => toItemObject(normalizeRow(r), branch.name, include));
-  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
+  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore, total_count: total };
 }
 
 export async function getItem(

@@ -1,5 +1,5 @@
-import type { Request, Router } from 'express';
-import { parseInput, parsePage, principalOf, type ServiceContext } from '../../kit/index.js';
+import { z } from 'zod';
+import { pageOf, pageQuery, route, type Route } from '../../kit/index.js';
 import { activateBranch, createBranch, deleteItem, editItem, getBranch, listConversationBranches, regenerateItem, removeBranch } from './branches.js';
 import { createConversation, deleteConversation, getConversation, listConversations, patchConversation, type ConversationDeps } from './conversations.js';
 import { appendItems, getItem, listItems, parseInclude } from './items.js';
@@ -14,102 +14,171 @@ import {
   updateConversationSchema,
 } from './schemas.js';
 
-/** HTTP surface of conversations, items and branches (SPEC.md 4.3; paths as the openai SDK calls them). */
-export function mountConversationRoutes(router: Router, ctx: ServiceContext): void {
-  const deps: ConversationDeps = { knex: ctx.runtime.db.knex, clock: ctx.runtime.clock };
-  const user = (req: Request) => principalOf(req).userId;
-  const query = (req: Request) => req.query as Record<string, unknown>;
-  // `include[]=a` (the SDK) and `include=a,b` / repeated `include=a` (curl) are one list.
-  const include = (req: Request) => parseInclude(query(req).include ?? query(req)['include[]']);
+const conversation = z.object({ conversationId: z.string() });
+const item = conversation.extend({ itemId: z.string() });
+const branch = conversation.extend({ branch: z.string() });
+/** `include[]=a` (the SDK) and `include=a,b` / repeated `include=a` (curl) are one list. */
+const includeQuery = z.object({ include: z.unknown().optional(), 'include[]': z.unknown().optional() });
+const includesOf = (query: { include?: unknown; 'include[]'?: unknown }) => parseInclude(query.include ?? query['include[]']);
 
-  router.post('/v1/conversations', async (req, res) => {
-    res.json(await createConversation(deps, user(req), parseInput(createConversationSchema, req.body)));
-  });
-
-  router.get('/v1/conversations', async (req, res) => {
-    const page = parsePage(req.query);
-    const filters = parseInput(listConversationsQuery, { project_id: query(req).project_id, referrer: query(req).referrer });
-    res.json(await listConversations(deps, { userId: user(req), projectId: filters.project_id, referrer: filters.referrer }, page));
-  });
-
-  router.get('/v1/conversations/:conversationId', async (req, res) => {
-    res.json(await getConversation(deps, user(req), String(req.params.conversationId)));
-  });
-
-  const update = async (req: Request, res: import('express').Response) => {
-    res.json(await patchConversation(deps, user(req), String(req.params.conversationId), parseInput(updateConversationSchema, req.body)));
-  };
-  router.post('/v1/conversations/:conversationId', update);
-  router.patch('/v1/conversations/:conversationId', update);
-
-  router.delete('/v1/conversations/:conversationId', async (req, res) => {
-    res.json(await deleteConversation(deps, user(req), String(req.params.conversationId)));
-  });
-
-  // --- items ---
-  router.post('/v1/conversations/:conversationId/items', async (req, res) => {
-    const includes = include(req);
-    const body = parseInput(createItemsSchema, req.body);
-    const result = await appendItems(deps.knex, {
-      conversationId: String(req.params.conversationId),
-      userId: user(req),
-      items: body.items,
-      clock: deps.clock,
-      include: includes,
+/** HTTP surface of conversations, items and branches (paths as the openai SDK calls them). */
+export function conversationRoutes(deps: { conversations: ConversationDeps }): Route[] {
+  const common = { access: 'user', tag: 'conversations' } as const;
+  const update = (method: 'post' | 'patch') =>
+    route({
+      ...common,
+      method,
+      path: '/v1/conversations/:conversationId',
+      summary: method === 'post' ? 'Update a conversation (the openai SDK form)' : 'Update a conversation: metadata, title, project',
+      request: { params: conversation, body: updateConversationSchema },
+      handler: ({ principal, params, body }) => patchConversation(deps.conversations, principal.userId, params.conversationId, body),
     });
-    res.json({
-      object: 'list',
-      data: result.items,
-      first_id: result.items[0]?.id ?? null,
-      last_id: result.items.at(-1)?.id ?? null,
-      has_more: false,
-    });
-  });
+  return [
+    route({
+      ...common,
+      method: 'post',
+      path: '/v1/conversations',
+      summary: 'Create a conversation, optionally with its first items',
+      request: { body: createConversationSchema },
+      handler: ({ principal, body }) => createConversation(deps.conversations, principal.userId, body),
+    }),
+    route({
+      ...common,
+      method: 'get',
+      path: '/v1/conversations',
+      summary: "List the caller's conversations, most recently active first",
+      request: { query: pageQuery().extend(listConversationsQuery.shape) },
+      handler: ({ principal, query }) =>
+        listConversations(deps.conversations, { userId: principal.userId, projectId: query.project_id, referrer: query.referrer }, pageOf(query)),
+    }),
+    route({
+      ...common,
+      method: 'get',
+      path: '/v1/conversations/:conversationId',
+      summary: 'Get a conversation',
+      request: { params: conversation },
+      handler: ({ principal, params }) => getConversation(deps.conversations, principal.userId, params.conversationId),
+    }),
+    update('post'),
+    update('patch'),
+    route({
+      ...common,
+      method: 'delete',
+      path: '/v1/conversations/:conversationId',
+      summary: 'Delete a conversation (404 from then on; erased after CONVERSATION_PURGE_AFTER_DAYS)',
+      request: { params: conversation },
+      handler: ({ principal, params }) => deleteConversation(deps.conversations, principal.userId, params.conversationId),
+    }),
 
-  router.get('/v1/conversations/:conversationId/items', async (req, res) => {
-    const includes = include(req);
-    const q = query(req);
-    const parsed = parseInput(listItemsQuery, { limit: q.limit, order: q.order, after: q.after, branch: q.branch });
-    res.json(await listItems(deps.knex, user(req), String(req.params.conversationId), { ...parsed, include: includes }));
-  });
+    // --- items ---
+    route({
+      ...common,
+      method: 'post',
+      path: '/v1/conversations/:conversationId/items',
+      summary: "Append items to the conversation's active branch",
+      request: { params: conversation, body: createItemsSchema, query: includeQuery },
+      handler: async ({ principal, params, body, query }) => {
+        const result = await appendItems(deps.conversations.knex, {
+          conversationId: params.conversationId,
+          userId: principal.userId,
+          items: body.items,
+          clock: deps.conversations.clock,
+          include: includesOf(query),
+        });
+        return { object: 'list', data: result.items, first_id: result.items[0]?.id ?? null, last_id: result.items.at(-1)?.id ?? null, has_more: false };
+      },
+    }),
+    route({
+      ...common,
+      method: 'get',
+      path: '/v1/conversations/:conversationId/items',
+      summary: 'List the items of a branch (cursor `after`/`order`, or `offset`)',
+      request: { params: conversation, query: listItemsQuery.extend(includeQuery.shape) },
+      handler: ({ principal, params, query }) =>
+        listItems(deps.conversations.knex, principal.userId, params.conversationId, {
+          limit: query.limit,
+          order: query.order,
+          after: query.after,
+          offset: query.offset,
+          branch: query.branch,
+          include: includesOf(query),
+        }),
+    }),
+    route({
+      ...common,
+      method: 'get',
+      path: '/v1/conversations/:conversationId/items/:itemId',
+      summary: 'Get an item',
+      request: { params: item, query: itemQuery.extend(includeQuery.shape) },
+      handler: ({ principal, params, query }) =>
+        getItem(deps.conversations.knex, principal.userId, params.conversationId, params.itemId, { include: includesOf(query), branch: query.branch }),
+    }),
+    route({
+      ...common,
+      method: 'delete',
+      path: '/v1/conversations/:conversationId/items/:itemId',
+      summary: 'Delete an item: MAIN continues without it, the old MAIN is kept as a backup branch',
+      request: { params: item },
+      handler: ({ principal, params }) => deleteItem(deps.conversations, principal.userId, params.conversationId, params.itemId),
+    }),
+    route({
+      ...common,
+      method: 'post',
+      path: '/v1/conversations/:conversationId/items/:itemId/edit',
+      summary: 'Edit a message: a new branch from before it, with the new content',
+      request: { params: item, body: editItemSchema },
+      handler: ({ principal, params, body }) => editItem(deps.conversations, principal.userId, params.conversationId, params.itemId, body.content),
+    }),
+    route({
+      ...common,
+      method: 'post',
+      path: '/v1/conversations/:conversationId/items/:itemId/regenerate',
+      summary: 'Regenerate from a message: a new branch ending at it',
+      request: { params: item },
+      handler: ({ principal, params }) => regenerateItem(deps.conversations, principal.userId, params.conversationId, params.itemId),
+    }),
 
-  router.get('/v1/conversations/:conversationId/items/:itemId', async (req, res) => {
-    const includes = include(req);
-    const { branch } = parseInput(itemQuery, { branch: query(req).branch });
-    res.json(await getItem(deps.knex, user(req), String(req.params.conversationId), String(req.params.itemId), { include: includes, branch }));
-  });
-
-  router.delete('/v1/conversations/:conversationId/items/:itemId', async (req, res) => {
-    res.json(await deleteItem(deps, user(req), String(req.params.conversationId), String(req.params.itemId)));
-  });
-
-  router.post('/v1/conversations/:conversationId/items/:itemId/edit', async (req, res) => {
-    const { content } = parseInput(editItemSchema, req.body);
-    res.json(await editItem(deps, user(req), String(req.params.conversationId), String(req.params.itemId), content));
-  });
-
-  router.post('/v1/conversations/:conversationId/items/:itemId/regenerate', async (req, res) => {
-    res.json(await regenerateItem(deps, user(req), String(req.params.conversationId), String(req.params.itemId)));
-  });
-
-  // --- branches ---
-  router.get('/v1/conversations/:conversationId/branches', async (req, res) => {
-    res.json(await listConversationBranches(deps, user(req), String(req.params.conversationId)));
-  });
-
-  router.post('/v1/conversations/:conversationId/branches', async (req, res) => {
-    res.status(201).json(await createBranch(deps, user(req), String(req.params.conversationId), parseInput(createBranchSchema, req.body)));
-  });
-
-  router.get('/v1/conversations/:conversationId/branches/:branch', async (req, res) => {
-    res.json(await getBranch(deps, user(req), String(req.params.conversationId), String(req.params.branch)));
-  });
-
-  router.delete('/v1/conversations/:conversationId/branches/:branch', async (req, res) => {
-    res.json(await removeBranch(deps, user(req), String(req.params.conversationId), String(req.params.branch)));
-  });
-
-  router.post('/v1/conversations/:conversationId/branches/:branch/activate', async (req, res) => {
-    res.json(await activateBranch(deps, user(req), String(req.params.conversationId), String(req.params.branch)));
-  });
+    // --- branches ---
+    route({
+      ...common,
+      method: 'get',
+      path: '/v1/conversations/:conversationId/branches',
+      summary: 'List the branches of a conversation',
+      request: { params: conversation },
+      handler: ({ principal, params }) => listConversationBranches(deps.conversations, principal.userId, params.conversationId),
+    }),
+    route({
+      ...common,
+      method: 'post',
+      path: '/v1/conversations/:conversationId/branches',
+      summary: 'Create a branch from another branch, optionally up to an item',
+      request: { params: conversation, body: createBranchSchema },
+      response: { status: 201 },
+      handler: ({ principal, params, body }) => createBranch(deps.conversations, principal.userId, params.conversationId, body),
+    }),
+    route({
+      ...common,
+      method: 'get',
+      path: '/v1/conversations/:conversationId/branches/:branch',
+      summary: 'Get a branch',
+      request: { params: branch },
+      handler: ({ principal, params }) => getBranch(deps.conversations, principal.userId, params.conversationId, params.branch),
+    }),
+    route({
+      ...common,
+      method: 'delete',
+      path: '/v1/conversations/:conversationId/branches/:branch',
+      summary: 'Delete a branch; items no other branch references are erased',
+      request: { params: branch },
+      handler: ({ principal, params }) => removeBranch(deps.conversations, principal.userId, params.conversationId, params.branch),
+    }),
+    route({
+      ...common,
+      method: 'post',
+      path: '/v1/conversations/:conversationId/branches/:branch/activate',
+      summary: 'Make a branch the active one',
+      request: { params: branch },
+      handler: ({ principal, params }) => activateBranch(deps.conversations, principal.userId, params.conversationId, params.branch),
+    }),
+  ];
 }

@@ -63,6 +63,8 @@ export const listItemsQuery = z.object({
   limit,
   order: z.enum(['asc', 'desc'], { error: "must be 'asc' or 'desc'" }).default('desc'),
   after: z.string().min(1).max(64).optional(),
+  /** Items skipped (after `after`, when both are given). */
+  offset: z.preprocess((v) => (v === undefined || v === '' ? undefined : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v), z.number({ error: 'must be an integer' }).int().min(0).max(1_000_000_000).default(0)),
   branch: z.string().min(1).max(64).optional(),
 });
 

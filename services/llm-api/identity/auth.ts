@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError, newId, randomBase62, type Runtime } from '../../kit/index.js';
+import type { Passwords } from './passwords/domain.js';
 import type { IdentityProvider, TokenSet } from './providers/types.js';
 import { userView, type IdentityUsersStore, type UserRecord } from './store.js';
 
@@ -8,7 +9,10 @@ export interface AuthDeps {
   runtime: Runtime;
   provider: IdentityProvider;
   users: IdentityUsersStore;
+  passwords: Passwords;
   guestEmailDomain: string;
+  /** UPGRADE_VERIFIES_EMAIL: whether an upgrade marks the new e-mail verified. */
+  upgradeVerifiesEmail: boolean;
 }
 
 export interface LoginResult extends TokenSet {
@@ -48,10 +52,16 @@ export function createAuth(deps: AuthDeps) {
     },
 
     /**
-     * Guest → permanent account: the temporary e-mail is replaced by the real one (marked
-     * verified), the guest flag cleared. A non-guest caller is a 400; a taken e-mail or username 409.
+     * Guest → permanent account: the temporary e-mail is replaced by the real one, the guest flag
+     * cleared, and with `password` (embedded issuer) a password set for sign-in. Nobody proved the
+     * address, so by default it stays unverified (the edge keeps such accounts on a lower tier)
+     * until an administrator or a verified sign-in (an external issuer's `email_verified`) marks it;
+     * UPGRADE_VERIFIES_EMAIL=true marks it at once. A non-guest caller is a 400; a taken e-mail or
+     * username 409.
      */
-    async upgrade(userId: string, change: { email: string; username?: string; fullName?: string }) {
+    async upgrade(userId: string, change: { email: string; username?: string; fullName?: string; password?: string }) {
+      // Hashed before the transaction: scrypt takes a while and must not hold the row locks.
+      const passwordHash = change.password === undefined ? undefined : await deps.passwords.hashNew(change.password, 'password');
       const user = await runtime.db.knex.transaction(async (trx) => {
         await users.lockName(trx, change.email);
         if (change.username) await users.lockName(trx, change.username);
@@ -63,10 +73,11 @@ export function createAuth(deps: AuthDeps) {
           throw new ApiError(409, 'This username is already taken', { param: 'username' });
         }
         // The provider is updated inside the transaction: if it refuses, nothing changes here either.
-        await provider.upgrade(current, change);
+        await provider.upgrade(current, { email: change.email, username: change.username, fullName: change.fullName });
+        if (passwordHash !== undefined) await deps.passwords.save(trx, userId, passwordHash);
         return users.update(trx, userId, {
           email: change.email,
-          email_verified: true,
+          email_verified: deps.upgradeVerifiesEmail,
           is_guest: false,
           ...(change.username ? { username: change.username } : {}),
           ...(change.fullName !== undefined ? { full_name: change.fullName } : {}),

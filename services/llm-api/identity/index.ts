@@ -1,17 +1,17 @@
-import type { Router } from 'express';
-import type { ServiceContext } from '../../kit/index.js';
+import { loadIdentityConfig } from './config.js';
+import { createSecretBox, loadMasterKey, type ServiceContext } from '../../kit/index.js';
 import type { LlmApiResource } from '../resource.js';
-import { mountAdminUserRoutes } from './admin-users/routes.js';
 import { createUserAdmin } from './admin-users/domain.js';
 import { createApiKeys } from './api-keys/domain.js';
-import { mountApiKeyRoutes } from './api-keys/routes.js';
 import { createApiKeyStore } from './api-keys/store.js';
 import { createAuth } from './auth.js';
 import { identityMigrations } from './migrations.js';
+import { createPasswords } from './passwords/domain.js';
+import { createPasswordStore } from './passwords/store.js';
 import { createEmbeddedProvider } from './providers/embedded.js';
 import { createKeycloakProvider, keycloakSettingsFrom } from './providers/keycloak.js';
 import type { IdentityProvider } from './providers/types.js';
-import { mountAuthRoutes } from './routes.js';
+import { identityRoutes } from './routes.js';
 import { createIdentityUsersStore } from './store.js';
 import { createTokenIssuer, type TokenIssuer } from './tokens/issuer.js';
 import { createRefreshStore } from './tokens/refresh-store.js';
@@ -19,15 +19,15 @@ import { createRefreshTokens } from './tokens/refresh-tokens.js';
 import { createKeyRing } from './tokens/signing-keys.js';
 
 /**
- * Identity (issue 4): guest login, refresh, upgrade, API keys and their validation, user and key
+ * Identity: guest login, password sign-in (embedded issuer), refresh, upgrade, API keys and their validation, user and key
  * administration, and — with the embedded provider — the token issuer's JWKS and discovery.
  */
 export function createIdentity(ctx: ServiceContext) {
   const { runtime } = ctx;
-  const config = runtime.config;
+  const config = { ...runtime.config, ...loadIdentityConfig(runtime.config.env) };
   const knex = runtime.db.knex;
   const users = createIdentityUsersStore(knex);
-  const keyRing = createKeyRing({ knex, clock: runtime.clock, alg: config.JWT_SIGNING_ALG });
+  const keyRing = createKeyRing({ knex, clock: runtime.clock, alg: config.JWT_SIGNING_ALG, box: createSecretBox(loadMasterKey(config)) });
   const issuer = createTokenIssuer({
     keys: keyRing,
     clock: runtime.clock,
@@ -48,10 +48,38 @@ export function createIdentity(ctx: ServiceContext) {
     ? createKeycloakProvider({ settings: keycloak, clock: runtime.clock, users, logger: runtime.logger })
     : createEmbeddedProvider({ issuer, refreshTokens, users });
   const keyStore = createApiKeyStore(knex);
-  const apiKeys = createApiKeys({ runtime, store: keyStore, users, provider, maxPerUser: config.API_KEYS_MAX_PER_USER });
-  const auth = createAuth({ runtime, provider, users, guestEmailDomain: config.GUEST_EMAIL_DOMAIN });
+  const apiKeys = createApiKeys({
+    runtime,
+    store: keyStore,
+    users,
+    provider,
+    maxPerUser: config.API_KEYS_MAX_PER_USER,
+    defaultTier: config.API_KEY_DEFAULT_TIER,
+  });
+  const passwords = createPasswords({
+    store: createPasswordStore(knex),
+    users,
+    provider,
+    refreshTokens,
+    clock: runtime.clock,
+    logger: runtime.logger,
+    settings: {
+      minLength: config.PASSWORD_MIN_LENGTH,
+      maxFailures: config.LOGIN_MAX_FAILURES,
+      lockoutSeconds: config.LOGIN_LOCKOUT_SECONDS,
+      externalSignInUrl: config.JWT_ISSUER,
+    },
+  });
+  const auth = createAuth({
+    runtime,
+    provider,
+    users,
+    passwords,
+    guestEmailDomain: config.GUEST_EMAIL_DOMAIN,
+    upgradeVerifiesEmail: config.UPGRADE_VERIFIES_EMAIL,
+  });
   const userAdmin = createUserAdmin({ runtime, users, keyStore, apiKeys, refreshTokens, provider });
-  return { provider, issuer: keycloak ? null : (issuer as TokenIssuer | null), keyRing, refreshTokens, apiKeys, auth, userAdmin, users };
+  return { provider, issuer: keycloak ? null : (issuer as TokenIssuer | null), keyRing, refreshTokens, apiKeys, auth, userAdmin, users, passwords };
 }
 
 export type Identity = ReturnType<typeof createIdentity>;
@@ -60,31 +88,28 @@ export type Identity = ReturnType<typeof createIdentity>;
 export const identityResource: LlmApiResource = {
   name: 'identity',
   migrations: identityMigrations,
-  publicPaths: [/^\/auth\/guest-login$/, /^\/auth\/refresh(-token)?$/, /^\/\.well-known\//, /^\/auth\/validate-api-key$/],
-  bodyRules: [
-    { path: /^\/auth\/validate-api-key$/, limit: 4 * 1024 },
-    { path: /^\/auth\//, limit: 16 * 1024 },
-  ],
-  async mount(router: Router, ctx: ServiceContext) {
-    const identity = createIdentity(ctx);
-    const config = ctx.runtime.config;
+  routes: identityRoutes,
+  async start(deps, ctx) {
+    const { identity } = deps.identity;
+    const config = loadIdentityConfig(ctx.runtime.config.env);
     if (identity.issuer) await identity.keyRing.ensureKey();
     if (config.BOOTSTRAP_ADMIN_API_KEY) {
       const { userId, created } = await identity.apiKeys.ensureBootstrapAdmin(config.BOOTSTRAP_ADMIN_API_KEY);
       ctx.runtime.logger.info({ userId, created }, 'bootstrap admin API key ready');
     }
-    // Expired API keys: deleted and their revocation published. Ended refresh families: deleted.
+    // Expired API keys: deleted and their revocation published. Ended refresh families and
+    // sign-in failure counters that lock nothing any more: deleted.
     const sweep = setInterval(() => {
       const warn = (what: string) => (error: unknown) => ctx.runtime.logger.warn({ err: (error as Error).message }, `${what} failed`);
       identity.apiKeys.sweepExpired().catch(warn('API key sweep'));
       identity.refreshTokens.prune().catch(warn('refresh token prune'));
+      identity.passwords.prune().catch(warn('sign-in failure prune'));
     }, config.API_KEY_SWEEP_INTERVAL_MS);
     sweep.unref();
     ctx.onStop(() => clearInterval(sweep));
-
-    mountAuthRoutes(router, { auth: identity.auth, issuer: identity.issuer, guestEmailDomain: config.GUEST_EMAIL_DOMAIN });
-    mountApiKeyRoutes(router, { apiKeys: identity.apiKeys, maxTtlDays: config.API_KEY_MAX_TTL_DAYS });
-    mountAdminUserRoutes(router, { userAdmin: identity.userAdmin });
   },
-
 };
+
+export type { IdentityDeps } from './routes.js';
+
+export { identityConfigShape } from './config.js';

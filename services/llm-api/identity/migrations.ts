@@ -88,4 +88,58 @@ export const identityApiKeys: Migration = {
   },
 };
 
-export const identityMigrations: Migration[] = [identityUsersColumns, identitySigningKeys, identityRefreshTokens, identityApiKeys];
+/**
+ * Private signing keys are sealed with the secret box under MASTER_KEY (`private_jwk_sealed`).
+ * Rows written before hold the plaintext JWK in `private_jwk`: the key ring seals them at start
+ * (it needs the master key, which migrations do not see) and clears the plaintext column.
+ */
+export const identitySealedSigningKeys: Migration = {
+  name: '20261122_1004_identity_sealed_signing_keys',
+  async up(knex) {
+    await knex.schema.alterTable('identity_signing_keys', (t) => {
+      t.text('private_jwk_sealed');
+    });
+    await knex.raw('alter table identity_signing_keys alter column private_jwk drop not null');
+  },
+  async down(knex) {
+    await knex.schema.alterTable('identity_signing_keys', (t) => {
+      t.dropColumn('private_jwk_sealed');
+    });
+  },
+};
+
+/**
+ * Password sign-in of the embedded issuer. `identity_passwords` holds one scrypt hash per user (the
+ * encoded string carries its parameters and salt; never the password). `identity_login_attempts`
+ * counts failed sign-ins per e-mail address, known or not (keyed by a hash of the lower-cased
+ * address), so the lockout answers the same for addresses nobody holds.
+ */
+export const identityPasswords: Migration = {
+  name: '20261123_1000_identity_passwords',
+  async up(knex) {
+    await knex.schema.createTable('identity_passwords', (t) => {
+      t.string('user_id', 64).primary().references('id').inTable('users').onDelete('CASCADE');
+      t.text('hash').notNullable();
+      t.bigInteger('updated_at').notNullable();
+    });
+    await knex.schema.createTable('identity_login_attempts', (t) => {
+      t.string('email_key', 64).primary();
+      t.integer('failures').notNullable().defaultTo(0);
+      t.bigInteger('locked_until');
+      t.bigInteger('updated_at').notNullable();
+    });
+  },
+  async down(knex) {
+    await knex.schema.dropTable('identity_login_attempts');
+    await knex.schema.dropTable('identity_passwords');
+  },
+};
+
+export const identityMigrations: Migration[] = [
+  identityUsersColumns,
+  identitySigningKeys,
+  identityRefreshTokens,
+  identityApiKeys,
+  identitySealedSigningKeys,
+  identityPasswords,
+];

@@ -5,7 +5,8 @@
  * signed has expired (at most 3600 s), and keys retired longer ago are deleted. Edges that load the
  * JWKS once (SPEC.md section 5) must be restarted within that window.
  */
-import { exitOnConfigError, loadBaseConfig, openRuntime, type BaseConfig } from '../../kit/index.js';
+import { loadIdentityConfig } from './config.js';
+import { createSecretBox, exitOnConfigError, loadBaseConfig, loadMasterKey, openRuntime, type BaseConfig } from '../../kit/index.js';
 import { createKeyRing } from './tokens/signing-keys.js';
 
 let config: BaseConfig;
@@ -21,7 +22,8 @@ try {
     process.stderr.write('identity_signing_keys does not exist: start llm-api once before rotating keys\n');
     process.exitCode = 1;
   } else {
-    const result = await createKeyRing({ knex: runtime.db.knex, clock: runtime.clock, alg: config.JWT_SIGNING_ALG }).rotate();
+    const box = createSecretBox(loadMasterKey(config));
+    const result = await createKeyRing({ knex: runtime.db.knex, clock: runtime.clock, alg: loadIdentityConfig(config.env).JWT_SIGNING_ALG, box }).rotate();
     process.stdout.write(`${JSON.stringify({ signing_kid: result.kid, retired: result.retired, pruned: result.pruned })}\n`);
   }
 } finally {

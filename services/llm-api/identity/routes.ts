@@ -1,44 +1,326 @@
-import type { Router } from 'express';
-import { ApiError, parseInput, principalOf } from '../../kit/index.js';
-import type { Auth } from './auth.js';
-import { refreshRequest, upgradeRequest } from './schemas.js';
-import type { TokenIssuer } from './tokens/issuer.js';
+import { z } from 'zod';
+import { ApiError, isId, listEnvelope, pageOf, pageQuery, route, type Principal, type Route } from '../../kit/index.js';
+import type { NewKeyInput } from './api-keys/domain.js';
+import { getSpendLimits, hasSpendInput, setSpendLimits, type SpendDeps, type SpendInput } from '../usage/index.js';
+import type { Identity } from './index.js';
+import {
+  adminCreateKeyRequest,
+  adminKeysQuery,
+  adminPatchKeyRequest,
+  adminPatchUserRequest,
+  adminUsersQuery,
+  changePasswordRequest,
+  createKeyRequest,
+  loginRequest,
+  refreshRequest,
+  upgradeRequest,
+  validateKeyRequest,
+} from './schemas.js';
 
-/** Guest login, refresh, upgrade, the caller's profile, and the embedded issuer's JWKS/discovery. */
-export function mountAuthRoutes(router: Router, deps: { auth: Auth; issuer: TokenIssuer | null; guestEmailDomain: string }) {
-  const { auth, issuer } = deps;
+/** What identity's routes need: the identity parts, and two settings read in handlers. */
+export interface IdentityDeps {
+  identity: Identity;
+  /** API_KEY_MAX_TTL_DAYS: upper bound of `expires_in_days`. */
+  maxKeyTtlDays: number;
+  /** GUEST_EMAIL_DOMAIN: addresses in it cannot become an account's e-mail. */
+  guestEmailDomain: string;
+  /** GUEST_LOGIN_ENABLED: off → guest login answers 403. */
+  guestLoginEnabled?: boolean;
+}
 
-  router.post('/auth/guest-login', async (_req, res) => {
-    res.status(201).json(await auth.guestLogin());
-  });
+/** Bodies of /auth/* are small; the key validator's is one key. */
+const AUTH_BODY_LIMIT = 16 * 1024;
+const VALIDATE_BODY_LIMIT = 4 * 1024;
+/** The schemas accept the largest TTL any configuration allows; the configured bound is checked in the handler. */
+const ANY_TTL_DAYS = 36500;
 
-  for (const path of ['/auth/refresh', '/auth/refresh-token']) {
-    router.post(path, async (req, res) => {
-      const input = parseInput(refreshRequest, req.body);
-      res.json(await auth.refresh(input.refresh_token));
-    });
+const keyParams = z.object({ id: z.string() });
+const userParams = z.object({ id: z.string() });
+
+const keyId = (value: string) => {
+  if (!isId('apiKey', value)) throw new ApiError(404, 'API key not found', { param: 'id' });
+  return value;
+};
+const userId = (value: string) => {
+  if (!isId('user', value)) throw new ApiError(404, 'User not found', { param: 'id' });
+  return value;
+};
+
+/** API keys are managed with a bearer token: a key cannot mint or delete keys. */
+function bearerOnly(principal: Principal): Principal {
+  if (principal.authMethod !== 'jwt') throw new ApiError(403, 'API keys are managed with a bearer token, not with an API key', { param: 'Authorization' });
+  return principal;
+}
+
+function checkTtl(deps: IdentityDeps, days: number | undefined) {
+  if (days !== undefined && days > deps.maxKeyTtlDays) {
+    throw new ApiError(400, `Invalid value for 'expires_in_days': at most ${deps.maxKeyTtlDays} days.`, { param: 'expires_in_days' });
   }
+}
 
-  router.post('/auth/upgrade', async (req, res) => {
-    const principal = principalOf(req);
-    const input = parseInput(upgradeRequest, req.body);
-    if (input.email.toLowerCase().endsWith(`@${deps.guestEmailDomain.toLowerCase()}`)) {
-      throw new ApiError(400, 'A temporary guest e-mail cannot be used for an account', { param: 'email' });
-    }
-    if (principal.authMethod !== 'jwt') throw new ApiError(403, 'Upgrade needs the guest bearer token', { param: 'Authorization' });
-    res.json(await auth.upgrade(principal.userId, { email: input.email, username: input.username, fullName: input.full_name }));
-  });
+/** The request's key fields as the domain takes them (user and admin creation alike). */
+function createOptions(input: Omit<NewKeyInput, 'expiresInDays'> & { expires_in_days?: number }): NewKeyInput {
+  return { name: input.name, tier: input.tier, limits: input.limits, expiresInDays: input.expires_in_days };
+}
 
-  router.get('/auth/me', async (req, res) => {
-    res.json(await auth.me(principalOf(req).userId));
-  });
+/**
+ * Identity's HTTP surface: guest login, refresh, upgrade and profile; the caller's API keys
+ * (bearer token only); the edge's key validator (internal: service-to-service, never forwarded by
+ * a deck route); administration of keys and users; the embedded issuer's JWKS and discovery.
+ */
+/** A key or user answer with its budget and allow-list (set when the request gave any of them). */
+async function withSpend<T extends { id: string }>(spend: SpendDeps, scope: 'key' | 'user', record: T, input: SpendInput): Promise<T> {
+  const view = hasSpendInput(input) ? await setSpendLimits(spend, scope, record.id, input) : await getSpendLimits(spend, scope, record.id);
+  return { ...record, ...view };
+}
 
-  if (issuer) {
-    router.get('/.well-known/jwks.json', async (_req, res) => {
-      res.set('cache-control', 'public, max-age=300').json(await issuer.jwks());
-    });
-    router.get('/.well-known/openid-configuration', (_req, res) => {
-      res.set('cache-control', 'public, max-age=300').json(issuer.discovery());
-    });
-  }
+export function identityRoutes(deps: { identity: IdentityDeps; spend: SpendDeps }): Route[] {
+  const auth = { tag: 'identity', bodyLimit: AUTH_BODY_LIMIT } as const;
+  const admin = { tag: 'identity', access: 'admin' } as const;
+  return [
+    route({
+      ...auth,
+      method: 'post',
+      path: '/auth/guest-login',
+      summary: 'Create a guest user and return its tokens',
+      access: 'public',
+      response: { status: 201 },
+      handler: () => {
+        if (deps.identity.guestLoginEnabled === false) {
+          throw new ApiError(403, 'Guest login is disabled on this platform; sign in with an account or use an API key', { code: 'guest_login_disabled' });
+        }
+        return deps.identity.identity.auth.guestLogin();
+      },
+    }),
+    route({
+      ...auth,
+      method: 'post',
+      path: '/auth/login',
+      summary: 'Sign in with e-mail and password (embedded issuer); the same tokens as guest login',
+      access: 'public',
+      request: { body: loginRequest },
+      handler: ({ body }) => deps.identity.identity.passwords.login(body.email, body.password),
+    }),
+    route({
+      ...auth,
+      method: 'post',
+      path: '/auth/password',
+      summary: "Change the caller's password (all refresh tokens revoked; new tokens returned)",
+      access: 'user',
+      request: { body: changePasswordRequest },
+      handler: ({ principal, body }) => {
+        if (principal.authMethod !== 'jwt') throw new ApiError(403, 'The password is changed with a bearer token, not with an API key', { param: 'Authorization' });
+        return deps.identity.identity.passwords.change(principal.userId, body.current_password, body.new_password);
+      },
+    }),
+    ...['/auth/refresh', '/auth/refresh-token'].map((path) =>
+      route({
+        ...auth,
+        method: 'post',
+        path,
+        summary: 'Exchange a refresh token for new tokens (the old refresh token is spent)',
+        access: 'public',
+        request: { body: refreshRequest },
+        handler: ({ body }) => deps.identity.identity.auth.refresh(body.refresh_token),
+      }),
+    ),
+    route({
+      ...auth,
+      method: 'post',
+      path: '/auth/upgrade',
+      summary: 'Turn the calling guest into an account with an e-mail (and, optionally, a password)',
+      access: 'user',
+      request: { body: upgradeRequest },
+      handler: ({ principal, body }) => {
+        if (body.email.toLowerCase().endsWith(`@${deps.identity.guestEmailDomain.toLowerCase()}`)) {
+          throw new ApiError(400, 'A temporary guest e-mail cannot be used for an account', { param: 'email' });
+        }
+        if (principal.authMethod !== 'jwt') throw new ApiError(403, 'Upgrade needs the guest bearer token', { param: 'Authorization' });
+        return deps.identity.identity.auth.upgrade(principal.userId, { email: body.email, username: body.username, fullName: body.full_name, password: body.password });
+      },
+    }),
+    route({
+      ...auth,
+      method: 'get',
+      path: '/auth/me',
+      summary: 'The calling user',
+      access: 'user',
+      handler: ({ principal }) => deps.identity.identity.auth.me(principal.userId),
+    }),
+    route({
+      ...auth,
+      method: 'get',
+      path: '/.well-known/jwks.json',
+      summary: "The embedded issuer's public signing keys (404 with Keycloak)",
+      access: 'public',
+      handler: async ({ res }) => {
+        const issuer = deps.identity.identity.issuer;
+        if (!issuer) throw new ApiError(404, 'This installation does not issue tokens');
+        res.set('cache-control', 'public, max-age=300');
+        return issuer.jwks();
+      },
+    }),
+    route({
+      ...auth,
+      method: 'get',
+      path: '/.well-known/openid-configuration',
+      summary: "The embedded issuer's OpenID discovery document (404 with Keycloak)",
+      access: 'public',
+      handler: ({ res }) => {
+        const issuer = deps.identity.identity.issuer;
+        if (!issuer) throw new ApiError(404, 'This installation does not issue tokens');
+        res.set('cache-control', 'public, max-age=300');
+        return issuer.discovery();
+      },
+    }),
+
+    // --- the caller's API keys ---
+    route({
+      ...auth,
+      method: 'post',
+      path: '/auth/api-keys',
+      summary: 'Create an API key (the secret is shown once); every field is optional',
+      access: 'user',
+      request: { body: createKeyRequest(ANY_TTL_DAYS) },
+      response: { status: 201 },
+      handler: async ({ principal, body }) => {
+        bearerOnly(principal);
+        const input = body ?? {};
+        if (principal.isGuest) throw new ApiError(403, 'Guest accounts cannot create API keys; upgrade the account first');
+        const defaultTier = deps.identity.identity.apiKeys.defaultTier;
+        if (!principal.isAdmin && input.tier !== undefined && input.tier !== defaultTier) {
+          throw new ApiError(403, `Only an administrator may choose a key's tier; your keys get the '${defaultTier}' tier`, { param: 'tier' });
+        }
+        if (!principal.isAdmin && input.limits != null) throw new ApiError(403, 'Only an administrator may set custom limits', { param: 'limits' });
+        checkTtl(deps.identity, input.expires_in_days);
+        return withSpend(deps.spend, 'key', await deps.identity.identity.apiKeys.create(principal.userId, createOptions(input)), input);
+      },
+    }),
+    route({
+      ...auth,
+      method: 'get',
+      path: '/auth/api-keys',
+      summary: "List the caller's active API keys (never the secrets)",
+      access: 'user',
+      request: { query: pageQuery() },
+      handler: async ({ principal, query }) => {
+        const page = pageOf(query);
+        const { rows, total } = await deps.identity.identity.apiKeys.listPage(bearerOnly(principal).userId, page);
+        return listEnvelope(rows, total, page);
+      },
+    }),
+    route({
+      ...auth,
+      method: 'delete',
+      path: '/auth/api-keys/:id',
+      summary: 'Delete (revoke) one of the caller’s API keys',
+      access: 'user',
+      request: { params: keyParams },
+      handler: ({ principal, params }) => deps.identity.identity.apiKeys.remove(keyId(params.id), bearerOnly(principal).userId),
+    }),
+    route({
+      method: 'post',
+      path: '/internal/auth/validate-api-key',
+      summary: "The edge's key check: the key's owner, tier, limits and expiry (X-API-Key header or {api_key})",
+      access: 'internal',
+      tag: 'identity',
+      bodyLimit: VALIDATE_BODY_LIMIT,
+      handler: async ({ req, res, body }) => {
+        const header = req.headers['x-api-key'];
+        const input = validateKeyRequest.safeParse(body === undefined && typeof header === 'string' ? { api_key: header } : body);
+        if (!input.success) throw new ApiError(400, "Missing or invalid parameter: 'api_key'.", { param: 'api_key' });
+        res.set('cache-control', 'no-store');
+        return deps.identity.identity.apiKeys.validate(input.data.api_key);
+      },
+    }),
+
+    // --- administration ---
+    route({
+      ...admin,
+      method: 'post',
+      path: '/v1/admin/api-keys',
+      summary: 'Create an API key for any user, any tier, custom limits',
+      request: { body: adminCreateKeyRequest(ANY_TTL_DAYS) },
+      response: { status: 201 },
+      handler: async ({ body }) => {
+        checkTtl(deps.identity, body.expires_in_days);
+        return withSpend(deps.spend, 'key', await deps.identity.identity.apiKeys.create(body.user_id, createOptions(body)), body);
+      },
+    }),
+    route({
+      ...admin,
+      method: 'get',
+      path: '/v1/admin/api-keys',
+      summary: 'List active API keys of every user, or of one (`user_id`)',
+      request: { query: pageQuery().extend(adminKeysQuery.shape) },
+      handler: async ({ query }) => {
+        const page = pageOf(query);
+        const { rows, total } = await deps.identity.identity.apiKeys.listPage(query.user_id, page);
+        return listEnvelope(rows, total, page);
+      },
+    }),
+    route({
+      ...admin,
+      method: 'patch',
+      path: '/v1/admin/api-keys/:id',
+      summary: "Change a key's tier, rate limits, budget or allowed models",
+      request: { params: keyParams, body: adminPatchKeyRequest },
+      handler: async ({ params, body }) => {
+        const id = keyId(params.id);
+        return withSpend(deps.spend, 'key', await deps.identity.identity.apiKeys.update(id, { tier: body.tier, limits: body.limits }), body);
+      },
+    }),
+    route({
+      ...admin,
+      method: 'delete',
+      path: '/v1/admin/api-keys/:id',
+      summary: "Delete (revoke) any user's API key",
+      request: { params: keyParams },
+      handler: ({ params }) => deps.identity.identity.apiKeys.remove(keyId(params.id)),
+    }),
+    route({
+      ...admin,
+      method: 'get',
+      path: '/v1/admin/users',
+      summary: 'List users (filters: email, is_guest, is_admin, disabled)',
+      request: { query: pageQuery().extend(adminUsersQuery.shape) },
+      handler: async ({ query }) => {
+        const page = pageOf(query);
+        const { rows, total } = await deps.identity.identity.userAdmin.list(page, { email: query.email, isGuest: query.is_guest, isAdmin: query.is_admin, disabled: query.disabled });
+        return listEnvelope(rows, total, page);
+      },
+    }),
+    route({
+      ...admin,
+      method: 'get',
+      path: '/v1/admin/users/:id',
+      summary: 'Get a user',
+      request: { params: userParams },
+      handler: ({ params }) => deps.identity.identity.userAdmin.get(userId(params.id)),
+    }),
+    route({
+      ...admin,
+      method: 'patch',
+      path: '/v1/admin/users/:id',
+      summary: 'Set is_admin, disabled, email_verified, a budget or allowed models',
+      request: { params: userParams, body: adminPatchUserRequest },
+      handler: async ({ principal, params, body }) => {
+        const id = userId(params.id);
+        const { is_admin, disabled, email_verified } = body;
+        const changesUser = is_admin !== undefined || disabled !== undefined || email_verified !== undefined;
+        const user = changesUser
+          ? await deps.identity.identity.userAdmin.patch(principal.userId, id, { is_admin, disabled, email_verified })
+          : await deps.identity.identity.userAdmin.get(id);
+        return withSpend(deps.spend, 'user', user as { id: string }, body);
+      },
+    }),
+    route({
+      ...admin,
+      method: 'post',
+      path: '/v1/admin/users/:id/reset-login',
+      summary: 'Clear the sign-in lockout and set a temporary password (returned once); every refresh token revoked',
+      request: { params: userParams },
+      handler: ({ params }) => deps.identity.identity.passwords.resetLogin(userId(params.id)),
+    }),
+  ];
 }

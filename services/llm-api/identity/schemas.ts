@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { TIERS } from './api-keys/tiers.js';
+import { MAX_PASSWORD_LENGTH } from './passwords/domain.js';
+import { spendFields } from '../usage/budgets.js';
 
 /** Request schemas of the identity endpoints. Names and free text are capped at 256 characters. */
 const MAX = 256;
@@ -15,6 +17,20 @@ export const upgradeRequest = z.strictObject({
     .regex(/^[A-Za-z0-9][A-Za-z0-9._@-]*$/, 'letters, digits and . _ @ - only, starting with a letter or digit')
     .optional(),
   full_name: z.string().trim().min(1).max(MAX).optional(),
+  /** Embedded issuer: sets a password for `POST /auth/login` (length checked against PASSWORD_MIN_LENGTH in the handler). */
+  password: z.string().max(MAX_PASSWORD_LENGTH).optional(),
+});
+
+/** Sign-in. No length rule here: a password set under an older, shorter minimum still signs in. */
+export const loginRequest = z.strictObject({
+  email: z.string().trim().min(1).max(MAX),
+  password: z.string().min(1).max(MAX_PASSWORD_LENGTH),
+});
+
+export const changePasswordRequest = z.strictObject({
+  /** Required when the account has a password; an account upgraded without one sets its first here. */
+  current_password: z.string().min(1).max(MAX_PASSWORD_LENGTH).optional(),
+  new_password: z.string().max(MAX_PASSWORD_LENGTH),
 });
 
 const limitValue = z.number().int().min(1).max(1_000_000_000).nullable().optional();
@@ -25,10 +41,11 @@ const expiresInDays = (max: number) => z.number().int().min(1).max(max).optional
 
 export const createKeyRequest = (maxDays: number) =>
   z.strictObject({
-    name: keyName,
+    name: keyName.optional(),
     tier: z.enum(TIERS).optional(),
     limits: limitsSchema.nullable().optional(),
     expires_in_days: expiresInDays(maxDays),
+    ...spendFields,
   });
 
 export const adminCreateKeyRequest = (maxDays: number) =>
@@ -38,15 +55,20 @@ export const adminCreateKeyRequest = (maxDays: number) =>
     tier: z.enum(TIERS),
     limits: limitsSchema.nullable().optional(),
     expires_in_days: expiresInDays(maxDays),
+    ...spendFields,
   });
 
+const anySet = (v: Record<string, unknown>) => Object.values(v).some((x) => x !== undefined);
 export const adminPatchKeyRequest = z
-  .strictObject({ tier: z.enum(TIERS).optional(), limits: limitsSchema.nullable().optional() })
-  .refine((v) => v.tier !== undefined || v.limits !== undefined, { message: 'give tier or limits', path: ['tier'] });
+  .strictObject({ tier: z.enum(TIERS).optional(), limits: limitsSchema.nullable().optional(), ...spendFields })
+  .refine(anySet, { message: 'give tier, limits, a budget field or allowed_models', path: ['tier'] });
 
 export const adminPatchUserRequest = z
-  .strictObject({ is_admin: z.boolean().optional(), disabled: z.boolean().optional() })
-  .refine((v) => v.is_admin !== undefined || v.disabled !== undefined, { message: 'give is_admin or disabled', path: ['is_admin'] });
+  .strictObject({ is_admin: z.boolean().optional(), disabled: z.boolean().optional(), email_verified: z.boolean().optional(), ...spendFields })
+  .refine(anySet, {
+    message: 'give is_admin, disabled, email_verified, a budget field or allowed_models',
+    path: ['is_admin'],
+  });
 
 export const validateKeyRequest = z.object({ api_key: z.string().min(1).max(512) });
 

@@ -1,5 +1,5 @@
 import { notFound, recordEvent } from '../../kit/index.js';
-import type { LlmCore } from '../routing/core.js';
+import type { ModelDeps } from './models.js';
 
 /**
  * Bulk toggles (SPEC.md 4.5, 2.8). In scope: every provider model (or those of `provider_id`, or of
@@ -16,19 +16,18 @@ export interface BulkResult {
 }
 
 export async function bulkToggle(
-  core: LlmCore,
+  deps: ModelDeps,
   input: { enable: boolean; except_models: string[]; provider_id?: string; catalog_ids?: string[] },
 ): Promise<BulkResult> {
-  const knex = core.ctx.runtime.db.knex;
   const except = new Set(input.except_models);
-  const result = await knex.transaction(async (trx) => {
+  const result = await deps.knex.transaction(async (trx) => {
     const result: BulkResult = { updated_count: 0, failed_count: 0, skipped_count: 0, total_checked: 0, failed_models: [] };
-    if (input.provider_id && !(await core.providers.byId(input.provider_id, trx))) throw notFound(`Provider '${input.provider_id}' not found`);
+    if (input.provider_id && !(await deps.providers.byId(input.provider_id, trx))) throw notFound(`Provider '${input.provider_id}' not found`);
     let catalogIds: string[] | undefined;
     if (input.catalog_ids && input.catalog_ids.length > 0) {
       catalogIds = [];
       for (const ref of input.catalog_ids) {
-        const catalog = (await core.models.catalogById(ref, trx)) ?? (await core.models.catalogByPublicId(ref, trx));
+        const catalog = (await deps.models.catalogById(ref, trx)) ?? (await deps.models.catalogByPublicId(ref, trx));
         if (catalog) catalogIds.push(catalog.id);
         else {
           result.total_checked++;
@@ -37,8 +36,8 @@ export async function bulkToggle(
         }
       }
     }
-    const scope = await core.models.providerModelsForUpdate(trx, { providerId: input.provider_id, catalogIds });
-    const providers = new Map((await core.providers.list(trx)).map((p) => [p.id, p]));
+    const scope = await deps.models.providerModelsForUpdate(trx, { providerId: input.provider_id, catalogIds });
+    const providers = new Map((await deps.providers.list(trx)).map((p) => [p.id, p]));
     const toChange: typeof scope = [];
     result.total_checked += scope.length;
     for (const pm of scope) {
@@ -48,8 +47,8 @@ export async function bulkToggle(
         result.failed_models.push(pm.model_public_id);
       } else toChange.push(pm);
     }
-    const now = core.ctx.runtime.clock.now();
-    await core.models.setProviderModelsActive(trx, toChange.map((pm) => pm.id), input.enable, Math.floor(now / 1000));
+    const now = deps.clock.now();
+    await deps.models.setProviderModelsActive(trx, toChange.map((pm) => pm.id), input.enable, Math.floor(now / 1000));
     for (const pm of toChange) {
       await recordEvent(trx, 'model.updated', {
         model_id: pm.model_public_id,
@@ -60,9 +59,9 @@ export async function bulkToggle(
       });
     }
     result.updated_count = toChange.length;
-    if (toChange.length) await core.models.bumpVersion(trx);
+    if (toChange.length) await deps.models.bumpVersion(trx);
     return result;
   });
-  if (result.updated_count) await core.changed();
+  if (result.updated_count) await deps.registry.reload();
   return result;
 }

@@ -1,13 +1,13 @@
+import { modelsTables } from '../../../domains/catalog/index.js';
 import type { LlmApiResource } from '../resource.js';
-import { llmCore } from '../routing/core.js';
-import { modelsTables } from './migrations.js';
-import { mountModelRoutes } from './routes.js';
+import { modelRoutes } from './routes.js';
 
 /** Models: GET /v1/models*, the catalog and provider-model administration, bulk toggles. */
 export const modelsResource: LlmApiResource = {
   name: 'models',
   migrations: [modelsTables],
-  async mount(router, ctx) {
-    mountModelRoutes(router, await llmCore(ctx));
-  },
+  routes: modelRoutes,
+  start: (deps) => deps.catalog.start(),
 };
+
+export type { ModelDeps } from './models.js';

@@ -1,7 +1,13 @@
+import {
+  endpointsOf,
+  type CatalogRow,
+  type EndpointConfig,
+  type ModelsStore,
+  type ProviderModelRow,
+  type ProviderRow,
+  type ProvidersStore,
+} from '../../../domains/catalog/index.js';
 import type { Logger, SecretBox } from '../../kit/index.js';
-import type { ModelsStore } from './store.js';
-import type { CatalogRow, EndpointConfig, ProviderModelRow, ProviderRow } from './types.js';
-import type { ProvidersStore } from '../providers/store.js';
 
 /**
  * The in-memory view of providers and models that the hot path reads: model resolution and the
@@ -35,11 +41,6 @@ interface Snapshot {
   models: Map<string, ResolvedModel>;
   /** Best candidate per model, in list order (GET /v1/models). */
   listing: Candidate[];
-}
-
-export function endpointsOf(row: Pick<ProviderRow, 'endpoints' | 'base_url'>): EndpointConfig[] {
-  if (row.endpoints && row.endpoints.length > 0) return row.endpoints;
-  return [{ url: row.base_url, priority: 0, weight: 1, healthy: true }];
 }
 
 export function createModelRegistry(deps: {

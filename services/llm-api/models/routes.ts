@@ -1,54 +1,138 @@
-import type { Router } from 'express';
-import { parseInput, parsePage, requireAdmin } from '../../kit/index.js';
-import type { LlmCore } from '../routing/core.js';
+import { z } from 'zod';
+import { listOf, pageOf, pageQuery, route, type Route } from '../../kit/index.js';
 import { bulkToggle } from './bulk.js';
-import { getCatalog, getProviderModel, listCatalogs, listModels, listProviderModels, patchCatalog, patchProviderModel, retrieveModel } from './domain.js';
-import { bulkToggleSchema, catalogBulkToggleSchema, patchCatalogSchema, patchProviderModelSchema } from './schemas.js';
+import { getCatalog, getProviderModel, listCatalogs, listModels, listProviderModels, patchCatalog, patchProviderModel, retrieveModel, type ModelDeps } from './models.js';
+import {
+  bulkResultSchema,
+  bulkToggleSchema,
+  catalogBulkToggleSchema,
+  catalogObjectSchema,
+  modelListSchema,
+  modelEntrySchema,
+  patchCatalogSchema,
+  patchProviderModelSchema,
+  providerModelObjectSchema,
+  providerModelsQuery,
+} from './schemas.js';
 
-/** Model public ids may contain slashes: these routes take the rest of the path. */
-const CATALOG = /^\/v1\/models\/catalogs\/(.+)$/;
-const ADMIN_CATALOG = /^\/v1\/admin\/models\/catalogs\/(.+)$/;
-const MODEL = /^\/v1\/models\/(?!providers$|catalogs\/)(.+)$/;
+// Model public ids may contain slashes (`org/model`): their routes end in a `*wildcard`.
+const byPublicId = z.object({ publicId: z.string() });
+const byModel = z.object({ model: z.string() });
+const byProviderModel = z.object({ providerModelId: z.string() });
+const tag = 'models';
 
-const rest = (params: Record<string, string | undefined>) => String(params[0] ?? '');
-
-export function mountModelRoutes(router: Router, core: LlmCore): void {
-  router.get('/v1/models', (req, res) => {
-    res.json(listModels(core, String(req.headers['x-provider-data'] ?? '').toLowerCase() === 'true'));
-  });
-  router.get(CATALOG, async (req, res) => {
-    res.json(await getCatalog(core, rest(req.params as Record<string, string>)));
-  });
-
-  router.get('/v1/admin/models/catalogs', requireAdmin, async (req, res) => {
-    res.json(await listCatalogs(core, parsePage(req.query)));
-  });
-  router.post('/v1/admin/models/catalogs/bulk-toggle', requireAdmin, async (req, res) => {
-    res.json(await bulkToggle(core, parseInput(catalogBulkToggleSchema, req.body)));
-  });
-  router.get(ADMIN_CATALOG, requireAdmin, async (req, res) => {
-    res.json(await getCatalog(core, rest(req.params as Record<string, string>)));
-  });
-  router.patch(ADMIN_CATALOG, requireAdmin, async (req, res) => {
-    res.json(await patchCatalog(core, rest(req.params as Record<string, string>), parseInput(patchCatalogSchema, req.body)));
-  });
-
-  router.get('/v1/admin/models/provider-models', requireAdmin, async (req, res) => {
-    const providerId = typeof req.query.provider_id === 'string' && req.query.provider_id ? req.query.provider_id : undefined;
-    res.json(await listProviderModels(core, providerId, parsePage(req.query)));
-  });
-  router.post('/v1/admin/models/provider-models/bulk-toggle', requireAdmin, async (req, res) => {
-    res.json(await bulkToggle(core, parseInput(bulkToggleSchema, req.body)));
-  });
-  router.get('/v1/admin/models/provider-models/:id', requireAdmin, async (req, res) => {
-    res.json(await getProviderModel(core, String(req.params.id)));
-  });
-  router.patch('/v1/admin/models/provider-models/:id', requireAdmin, async (req, res) => {
-    res.json(await patchProviderModel(core, String(req.params.id), parseInput(patchProviderModelSchema, req.body)));
-  });
-
-  // OpenAI's GET /v1/models/{model}; registered last so /v1/models/providers and /catalogs win.
-  router.get(MODEL, (req, res) => {
-    res.json(retrieveModel(core, rest(req.params as Record<string, string>)));
-  });
+/** HTTP surface of models: OpenAI's model list and lookup, the catalog, provider-model administration. */
+export function modelRoutes(deps: { models: ModelDeps }): Route[] {
+  return [
+    route({
+      method: 'get',
+      path: '/v1/models',
+      summary: 'List available models, best provider first (X-Provider-Data: true adds the provider)',
+      access: 'user',
+      tag,
+      response: { schema: modelListSchema },
+      handler: ({ req }) => listModels(deps.models, String(req.headers['x-provider-data'] ?? '').toLowerCase() === 'true'),
+    }),
+    route({
+      method: 'get',
+      path: '/v1/models/catalogs/*publicId',
+      summary: "Get a model's catalog entry",
+      access: 'user',
+      tag,
+      request: { params: byPublicId },
+      response: { schema: catalogObjectSchema },
+      handler: ({ params }) => getCatalog(deps.models, params.publicId),
+    }),
+    route({
+      method: 'get',
+      path: '/v1/admin/models/catalogs',
+      summary: 'List catalog entries',
+      access: 'admin',
+      tag,
+      request: { query: pageQuery() },
+      response: { schema: listOf(catalogObjectSchema) },
+      handler: ({ query }) => listCatalogs(deps.models, pageOf(query)),
+    }),
+    route({
+      method: 'post',
+      path: '/v1/admin/models/catalogs/bulk-toggle',
+      summary: 'Enable or disable the provider models of many catalog entries',
+      access: 'admin',
+      tag,
+      request: { body: catalogBulkToggleSchema },
+      response: { schema: bulkResultSchema },
+      handler: ({ body }) => bulkToggle(deps.models, body),
+    }),
+    route({
+      method: 'get',
+      path: '/v1/admin/models/catalogs/*publicId',
+      summary: 'Get a catalog entry',
+      access: 'admin',
+      tag,
+      request: { params: byPublicId },
+      response: { schema: catalogObjectSchema },
+      handler: ({ params }) => getCatalog(deps.models, params.publicId),
+    }),
+    route({
+      method: 'patch',
+      path: '/v1/admin/models/catalogs/*publicId',
+      summary: 'Change a catalog entry by hand (synchronisation then leaves those fields alone)',
+      access: 'admin',
+      tag,
+      request: { params: byPublicId, body: patchCatalogSchema },
+      response: { schema: catalogObjectSchema },
+      handler: ({ params, body }) => patchCatalog(deps.models, params.publicId, body),
+    }),
+    route({
+      method: 'get',
+      path: '/v1/admin/models/provider-models',
+      summary: 'List provider models, optionally of one provider',
+      access: 'admin',
+      tag,
+      request: { query: providerModelsQuery },
+      response: { schema: listOf(providerModelObjectSchema) },
+      handler: ({ query }) => listProviderModels(deps.models, query.provider_id, pageOf(query)),
+    }),
+    route({
+      method: 'post',
+      path: '/v1/admin/models/provider-models/bulk-toggle',
+      summary: 'Enable or disable many provider models',
+      access: 'admin',
+      tag,
+      request: { body: bulkToggleSchema },
+      response: { schema: bulkResultSchema },
+      handler: ({ body }) => bulkToggle(deps.models, body),
+    }),
+    route({
+      method: 'get',
+      path: '/v1/admin/models/provider-models/:providerModelId',
+      summary: 'Get a provider model',
+      access: 'admin',
+      tag,
+      request: { params: byProviderModel },
+      response: { schema: providerModelObjectSchema },
+      handler: ({ params }) => getProviderModel(deps.models, params.providerModelId),
+    }),
+    route({
+      method: 'patch',
+      path: '/v1/admin/models/provider-models/:providerModelId',
+      summary: 'Change a provider model (pricing, order, limits, active…)',
+      access: 'admin',
+      tag,
+      request: { params: byProviderModel, body: patchProviderModelSchema },
+      response: { schema: providerModelObjectSchema },
+      handler: ({ params, body }) => patchProviderModel(deps.models, params.providerModelId, body),
+    }),
+    // OpenAI's GET /v1/models/{model}; last, so /v1/models/providers and /catalogs/… win.
+    route({
+      method: 'get',
+      path: '/v1/models/*model',
+      summary: 'Get a model',
+      access: 'user',
+      tag,
+      request: { params: byModel },
+      response: { schema: modelEntrySchema },
+      handler: ({ params }) => retrieveModel(deps.models, params.model),
+    }),
+  ];
 }

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { CATALOG_FLAGS, PROVIDER_MODEL_FLAGS } from '../../../domains/catalog/index.js';
+import { pageQuery } from '../../kit/index.js';
 
 const flag = z.boolean().optional();
 
@@ -96,3 +98,86 @@ export const catalogBulkToggleSchema = z
 
 export type PatchCatalogInput = z.infer<typeof patchCatalogSchema>;
 export type PatchProviderModelInput = z.infer<typeof patchProviderModelSchema>;
+
+/** `GET /v1/admin/models/provider-models`: one provider's models, or all (an empty or non-string id counts as none). */
+export const providerModelsQuery = pageQuery().extend({
+  provider_id: z
+    .string()
+    .optional()
+    .catch(undefined)
+    .transform((v) => v || undefined),
+});
+
+// What the API answers (the OpenAPI document is generated from these).
+/** A model as every listing shows it; a provider's registration and sync answers list these too. */
+export const modelSummarySchema = z.object({
+  id: z.string(),
+  object: z.literal('model'),
+  created: z.number().int(),
+  owned_by: z.string(),
+  category: z.string(),
+  model_display_name: z.string(),
+  category_order_number: z.number().int(),
+  model_order_number: z.number().int(),
+});
+/** `GET /v1/models`: with `X-Provider-Data: true`, also which provider serves the model. */
+export const modelEntrySchema = modelSummarySchema.extend({
+  provider_id: z.string().optional(),
+  provider_name: z.string().optional(),
+  provider_vendor: z.string().optional(),
+});
+export const modelListSchema = z.object({ object: z.literal('list'), data: z.array(modelEntrySchema) });
+
+const flags = (names: readonly string[]) => Object.fromEntries(names.map((f) => [`supports_${f}`, z.boolean()]));
+export const catalogObjectSchema = z.object({
+  id: z.string(),
+  object: z.literal('model_catalog'),
+  public_id: z.string(),
+  model_display_name: z.string(),
+  description: z.string().nullable(),
+  family: z.string().nullable(),
+  notes: z.string().nullable(),
+  requires_feature_flag: z.string().nullable(),
+  status: z.string(),
+  active: z.boolean(),
+  experimental: z.boolean(),
+  is_moderated: z.boolean(),
+  ...flags(CATALOG_FLAGS),
+  context_length: z.number().nullable(),
+  tags: z.array(z.string()),
+  extras: z.record(z.string(), z.unknown()),
+  architecture: z.record(z.string(), z.unknown()),
+  supported_parameters: z.record(z.string(), z.unknown()),
+  manual_fields: z.array(z.string()),
+  created_at: z.number().int(),
+  updated_at: z.number().int(),
+  last_synced_at: z.number().int().nullable(),
+});
+export const providerModelObjectSchema = z.object({
+  id: z.string(),
+  object: z.literal('provider_model'),
+  model_catalog_id: z.string(),
+  model_public_id: z.string(),
+  provider_id: z.string(),
+  provider_original_model_id: z.string(),
+  provider_vendor: z.string(),
+  category: z.string(),
+  family: z.string().nullable(),
+  model_display_name: z.string(),
+  instruct_model_public_id: z.string().nullable(),
+  active: z.boolean(),
+  ...flags(PROVIDER_MODEL_FLAGS),
+  category_order_number: z.number().int(),
+  model_order_number: z.number().int(),
+  pricing: pricingSchema,
+  token_limits: z.object({ context_length: z.number().int().optional(), max_completion_tokens: z.number().int().optional() }),
+  created_at: z.number().int(),
+  updated_at: z.number().int(),
+});
+export const bulkResultSchema = z.object({
+  updated_count: z.number().int(),
+  failed_count: z.number().int(),
+  skipped_count: z.number().int(),
+  total_checked: z.number().int(),
+  failed_models: z.array(z.string()),
+});

@@ -1,102 +1,7 @@
-/** Rows of the provider and model tables, as the stores return them (jsonb parsed, bigints as numbers). */
+import type { CatalogRow, ProviderModelRow } from '../../../domains/catalog/index.js';
 
-export interface EndpointConfig {
-  url: string;
-  priority: number;
-  weight: number;
-  /** Administrative switch: false takes the endpoint out of rotation. Runtime health is separate. */
-  healthy: boolean;
-}
-
-export interface ProviderRow {
-  id: string;
-  name: string;
-  vendor: string;
-  category: 'llm' | 'image';
-  base_url: string;
-  api_key_sealed: string | null;
-  api_key_hint: string | null;
-  active: boolean;
-  default_provider_image_edit: boolean;
-  default_provider_image_generate: boolean;
-  endpoints: EndpointConfig[];
-  metadata: Record<string, string>;
-  last_synced_at: number | null;
-  last_sync_error: string | null;
-  created_at: number;
-  updated_at: number;
-  seq: number;
-}
-
-export const CATALOG_FLAGS = ['audio', 'browser', 'embeddings', 'images', 'instruct', 'reasoning', 'tools', 'video'] as const;
-export const PROVIDER_MODEL_FLAGS = ['audio', 'embeddings', 'images', 'instruct', 'reasoning', 'video'] as const;
-
-export interface CatalogRow {
-  id: string;
-  public_id: string;
-  model_display_name: string;
-  description: string | null;
-  family: string | null;
-  notes: string | null;
-  requires_feature_flag: string | null;
-  status: string;
-  active: boolean;
-  experimental: boolean;
-  is_moderated: boolean;
-  supports_audio: boolean;
-  supports_browser: boolean;
-  supports_embeddings: boolean;
-  supports_images: boolean;
-  supports_instruct: boolean;
-  supports_reasoning: boolean;
-  supports_tools: boolean;
-  supports_video: boolean;
-  context_length: number | null;
-  tags: string[];
-  extras: Record<string, unknown>;
-  architecture: Record<string, unknown> | null;
-  supported_parameters: Record<string, unknown> | null;
-  manual_fields: string[];
-  last_synced_at: number | null;
-  created_at: number;
-  updated_at: number;
-}
-
-export interface PricingLine {
-  amount_micro_usd: number;
-  currency: string;
-  unit: string;
-}
-
-export interface ProviderModelRow {
-  id: string;
-  provider_id: string;
-  model_catalog_id: string;
-  model_public_id: string;
-  provider_original_model_id: string;
-  provider_vendor: string;
-  category: string;
-  family: string | null;
-  model_display_name: string;
-  instruct_model_public_id: string | null;
-  owned_by: string;
-  created: number;
-  active: boolean;
-  sync_deactivated: boolean;
-  supports_audio: boolean;
-  supports_embeddings: boolean;
-  supports_images: boolean;
-  supports_instruct: boolean;
-  supports_reasoning: boolean;
-  supports_video: boolean;
-  category_order_number: number;
-  model_order_number: number;
-  pricing: { lines: PricingLine[] };
-  token_limits: { context_length?: number; max_completion_tokens?: number };
-  manual_fields: string[];
-  created_at: number;
-  updated_at: number;
-}
+/** How the API shows catalog rows (the rows themselves belong to domains/catalog). */
+export type { CatalogRow, EndpointConfig, PricingLine, ProviderModelRow, ProviderRow } from '../../../domains/catalog/index.js';
 
 /** SPEC.md 2.4 model summary. */
 export function modelSummary(pm: ProviderModelRow) {
@@ -177,9 +82,3 @@ export function catalogView(c: CatalogRow) {
   };
 }
 
-/** Capabilities named in model.added events. */
-export function capabilitiesOf(row: Pick<CatalogRow, `supports_${(typeof CATALOG_FLAGS)[number]}`> | Partial<Record<string, unknown>>): string[] {
-  const out = ['chat'];
-  for (const f of CATALOG_FLAGS) if ((row as Record<string, unknown>)[`supports_${f}`]) out.push(f);
-  return out;
-}

@@ -1,6 +1,5 @@
 import type { Knex } from 'knex';
 import { newId, notFound, unixSeconds, type Clock, type Page, listEnvelope, type ListEnvelope } from '../../kit/index.js';
-import { detachProjectConversations } from '../conversations/conversations.js';
 import type { CreateProjectInput, UpdateProjectInput } from './schemas.js';
 import { countProjects, findProject, insertProject, projectPageQuery, updateProject, type ProjectFilter, type ProjectRow } from './store.js';
 
@@ -8,6 +7,11 @@ import { countProjects, findProject, insertProject, projectPageQuery, updateProj
 export interface ProjectDeps {
   knex: Knex;
   clock: Clock;
+  /**
+   * Unlinks the project's conversations inside the delete's transaction. A port, because the
+   * conversations resource owns that table (and itself looks projects up through `findProject`).
+   */
+  detachConversations(trx: Knex.Transaction, projectId: string): Promise<unknown>;
 }
 
 export interface ProjectObject {
@@ -93,7 +97,7 @@ export async function deleteProject(deps: ProjectDeps, userId: string, id: strin
     if (!row) throw projectNotFound(id);
     const now = unixSeconds(deps.clock);
     await updateProject(trx, id, { deleted_at: now, updated_at: now });
-    await detachProjectConversations(trx, { projectId: id, clock: deps.clock });
+    await deps.detachConversations(trx, id);
     return { id, object: 'project.deleted' as const, deleted: true as const };
   });
 }

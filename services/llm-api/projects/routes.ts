@@ -1,34 +1,44 @@
-import type { Router } from 'express';
-import { parseInput, parsePage, principalOf, type ServiceContext } from '../../kit/index.js';
+import { z } from 'zod';
+import { listOf, pageOf, routeGroup, type Route } from '../../kit/index.js';
 import { createProject, deleteProject, getProject, listProjects, patchProject, type ProjectDeps } from './projects.js';
-import { createProjectSchema, listProjectsQuery, updateProjectSchema } from './schemas.js';
+import { createProjectSchema, listProjectsQuery, projectDeletedSchema, projectObjectSchema, updateProjectSchema } from './schemas.js';
 
-/** HTTP surface of projects (SPEC.md 4.4, plus DELETE). */
-export function mountProjectRoutes(router: Router, ctx: ServiceContext): void {
-  const deps: ProjectDeps = { knex: ctx.runtime.db.knex, clock: ctx.runtime.clock };
+const byId = z.object({ projectId: z.string() });
+const projects = routeGroup({ tag: 'projects', access: 'user' });
 
-  router.post('/v1/projects', async (req, res) => {
-    const input = parseInput(createProjectSchema, req.body);
-    res.status(201).json(await createProject(deps, principalOf(req).userId, input));
-  });
-
-  router.get('/v1/projects', async (req, res) => {
-    const page = parsePage(req.query);
-    const q = req.query as Record<string, unknown>;
-    const filters = parseInput(listProjectsQuery, { is_archived: q.is_archived, is_favorite: q.is_favorite });
-    res.json(await listProjects(deps, { userId: principalOf(req).userId, isArchived: filters.is_archived, isFavorite: filters.is_favorite }, page));
-  });
-
-  router.get('/v1/projects/:projectId', async (req, res) => {
-    res.json(await getProject(deps, principalOf(req).userId, String(req.params.projectId)));
-  });
-
-  router.patch('/v1/projects/:projectId', async (req, res) => {
-    const input = parseInput(updateProjectSchema, req.body);
-    res.json(await patchProject(deps, principalOf(req).userId, String(req.params.projectId), input));
-  });
-
-  router.delete('/v1/projects/:projectId', async (req, res) => {
-    res.json(await deleteProject(deps, principalOf(req).userId, String(req.params.projectId)));
-  });
+/** HTTP surface of projects: create, list (paginated, filters), get, patch, soft delete. */
+export function projectRoutes(deps: { projects: ProjectDeps }): Route[] {
+  return [
+    projects.post('/v1/projects', {
+      summary: 'Create a project',
+      request: { body: createProjectSchema },
+      response: { status: 201, schema: projectObjectSchema },
+      handler: ({ principal, body }) => createProject(deps.projects, principal.userId, body),
+    }),
+    projects.get('/v1/projects', {
+      summary: "List the caller's projects, most recently active first",
+      request: { query: listProjectsQuery },
+      response: { schema: listOf(projectObjectSchema) },
+      handler: ({ principal, query }) =>
+        listProjects(deps.projects, { userId: principal.userId, isArchived: query.is_archived, isFavorite: query.is_favorite }, pageOf(query)),
+    }),
+    projects.get('/v1/projects/:projectId', {
+      summary: 'Get a project',
+      request: { params: byId },
+      response: { schema: projectObjectSchema },
+      handler: ({ principal, params }) => getProject(deps.projects, principal.userId, params.projectId),
+    }),
+    projects.patch('/v1/projects/:projectId', {
+      summary: 'Rename a project, change its instruction, archive or favourite it',
+      request: { params: byId, body: updateProjectSchema },
+      response: { schema: projectObjectSchema },
+      handler: ({ principal, params, body }) => patchProject(deps.projects, principal.userId, params.projectId, body),
+    }),
+    projects.delete('/v1/projects/:projectId', {
+      summary: 'Delete a project (its conversations stay, unlinked)',
+      request: { params: byId },
+      response: { schema: projectDeletedSchema },
+      handler: ({ principal, params }) => deleteProject(deps.projects, principal.userId, params.projectId),
+    }),
+  ];
 }

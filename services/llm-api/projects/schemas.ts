@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { pageQuery } from '../../kit/index.js';
 
 /** Request schemas of the projects resource (SPEC.md 2.1, 4.4). */
 export const PROJECT_NAME_MAX = 120;
@@ -24,7 +25,21 @@ export const updateProjectSchema = z.object({
 });
 
 const boolQuery = z.enum(['true', 'false']).transform((v) => v === 'true').optional();
-export const listProjectsQuery = z.object({ is_archived: boolQuery, is_favorite: boolQuery });
+export const listProjectsQuery = pageQuery().extend({ is_archived: boolQuery, is_favorite: boolQuery });
+
+/** What the API answers (documentation: the OpenAPI document is generated from these). */
+export const projectObjectSchema = z.object({
+  id: z.string(),
+  object: z.literal('project'),
+  name: z.string(),
+  instruction: z.string().nullable(),
+  is_archived: z.boolean(),
+  is_favorite: z.boolean(),
+  archived_at: z.number().int().nullable(),
+  created_at: z.number().int(),
+  updated_at: z.number().int(),
+});
+export const projectDeletedSchema = z.object({ id: z.string(), object: z.literal('project.deleted'), deleted: z.literal(true) });
 
 export type CreateProjectInput = z.infer<typeof createProjectSchema>;
 export type UpdateProjectInput = z.infer<typeof updateProjectSchema>;

@@ -1,13 +1,13 @@
+import { providersTables, syncRunsTables } from '../../../domains/catalog/index.js';
 import type { LlmApiResource } from '../resource.js';
-import { llmCore } from '../routing/core.js';
-import { providersTables } from './migrations.js';
-import { mountProviderRoutes } from './routes.js';
+import { providerRoutes } from './routes.js';
 
-/** Providers: admin registration, patch, sync; public provider list. */
+/** Providers: admin registration, patch, sync; the provider list. */
 export const providersResource: LlmApiResource = {
   name: 'providers',
-  migrations: [providersTables],
-  async mount(router, ctx) {
-    mountProviderRoutes(router, await llmCore(ctx));
-  },
+  migrations: [providersTables, syncRunsTables],
+  routes: providerRoutes,
+  start: (deps) => deps.catalog.start(),
 };
+
+export type { ProviderDeps } from './providers.js';

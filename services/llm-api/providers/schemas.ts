@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { modelSummarySchema } from '../models/schemas.js';
 
 const httpUrl = z
   .string()
@@ -50,3 +51,73 @@ export const patchProviderSchema = z
 
 export type RegisterProviderInput = z.infer<typeof registerProviderSchema>;
 export type PatchProviderInput = z.infer<typeof patchProviderSchema>;
+
+/** `POST /v1/admin/providers/sync`: one provider, or every active one (a non-string id counts as none). */
+export const requestSyncSchema = z.object({ provider_id: z.string().optional().catch(undefined) });
+
+// What the API answers (the OpenAPI document is generated from these).
+export const providerObjectSchema = z.object({
+  id: z.string(),
+  object: z.literal('provider'),
+  name: z.string(),
+  vendor: z.string(),
+  category: z.enum(['llm', 'image']),
+  active: z.boolean(),
+  default_provider_image_edit: z.boolean(),
+  default_provider_image_generate: z.boolean(),
+  created_at: z.number().int(),
+  updated_at: z.number().int(),
+  // Administrators only:
+  base_url: z.string().optional(),
+  endpoints: z.array(z.object({ url: z.string(), healthy: z.boolean(), priority: z.number().int(), weight: z.number().int() })).optional(),
+  metadata: z.record(z.string(), z.string()).optional(),
+  api_key_configured: z.boolean().optional(),
+  last_synced_at: z.number().int().nullable().optional(),
+  last_sync_error: z.string().nullable().optional(),
+  model_count: z.number().int().optional(),
+  model_active_count: z.number().int().optional(),
+});
+export const providerListSchema = z.object({ object: z.literal('list'), data: z.array(providerObjectSchema) });
+export const registeredProviderSchema = providerObjectSchema.extend({ models: z.array(modelSummarySchema), sync_error: z.string().nullable() });
+export const syncResultSchema = z.object({
+  object: z.literal('provider.sync'),
+  provider_id: z.string(),
+  /** The recorded run (`GET /v1/admin/providers/sync/{id}`). */
+  sync_id: z.string(),
+  added: z.number().int(),
+  updated: z.number().int(),
+  deactivated: z.number().int(),
+  models: z.array(modelSummarySchema),
+});
+export const syncRequestSchema = z.object({
+  object: z.literal('provider.sync_request'),
+  id: z.string(),
+  provider_id: z.string().nullable(),
+  status: z.literal('queued'),
+});
+
+/** `DELETE /v1/admin/providers/{id}?force=true` also removes enabled models. */
+export const deleteProviderQuery = z.object({ force: z.enum(['true', 'false']).default('false').transform((v) => v === 'true') });
+export const deletedProviderSchema = z.object({
+  id: z.string(),
+  object: z.literal('provider.deleted'),
+  deleted: z.literal(true),
+  models_removed: z.number().int(),
+});
+
+export const syncRunSchema = z.object({
+  id: z.string(),
+  object: z.literal('provider.sync_run'),
+  provider_id: z.string().nullable(),
+  status: z.enum(['queued', 'running', 'succeeded', 'failed']),
+  providers_synced: z.number().int(),
+  providers_failed: z.number().int(),
+  added: z.number().int(),
+  updated: z.number().int(),
+  deactivated: z.number().int(),
+  error: z.string().nullable(),
+  failures: z.array(z.object({ provider_id: z.string(), error: z.string() })),
+  created_at: z.number().int(),
+  started_at: z.number().int().nullable(),
+  finished_at: z.number().int().nullable(),
+});

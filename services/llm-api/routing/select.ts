@@ -23,7 +23,7 @@ export function seededRandom(seed: number): Random {
  * runtime health and those currently unhealthy separately, so the caller tries the latter only
  * when every healthy endpoint of every provider failed.
  */
-export function orderEndpoints(endpoints: EndpointConfig[], health: EndpointHealth, random: Random) {
+export function orderEndpoints(endpoints: EndpointConfig[], health: Pick<EndpointHealth, 'isHealthy'>, random: Random) {
   const enabled = endpoints.filter((e) => e.healthy !== false);
   const byPriority = new Map<number, EndpointConfig[]>();
   for (const e of enabled) byPriority.set(e.priority, [...(byPriority.get(e.priority) ?? []), e]);

@@ -1,4 +1,8 @@
 import { Agent, request, type Dispatcher } from 'undici';
+import type { EgressGuard } from '../../kit/index.js';
+import { getProviderJson } from '../../../domains/catalog/index.js';
+
+export { authHeaders, joinUrl, readCapped } from '../../../domains/catalog/index.js';
 
 /**
  * HTTP to providers: one undici Agent (a keep-alive pool per origin) for every upstream call, so a
@@ -10,32 +14,28 @@ export interface UpstreamOptions {
   connectTimeoutMs: number;
   headersTimeoutMs: number;
   bodyTimeoutMs: number;
+  /** Where provider URLs may point (PROVIDER_URL_ALLOW); checked per request and at connect time. */
+  guard?: EgressGuard;
+  /** Largest body `getJson` reads (model lists, probes); larger: the connection is cut and it throws. Default 16 MiB. */
+  maxBodyBytes?: number;
 }
 
 export type UpstreamResponse = Dispatcher.ResponseData;
-
-/** `https://host/v1/` + `chat/completions` → `https://host/v1/chat/completions`. */
-export function joinUrl(base: string, path: string): string {
-  return `${base.replace(/\/+$/, '')}/${path.replace(/^\/+/, '')}`;
-}
-
-export function authHeaders(apiKey: string | null): Record<string, string> {
-  return apiKey ? { authorization: `Bearer ${apiKey}` } : {};
-}
 
 export function createUpstream(options: UpstreamOptions) {
   const agent = new Agent({
     connections: options.connections,
     keepAliveTimeout: 60_000,
     keepAliveMaxTimeout: 600_000,
-    connect: { timeout: options.connectTimeoutMs },
+    connect: { timeout: options.connectTimeoutMs, ...(options.guard ? { lookup: options.guard.lookup } : {}) },
     headersTimeout: options.headersTimeoutMs,
     bodyTimeout: options.bodyTimeoutMs,
   });
 
   return {
     agent,
-    postJson(url: string, body: string, headers: Record<string, string>, signal?: AbortSignal): Promise<UpstreamResponse> {
+    async postJson(url: string, body: string, headers: Record<string, string>, signal?: AbortSignal): Promise<UpstreamResponse> {
+      options.guard?.checkUrl(url);
       return request(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
@@ -44,24 +44,8 @@ export function createUpstream(options: UpstreamOptions) {
         signal,
       });
     },
-    async getJson(url: string, headers: Record<string, string>, timeoutMs: number): Promise<{ status: number; body: unknown }> {
-      const res = await request(url, {
-        method: 'GET',
-        headers: { accept: 'application/json', ...headers },
-        dispatcher: agent,
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      const text = await res.body.text();
-      let body: unknown = text;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        // leave as text
-      }
-      return { status: res.statusCode, body };
-    },
+    getJson: (url: string, headers: Record<string, string>, timeoutMs: number) =>
+      getProviderJson(agent, url, headers, { timeoutMs, guard: options.guard, maxBytes: options.maxBodyBytes }),
     close: () => agent.close(),
   };
 }

@@ -35,3 +35,78 @@ export const usageTables: Migration = {
     await knex.schema.dropTable('llm_usage');
   },
 };
+
+/**
+ * The daily rollup the usage reports read: one row per UTC day × user × key × model × provider ×
+ * project, kept current by the same statement that writes the raw rows (store.ts). Missing
+ * dimensions are stored as '' so the primary key can be the upsert target; reads map '' to null.
+ * Existing raw rows are folded in once here.
+ */
+export const usageRollupTables: Migration = {
+  name: '20261123_0200_llm_usage_daily',
+  async up(knex) {
+    await knex.schema.alterTable('llm_usage', (t) => {
+      t.string('project_id', 64);
+    });
+    await knex.schema.createTable('llm_usage_daily', (t) => {
+      t.date('day').notNullable();
+      t.string('user_id', 64).notNullable();
+      t.string('api_key_id', 64).notNullable();
+      t.string('model', 300).notNullable();
+      t.string('provider_id', 64).notNullable();
+      t.string('project_id', 64).notNullable();
+      t.bigInteger('requests').notNullable().defaultTo(0);
+      t.bigInteger('prompt_tokens').notNullable().defaultTo(0);
+      t.bigInteger('completion_tokens').notNullable().defaultTo(0);
+      t.bigInteger('reasoning_tokens').notNullable().defaultTo(0);
+      t.bigInteger('cost_micro_usd').notNullable().defaultTo(0);
+      t.primary(['day', 'user_id', 'api_key_id', 'model', 'provider_id', 'project_id']);
+      t.index(['user_id', 'day']);
+      t.index(['api_key_id', 'day']);
+    });
+    await knex.raw(`insert into llm_usage_daily
+      select (created_at at time zone 'UTC')::date, coalesce(user_id, ''), coalesce(api_key_id, ''), model, coalesce(provider_id, ''), coalesce(project_id, ''),
+             count(*), sum(prompt_tokens), sum(completion_tokens), sum(reasoning_tokens), sum(cost_micro_usd)
+      from llm_usage group by 1, 2, 3, 4, 5, 6`);
+  },
+  async down(knex) {
+    await knex.schema.dropTable('llm_usage_daily');
+    await knex.schema.alterTable('llm_usage', (t) => t.dropColumn('project_id'));
+  },
+};
+
+/**
+ * Budgets and model allow-lists of API keys and users (`scope` = 'key' | 'user'), and the spend
+ * counters that enforce them across llm-api processes: one row per scope and period, admitted and
+ * settled with single conditional statements (budgets.ts explains the admission rule).
+ */
+export const spendTables: Migration = {
+  name: '20261123_0210_llm_spend_limits',
+  async up(knex) {
+    await knex.schema.createTable('llm_spend_limits', (t) => {
+      t.string('scope', 8).notNullable();
+      t.string('scope_id', 64).notNullable();
+      t.string('period', 8).notNullable().defaultTo('day');
+      t.bigInteger('max_budget_micro_usd');
+      t.bigInteger('max_tokens');
+      t.jsonb('allowed_models');
+      t.timestamp('updated_at', { useTz: true }).notNullable();
+      t.primary(['scope', 'scope_id']);
+    });
+    await knex.schema.createTable('llm_spend_counters', (t) => {
+      t.string('scope', 8).notNullable();
+      t.string('scope_id', 64).notNullable();
+      t.date('period_start').notNullable();
+      t.bigInteger('spent_micro_usd').notNullable().defaultTo(0);
+      t.bigInteger('tokens').notNullable().defaultTo(0);
+      t.integer('in_flight').notNullable().defaultTo(0);
+      t.bigInteger('max_request_cost').notNullable().defaultTo(0);
+      t.bigInteger('max_request_tokens').notNullable().defaultTo(0);
+      t.primary(['scope', 'scope_id', 'period_start']);
+    });
+  },
+  async down(knex) {
+    await knex.schema.dropTable('llm_spend_counters');
+    await knex.schema.dropTable('llm_spend_limits');
+  },
+};

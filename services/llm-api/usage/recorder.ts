@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Logger } from '../../kit/index.js';
+import { createBatchWriter, type Logger } from '../../kit/index.js';
 import type { PricingLine } from '../models/types.js';
 import { insertUsageBatch } from './store.js';
 
@@ -30,6 +30,8 @@ export interface UsageRecord {
   outcome: string;
   metadata: Record<string, unknown> | null;
   created_at: Date;
+  /** The project the request was made for, when known (rollup dimension). */
+  project_id?: string | null;
 }
 
 /** Cost from pricing lines: `per_1k_prompt_tokens`, `per_1k_completion_tokens`, `per_1m_*`, `per_request`. */
@@ -61,59 +63,16 @@ export function costMicroUsd(lines: PricingLine[], usage: { prompt: number; comp
 }
 
 export function createUsageRecorder(deps: { knex: Knex; logger: Logger; flushMs: number; batchSize: number; maxQueued?: number }) {
-  const queue: UsageRecord[] = [];
-  const maxQueued = deps.maxQueued ?? 200_000;
-  let timer: NodeJS.Timeout | undefined;
-  let flushing: Promise<void> = Promise.resolve();
-  let dropped = 0;
-
-  async function writeBatch(): Promise<boolean> {
-    if (queue.length === 0) return false;
-    const batch = queue.splice(0, deps.batchSize);
-    try {
-      await insertUsageBatch(deps.knex, batch);
-      return true;
-    } catch (error) {
-      queue.unshift(...batch);
-      deps.logger.warn({ err: (error as Error).message, queued: queue.length }, 'usage batch not written; will retry');
-      return false;
-    }
-  }
-
-  function flush(): Promise<void> {
-    flushing = flushing.then(async () => {
-      while (queue.length > 0 && (await writeBatch()));
-    });
-    return flushing;
-  }
-
-  function schedule() {
-    timer = setTimeout(() => void flush().finally(() => timer && schedule()), deps.flushMs);
-    timer.unref();
-  }
-  schedule();
-
-  return {
-    record(entry: UsageRecord) {
-      if (queue.length >= maxQueued) {
-        // Bounded memory when the database is down for long: the oldest records go first, counted.
-        queue.shift();
-        if (++dropped % 1000 === 1) deps.logger.error({ dropped }, 'usage queue full; dropping oldest records');
-      }
-      queue.push(entry);
-      if (queue.length >= deps.batchSize) void flush();
-    },
-    pending: () => queue.length,
-    flush,
-    async stop() {
-      clearTimeout(timer);
-      timer = undefined;
-      await flush();
-      // A last attempt for records a failing batch put back.
-      for (let i = 0; i < 3 && queue.length > 0; i++) await flush();
-      if (queue.length > 0) deps.logger.error({ lost: queue.length }, 'usage records could not be written at shutdown');
-    },
-  };
+  // Bounded memory when the database is down for long: the oldest records go first, counted.
+  const writer = createBatchWriter<UsageRecord>({
+    name: 'usage',
+    write: (batch) => insertUsageBatch(deps.knex, batch),
+    flushMs: deps.flushMs,
+    batchSize: deps.batchSize,
+    maxQueued: deps.maxQueued ?? 200_000,
+    logger: deps.logger,
+  });
+  return { record: writer.push, pending: writer.pending, flush: writer.flush, stop: writer.stop };
 }
 
 export type UsageRecorder = ReturnType<typeof createUsageRecorder>;

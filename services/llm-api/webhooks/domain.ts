@@ -12,10 +12,19 @@ import {
   type Page,
   type SecretBox,
 } from '../../kit/index.js';
-import type { AttemptRow, DeliveriesStore, DeliveryRow, DeliveryStatus } from './deliveries-store.js';
-import { ATTEMPT_HEADER, DELIVERY_QUEUE } from './events.js';
+import {
+  newDeliveryId,
+  sendDeliveryJob,
+  TEST_EVENT_TYPE,
+  type AttemptRow,
+  type DeliveriesStore,
+  type DeliveryRow,
+  type DeliveryStatus,
+  type WebhookPatch,
+  type WebhookRow,
+  type WebhooksStore,
+} from '../../../domains/webhooks/index.js';
 import type { CreateWebhookInput, UpdateWebhookInput } from './schemas.js';
-import type { WebhookPatch, WebhookRow, WebhooksStore } from './store.js';
 
 /** Webhook subscriptions and their deliveries: what the admin API does, without HTTP. */
 export interface WebhooksDeps {
@@ -184,10 +193,44 @@ export async function redeliver(deps: WebhooksDeps, webhookId: string, deliveryI
     throw new ApiError(409, 'The delivery is still pending; it is already scheduled', { param: 'delivery_id' });
   }
   try {
-    await deps.bus.send(DELIVERY_QUEUE, { delivery_id: reopened.id }, { messageId: reopened.id, headers: { [ATTEMPT_HEADER]: String(reopened.attempts) } });
+    await sendDeliveryJob(deps.bus, reopened);
   } catch (error) {
     // The delivery is pending and overdue: the worker's sweep enqueues it once the broker is back.
     deps.logger.warn({ err: (error as Error).message, delivery_id: reopened.id }, 'redelivery not enqueued; the sweep will pick it up');
   }
   return presentDelivery(reopened, await deps.deliveries.attemptsOf([reopened.id]));
+}
+
+/**
+ * Sends a signed `webhook.test` event to one subscription, whatever its patterns, through the
+ * normal delivery path (same signing, headers, retries and records), so what the receiver checks
+ * is exactly what real events will look like. Answers the pending delivery to follow.
+ */
+export async function sendTestEvent(deps: WebhooksDeps, webhookId: string) {
+  const webhook = await mustGet(deps, webhookId);
+  if (!webhook.active) throw new ApiError(409, 'The webhook is inactive; activate it before sending a test event', { param: 'webhook_id' });
+  const now = new Date(deps.clock.now());
+  const id = newDeliveryId();
+  await deps.deliveries.insertMissing(
+    [
+      {
+        id,
+        webhook_id: webhook.id,
+        event_id: newId('event'),
+        event_type: TEST_EVENT_TYPE,
+        event_occurred_at: now,
+        event_data: { webhook_id: webhook.id, message: 'A test event sent from the admin API; no platform data changed.' },
+      },
+    ],
+    now,
+  );
+  const delivery = (await deps.deliveries.get(webhook.id, id))!;
+  try {
+    await sendDeliveryJob(deps.bus, delivery);
+    await deps.deliveries.markQueued([id]);
+  } catch (error) {
+    // Pending and not queued: the worker's sweep enqueues it once the broker is back.
+    deps.logger.warn({ err: (error as Error).message, webhook_id: webhook.id, delivery_id: id }, 'test event not enqueued; the sweep will pick it up');
+  }
+  return presentDelivery(delivery, []);
 }

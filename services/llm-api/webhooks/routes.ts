@@ -1,50 +1,111 @@
-import type { Router } from 'express';
-import { parseInput, parsePage, principalOf, requireAdmin } from '../../kit/index.js';
+import { listOf, pageOf, pageQuery, route, type Route } from '../../kit/index.js';
 import * as domain from './domain.js';
-import { createWebhookSchema, deliveryStatusQuery, updateWebhookSchema } from './schemas.js';
+import {
+  createWebhookSchema,
+  deliveryObjectSchema,
+  deliveryParams,
+  listDeliveriesQuery,
+  updateWebhookSchema,
+  webhookObjectSchema,
+  webhookParams,
+} from './schemas.js';
 
-/** Admin API of webhook subscriptions (SPEC.md 4.5) and their deliveries. Every route needs an admin. */
-export function mountWebhookRoutes(router: Router, deps: domain.WebhooksDeps): void {
+/** Admin API of webhook subscriptions and their deliveries. Every route needs an administrator. */
+export function webhookRoutes(deps: { webhooks: domain.WebhooksDeps }): Route[] {
   const base = '/v1/admin/webhooks';
-  const id = (value: unknown) => String(value);
-
-  router.post(base, requireAdmin, async (req, res) => {
-    const input = parseInput(createWebhookSchema, req.body);
-    res.status(201).json(await domain.createWebhook(deps, input, principalOf(req).userId));
-  });
-
-  router.get(base, requireAdmin, async (req, res) => {
-    res.json(await domain.listWebhooks(deps, parsePage(req.query)));
-  });
-
-  router.get(`${base}/:webhook_id`, requireAdmin, async (req, res) => {
-    res.json(await domain.getWebhook(deps, id(req.params.webhook_id)));
-  });
-
-  router.patch(`${base}/:webhook_id`, requireAdmin, async (req, res) => {
-    const input = parseInput(updateWebhookSchema, req.body);
-    res.json(await domain.updateWebhook(deps, id(req.params.webhook_id), input));
-  });
-
-  router.delete(`${base}/:webhook_id`, requireAdmin, async (req, res) => {
-    await domain.deleteWebhook(deps, id(req.params.webhook_id));
-    res.status(204).end();
-  });
-
-  router.post(`${base}/:webhook_id/rotate-secret`, requireAdmin, async (req, res) => {
-    res.json(await domain.rotateSecret(deps, id(req.params.webhook_id)));
-  });
-
-  router.get(`${base}/:webhook_id/deliveries`, requireAdmin, async (req, res) => {
-    const { status } = parseInput(deliveryStatusQuery, { status: req.query.status });
-    res.json(await domain.listDeliveries(deps, id(req.params.webhook_id), parsePage(req.query), status));
-  });
-
-  router.get(`${base}/:webhook_id/deliveries/:delivery_id`, requireAdmin, async (req, res) => {
-    res.json(await domain.getDelivery(deps, id(req.params.webhook_id), id(req.params.delivery_id)));
-  });
-
-  router.post(`${base}/:webhook_id/deliveries/:delivery_id/redeliver`, requireAdmin, async (req, res) => {
-    res.status(202).json(await domain.redeliver(deps, id(req.params.webhook_id), id(req.params.delivery_id)));
-  });
+  const common = { access: 'admin', tag: 'webhooks' } as const;
+  return [
+    route({
+      ...common,
+      method: 'post',
+      path: base,
+      summary: 'Subscribe a URL to events (the answer shows the signing secret once)',
+      request: { body: createWebhookSchema },
+      response: { status: 201, schema: webhookObjectSchema },
+      handler: ({ principal, body }) => domain.createWebhook(deps.webhooks, body, principal.userId),
+    }),
+    route({
+      ...common,
+      method: 'get',
+      path: base,
+      summary: 'List webhook subscriptions, newest first',
+      request: { query: pageQuery() },
+      response: { schema: listOf(webhookObjectSchema) },
+      handler: ({ query }) => domain.listWebhooks(deps.webhooks, pageOf(query)),
+    }),
+    route({
+      ...common,
+      method: 'get',
+      path: `${base}/:webhook_id`,
+      summary: 'Get a webhook subscription',
+      request: { params: webhookParams },
+      response: { schema: webhookObjectSchema },
+      handler: ({ params }) => domain.getWebhook(deps.webhooks, params.webhook_id),
+    }),
+    route({
+      ...common,
+      method: 'patch',
+      path: `${base}/:webhook_id`,
+      summary: 'Change a subscription (URL, events, active, headers, or rotate to a given secret)',
+      request: { params: webhookParams, body: updateWebhookSchema },
+      response: { schema: webhookObjectSchema },
+      handler: ({ params, body }) => domain.updateWebhook(deps.webhooks, params.webhook_id, body),
+    }),
+    route({
+      ...common,
+      method: 'delete',
+      path: `${base}/:webhook_id`,
+      summary: 'Delete a subscription and its deliveries',
+      request: { params: webhookParams },
+      response: { status: 204 },
+      handler: async ({ params }) => {
+        await domain.deleteWebhook(deps.webhooks, params.webhook_id);
+      },
+    }),
+    route({
+      ...common,
+      method: 'post',
+      path: `${base}/:webhook_id/rotate-secret`,
+      summary: 'Generate a new signing secret (the old one also signs during the grace period)',
+      request: { params: webhookParams },
+      response: { schema: webhookObjectSchema },
+      handler: ({ params }) => domain.rotateSecret(deps.webhooks, params.webhook_id),
+    }),
+    route({
+      ...common,
+      method: 'post',
+      path: `${base}/:webhook_id/test`,
+      summary: 'Send a signed webhook.test event to this subscription',
+      request: { params: webhookParams },
+      response: { status: 202, schema: deliveryObjectSchema },
+      handler: ({ params }) => domain.sendTestEvent(deps.webhooks, params.webhook_id),
+    }),
+    route({
+      ...common,
+      method: 'get',
+      path: `${base}/:webhook_id/deliveries`,
+      summary: 'List deliveries of a subscription, newest first, each with its attempts',
+      request: { params: webhookParams, query: listDeliveriesQuery },
+      response: { schema: listOf(deliveryObjectSchema) },
+      handler: ({ params, query }) => domain.listDeliveries(deps.webhooks, params.webhook_id, pageOf(query), query.status),
+    }),
+    route({
+      ...common,
+      method: 'get',
+      path: `${base}/:webhook_id/deliveries/:delivery_id`,
+      summary: 'Get a delivery with its attempts',
+      request: { params: deliveryParams },
+      response: { schema: deliveryObjectSchema },
+      handler: ({ params }) => domain.getDelivery(deps.webhooks, params.webhook_id, params.delivery_id),
+    }),
+    route({
+      ...common,
+      method: 'post',
+      path: `${base}/:webhook_id/deliveries/:delivery_id/redeliver`,
+      summary: 'Send a finished delivery again (a new run of the retry schedule)',
+      request: { params: deliveryParams },
+      response: { status: 202, schema: deliveryObjectSchema },
+      handler: ({ params }) => domain.redeliver(deps.webhooks, params.webhook_id, params.delivery_id),
+    }),
+  ];
 }

@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { isValidPattern, RESERVED_HEADERS } from './events.js';
+import { pageQuery } from '../../kit/index.js';
+import { isValidPattern, RESERVED_HEADERS } from '../../../domains/webhooks/index.js';
 
-/** Request bodies of the webhook admin API (SPEC.md 2.10, 4.5). */
+/** Requests and answers of the webhook admin API. */
 
 const url = z
   .string()
@@ -17,7 +18,7 @@ const url = z
 
 const pattern = z
   .string()
-  .refine(isValidPattern, 'must be an event type of SPEC.md 6.1 (e.g. conversation.created), a family wildcard (conversation.*, message.*, model.*, mcp_tool.*) or *');
+  .refine(isValidPattern, 'must be an event type (e.g. conversation.created), a family wildcard (conversation.*, message.*, model.*, mcp_tool.*) or *');
 
 const events = z
   .array(pattern)
@@ -54,8 +55,52 @@ export const updateWebhookSchema = z.strictObject({
   headers: headers.optional(),
 });
 
-export const deliveryStatusQuery = z.object({
-  status: z.enum(['pending', 'delivered', 'failed', 'dead']).optional(),
+const deliveryStatus = z.enum(['pending', 'delivered', 'failed', 'dead']);
+
+export const listDeliveriesQuery = pageQuery().extend({ status: deliveryStatus.optional() });
+
+export const webhookParams = z.object({ webhook_id: z.string() });
+export const deliveryParams = z.object({ webhook_id: z.string(), delivery_id: z.string() });
+
+export const webhookObjectSchema = z.object({
+  id: z.string(),
+  object: z.literal('webhook'),
+  url: z.string(),
+  events: z.array(z.string()),
+  active: z.boolean(),
+  headers: z.record(z.string(), z.string()),
+  created_at: z.number().int(),
+  updated_at: z.number().int(),
+  previous_secret_expires_at: z.number().int().nullable(),
+  secret: z.string().optional().describe('Only in the answers of create and rotate-secret'),
+});
+
+export const deliveryObjectSchema = z.object({
+  id: z.string(),
+  object: z.literal('webhook.delivery'),
+  webhook_id: z.string(),
+  event_id: z.string(),
+  event_type: z.string(),
+  status: deliveryStatus,
+  attempt_count: z.number().int(),
+  next_attempt_at: z.number().int().nullable(),
+  last_status_code: z.number().int().nullable(),
+  last_error: z.string().nullable(),
+  delivered_at: z.number().int().nullable(),
+  created_at: z.number().int(),
+  updated_at: z.number().int(),
+  attempts: z.array(
+    z.object({
+      attempt: z.number().int(),
+      retry_count: z.number().int(),
+      outcome: z.enum(['delivered', 'retry', 'failed', 'dead']),
+      status_code: z.number().int().nullable(),
+      duration_ms: z.number().int(),
+      error: z.string().nullable(),
+      attempted_at: z.string(),
+      next_attempt_at: z.string().nullable(),
+    }),
+  ),
 });
 
 export type CreateWebhookInput = z.infer<typeof createWebhookSchema>;

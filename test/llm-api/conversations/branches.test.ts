@@ -1,16 +1,11 @@
 import test from 'ava';
-import { llmApiService } from '../../../services/llm-api/service.js';
-import { startTestService, type TestService } from '../../helpers/env.js';
-import { createTestUser } from '../../helpers/users.js';
-import { clientFor, eventsOf, text, type Client } from './client.js';
+import type { TestService } from '../../helpers/env.js';
+import { eventsOf, startWithUser, text, type Client } from './client.js';
 
 let svc: TestService;
 let alice: Client;
 
-test.before(async () => {
-  svc = await startTestService(llmApiService);
-  alice = clientFor(svc.url, svc.gatewaySecret, await createTestUser(svc.runtime.db.knex));
-});
+test.before(async () => ({ svc, alice } = await startWithUser()));
 test.after.always(() => svc?.close());
 
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;

@@ -1,5 +1,7 @@
 import type { Knex } from 'knex';
-import { edgeHeaders, type TestUser } from '../../helpers/users.js';
+import { llmApiService } from '../../../services/llm-api/service.js';
+import { startTestService } from '../../helpers/env.js';
+import { createTestUser, edgeHeaders, type TestUser } from '../../helpers/users.js';
 
 /** A small JSON client for service-level tests: calls llm-api as the edge would for `user`. */
 export interface Reply {
@@ -25,6 +27,12 @@ export function clientFor(base: string, gatewaySecret: string, user: TestUser) {
 }
 
 export type Client = ReturnType<typeof clientFor>;
+
+/** llm-api for one test file, with one user and a client acting as them (`svc.close()` after). */
+export async function startWithUser() {
+  const svc = await startTestService(llmApiService);
+  return { svc, alice: clientFor(svc.url, svc.gatewaySecret, await createTestUser(svc.runtime.db.knex)) };
+}
 
 /** Outbox rows of `type` (optionally for one conversation), oldest first. */
 export async function eventsOf(knex: Knex, type: string, conversationId?: string): Promise<Record<string, any>[]> {

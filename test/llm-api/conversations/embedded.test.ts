@@ -1,11 +1,12 @@
 import test from 'ava';
 import { createDatabase, kitMigrations, migrateAll, systemClock } from '../../../services/kit/index.js';
 import { activateBranch, createBranch, deleteItem, editItem } from '../../../services/llm-api/conversations/branches.js';
-import { createConversation, deleteConversation } from '../../../services/llm-api/conversations/conversations.js';
+import { createConversation, deleteConversation, detachProjectConversations } from '../../../services/llm-api/conversations/conversations.js';
 import { appendItems, listItems } from '../../../services/llm-api/conversations/items.js';
 import { conversationsMigrations } from '../../../services/llm-api/conversations/migrations.js';
 import { createProject, deleteProject } from '../../../services/llm-api/projects/projects.js';
 import { projectsMigrations } from '../../../services/llm-api/projects/migrations.js';
+import { findProject } from '../../../services/llm-api/projects/store.js';
 
 // The same migrations and SQL on the embedded driver (PGlite, what `npm start` uses without DATABASE_URL).
 test('conversations, items, branches and projects work on PGlite', async (t) => {
@@ -13,7 +14,12 @@ test('conversations, items, branches and projects work on PGlite', async (t) => 
   t.teardown(() => db.close());
   await migrateAll(db.knex, [kitMigrations, { owner: 'llm_api', migrations: [...projectsMigrations, ...conversationsMigrations] }]);
   await db.knex('users').insert({ id: 'user_embedded', subject: 'user_embedded' });
-  const deps = { knex: db.knex, clock: systemClock };
+  const deps = {
+    knex: db.knex,
+    clock: systemClock,
+    detachConversations: (trx: Parameters<typeof detachProjectConversations>[0], projectId: string) => detachProjectConversations(trx, { projectId, clock: systemClock }),
+    projects: { ownsForShare: async (trx: Parameters<typeof findProject>[0], id: string, userId: string) => (await findProject(trx, id, userId, 'share')) !== undefined },
+  };
   const project = await createProject(deps, 'user_embedded', { name: 'P' });
   const c = await createConversation(deps, 'user_embedded', { project_id: project.id, items: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }] });
   const added = await appendItems(db.knex, { conversationId: c.id, userId: 'user_embedded', items: [{ role: 'user', content: 'c' }] });

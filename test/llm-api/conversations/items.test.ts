@@ -237,7 +237,7 @@ test('pagination: exact has_more and last_id, asc/desc, after cursor, limit boun
   assertBadRequest(t, await alice.get(`/v1/conversations/${id}/items?after=msg_unknown`), 'after');
   t.is((await alice.get(`/v1/conversations/${id}/items?limit=100`)).body.data.length, 45);
   const empty = await alice.get(`/v1/conversations/${await newConversation()}/items`);
-  t.deepEqual(empty.body, { object: 'list', data: [], first_id: null, last_id: null, has_more: false });
+  t.deepEqual(empty.body, { object: 'list', data: [], first_id: null, last_id: null, has_more: false, total_count: 0 });
 });
 
 test('get item: 404 for an unknown item, for an item of another conversation, and across users', async (t) => {
@@ -257,7 +257,8 @@ test('items are immutable: there is no route that changes one', async (t) => {
   const item = (await alice.post(`/v1/conversations/${id}/items`, { items: [text('original')] })).body.data[0];
   for (const method of ['PATCH', 'PUT']) {
     const r = await alice.call(method, `/v1/conversations/${id}/items/${item.id}`, { content: 'changed' });
-    t.is(r.status, 404, method);
+    t.is(r.status, 405, method);
+    t.regex(r.body.error.message, /allowed: DELETE, GET, HEAD$/, `${method}: no method that changes an item is allowed`);
   }
   const again = await alice.get(`/v1/conversations/${id}/items/${item.id}`);
   t.deepEqual(again.body, item);

@@ -22,7 +22,7 @@ test.before(async () => {
 test.after.always(() => svc?.close());
 
 const as = (user: TestUser, method: 'jwt' | 'apikey' = 'jwt') => edgeHeaders(svc.gatewaySecret, user, method);
-const validate = (key: string) => call(svc, 'POST', '/auth/validate-api-key', { body: { api_key: key } });
+const validate = (key: string) => call(svc, 'POST', '/internal/auth/validate-api-key', { body: { api_key: key } });
 
 test.serial('create → secret once; list without secret or hash; validate; delete → 401 and revocation', async (t) => {
   const user = await createTestUser(svc.runtime.db.knex);
@@ -67,7 +67,7 @@ test.serial('create → secret once; list without secret or hash; validate; dele
     expires_at: null,
   });
   // The X-API-Key header works as well as the body.
-  t.is((await call(svc, 'POST', '/llm/auth/validate-api-key', { headers: { 'x-api-key': key } })).status, 200);
+  t.is((await call(svc, 'POST', '/llm/internal/auth/validate-api-key', { headers: { 'x-api-key': key } })).status, 200);
 
   const del = await call(svc, 'DELETE', `/auth/api-keys/${created.body.id}`, { headers: as(user) });
   t.is(del.status, 200);
@@ -241,15 +241,15 @@ test.serial('unknown, deleted, expired keys and keys of disabled users: same 401
   t.is((await validate(valid.key.key)).status, 200);
 
   // Bad input to the validation endpoint.
-  assertError(t, await call(svc, 'POST', '/auth/validate-api-key', { body: {} }), 400, 'api_key');
-  assertError(t, await call(svc, 'POST', '/auth/validate-api-key', { body: { api_key: 12 } }), 400, 'api_key');
+  assertError(t, await call(svc, 'POST', '/internal/auth/validate-api-key', { body: {} }), 400, 'api_key');
+  assertError(t, await call(svc, 'POST', '/internal/auth/validate-api-key', { body: { api_key: 12 } }), 400, 'api_key');
   assertError(t, await validate('not-a-key'), 401, 'api_key');
 });
 
 test.serial('bad input on key creation: 400 shape A naming the parameter', async (t) => {
   const user = await createTestUser(svc.runtime.db.knex);
   const post = (body: unknown) => call(svc, 'POST', '/auth/api-keys', { headers: as(user), body });
-  assertError(t, await post({}), 400, 'name');
+  // An empty body is a valid request (the name defaults), see test/llm-api/conversations/pagination.test.ts.
   assertError(t, await post({ name: '' }), 400, 'name');
   assertError(t, await post({ name: '   ' }), 400, 'name');
   assertError(t, await post({ name: 'n'.repeat(257) }), 400, 'name');

@@ -16,7 +16,7 @@ test.before(async () => {
 test.after.always(() => svc?.close());
 
 test.serial('at start an admin user holds the key: enterprise tier, no limits of its own', async (t) => {
-  const v = await call(svc, 'POST', '/auth/validate-api-key', { body: { api_key: KEY } });
+  const v = await call(svc, 'POST', '/internal/auth/validate-api-key', { body: { api_key: KEY } });
   t.is(v.status, 200, JSON.stringify(v.body));
   t.true(v.body.is_admin);
   t.is(v.body.tier, 'enterprise');
@@ -43,9 +43,9 @@ test.serial('idempotent across restarts and concurrent starts; a demoted or disa
   t.is(Number((await knex('identity_api_keys').where({ name: 'bootstrap admin key' }).count({ c: '*' }))[0]!.c), 1);
 
   await knex('users').where({ id: results[0]!.userId }).update({ is_admin: false, disabled: true });
-  assertError(t, await call(svc, 'POST', '/auth/validate-api-key', { body: { api_key: KEY } }), 401);
+  assertError(t, await call(svc, 'POST', '/internal/auth/validate-api-key', { body: { api_key: KEY } }), 401);
   await identity.apiKeys.ensureBootstrapAdmin(KEY);
-  const v = await call(svc, 'POST', '/auth/validate-api-key', { body: { api_key: KEY } });
+  const v = await call(svc, 'POST', '/internal/auth/validate-api-key', { body: { api_key: KEY } });
   t.is(v.status, 200);
   t.true(v.body.is_admin);
 });

@@ -1,5 +1,6 @@
 import test from 'ava';
 import { decodeJwt } from 'jose';
+import { loadEdgeConfig } from '../../../services/gateway/config.js';
 import { ManualClock } from '../../../services/kit/index.js';
 import { startTestPlatform, type TestPlatform } from '../../helpers/platform.js';
 
@@ -65,7 +66,7 @@ test.serial('guest lifecycle: login → authenticated call → refresh → reuse
   const up = await edge('POST', '/auth/upgrade', { token: refreshed.body.access_token, body: { email: 'lin@example.com', username: 'lin' } });
   t.is(up.status, 200, JSON.stringify(up.body));
   t.false(up.body.is_guest);
-  t.true(up.body.email_verified);
+  t.false(up.body.email_verified, "nobody verified the address");
   const after = await edge('GET', '/llm/auth/me', { token: refreshed.body.access_token });
   t.is(after.status, 200);
   t.false(after.body.is_guest);
@@ -77,7 +78,7 @@ test.serial('a guest token is refused by the edge once it has expired (clock mov
   t.is((await edge('GET', '/auth/me', { token: login.body.access_token })).status, 200);
   const exp = decodeJwt(login.body.access_token).exp! * 1000;
   // Past expiry plus the edge's allowed clock skew.
-  clock.set(exp + (p.runtime.config.EDGE_JWT_CLOCK_SKEW_SECONDS + 1) * 1000);
+  clock.set(exp + (loadEdgeConfig(p.runtime.config.env).EDGE_JWT_CLOCK_SKEW_SECONDS + 1) * 1000);
   const refused = await edge('GET', '/auth/me', { token: login.body.access_token });
   t.is(refused.status, 401);
   t.is(refused.body.error.type, 'auth_error');
@@ -118,7 +119,7 @@ test.serial('API key: create → works with X-API-Key → listed without secret 
 });
 
 test.serial('the validator is not a public route; disabling a user stops its key and its tokens at the edge', async (t) => {
-  t.is((await edge('POST', '/auth/validate-api-key', { body: { api_key: 'sk_' + 'a'.repeat(32) } })).status, 404);
+  t.is((await edge('POST', '/internal/auth/validate-api-key', { body: { api_key: 'sk_' + 'a'.repeat(32) } })).status, 404);
 
   const account = await permanentAccount('soon-disabled@example.com');
   const key = (await edge('POST', '/auth/api-keys', { token: account.token, body: { name: 'k' } })).body.key;

@@ -160,7 +160,7 @@ test.serial('upgrade: e-mail checked with GET users?email=&exact=true, then PUT 
   t.is(key.status, 201, JSON.stringify(key.body));
   t.deepEqual(added.attributes.api_key_hashes, [sha256Hex(key.body.key)]);
   t.deepEqual(added.attributes.guest, ['false']);
-  t.is((await call(svc, 'POST', '/auth/validate-api-key', { body: { api_key: key.body.key } })).body.subject, kcId);
+  t.is((await call(svc, 'POST', '/internal/auth/validate-api-key', { body: { api_key: key.body.key } })).body.subject, kcId);
 
   nock(KC, asAdmin)
     .get(`${ADMIN}/users/${kcId}`)
@@ -218,4 +218,20 @@ test.serial('disabling a Keycloak user disables it there too (PUT enabled=false,
   t.is(put.enabled, false);
   t.deepEqual(put.attributes, { guest: ['true'] });
   t.true(nock.isDone(), nock.pendingMocks().join(', '));
+});
+
+test.serial('with Keycloak, password sign-in stays Keycloak’s: login, password change and reset-login answer 400 pointing to it', async (t) => {
+  const login = await call(svc, 'POST', '/llm/auth/login', { body: { email: 'someone@example.com', password: 'correct horse battery' } });
+  assertError(t, login, 400);
+  t.is(login.body.error.code, 'external_identity_provider');
+  t.true(login.body.error.message.includes(svc.runtime.config.JWT_ISSUER), login.body.error.message);
+  t.false(JSON.stringify(login.body).includes('correct horse'));
+  const adminUser = await svc.runtime.db.knex('users').insert({ id: 'user_ADMIN0000000000000000001', subject: 'adm1', email: 'adm1@example.com', is_admin: true }).returning('id');
+  const change = await call(svc, 'POST', '/auth/password', { headers: identityHeaders({ id: adminUser[0].id }, 'jwt'), body: { new_password: 'a new long password' } });
+  assertError(t, change, 400);
+  t.is(change.body.error.code, 'external_identity_provider');
+  const reset = await call(svc, 'POST', `/v1/admin/users/${adminUser[0].id}/reset-login`, { headers: identityHeaders({ id: adminUser[0].id }, 'jwt') });
+  assertError(t, reset, 400);
+  t.is(reset.body.error.code, 'external_identity_provider');
+  t.true(nock.isDone(), 'no call reached Keycloak');
 });

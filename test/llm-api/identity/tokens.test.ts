@@ -1,7 +1,8 @@
 import { spawnSync } from 'node:child_process';
+import { loadPlatformConfig } from '../../../services/platform/config.js';
 import test from 'ava';
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors } from 'jose';
-import { ConfigError, ManualClock, loadBaseConfig } from '../../../services/kit/index.js';
+import { ConfigError, ManualClock } from '../../../services/kit/index.js';
 import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { startTestService, TEST_DATABASE_URL, type TestService } from '../../helpers/env.js';
 import { call, verifyAsEdge } from './helpers.js';
@@ -75,11 +76,11 @@ test.serial('tokens are refused before nbf and by a different audience or issuer
 });
 
 test.serial('lifetimes: access tokens are bounded by 3600 s in configuration; RS256 is available', async (t) => {
-  const error = t.throws(() => loadBaseConfig({ ACCESS_TOKEN_TTL_SECONDS: '7200' }));
+  const error = t.throws(() => loadPlatformConfig({ ACCESS_TOKEN_TTL_SECONDS: '7200' }));
   t.true(error instanceof ConfigError);
   t.regex(error!.message, /ACCESS_TOKEN_TTL_SECONDS/);
-  t.throws(() => loadBaseConfig({ BOOTSTRAP_ADMIN_API_KEY: 'sk_short' }), { message: /BOOTSTRAP_ADMIN_API_KEY/ });
-  t.throws(() => loadBaseConfig({ JWT_SIGNING_ALG: 'HS256' }), { message: /JWT_SIGNING_ALG/ });
+  t.throws(() => loadPlatformConfig({ BOOTSTRAP_ADMIN_API_KEY: 'sk_short' }), { message: /BOOTSTRAP_ADMIN_API_KEY/ });
+  t.throws(() => loadPlatformConfig({ JWT_SIGNING_ALG: 'HS256' }), { message: /JWT_SIGNING_ALG/ });
 
   const rs = await startTestService(llmApiService, { env: { JWT_SIGNING_ALG: 'RS256', ACCESS_TOKEN_TTL_SECONDS: '600', JWT_ISSUER: 'https://id.example.test' } });
   try {

@@ -1,6 +1,5 @@
 import test from 'ava';
-import { providerSyncWorker, syncAllProviders } from '../../../workers/provider-sync/index.js';
-import { syncDepsFor, upstreamFor } from '../../../services/llm-api/routing/core.js';
+import { modelListClientFor, providerSyncWorker, syncAllProviders, syncDepsFor } from '../../../workers/provider-sync/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
 
@@ -52,10 +51,11 @@ test.serial('scheduled run: every active provider; manual fields are never overw
   const pm = (await h.call('GET', `/v1/admin/models/provider-models?provider_id=${providerId}`)).body.data.find((m: any) => m.model_public_id === 's1');
   await h.call('PATCH', `/v1/admin/models/provider-models/${pm.id}`, { model_display_name: 'Chosen by admin' });
   fake.setModels([{ id: 's1', name: 'S One renamed', context_length: 1000 }, { id: 's3' }]);
-  const upstream = upstreamFor(h.service.runtime.config);
+  const upstream = modelListClientFor(h.service.runtime.config);
   t.teardown(() => upstream.close());
   const summary = await syncAllProviders(h.service.ctx, syncDepsFor(h.service.ctx, upstream));
-  t.deepEqual(summary, { synced: [providerId], failed: [] });
+  t.like(summary, { synced: [providerId], failed: [], added: 0, deactivated: 0 });
+  t.is(summary.updated, 1, 'the changed context length');
   const after = (await h.call('GET', `/v1/admin/models/provider-models/${pm.id}`)).body;
   t.is(after.model_display_name, 'Chosen by admin');
   t.deepEqual(after.token_limits, { context_length: 1000 });
@@ -65,5 +65,5 @@ test.serial('scheduled run: every active provider; manual fields are never overw
 
   // An inactive provider is skipped by the scheduled run.
   await h.call('PATCH', `/v1/admin/providers/${providerId}`, { active: false });
-  t.deepEqual(await syncAllProviders(h.service.ctx, syncDepsFor(h.service.ctx, upstream)), { synced: [], failed: [] });
+  t.deepEqual(await syncAllProviders(h.service.ctx, syncDepsFor(h.service.ctx, upstream)), { synced: [], failed: [], added: 0, updated: 0, deactivated: 0 });
 });

@@ -142,3 +142,19 @@ test.serial('admin endpoints answer 403 permission_error to non-admins; public p
   await h.call('PATCH', `/v1/admin/providers/${alpha.id}`, { active: true });
   t.true((await h.call('GET', '/v1/models', undefined, h.user)).body.data.some((m: any) => m.id === 'alpha/chat-1'));
 });
+
+test.serial('a provider PATCH emits model.updated once per model it serves, each with the model id (never null)', async (t) => {
+  const knex = h.service.runtime.db.knex;
+  const alpha = (await h.call('GET', '/v1/admin/providers')).body.data.find((p: any) => p.name === 'Alpha');
+  const models = await knex('llm_provider_models').where({ provider_id: alpha.id }).select('id', 'model_public_id');
+  t.true(models.length >= 2);
+  const last = await knex('outbox_events').max<{ seq: string }[]>({ seq: 'seq' }).first();
+  t.is((await h.call('PATCH', `/v1/admin/providers/${alpha.id}`, { metadata: { team: 'z' } })).status, 200);
+  const events = await knex('outbox_events').where({ type: 'model.updated' }).andWhere('seq', '>', Number(last?.seq ?? 0)).select('data');
+  t.deepEqual(events.map((e) => e.data.model_id).sort(), models.map((m) => m.model_public_id).sort());
+  t.deepEqual(events.map((e) => e.data.provider_model_id).sort(), models.map((m) => m.id).sort());
+  for (const e of events) {
+    t.is(e.data.provider_id, alpha.id);
+    t.deepEqual(e.data.changes.metadata.new, { team: 'z' });
+  }
+});

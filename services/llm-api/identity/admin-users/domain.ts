@@ -31,7 +31,7 @@ export function createUserAdmin(deps: {
       return userView(user);
     },
 
-    async patch(actorId: string, id: string, patch: { is_admin?: boolean; disabled?: boolean }) {
+    async patch(actorId: string, id: string, patch: { is_admin?: boolean; disabled?: boolean; email_verified?: boolean }) {
       if (id === actorId && (patch.is_admin === false || patch.disabled === true)) {
         throw new ApiError(400, 'Administrators cannot remove their own admin rights or disable themselves', {
           param: patch.disabled === true ? 'disabled' : 'is_admin',
@@ -43,6 +43,8 @@ export function createUserAdmin(deps: {
         const change: UserPatch = {};
         if (patch.is_admin !== undefined) change.is_admin = patch.is_admin;
         if (patch.disabled !== undefined) change.disabled = patch.disabled;
+        // An administrator vouches for the address: the edge then applies the user tier.
+        if (patch.email_verified !== undefined) change.email_verified = patch.email_verified;
         const updated = await users.update(trx, id, change);
         let revokedKeys: Awaited<ReturnType<ApiKeyStore['deleteAllOf']>> = [];
         if (patch.disabled === true && !current.disabled) {

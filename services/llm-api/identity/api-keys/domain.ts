@@ -30,10 +30,12 @@ export interface ApiKeyDeps {
   users: IdentityUsersStore;
   provider: IdentityProvider;
   maxPerUser: number;
+  /** API_KEY_DEFAULT_TIER: the tier of a key created without one. */
+  defaultTier: Tier;
 }
 
 export interface NewKeyInput {
-  name: string;
+  name?: string;
   tier?: Tier;
   limits?: Partial<Limits> | null;
   expiresInDays?: number;
@@ -73,11 +75,12 @@ export function createApiKeys(deps: ApiKeyDeps) {
     const row: ApiKeyRow = {
       id: newId('apiKey'),
       user_id: userId,
-      name: input.name,
+      // A key created without a name (an empty POST) is named after its creation date.
+      name: input.name ?? `API key created ${new Date(now).toISOString().slice(0, 10)}`,
       key_hash: sha256Hex(secret),
       prefix: secret.slice(0, 7),
       last_four: secret.slice(-4),
-      tier: input.tier ?? 'free',
+      tier: input.tier ?? deps.defaultTier,
       limits: input.limits ?? null,
       created_at: now,
       last_used_at: null,
@@ -107,14 +110,10 @@ export function createApiKeys(deps: ApiKeyDeps) {
   }
 
   return {
+    defaultTier: deps.defaultTier,
     create: (userId: string, input: NewKeyInput) => insertKey(userId, input),
 
-    /** The caller's active keys (at most API_KEYS_MAX_PER_USER, so unpaged). */
-    async list(userId: string) {
-      return (await store.listActive(userId, clock.now())).map(apiKeyView);
-    },
-
-    /** Admin listing across users, paged. */
+    /** Active keys, paged: one user's (`/auth/api-keys`) or every user's (admin listing). */
     async listPage(userId: string | undefined, page: Page) {
       const now = clock.now();
       const [rows, total] = await Promise.all([store.listActive(userId, now, page), store.countAll(userId, now)]);

@@ -77,6 +77,8 @@ export function createApiKeyStore(knex: Knex) {
       const values: Record<string, unknown> = {};
       if (patch.tier !== undefined) values.tier = patch.tier;
       if (patch.limits !== undefined) values.limits = patch.limits === null ? null : JSON.stringify(patch.limits);
+      // Nothing of the key's own to change (e.g. only its budget): read it, so a missing key is still a 404.
+      if (Object.keys(values).length === 0) return (await db('identity_api_keys').where({ id }).first(KEY_COLUMNS)) as ApiKeyRow | undefined;
       const [row] = await db('identity_api_keys').where({ id }).update(values).returning(KEY_COLUMNS);
       return row as ApiKeyRow | undefined;
     },

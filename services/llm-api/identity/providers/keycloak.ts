@@ -183,6 +183,12 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       return { userId: user.id, tokens };
     },
 
+    async startSession() {
+      throw new ApiError(400, 'Sign-in is handled by the identity provider (Keycloak): sign in there and call the API with its access token', {
+        code: 'external_identity_provider',
+      });
+    },
+
     async upgrade(user, change: UpgradeChange) {
       if (!atKeycloak(user)) return;
       const holders = await kc.findByEmail(change.email);

@@ -39,6 +39,11 @@ export interface IdentityProvider {
   createGuest(profile: GuestProfile): Promise<GuestAccount>;
   /** Exchanges a refresh token; 401 ApiError when it is invalid, expired, reused or its user is disabled. */
   refresh(refreshToken: string): Promise<{ userId: string; tokens: TokenSet }>;
+  /**
+   * A new session (a refresh-token family) for a user who proved who they are (password sign-in).
+   * Only the embedded issuer can; Keycloak signs its users in itself (400 pointing to it).
+   */
+  startSession(user: UserRecord): Promise<TokenSet>;
   /** Applies an upgrade at the provider (409 ApiError when the provider already has that e-mail). */
   upgrade(user: UserRecord, change: UpgradeChange): Promise<void>;
   /** Mirrors the set of a user's API-key hashes at the provider (Keycloak user attributes). */

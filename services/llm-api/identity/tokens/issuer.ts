@@ -9,6 +9,7 @@ export interface AccessClaims extends JWTPayload {
   email?: string;
   preferred_username?: string;
   guest: boolean;
+  email_verified?: boolean;
 }
 
 export interface TokenSubject {
@@ -16,6 +17,8 @@ export interface TokenSubject {
   email: string | null;
   username: string | null;
   is_guest: boolean;
+  /** Carried as the OIDC `email_verified` claim: the edge gives unverified accounts a lower tier. */
+  email_verified?: boolean;
 }
 
 export interface IssuerSettings {
@@ -37,7 +40,7 @@ export function createTokenIssuer(options: { keys: KeyRing; clock: Clock; settin
       const key = await keys.signingKey();
       const now = Math.floor(clock.now() / 1000);
       const ttl = this.ttlFor(user);
-      const claims: Record<string, unknown> = { guest: user.is_guest };
+      const claims: Record<string, unknown> = { guest: user.is_guest, email_verified: user.email_verified === true };
       if (user.email) claims.email = user.email;
       if (user.username) claims.preferred_username = user.username;
       const token = await new SignJWT(claims)

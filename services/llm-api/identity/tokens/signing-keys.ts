@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Knex } from 'knex';
-import type { Clock } from '../../../kit/index.js';
+import type { Clock, SecretBox } from '../../../kit/index.js';
 
 /**
  * The embedded issuer's signing keys, kept in the database so every llm-api process signs with
- * the same key and a restart keeps tokens valid. One key signs (retired_at null); retired keys
+ * the same key and a restart keeps tokens valid. The private half is stored sealed with the
+ * secret box under MASTER_KEY (bound to its kid), so a database dump alone cannot mint tokens. One key signs (retired_at null); retired keys
  * stay in the JWKS until every token they signed has expired, then they are pruned.
  */
 export type SigningAlg = 'ES256' | 'RS256';
@@ -14,7 +15,9 @@ interface KeyRow {
   kid: string;
   alg: SigningAlg;
   public_jwk: JWK;
-  private_jwk: JWK;
+  /** Plaintext only in rows written before sealing; `sealPlaintextKeys` clears it. */
+  private_jwk: JWK | null;
+  private_jwk_sealed: string | null;
   created_at: number;
   retired_at: number | null;
 }
@@ -32,39 +35,63 @@ const RETENTION_SLACK_MS = 5 * 60 * 1000;
 const RELOAD_MS = 60 * 1000;
 const LOCK_KEY = 0x1d3471; // advisory lock serialising key creation across processes
 
-export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningAlg }) {
-  const { knex, clock } = options;
+export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningAlg; box: SecretBox }) {
+  const { knex, clock, box } = options;
   let cached: { key: ActiveKey; loadedAt: number } | null = null;
 
   async function generate(trx: Knex, alg: SigningAlg): Promise<KeyRow> {
     const { publicKey, privateKey } = await generateKeyPair(alg, { extractable: true });
     const publicJwk = await exportJWK(publicKey);
     const kid = `${(await calculateJwkThumbprint(publicJwk)).slice(0, 16)}-${randomUUID().slice(0, 8)}`;
+    const privateJwk: JWK = { ...(await exportJWK(privateKey)), kid, alg };
     const row: KeyRow = {
       kid,
       alg,
       public_jwk: { ...publicJwk, kid, alg, use: 'sig' },
-      private_jwk: { ...(await exportJWK(privateKey)), kid, alg },
+      private_jwk: null,
+      private_jwk_sealed: box.seal(JSON.stringify(privateJwk), kid),
       created_at: clock.now(),
       retired_at: null,
     };
-    await trx('identity_signing_keys').insert({ ...row, public_jwk: JSON.stringify(row.public_jwk), private_jwk: JSON.stringify(row.private_jwk) });
+    await trx('identity_signing_keys').insert({ ...row, public_jwk: JSON.stringify(row.public_jwk) });
     return row;
   }
 
+  function privateJwkOf(row: KeyRow): JWK {
+    if (row.private_jwk_sealed) return JSON.parse(box.open(row.private_jwk_sealed, row.kid)) as JWK;
+    if (row.private_jwk) return row.private_jwk; // a row not sealed yet (sealed at the next start)
+    throw new Error(`signing key ${row.kid} has no private key`);
+  }
+
   async function toActive(row: KeyRow): Promise<ActiveKey> {
-    return { kid: row.kid, alg: row.alg, privateKey: (await importJWK(row.private_jwk, row.alg)) as CryptoKey };
+    return { kid: row.kid, alg: row.alg, privateKey: (await importJWK(privateJwkOf(row), row.alg)) as CryptoKey };
+  }
+
+  /** Seals every private key still stored in plaintext (rows from before sealing) and clears the plaintext. */
+  async function sealPlaintextKeys(trx: Knex): Promise<number> {
+    const rows = (await trx('identity_signing_keys').whereNotNull('private_jwk').select('kid', 'private_jwk')) as Pick<KeyRow, 'kid' | 'private_jwk'>[];
+    for (const row of rows) {
+      await trx('identity_signing_keys')
+        .where({ kid: row.kid })
+        .update({ private_jwk_sealed: box.seal(JSON.stringify(row.private_jwk), row.kid), private_jwk: null });
+    }
+    return rows.length;
   }
 
   const activeRow = (db: Knex) =>
     db('identity_signing_keys').whereNull('retired_at').orderBy('created_at', 'desc').first();
 
   return {
-    /** Makes sure a signing key exists (first start); safe when several processes start at once. */
-    async ensureKey(): Promise<void> {
-      await knex.transaction(async (trx) => {
+    /**
+     * At start: seals plaintext private keys left by older versions, and makes sure a signing key
+     * exists (first start); safe when several processes start at once. Returns how many were sealed.
+     */
+    async ensureKey(): Promise<number> {
+      return knex.transaction(async (trx) => {
         await trx.raw('select pg_advisory_xact_lock(?)', [LOCK_KEY]);
+        const sealed = await sealPlaintextKeys(trx);
         if (!(await activeRow(trx))) await generate(trx, options.alg);
+        return sealed;
       });
     },
 

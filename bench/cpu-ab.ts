@@ -1,0 +1,132 @@
+/**
+ * `node --import tsx bench/cpu-ab.ts --a <build dir> --b <build dir>`: CPU and write syscalls per
+ * request of two builds of the embedded platform, side by side in the same run. Throughput and
+ * latency on a shared machine are noise; the CPU a process spends per request it answered is not
+ * (it counts only the process's own time, whatever else runs), nor is the number of write syscalls.
+ *
+ * Both platforms run on the same fake upstream (20 ms); each round drives each of them in turn
+ * (the order rotating) at 64 connections for `--seconds`, non-stream then stream, and reads from
+ * /proc before and after: user + system CPU (less the rate measured idle beforehand) of the main thread and of the whole process (the PGlite
+ * worker included), and `syscw` (write-family syscalls). Medians over rounds are printed.
+ *   --a DIR --b DIR  compiled trees (default: dist-before and dist; copy `dist` aside before a change)
+ *   --rounds N (5)  --seconds S (4)  --connections C (64)
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { parseArgs } from 'node:util';
+import { chatBody, median } from './lib/load.js';
+import { startPlatform, startUpstream, type Platform } from './lib/procs.js';
+
+const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
+
+const { values: args } = parseArgs({
+  options: {
+    a: { type: 'string', default: 'dist-before' },
+    b: { type: 'string', default: 'dist' },
+    rounds: { type: 'string', default: '5' },
+    seconds: { type: 'string', default: '4' },
+    connections: { type: 'string', default: '64' },
+  },
+});
+
+const TICK_MS = 10; // USER_HZ = 100 on Linux
+
+/** utime + stime (ms) of one /proc stat file. */
+async function cpuMs(statPath: string): Promise<number> {
+  const stat = await readFile(statPath, 'utf8').catch(() => '');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+}
+
+interface Counters {
+  main: number;
+  all: number;
+  syscw: number;
+}
+
+async function counters(pid: number): Promise<Counters> {
+  const io = await readFile(`/proc/${pid}/io`, 'utf8').catch(() => '');
+  let all = 0;
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) all += await cpuMs(`/proc/${pid}/task/${tid}/stat`);
+  return { main: await cpuMs(`/proc/${pid}/task/${pid}/stat`), all, syscw: Number(/syscw:\s+(\d+)/.exec(io)?.[1]) };
+}
+
+const upstream = await startUpstream();
+const builds = [
+  { label: 'A', dir: args.a! },
+  { label: 'B', dir: args.b! },
+];
+const platforms: Array<{ label: string; dir: string; platform: Platform }> = [];
+try {
+  for (const build of builds) {
+    const platform = await startPlatform('embedded', {}, `${build.label} (${build.dir})`, `${build.dir}/services/platform/main.js`);
+    await platform.addProviders(upstream, [20]);
+    platforms.push({ ...build, platform });
+  }
+  // Background work (bus and outbox polls, the PGlite worker) runs with or without requests: its
+  // rate, measured idle, is subtracted so a slow round does not inflate the per-request figure.
+  const idle = new Map<string, { main: number; all: number }>();
+  for (const { label, platform } of platforms) {
+    const before = await counters(platform.pid);
+    const started = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const after = await counters(platform.pid);
+    const seconds = (performance.now() - started) / 1000;
+    idle.set(label, { main: (after.main - before.main) / seconds, all: (after.all - before.all) / seconds });
+  }
+  // Warm-up (JIT, caches, connection pools), not counted.
+  for (const { platform } of platforms) {
+    for (const stream of [false, true]) {
+      await autocannon({ url: `${platform.edgeUrl}/v1/chat/completions`, method: 'POST', connections: Number(args.connections), duration: 2, headers: { 'content-type': 'application/json', 'x-api-key': platform.adminKey }, body: chatBody('bench-d20', stream) });
+    }
+  }
+  const samples = new Map<string, { main: number[]; all: number[]; syscw: number[]; rps: number[] }>();
+  const rounds = Number(args.rounds);
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? platforms : [...platforms].reverse();
+    for (const stream of [false, true]) {
+      for (const { label, platform } of order) {
+        const before = await counters(platform.pid);
+        const started = performance.now();
+        const result = await autocannon({
+          url: `${platform.edgeUrl}/v1/chat/completions`,
+          method: 'POST',
+          connections: Number(args.connections),
+          duration: Number(args.seconds),
+          headers: { 'content-type': 'application/json', 'x-api-key': platform.adminKey },
+          body: chatBody('bench-d20', stream),
+        });
+        const after = await counters(platform.pid);
+        const seconds = (performance.now() - started) / 1000;
+        const background = idle.get(label)!;
+        const done = result.requests.total as number;
+        const errors = result.errors + result.non2xx + result.timeouts;
+        process.stderr.write(`${label} ${stream ? 'stream' : 'json'}: ${done} requests in ${seconds.toFixed(1)} s, ${errors} errors, p50 ${result.latency.p50} ms, CPU main ${after.main - before.main} ms, all ${after.all - before.all} ms\n`);
+        const key = `${stream ? 'stream' : 'non-stream'} ${label}`;
+        const s = samples.get(key) ?? { main: [], all: [], syscw: [], rps: [] };
+        s.main.push((after.main - before.main - background.main * seconds) / done);
+        s.all.push((after.all - before.all - background.all * seconds) / done);
+        s.syscw.push((after.syscw - before.syscw) / done);
+        s.rps.push(result.requests.average);
+        samples.set(key, s);
+      }
+    }
+    process.stderr.write(`round ${round + 1}/${rounds} done\n`);
+  }
+  for (const [label, rate] of idle) console.log(`idle CPU of ${label}: main thread ${rate.main.toFixed(1)} ms/s, whole process ${rate.all.toFixed(1)} ms/s (subtracted)`);
+  console.log(`\nA = ${args.a}, B = ${args.b}; ${rounds} rounds × ${args.seconds} s at ${args.connections} connections, 20 ms upstream; medians over rounds\n`);
+  console.log('| path | build | CPU ms/request, main thread | whole process | write syscalls/request | req/s (noise) |');
+  console.log('|---|---|---|---|---|---|');
+  for (const [key, s] of samples) {
+    const [kind, label] = key.split(' ');
+    console.log(`| ${kind} | ${label} | ${median(s.main).toFixed(3)} | ${median(s.all).toFixed(3)} | ${median(s.syscw).toFixed(2)} | ${median(s.rps).toFixed(0)} |`);
+  }
+  for (const kind of ['non-stream', 'stream']) {
+    const a = samples.get(`${kind} A`)!;
+    const b = samples.get(`${kind} B`)!;
+    console.log(`${kind}: main-thread CPU per request B/A = ${(median(b.main) / median(a.main)).toFixed(3)}, whole process ${(median(b.all) / median(a.all)).toFixed(3)}`);
+  }
+} finally {
+  for (const { platform } of platforms) await platform.stop();
+  await upstream.stop();
+}

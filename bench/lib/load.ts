@@ -1,0 +1,284 @@
+/**
+ * The load generator, the same code for every path: sequential requests on one keep-alive
+ * connection (latency, time to first chunk), autocannon at 64 connections (throughput), and a
+ * ramp of concurrently held streams.
+ */
+import { createRequire } from 'node:module';
+import { readdir, readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent, request } from 'undici';
+import { rssMiB } from './procs.js';
+
+// autocannon ships no types; loaded through require.
+const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
+
+/** One way to reach the fake provider: directly, through our platform, or through the peer. */
+export interface Target {
+  name: string;
+  /** URL, headers and JSON body of a chat completion whose upstream waits `delayMs` before answering. */
+  chat(delayMs: number, stream: boolean, content?: string): { url: string; headers: Record<string, string>; body: string };
+}
+
+export const chatBody = (model: string, stream: boolean, content = 'Say hello to the benchmark.') =>
+  JSON.stringify({ model, stream, messages: [{ role: 'user', content }] });
+
+export const percentile = (sorted: number[], p: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : Number.NaN;
+
+export const median = (values: number[]) => {
+  const finite = values.filter(Number.isFinite).sort((a, b) => a - b);
+  if (!finite.length) return Number.NaN;
+  const mid = finite.length >> 1;
+  return finite.length % 2 ? finite[mid]! : (finite[mid - 1]! + finite[mid]!) / 2;
+};
+
+export interface LatencySample {
+  /** Whole response, ms. */
+  total: number[];
+  /** First `data:` chunk of a stream, ms (empty for non-stream). */
+  firstChunk: number[];
+}
+
+/**
+ * `n` requests per target after `warmup`, interleaved one by one (target order rotates every
+ * request), so every path sees the same machine noise. Each target has one keep-alive connection.
+ */
+export async function interleavedLatency(targets: Target[], options: { n: number; warmup: number; stream: boolean; delayMs?: number }): Promise<Map<string, LatencySample>> {
+  const agents = targets.map(() => new Agent({ connections: 1, pipelining: 1, keepAliveTimeout: 60_000 }));
+  const samples = new Map(targets.map((t) => [t.name, { total: [] as number[], firstChunk: [] as number[] }]));
+  const calls = targets.map((t) => t.chat(options.delayMs ?? 0, options.stream));
+  try {
+    for (let i = 0; i < options.n + options.warmup; i++) {
+      for (let k = 0; k < targets.length; k++) {
+        const which = (i + k) % targets.length;
+        const call = calls[which]!;
+        const started = process.hrtime.bigint();
+        const res = await request(call.url, { method: 'POST', headers: { 'content-type': 'application/json', ...call.headers }, body: call.body, dispatcher: agents[which] });
+        let first = 0;
+        let tail = '';
+        if (res.statusCode !== 200) throw new Error(`${targets[which]!.name}: status ${res.statusCode}: ${(await res.body.text()).slice(0, 500)}`);
+        for await (const chunk of res.body) {
+          if (!first) first = Number(process.hrtime.bigint() - started) / 1e6;
+          if (options.stream) tail = (tail + chunk.toString()).slice(-32);
+        }
+        const total = Number(process.hrtime.bigint() - started) / 1e6;
+        if (options.stream && !tail.includes('[DONE]')) throw new Error(`${targets[which]!.name}: stream ended without [DONE]`);
+        if (i >= options.warmup) {
+          const s = samples.get(targets[which]!.name)!;
+          s.total.push(total);
+          if (options.stream) s.firstChunk.push(first);
+        }
+      }
+    }
+  } finally {
+    await Promise.all(agents.map((a) => a.close()));
+  }
+  for (const s of samples.values()) {
+    s.total.sort((a, b) => a - b);
+    s.firstChunk.sort((a, b) => a - b);
+  }
+  return samples;
+}
+
+export interface ThroughputResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  /** Highest RSS of the watched process during the run, MiB. */
+  rssPeak: number;
+}
+
+export async function throughput(target: Target, options: { connections: number; seconds: number; delayMs: number; stream?: boolean; watchPid?: number }): Promise<ThroughputResult> {
+  const call = target.chat(options.delayMs, options.stream ?? false);
+  let rssPeak = Number.NaN;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling && options.watchPid) {
+      const rss = await rssMiB(options.watchPid);
+      if (!(rss <= rssPeak)) rssPeak = rss;
+      await sleep(250);
+    }
+  })();
+  try {
+    const result = await autocannon({
+      url: call.url,
+      method: 'POST',
+      connections: options.connections,
+      duration: options.seconds,
+      headers: { 'content-type': 'application/json', ...call.headers },
+      body: call.body,
+    });
+    return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx + result.timeouts, rssPeak };
+  } finally {
+    sampling = false;
+    await sampler;
+  }
+}
+
+export interface HoldResult {
+  streams: number;
+  completed: number;
+  stalled: number;
+  failed: number;
+  /** Longest wait between two chunks of one stream, ms. */
+  maxGapMs: number;
+  /** Longest wait for a stream's first chunk (connect, admission, upstream head), ms. */
+  maxFirstMs: number;
+  rssBefore: number;
+  rssPeak: number;
+  /** Open file descriptors of the watched process before the step and at its peak. */
+  fdsBefore: number;
+  fdsPeak: number;
+  firstError?: string;
+}
+
+/** Open file descriptors of a process (Linux /proc), or NaN once it is gone. */
+export async function openFds(pid: number): Promise<number> {
+  try {
+    return (await readdir(`/proc/${pid}/fd`)).length;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** The soft limit on open files of a process (`Max open files` in /proc/<pid>/limits), or NaN. */
+export async function fdLimit(pid: number): Promise<number> {
+  try {
+    const limits = await readFile(`/proc/${pid}/limits`, 'utf8');
+    return Number(/^Max open files\s+(\d+)/m.exec(limits)?.[1]);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Local ports the kernel hands out to outgoing connections (one per connection to a given address and port). */
+export async function ephemeralPorts(): Promise<number> {
+  try {
+    const [low, high] = (await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')).trim().split(/\s+/).map(Number);
+    return high! - low! + 1;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * Why a ramp step did not hold all its streams, from what failed first: the descriptor limit (of the
+ * platform or of this load generator), ephemeral ports, a refused or reset connection, or a stall
+ * (the streams completed but waited more than the stall limit between two chunks).
+ */
+export function rampStopReason(step: HoldResult, stallMs: number, platformFdLimit: number): string {
+  const error = step.firstError ?? '';
+  if (/EMFILE|ENFILE|too many open files/i.test(error)) return `file descriptor limit (${error})`;
+  if (/EADDRNOTAVAIL/i.test(error)) return `ephemeral ports exhausted (${error})`;
+  if (step.failed > 0 && Number.isFinite(platformFdLimit) && step.fdsPeak >= platformFdLimit - 16) {
+    return `the platform reached its file descriptor limit (${step.fdsPeak} of ${platformFdLimit} open; ${step.failed} streams failed: ${error})`;
+  }
+  if (step.failed > 0 && /ECONNRESET|socket hang up|other side closed/i.test(error) && step.maxFirstMs > 10_000) {
+    // The server's header timeout (HTTP_HEADERS_TIMEOUT_MS) cuts a connection whose request it has not
+    // read in time: under a burst of thousands of connections on a starved CPU, that is the first limit.
+    return `${step.failed} connections reset before their request was read (${error}; slowest first chunk ${step.maxFirstMs} ms: the platform could not read requests fast enough while the step opened)`;
+  }
+  if (step.failed > 0) return `${step.failed} streams failed (${error})`;
+  if (step.stalled > 0) return `${step.stalled} streams stalled (a gap over ${stallMs} ms between two chunks; longest ${step.maxGapMs} ms)`;
+  return 'unknown';
+}
+
+/**
+ * `n` streams held at once, each `chunks` chunks one every `intervalMs`. Streams are opened in
+ * batches (a burst of thousands of SYNs would overflow the listen backlog and measure that
+ * instead). A stream stalls when, once started, it waits more than `stallMs` between two chunks;
+ * the wait for the first chunk is reported apart (it is admission under a burst, not a stall).
+ */
+export async function holdStreams(target: Target, options: { n: number; intervalMs: number; chunks: number; stallMs: number; watchPid?: number }): Promise<HoldResult> {
+  const call = target.chat(0, true, `#slow:${options.intervalMs} #chunks:${options.chunks}`);
+  const agent = new Agent({ connections: options.n + 16, keepAliveTimeout: 5_000, connectTimeout: 30_000 });
+  const rssBefore = options.watchPid ? await rssMiB(options.watchPid) : Number.NaN;
+  const fdsBefore = options.watchPid ? await openFds(options.watchPid) : Number.NaN;
+  let rssPeak = rssBefore;
+  let fdsPeak = fdsBefore;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling && options.watchPid) {
+      const rss = await rssMiB(options.watchPid);
+      if (rss > rssPeak) rssPeak = rss;
+      const fds = await openFds(options.watchPid);
+      if (fds > fdsPeak) fdsPeak = fds;
+      await sleep(200);
+    }
+  })();
+  const result: HoldResult = { streams: options.n, completed: 0, stalled: 0, failed: 0, maxGapMs: 0, maxFirstMs: 0, rssBefore, rssPeak, fdsBefore, fdsPeak };
+  const one = async () => {
+    const opened = Date.now();
+    let last = 0;
+    let stalled = false;
+    const gap = () => {
+      const now = Date.now();
+      if (!last) {
+        result.maxFirstMs = Math.max(result.maxFirstMs, now - opened);
+      } else {
+        const waited = now - last;
+        if (waited > result.maxGapMs) result.maxGapMs = waited;
+        if (waited > options.stallMs) stalled = true;
+      }
+      last = now;
+    };
+    try {
+      const res = await request(call.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...call.headers },
+        body: call.body,
+        dispatcher: agent,
+        headersTimeout: 60_000,
+        bodyTimeout: 60_000,
+      });
+      let tail = '';
+      for await (const chunk of res.body) {
+        gap();
+        tail = (tail + chunk.toString()).slice(-32);
+      }
+      if (res.statusCode !== 200 || !tail.includes('[DONE]')) throw new Error(`status ${res.statusCode}, tail ${JSON.stringify(tail)}`);
+      if (stalled) result.stalled++;
+      else result.completed++;
+    } catch (error) {
+      result.failed++;
+      result.firstError ??= (error as Error).message;
+    }
+  };
+  const running: Promise<void>[] = [];
+  const batch = 250;
+  for (let opened = 0; opened < options.n; opened += batch) {
+    for (let i = opened; i < Math.min(options.n, opened + batch); i++) running.push(one());
+    await sleep(25);
+  }
+  await Promise.all(running);
+  sampling = false;
+  await sampler;
+  await agent.close();
+  result.rssPeak = rssPeak;
+  result.fdsPeak = fdsPeak;
+  return result;
+}
+
+/** The platform's event-loop delay p99 since its previous scrape, ms (its own metric). */
+export async function eventLoopP99(metricsUrl: string): Promise<number> {
+  const res = await fetch(metricsUrl);
+  const text = await res.text();
+  const match = /^nodejs_eventloop_delay_seconds\{[^}]*quantile="0\.99"[^}]*\} (\S+)$/m.exec(text);
+  return match ? Number(match[1]) * 1000 : Number.NaN;
+}
+
+/** A steady request rate on one path for `seconds` (soak): autocannon's overallRate over a few connections. */
+export async function steadyLoad(target: Target, options: { rate: number; connections: number; seconds: number; delayMs: number; stream: boolean }) {
+  const call = target.chat(options.delayMs, options.stream);
+  const result = await autocannon({
+    url: call.url,
+    method: 'POST',
+    connections: options.connections,
+    overallRate: options.rate,
+    duration: options.seconds,
+    headers: { 'content-type': 'application/json', ...call.headers },
+    body: call.body,
+  });
+  return { requests: result.requests.total as number, errors: (result.errors + result.non2xx + result.timeouts) as number };
+}

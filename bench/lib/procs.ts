@@ -1,0 +1,263 @@
+/**
+ * The processes a benchmark drives, each a child on loopback: the fake upstream, the platform in
+ * production mode (compiled JavaScript from `npm run build`, NODE_ENV=production, LOG_LEVEL=info)
+ * on the embedded defaults or on the local PostgreSQL / RabbitMQ / Redis, and the peer gateway.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes, randomInt } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import knexFactory from 'knex';
+import { Redis } from 'ioredis';
+import { deleteAmqpTopology } from '../../test/helpers/amqp.js';
+import { TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from '../../test/helpers/servers.js';
+
+export interface Proc {
+  name: string;
+  child: ChildProcess;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Resident set size of a process in MiB (Linux /proc), or NaN once it is gone. */
+export async function rssMiB(pid: number): Promise<number> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
+    return kb / 1024;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+function stopper(child: ChildProcess): () => Promise<void> {
+  return () =>
+    new Promise<void>((done) => {
+      if (child.exitCode !== null || child.signalCode !== null) return done();
+      const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      child.once('exit', () => {
+        clearTimeout(kill);
+        done();
+      });
+      child.kill('SIGTERM');
+    });
+}
+
+async function waitHttp(url: string, child: ChildProcess, what: string, log: () => Promise<string>, timeoutMs = 240_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`${what} exited with ${child.exitCode}:\n${(await log()).slice(-3000)}`);
+    try {
+      const res = await fetch(url);
+      await res.arrayBuffer();
+      if (res.status < 500) return;
+    } catch {
+      // not listening yet
+    }
+    await sleep(200);
+  }
+  throw new Error(`${what} did not answer ${url} within ${timeoutMs} ms:\n${(await log()).slice(-3000)}`);
+}
+
+export interface Upstream extends Proc {
+  url: string;
+  /** Base URL of the fake provider with this delay before the response head. */
+  base(delayMs: number): string;
+}
+
+export async function startUpstream(): Promise<Upstream> {
+  const child = spawn(process.execPath, ['bench/upstream.mjs'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`upstream exited with ${code}`)));
+  });
+  const url = `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`;
+  return { name: 'upstream', child, pid: child.pid!, url, base: (d) => `${url}/d${d}/v1`, stop: stopper(child) };
+}
+
+export type PlatformMode = 'embedded' | 'production';
+
+export interface Platform extends Proc {
+  mode: PlatformMode;
+  edgeUrl: string;
+  llmUrl: string;
+  adminKey: string;
+  /** Registers the fake as providers `bench-d<delay>` (catalog sync lists model `bench-d<delay>`). */
+  addProviders(upstream: Upstream, delays: number[]): Promise<void>;
+}
+
+const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/**
+ * The platform as `npm start` runs it, but from `dist/` directly so the pid is the server's.
+ * Logs (pino, info, one line per request) go to a file, as they would in production.
+ */
+export async function startPlatform(mode: PlatformMode, extraEnv: Record<string, string> = {}, name: string = mode, entry = 'dist/services/platform/main.js'): Promise<Platform> {
+  const dir = await mkdtemp(join(tmpdir(), `bench-${name}-`));
+  const adminKey = `sk_${Array.from({ length: 32 }, () => BASE62[randomInt(62)]).join('')}`;
+  const ports = { GATEWAY_PORT: await freePort(), LLM_API_PORT: await freePort(), RESPONSE_API_PORT: await freePort(), MEDIA_API_PORT: await freePort(), MCP_TOOLS_PORT: await freePort() };
+  const prefix = `bench_${process.pid}_${randomBytes(3).toString('hex')}`;
+  const drivers: Record<string, string> =
+    mode === 'production'
+      ? {
+          DATABASE_URL: process.env.BENCH_DATABASE_URL ?? TEST_DATABASE_URL,
+          DATABASE_SCHEMA: prefix,
+          AMQP_URL: process.env.BENCH_AMQP_URL ?? TEST_AMQP_URL,
+          BUS_EXCHANGE: `${prefix}.events`,
+          BUS_QUEUE_PREFIX: `${prefix}.`,
+          REDIS_URL: process.env.BENCH_REDIS_URL ?? TEST_REDIS_URL,
+          EDGE_REDIS_PREFIX: prefix,
+        }
+      : {};
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    NODE_ENV: 'production',
+    LOG_LEVEL: 'info',
+    DATA_DIR: dir,
+    BOOTSTRAP_ADMIN_API_KEY: adminKey,
+    EDGE_RATE_LIMIT_IP_PER_MINUTE: '100000000',
+    EDGE_RATE_LIMIT_PRO_PER_MINUTE: '100000000',
+    EDGE_RATE_LIMIT_PRO_PER_DAY: '100000000',
+    // Held-stream ramp: one upstream connection per stream, as a provider would need.
+    LLM_UPSTREAM_CONNECTIONS: '20000',
+    // Production mode on purpose, including the embedded defaults `npm start` would refuse there.
+    PRODUCTION_ALLOW: 'pglite,local-rate-limits,generated-gateway-secret,generated-master-key',
+    // The fake provider is on loopback, which provider URLs may reach only when listed.
+    PROVIDER_URL_ALLOW: '127.0.0.1',
+    // Every bench connection comes from 127.0.0.1: one client address holding thousands of connections.
+    EDGE_MAX_CONNECTIONS_PER_ADDRESS: '100000',
+    EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS: '100000',
+    ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
+    ...drivers,
+    ...extraEnv,
+  };
+  const logFile = join(dir, 'platform.log');
+  const log = createWriteStream(logFile);
+  const child = spawn(process.execPath, [...(process.env.BENCH_PLATFORM_NODE_ARGS?.split(' ').filter(Boolean) ?? []), entry], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.pipe(log);
+  child.stderr!.pipe(log);
+  const readLog = () => readFile(logFile, 'utf8').catch(() => '');
+  const edgeUrl = `http://127.0.0.1:${ports.GATEWAY_PORT}`;
+  const llmUrl = `http://127.0.0.1:${ports.LLM_API_PORT}`;
+  const stopChild = stopper(child);
+  try {
+    await waitHttp(`${edgeUrl}/healthz`, child, `platform (${name})`, readLog);
+  } catch (error) {
+    await stopChild();
+    throw error;
+  }
+  return {
+    name,
+    mode,
+    child,
+    pid: child.pid!,
+    edgeUrl,
+    llmUrl,
+    adminKey,
+    async addProviders(upstream, delays) {
+      for (const delay of delays) {
+        const res = await fetch(`${edgeUrl}/v1/admin/providers`, {
+          method: 'POST',
+          headers: { 'x-api-key': adminKey, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: `bench-d${delay}`, vendor: 'fake', base_url: upstream.base(delay) }),
+        });
+        if (res.status !== 201) throw new Error(`provider registration on ${mode} failed: ${res.status} ${await res.text()}`);
+      }
+      // The catalog lists a model once its provider's sync ran; wait for every one (bounded).
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const res = await fetch(`${edgeUrl}/v1/models`, { headers: { 'x-api-key': adminKey } });
+        const ids = ((await res.json()) as { data?: Array<{ id: string }> }).data?.map((m) => m.id) ?? [];
+        if (delays.every((d) => ids.includes(`bench-d${d}`))) return;
+        if (Date.now() > deadline) throw new Error(`models not listed on ${mode} after 30 s: ${JSON.stringify(ids)}`);
+        await sleep(250);
+      }
+    },
+    async stop() {
+      await stopChild();
+      log.end();
+      if (process.env.BENCH_KEEP_LOGS) process.stderr.write(`platform (${name}) log kept in ${logFile}\n`);
+      else await rm(dir, { recursive: true, force: true });
+      if (mode === 'production') await cleanupServers(prefix, drivers);
+    },
+  };
+}
+
+/** Removes what a production-mode run created on the shared servers (schema, exchange and queues, Redis keys). */
+async function cleanupServers(name: string, drivers: Record<string, string>): Promise<void> {
+  const admin = knexFactory({ client: 'pg', connection: drivers.DATABASE_URL, pool: { min: 0, max: 1 } });
+  await admin.raw('drop schema if exists ?? cascade', [name]).catch(() => {});
+  await admin.destroy();
+  await deleteAmqpTopology(`${name}.`, `${name}.events`);
+  const redis = new Redis(drivers.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${name}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) await redis.del(...keys);
+    } while (cursor !== '0');
+  } catch {
+    // best effort
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export interface Peer extends Proc {
+  url: string;
+}
+
+/**
+ * Portkey's open-source gateway (devDependency), production mode, headless, on loopback. It reaches
+ * the fake through `x-portkey-custom-host` (loopback is in its default trusted custom hosts).
+ */
+export async function startPortkey(): Promise<Peer> {
+  const port = await freePort();
+  const dir = await mkdtemp(join(tmpdir(), 'bench-portkey-'));
+  const logFile = join(dir, 'portkey.log');
+  const log = createWriteStream(logFile);
+  const child = spawn(
+    process.execPath,
+    ['--import', './bench/peer/portkey-headers-shim.mjs', 'node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'],
+    { env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  child.stdout!.pipe(log);
+  child.stderr!.pipe(log);
+  const url = `http://127.0.0.1:${port}`;
+  const stopChild = stopper(child);
+  try {
+    await waitHttp(`${url}/`, child, 'portkey', () => readFile(logFile, 'utf8').catch(() => ''));
+  } catch (error) {
+    await stopChild();
+    throw error;
+  }
+  return {
+    name: 'portkey',
+    child,
+    pid: child.pid!,
+    url,
+    async stop() {
+      await stopChild();
+      log.end();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

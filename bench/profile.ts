@@ -1,0 +1,105 @@
+/**
+ * `node --import tsx bench/profile.ts` (after `npm run build`): the embedded platform under
+ * `node --cpu-prof`, driven at 64 connections (non-stream and stream chat completions through the
+ * edge, 20 ms upstream), then a summary of where its CPU went: self time by function and by package
+ * or source directory. The raw profile stays in the printed directory (open it in Chrome DevTools).
+ *   --seconds S   load per kind (default 10)   --mode embedded|production (default embedded)
+ *   --top N       functions listed (default 30)
+ *   --file F      summarise an existing profile instead of recording one
+ * Only the load window counts (first to last sample in the chat handler): start-up and shutdown are left out.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { chatBody, throughput, type Target } from './lib/load.js';
+import { startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
+
+const { values: args } = parseArgs({
+  options: { seconds: { type: 'string', default: '10' }, mode: { type: 'string', default: 'embedded' }, top: { type: 'string', default: '30' }, file: { type: 'string' } },
+});
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** Where a frame's code lives: a package, one of our directories, Node's internals, or the VM. */
+function area(url: string): string {
+  if (!url) return '(vm / native)';
+  if (url.startsWith('node:')) return `node:${url.slice(5).split('/')[0]}`;
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg) return pkg[1]!;
+  const ours = /\/dist\/(services\/[^/]+(?:\/[^/]+)?|plugins\/[^/]+|workers\/[^/]+)/.exec(url);
+  if (ours) return ours[1]!.replace(/\.js$/, '');
+  return url.split('/').slice(-2).join('/');
+}
+
+/** Runs the platform under the profiler and returns the main thread's profile file. */
+async function record(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'bench-profile-'));
+  const upstream = await startUpstream();
+  process.env.BENCH_PLATFORM_NODE_ARGS = `--cpu-prof --cpu-prof-dir=${dir}`;
+  const platform = await startPlatform(args.mode as PlatformMode);
+  try {
+    await platform.addProviders(upstream, [20]);
+    const target: Target = { name: platform.name, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) };
+    const seconds = Number(args.seconds);
+    const json = await throughput(target, { connections: 64, seconds, delayMs: 20 });
+    const sse = await throughput(target, { connections: 64, seconds, delayMs: 20, stream: true });
+    console.log(`load: non-stream ${json.rps.toFixed(0)} req/s (${json.errors} errors), stream ${sse.rps.toFixed(0)} req/s (${sse.errors} errors)`);
+  } finally {
+    await platform.stop();
+    await upstream.stop();
+  }
+
+  // Node writes one profile per thread (the PGlite worker's too); the main thread's is `.0.`.
+  const file = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile')).sort().find((f) => f.includes('.0.'));
+  if (!file) throw new Error(`no profile written in ${dir}`);
+  return join(dir, file);
+}
+
+const path = args.file ?? (await record());
+const profile = JSON.parse(await readFile(path, 'utf8')) as Profile;
+const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+// Only the load window counts: from the first to the last sample inside the chat handler
+// (start-up, migrations and module loading before it, and shutdown after it, are left out).
+const inChat = new Set<number>();
+const mark = (id: number, inside: boolean) => {
+  const node = byId.get(id)!;
+  const now = inside || node.callFrame.functionName === 'completeChat';
+  if (now) inChat.add(id);
+  for (const child of node.children ?? []) mark(child, now);
+};
+mark(profile.nodes[0]!.id, false);
+const chatSamples = profile.samples.flatMap((id, i) => (inChat.has(id) ? [i] : []));
+const [from, to] = chatSamples.length ? [chatSamples[0]!, chatSamples.at(-1)!] : [0, profile.samples.length - 1];
+const self = new Map<number, number>();
+profile.samples.forEach((id, i) => {
+  if (i >= from && i <= to) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+});
+const total = [...self.values()].reduce((a, b) => a + b, 0);
+const idle = [...self].filter(([id]) => ['(idle)', '(program)'].includes(byId.get(id)!.callFrame.functionName)).reduce((a, [, t]) => a + t, 0);
+const fns = new Map<string, number>();
+const areas = new Map<string, number>();
+for (const [id, t] of self) {
+  const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+  if (functionName === '(idle)' || functionName === '(program)') continue;
+  const key = `${functionName || '(anonymous)'}  ${area(url)}${url ? `:${lineNumber + 1}` : ''}`;
+  fns.set(key, (fns.get(key) ?? 0) + t);
+  areas.set(area(url), (areas.get(area(url)) ?? 0) + t);
+}
+const busy = total - idle;
+const pct = (t: number) => `${((t / busy) * 100).toFixed(1).padStart(5)} %`;
+console.log(`\nprofile ${path}: ${(busy / 1e6).toFixed(1)} s busy of ${(total / 1e6).toFixed(1)} s sampled in the load window`);
+console.log('\n## self time by area (share of busy time)');
+for (const [name, t] of [...areas].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${pct(t)}  ${name}`);
+console.log(`\n## top ${args.top} functions by self time`);
+for (const [name, t] of [...fns].sort((a, b) => b[1] - a[1]).slice(0, Number(args.top))) console.log(`${pct(t)}  ${name}`);

@@ -1,0 +1,284 @@
+/**
+ * `npm run bench` (after `npm run build`): our platform side by side with a peer gateway, every path
+ * driven by the same load generator against the same fake upstream, in interleaved rounds, and one
+ * table of medians with the targets beside them. See bench/README.md.
+ *
+ *   --quick            about a minute: small samples, a short stream ramp (CI smoke run; no timing asserted)
+ *   --rounds N         rounds of the interleaved phases (default 5, quick 2)
+ *   --seconds S        autocannon duration per path per round (default 8, quick 2)
+ *   --modes a,b        platform modes to run: embedded, production (default both)
+ *   --no-peer          skip the peer gateway
+ *   --no-ramp          skip the held-stream ramp
+ *   --ramp a,b,c       ramp steps (default 1000,2000,4000,7000,10000; quick 100,300)
+ *   --hop              also run the embedded platform with EDGE_IN_PROCESS_DISPATCH=false ("embedded-hop"):
+ *                      the loopback HTTP hop from the edge to the services, measured in the same rounds
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { chatBody, ephemeralPorts, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
+import { rssMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { fmt, renderTable, triple, verdict, type Row } from './lib/report.js';
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    seconds: { type: 'string' },
+    modes: { type: 'string', default: 'embedded,production' },
+    'no-peer': { type: 'boolean', default: false },
+    'no-ramp': { type: 'boolean', default: false },
+    ramp: { type: 'string' },
+    hop: { type: 'boolean', default: false },
+  },
+});
+const quick = args.quick!;
+const settings = {
+  rounds: Number(args.rounds ?? (quick ? 2 : 5)),
+  seconds: Number(args.seconds ?? (quick ? 2 : 8)),
+  latencyN: quick ? 100 : 1000,
+  latencyWarmup: quick ? 50 : 200,
+  streamN: quick ? 50 : 400,
+  connections: 64,
+  slowDelayMs: 20,
+  ramp: (args.ramp ?? (quick ? '100,300' : '1000,2000,4000,7000,10000')).split(',').map(Number),
+  hold: { intervalMs: quick ? 300 : 500, chunks: quick ? 4 : 8, stallMs: 1000 },
+};
+const modes = args.modes!.split(',').filter(Boolean) as PlatformMode[];
+for (const m of modes) if (m !== 'embedded' && m !== 'production') throw new Error(`unknown mode ${m}`);
+
+const procs: Proc[] = [];
+async function stopAll() {
+  await Promise.all(procs.splice(0).map((p) => p.stop().catch((e: Error) => console.error(`stopping ${p.name}: ${e.message}`))));
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void stopAll().finally(() => process.exit(130)));
+
+function ourTarget(p: Platform): Target {
+  return { name: p.name, chat: (d, stream, content) => ({ url: `${p.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': p.adminKey }, body: chatBody(`bench-d${d}`, stream, content) }) };
+}
+
+async function main() {
+  const started = Date.now();
+  console.log(`# bench ${quick ? '(quick) ' : ''}— Node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  const upstream = await startUpstream();
+  procs.push(upstream);
+  const direct: Target = { name: 'direct', chat: (d, stream, content) => ({ url: `${upstream.base(d)}/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) };
+
+  const starting: Promise<Proc>[] = modes.map((m) => startPlatform(m));
+  if (args.hop) starting.push(startPlatform('embedded', { EDGE_IN_PROCESS_DISPATCH: 'false' }, 'embedded-hop'));
+  if (!args['no-peer']) starting.push(startPortkey());
+  const settled = await Promise.allSettled(starting);
+  for (const s of settled) if (s.status === 'fulfilled') procs.push(s.value);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  const platforms = procs.filter((p): p is Platform => 'mode' in p);
+  const peer = procs.find((p) => p.name === 'portkey') as Peer | undefined;
+  for (const p of platforms) await p.addProviders(upstream, [0, settings.slowDelayMs]);
+
+  const targets: Target[] = [direct, ...platforms.map(ourTarget)];
+  if (peer) {
+    targets.push({
+      name: 'portkey',
+      chat: (d, stream, content) => ({
+        url: `${peer.url}/v1/chat/completions`,
+        headers: { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstream.base(d), authorization: 'Bearer sk-bench' },
+        body: chatBody(`bench-d${d}`, stream, content),
+      }),
+    });
+  }
+  const pidOf = (name: string) => (name === 'direct' ? upstream.pid : procs.find((p) => p.name === name)!.pid);
+  const names = targets.map((t) => t.name);
+  const measured = names.filter((n) => n !== 'direct');
+
+  // One request per path and mode first: the catalog is synced and every path answers.
+  await interleavedLatency(targets, { n: 1, warmup: 2, stream: false });
+  await interleavedLatency(targets, { n: 1, warmup: 2, stream: true });
+  const rssBefore: Record<string, number> = {};
+  for (const n of names) rssBefore[n] = await rssMiB(pidOf(n));
+
+  type Round = Record<string, { lat: number[]; stream: number[]; ttfc: number[]; rps1: number; tput: number; tputErrors: number; rssDuring: number; loopP99: number; quietLoopP99: number }>;
+  const rounds: Round[] = [];
+  for (let r = 0; r < settings.rounds; r++) {
+    const round: Round = {};
+    const rotated = targets.map((_, i) => targets[(i + r) % targets.length]!);
+    for (const p of platforms) await eventLoopP99(`${p.llmUrl}/metrics`); // resets the window
+    const nonStream = await interleavedLatency(rotated, { n: settings.latencyN, warmup: settings.latencyWarmup, stream: false });
+    const stream = await interleavedLatency(rotated, { n: settings.streamN, warmup: Math.min(settings.latencyWarmup, 50), stream: true });
+    const quietLoop: Record<string, number> = {};
+    for (const p of platforms) quietLoop[p.name] = await eventLoopP99(`${p.llmUrl}/metrics`);
+    for (const n of names) {
+      const s = nonStream.get(n)!;
+      const st = stream.get(n)!;
+      const mean = s.total.reduce((a, b) => a + b, 0) / s.total.length;
+      round[n] = {
+        lat: [50, 90, 99].map((p) => percentile(s.total, p)),
+        stream: [50, 90, 99].map((p) => percentile(st.total, p)),
+        ttfc: [50, 90, 99].map((p) => percentile(st.firstChunk, p)),
+        rps1: 1000 / mean,
+        tput: Number.NaN,
+        tputErrors: 0,
+        rssDuring: Number.NaN,
+        loopP99: Number.NaN,
+        quietLoopP99: quietLoop[n] ?? Number.NaN,
+      };
+    }
+    for (const t of rotated) {
+      const platform = platforms.find((p) => p.name === t.name);
+      if (platform) await eventLoopP99(`${platform.llmUrl}/metrics`); // resets the window
+      const result = await throughput(t, { connections: settings.connections, seconds: settings.seconds, delayMs: settings.slowDelayMs, watchPid: pidOf(t.name) });
+      const row = round[t.name]!;
+      row.tput = result.rps;
+      row.tputErrors = result.errors;
+      row.rssDuring = result.rssPeak;
+      if (platform) row.loopP99 = await eventLoopP99(`${platform.llmUrl}/metrics`);
+    }
+    rounds.push(round);
+    console.log(
+      `round ${r + 1}/${settings.rounds}: ` +
+        names.map((n) => `${n} p99 ${fmt(round[n]!.lat[2]!)} ms, ${fmt(round[n]!.tput, 0)} req/s${round[n]!.tputErrors ? ` (${round[n]!.tputErrors} errors)` : ''}`).join(' | '),
+    );
+  }
+
+  const ramp: Record<string, { held: number; steps: HoldResult[]; stoppedBy: string; fdLimit: number; fdsPerStream?: number; ceiling?: number }> = {};
+  if (!args['no-ramp']) {
+    const ports = await ephemeralPorts();
+    for (const n of measured) {
+      const t = targets.find((x) => x.name === n)!;
+      const limit = await fdLimit(pidOf(n));
+      ramp[n] = { held: 0, steps: [], stoppedBy: `the last step (${settings.ramp.at(-1)})`, fdLimit: limit };
+      for (const step of settings.ramp) {
+        const result = await holdStreams(t, { n: step, ...settings.hold, watchPid: pidOf(n) });
+        ramp[n]!.steps.push(result);
+        const fdsPerStream = (result.fdsPeak - result.fdsBefore) / step;
+        console.log(
+          `held streams ${n}: ${step} → ${result.completed} clean, ${result.stalled} stalled, ${result.failed} failed, longest gap ${result.maxGapMs} ms, slowest first chunk ${result.maxFirstMs} ms, ` +
+            `${fmt(((result.rssPeak - result.rssBefore) * 1024) / step, 1)} KiB and ${fmt(fdsPerStream, 2)} descriptors per stream${result.firstError ? ` (${result.firstError})` : ''}`,
+        );
+        if (result.completed === step) ramp[n]!.fdsPerStream = fdsPerStream;
+        if (result.completed !== step) {
+          ramp[n]!.stoppedBy = rampStopReason(result, settings.hold.stallMs, limit);
+          break;
+        }
+        ramp[n]!.held = step;
+        await sleep(1000); // closed sockets leave TIME_WAIT and timers behind; let them settle
+      }
+      const perStream = ramp[n]!.fdsPerStream;
+      // What bounds the ramp on this machine, whatever the CPU: descriptors per stream against the process's limit.
+      if (perStream && perStream > 0.5 && Number.isFinite(limit)) ramp[n]!.ceiling = Math.floor((limit - (ramp[n]!.steps[0]?.fdsBefore ?? 0)) / Math.ceil(perStream));
+      console.log(
+        `ramp ${n}: held ${ramp[n]!.held}, stopped by ${ramp[n]!.stoppedBy}; descriptor limit ${limit}${ramp[n]!.ceiling ? ` → at most ~${ramp[n]!.ceiling} streams at ${Math.ceil(perStream!)} descriptors each` : ''}; ${ports} ephemeral ports per destination`,
+      );
+    }
+  }
+
+  await sleep(quick ? 1000 : 5000);
+  const rssAfter: Record<string, number> = {};
+  for (const n of names) rssAfter[n] = await rssMiB(pidOf(n));
+
+  // Medians over rounds; "added" is a path's figure minus direct's in the same round.
+  const med = (n: string, f: (r: Round[string], d: Round[string]) => number) => median(rounds.map((r) => f(r[n]!, r.direct!)));
+  const figures: Record<string, any> = {};
+  for (const n of names) {
+    const addedLat = [0, 1, 2].map((i) => med(n, (r, d) => r.lat[i]! - d.lat[i]!));
+    const addedStream = [0, 1, 2].map((i) => med(n, (r, d) => r.stream[i]! - d.stream[i]!));
+    const steps = ramp[n]?.steps ?? [];
+    const heldStep = steps.find((s) => s.streams === ramp[n]?.held);
+    figures[n] = {
+      latencyMs: [0, 1, 2].map((i) => med(n, (r) => r.lat[i]!)),
+      addedLatencyMs: addedLat,
+      rps1: med(n, (r) => r.rps1),
+      streamMs: [0, 1, 2].map((i) => med(n, (r) => r.stream[i]!)),
+      addedStreamMs: addedStream,
+      ttfcMs: [0, 1, 2].map((i) => med(n, (r) => r.ttfc[i]!)),
+      addedTtfcMs: [0, 1, 2].map((i) => med(n, (r, d) => r.ttfc[i]! - d.ttfc[i]!)),
+      throughputRps: med(n, (r) => r.tput),
+      throughputErrors: rounds.reduce((sum, r) => sum + r[n]!.tputErrors, 0),
+      throughputOfDirect: med(n, (r, d) => r.tput / d.tput),
+      streamsHeld: ramp[n]?.held,
+      memoryPerStreamKiB: heldStep ? ((heldStep.rssPeak - heldStep.rssBefore) * 1024) / heldStep.streams : undefined,
+      rampStoppedBy: ramp[n]?.stoppedBy,
+      descriptorsPerStream: ramp[n]?.fdsPerStream,
+      descriptorCeiling: ramp[n]?.ceiling,
+      rssMiB: { before: rssBefore[n], during: med(n, (r) => r.rssDuring), after: rssAfter[n] },
+      eventLoopP99Ms: med(n, (r) => r.loopP99),
+      eventLoopP99At1ConnMs: med(n, (r) => r.quietLoopP99),
+    };
+  }
+  const ratio = (a: string, b: string, f: (r: Round[string], d: Round[string]) => number) => median(rounds.map((r) => f(r[a]!, r.direct!) / f(r[b]!, r.direct!)));
+  const ratios: Record<string, number> = {};
+  for (const m of modes) {
+    if (peer) {
+      ratios[`throughput ${m}/portkey`] = ratio(m, 'portkey', (r) => r.tput);
+      ratios[`added p99 ${m}/portkey`] = ratio(m, 'portkey', (r, d) => r.lat[2]! - d.lat[2]!);
+      ratios[`added p50 ${m}/portkey`] = ratio(m, 'portkey', (r, d) => r.lat[0]! - d.lat[0]!);
+      ratios[`added stream p99 ${m}/portkey`] = ratio(m, 'portkey', (r, d) => r.stream[2]! - d.stream[2]!);
+    }
+  }
+  if (args.hop && modes.includes('embedded')) {
+    ratios['throughput embedded/embedded-hop'] = ratio('embedded', 'embedded-hop', (r) => r.tput);
+    ratios['added p50 embedded/embedded-hop'] = ratio('embedded', 'embedded-hop', (r, d) => r.lat[0]! - d.lat[0]!);
+    ratios['added p99 embedded/embedded-hop'] = ratio('embedded', 'embedded-hop', (r, d) => r.lat[2]! - d.lat[2]!);
+  }
+  if (modes.length === 2) {
+    ratios['added p99 embedded/production'] = ratio('embedded', 'production', (r, d) => r.lat[2]! - d.lat[2]!);
+    ratios['throughput production/embedded'] = ratio('production', 'embedded', (r) => r.tput);
+  }
+
+  const rows: Row[] = [];
+  const cells = (f: (x: any, n: string) => string, only = names) => Object.fromEntries(only.map((n) => [n, f(figures[n], n)]));
+  rows.push({ metric: 'latency non-stream, 1 conn, p50/p90/p99 ms', cells: cells((x) => triple(x.latencyMs[0], x.latencyMs[1], x.latencyMs[2])) });
+  rows.push({ metric: 'added non-stream p50/p90/p99 ms', cells: cells((x) => triple(x.addedLatencyMs[0], x.addedLatencyMs[1], x.addedLatencyMs[2]), measured) });
+  rows.push({ metric: 'requests/s, 1 conn, non-stream', cells: cells((x) => fmt(x.rps1, 0)) });
+  rows.push({ metric: 'latency stream (whole), 1 conn, p50/p90/p99 ms', cells: cells((x) => triple(x.streamMs[0], x.streamMs[1], x.streamMs[2])) });
+  rows.push({ metric: 'added stream p50/p90/p99 ms', cells: cells((x) => triple(x.addedStreamMs[0], x.addedStreamMs[1], x.addedStreamMs[2]), measured) });
+  rows.push({ metric: 'time to first chunk p50/p90/p99 ms', cells: cells((x) => triple(x.ttfcMs[0], x.ttfcMs[1], x.ttfcMs[2])) });
+  rows.push({ metric: 'added time to first chunk p50/p99 ms', cells: cells((x) => `${fmt(x.addedTtfcMs[0])} / ${fmt(x.addedTtfcMs[2])}`, measured) });
+  rows.push({ metric: `throughput, ${settings.connections} conns, ${settings.slowDelayMs} ms upstream, req/s`, cells: cells((x) => `${fmt(x.throughputRps, 0)}${x.throughputErrors ? ` (${x.throughputErrors} err)` : ''}`) });
+  rows.push({ metric: 'throughput of direct', cells: cells((x) => `${fmt(x.throughputOfDirect * 100, 0)} %`, measured), target: '>= 70 %', verdict: verdict(modes.length ? modes.every((m) => figures[m].throughputOfDirect >= 0.7) : undefined) });
+  if (!args['no-ramp']) {
+    rows.push({ metric: `streams held without a stall (ramp ${settings.ramp.join(',')})`, cells: cells((x) => String(x.streamsHeld ?? '—'), measured), target: '>= 10000', verdict: verdict(modes.every((m) => figures[m].streamsHeld >= 10000)) });
+    rows.push({ metric: 'memory per held stream, KiB', cells: cells((x) => fmt(x.memoryPerStreamKiB, 1), measured) });
+    rows.push({ metric: 'descriptors per held stream / ceiling at the fd limit', cells: cells((x) => `${fmt(x.descriptorsPerStream, 1)} / ${x.descriptorCeiling ?? '—'}`, measured) });
+  }
+  rows.push({ metric: 'RSS before / during / after, MiB', cells: cells((x) => triple(x.rssMiB.before, x.rssMiB.during, x.rssMiB.after, 0)) });
+  const ours = platforms.map((p) => p.name);
+  rows.push({ metric: 'event-loop delay p99 at 1 connection, ms', cells: cells((x) => fmt(x.eventLoopP99At1ConnMs), ours) });
+  rows.push({ metric: 'event-loop delay p99 under load, ms', cells: cells((x) => fmt(x.eventLoopP99Ms), ours), target: '<= 5 ms', verdict: verdict(modes.length ? modes.every((m) => figures[m].eventLoopP99Ms <= 5) : undefined) });
+  const ratioRow = (key: string, target: string, ok: (v: number) => boolean) => {
+    if (key in ratios) rows.push({ metric: key, cells: { [key.split(' ').at(-1)!.split('/')[0]!]: fmt(ratios[key]!) }, target, verdict: verdict(ok(ratios[key]!)) });
+  };
+  for (const m of modes) {
+    ratioRow(`throughput ${m}/portkey`, '>= 3', (v) => v >= 3);
+    ratioRow(`added p99 ${m}/portkey`, '<= 0.5', (v) => v <= 0.5);
+    ratioRow(`added p50 ${m}/portkey`, '', () => true);
+    ratioRow(`added stream p99 ${m}/portkey`, '', () => true);
+    const abs = figures[m].addedLatencyMs[2];
+    rows.push({ metric: `added p99 ${m} (absolute)`, cells: { [m]: fmt(abs) }, target: '<= 2 ms idle', verdict: verdict(abs <= 2) });
+  }
+  ratioRow('throughput embedded/embedded-hop', '', () => true);
+  ratioRow('added p50 embedded/embedded-hop', '', () => true);
+  ratioRow('added p99 embedded/embedded-hop', '', () => true);
+  ratioRow('added p99 embedded/production', '<= 1.25', (v) => v <= 1.25);
+  ratioRow('throughput production/embedded', '<= 1.25', (v) => v <= 1.25);
+  for (const r of rows) if (r.verdict === undefined && r.target) r.verdict = 'n/a';
+  for (const r of rows) if (!r.target) r.verdict = undefined;
+
+  console.log(`\n## medians of ${settings.rounds} interleaved rounds (${settings.latencyN} non-stream + ${settings.streamN} stream requests per path per round at 1 connection; ${settings.seconds} s per path per round at ${settings.connections} connections)`);
+  console.log(renderTable(names, rows));
+  for (const n of measured) if (ramp[n]) console.log(`held-stream ramp ${n}: ${ramp[n]!.held} held, stopped by ${ramp[n]!.stoppedBy}`);
+  console.log('RSS slope over time: `npm run bench:soak`. Figures on a shared machine are noisy; compare the ratios, measured in the same interleaved rounds.');
+
+  const date = new Date().toISOString().replace(/[:.]/g, '-');
+  const file = join('bench', 'results', `${date}${quick ? '-quick' : ''}.json`);
+  await mkdir(join('bench', 'results'), { recursive: true });
+  await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), node: process.version, cores: cpus().length, loadavg: loadavg(), quick, settings, modes, figures, ratios, rows, ramp, rounds }, null, 2)}\n`);
+  console.log(`figures written to ${file} (${((Date.now() - started) / 1000).toFixed(0)} s)`);
+}
+
+try {
+  await main();
+} finally {
+  await stopAll();
+}

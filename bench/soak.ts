@@ -1,0 +1,117 @@
+/**
+ * `npm run bench:soak`: a steady load (non-stream and stream, 20 ms upstream) on every path at once
+ * for a while, sampling each process's RSS; prints each process's RSS slope after warm-up, in MiB
+ * per minute (least squares). A leak shows as a slope that does not flatten.
+ *
+ *   --minutes M    load duration (default 10)
+ *   --warmup W     minutes excluded from the slope (default 2, at most half the duration)
+ *   --rate R       requests/s per path and kind (default 50: 50 non-stream + 50 stream per path)
+ *   --modes a,b    embedded, production (default both); --no-peer skips the peer
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { chatBody, steadyLoad, type Target } from './lib/load.js';
+import { rssMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { fmt, renderTable, verdict, type Row } from './lib/report.js';
+
+const { values: args } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '10' },
+    warmup: { type: 'string' },
+    rate: { type: 'string', default: '50' },
+    modes: { type: 'string', default: 'embedded,production' },
+    'no-peer': { type: 'boolean', default: false },
+  },
+});
+const minutes = Number(args.minutes);
+const warmup = Math.min(Number(args.warmup ?? 2), minutes / 2);
+const rate = Number(args.rate);
+const modes = args.modes!.split(',').filter(Boolean) as PlatformMode[];
+
+/** Least-squares slope of (minutes, MiB) points. */
+function slope(points: Array<[number, number]>): number {
+  const n = points.length;
+  if (n < 2) return Number.NaN;
+  const mx = points.reduce((s, p) => s + p[0], 0) / n;
+  const my = points.reduce((s, p) => s + p[1], 0) / n;
+  const num = points.reduce((s, p) => s + (p[0] - mx) * (p[1] - my), 0);
+  const den = points.reduce((s, p) => s + (p[0] - mx) ** 2, 0);
+  return num / den;
+}
+
+const procs: Proc[] = [];
+const stopAll = () => Promise.all(procs.splice(0).map((p) => p.stop().catch(() => {})));
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void stopAll().finally(() => process.exit(130)));
+
+async function main() {
+  console.log(`# soak — ${minutes} min (slope after ${warmup} min), ${rate} + ${rate} stream req/s per path; Node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  const upstream = await startUpstream();
+  procs.push(upstream);
+  const settled = await Promise.allSettled<Proc>([...modes.map((m) => startPlatform(m)), ...(args['no-peer'] ? [] : [startPortkey()])]);
+  for (const s of settled) if (s.status === 'fulfilled') procs.push(s.value);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  const targets: Target[] = [];
+  for (const p of procs) {
+    if ('mode' in p) {
+      const platform = p as Platform;
+      await platform.addProviders(upstream, [20]);
+      targets.push({ name: platform.mode, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) });
+    } else if (p.name === 'portkey') {
+      const peer = p as Peer;
+      targets.push({
+        name: 'portkey',
+        chat: (d, stream) => ({ url: `${peer.url}/v1/chat/completions`, headers: { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstream.base(d), authorization: 'Bearer sk-bench' }, body: chatBody(`bench-d${d}`, stream) }),
+      });
+    }
+  }
+
+  const samples = new Map<string, Array<[number, number]>>(procs.map((p) => [p.name, []]));
+  const t0 = Date.now();
+  let sampling = true;
+  const sampler = (async () => {
+    let next = 0;
+    while (sampling) {
+      const at = (Date.now() - t0) / 60_000;
+      for (const p of procs) samples.get(p.name)!.push([at, await rssMiB(p.pid)]);
+      if (at >= next) {
+        console.log(`${at.toFixed(1)} min: ${procs.map((p) => `${p.name} ${fmt(samples.get(p.name)!.at(-1)![1], 0)} MiB`).join(', ')}`);
+        next += 1;
+      }
+      await sleep(5000);
+    }
+  })();
+  const seconds = Math.round(minutes * 60);
+  const loads = await Promise.all(
+    targets.flatMap((t) => [false, true].map((stream) => steadyLoad(t, { rate, connections: 8, seconds, delayMs: 20, stream }).then((r) => ({ name: t.name, stream, ...r })))),
+  );
+  sampling = false;
+  await sampler;
+
+  const rows: Row[] = procs.map((p) => {
+    const points = samples.get(p.name)!.filter(([at, mib]) => at >= warmup && Number.isFinite(mib));
+    const s = slope(points);
+    return {
+      metric: p.name,
+      cells: { 'RSS after warm-up MiB': fmt(points[0]?.[1] ?? Number.NaN, 0), 'RSS at end MiB': fmt(points.at(-1)?.[1] ?? Number.NaN, 0), 'slope MiB/min': fmt(s, 3) },
+      target: p.name === 'upstream' ? '' : '<= 1 MiB/min',
+      verdict: p.name === 'upstream' ? undefined : verdict(s <= 1),
+    };
+  });
+  console.log(`\n## RSS slope after ${warmup} min warm-up`);
+  console.log(renderTable(['RSS after warm-up MiB', 'RSS at end MiB', 'slope MiB/min'], rows));
+  for (const l of loads) console.log(`${l.name} ${l.stream ? 'stream' : 'non-stream'}: ${l.requests} requests, ${l.errors} errors`);
+  const file = join('bench', 'results', `${new Date().toISOString().replace(/[:.]/g, '-')}-soak.json`);
+  await mkdir(join('bench', 'results'), { recursive: true });
+  await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), node: process.version, loadavg: loadavg(), minutes, warmup, rate, rows, loads, samples: Object.fromEntries(samples) }, null, 2)}\n`);
+  console.log(`figures written to ${file}`);
+}
+
+try {
+  await main();
+} finally {
+  await stopAll();
+}

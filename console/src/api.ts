@@ -1,0 +1,186 @@
+/**
+ * Every call goes to this origin's public API with the signed-in user's credential: an API key
+ * (sent as X-API-Key) or the token pair of an e-mail and password sign-in (the access token sent as
+ * `Authorization: Bearer`, renewed with the refresh token when the API answers 401). It lives in
+ * memory and in sessionStorage (this tab only, gone when it closes): never in localStorage, a
+ * cookie or a URL.
+ */
+export type Credential = { kind: 'api_key'; key: string } | { kind: 'token'; access: string; refresh: string };
+const STORAGE_KEY = 'console.credential';
+
+function stored(): Credential | null {
+  try {
+    const value = JSON.parse(sessionStorage.getItem(STORAGE_KEY) ?? 'null') as Credential | null;
+    return value && (value.kind === 'api_key' || value.kind === 'token') ? value : null;
+  } catch {
+    return null;
+  }
+}
+let current: Credential | null = stored();
+
+export function credential(): Credential | null {
+  return current;
+}
+export function setCredential(value: Credential) {
+  current = value;
+  sessionStorage.setItem(STORAGE_KEY, JSON.stringify(value));
+}
+export function clearCredential() {
+  current = null;
+  sessionStorage.removeItem(STORAGE_KEY);
+}
+
+/** An API error as the platform answers it: `{"error":{"type","code","message","param","request_id"}}`. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly code: string | null,
+    readonly param: string | null,
+    readonly requestId: string | null,
+  ) {
+    super(message);
+  }
+}
+
+function headers(extra: Record<string, string> = {}): Record<string, string> {
+  const h: Record<string, string> = { Accept: 'application/json', ...extra };
+  if (current?.kind === 'api_key') h['X-API-Key'] = current.key;
+  if (current?.kind === 'token') h.Authorization = `Bearer ${current.access}`;
+  return h;
+}
+
+/** The answer of sign-in, guest login and refresh. */
+export interface TokenPair {
+  access_token: string;
+  refresh_token: string;
+}
+
+/** E-mail and password sign-in: a token pair, or the API's error (401, 429 locked, 400 …). */
+export async function signInWithPassword(email: string, password: string): Promise<TokenPair> {
+  const res = await fetch('/llm/auth/login', {
+    method: 'POST',
+    headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
+    body: JSON.stringify({ email, password }),
+    credentials: 'omit',
+    cache: 'no-store',
+  });
+  if (!res.ok) throw await toError(res);
+  return (await res.json()) as TokenPair;
+}
+
+let renewing: Promise<boolean> | null = null;
+/** Exchanges the refresh token once for every call that met the expired access token at the same time. */
+function renewToken(): Promise<boolean> {
+  const held = current;
+  if (held?.kind !== 'token') return Promise.resolve(false);
+  renewing ??= (async () => {
+    try {
+      const res = await fetch('/llm/auth/refresh', {
+        method: 'POST',
+        headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
+        body: JSON.stringify({ refresh_token: held.refresh }),
+        credentials: 'omit',
+        cache: 'no-store',
+      });
+      if (!res.ok) return false;
+      const pair = (await res.json()) as TokenPair;
+      if (current === held) setCredential({ kind: 'token', access: pair.access_token, refresh: pair.refresh_token });
+      return true;
+    } catch {
+      return false;
+    } finally {
+      renewing = null;
+    }
+  })();
+  return renewing;
+}
+
+/** fetch with the credential; a 401 with a token sign-in renews the access token and tries once more. */
+async function authorizedFetch(path: string, init: RequestInit & { extraHeaders?: Record<string, string> }): Promise<Response> {
+  const send = () => fetch(path, { ...init, headers: headers(init.extraHeaders), credentials: 'omit', cache: 'no-store' });
+  const res = await send();
+  if (res.status === 401 && current?.kind === 'token' && (await renewToken())) return send();
+  return res;
+}
+
+async function toError(res: Response): Promise<ApiError> {
+  const requestId = res.headers.get('x-request-id');
+  let body: { error?: { message?: string; code?: string; param?: string; request_id?: string } } = {};
+  try {
+    body = await res.json();
+  } catch {
+    /* not JSON: the status alone */
+  }
+  const e = body.error ?? {};
+  return new ApiError(res.status, e.message ?? `HTTP ${res.status}`, e.code ?? null, e.param ?? null, e.request_id ?? requestId);
+}
+
+export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const res = await authorizedFetch(path, {
+    method,
+    extraHeaders: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) throw await toError(res);
+  if (res.status === 204) return undefined as T;
+  return (await res.json()) as T;
+}
+
+export const get = <T>(path: string) => request<T>('GET', path);
+export const post = <T>(path: string, body: unknown = {}) => request<T>('POST', path, body);
+export const patch = <T>(path: string, body: unknown) => request<T>('PATCH', path, body);
+export const del = <T>(path: string) => request<T>('DELETE', path);
+
+/** A raw response (CSV export), errors turned into ApiError. */
+export async function fetchText(path: string): Promise<string> {
+  const res = await authorizedFetch(path, { extraHeaders: { Accept: 'text/csv' } });
+  if (!res.ok) throw await toError(res);
+  return res.text();
+}
+
+/** The conversation a `store: true` chat was written to (on the stream's first chunk with choices). */
+export interface ConversationRef {
+  id: string;
+  title?: string | null;
+}
+
+/**
+ * POST /v1/chat/completions with stream: true; calls `onDelta` with each piece of content as it
+ * arrives (server-sent events, `data: {...}` lines, ended by `data: [DONE]`), and `onConversation`
+ * once when a chunk names the conversation the exchange is stored in.
+ */
+export async function streamChat(body: Record<string, unknown>, onDelta: (text: string) => void, signal: AbortSignal, onConversation?: (ref: ConversationRef) => void): Promise<void> {
+  const res = await authorizedFetch('/v1/chat/completions', {
+    method: 'POST',
+    extraHeaders: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+    body: JSON.stringify({ ...body, stream: true }),
+    signal,
+  });
+  if (!res.ok || !res.body) throw await toError(res);
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end: number;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      for (const line of event.split('\n')) {
+        if (!line.startsWith('data:')) continue;
+        const data = line.slice(5).trim();
+        if (data === '[DONE]') return;
+        const parsed = JSON.parse(data) as { error?: { message?: string }; choices?: Array<{ delta?: { content?: string } }>; conversation?: ConversationRef };
+        if (parsed.error) throw new ApiError(502, parsed.error.message ?? 'The stream failed', null, null, res.headers.get('x-request-id'));
+        if (parsed.conversation?.id && onConversation) {
+          onConversation(parsed.conversation);
+          onConversation = undefined;
+        }
+        const text = parsed.choices?.[0]?.delta?.content;
+        if (text) onDelta(text);
+      }
+    }
+  }
+}

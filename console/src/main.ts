@@ -1,0 +1,144 @@
+import { clearCredential, credential, get, setCredential, signInWithPassword, type Credential } from './api.js';
+import { h } from './dom.js';
+import { catalogPage } from './pages/catalog.js';
+import { keysPage } from './pages/keys.js';
+import { mcpToolsPage } from './pages/mcp-tools.js';
+import { playgroundPage } from './pages/playground.js';
+import { providersPage } from './pages/providers.js';
+import { usagePage } from './pages/usage.js';
+import { usersPage } from './pages/users.js';
+import { webhooksPage } from './pages/webhooks.js';
+import type { Me } from './session.js';
+import { attempt, labelled } from './ui.js';
+
+interface Page {
+  path: string;
+  title: string;
+  adminOnly: boolean;
+  render(root: HTMLElement, me: Me): void;
+}
+
+/** The pages, in menu order. Admin pages are neither listed nor rendered for other users (the API refuses them anyway). */
+const PAGES: Page[] = [
+  { path: 'playground', title: 'Playground', adminOnly: false, render: playgroundPage },
+  { path: 'keys', title: 'API keys', adminOnly: false, render: keysPage },
+  { path: 'usage', title: 'Usage', adminOnly: false, render: usagePage },
+  { path: 'providers', title: 'Providers and models', adminOnly: true, render: providersPage },
+  { path: 'catalog', title: 'Catalog', adminOnly: true, render: catalogPage },
+  { path: 'users', title: 'Users', adminOnly: true, render: usersPage },
+  { path: 'webhooks', title: 'Webhooks', adminOnly: true, render: webhooksPage },
+  { path: 'mcp-tools', title: 'MCP tools', adminOnly: true, render: mcpToolsPage },
+];
+
+const app = document.getElementById('app')!;
+let me: Me | null = null;
+
+/** Sets the credential and asks the API who it belongs to; on failure the error is shown in `slot` and nothing is kept. */
+async function enter(value: Credential, slot: HTMLElement) {
+  setCredential(value);
+  const user = await attempt(slot, () => get<Me>('/auth/me'));
+  if (!user) return clearCredential();
+  me = user;
+  render();
+}
+
+function signInView() {
+  const key = h('input', { name: 'api_key', type: 'password', required: true, autocomplete: 'off', spellcheck: 'false' });
+  const keySlot = h('div', {});
+  const keyForm = h(
+    'form',
+    { class: 'card sign-in', 'aria-label': 'Key sign-in' },
+    h('h2', {}, 'With an API key'),
+    h('p', {}, 'Paste an API key (sk_…).'),
+    labelled('API key', key),
+    h('button', { type: 'submit' }, 'Sign in'),
+    keySlot,
+  );
+  keyForm.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const value = key.value.trim();
+    key.value = '';
+    await enter({ kind: 'api_key', key: value }, keySlot);
+  });
+
+  const email = h('input', { name: 'email', type: 'email', required: true, autocomplete: 'username', spellcheck: 'false' });
+  const password = h('input', { name: 'password', type: 'password', required: true, autocomplete: 'current-password' });
+  const passwordSlot = h('div', {});
+  const passwordForm = h(
+    'form',
+    { class: 'card sign-in', 'aria-label': 'Password sign-in' },
+    h('h2', {}, 'With e-mail and password'),
+    h('p', {}, 'For accounts of the platform’s own sign-in.'),
+    labelled('E-mail', email),
+    labelled('Password', password),
+    h('button', { type: 'submit' }, 'Sign in with password'),
+    passwordSlot,
+  );
+  passwordForm.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    // A wrong password (401), a locked address (429) or a platform without this sign-in (400) is shown here.
+    const pair = await attempt(passwordSlot, () => signInWithPassword(email.value.trim(), password.value));
+    password.value = '';
+    if (pair) await enter({ kind: 'token', access: pair.access_token, refresh: pair.refresh_token }, passwordSlot);
+  });
+
+  app.replaceChildren(
+    h(
+      'main',
+      { id: 'main', class: 'sign-in-page' },
+      h('h1', {}, 'Sign in to the console'),
+      h('p', {}, 'Your credential is kept in this tab only and cleared when you sign out or close the tab.'),
+      h('div', { class: 'sign-in-choices' }, keyForm, passwordForm),
+    ),
+  );
+  key.focus();
+}
+
+function signOut() {
+  clearCredential();
+  me = null;
+  history.replaceState(null, '', '#/');
+  signInView();
+}
+
+function render() {
+  if (!me) return signInView();
+  const user = me;
+  const visible = PAGES.filter((p) => !p.adminOnly || user.is_admin);
+  const wanted = location.hash.replace(/^#\/?/, '');
+  const page = visible.find((p) => p.path === wanted) ?? (wanted ? undefined : visible[0]!);
+  const main = h('main', { id: 'main', tabindex: '-1' });
+  const nav = h(
+    'nav',
+    { 'aria-label': 'Console' },
+    h('ul', {}, ...visible.map((p) => h('li', {}, h('a', { href: `#/${p.path}`, 'aria-current': p === page ? 'page' : undefined }, p.title)))),
+  );
+  const header = h(
+    'header',
+    {},
+    h('a', { class: 'skip', href: '#main' }, 'Skip to content'),
+    h('span', { class: 'brand' }, 'AI Gateway console'),
+    nav,
+    // A guest's e-mail is a placeholder: guests are named by their username.
+    h('span', { class: 'who' }, (user.is_guest ? user.username : user.email ?? user.username) ?? user.id, user.is_admin ? ' (admin)' : ''),
+    h('button', { type: 'button', class: 'secondary', onclick: signOut }, 'Sign out'),
+  );
+  app.replaceChildren(header, main);
+  if (page) page.render(main, user);
+  else main.replaceChildren(h('h1', {}, 'Page not found'), h('p', {}, 'This page does not exist or is not available to your account.'));
+}
+
+window.addEventListener('hashchange', () => me && render());
+
+void (async () => {
+  if (!credential()) return signInView();
+  const slot = h('div', {});
+  app.replaceChildren(slot);
+  const user = await attempt(slot, () => get<Me>('/auth/me'));
+  if (!user) {
+    clearCredential();
+    return signInView();
+  }
+  me = user;
+  render();
+})();

@@ -1,0 +1,82 @@
+import { get, patch, post } from '../api.js';
+import { h } from '../dom.js';
+import type { List } from '../session.js';
+import { attempt, formatDate } from '../ui.js';
+
+interface CatalogEntry {
+  public_id: string;
+  model_display_name: string;
+  family: string | null;
+  status: string;
+  active: boolean;
+  context_length: number | null;
+  supports_tools: boolean;
+  supports_reasoning: boolean;
+  supports_images: boolean;
+  supports_embeddings: boolean;
+  manual_fields: string[];
+  last_synced_at: number | null;
+}
+
+const CAPABILITIES: Array<[keyof CatalogEntry, string]> = [
+  ['supports_tools', 'tools'],
+  ['supports_reasoning', 'reasoning'],
+  ['supports_images', 'images'],
+  ['supports_embeddings', 'embeddings'],
+];
+
+/** Admins: the model catalog (what synchronisation learnt about each public model); enable or disable entries. */
+export function catalogPage(root: HTMLElement) {
+  const status = h('div', {});
+  const listSlot = h('div', {});
+  const bulk = (enable: boolean) =>
+    h(
+      'button',
+      { type: 'button', class: 'secondary', onclick: async () => (await attempt(status, () => post('/v1/admin/models/catalogs/bulk-toggle', { enable }))) !== undefined && refresh() },
+      enable ? 'Enable every catalog model' : 'Disable every catalog model',
+    );
+  root.replaceChildren(
+    h('h1', {}, 'Model catalog'),
+    h('p', {}, 'One entry per public model name, shared by the providers that serve it. Disabling an entry disables its provider models.'),
+    h('div', { class: 'row' }, bulk(true), bulk(false)),
+    status,
+    listSlot,
+  );
+
+  async function refresh() {
+    const entries = await attempt(listSlot, () => get<List<CatalogEntry>>('/v1/admin/models/catalogs?limit=100'));
+    if (!entries) return;
+    if (!entries.data.length) return void listSlot.replaceChildren(h('p', {}, 'The catalog is empty: register a provider and sync it.'));
+    listSlot.replaceChildren(
+      h(
+        'table',
+        { class: 'catalog' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Model'), h('th', {}, 'Display name'), h('th', {}, 'Family'), h('th', {}, 'Context'), h('th', {}, 'Capabilities'), h('th', {}, 'Status'), h('th', {}, 'Last sync'), h('th', {}, ''))),
+        h(
+          'tbody',
+          {},
+          ...entries.data.map((e) => {
+            const slot = h('div', {});
+            const toggle = async () => {
+              if ((await attempt(slot, () => patch(`/v1/admin/models/catalogs/${e.public_id.split('/').map(encodeURIComponent).join('/')}`, { active: !e.active }))) !== undefined) await refresh();
+            };
+            return h(
+              'tr',
+              { 'data-catalog': e.public_id },
+              h('td', {}, e.public_id),
+              h('td', {}, e.model_display_name, e.manual_fields.length ? h('div', { class: 'badge' }, `set by hand: ${e.manual_fields.join(', ')}`) : null),
+              h('td', {}, e.family ?? ''),
+              h('td', {}, e.context_length ?? '—'),
+              h('td', {}, CAPABILITIES.filter(([field]) => e[field]).map(([, label]) => label).join(', ') || '—'),
+              h('td', { class: 'state' }, `${e.active ? 'enabled' : 'disabled'} (${e.status})`),
+              h('td', {}, formatDate(e.last_synced_at)),
+              h('td', {}, h('button', { type: 'button', class: 'secondary', 'aria-label': `${e.active ? 'Disable' : 'Enable'} catalog entry ${e.public_id}`, onclick: toggle }, e.active ? 'Disable' : 'Enable'), slot),
+            );
+          }),
+        ),
+      ),
+    );
+  }
+
+  void refresh();
+}

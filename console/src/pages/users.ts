@@ -1,0 +1,145 @@
+import { get, patch } from '../api.js';
+import { h } from '../dom.js';
+import type { List, Me } from '../session.js';
+import { attempt, formatDate, labelled } from '../ui.js';
+import { modelList, spendSummary } from './keys.js';
+
+interface User {
+  id: string;
+  email: string | null;
+  username: string | null;
+  full_name: string | null;
+  email_verified: boolean;
+  is_guest: boolean;
+  is_admin: boolean;
+  disabled: boolean;
+  created_at: number;
+}
+interface UserWithSpend extends User {
+  budget_period: 'day' | 'month';
+  max_budget_micro_usd: number | null;
+  max_tokens: number | null;
+  allowed_models: string[] | null;
+}
+
+const PAGE_SIZE = 50;
+const nameOf = (u: User) => u.email ?? u.username ?? u.id;
+
+/**
+ * Admins: find users, disable or re-enable them, mark their e-mail verified (which raises the
+ * account's rate-limit tier), set their spending budget and model allow-list.
+ */
+export function usersPage(root: HTMLElement, me: Me) {
+  const email = h('input', { name: 'email', type: 'search', autocomplete: 'off', placeholder: 'any' });
+  const kind = h('select', { name: 'kind' }, h('option', { value: 'accounts' }, 'Accounts (no guests)'), h('option', { value: 'all' }, 'Everyone'), h('option', { value: 'guests' }, 'Guests'), h('option', { value: 'disabled' }, 'Disabled'));
+  const listSlot = h('div', {});
+  const filter = h('form', { class: 'card row', 'aria-label': 'Find users' }, labelled('E-mail', email), labelled('Show', kind), h('button', { type: 'submit' }, 'Find'));
+  filter.addEventListener('submit', (event) => {
+    event.preventDefault();
+    void refresh();
+  });
+  kind.addEventListener('change', () => void refresh());
+  root.replaceChildren(h('h1', {}, 'Users'), filter, h('section', { 'aria-label': 'Users' }, listSlot));
+
+  async function refresh() {
+    const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    if (email.value.trim()) query.set('email', email.value.trim());
+    if (kind.value === 'accounts') query.set('is_guest', 'false');
+    if (kind.value === 'guests') query.set('is_guest', 'true');
+    if (kind.value === 'disabled') query.set('disabled', 'true');
+    const users = await attempt(listSlot, () => get<List<User> & { total_count?: number }>(`/v1/admin/users?${query}`));
+    if (!users) return;
+    if (!users.data.length) return void listSlot.replaceChildren(h('p', {}, 'No user matches.'));
+    listSlot.replaceChildren(
+      users.total_count && users.total_count > users.data.length ? h('p', { class: 'badge' }, `Showing ${users.data.length} of ${users.total_count}: narrow the search by e-mail.`) : '',
+      h(
+        'table',
+        { class: 'users' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'User'), h('th', {}, 'Kind'), h('th', {}, 'Status'), h('th', {}, 'Created'), h('th', {}, ''))),
+        h('tbody', {}, ...users.data.flatMap(row)),
+      ),
+    );
+  }
+
+  function row(u: User): HTMLElement[] {
+    const slot = h('div', {});
+    const budgetRow = h('tr', { class: 'details', hidden: true }, h('td', { colspan: '5' }));
+    const self = u.id === me.id;
+    const toggle = h(
+      'button',
+      {
+        type: 'button',
+        class: u.disabled ? 'secondary' : 'danger',
+        'aria-label': `${u.disabled ? 'Enable' : 'Disable'} ${nameOf(u)}`,
+        disabled: self && !u.disabled,
+        title: self && !u.disabled ? 'You cannot disable yourself' : undefined,
+        onclick: async () => (await attempt(slot, () => patch(`/v1/admin/users/${encodeURIComponent(u.id)}`, { disabled: !u.disabled }))) !== undefined && refresh(),
+      },
+      u.disabled ? 'Enable' : 'Disable',
+    );
+    // The account's tier follows a verified e-mail (the edge keeps unverified accounts on a lower tier).
+    const verify = u.is_guest
+      ? null
+      : h(
+          'button',
+          {
+            type: 'button',
+            class: 'secondary',
+            'aria-label': `${u.email_verified ? 'Unverify' : 'Verify'} the e-mail of ${nameOf(u)}`,
+            onclick: async () => (await attempt(slot, () => patch(`/v1/admin/users/${encodeURIComponent(u.id)}`, { email_verified: !u.email_verified }))) !== undefined && refresh(),
+          },
+          u.email_verified ? 'Unverify e-mail' : 'Verify e-mail',
+        );
+    const budget = h('button', { type: 'button', class: 'secondary', 'aria-expanded': 'false', 'aria-label': `Budget of ${nameOf(u)}` }, 'Budget…');
+    budget.addEventListener('click', () => {
+      const open = budgetRow.hidden;
+      budgetRow.hidden = !open;
+      budget.setAttribute('aria-expanded', String(open));
+      if (open) budgetRow.firstElementChild!.replaceChildren(budgetForm(u));
+    });
+    return [
+      h(
+        'tr',
+        { 'data-user-id': u.id },
+        h('td', {}, nameOf(u), u.full_name ? h('div', { class: 'badge' }, u.full_name) : null),
+        h('td', { class: 'kind' }, [u.is_admin ? 'admin' : '', u.is_guest ? 'guest' : 'account', u.email_verified ? 'e-mail verified' : ''].filter(Boolean).join(', ')),
+        h('td', { class: 'status' }, u.disabled ? 'disabled' : 'active'),
+        h('td', {}, formatDate(u.created_at)),
+        h('td', {}, h('div', { class: 'row' }, toggle, verify, budget), slot),
+      ),
+      budgetRow,
+    ];
+  }
+
+  /** The API answers a user's budget only when it is set, so the form starts empty: filled fields replace, "Clear" removes. */
+  function budgetForm(u: User): HTMLElement {
+    const usd = h('input', { name: 'max_budget_usd', type: 'number', min: '0', step: '0.01', placeholder: 'unchanged' });
+    const period = h('select', { name: 'budget_period' }, h('option', { value: 'day' }, 'per day'), h('option', { value: 'month' }, 'per month'));
+    const tokens = h('input', { name: 'max_tokens', type: 'number', min: '0', placeholder: 'unchanged' });
+    const models = h('input', { name: 'allowed_models', autocomplete: 'off', placeholder: 'unchanged (e.g. gpt-4o, llama-*)' });
+    const status = h('div', {});
+    const form = h(
+      'form',
+      { class: 'budget', 'aria-label': `Budget of ${nameOf(u)}` },
+      h('div', { class: 'row' }, labelled('Spending budget (USD)', usd), labelled('Budget period', period), labelled('Token budget', tokens), labelled('Allowed models', models)),
+      h('div', { class: 'row' }, h('button', { type: 'submit' }, 'Save budget'), h('button', { type: 'button', class: 'secondary', onclick: () => void save({ max_budget_micro_usd: null, max_tokens: null, allowed_models: null }) }, 'Clear budget and allow-list')),
+      status,
+    );
+    const save = async (body: Record<string, unknown>) => {
+      const saved = await attempt(status, () => patch<UserWithSpend>(`/v1/admin/users/${encodeURIComponent(u.id)}`, body));
+      if (saved) status.replaceChildren(h('p', { class: 'ok', role: 'status' }, `Saved: ${spendSummary(saved)}.`));
+    };
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const body: Record<string, unknown> = { budget_period: period.value };
+      if (usd.value) body.max_budget_micro_usd = Math.round(Number(usd.value) * 1e6);
+      if (tokens.value) body.max_tokens = Number(tokens.value);
+      const list = modelList(models.value);
+      if (list) body.allowed_models = list;
+      void save(body);
+    });
+    return form;
+  }
+
+  void refresh();
+}

@@ -1,0 +1,38 @@
+import { ApiError } from './api.js';
+import { h } from './dom.js';
+
+/** An API error shown in place: its message, the offending field and the request id to quote. */
+export function errorBox(error: unknown): HTMLElement {
+  if (error instanceof ApiError) {
+    return h(
+      'div',
+      { class: 'error', role: 'alert' },
+      h('strong', {}, `Error ${error.status}: `),
+      error.message,
+      error.param ? h('span', {}, ` (field: ${error.param})`) : null,
+      error.requestId ? h('div', { class: 'request-id' }, 'Request id: ', h('code', { 'data-request-id': error.requestId }, error.requestId)) : null,
+    );
+  }
+  return h('div', { class: 'error', role: 'alert' }, error instanceof Error ? error.message : String(error));
+}
+
+/** Runs `action`, replacing `slot`'s content with the error (or nothing) so failures show where they happened. */
+export async function attempt<T>(slot: HTMLElement, action: () => Promise<T>): Promise<T | undefined> {
+  slot.replaceChildren();
+  try {
+    return await action();
+  } catch (error) {
+    slot.replaceChildren(errorBox(error));
+    return undefined;
+  }
+}
+
+export function labelled(label: string, control: HTMLElement): HTMLElement {
+  const id = control.id || `f_${Math.random().toString(36).slice(2, 9)}`;
+  control.id = id;
+  return h('div', { class: 'field' }, h('label', { for: id }, label), control);
+}
+
+export function formatDate(seconds: number | null | undefined): string {
+  return seconds ? new Date(seconds * 1000).toISOString().replace('T', ' ').slice(0, 16) : '—';
+}

@@ -1,0 +1,148 @@
+import { Agent, request, type Dispatcher } from 'undici';
+import { EgressRefusedError, type EgressGuard } from '../../services/kit/index.js';
+import { endpointsOf, type ProviderRow } from './providers-store.js';
+
+/**
+ * The upstream model-list client: reads a provider's OpenAI-compatible `GET {endpoint}/models`,
+ * trying its endpoints in priority order. llm-api hands it the connection pool its chat path uses;
+ * the provider-sync worker, which runs without llm-api, builds one with `createModelListClient`.
+ */
+export interface ModelListClient {
+  getJson(url: string, headers: Record<string, string>, timeoutMs: number): Promise<{ status: number; body: unknown }>;
+}
+
+export interface UpstreamModel {
+  id: string;
+  owned_by?: string;
+  created?: number;
+  name?: string;
+  description?: string;
+  context_length?: number;
+  max_model_len?: number;
+  architecture?: Record<string, unknown>;
+  supported_parameters?: string[];
+  top_provider?: { context_length?: number; max_completion_tokens?: number };
+}
+
+
+/** `https://host/v1/` + `models` → `https://host/v1/models`. */
+export function joinUrl(base: string, path: string): string {
+  return `${base.replace(/\/+$/, '')}/${path.replace(/^\/+/, '')}`;
+}
+
+export function authHeaders(apiKey: string | null): Record<string, string> {
+  return apiKey ? { authorization: `Bearer ${apiKey}` } : {};
+}
+
+/** Default cap of a provider's JSON answer (model lists, probes): a hostile endpoint cannot exhaust memory. */
+export const PROVIDER_JSON_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * `GET url` as JSON on `dispatcher`, guarded like every provider call (PROVIDER_URL_ALLOW), with one
+ * timeout for headers and body, reading at most `maxBytes` (more: the connection is cut and it throws).
+ * A body that is not JSON comes back as text. Used by the catalog's own client and by llm-api's pool.
+ */
+export async function getProviderJson(
+  dispatcher: Dispatcher,
+  url: string,
+  headers: Record<string, string>,
+  options: { timeoutMs: number; guard?: EgressGuard; maxBytes?: number },
+): Promise<{ status: number; body: unknown }> {
+  options.guard?.checkUrl(url);
+  const res = await request(url, {
+    method: 'GET',
+    headers: { accept: 'application/json', ...headers },
+    dispatcher,
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+    signal: AbortSignal.timeout(options.timeoutMs),
+  });
+  const max = options.maxBytes ?? PROVIDER_JSON_MAX_BYTES;
+  const read = await readCapped(res.body, max);
+  if (read.truncated) throw new Error(`the provider's answer is larger than ${max} bytes`);
+  const text = read.bytes.toString('utf8');
+  try {
+    return { status: res.statusCode, body: JSON.parse(text) as unknown };
+  } catch {
+    return { status: res.statusCode, body: text };
+  }
+}
+
+/** Reads at most `max` bytes of a body; the rest is not read (the connection is cut). */
+export async function readCapped(body: AsyncIterable<unknown> & { destroy?(error?: Error): unknown }, max: number): Promise<{ bytes: Buffer; truncated: boolean }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buf = chunk as Buffer;
+    if (size + buf.length > max) {
+      chunks.push(buf.subarray(0, max - size));
+      size = max;
+      body.destroy?.();
+      return { bytes: Buffer.concat(chunks, size), truncated: true };
+    }
+    chunks.push(buf);
+    size += buf.length;
+  }
+  return { bytes: Buffer.concat(chunks, size), truncated: false };
+}
+
+/** A client of its own (one keep-alive pool), guarded like every provider call (PROVIDER_URL_ALLOW). */
+export function createModelListClient(options: { connectTimeoutMs: number; guard?: EgressGuard }): ModelListClient & { close(): Promise<void> } {
+  const agent = new Agent({
+    keepAliveTimeout: 10_000,
+    connect: { timeout: options.connectTimeoutMs, ...(options.guard ? { lookup: options.guard.lookup } : {}) },
+  });
+  return {
+    getJson: (url, headers, timeoutMs) => getProviderJson(agent, url, headers, { timeoutMs, guard: options.guard }),
+    close: () => agent.close(),
+  };
+}
+
+/**
+ * A failed sync. `message` is what API answers and `last_sync_error` show: generic on purpose, so
+ * that an admin-entered URL cannot be used to probe which internal hosts and ports answer and how.
+ * `detail` (status codes, network errors) is for the service log only.
+ */
+export class SyncError extends Error {
+  constructor(
+    message: string,
+    readonly detail: string = message,
+    /** The URL is not an allowed destination: the admin's configuration, not the provider, is at fault. */
+    readonly refused = false,
+  ) {
+    super(message);
+    this.name = 'SyncError';
+  }
+}
+
+const SYNC_FAILED = "model sync failed: the provider's models endpoint could not be reached or did not answer with a model list";
+const SYNC_REFUSED = 'model sync refused: the provider URL is not an allowed destination (PROVIDER_URL_ALLOW)';
+
+export async function fetchUpstreamModels(
+  deps: { upstream: ModelListClient; modelsTimeoutMs: number; apiKeyOf(row: ProviderRow): string | null },
+  row: ProviderRow,
+): Promise<UpstreamModel[]> {
+  const endpoints = endpointsOf(row).filter((e) => e.healthy !== false).sort((a, b) => a.priority - b.priority);
+  let lastError = 'no endpoint';
+  let refused = false;
+  for (const endpoint of endpoints) {
+    try {
+      const res = await deps.upstream.getJson(joinUrl(endpoint.url, 'models'), authHeaders(deps.apiKeyOf(row)), deps.modelsTimeoutMs);
+      if (res.status !== 200) {
+        lastError = `GET /models answered ${res.status}`;
+        continue;
+      }
+      const data = (res.body as { data?: unknown })?.data;
+      if (!Array.isArray(data)) {
+        lastError = 'GET /models did not return {data: [...]}';
+        continue;
+      }
+      return data.filter((m): m is UpstreamModel => typeof m?.id === 'string' && m.id.length > 0 && m.id.length <= 300);
+    } catch (error) {
+      if (error instanceof EgressRefusedError || (error as { cause?: unknown }).cause instanceof EgressRefusedError) refused = true;
+      lastError = `GET /models failed: ${(error as Error).message}`;
+    }
+  }
+  throw new SyncError(refused ? SYNC_REFUSED : SYNC_FAILED, lastError, refused);
+}
+

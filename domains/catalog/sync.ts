@@ -1,0 +1,180 @@
+import type { Knex } from 'knex';
+import { randomBase62, recordEvent, type Clock } from '../../services/kit/index.js';
+import { diff } from './diff.js';
+import { fetchUpstreamModels, SyncError, type ModelListClient, type UpstreamModel } from './model-list.js';
+import { capabilitiesOf, type CatalogRow, type ModelsStore, type ProviderModelRow } from './models-store.js';
+import type { ProviderRow, ProvidersStore } from './providers-store.js';
+
+/**
+ * Model synchronisation: reads the provider's OpenAI-compatible `GET {base_url}/models`, adds new
+ * models (catalog entry + provider model, `model.added`), updates changed ones (`model.updated`),
+ * deactivates vanished ones and reactivates them if they come back. Fields an admin set by hand
+ * (`manual_fields`) are never overwritten. Used by registration, the admin sync endpoint and the
+ * provider-sync worker.
+ */
+
+export interface SyncDeps {
+  providers: ProvidersStore;
+  models: ModelsStore;
+  /** Reads a provider's `GET /models` (llm-api passes its upstream pool; a worker its own client). */
+  upstream: ModelListClient;
+  clock: Clock;
+  modelsTimeoutMs: number;
+  /** Decrypts the provider's API key. */
+  apiKeyOf(row: ProviderRow): string | null;
+}
+
+export interface SyncResult {
+  provider_id: string;
+  added: number;
+  updated: number;
+  deactivated: number;
+  models: ProviderModelRow[];
+}
+
+/** Queue the provider-sync worker consumes for on-demand runs (`{provider_id?}`). */
+export const PROVIDER_SYNC_QUEUE = 'llm.provider-sync';
+
+export const newCatalogId = () => `mc_${randomBase62(24)}`;
+export const newProviderModelId = () => `pmdl_${randomBase62(24)}`;
+
+function derive(m: UpstreamModel, row: ProviderRow, nowSec: number) {
+  const params = Array.isArray(m.supported_parameters) ? m.supported_parameters.filter((p) => typeof p === 'string') : null;
+  const input = (m.architecture?.input_modalities as string[] | undefined) ?? [];
+  const contextLength = m.context_length ?? m.max_model_len ?? m.top_provider?.context_length ?? null;
+  const catalog: Partial<CatalogRow> = {
+    model_display_name: m.name ?? m.id,
+    description: m.description ?? null,
+    context_length: typeof contextLength === 'number' ? contextLength : null,
+    architecture: m.architecture ?? null,
+    supported_parameters: params ? { names: params, default: {} } : null,
+    supports_reasoning: params ? params.includes('reasoning') || params.includes('include_reasoning') : false,
+    supports_tools: params ? params.includes('tools') : false,
+    supports_images: input.includes('image'),
+  };
+  const tokenLimits: ProviderModelRow['token_limits'] = {};
+  if (typeof contextLength === 'number') tokenLimits.context_length = contextLength;
+  if (typeof m.top_provider?.max_completion_tokens === 'number') tokenLimits.max_completion_tokens = m.top_provider.max_completion_tokens;
+  const pm: Partial<ProviderModelRow> = {
+    model_display_name: m.name ?? m.id,
+    owned_by: m.owned_by ?? row.vendor,
+    token_limits: tokenLimits,
+    supports_reasoning: catalog.supports_reasoning,
+    supports_images: catalog.supports_images,
+  };
+  return { catalog, pm, created: typeof m.created === 'number' ? m.created : nowSec };
+}
+
+const iso = (clock: Clock) => new Date(clock.now()).toISOString();
+
+export async function syncProvider(deps: SyncDeps, providerId: string, trxIn?: Knex.Transaction): Promise<SyncResult> {
+  const row = await deps.providers.byId(providerId);
+  if (!row) throw new SyncError(`provider ${providerId} does not exist`);
+  let upstreamModels: UpstreamModel[];
+  try {
+    upstreamModels = await fetchUpstreamModels(deps, row);
+  } catch (error) {
+    await deps.providers.update(trxIn ?? deps.providers.knex, providerId, { last_sync_error: (error as Error).message });
+    throw error;
+  }
+  const run = async (trx: Knex.Transaction) => applySync(deps, trx, providerId, upstreamModels);
+  return trxIn ? run(trxIn) : deps.models.knex.transaction(run);
+}
+
+async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: string, upstreamModels: UpstreamModel[]): Promise<SyncResult> {
+  const row = await deps.providers.byIdForUpdate(trx, providerId);
+  if (!row) throw new SyncError(`provider ${providerId} does not exist`);
+  const now = Math.floor(deps.clock.now() / 1000);
+  const existing = new Map((await deps.models.providerModelsOf(providerId, trx)).map((pm) => [pm.provider_original_model_id, pm]));
+  const seen = new Set<string>();
+  let added = 0;
+  let updated = 0;
+  let deactivated = 0;
+
+  for (const m of upstreamModels) {
+    if (seen.has(m.id)) continue;
+    seen.add(m.id);
+    const derived = derive(m, row, now);
+    let catalog = await deps.models.catalogByPublicId(m.id, trx);
+    if (!catalog) {
+      catalog = await deps.models.insertCatalog(trx, {
+        id: newCatalogId(),
+        public_id: m.id,
+        status: 'init',
+        active: true,
+        ...derived.catalog,
+        tags: [],
+        extras: {},
+        manual_fields: [],
+        last_synced_at: now,
+        created_at: now,
+        updated_at: now,
+      } as Partial<CatalogRow>);
+    } else {
+      const changes = diff(catalog as unknown as Record<string, unknown>, derived.catalog as Record<string, unknown>, catalog.manual_fields);
+      const patch: Partial<CatalogRow> = { last_synced_at: now };
+      if (Object.keys(changes).length) {
+        for (const [k, v] of Object.entries(changes)) (patch as Record<string, unknown>)[k] = v.new;
+        patch.updated_at = now;
+        await recordEvent(trx, 'model.updated', { model_id: catalog.public_id, changes, updated_at: iso(deps.clock) });
+      }
+      catalog = await deps.models.updateCatalog(trx, catalog.id, patch);
+    }
+
+    const current = existing.get(m.id);
+    if (!current) {
+      await deps.models.insertProviderModel(trx, {
+        id: newProviderModelId(),
+        provider_id: row.id,
+        model_catalog_id: catalog.id,
+        model_public_id: m.id,
+        provider_original_model_id: m.id,
+        provider_vendor: row.vendor,
+        category: row.category,
+        created: derived.created,
+        active: true,
+        ...derived.pm,
+        pricing: { lines: [] },
+        manual_fields: [],
+        created_at: now,
+        updated_at: now,
+      } as Partial<ProviderModelRow>);
+      added++;
+      await recordEvent(trx, 'model.added', {
+        model_id: m.id,
+        provider: row.name,
+        provider_id: row.id,
+        capabilities: capabilitiesOf(catalog),
+        added_at: iso(deps.clock),
+      });
+      continue;
+    }
+    const changes = diff(current as unknown as Record<string, unknown>, derived.pm as Record<string, unknown>, current.manual_fields);
+    if (current.sync_deactivated && !current.active) changes.active = { old: false, new: true };
+    if (Object.keys(changes).length) {
+      const patch: Partial<ProviderModelRow> = { updated_at: now };
+      for (const [k, v] of Object.entries(changes)) (patch as Record<string, unknown>)[k] = v.new;
+      if (changes.active) patch.sync_deactivated = false;
+      await deps.models.updateProviderModel(trx, current.id, patch);
+      updated++;
+      await recordEvent(trx, 'model.updated', { model_id: current.model_public_id, provider_model_id: current.id, changes, updated_at: iso(deps.clock) });
+    }
+  }
+
+  for (const pm of existing.values()) {
+    if (seen.has(pm.provider_original_model_id) || !pm.active) continue;
+    await deps.models.updateProviderModel(trx, pm.id, { active: false, sync_deactivated: true, updated_at: now });
+    deactivated++;
+    await recordEvent(trx, 'model.updated', {
+      model_id: pm.model_public_id,
+      provider_model_id: pm.id,
+      changes: { active: { old: true, new: false } },
+      reason: 'vanished_from_provider',
+      updated_at: iso(deps.clock),
+    });
+  }
+
+  await deps.providers.update(trx, row.id, { last_synced_at: now, last_sync_error: null });
+  await deps.models.bumpVersion(trx);
+  return { provider_id: row.id, added, updated, deactivated, models: await deps.models.providerModelsOf(row.id, trx) };
+}

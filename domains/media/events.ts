@@ -1,0 +1,10 @@
+/**
+ * Events of the media domain (through the kit's outbox; routing key = type) and the worker's queue.
+ * - `media.upload.completed` `{media_id}`: a client called complete on a direct upload; the
+ *   worker finalises it if the request that recorded it did not get that far.
+ * - `media.deleted` `{media_id, sha256}`: the worker collects the object if nothing references it.
+ */
+export const MEDIA_UPLOAD_COMPLETED = 'media.upload.completed';
+export const MEDIA_DELETED = 'media.deleted';
+export const MEDIA_DEDUP_QUEUE = 'media.dedup';
+export const MEDIA_DEDUP_BINDINGS = [MEDIA_UPLOAD_COMPLETED, MEDIA_DELETED];

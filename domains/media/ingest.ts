@@ -1,0 +1,218 @@
+import { ApiError } from '../../services/kit/core/index.js';
+import type { Clock } from '../../services/kit/core/index.js';
+import type { Logger } from '../../services/kit/core/index.js';
+import { MediaRejection, sanitizeImage, type SanitizedImage, type SanitizeLimits } from './processing/sanitize.js';
+import type { MediaRow, MediaStore } from './store.js';
+import { objectKey, ObjectTooLargeError, type ObjectStorage } from './storage/types.js';
+import { newMediaId } from './ids.js';
+
+/**
+ * The storage pipeline shared by media-api (uploads, complete) and the media-dedup worker
+ * (finalising completed uploads, collecting objects, expiring reservations). Every step is
+ * idempotent and ordered so that a crash between any two steps leaves no object without a record
+ * for longer than the collector's grace period, and a retry never creates a second record:
+ * touch the object row → write the object → one transaction (dedup check, quota, record) →
+ * remove the staging object.
+ */
+export interface IngestDeps {
+  store: MediaStore;
+  storage: ObjectStorage;
+  clock: Clock;
+  limits: SanitizeLimits;
+  quotaBytes: number;
+  /** Bounds concurrent decodes (memory). */
+  withSlot<T>(work: () => Promise<T>): Promise<T>;
+  /** Tests inject failures between steps here (crash simulation); production passes nothing. */
+  checkpoint?: (step: string) => void | Promise<void>;
+  logger?: Logger;
+}
+
+export interface StoredMedia {
+  row: MediaRow;
+  deduped: boolean;
+}
+
+const nowSeconds = (clock: Clock) => Math.floor(clock.now() / 1000);
+
+/** 400 naming `param` for a refused image; other errors pass through. */
+export function rejectionError(error: unknown, param: string): unknown {
+  if (error instanceof MediaRejection) return new ApiError(400, error.message, { param });
+  if (error instanceof ObjectTooLargeError) return new ApiError(400, `The image exceeds the size limit of ${error.maxBytes} bytes`, { param });
+  return error;
+}
+
+export async function sanitize(deps: Pick<IngestDeps, 'limits' | 'withSlot'>, bytes: Buffer): Promise<SanitizedImage> {
+  return deps.withSlot(() => sanitizeImage(bytes, deps.limits));
+}
+
+function quotaError(quota: number, used: number, adding: number): ApiError {
+  return new ApiError(
+    413,
+    `Storing this image (${adding} bytes) would exceed your media quota of ${quota} bytes (${used} bytes in use); delete media to free space`,
+    { param: 'file' },
+  );
+}
+
+/** Throws 413 when `adding` bytes would take the user over quota (call under the user's lock). */
+export async function checkQuota(deps: Pick<IngestDeps, 'store' | 'quotaBytes'>, trx: Parameters<MediaStore['usedBytes']>[0], userId: string, adding: number, excludeId?: string) {
+  if (deps.quotaBytes <= 0) return;
+  const used = await deps.store.usedBytes(trx, userId, excludeId);
+  if (used + adding > deps.quotaBytes) throw quotaError(deps.quotaBytes, used, adding);
+}
+
+/**
+ * Writes the content-addressed object. The object row is touched first (so the collector leaves
+ * it alone), then the bytes are written. They are written even when the object already exists
+ * for another user: skipping the write would make another user's upload measurably faster, a
+ * timing oracle for "somebody already has these bytes".
+ */
+async function writeObject(deps: IngestDeps, image: SanitizedImage): Promise<void> {
+  await deps.store.touchObject(image.sha256, image.data.length, image.mimeType, new Date(deps.clock.now()));
+  await deps.checkpoint?.('object-touched');
+  await deps.storage.put(objectKey(image.sha256), image.data, image.mimeType);
+  await deps.checkpoint?.('object-written');
+}
+
+/** Stores a sanitised image as a new media of `userId`, or answers the user's existing one (dedup). */
+export async function storeImage(deps: IngestDeps, userId: string, image: SanitizedImage, filename: string | null): Promise<StoredMedia> {
+  const own = await deps.store.knex.transaction((trx) => deps.store.readyBySha(trx, userId, image.sha256));
+  if (!own) await writeObject(deps, image);
+  return deps.store.knex.transaction(async (trx) => {
+    await deps.store.lockUser(trx, userId);
+    const existing = await deps.store.readyBySha(trx, userId, image.sha256);
+    if (existing) return { row: existing, deduped: true };
+    await checkQuota(deps, trx, userId, image.data.length);
+    const row: MediaRow = {
+      id: newMediaId(deps.clock),
+      user_id: userId,
+      state: 'ready',
+      sha256: image.sha256,
+      mime_type: image.mimeType,
+      bytes: image.data.length,
+      width: image.width,
+      height: image.height,
+      filename,
+      upload_key: null,
+      merged_into: null,
+      created_at: nowSeconds(deps.clock),
+      expires_at: null,
+    };
+    await deps.store.insert(trx, row);
+    return { row, deduped: false };
+  });
+}
+
+export class UploadNotReceivedError extends ApiError {
+  constructor(id: string) {
+    super(400, `Nothing was uploaded for ${id} yet: PUT the file to the upload URL, then call complete`, { param: 'id' });
+  }
+}
+
+/**
+ * Finalises a completed direct upload (state `completing`): read the staging object, validate and
+ * sanitise it, write the content-addressed object, then in one transaction either make the
+ * reservation the user's new media or, when the user already has these bytes, mark it merged into
+ * that media; finally remove the staging object. Safe to run again after a crash at any step, and
+ * by several processes at once (the transaction re-checks the state under the user's lock).
+ */
+export async function finalizeUpload(deps: IngestDeps, id: string): Promise<StoredMedia | null> {
+  const row = await deps.store.byId(id);
+  if (!row) return null;
+  if (row.state === 'ready' || row.state === 'merged') return settle(deps, row);
+  if (row.state !== 'completing') return null;
+  const data = await deps.storage.read(row.upload_key!, deps.limits.maxBytes).catch((error) => {
+    throw rejectionError(error, 'id');
+  });
+  if (!data) {
+    // Completed before anything arrived: back to pending, so the client can still upload.
+    await deps.store.knex('media').where({ id, state: 'completing' }).update({ state: 'pending' });
+    throw new UploadNotReceivedError(id);
+  }
+  await deps.checkpoint?.('staging-read');
+  let image: SanitizedImage;
+  try {
+    image = await sanitize(deps, data);
+  } catch (error) {
+    if (error instanceof MediaRejection) {
+      // A refused upload ends its reservation: the staging object and the row go.
+      await deps.storage.delete(row.upload_key!);
+      await deps.store.deleteById(id);
+    }
+    throw rejectionError(error, 'id');
+  }
+  const own = await deps.store.knex.transaction((trx) => deps.store.readyBySha(trx, row.user_id, image.sha256));
+  if (!own) await writeObject(deps, image);
+  const settled = await deps.store.knex.transaction(async (trx) => {
+    await deps.store.lockUser(trx, row.user_id);
+    const current = await deps.store.byId(id, trx);
+    if (!current || current.state !== 'completing') return current;
+    const existing = await deps.store.readyBySha(trx, row.user_id, image.sha256);
+    if (existing) {
+      await deps.store.markMerged(trx, id, existing.id, nowSeconds(deps.clock) + 86400);
+    } else {
+      await checkQuota(deps, trx, row.user_id, image.data.length, id);
+      await deps.store.makeReady(trx, id, { sha256: image.sha256, mime_type: image.mimeType, bytes: image.data.length, width: image.width, height: image.height });
+    }
+    return deps.store.byId(id, trx);
+  });
+  await deps.checkpoint?.('committed');
+  if (!settled) return null;
+  return settle(deps, settled);
+}
+
+/** Last step of a finalisation (also its replay): the staging object goes, the answer is built. */
+async function settle(deps: IngestDeps, row: MediaRow): Promise<StoredMedia | null> {
+  if (row.upload_key) {
+    await deps.storage.delete(row.upload_key);
+    await deps.store.clearUploadKey(row.id);
+  }
+  if (row.state === 'ready') return { row: { ...row, upload_key: null }, deduped: false };
+  if (row.state === 'merged' && row.merged_into) {
+    const target = await deps.store.byId(row.merged_into);
+    return target && target.state === 'ready' ? { row: target, deduped: true } : null;
+  }
+  return null;
+}
+
+/** Removes an object nobody references (and nobody touched within the grace period). */
+export async function collectObject(deps: Pick<IngestDeps, 'store' | 'storage' | 'clock' | 'checkpoint'>, sha256: string, graceSeconds: number): Promise<boolean> {
+  const cutoff = new Date(deps.clock.now() - graceSeconds * 1000);
+  return deps.store.collectObject(sha256, cutoff, async () => {
+    await deps.storage.delete(objectKey(sha256));
+    await deps.checkpoint?.('object-deleted');
+  });
+}
+
+/** Expires open reservations (their staging objects first, then the rows) and merged leftovers. */
+export async function expireReservations(deps: Pick<IngestDeps, 'store' | 'storage' | 'clock' | 'checkpoint'>, limit = 500): Promise<number> {
+  const now = nowSeconds(deps.clock);
+  const rows = await deps.store.expiredReservations(now, limit);
+  for (const row of rows) {
+    if (row.upload_key) await deps.storage.delete(row.upload_key);
+    await deps.checkpoint?.('staging-expired');
+    await deps.store.knex('media').where({ id: row.id }).whereIn('state', ['pending', 'merged']).andWhere('expires_at', '<=', now).del();
+  }
+  return rows.length;
+}
+
+/**
+ * One pass of housekeeping: expire reservations, finish finalisations that stopped half-way,
+ * remove leftover staging objects and collect unreferenced objects.
+ */
+export async function sweep(deps: IngestDeps, graceSeconds: number): Promise<{ expired: number; finalized: number; collected: number }> {
+  const expired = await expireReservations(deps);
+  let finalized = 0;
+  for (const row of await deps.store.stuckCompleting(nowSeconds(deps.clock), 100)) {
+    try {
+      if (await finalizeUpload(deps, row.id)) finalized++;
+    } catch (error) {
+      deps.logger?.warn({ media_id: row.id, err: (error as Error).message }, 'finalising a completed upload failed');
+    }
+  }
+  for (const row of await deps.store.readyWithUploadKey(100)) await settle(deps, row);
+  let collected = 0;
+  for (const sha of await deps.store.unreferencedObjects(new Date(deps.clock.now() - graceSeconds * 1000), 500)) {
+    if (await collectObject(deps, sha, graceSeconds)) collected++;
+  }
+  return { expired, finalized, collected };
+}

@@ -1,0 +1,49 @@
+import type { Migration, MigrationSet } from '../../services/kit/data/index.js';
+
+/**
+ * Two tables:
+ * - `media_objects`: one row per stored object, keyed by the SHA-256 of its sanitised bytes
+ *   (content-addressed: identical bytes are stored once, whoever uploads them). `touched_at` is
+ *   set before every write of the object, so the collector never removes an object an upload is
+ *   about to reference.
+ * - `media`: one row per user-visible media id. `state`: `pending` (reserved for a direct upload),
+ *   `completing` (the client said the upload is done; finalisation may be retried), `ready`,
+ *   `merged` (a completed upload turned out to duplicate the user's `merged_into` media).
+ *   Per-user dedup is a unique index on (user_id, sha256) over ready rows.
+ */
+export const mediaTables: Migration = {
+  name: '20261122_5000_media_tables',
+  async up(knex) {
+    await knex.schema.createTable('media_objects', (t) => {
+      t.string('sha256', 64).primary();
+      t.bigInteger('bytes').notNullable();
+      t.string('mime_type', 64).notNullable();
+      t.timestamp('touched_at', { useTz: true }).notNullable();
+    });
+    await knex.schema.createTable('media', (t) => {
+      t.string('id', 40).primary(); // jan_<ulid>
+      t.string('user_id', 64).notNullable().references('id').inTable('users').onDelete('cascade');
+      t.string('state', 16).notNullable();
+      t.string('sha256', 64);
+      t.string('mime_type', 64).notNullable();
+      t.bigInteger('bytes').notNullable(); // declared size while pending, real size once ready
+      t.integer('width');
+      t.integer('height');
+      t.string('filename', 255);
+      t.string('upload_key', 128); // staging object of a direct upload
+      t.string('merged_into', 40);
+      t.bigInteger('created_at').notNullable(); // Unix seconds
+      t.bigInteger('expires_at'); // reservations only
+    });
+    await knex.raw("create unique index media_user_sha on media (user_id, sha256) where state = 'ready'");
+    await knex.raw("create index media_user_list on media (user_id, id desc) where state = 'ready'");
+    await knex.raw('create index media_sha on media (sha256)');
+    await knex.raw("create index media_reservations on media (expires_at) where state in ('pending', 'completing', 'merged')");
+  },
+  async down(knex) {
+    await knex.schema.dropTable('media');
+    await knex.schema.dropTable('media_objects');
+  },
+};
+
+export const mediaMigrations: MigrationSet = { owner: 'media_api', migrations: [mediaTables] };

@@ -1,0 +1,181 @@
+import type { Knex } from 'knex';
+
+/** SQL of the media domain: the only file that writes queries for `media` and `media_objects`. */
+
+export type MediaState = 'pending' | 'completing' | 'ready' | 'merged';
+
+export interface MediaRow {
+  id: string;
+  user_id: string;
+  state: MediaState;
+  sha256: string | null;
+  mime_type: string;
+  bytes: number;
+  width: number | null;
+  height: number | null;
+  filename: string | null;
+  upload_key: string | null;
+  merged_into: string | null;
+  created_at: number;
+  expires_at: number | null;
+}
+
+export interface ReadyFields {
+  sha256: string;
+  mime_type: string;
+  bytes: number;
+  width: number;
+  height: number;
+}
+
+const toRow = (row: Record<string, unknown> | undefined): MediaRow | null =>
+  row ? ({ ...row, bytes: Number(row.bytes), created_at: Number(row.created_at), expires_at: row.expires_at === null ? null : Number(row.expires_at) } as MediaRow) : null;
+
+export function createMediaStore(knex: Knex) {
+  return {
+    knex,
+
+    async byId(id: string, db: Knex = knex): Promise<MediaRow | null> {
+      return toRow(await db('media').where({ id }).first());
+    },
+
+    /** A ready media of this user, or null (another user's id is the same as an unknown one). */
+    async readyOf(userId: string, id: string): Promise<MediaRow | null> {
+      return toRow(await knex('media').where({ id, user_id: userId, state: 'ready' }).first());
+    },
+
+    async readyManyOf(userId: string, ids: string[]): Promise<MediaRow[]> {
+      if (ids.length === 0) return [];
+      const rows = await knex('media').where({ user_id: userId, state: 'ready' }).whereIn('id', ids);
+      return rows.map((r) => toRow(r)!);
+    },
+
+    async list(userId: string, page: { limit: number; offset: number }): Promise<{ rows: MediaRow[]; total: number }> {
+      const [rows, count] = await Promise.all([
+        knex('media').where({ user_id: userId, state: 'ready' }).orderBy('id', 'desc').limit(page.limit).offset(page.offset),
+        knex('media').where({ user_id: userId, state: 'ready' }).count<{ count: string | number }[]>({ count: '*' }),
+      ]);
+      return { rows: rows.map((r) => toRow(r)!), total: Number(count[0]?.count ?? 0) };
+    },
+
+    /** Serialises a user's quota-relevant changes (uploads, reservations) for one transaction. */
+    async lockUser(trx: Knex.Transaction, userId: string): Promise<void> {
+      await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`media:${userId}`]);
+    },
+
+    /** Bytes the user holds: ready media plus open reservations (declared sizes). */
+    async usedBytes(trx: Knex.Transaction, userId: string, excludeId?: string): Promise<number> {
+      const q = trx('media').where({ user_id: userId }).whereIn('state', ['ready', 'pending', 'completing']).sum<{ total: string | number | null }[]>({ total: 'bytes' });
+      if (excludeId) q.whereNot({ id: excludeId });
+      const [row] = await q;
+      return Number(row?.total ?? 0);
+    },
+
+    async readyBySha(trx: Knex.Transaction, userId: string, sha256: string): Promise<MediaRow | null> {
+      return toRow(await trx('media').where({ user_id: userId, sha256, state: 'ready' }).first());
+    },
+
+    async insert(trx: Knex | Knex.Transaction, row: MediaRow): Promise<void> {
+      await trx('media').insert(row);
+    },
+
+    /** pending → completing, only while the reservation is open. */
+    async markCompleting(id: string, userId: string, now: number): Promise<MediaRow | null> {
+      const [row] = await knex('media')
+        .where({ id, user_id: userId, state: 'pending' })
+        .andWhere('expires_at', '>', now)
+        .update({ state: 'completing' })
+        .returning('*');
+      return toRow(row);
+    },
+
+    async makeReady(trx: Knex.Transaction, id: string, fields: ReadyFields): Promise<void> {
+      await trx('media').where({ id }).update({ ...fields, state: 'ready', expires_at: null });
+    },
+
+    async markMerged(trx: Knex.Transaction, id: string, into: string, expiresAt: number): Promise<void> {
+      await trx('media').where({ id }).update({ state: 'merged', merged_into: into, expires_at: expiresAt });
+    },
+
+    async clearUploadKey(id: string): Promise<void> {
+      await knex('media').where({ id }).update({ upload_key: null });
+    },
+
+    /** Deletes a user's ready media; returns it (null when not theirs or unknown). */
+    async deleteReady(trx: Knex.Transaction, userId: string, id: string): Promise<MediaRow | null> {
+      const [row] = await trx('media').where({ id, user_id: userId, state: 'ready' }).del().returning('*');
+      return toRow(row);
+    },
+
+    async deleteById(id: string): Promise<void> {
+      await knex('media').where({ id }).del();
+    },
+
+    /** Reservations past their expiry, and merged rows kept only to answer repeated completes. */
+    async expiredReservations(now: number, limit: number): Promise<MediaRow[]> {
+      const rows = await knex('media').whereIn('state', ['pending', 'merged']).andWhere('expires_at', '<=', now).orderBy('expires_at').limit(limit);
+      return rows.map((r) => toRow(r)!);
+    },
+
+    /** Ready rows whose staging object was not removed yet (finalisation stopped before that step). */
+    async readyWithUploadKey(limit: number): Promise<MediaRow[]> {
+      const rows = await knex('media').where({ state: 'ready' }).whereNotNull('upload_key').limit(limit);
+      return rows.map((r) => toRow(r)!);
+    },
+
+    /** Completed uploads whose finalisation has not finished (crash between complete and ready). */
+    async stuckCompleting(now: number, limit: number): Promise<MediaRow[]> {
+      const rows = await knex('media').where({ state: 'completing' }).andWhere('expires_at', '<=', now).limit(limit);
+      return rows.map((r) => toRow(r)!);
+    },
+
+    // --- content-addressed objects ---
+
+    /** Marks an object as about to be written (creates or refreshes its row); commits at once. */
+    async touchObject(sha256: string, bytes: number, mimeType: string, now: Date): Promise<void> {
+      await knex('media_objects')
+        .insert({ sha256, bytes, mime_type: mimeType, touched_at: now })
+        .onConflict('sha256')
+        .merge({ touched_at: now });
+    },
+
+    async referenceCount(db: Knex | Knex.Transaction, sha256: string): Promise<number> {
+      const [row] = await db('media').where({ sha256 }).whereIn('state', ['ready', 'completing']).count<{ count: string | number }[]>({ count: '*' });
+      return Number(row?.count ?? 0);
+    },
+
+    /**
+     * Collects one object if nothing references it and it is older than `graceCutoff`: under the
+     * object row's lock (a concurrent upload's touch waits for it), `removeObject` deletes the
+     * stored bytes, then the row goes. Returns whether it was collected.
+     */
+    async collectObject(sha256: string, graceCutoff: Date, removeObject: () => Promise<void>): Promise<boolean> {
+      return knex.transaction(async (trx) => {
+        const row = await trx('media_objects').where({ sha256 }).forUpdate().first();
+        if (!row) return false;
+        if (new Date(row.touched_at) > graceCutoff) return false;
+        const [refs] = await trx('media').where({ sha256 }).whereIn('state', ['ready', 'completing']).count<{ count: string | number }[]>({ count: '*' });
+        if (Number(refs?.count ?? 0) > 0) return false;
+        await removeObject();
+        await trx('media_objects').where({ sha256 }).del();
+        return true;
+      });
+    },
+
+    /** Objects no media row references and nobody touched since `graceCutoff`. */
+    async unreferencedObjects(graceCutoff: Date, limit: number): Promise<string[]> {
+      const rows = await knex('media_objects as o')
+        .where('o.touched_at', '<=', graceCutoff)
+        .whereNotExists(knex('media as m').whereRaw('m.sha256 = o.sha256').whereIn('m.state', ['ready', 'completing']))
+        .select('o.sha256')
+        .limit(limit);
+      return rows.map((r: { sha256: string }) => r.sha256);
+    },
+
+    async objectExists(sha256: string): Promise<boolean> {
+      return Boolean(await knex('media_objects').where({ sha256 }).first());
+    },
+  };
+}
+
+export type MediaStore = ReturnType<typeof createMediaStore>;

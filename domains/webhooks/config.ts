@@ -1,0 +1,42 @@
+import { z } from 'zod';
+
+/**
+ * The webhooks' own settings, read by llm-api (the rotation grace period) and by
+ * workers/webhook-delivery (everything else). Parse with the kit's `loadConfig(webhooksConfigShape,
+ * ctx.runtime.config.env)`; README.md documents each.
+ */
+export const webhooksConfigShape = {
+  /** Delays before attempts 2..n after a failed attempt; units ms, s, m, h, d. */
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .default('5s,25s,2m,10m,50m,4h,24h')
+    .transform((value, ctx) => {
+      const steps = value.split(',').map((part) => part.trim()).filter(Boolean);
+      const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+      const out: number[] = [];
+      for (const step of steps) {
+        const match = /^(\d+)(ms|s|m|h|d)$/.exec(step);
+        if (!match) {
+          ctx.addIssue({ code: 'custom', message: `"${step}" is not a duration such as 500ms, 5s, 2m, 4h` });
+          return z.NEVER;
+        }
+        out.push(Number(match[1]) * units[match[2]!]!);
+      }
+      return out;
+    }),
+  /** Per-attempt HTTP timeout (whole request, headers and body). */
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(1).default(10000),
+  /** How long the previous secret still signs deliveries after a rotation. */
+  WEBHOOK_SECRET_GRACE_SECONDS: z.coerce.number().int().min(0).default(86400),
+  /** Attempts in flight at once per subscription (one slow receiver never blocks the others). */
+  WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION: z.coerce.number().int().min(1).max(1000).default(8),
+  /** Delivery jobs a worker holds at once (AMQP prefetch of the delivery queue). */
+  WEBHOOK_PREFETCH: z.coerce.number().int().min(1).max(1000).default(64),
+  /** A job whose subscription is at its concurrency limit waits this long before it is offered again. */
+  WEBHOOK_BUSY_DELAY_MS: z.coerce.number().int().min(1).default(1000),
+  /** Re-enqueues pending deliveries whose next attempt is overdue by WEBHOOK_SWEEP_GRACE_MS (0 disables). */
+  WEBHOOK_SWEEP_INTERVAL_MS: z.coerce.number().int().min(0).default(60000),
+  WEBHOOK_SWEEP_GRACE_MS: z.coerce.number().int().min(0).default(300000),
+};
+
+export type WebhooksConfig = z.infer<z.ZodObject<typeof webhooksConfigShape>>;

@@ -1,0 +1,221 @@
+import type { Knex } from 'knex';
+import type { Page } from '../../services/kit/index.js';
+import type { WebhookRow } from './store.js';
+
+/**
+ * Deliveries and their attempts. Shared by the admin API (list, redeliver) and
+ * workers/webhook-delivery (fan-out, claim, record). Every state change is one statement or one
+ * short transaction, guarded by the attempt count it expects (compare-and-set), so duplicate jobs
+ * for the same delivery can never record the same attempt twice.
+ */
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'dead';
+export type AttemptOutcome = 'delivered' | 'retry' | 'failed' | 'dead';
+
+/** What fan-out inserts: one event for one webhook. */
+export interface NewDelivery {
+  id: string;
+  webhook_id: string;
+  event_id: string;
+  event_type: string;
+  event_occurred_at: Date;
+  event_data: Record<string, unknown>;
+}
+
+export interface DeliveryRow extends NewDelivery {
+  status: DeliveryStatus;
+  attempts: number;
+  cycle_attempts: number;
+  queued: boolean;
+  lease_until: number;
+  next_attempt_at: Date | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  delivered_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface AttemptRow {
+  id: number;
+  delivery_id: string;
+  attempt: number;
+  retry_count: number;
+  status_code: number | null;
+  duration_ms: number;
+  outcome: AttemptOutcome;
+  error: string | null;
+  response_excerpt: string | null;
+  attempted_at: Date;
+  next_attempt_at: Date | null;
+}
+
+export interface AttemptRecord {
+  deliveryId: string;
+  /** Attempts recorded before this one (the compare-and-set guard). */
+  expectedAttempts: number;
+  retryCount: number;
+  statusCode: number | null;
+  durationMs: number;
+  outcome: AttemptOutcome;
+  error: string | null;
+  responseExcerpt: string | null;
+  attemptedAt: Date;
+  nextAttemptAt: Date | null;
+}
+
+// row_to_json renders timestamps as strings and bigints as numbers; the stores' rows carry Dates.
+const DELIVERY_DATES = ['event_occurred_at', 'next_attempt_at', 'delivered_at', 'created_at', 'updated_at'];
+const WEBHOOK_DATES = ['previous_secret_expires_at', 'subscribed_at', 'created_at', 'updated_at'];
+function revive(row: Record<string, unknown>, dates: string[]): Record<string, unknown> {
+  const out = { ...row };
+  for (const key of dates) if (typeof out[key] === 'string') out[key] = new Date(out[key] as string);
+  return out;
+}
+
+export function createDeliveriesStore(knex: Knex) {
+  const deliveries = () => knex<DeliveryRow>('webhook_deliveries');
+  return {
+    /** Inserts the deliveries that do not exist yet (unique event_id + webhook_id). */
+    async insertMissing(rows: NewDelivery[], now: Date): Promise<void> {
+      if (rows.length === 0) return;
+      await deliveries()
+        .insert(rows.map((r) => ({ ...r, event_data: JSON.stringify(r.event_data), next_attempt_at: now, created_at: now, updated_at: now })) as never)
+        .onConflict(['event_id', 'webhook_id'])
+        .ignore();
+    },
+
+    /** Deliveries of an event whose first job was not handed to the bus yet. */
+    async unqueued(eventId: string): Promise<Pick<DeliveryRow, 'id' | 'attempts'>[]> {
+      return deliveries().where({ event_id: eventId, queued: false, status: 'pending' }).select('id', 'attempts');
+    },
+
+    async markQueued(ids: string[]): Promise<void> {
+      if (ids.length) await deliveries().whereIn('id', ids).update({ queued: true } as never);
+    },
+
+    /** The delivery and its subscription, for an attempt. */
+    async withWebhook(id: string): Promise<{ delivery: DeliveryRow; webhook: WebhookRow | undefined } | undefined> {
+      // One round trip: on the embedded database every query is synchronous work on the main thread.
+      const row = (await knex('webhook_deliveries as d')
+        .leftJoin('webhooks as w', 'w.id', 'd.webhook_id')
+        .where('d.id', id)
+        .first(knex.raw('row_to_json(d.*) as delivery'), knex.raw('case when w.id is null then null else row_to_json(w.*) end as webhook'))) as
+        | { delivery: Record<string, unknown>; webhook: Record<string, unknown> | null }
+        | undefined;
+      if (!row) return undefined;
+      return { delivery: revive(row.delivery, DELIVERY_DATES) as unknown as DeliveryRow, webhook: row.webhook ? (revive(row.webhook, WEBHOOK_DATES) as unknown as WebhookRow) : undefined };
+    },
+
+    /** Takes the right to make attempt `expected + 1` until `leaseUntil`; false when stale or taken. */
+    async claim(id: string, expected: number, nowMs: number, leaseUntil: number): Promise<boolean> {
+      const n = await deliveries()
+        .where({ id, status: 'pending', attempts: expected })
+        .andWhere('lease_until', '<', nowMs)
+        .update({ lease_until: leaseUntil } as never);
+      return n > 0;
+    },
+
+    /** Records one attempt and the delivery's new state; false if another worker recorded it first. */
+    async record(a: AttemptRecord): Promise<boolean> {
+      return knex.transaction(async (trx) => {
+        const status: DeliveryStatus = a.outcome === 'retry' ? 'pending' : a.outcome;
+        const n = await trx('webhook_deliveries')
+          .where({ id: a.deliveryId, attempts: a.expectedAttempts, status: 'pending' })
+          .update({
+            status,
+            attempts: trx.raw('attempts + 1'),
+            cycle_attempts: trx.raw('cycle_attempts + 1'),
+            lease_until: 0,
+            next_attempt_at: a.nextAttemptAt,
+            last_status_code: a.statusCode,
+            last_error: a.error,
+            delivered_at: a.outcome === 'delivered' ? a.attemptedAt : null,
+            updated_at: a.attemptedAt,
+          });
+        if (n === 0) return false;
+        await trx('webhook_delivery_attempts').insert({
+          delivery_id: a.deliveryId,
+          attempt: a.expectedAttempts + 1,
+          retry_count: a.retryCount,
+          status_code: a.statusCode,
+          duration_ms: a.durationMs,
+          outcome: a.outcome,
+          error: a.error,
+          response_excerpt: a.responseExcerpt,
+          attempted_at: a.attemptedAt,
+          next_attempt_at: a.nextAttemptAt,
+        });
+        return true;
+      });
+    },
+
+    /** Ends a pending delivery without an attempt (its subscription is gone or inactive). */
+    async abandon(id: string, expected: number, error: string, now: Date): Promise<void> {
+      await deliveries()
+        .where({ id, attempts: expected, status: 'pending' })
+        .update({ status: 'failed', last_error: error, next_attempt_at: null, lease_until: 0, updated_at: now } as never);
+    },
+
+    async list(webhookId: string, page: Page, status?: DeliveryStatus): Promise<{ rows: DeliveryRow[]; total: number }> {
+      const base = () => {
+        const q = deliveries().where({ webhook_id: webhookId });
+        return status ? q.andWhere({ status }) : q;
+      };
+      const [{ count }] = (await base().count<{ count: number }[]>({ count: '*' })) as { count: number }[];
+      const rows = await base().select('*').orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(page.limit).offset(page.offset);
+      return { rows: rows as DeliveryRow[], total: Number(count) };
+    },
+
+    async get(webhookId: string, id: string): Promise<DeliveryRow | undefined> {
+      return (await deliveries().where({ id, webhook_id: webhookId }).first()) as DeliveryRow | undefined;
+    },
+
+    async attemptsOf(ids: string[]): Promise<AttemptRow[]> {
+      if (ids.length === 0) return [];
+      return (await knex<AttemptRow>('webhook_delivery_attempts').whereIn('delivery_id', ids).orderBy([{ column: 'delivery_id' }, { column: 'attempt' }])) as AttemptRow[];
+    },
+
+    /** A finished delivery starts a new run of the schedule; false when it is still pending. */
+    async reopen(webhookId: string, id: string, now: Date): Promise<DeliveryRow | undefined> {
+      const [row] = await deliveries()
+        .where({ id, webhook_id: webhookId })
+        .whereNot({ status: 'pending' })
+        .update({ status: 'pending', cycle_attempts: 0, lease_until: 0, next_attempt_at: now, delivered_at: null, updated_at: now } as never)
+        .returning('*');
+      return row as DeliveryRow | undefined;
+    },
+
+    /** Pending deliveries whose next attempt is overdue (their job may have been lost). */
+    async overdue(before: Date, limit: number): Promise<Pick<DeliveryRow, 'id' | 'attempts'>[]> {
+      return deliveries()
+        .where({ status: 'pending' })
+        .andWhere('next_attempt_at', '<', before)
+        .orderBy('next_attempt_at')
+        .limit(limit)
+        .select('id', 'attempts');
+    },
+
+    /** Attempts recorded since `since`, by outcome (metrics). */
+    async attemptsSince(since: Date): Promise<Partial<Record<AttemptOutcome, number>>> {
+      const rows = (await knex('webhook_delivery_attempts').where('attempted_at', '>=', since).select('outcome').count({ n: '*' }).groupBy('outcome')) as { outcome: AttemptOutcome; n: number | string }[];
+      return Object.fromEntries(rows.map((r) => [r.outcome, Number(r.n)]));
+    },
+
+    /** Pending deliveries, and the attempt time of the oldest one already due (metrics). */
+    async backlog(now: Date): Promise<{ pending: number; oldestDue: Date | null }> {
+      const row = (await deliveries()
+        .where({ status: 'pending' })
+        .first(knex.raw('count(*) as pending'), knex.raw('min(next_attempt_at) filter (where next_attempt_at <= ?) as oldest_due', [now]))) as
+        | { pending: number | string; oldest_due: Date | string | null }
+        | undefined;
+      return { pending: Number(row?.pending ?? 0), oldestDue: row?.oldest_due ? new Date(row.oldest_due) : null };
+    },
+
+    /** Marks swept deliveries as just re-enqueued, so the next sweep waits another grace period. */
+    async touch(ids: string[], now: Date): Promise<void> {
+      if (ids.length) await deliveries().whereIn('id', ids).andWhere({ status: 'pending' }).update({ next_attempt_at: now, queued: true } as never);
+    },
+  };
+}
+
+export type DeliveriesStore = ReturnType<typeof createDeliveriesStore>;

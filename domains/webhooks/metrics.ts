@@ -1,0 +1,43 @@
+import { Gauge, type Registry } from 'prom-client';
+import type { Clock } from '../../services/kit/index.js';
+import type { DeliveriesStore } from './deliveries-store.js';
+
+/**
+ * Webhook series for a service's /metrics, read from the database at scrape time: the delivery
+ * worker may run in another process, and the database is what every worker records into.
+ *   webhook_delivery_attempts_recent{outcome}  attempts recorded in the last hour (delivered, retry, failed, dead)
+ *   webhook_deliveries_pending                 deliveries waiting for an attempt
+ *   webhook_delivery_lag_seconds               how long the oldest due delivery has waited (0: keeping up)
+ */
+export const RECENT_ATTEMPTS_WINDOW_MS = 3_600_000;
+
+export function registerWebhookMetrics(registry: Registry, deps: { deliveries: DeliveriesStore; clock: Clock }): void {
+  const outcomes = ['delivered', 'retry', 'failed', 'dead'] as const;
+  new Gauge({
+    name: 'webhook_delivery_attempts_recent',
+    help: 'Webhook delivery attempts recorded in the last hour, by outcome (delivered, retry, failed, dead)',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+    async collect() {
+      const counts = await deps.deliveries.attemptsSince(new Date(deps.clock.now() - RECENT_ATTEMPTS_WINDOW_MS));
+      for (const outcome of outcomes) this.set({ outcome }, counts[outcome] ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'webhook_deliveries_pending',
+    help: 'Webhook deliveries waiting for an attempt (new or between retries)',
+    registers: [registry],
+    async collect() {
+      this.set((await deps.deliveries.backlog(new Date(deps.clock.now()))).pending);
+    },
+  });
+  new Gauge({
+    name: 'webhook_delivery_lag_seconds',
+    help: 'Seconds the oldest due webhook delivery has waited past its attempt time (0 when the workers keep up)',
+    registers: [registry],
+    async collect() {
+      const { oldestDue } = await deps.deliveries.backlog(new Date(deps.clock.now()));
+      this.set(oldestDue ? Math.max(0, (deps.clock.now() - oldestDue.getTime()) / 1000) : 0);
+    },
+  });
+}

@@ -1,0 +1,68 @@
+import type { Knex } from 'knex';
+import type { Page } from '../../services/kit/index.js';
+
+/** Webhook subscriptions (knex only; never sees a request). */
+export interface WebhookRow {
+  id: string;
+  url: string;
+  events: string[];
+  active: boolean;
+  headers: Record<string, string>;
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_secret_expires_at: Date | null;
+  created_by: string | null;
+  /** Database time of the insert; the fan-out compares events' `occurred_at` with it. */
+  subscribed_at: Date;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type WebhookInsert = Pick<WebhookRow, 'id' | 'url' | 'events' | 'active' | 'headers' | 'secret_sealed' | 'created_by'>;
+export type WebhookPatch = Partial<Pick<WebhookRow, 'url' | 'events' | 'active' | 'headers' | 'secret_sealed' | 'previous_secret_sealed' | 'previous_secret_expires_at'>>;
+
+const json = (value: unknown) => JSON.stringify(value);
+
+export function createWebhooksStore(knex: Knex) {
+  const table = () => knex<WebhookRow>('webhooks');
+  return {
+    async insert(row: WebhookInsert, now: Date): Promise<WebhookRow> {
+      const [created] = await table()
+        .insert({ ...row, events: json(row.events), headers: json(row.headers), created_at: now, updated_at: now } as never)
+        .returning('*');
+      return created as WebhookRow;
+    },
+
+    async list(page: Page): Promise<{ rows: WebhookRow[]; total: number }> {
+      const [{ count }] = (await table().count<{ count: number }[]>({ count: '*' })) as { count: number }[];
+      const rows = await table().select('*').orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(page.limit).offset(page.offset);
+      return { rows: rows as WebhookRow[], total: Number(count) };
+    },
+
+    async get(id: string): Promise<WebhookRow | undefined> {
+      return (await table().where({ id }).first()) as WebhookRow | undefined;
+    },
+
+    async update(id: string, patch: WebhookPatch, now: Date): Promise<WebhookRow | undefined> {
+      const values: Record<string, unknown> = { ...patch, updated_at: now };
+      if (patch.events) values.events = json(patch.events);
+      if (patch.headers) values.headers = json(patch.headers);
+      const [row] = await table().where({ id }).update(values as never).returning('*');
+      return row as WebhookRow | undefined;
+    },
+
+    async remove(id: string): Promise<boolean> {
+      return (await table().where({ id }).delete()) > 0;
+    },
+
+    /**
+     * Active subscriptions that existed when an event occurred: created at or before `occurredAt`
+     * (an ISO timestamp in database time, microseconds kept), never ones created since.
+     */
+    async activeAt(occurredAt: string): Promise<WebhookRow[]> {
+      return (await table().where({ active: true }).andWhere('subscribed_at', '<=', knex.raw('?::timestamptz', [occurredAt])).select('*')) as WebhookRow[];
+    },
+  };
+}
+
+export type WebhooksStore = ReturnType<typeof createWebhooksStore>;

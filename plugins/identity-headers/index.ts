@@ -1,0 +1,3 @@
+/** The identity-headers plugin's host-neutral core and its configuration schema (Kong loads kong.ts). */
+export * from './core.js';
+export * from './schema.js';

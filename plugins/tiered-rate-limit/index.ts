@@ -1,0 +1,4 @@
+/** The tiered-rate-limit plugin's host-neutral core and its configuration schema (Kong loads kong.ts). */
+export * from './core.js';
+export * from './schema.js';
+export * from './policies/index.js';

@@ -1,0 +1,243 @@
+#!/usr/bin/env node
+// `npm run cluster`: the platform as a small multi-node deployment on this machine, for trying
+// and testing what only shows with several processes (shared limits, cross-process events).
+// Two processes of every service and worker, two edges, one PostgreSQL (DATABASE_URL), one
+// RabbitMQ (AMQP_URL), one Redis (REDIS_URL) and a local S3-protocol server (s3rver). Every process
+// runs from source with tsx (a development checkout). The embedded edge reaches one address per
+// service, so the cluster is two halves: edge A and the services of half A call instance 1 of
+// every service, edge B and half B call instance 2; both halves share the database, the bus and
+// Redis. Everything it creates carries one fresh prefix (database schema, exchange and queues,
+// Redis keys, S3 directory) and is removed when the script stops (SIGINT or SIGTERM).
+//
+// When every process answers, it prints one line: `cluster ready {json}` with the edges' URLs,
+// the services' direct URLs, the prefix and the shared gateway token. Settings in the script's own
+// environment (EDGE_RATE_LIMIT_*, LOG_LEVEL, BOOTSTRAP_ADMIN_API_KEY, ...) reach every process.
+import { spawn, execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const required = (name) => {
+  const value = process.env[name];
+  if (!value) {
+    console.error(`cluster: ${name} is required (the shared ${name === 'DATABASE_URL' ? 'PostgreSQL' : name === 'AMQP_URL' ? 'RabbitMQ' : 'Redis'} URL)`);
+    process.exit(1);
+  }
+  return value;
+};
+const DATABASE_URL = required('DATABASE_URL');
+const AMQP_URL = required('AMQP_URL');
+const REDIS_URL = required('REDIS_URL');
+const READY_TIMEOUT_MS = Number(process.env.CLUSTER_READY_TIMEOUT_MS ?? 120_000);
+
+const prefix = `cluster_${process.pid}_${randomBytes(3).toString('hex')}`;
+const workDir = mkdtempSync(join(tmpdir(), `${prefix}-`));
+const BUCKET = 'cluster-media';
+const S3_KEY = 'S3RVER';
+
+async function freePort() {
+  const server = net.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const children = [];
+let stopping = false;
+let s3;
+
+function log(message) {
+  process.stderr.write(`cluster: ${message}\n`);
+}
+
+/** One OS process, as deployed: `node <entry>` with its own environment. */
+function startProcess(name, entry, env, readyLine) {
+  // A worker's readiness is a log line at level info: keep it visible whatever LOG_LEVEL says.
+  if (readyLine && ['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL)) env = { ...env, LOG_LEVEL: 'info' };
+  const child = spawn(process.execPath, ['--import', 'tsx', entry], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  const entryInfo = { name, child, exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))) };
+  child.stdout.on('data', (c) => {
+    out = (out + c).slice(-20_000);
+    if (process.env.CLUSTER_VERBOSE) process.stderr.write(`[${name}] ${c}`);
+  });
+  child.stderr.on('data', (c) => {
+    err = (err + c).slice(-20_000);
+    if (process.env.CLUSTER_VERBOSE) process.stderr.write(`[${name}] ${c}`);
+  });
+  entryInfo.exited.then(({ code, signal }) => {
+    if (!stopping) {
+      log(`${name} exited (${code ?? signal}): ${err.slice(-2000) || out.slice(-2000)}`);
+      void stop(1);
+    }
+  });
+  entryInfo.ready = readyLine
+    ? waitUntil(() => out.includes(readyLine), `${name} started`)
+    : Promise.resolve();
+  children.push(entryInfo);
+  return entryInfo;
+}
+
+async function waitUntil(check, what) {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  for (;;) {
+    if (stopping) throw new Error('stopping');
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+const answers = (url) => async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200;
+
+async function cleanup() {
+  await s3?.close().catch(() => {});
+  rmSync(workDir, { recursive: true, force: true });
+  const { default: knex } = await import('knex');
+  const admin = knex({ client: 'pg', connection: DATABASE_URL, pool: { min: 0, max: 1 } });
+  await admin.raw('drop schema if exists ?? cascade', [prefix]).catch((e) => log(`schema not dropped: ${e.message}`));
+  await admin.destroy();
+  const { default: Redis } = await import('ioredis');
+  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
+      cursor = next;
+      if (keys.length) await redis.del(...keys);
+    } while (cursor !== '0');
+  } catch (e) {
+    log(`redis keys not removed: ${e.message}`);
+  } finally {
+    redis.disconnect();
+  }
+  // Queues are named after the prefix; listing them needs rabbitmqctl (best effort without it).
+  const { default: amqp } = await import('amqplib');
+  const list = async (what) => {
+    const { stdout } = await promisify(execFile)('rabbitmqctl', [what, '-q', '--no-table-headers', 'name'], { timeout: 20_000 });
+    return stdout.split('\n').map((s) => s.trim()).filter((n) => n.startsWith(`${prefix}.`));
+  };
+  let queues = [];
+  let exchanges = [];
+  try {
+    queues = await list('list_queues');
+    exchanges = await list('list_exchanges');
+  } catch {
+    log(`rabbitmqctl unavailable: queues and exchanges left behind are named ${prefix}.*`);
+  }
+  const connection = await amqp.connect(AMQP_URL).catch(() => undefined);
+  if (connection) {
+    const channel = await connection.createChannel();
+    for (const q of queues) await channel.deleteQueue(q).catch(() => {});
+    for (const e of new Set([...exchanges, `${prefix}.events`])) await channel.deleteExchange(e).catch(() => {});
+    await connection.close().catch(() => {});
+  }
+}
+
+async function stop(code) {
+  if (stopping) return;
+  stopping = true;
+  for (const c of children) c.child.kill('SIGTERM');
+  await Promise.all(children.map((c) => c.exited));
+  await cleanup().catch((e) => log(`cleanup: ${e.message}`));
+  process.exit(code);
+}
+process.on('SIGINT', () => void stop(0));
+process.on('SIGTERM', () => void stop(0));
+
+try {
+  const { default: S3rver } = await import('s3rver');
+  s3 = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: join(workDir, 's3'), configureBuckets: [{ name: BUCKET }] });
+  const s3Port = (await s3.run()).port;
+
+  const services = [
+    { name: 'llm-api', entry: 'services/llm-api/main.ts', portVar: 'LLM_API_PORT', urlVar: 'LLM_API_URL' },
+    { name: 'response-api', entry: 'services/response-api/main.ts', portVar: 'RESPONSE_API_PORT', urlVar: 'RESPONSE_API_URL' },
+    { name: 'media-api', entry: 'services/media-api/main.ts', portVar: 'MEDIA_API_PORT', urlVar: 'MEDIA_API_URL' },
+    { name: 'mcp-tools', entry: 'services/mcp-tools/main.ts', portVar: 'MCP_TOOLS_PORT', urlVar: 'MCP_TOOLS_URL' },
+  ];
+  const workers = [
+    { name: 'webhook-delivery', entry: 'workers/webhook-delivery/main.ts', readyLine: 'webhook delivery worker started' },
+    { name: 'provider-sync', entry: 'workers/provider-sync/main.ts' },
+    { name: 'media-dedup', entry: 'workers/media-dedup/main.ts' },
+  ];
+  const halves = ['a', 'b'];
+  const ports = {};
+  for (const half of halves) {
+    ports[half] = { gateway: await freePort() };
+    for (const s of services) ports[half][s.name] = await freePort();
+  }
+  const url = (port) => `http://127.0.0.1:${port}`;
+  const shared = {
+    ...process.env,
+    DATABASE_URL,
+    DATABASE_SCHEMA: prefix,
+    DATABASE_POOL_MAX: process.env.DATABASE_POOL_MAX ?? '4',
+    AMQP_URL,
+    BUS_EXCHANGE: `${prefix}.events`,
+    BUS_QUEUE_PREFIX: `${prefix}.`,
+    REDIS_URL,
+    EDGE_REDIS_PREFIX: prefix,
+    GATEWAY_SHARED_SECRET: process.env.GATEWAY_SHARED_SECRET ?? randomBytes(32).toString('base64url'),
+    MASTER_KEY: process.env.MASTER_KEY ?? randomBytes(32).toString('hex'),
+    MEDIA_SIGNING_SECRET: process.env.MEDIA_SIGNING_SECRET ?? randomBytes(32).toString('base64url'),
+    MEDIA_STORAGE: 's3',
+    S3_ENDPOINT: url(s3Port),
+    S3_BUCKET: BUCKET,
+    S3_ACCESS_KEY_ID: S3_KEY,
+    S3_SECRET_ACCESS_KEY: S3_KEY,
+    S3_FORCE_PATH_STYLE: 'true',
+    // The embedded edge would hand requests to services in its own process; here there are none.
+    EDGE_IN_PROCESS_DISPATCH: 'false',
+  };
+  const envOf = (half, extra = {}) => {
+    const env = { ...shared, DATA_DIR: join(workDir, `data-${half}`), GATEWAY_PORT: String(ports[half].gateway) };
+    for (const s of services) {
+      env[s.portVar] = String(ports[half][s.name]);
+      env[s.urlVar] = url(ports[half][s.name]);
+    }
+    return { ...env, ...extra };
+  };
+  const startService = (half, s) => {
+    const p = startProcess(`${s.name}-${half}`, s.entry, envOf(half));
+    p.ready = waitUntil(answers(url(ports[half][s.name])), `${s.name}-${half} ready`);
+    return p.ready;
+  };
+
+  // Migrations: llm-api first (it creates the shared tables), then the first process of every
+  // other service and worker (one owner each), then the second halves, which find nothing to do.
+  log(`prefix ${prefix}: starting llm-api-a`);
+  await startService('a', services[0]);
+  await Promise.all([...services.slice(1).map((s) => startService('a', s)), startProcess('webhook-delivery-a', workers[0].entry, envOf('a'), workers[0].readyLine).ready]);
+  for (const w of workers.slice(1)) startProcess(`${w.name}-a`, w.entry, envOf('a'), w.readyLine);
+  await Promise.all([
+    ...services.map((s) => startService('b', s)),
+    ...workers.map((w) => startProcess(`${w.name}-b`, w.entry, envOf('b'), w.readyLine).ready),
+  ]);
+  const gateways = halves.map((half) => {
+    const p = startProcess(`gateway-${half}`, 'services/gateway/main.ts', envOf(half));
+    return waitUntil(async () => (await fetch(`${url(ports[half].gateway)}/healthz`).catch(() => undefined))?.status === 200, `gateway-${half} ready`).then(() => p);
+  });
+  await Promise.all(gateways);
+  const info = {
+    prefix,
+    gateways: halves.map((half) => url(ports[half].gateway)),
+    services: Object.fromEntries(services.map((s) => [s.name, halves.map((half) => url(ports[half][s.name]))])),
+    s3: url(s3Port),
+    pids: Object.fromEntries(children.map((c) => [c.name, c.child.pid])),
+  };
+  process.stdout.write(`cluster ready ${JSON.stringify(info)}\n`);
+} catch (error) {
+  if (!stopping) {
+    log(`start failed: ${error.message}`);
+    await stop(1);
+  }
+}

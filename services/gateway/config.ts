@@ -1,0 +1,63 @@
+import { z } from 'zod';
+import { loadConfig } from '../kit/core/index.js';
+import { bool, optionalUrl } from '../kit/settings/index.js';
+
+/**
+ * The edge's own settings (README.md "Edge" table). The embedded edge turns them into the `DECK_*`
+ * variables deck/kong.yaml reads (deck-vars.ts); on Kong the same values are set as `DECK_*` directly.
+ * Issuer and audience (JWT_ISSUER, JWT_AUDIENCE) are platform-wide: the edge verifies what llm-api issues.
+ */
+const int = (min: number) => z.coerce.number().int().min(min);
+const tier = z.enum(['free', 'pro', 'enterprise']);
+
+export const edgeConfigShape = {
+  /** The decK file the embedded gateway reads (the same file Kong is configured from). */
+  EDGE_DECK_FILE: z.string().min(1).default('deck/kong.yaml'),
+  /** JWKS of the token issuer; unset: llm-api's internal `/.well-known/jwks.json`. */
+  EDGE_JWKS_URL: optionalUrl,
+  /** Minimum time between two JWKS refetches caused by an unknown `kid`. */
+  EDGE_JWKS_REFRESH_COOLDOWN_SECONDS: int(0).default(30),
+  /** Longest time a fetched JWKS is trusted before it is fetched again: a key removed by the issuer stops working within it. */
+  EDGE_JWKS_MAX_AGE_SECONDS: int(1).max(86400).default(600),
+  EDGE_JWT_MAX_LIFETIME_SECONDS: int(1).max(3600).default(3600),
+  EDGE_JWT_CLOCK_SKEW_SECONDS: int(0).max(300).default(30),
+  EDGE_API_KEY_TIMEOUT_MS: int(1).default(5000),
+  /** How long a positive API-key validation is cached (revocations purge it at once). */
+  EDGE_API_KEY_CACHE_TTL_SECONDS: int(0).default(30),
+  EDGE_RATE_LIMIT_IP_PER_MINUTE: int(1).default(100),
+  EDGE_RATE_LIMIT_FREE_PER_MINUTE: int(1).default(3),
+  EDGE_RATE_LIMIT_FREE_PER_DAY: int(1).default(50),
+  EDGE_RATE_LIMIT_PRO_PER_MINUTE: int(1).default(60),
+  EDGE_RATE_LIMIT_PRO_PER_DAY: int(1).default(100000),
+  /** Tier applied to JWT callers (per user) and to guest JWT callers. */
+  EDGE_RATE_LIMIT_USER_TIER: tier.default('pro'),
+  EDGE_RATE_LIMIT_GUEST_TIER: tier.default('free'),
+  /** Tier of token callers whose e-mail nobody verified (upgraded guests); unset: the guest tier. */
+  EDGE_RATE_LIMIT_UNVERIFIED_TIER: tier.optional(),
+  /** IPv6 clients share one per-address bucket per prefix of this many bits. */
+  EDGE_RATE_LIMIT_IPV6_PREFIX: int(1).max(128).default(64),
+  /** Guest accounts one client address may create per hour (public guest login). */
+  EDGE_GUEST_LOGIN_PER_HOUR: int(1).default(10),
+  /** Open connections one client address may hold on the embedded edge (more are closed at once). */
+  EDGE_MAX_CONNECTIONS_PER_ADDRESS: int(1).default(256),
+  /** Idle keep-alive connections one client address may hold; beyond it the oldest idle one is closed. */
+  EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS: int(0).default(32),
+  /** What the limiter does when Redis fails mid-flight: allow (and log) or deny with 503. */
+  EDGE_RATE_LIMIT_FAULT_POLICY: z.enum(['allow', 'deny']).default('allow'),
+  /** Prefix of the edge's Redis keys (rate-limit counters). */
+  EDGE_REDIS_PREFIX: z.string().min(1).default('edge'),
+  /** Allowed CORS origins (comma list; `*` for any). */
+  EDGE_CORS_ORIGINS: z.string().min(1).default('*'),
+  EDGE_UPSTREAM_CONNECT_TIMEOUT_MS: int(1).default(5000),
+  /** Upstream read timeout (no bytes for this long → 504); long enough for slow LLM streams. */
+  EDGE_UPSTREAM_READ_TIMEOUT_MS: int(1).default(300000),
+  /**
+   * When a service runs in the edge's own process (`npm start`), hand it the request in process
+   * instead of over loopback HTTP. Off: always HTTP (same semantics, one more hop).
+   */
+  EDGE_IN_PROCESS_DISPATCH: bool(true),
+};
+
+export type EdgeConfig = z.infer<z.ZodObject<typeof edgeConfigShape>>;
+
+export const loadEdgeConfig = (env: NodeJS.ProcessEnv | Readonly<NodeJS.ProcessEnv>): EdgeConfig => loadConfig(edgeConfigShape, env as NodeJS.ProcessEnv);

@@ -1,0 +1,39 @@
+import { Counter, Histogram } from 'prom-client';
+import { createMetricsRegistry } from '../kit/http/index.js';
+
+/**
+ * The embedded edge's Prometheus metrics (`GET /metrics`, like Kong's status listener): requests by
+ * decK route and status, latency, and connections refused by the per-address cap. The route label
+ * is the decK route name (bounded), never the raw path. The Node process series come with the
+ * kit's registry, as on every service.
+ */
+export function createEdgeMetrics() {
+  const registry = createMetricsRegistry('gateway');
+  const requests = new Counter({ name: 'edge_requests_total', help: 'Requests through the edge by decK route and status', labelNames: ['route', 'status'] as const, registers: [registry] });
+  const latency = new Histogram({
+    name: 'edge_request_duration_seconds',
+    help: 'Time from request to the end of the answer, by decK route and status',
+    labelNames: ['route', 'status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120],
+    registers: [registry],
+  });
+  const refusedConnections = new Counter({ name: 'edge_connections_refused_total', help: 'Connections closed at once by the per-address connection cap', registers: [registry] });
+  // Label-bound children, made once per (route, status): prom-client validates and hashes a label
+  // object on every call otherwise.
+  const series = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>();
+  return {
+    registry,
+    observe(route: string | null, status: number, durationMs: number) {
+      const key = `${status} ${route ?? ''}`;
+      let bound = series.get(key);
+      if (!bound) {
+        const labels = { route: route ?? 'unmatched', status: String(status) };
+        bound = { count: requests.labels(labels), duration: latency.labels(labels) };
+        series.set(key, bound);
+      }
+      bound.count.inc();
+      bound.duration.observe(durationMs / 1000);
+    },
+    connectionRefused: () => refusedConnections.inc(),
+  };
+}

@@ -1,0 +1,21 @@
+/**
+ * kit/core: what every layer may import, plugins included. Errors in the platform's one shape,
+ * clock, ids, secrets, validation, the config loader and the platform-wide settings, identity
+ * header names, credential revocations, webhook signatures. It loads no package: zod is used for
+ * types only (schemas come from the caller; kit/settings builds the shared ones) and ioredis is
+ * loaded only when a Redis revocation channel is used, so importing it is cheap
+ * (`node bench/kit/import-time.mjs` prints the figure).
+ */
+export * from '../errors.js';
+export * from '../clock.js';
+export * from '../ids.js';
+export * from '../secrets.js';
+export * from '../validation.js';
+export * from '../config.js';
+export * from '../identity/principal.js';
+export * from '../revocations.js';
+export { createRedisRevocations } from '../revocations-redis.js';
+export * from '../webhook-signature.js';
+export * from '../usage-report.js';
+export type * from '../request-outcome.js';
+export type { Logger } from '../logger.js';

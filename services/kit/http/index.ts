@@ -1,0 +1,17 @@
+/**
+ * kit/http: building HTTP services and calling others. The app factory, route tables and their
+ * mount, bodies, pagination, the OpenAPI generator, listening and draining, the internal client,
+ * the egress guard for user-supplied URLs.
+ */
+export { createServiceApp, type ServiceAppOptions } from './app.js';
+export type { ServedRequest } from './served.js';
+export { createMetricsRegistry } from './metrics.js';
+export { readJsonBody, checkRequestStrings, parseSize } from './body.js';
+export { mountRoutes, ROUTE_TABLE, type MountOptions } from './mount.js';
+export * from './route-table.js';
+export { conversationRefSchema, requestMetadataSchema } from './openai-fields.js';
+export { apiMarkdown, openApiDocument, openApiPath, unbuiltDeps, type DocumentedService, type OpenApiInfo } from './openapi.js';
+export * from '../pagination.js';
+export * from '../lifecycle.js';
+export * from '../internal-client.js';
+export * from '../egress.js';

@@ -1,0 +1,199 @@
+import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
+import { ApiError } from '../errors.js';
+import type { UserDirectory } from '../identity/directory.js';
+import { hasIdentityHeaders, resolvePrincipal } from '../identity/middleware.js';
+import type { Principal } from '../identity/principal.js';
+import { parseInput } from '../validation.js';
+import { checkRequestStrings, readJsonBody } from './body.js';
+import type { Route, RouteAccess, RouteCall } from './route-table.js';
+import './context.js';
+
+/**
+ * Mounts a route table on one Express router. Everything about a route is derived from its entry,
+ * in this order: access (identity, admin, internal) → body (limit, or left unread) → validation of
+ * body, query and params → handler → JSON answer. A path the table knows under other methods only
+ * answers 405 with `Allow` (before credentials or body are looked at); a path no entry matches falls
+ * through untouched, so the app answers 404 before reading or checking any body.
+ */
+export interface MountOptions {
+  users: UserDirectory;
+  /** Body limit of routes that declare none (the service's `JSON_BODY_LIMIT`). */
+  bodyLimit: number;
+  /** Deepest nesting accepted in a JSON body (`JSON_MAX_DEPTH`). */
+  jsonMaxDepth?: number;
+  /**
+   * Prefixes under which every route is mounted as well, e.g. `['/llm']`: `/v1/models` and
+   * `/llm/v1/models` are then the same endpoint.
+   */
+  aliases?: string[];
+}
+
+const INTERNAL_PREFIX = '/internal/';
+
+/** Set on routers made by `mountRoutes`, with their table: lets tooling tell them from hand-mounted routers. */
+export const ROUTE_TABLE = Symbol.for('kit.routeTable');
+
+export function mountRoutes(routes: readonly Route[], options: MountOptions): Router {
+  // Paths are exact: `/v1/Models` and `/v1/models/` are not `/v1/models` (they answer 404).
+  const router = express.Router({ caseSensitive: true, strict: true });
+  const seen = new Set<string>();
+  const handlers: Array<{ route: Route; handler: RequestHandler }> = [];
+  for (const route of routes) {
+    checkEntry(route);
+    const key = `${route.method} ${route.path}`;
+    if (seen.has(key)) throw new Error(`route table: ${key} is declared twice`);
+    seen.add(key);
+    handlers.push({ route, handler: routeHandler(route, options) });
+  }
+  const exact = exactRoutes(handlers, options.aliases ?? []);
+  if (exact.size > 0) {
+    // Express tries every layer in turn (a regular expression each) until one matches: a route late in
+    // a long table (chat completions) paid for every route before it on every request. A path with no
+    // parameter is found here by one map lookup instead, then handled exactly as its own layer would.
+    router.use((req, res, next) => {
+      const handler = exact.get(`${req.method} ${req.path}`);
+      if (handler) return handler(req, res, next);
+      next();
+    });
+  }
+  for (const { route, handler } of handlers) {
+    for (const prefix of ['', ...(options.aliases ?? [])]) router[route.method](prefix + route.path, handler);
+  }
+  mountMethodNotAllowed(router, routes, options.aliases ?? []);
+  Object.defineProperty(router, ROUTE_TABLE, { value: { routes, aliases: options.aliases ?? [] } });
+  return router;
+}
+
+/**
+ * The handlers of the parameter-free paths (aliases included) by `METHOD path`, for the entries
+ * Express would reach first for that path: an entry is left to Express's own matching when an earlier
+ * entry of the same method has a template that could match its path (Express answers with the first).
+ * HEAD and OPTIONS are not listed (Express derives their answers), so they always take the long way.
+ */
+function exactRoutes(handlers: Array<{ route: Route; handler: RequestHandler }>, aliases: string[]): Map<string, RequestHandler> {
+  const exact = new Map<string, RequestHandler>();
+  const earlier: Array<{ method: string; matches: RegExp }> = [];
+  for (const { route, handler } of handlers) {
+    for (const prefix of ['', ...aliases]) {
+      const path = prefix + route.path;
+      const method = route.method.toUpperCase();
+      const parametric = /[:*{}()?+\\]/.test(path);
+      if (!parametric && !earlier.some((e) => e.method === method && e.matches.test(path))) exact.set(`${method} ${path}`, handler);
+      earlier.push({ method, matches: templatePattern(path) });
+    }
+  }
+  return exact;
+}
+
+/**
+ * A pattern that matches at least every path Express would match with `template` (`:name` one
+ * segment, `*name` one or more; a template with groups or other syntax matches everything here), so
+ * the shadowing check in `exactRoutes` errs on the side of leaving a path to Express.
+ */
+function templatePattern(template: string): RegExp {
+  if (/[{}()?+\\]/.test(template)) return /^/;
+  const source = template
+    .split(/(:\w+|\*\w+)/)
+    .map((part) => (part.startsWith(':') ? '[^/]+' : part.startsWith('*') ? '.+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('');
+  return new RegExp(`^${source}$`);
+}
+
+/**
+ * Reached only when no entry answered: every template matching the path (Express's own matching, so
+ * parameters and wildcards behave as in the table) adds its method to the request's allowed set,
+ * then a path with any allowed method is a 405 naming them. OPTIONS is left to Express's default.
+ */
+function mountMethodNotAllowed(router: Router, routes: readonly Route[], aliases: string[]): void {
+  const methodsByPath = new Map<string, Set<string>>();
+  for (const route of routes) {
+    const methods = methodsByPath.get(route.path) ?? new Set<string>();
+    methods.add(route.method.toUpperCase());
+    if (route.method === 'get') methods.add('HEAD');
+    methodsByPath.set(route.path, methods);
+  }
+  for (const [path, methods] of methodsByPath) {
+    const collect: RequestHandler = (_req, res, next) => {
+      const allowed: Set<string> = (res.locals.allowedMethods ??= new Set<string>());
+      for (const method of methods) allowed.add(method);
+      next();
+    };
+    for (const prefix of ['', ...aliases]) router.all(prefix + path, collect);
+  }
+  router.use((req, res, next) => {
+    const allowed = res.locals.allowedMethods as Set<string> | undefined;
+    if (!allowed || req.method === 'OPTIONS') return next();
+    const allow = [...allowed].sort().join(', ');
+    next(new ApiError(405, `${req.method} is not allowed on ${req.path}; allowed: ${allow}`, { headers: { allow } }));
+  });
+}
+
+const ACCESS: readonly RouteAccess[] = ['public', 'user', 'admin', 'internal'];
+
+function checkEntry(route: Route): void {
+  if (!route.path.startsWith('/')) throw new Error(`route table: path "${route.path}" must start with /`);
+  if (!ACCESS.includes(route.access)) throw new Error(`route table: ${route.method.toUpperCase()} ${route.path} needs an access (${ACCESS.join(', ')})`);
+  if (route.access === 'internal' && !route.path.startsWith(INTERNAL_PREFIX)) {
+    throw new Error(`route table: internal route ${route.path} must live under ${INTERNAL_PREFIX}`);
+  }
+  if (route.access !== 'internal' && route.path.startsWith(INTERNAL_PREFIX)) {
+    throw new Error(`route table: ${route.path} is under ${INTERNAL_PREFIX} but not marked internal`);
+  }
+  if (route.bodyLimit !== undefined && !(Number.isInteger(route.bodyLimit) && route.bodyLimit > 0)) {
+    throw new Error(`route table: ${route.path} has an invalid bodyLimit`);
+  }
+}
+
+function routeHandler(route: Route, options: MountOptions): RequestHandler {
+  const limit = route.bodyLimit ?? options.bodyLimit;
+  const status = route.response?.status ?? 200;
+  return async (req, res, next) => {
+    try {
+      // Metrics label every request by the template it matched, aliases included in one series.
+      res.locals.routeTemplate = route.path;
+      const principal = await authorize(route, req, options.users);
+      if (principal) req.principal = principal;
+      checkRequestStrings(req);
+      const rawBody = route.body === 'stream' ? undefined : await readJsonBody(req, { limit, maxDepth: options.jsonMaxDepth });
+      if (route.body !== 'stream') req.body = rawBody;
+      const schemas = route.request ?? {};
+      const body = schemas.body ? parseInput(schemas.body, rawBody) : rawBody;
+      const query = schemas.query ? parseInput(schemas.query, req.query) : req.query;
+      // A `*wildcard` parameter (model ids with slashes) arrives as its segments: joined back here.
+      const rawParams = Object.fromEntries(Object.entries(req.params).map(([name, value]) => [name, Array.isArray(value) ? value.join('/') : value]));
+      const params = schemas.params ? parseInput(schemas.params, rawParams) : rawParams;
+      const call: RouteCall = { req, res, principal: principal as Principal, body, query, params, signal: abortOnClose(res) };
+      const result = await route.handler(call);
+      if (res.headersSent || res.writableEnded) return;
+      if (result !== undefined) res.status(status).json(result);
+      else if (status === 204) res.status(204).end();
+    } catch (error) {
+      next(error);
+    }
+  };
+}
+
+/**
+ * The caller of `route`, or null where none is needed. `internal` routes are called by other
+ * services for themselves: a request carrying the edge's identity headers came (or pretends to
+ * come) from a user, so it is refused rather than trusted.
+ */
+async function authorize(route: Route, req: Request, users: UserDirectory): Promise<Principal | null> {
+  if (route.access === 'internal') {
+    if (hasIdentityHeaders(req)) throw new ApiError(403, 'This endpoint is for internal service calls only');
+    return null;
+  }
+  const principal = await resolvePrincipal(users, req);
+  if (route.access === 'public') return principal;
+  if (!principal) throw new ApiError(401, 'Missing or invalid credentials');
+  if (route.access === 'admin' && !principal.isAdmin) throw new ApiError(403, 'Administrator rights are required');
+  return principal;
+}
+
+function abortOnClose(res: Response): AbortSignal {
+  const controller = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort(new Error('client disconnected'));
+  });
+  return controller.signal;
+}

@@ -1,0 +1,102 @@
+import { z } from 'zod';
+import { loadConfig } from '../config.js';
+
+/**
+ * kit/settings: the settings every service and worker shares (`baseConfigShape`), the zod helpers
+ * services declare their own settings with, and the internal addresses derived from them. Kept out
+ * of kit/core so that importing kit/core (plugins, the edge's hot path) does not load zod.
+ */
+
+export const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+export const optionalUrl = z.string().url().optional();
+export const csv = z
+  .string()
+  .default('')
+  .transform((value) => value.split(',').map((part) => part.trim()).filter(Boolean));
+export const bool = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default(fallback ? 'true' : 'false')
+    .transform((value) => value === 'true' || value === '1' || value === 'yes');
+
+/** Settings every service and worker shares. Services extend this shape with their own keys. */
+export const baseConfigShape = {
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  DATABASE_URL: optionalUrl,
+  DATABASE_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
+    .optional(),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  AMQP_URL: optionalUrl,
+  BUS_EXCHANGE: z.string().min(1).default('platform.events'),
+  BUS_QUEUE_PREFIX: z.string().default(''),
+  BUS_PREFETCH: z.coerce.number().int().min(1).max(1000).default(32),
+  BUS_POLL_MS: z.coerce.number().int().min(10).default(250),
+  OUTBOX_POLL_MS: z.coerce.number().int().min(10).default(500),
+  REDIS_URL: optionalUrl,
+  GATEWAY_SHARED_SECRET: z.string().min(32, 'at least 32 characters').optional(),
+  GATEWAY_PORT: port(8000),
+  LLM_API_PORT: port(8080),
+  RESPONSE_API_PORT: port(8082),
+  MEDIA_API_PORT: port(8285),
+  MCP_TOOLS_PORT: port(8091),
+  LLM_API_URL: optionalUrl,
+  RESPONSE_API_URL: optionalUrl,
+  MEDIA_API_URL: optionalUrl,
+  MCP_TOOLS_URL: optionalUrl,
+  INTERNAL_HTTP_TIMEOUT_MS: z.coerce.number().int().min(1).default(30000),
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10000),
+  IDENTITY_CACHE_TTL_MS: z.coerce.number().int().min(0).default(5000),
+  JSON_BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i, 'a size such as 1mb').default('1mb'),
+  /** Deepest nesting of arrays/objects accepted in any JSON body (deeper: 400 before parsing). */
+  JSON_MAX_DEPTH: z.coerce.number().int().min(1).max(1000).default(64),
+  /** Idle keep-alive connections are closed after this long (above common load-balancer idle timeouts). */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(1).default(65000),
+  /** A connection must deliver a request's complete headers within this long (bounds slowloris and never-used connections). */
+  HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1).default(20000),
+  /** A request's body must be fully received within this long (the answer, e.g. a stream, is not limited). 0 = no limit. */
+  HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(0).default(300000),
+  EGRESS_ALLOW_HOSTS: csv,
+  TRUSTED_PROXIES: csv,
+  METRICS_ENABLED: bool(true),
+
+  // --- tokens: issued by llm-api, verified by the edge (both read these two) ---
+  /** Unset: `http://localhost:<GATEWAY_PORT>`, the edge's address (tokens, discovery and the edge agree on it). Set it to the public URL in production. */
+  JWT_ISSUER: z.string().min(1).optional(),
+  JWT_AUDIENCE: z.string().min(1).default('ai-gateway'),
+
+  // --- secrets at rest (provider keys, signing keys, webhook secrets) ---
+  /** AES-256-GCM key for provider API keys (32 bytes as base64 or 64 hex chars); unset: generated once under DATA_DIR. */
+  MASTER_KEY: z.string().min(32, 'at least 32 characters').optional(),
+};
+
+/**
+ * The platform-wide settings, plus `env`: the environment they were read from. A service with its
+ * own settings parses its shape from that same environment (`loadConfig(shape, config.env)`), so a
+ * test that configures a platform with overrides configures every service the same way.
+ */
+export const loadBaseConfig = (env: NodeJS.ProcessEnv = process.env) => {
+  const parsed = loadConfig(baseConfigShape, env);
+  return {
+    ...parsed,
+    // Derived, not a fixed default: with the edge on another port the issuer's URLs follow it.
+    JWT_ISSUER: parsed.JWT_ISSUER ?? `http://localhost:${parsed.GATEWAY_PORT}`,
+    env: Object.freeze({ ...env }) as Readonly<NodeJS.ProcessEnv>,
+  };
+};
+export type BaseConfig = ReturnType<typeof loadBaseConfig>;
+
+/** Internal address of a service: its explicit URL setting, else loopback on its port. */
+export function serviceUrls(config: BaseConfig) {
+  const local = (p: number) => `http://127.0.0.1:${p}`;
+  return {
+    llmApi: config.LLM_API_URL ?? local(config.LLM_API_PORT),
+    responseApi: config.RESPONSE_API_URL ?? local(config.RESPONSE_API_PORT),
+    mediaApi: config.MEDIA_API_URL ?? local(config.MEDIA_API_PORT),
+    mcpTools: config.MCP_TOOLS_URL ?? local(config.MCP_TOOLS_PORT),
+  };
+}

@@ -1,0 +1,324 @@
+import { randomUUID } from 'node:crypto';
+import { ApiError, errorBody, type Clock, type Principal } from '../../kit/index.js';
+import { ClientClosed } from '../routing/failover.js';
+import type { ResearchPort, ResponsesEvent } from './research-port.js';
+import type { ChatRequest } from './schemas.js';
+import type { StreamEvent, StreamOutcome } from './stream.js';
+import type { ChatCompletion, ChatCompletionChunk, ConversationRef, Usage } from './types.js';
+
+/**
+ * `deep_research: true` on chat completions: the Response API's tool loop runs with a research
+ * instruction and the `google_search` and `scrape` tools (up to 8 steps; the first step must call
+ * a tool), and its result comes back as a chat completion. What the loop does (the model's plans,
+ * each search, each page read, each failure) is the answer's `reasoning_content`: streamed as it
+ * happens, or whole in the JSON answer. The answer cites the pages it read as URLs: when the
+ * model's text cites none of them, a "Sources" list of the pages read is appended, and every cited
+ * page read is a `url_citation` annotation of the message.
+ *
+ * Usage is recorded by each step's own chat completion (the loop asks llm-api service to service),
+ * so this request records none of its own; its `usage` is the sum over the steps.
+ */
+export const RESEARCH_TOOLS = ['google_search', 'scrape'] as const;
+export const RESEARCH_MAX_STEPS = 8;
+export const RESEARCH_INSTRUCTIONS = [
+  'You are a research assistant with web access. Research the question before answering:',
+  '1. Plan the searches you need and say so briefly.',
+  '2. Call google_search for each query, then call scrape on the most relevant results to read them; search again when something is missing.',
+  '3. Answer from what you read. Cite every source as its full URL (inline, or in a "Sources" list at the end). Never cite a page you did not read.',
+].join('\n');
+
+type Message = ChatRequest['messages'][number];
+
+export interface ResearchDeps {
+  port: ResearchPort;
+  clock: Clock;
+}
+
+export interface ResearchInput {
+  request: ChatRequest;
+  /** The conversation's history and the request's messages. */
+  messages: Message[];
+  requestId: string;
+  conversation?: ConversationRef;
+  /** Stores the exchange in the conversation (`store: true`). */
+  finish?: (answer: { content: string; reasoning: string; status: 'completed' | 'incomplete'; model: string; usage: Usage | null }) => Promise<void>;
+}
+
+export type ResearchResult = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; events: AsyncIterable<StreamEvent>; done: Promise<StreamOutcome> };
+
+export async function deepResearch(deps: ResearchDeps, principal: Principal, input: ResearchInput, signal: AbortSignal): Promise<ResearchResult> {
+  const { request } = input;
+  const body: Record<string, unknown> = {
+    model: request.model,
+    instructions: RESEARCH_INSTRUCTIONS,
+    input: toResponsesInput(input.messages),
+    tools: [...RESEARCH_TOOLS],
+    tool_choice: 'required',
+    max_steps: RESEARCH_MAX_STEPS,
+    store: false,
+  };
+  if (typeof request.temperature === 'number') body.temperature = request.temperature;
+  if (typeof request.top_p === 'number') body.top_p = request.top_p;
+  const maxTokens = request.max_completion_tokens ?? request.max_tokens;
+  if (typeof maxTokens === 'number') body.max_output_tokens = maxTokens;
+
+  let events: AsyncIterable<ResponsesEvent>;
+  try {
+    events = await deps.port.run(principal, body, { requestId: input.requestId, signal });
+  } catch (error) {
+    if (signal.aborted) throw new ClientClosed();
+    throw error;
+  }
+  const meta = { id: `chatcmpl-${randomUUID()}`, created: Math.floor(deps.clock.now() / 1000), model: request.model };
+  const progress = new ResearchProgress();
+
+  if (!request.stream) {
+    let answer: ResearchAnswer;
+    try {
+      for await (const event of events) progress.read(event);
+      answer = progress.answer();
+    } catch (error) {
+      if (signal.aborted) throw new ClientClosed();
+      throw error instanceof ApiError ? error : new ApiError(502, 'The research stream broke off', { cause: error });
+    }
+    if (answer.error) throw new ApiError(answer.error.status, answer.error.message, { code: answer.error.code });
+    await input.finish?.({ content: answer.content, reasoning: request.store_reasoning ? progress.reasoning : '', status: answer.finishReason === 'stop' ? 'completed' : 'incomplete', model: request.model, usage: answer.usage });
+    return {
+      kind: 'json',
+      body: {
+        ...meta,
+        object: 'chat.completion',
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: answer.content, refusal: null, reasoning_content: progress.reasoning, annotations: answer.annotations },
+            logprobs: null,
+            finish_reason: answer.finishReason,
+          },
+        ],
+        usage: answer.usage,
+        ...(input.conversation ? { conversation: input.conversation } : {}),
+      },
+    };
+  }
+
+  const outcome: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', finishReason: null };
+  let settle!: (value: StreamOutcome) => void;
+  const done = new Promise<StreamOutcome>((resolve) => (settle = resolve));
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null, extra: Record<string, unknown> = {}): StreamEvent => ({
+    type: 'chunk',
+    chunk: { ...meta, object: 'chat.completion.chunk', choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], ...extra } as ChatCompletionChunk,
+  });
+  async function* run(): AsyncGenerator<StreamEvent> {
+    try {
+      yield chunk({ role: 'assistant', content: '' }, null, input.conversation ? { conversation: input.conversation } : {});
+      try {
+        for await (const event of events) {
+          const text = progress.read(event);
+          if (text) yield chunk({ reasoning_content: text });
+        }
+      } catch (error) {
+        if (signal.aborted) {
+          outcome.outcome = 'client_closed';
+          return;
+        }
+        outcome.outcome = 'stream_error';
+        yield { type: 'error', error: errorBody(502, 'The research stream broke off', { requestId: input.requestId }).error as any };
+        return;
+      }
+      const answer = progress.answer();
+      if (answer.error) {
+        outcome.outcome = 'stream_error';
+        yield { type: 'error', error: errorBody(answer.error.status, answer.error.message, { code: answer.error.code, requestId: input.requestId }).error as any };
+        return;
+      }
+      Object.assign(outcome, { usage: answer.usage, content: answer.content, reasoning: progress.reasoning, finishReason: answer.finishReason });
+      yield chunk({ content: answer.content });
+      yield chunk({}, answer.finishReason);
+      if (request.stream_options?.include_usage) yield { type: 'chunk', chunk: { ...meta, object: 'chat.completion.chunk', choices: [], usage: answer.usage } };
+      yield { type: 'done' };
+      await input
+        .finish?.({ content: answer.content, reasoning: request.store_reasoning ? progress.reasoning : '', status: answer.finishReason === 'stop' ? 'completed' : 'incomplete', model: request.model, usage: answer.usage })
+        .catch(() => {});
+    } finally {
+      if (outcome.outcome === 'ok' && signal.aborted) outcome.outcome = 'client_closed';
+      settle(outcome);
+    }
+  }
+  return { kind: 'stream', events: run(), done };
+}
+
+/** Chat messages → Responses input items (text and image parts, tool calls and their outputs). */
+export function toResponsesInput(messages: Message[]): Array<Record<string, unknown>> {
+  const items: Array<Record<string, unknown>> = [];
+  for (const message of messages as Array<Record<string, any>>) {
+    const role = message.role === 'function' ? 'tool' : message.role;
+    if (role === 'tool') {
+      items.push({ type: 'function_call_output', call_id: String(message.tool_call_id ?? ''), output: textOf(message.content) });
+      continue;
+    }
+    if (role === 'assistant') {
+      const text = textOf(message.content);
+      if (text) items.push({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] });
+      for (const call of message.tool_calls ?? []) {
+        items.push({ type: 'function_call', call_id: call.id, name: call.function?.name, arguments: call.function?.arguments ?? '{}' });
+      }
+      continue;
+    }
+    const content = typeof message.content === 'string' ? [{ type: 'input_text', text: message.content }] : (message.content ?? []).map(inputPart);
+    items.push({ type: 'message', role, content });
+  }
+  return items;
+}
+
+function inputPart(part: Record<string, any>): Record<string, unknown> {
+  if (part?.type === 'image_url') {
+    const url = typeof part.image_url === 'string' ? part.image_url : part.image_url?.url;
+    return { type: 'input_image', image_url: url, ...(part.image_url?.detail ? { detail: part.image_url.detail } : {}) };
+  }
+  return { type: 'input_text', text: typeof part?.text === 'string' ? part.text : '' };
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((part: any) => (typeof part?.text === 'string' ? part.text : '')).join('');
+}
+
+export interface ResearchAnswer {
+  content: string;
+  finishReason: 'stop' | 'length';
+  usage: Usage | null;
+  annotations: Array<{ type: 'url_citation'; url_citation: { url: string; title: string; start_index: number; end_index: number } }>;
+  error: { status: number; code?: string; message: string } | null;
+}
+
+/**
+ * Reads the Responses events of the research loop: turns each into a line of progress for the
+ * client, remembers the pages read, and, at the terminal event, builds the answer.
+ */
+export class ResearchProgress {
+  /** Everything reported so far (the JSON answer's `reasoning_content`). */
+  reasoning = '';
+  /** Pages read successfully, in order. */
+  readonly sources: Array<{ url: string; title: string }> = [];
+  private readonly calls = new Map<string, { name: string; arguments: Record<string, any> }>();
+  private readonly texts = new Map<string, string>();
+  /** The latest message: a plan when tool calls follow it, the answer when the response ends. */
+  private lastMessage: string | null = null;
+  private final: Record<string, any> | null = null;
+
+  /** One event → the progress text it adds ('' for none). */
+  read(event: ResponsesEvent): string {
+    const text = this.describe(event);
+    this.reasoning += text;
+    return text;
+  }
+
+  private describe(event: ResponsesEvent): string {
+    switch (event.type) {
+      case 'response.created':
+        return 'Planning the research.\n';
+      case 'response.output_item.added': {
+        const item = event.item ?? {};
+        if (item.type === 'message') this.texts.set(item.id, '');
+        if (item.type !== 'mcp_call') return '';
+        this.calls.set(item.id, { name: item.name, arguments: {} });
+        // A message followed by tool calls was the model's plan, not its answer.
+        const plan = this.lastMessage;
+        this.lastMessage = null;
+        return plan?.trim() ? `${plan.trim()}\n` : '';
+      }
+      case 'response.output_text.delta':
+        if (this.texts.has(event.item_id)) this.texts.set(event.item_id, this.texts.get(event.item_id)! + String(event.delta ?? ''));
+        return '';
+      case 'response.mcp_call_arguments.done': {
+        const call = this.calls.get(event.item_id);
+        if (!call) return '';
+        call.arguments = parseObject(event.arguments);
+        if (call.name === 'google_search') return `Searching the web for "${String(call.arguments.q ?? '')}".\n`;
+        if (call.name === 'scrape') return `Reading ${String(call.arguments.url ?? '')}\n`;
+        return `Calling ${call.name}.\n`;
+      }
+      case 'response.output_item.done': {
+        const item = event.item ?? {};
+        if (item.type === 'message') {
+          this.lastMessage = this.texts.get(item.id) ?? '';
+          return '';
+        }
+        if (item.type !== 'mcp_call') return '';
+        const call = this.calls.get(item.id);
+        if (item.status === 'failed') return `  ${call?.name ?? item.name} failed: ${String(item.error ?? 'unknown error')}\n`;
+        if (item.name === 'google_search') {
+          const found = String(item.output ?? '').match(/^\[\d+\]/gm)?.length ?? 0;
+          return `  ${found} result${found === 1 ? '' : 's'}.\n`;
+        }
+        if (item.name === 'scrape' && typeof call?.arguments.url === 'string') {
+          const title = /^# (.+)$/m.exec(String(item.output ?? ''))?.[1]?.trim() ?? '';
+          if (!this.sources.some((s) => s.url === call.arguments.url)) this.sources.push({ url: call.arguments.url, title });
+          return `  Read${title ? ` "${title}"` : ''}.\n`;
+        }
+        return '';
+      }
+      case 'response.completed':
+      case 'response.incomplete':
+      case 'response.failed':
+        this.final = event.response ?? {};
+        return event.type === 'response.failed' ? '' : `Research finished; writing the answer.\n`;
+      case 'error':
+        this.final = { status: 'failed', error: { code: event.code, message: event.message } };
+        return '';
+      default:
+        return '';
+    }
+  }
+
+  answer(): ResearchAnswer {
+    const response = this.final;
+    const empty = { content: '', finishReason: 'stop' as const, usage: null, annotations: [] };
+    if (!response) return { ...empty, error: { status: 502, message: 'The research ended without a result' } };
+    if (response.status === 'failed' || response.status === 'cancelled') {
+      const code = response.error?.code;
+      const status = code === 'rate_limit_exceeded' ? 429 : 502;
+      return { ...empty, error: { status, code: status === 429 ? code : 'upstream_error', message: String(response.error?.message ?? 'The research failed') } };
+    }
+    const output: Array<Record<string, any>> = response.output ?? [];
+    const last = output.at(-1);
+    let content = last?.type === 'message' ? (this.lastMessage ?? textOfItem(last)) : '';
+    if (!content.trim()) content = 'The research reached its step limit before an answer was written.';
+    if (this.sources.length > 0 && !this.sources.some((s) => content.includes(s.url))) {
+      content += `\n\nSources:\n${this.sources.map((s) => `- ${s.title ? `${s.title}: ` : ''}${s.url}`).join('\n')}`;
+    }
+    const annotations: ResearchAnswer['annotations'] = [];
+    for (const source of this.sources) {
+      for (let at = content.indexOf(source.url); at >= 0; at = content.indexOf(source.url, at + source.url.length)) {
+        annotations.push({ type: 'url_citation', url_citation: { url: source.url, title: source.title, start_index: at, end_index: at + source.url.length } });
+      }
+    }
+    annotations.sort((a, b) => a.url_citation.start_index - b.url_citation.start_index);
+    const u = response.usage;
+    const usage: Usage | null = u
+      ? {
+          prompt_tokens: u.input_tokens ?? 0,
+          completion_tokens: u.output_tokens ?? 0,
+          total_tokens: (u.input_tokens ?? 0) + (u.output_tokens ?? 0),
+          completion_tokens_details: { reasoning_tokens: u.output_tokens_details?.reasoning_tokens ?? 0 },
+        }
+      : null;
+    const finishReason = response.status === 'incomplete' ? 'length' : 'stop';
+    return { content, finishReason, usage, annotations, error: null };
+  }
+}
+
+function textOfItem(item: Record<string, any>): string {
+  return (item.content ?? []).map((part: any) => (typeof part?.text === 'string' ? part.text : '')).join('');
+}
+
+function parseObject(text: unknown): Record<string, any> {
+  try {
+    const value = JSON.parse(String(text ?? '{}'));
+    return value && typeof value === 'object' && !Array.isArray(value) ? value : {};
+  } catch {
+    return {};
+  }
+}

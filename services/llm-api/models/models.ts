@@ -1,0 +1,112 @@
+import type { Knex } from 'knex';
+import { diff, type CatalogRow, type ModelsStore, type ProviderModelRow, type ProvidersStore } from '../../../domains/catalog/index.js';
+import { badRequest, notFound, recordEvent, type Clock, type Page, listEnvelope } from '../../kit/index.js';
+import type { ModelRegistry } from './registry.js';
+import { catalogView, modelSummary, providerModelView } from './types.js';
+import type { PatchCatalogInput, PatchProviderModelInput } from './schemas.js';
+
+/** Models: the public list and lookup (from memory), the catalog and provider-model administration. */
+export interface ModelDeps {
+  knex: Knex;
+  clock: Clock;
+  providers: ProvidersStore;
+  models: ModelsStore;
+  /** The in-memory catalog: read by the public routes, reloaded after a change committed here. */
+  registry: Pick<ModelRegistry, 'listing' | 'resolve' | 'reload'>;
+}
+
+const modelNotFound = (id: string) => notFound(`The model '${id}' does not exist or you do not have access to it.`, 'model_not_found');
+const nowIso = (deps: ModelDeps) => new Date(deps.clock.now()).toISOString();
+
+/** GET /v1/models from memory: active models of active providers, best provider per model. */
+export function listModels(deps: ModelDeps, withProvider: boolean) {
+  return {
+    object: 'list',
+    data: deps.registry.listing().map(({ pm, provider }) => {
+      const entry: Record<string, unknown> = modelSummary(pm);
+      if (withProvider) {
+        entry.provider_id = provider.row.id;
+        entry.provider_name = provider.row.name;
+        entry.provider_vendor = provider.row.vendor;
+      }
+      return entry;
+    }),
+  };
+}
+
+export function retrieveModel(deps: ModelDeps, publicId: string) {
+  const model = deps.registry.resolve(publicId);
+  if (!model) throw modelNotFound(publicId);
+  return modelSummary(model.candidates[0]!.pm);
+}
+
+export async function getCatalog(deps: ModelDeps, publicId: string) {
+  const row = await deps.models.catalogByPublicId(publicId);
+  if (!row) throw modelNotFound(publicId);
+  return catalogView(row);
+}
+
+export async function listCatalogs(deps: ModelDeps, page: Page) {
+  const { rows, total } = await deps.models.listCatalogs(page);
+  return listEnvelope(rows.map(catalogView), total, page);
+}
+
+/** A manual update: the patched fields join `manual_fields`, so synchronisation leaves them alone. */
+export async function patchCatalog(deps: ModelDeps, publicId: string, input: PatchCatalogInput) {
+  const row = await deps.knex.transaction(async (trx) => {
+    const current = await deps.models.catalogByPublicId(publicId, trx);
+    if (!current) throw modelNotFound(publicId);
+    const patch = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<CatalogRow>;
+    if (Object.keys(patch).length === 0) return current;
+    const changes = diff(current as unknown as Record<string, unknown>, patch as Record<string, unknown>);
+    const manual = [...new Set([...current.manual_fields, ...Object.keys(patch)])].sort();
+    const updated = await deps.models.updateCatalog(trx, current.id, { ...patch, manual_fields: manual, updated_at: Math.floor(deps.clock.now() / 1000) });
+    if (Object.keys(changes).length) {
+      await recordEvent(trx, 'model.updated', { model_id: current.public_id, changes, updated_at: nowIso(deps) });
+      await deps.models.bumpVersion(trx);
+    }
+    return updated;
+  });
+  await deps.registry.reload();
+  return catalogView(row);
+}
+
+export async function getProviderModel(deps: ModelDeps, id: string) {
+  const row = await deps.models.providerModelById(id);
+  if (!row) throw notFound(`Provider model '${id}' not found`);
+  return providerModelView(row);
+}
+
+export async function listProviderModels(deps: ModelDeps, providerId: string | undefined, page: Page) {
+  const { rows, total } = await deps.models.listProviderModels({ providerId }, page);
+  return listEnvelope(rows.map(providerModelView), total, page);
+}
+
+/** Fields synchronisation would otherwise overwrite on a provider model. */
+const SYNCED_FIELDS = new Set(['model_display_name', 'token_limits', 'supports_reasoning', 'supports_images']);
+
+export async function patchProviderModel(deps: ModelDeps, id: string, input: PatchProviderModelInput) {
+  const row = await deps.knex.transaction(async (trx) => {
+    const current = await deps.models.providerModelById(id, trx);
+    if (!current) throw notFound(`Provider model '${id}' not found`);
+    if (input.instruct_model_public_id) {
+      if (!(await deps.models.catalogByPublicId(input.instruct_model_public_id, trx))) {
+        throw badRequest(`The model '${input.instruct_model_public_id}' is not in the catalog`, 'instruct_model_public_id', 'model_not_found');
+      }
+    }
+    const patch = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<ProviderModelRow>;
+    if (Object.keys(patch).length === 0) return current;
+    const changes = diff(current as unknown as Record<string, unknown>, patch as Record<string, unknown>);
+    const manual = [...new Set([...current.manual_fields, ...Object.keys(patch).filter((k) => SYNCED_FIELDS.has(k))])].sort();
+    const values: Partial<ProviderModelRow> = { ...patch, manual_fields: manual, updated_at: Math.floor(deps.clock.now() / 1000) };
+    if (patch.active !== undefined) values.sync_deactivated = false;
+    const updated = await deps.models.updateProviderModel(trx, id, values);
+    if (Object.keys(changes).length) {
+      await recordEvent(trx, 'model.updated', { model_id: current.model_public_id, provider_model_id: id, changes, updated_at: nowIso(deps) });
+      await deps.models.bumpVersion(trx);
+    }
+    return updated;
+  });
+  await deps.registry.reload();
+  return providerModelView(row);
+}

@@ -1,0 +1,98 @@
+import { ApiError } from '../../kit/index.js';
+import type { Candidate } from '../models/registry.js';
+import type { EndpointConfig } from '../models/types.js';
+import { orderEndpoints, type Random } from './select.js';
+
+/**
+ * Failover as a pure function of `send(attempt)` and endpoint health: no HTTP here, so the rules
+ * are unit-tested with a fake `send`.
+ * - The plan: provider models best first; per provider, endpoints by priority, weighted random
+ *   among equals; endpoints in a health cool-down only after every healthy one of every provider.
+ * - Each attempt's outcome decides: an answer ends the loop and restores the endpoint; a failure
+ *   marked `unhealthy` counts against the endpoint; `retry: false` (the request is at fault) ends
+ *   the loop at once. `send` decides what an answer is: for a stream, the first body chunk has
+ *   arrived. Once `send` returned an answer nothing is retried: what goes wrong after the first
+ *   byte is the stream's business, not failover's.
+ * - When every attempt failed: 429 (with a bounded `Retry-After`) if the last failure was a 429,
+ *   else the last failure's error.
+ */
+export interface Attempt {
+  candidate: Candidate;
+  endpoint: EndpointConfig;
+}
+
+export interface HealthTracker {
+  isHealthy(url: string): boolean;
+  success(url: string): void;
+  failure(url: string): void;
+}
+
+export interface AttemptFailure {
+  /** What the client gets when this is the last failure (a stable message of ours, no upstream text). */
+  error: ApiError;
+  /** Try the next attempt; false when the request itself is at fault. */
+  retry: boolean;
+  /** Counts against the endpoint's health (connect errors, timeouts, 5xx, streams that die before their first byte). */
+  unhealthy: boolean;
+  /** The upstream's Retry-After in seconds, on a 429. */
+  retryAfterSeconds?: number;
+}
+
+export type SendResult<T> = { ok: true; value: T } | { ok: false; failure: AttemptFailure };
+
+export interface Dispatched<T> {
+  value: T;
+  attempt: Attempt;
+  tries: number;
+}
+
+/** The client left: nothing to answer. Used as the abort reason of the request's signal. */
+export class ClientClosed extends Error {
+  constructor() {
+    super('the client closed the connection');
+    this.name = 'ClientClosed';
+  }
+}
+
+export function planAttempts(candidates: Candidate[], health: Pick<HealthTracker, 'isHealthy'>, random: Random): Attempt[] {
+  const healthy: Attempt[] = [];
+  const unhealthy: Attempt[] = [];
+  for (const candidate of candidates) {
+    const order = orderEndpoints(candidate.provider.endpoints, health, random);
+    for (const endpoint of order.healthy) healthy.push({ candidate, endpoint });
+    for (const endpoint of order.unhealthy) unhealthy.push({ candidate, endpoint });
+  }
+  return [...healthy, ...unhealthy];
+}
+
+export const MAX_RETRY_AFTER_SECONDS = 60;
+
+export async function failover<T>(
+  attempts: readonly Attempt[],
+  send: (attempt: Attempt) => Promise<SendResult<T>>,
+  options: { health: HealthTracker; signal: AbortSignal; onFailure?: (attempt: Attempt, failure: AttemptFailure) => void },
+): Promise<Dispatched<T>> {
+  if (attempts.length === 0) throw new ApiError(503, 'No endpoint is available for this model');
+  let last: AttemptFailure | undefined;
+  let tries = 0;
+  for (const attempt of attempts) {
+    // The signal's reason says why: the client left (ClientClosed) or the deadline passed (504).
+    if (options.signal.aborted) throw options.signal.reason;
+    tries++;
+    const result = await send(attempt);
+    const url = attempt.endpoint.url;
+    if (result.ok) {
+      options.health.success(url);
+      return { value: result.value, attempt, tries };
+    }
+    last = result.failure;
+    if (last.unhealthy) options.health.failure(url);
+    options.onFailure?.(attempt, last);
+    if (!last.retry) throw last.error;
+  }
+  if (last!.retryAfterSeconds !== undefined) {
+    const seconds = Math.min(Math.max(Math.round(last!.retryAfterSeconds) || 1, 0), MAX_RETRY_AFTER_SECONDS);
+    throw new ApiError(429, 'All providers for this model are rate limited', { headers: { 'retry-after': String(seconds) } });
+  }
+  throw last!.error;
+}

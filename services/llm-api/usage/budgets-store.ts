@@ -1,0 +1,63 @@
+import type { Knex } from 'knex';
+
+export type SpendScope = 'key' | 'user';
+export type SpendPeriod = 'day' | 'month';
+
+export interface SpendLimitsRow {
+  scope: SpendScope;
+  scope_id: string;
+  period: SpendPeriod;
+  max_budget_micro_usd: string | number | null;
+  max_tokens: string | number | null;
+  allowed_models: string[] | null;
+}
+
+export async function findSpendLimits(knex: Knex, scopes: Array<{ scope: SpendScope; id: string }>): Promise<SpendLimitsRow[]> {
+  if (scopes.length === 0) return [];
+  return knex('llm_spend_limits')
+    .where((q) => {
+      for (const s of scopes) q.orWhere({ scope: s.scope, scope_id: s.id });
+    })
+    .select('scope', 'scope_id', 'period', 'max_budget_micro_usd', 'max_tokens', 'allowed_models');
+}
+
+export async function upsertSpendLimits(
+  knex: Knex,
+  row: { scope: SpendScope; scope_id: string; period: SpendPeriod; max_budget_micro_usd: number | null; max_tokens: number | null; allowed_models: string[] | null; updated_at: Date },
+): Promise<void> {
+  await knex('llm_spend_limits')
+    .insert({ ...row, allowed_models: row.allowed_models === null ? null : JSON.stringify(row.allowed_models) })
+    .onConflict(['scope', 'scope_id'])
+    .merge();
+}
+
+/**
+ * Admits one request against a counter, atomically: the counter must be under its limits, and a
+ * request may join others in flight only while all of them, each costing at most the largest
+ * request seen so far, still fit. Returns false when refused (the row is left unchanged).
+ */
+export async function admitSpend(knex: Knex, key: { scope: SpendScope; scopeId: string; periodStart: string }, limits: { cost: number | null; tokens: number | null }): Promise<boolean> {
+  const result = await knex.raw(
+    `insert into llm_spend_counters as c (scope, scope_id, period_start, in_flight) values (?, ?, ?, 1)
+     on conflict (scope, scope_id, period_start) do update set in_flight = c.in_flight + 1
+     where (?::bigint is null or (c.spent_micro_usd < ?::bigint and (c.in_flight = 0 or (c.max_request_cost > 0 and c.spent_micro_usd + (c.in_flight + 1) * c.max_request_cost <= ?::bigint))))
+       and (?::bigint is null or (c.tokens < ?::bigint and (c.in_flight = 0 or (c.max_request_tokens > 0 and c.tokens + (c.in_flight + 1) * c.max_request_tokens <= ?::bigint))))
+     returning in_flight`,
+    [key.scope, key.scopeId, key.periodStart, limits.cost, limits.cost, limits.cost, limits.tokens, limits.tokens, limits.tokens],
+  );
+  return result.rows.length === 1;
+}
+
+/** Adds a finished request's real cost and tokens, and takes it out of the in-flight count. */
+export async function settleSpend(knex: Knex, key: { scope: SpendScope; scopeId: string; periodStart: string }, spent: { cost: number; tokens: number }): Promise<void> {
+  await knex.raw(
+    `update llm_spend_counters set spent_micro_usd = spent_micro_usd + ?, tokens = tokens + ?, in_flight = greatest(in_flight - 1, 0),
+       max_request_cost = greatest(max_request_cost, ?), max_request_tokens = greatest(max_request_tokens, ?)
+     where scope = ? and scope_id = ? and period_start = ?`,
+    [spent.cost, spent.tokens, spent.cost, spent.tokens, key.scope, key.scopeId, key.periodStart],
+  );
+}
+
+export async function readSpend(knex: Knex, scope: SpendScope, scopeId: string, periodStart: string) {
+  return knex('llm_spend_counters').where({ scope, scope_id: scopeId, period_start: periodStart }).first();
+}

@@ -1,0 +1,203 @@
+import type { Knex } from 'knex';
+import { z } from 'zod';
+import { ApiError, type Clock, type Logger, type Principal } from '../../kit/index.js';
+import { admitSpend, findSpendLimits, readSpend, settleSpend, upsertSpendLimits, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
+
+/**
+ * Budgets and model allow-lists on API keys and on users.
+ *
+ * Admission, before a request goes upstream: the requested model must match every allow-list that
+ * applies (the key's and the user's; 403 naming the model otherwise), and every budget that applies
+ * must admit it (429 `insufficient_quota` with the reset time otherwise). Counters live in the
+ * database, so every llm-api process enforces the same budget; the real cost and tokens are added
+ * when the answer ends (a stream is allowed to finish over budget).
+ *
+ * Overshoot: a request joins others in flight only while all of them, each costing at most the
+ * largest request seen so far in the period, still fit; when that cannot be shown, requests are
+ * admitted one at a time while under budget. So a budget is exceeded by at most one request (more
+ * only if a request costs more than every one before it). A process that dies mid-request leaves
+ * its slot counted as in flight until the period ends, which only makes admission stricter.
+ */
+export interface SpendDeps {
+  knex: Knex;
+  clock: Clock;
+  logger: Pick<Logger, 'error'>;
+  /** GUEST_ALLOWED_MODELS: the models guests may use; empty = every model. */
+  guestAllowedModels?: string[];
+  /** Where admission reads a key's and a user's limits (absent: from the database on every request). */
+  limitsCache?: SpendLimitsCache;
+}
+
+/**
+ * Budgets and allow-lists as admission reads them, cached per key and per user for `ttlMs`
+ * (`LLM_SPEND_LIMITS_CACHE_MS`): without it every chat request cost one database query before going
+ * upstream. Only the limits are cached; the spend counters are always read and updated in the
+ * database, so every process still enforces the same budget. A change made through this process
+ * (`setSpendLimits`) applies at once; one made through another llm-api process applies here within
+ * `ttlMs` (the same rule as users' cached rows, `IDENTITY_CACHE_TTL_MS`). Concurrent misses for the
+ * same caller share one query.
+ */
+export interface SpendLimitsCache {
+  rows(knex: Knex, scopes: Array<{ scope: SpendScope; id: string }>): Promise<SpendLimitsRow[]>;
+  invalidate(scope: SpendScope, id: string): void;
+}
+
+export function createSpendLimitsCache(options: { ttlMs: number; clock: Clock; maxEntries?: number }): SpendLimitsCache {
+  const maxEntries = options.maxEntries ?? 10_000;
+  const entries = new Map<string, { rows: Promise<SpendLimitsRow[]>; expires: number }>();
+  return {
+    rows(knex, scopes) {
+      if (options.ttlMs <= 0) return findSpendLimits(knex, scopes);
+      const key = scopes.map((s) => `${s.scope}:${s.id}`).join(' ');
+      const now = options.clock.now();
+      const hit = entries.get(key);
+      if (hit && hit.expires > now) return hit.rows;
+      const rows = findSpendLimits(knex, scopes);
+      if (entries.size >= maxEntries) entries.delete(entries.keys().next().value as string);
+      const entry = { rows, expires: now + options.ttlMs };
+      entries.set(key, entry);
+      // A failed read is not kept: the next request asks again.
+      rows.catch(() => {
+        if (entries.get(key) === entry) entries.delete(key);
+      });
+      return rows;
+    },
+    invalidate(scope, id) {
+      const part = `${scope}:${id}`;
+      for (const key of entries.keys()) if (key.split(' ').includes(part)) entries.delete(key);
+    },
+  };
+}
+
+const modelPattern = z.string().trim().min(1).max(300);
+/** The budget fields API keys and users accept (create and patch). `null` clears a field. */
+export const spendFields = {
+  budget_period: z.enum(['day', 'month']).optional(),
+  max_budget_micro_usd: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable().optional(),
+  max_tokens: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable().optional(),
+  allowed_models: z.array(modelPattern).max(256).nullable().optional(),
+};
+export interface SpendInput {
+  budget_period?: SpendPeriod;
+  max_budget_micro_usd?: number | null;
+  max_tokens?: number | null;
+  allowed_models?: string[] | null;
+}
+
+export const hasSpendInput = (input: SpendInput) =>
+  input.budget_period !== undefined || input.max_budget_micro_usd !== undefined || input.max_tokens !== undefined || input.allowed_models !== undefined;
+
+export interface SpendView {
+  budget_period: SpendPeriod;
+  max_budget_micro_usd: number | null;
+  max_tokens: number | null;
+  allowed_models: string[] | null;
+}
+
+function viewOf(row: SpendLimitsRow | undefined): SpendView {
+  return {
+    budget_period: row?.period ?? 'day',
+    max_budget_micro_usd: row?.max_budget_micro_usd == null ? null : Number(row.max_budget_micro_usd),
+    max_tokens: row?.max_tokens == null ? null : Number(row.max_tokens),
+    allowed_models: row?.allowed_models ?? null,
+  };
+}
+
+export async function getSpendLimits(deps: SpendDeps, scope: SpendScope, id: string): Promise<SpendView> {
+  const [row] = await findSpendLimits(deps.knex, [{ scope, id }]);
+  return viewOf(row);
+}
+
+/** Sets the fields given (others keep their value) and returns the resulting limits. */
+export async function setSpendLimits(deps: SpendDeps, scope: SpendScope, id: string, input: SpendInput): Promise<SpendView> {
+  const current = await getSpendLimits(deps, scope, id);
+  const next: SpendView = {
+    budget_period: input.budget_period ?? current.budget_period,
+    max_budget_micro_usd: input.max_budget_micro_usd === undefined ? current.max_budget_micro_usd : input.max_budget_micro_usd,
+    max_tokens: input.max_tokens === undefined ? current.max_tokens : input.max_tokens,
+    allowed_models: input.allowed_models === undefined ? current.allowed_models : input.allowed_models,
+  };
+  await upsertSpendLimits(deps.knex, { scope, scope_id: id, period: next.budget_period, max_budget_micro_usd: next.max_budget_micro_usd, max_tokens: next.max_tokens, allowed_models: next.allowed_models, updated_at: new Date(deps.clock.now()) });
+  deps.limitsCache?.invalidate(scope, id);
+  return next;
+}
+
+/** `*` matches any run of characters; everything else is literal. */
+export function modelAllowed(patterns: string[], model: string): boolean {
+  return patterns.some((p) => (p.includes('*') ? new RegExp(`^${p.split('*').map(escape).join('.*')}$`).test(model) : p === model));
+}
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** Start of the period containing `now` (UTC) and the start of the next one. */
+export function periodOf(period: SpendPeriod, now: number): { start: string; resetsAt: Date } {
+  const d = new Date(now);
+  if (period === 'month') {
+    return { start: new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1)).toISOString().slice(0, 10), resetsAt: new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1)) };
+  }
+  const start = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
+  return { start: new Date(start).toISOString().slice(0, 10), resetsAt: new Date(start + 86_400_000) };
+}
+
+export interface SpendTicket {
+  /** Adds the request's real cost and tokens to every counter it was admitted against (once). */
+  settle(spent: { cost: number; tokens: number }): Promise<void>;
+}
+
+const who = (scope: SpendScope) => (scope === 'key' ? 'this API key' : 'this account');
+
+/** Checks allow-lists and admits the request against every budget that applies; null when none applies. */
+export async function admitRequest(deps: SpendDeps, principal: Principal, model: string): Promise<SpendTicket | null> {
+  const scopes: Array<{ scope: SpendScope; id: string }> = [{ scope: 'user', id: principal.userId }];
+  if (principal.apiKeyId) scopes.unshift({ scope: 'key', id: principal.apiKeyId });
+  if (principal.isGuest && deps.guestAllowedModels?.length && !modelAllowed(deps.guestAllowedModels, model)) {
+    throw new ApiError(403, `The model '${model}' is not available to guest accounts; sign in or use an API key`, { code: 'model_not_allowed', param: 'model' });
+  }
+  const rows = await (deps.limitsCache ? deps.limitsCache.rows(deps.knex, scopes) : findSpendLimits(deps.knex, scopes));
+  for (const row of rows) {
+    if (row.allowed_models && !modelAllowed(row.allowed_models, model)) {
+      throw new ApiError(403, `The model '${model}' is not allowed for ${who(row.scope)}`, { code: 'model_not_allowed', param: 'model' });
+    }
+  }
+  const now = deps.clock.now();
+  const admitted: Array<{ scope: SpendScope; scopeId: string; periodStart: string }> = [];
+  const release = () => Promise.all(admitted.map((key) => settleSpend(deps.knex, key, { cost: 0, tokens: 0 })));
+  for (const row of rows) {
+    const cost = row.max_budget_micro_usd == null ? null : Number(row.max_budget_micro_usd);
+    const tokens = row.max_tokens == null ? null : Number(row.max_tokens);
+    if (cost === null && tokens === null) continue;
+    const { start, resetsAt } = periodOf(row.period, now);
+    const key = { scope: row.scope, scopeId: row.scope_id, periodStart: start };
+    const ok = cost !== 0 && tokens !== 0 && (await admitSpend(deps.knex, key, { cost, tokens }));
+    if (!ok) {
+      await release();
+      const counter = cost !== 0 && tokens !== 0 ? await readSpend(deps.knex, key.scope, key.scopeId, key.periodStart) : undefined;
+      const under = counter && (cost === null || Number(counter.spent_micro_usd) < cost) && (tokens === null || Number(counter.tokens) < tokens);
+      if (under) {
+        // Not used up, but the requests still running might use up the rest: try again in a moment.
+        throw new ApiError(429, `The ${row.period === 'day' ? 'daily' : 'monthly'} budget of ${who(row.scope)} is nearly used up and other requests are still running; retry in a moment`, {
+          code: 'budget_busy',
+          headers: { 'retry-after': '1' },
+        });
+      }
+      const retryAfter = Math.max(1, Math.ceil((resetsAt.getTime() - now) / 1000));
+      throw new ApiError(429, `The ${row.period === 'day' ? 'daily' : 'monthly'} budget of ${who(row.scope)} is used up; it resets at ${resetsAt.toISOString()}`, {
+        code: 'insufficient_quota',
+        headers: { 'retry-after': String(retryAfter), 'x-budget-reset': resetsAt.toISOString() },
+      });
+    }
+    admitted.push(key);
+  }
+  if (admitted.length === 0) return null;
+  let settled = false;
+  return {
+    async settle(spent) {
+      if (settled) return;
+      settled = true;
+      await Promise.all(
+        admitted.map((key) =>
+          settleSpend(deps.knex, key, spent).catch((error) => deps.logger.error({ err: (error as Error).message, scope: key.scope, scope_id: key.scopeId }, 'spend counter not settled')),
+        ),
+      );
+    },
+  };
+}

@@ -1,0 +1,100 @@
+import type { Clock } from '../../kit/index.js';
+import type { ProviderModelRow } from '../models/types.js';
+import { costMicroUsd, type UsageRecord } from './recorder.js';
+
+/**
+ * One usage meter per chat request: opened once when the request is about to be dispatched,
+ * told which provider answered and when the first byte came, and closed exactly once with the
+ * final status, outcome and token counts. Closing writes one usage record (to the recorder's
+ * memory queue; the recorder writes batches off the request path). A second `close` is ignored,
+ * so whichever path ends the request first decides its record.
+ */
+export interface UsageMeter {
+  /** The attempt that answered and how many tries it took. */
+  routed(info: { pm: ProviderModelRow; endpoint: string; tries: number }): void;
+  firstByte(): void;
+  /** Resolves when the request's budget counters (if any) hold its real cost. */
+  close(result: { status: number; outcome: string; usage?: MeteredUsage | null; tries?: number }): Promise<void>;
+  readonly closed: boolean;
+}
+
+export interface MeteredUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  completion_tokens_details?: { reasoning_tokens?: number };
+}
+
+export interface MeterRequest {
+  requestId: string;
+  userId: string;
+  authMethod: string | null;
+  apiKeyId: string | null;
+  model: string;
+  stream: boolean;
+  metadata: Record<string, string> | null;
+  /** The project the request is made for: its conversation's project (null without one). */
+  projectId?: string | null;
+  /** `performance.now()` when the request arrived (latency counts from there). */
+  startedAt: number;
+  /** Budget counters the request was admitted against; settled with the real cost on close. */
+  ticket?: { settle(spent: { cost: number; tokens: number }): Promise<void> } | null;
+}
+
+export interface UsageMeters {
+  open(request: MeterRequest): UsageMeter;
+}
+
+export function createUsageMeters(deps: { recorder: { record(entry: UsageRecord): void }; clock: Clock; elapsed?: () => number }): UsageMeters {
+  const elapsed = deps.elapsed ?? (() => performance.now());
+  return {
+    open(request) {
+      let routed: { pm: ProviderModelRow; endpoint: string; tries: number } | null = null;
+      let ttfb: number | null = null;
+      let closed = false;
+      return {
+        get closed() {
+          return closed;
+        },
+        routed(info) {
+          routed = info;
+        },
+        firstByte() {
+          ttfb ??= Math.round(elapsed() - request.startedAt);
+        },
+        close(result) {
+          if (closed) return Promise.resolve();
+          closed = true;
+          const prompt = result.usage?.prompt_tokens ?? 0;
+          const completion = result.usage?.completion_tokens ?? 0;
+          const pm = routed?.pm;
+          const cost = pm ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion }) : 0;
+          deps.recorder.record({
+            request_id: request.requestId,
+            user_id: request.userId,
+            auth_method: request.authMethod,
+            api_key_id: request.apiKeyId,
+            model: request.model,
+            provider_id: pm?.provider_id ?? null,
+            provider_model_id: pm?.id ?? null,
+            endpoint: routed?.endpoint ?? null,
+            stream: request.stream,
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            reasoning_tokens: result.usage?.completion_tokens_details?.reasoning_tokens ?? 0,
+            total_tokens: prompt + completion,
+            cost_micro_usd: cost,
+            latency_ms: Math.round(elapsed() - request.startedAt),
+            ttfb_ms: ttfb,
+            attempts: routed?.tries ?? result.tries ?? 0,
+            status: result.status,
+            outcome: result.outcome,
+            metadata: request.metadata,
+            project_id: request.projectId ?? null,
+            created_at: new Date(deps.clock.now()),
+          });
+          return request.ticket ? request.ticket.settle({ cost, tokens: prompt + completion }) : Promise.resolve();
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,129 @@
+import type { Knex } from 'knex';
+import { z } from 'zod';
+import { listEnvelope, pageQuery, pageOf, type ListEnvelope, type Principal } from '../../kit/index.js';
+import { countUsageGroups, GROUP_COLUMNS, selectUsage, type GroupBy, type UsageFilter, type UsageRowRaw } from './report-store.js';
+
+/**
+ * Usage and cost reports from the daily rollup: filters by UTC day range and dimension, grouped by
+ * any of day, user, key, model, provider and project. `GET /v1/usage` is the caller's own (user_id forced);
+ * `GET /v1/admin/usage` is everyone's. Cost is in micro-USD as priced when the request was made.
+ */
+export interface UsageReportDeps {
+  knex: Knex;
+}
+
+const day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a UTC day, YYYY-MM-DD');
+const groupBy = z
+  .string()
+  .optional()
+  .transform((v, ctx) => {
+    const parts = (v ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+    for (const part of parts) {
+      if (!(part in GROUP_COLUMNS)) {
+        ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of ${Object.keys(GROUP_COLUMNS).join(', ')}; '${part}' is not one` });
+        return z.NEVER;
+      }
+    }
+    return [...new Set(parts)] as GroupBy[];
+  });
+
+export const usageQuery = pageQuery({ maxLimit: 1000 }).extend({
+  from: day.optional(),
+  to: day.optional(),
+  user_id: z.string().max(64).optional(),
+  key_id: z.string().max(64).optional(),
+  model: z.string().max(300).optional(),
+  provider_id: z.string().max(64).optional(),
+  project_id: z.string().max(64).optional(),
+  group_by: groupBy,
+});
+export type UsageQuery = z.infer<typeof usageQuery>;
+
+export const usageRowSchema = z.object({
+  object: z.literal('usage.row'),
+  day: z.string().optional(),
+  user_id: z.string().nullable().optional(),
+  key_id: z.string().nullable().optional(),
+  model: z.string().optional(),
+  provider_id: z.string().nullable().optional(),
+  project_id: z.string().nullable().optional(),
+  requests: z.number().int(),
+  prompt_tokens: z.number().int(),
+  completion_tokens: z.number().int(),
+  reasoning_tokens: z.number().int(),
+  total_tokens: z.number().int(),
+  cost_micro_usd: z.number().int(),
+});
+export type UsageRow = z.infer<typeof usageRowSchema>;
+
+export function filterOf(query: UsageQuery): UsageFilter {
+  return {
+    from: query.from,
+    to: query.to,
+    userId: query.user_id,
+    keyId: query.key_id,
+    model: query.model,
+    providerId: query.provider_id,
+    projectId: query.project_id,
+  };
+}
+
+const orNull = (v: string | undefined) => (v === '' ? null : v);
+
+export function toUsageRow(raw: UsageRowRaw, groups: GroupBy[]): UsageRow {
+  const prompt = Number(raw.prompt_tokens ?? 0);
+  const completion = Number(raw.completion_tokens ?? 0);
+  const row: UsageRow = {
+    object: 'usage.row',
+    requests: Number(raw.requests ?? 0),
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    reasoning_tokens: Number(raw.reasoning_tokens ?? 0),
+    total_tokens: prompt + completion,
+    cost_micro_usd: Number(raw.cost_micro_usd ?? 0),
+  };
+  if (groups.includes('day')) row.day = raw.day;
+  if (groups.includes('user')) row.user_id = orNull(raw.user_id);
+  if (groups.includes('key')) row.key_id = orNull(raw.api_key_id);
+  if (groups.includes('model')) row.model = raw.model;
+  if (groups.includes('provider')) row.provider_id = orNull(raw.provider_id);
+  if (groups.includes('project')) row.project_id = orNull(raw.project_id);
+  return row;
+}
+
+export async function usageReport(deps: UsageReportDeps, filter: UsageFilter, groups: GroupBy[], query: { limit?: number; offset?: number }): Promise<ListEnvelope<UsageRow>> {
+  const page = pageOf(query, { defaultLimit: 100 });
+  const [total, rows] = await Promise.all([countUsageGroups(deps.knex, filter, groups), selectUsage(deps.knex, filter, groups, page)]);
+  return listEnvelope(rows.map((r) => toUsageRow(r, groups)), total, page);
+}
+
+/** The caller's own usage: whatever user_id the query names, it is the caller's. */
+export function ownUsage(deps: UsageReportDeps, principal: Principal, query: UsageQuery) {
+  return usageReport(deps, { ...filterOf(query), userId: principal.userId }, query.group_by, query);
+}
+
+const CSV_COLUMNS = ['day', 'user_id', 'key_id', 'model', 'provider_id', 'project_id', 'requests', 'prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'total_tokens', 'cost_micro_usd'] as const;
+
+function csvCell(value: unknown): string {
+  if (value === undefined || value === null) return '';
+  const text = String(value);
+  // Quote always-risky cells, and neutralise spreadsheet formulas.
+  const safe = /^[=+\-@\t\r]/.test(text) && typeof value === 'string' ? `'${text}` : text;
+  return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+}
+
+/** The report as CSV lines, read from the rollup a page at a time (the export never holds it all). */
+export async function* usageCsv(deps: UsageReportDeps, filter: UsageFilter, groups: GroupBy[]): AsyncGenerator<string> {
+  const groupOfColumn: Record<string, GroupBy> = { day: 'day', user_id: 'user', key_id: 'key', model: 'model', provider_id: 'provider', project_id: 'project' };
+  const columns = CSV_COLUMNS.filter((c) => !(c in groupOfColumn) || groups.includes(groupOfColumn[c]!));
+  yield `${columns.join(',')}\n`;
+  const pageSize = 1000;
+  for (let offset = 0; ; offset += pageSize) {
+    const rows = await selectUsage(deps.knex, filter, groups, { limit: pageSize, offset });
+    for (const raw of rows) {
+      const row = toUsageRow(raw, groups) as Record<string, unknown>;
+      yield `${columns.map((c) => csvCell(row[c])).join(',')}\n`;
+    }
+    if (rows.length < pageSize) return;
+  }
+}

@@ -1,0 +1,42 @@
+import { once } from 'node:events';
+import { z } from 'zod';
+import { listOf, routeGroup, type Route } from '../../kit/index.js';
+import { filterOf, ownUsage, usageCsv, usageQuery, usageReport, usageRowSchema, type UsageReportDeps } from './report.js';
+
+const exportQuery = usageQuery.extend({ format: z.enum(['csv']).default('csv') });
+const usage = routeGroup({ tag: 'usage' });
+/** The caller's report and everyone's take the same filters and answer the same rows. */
+const report = { request: { query: usageQuery }, response: { schema: listOf(usageRowSchema) } };
+
+/** Usage and cost reports: the caller's own, everyone's (admin), and everyone's as a CSV stream. */
+export function usageRoutes(deps: { usageReports: UsageReportDeps }): Route[] {
+  return [
+    usage.get('/v1/usage', {
+      summary: "The caller's usage and cost, from the daily rollup (filters, group_by, paginated)",
+      access: 'user',
+      ...report,
+      handler: ({ principal, query }) => ownUsage(deps.usageReports, principal, query),
+    }),
+    usage.get('/v1/admin/usage', {
+      summary: "Everyone's usage and cost, from the daily rollup (filters, group_by, paginated)",
+      access: 'admin',
+      ...report,
+      handler: ({ query }) => usageReport(deps.usageReports, filterOf(query), query.group_by, query),
+    }),
+    usage.get('/v1/admin/usage/export', {
+      summary: "Everyone's usage and cost as CSV (same filters and group_by; streamed)",
+      access: 'admin',
+      request: { query: exportQuery },
+      response: { contentType: 'text/csv' },
+      handler: async ({ query, res, signal }) => {
+        res.status(200).setHeader('content-type', 'text/csv; charset=utf-8');
+        res.setHeader('content-disposition', 'attachment; filename="usage.csv"');
+        for await (const line of usageCsv(deps.usageReports, filterOf(query), query.group_by)) {
+          if (signal.aborted) break;
+          if (!res.write(line)) await once(res, 'drain');
+        }
+        res.end();
+      },
+    }),
+  ];
+}

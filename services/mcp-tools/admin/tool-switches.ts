@@ -1,0 +1,55 @@
+import type { Logger } from '../../kit/index.js';
+import type { ToolSwitches } from '../tools/call-tool.js';
+import type { ToolSettingRow, ToolSettingsStore } from './store.js';
+
+/**
+ * This process's copy of the tool switches. Reads are in memory (tools/list and tools/call never
+ * wait on the database); the copy is refreshed from the shared table every MCP_TOOL_STATE_REFRESH_MS,
+ * so a switch flipped through any process reaches every process within that interval, and at once
+ * in the process that flipped it. When a refresh fails, the last known state stays in force.
+ */
+export interface ToolSwitchboard extends ToolSwitches {
+  state(name: string): ToolSettingRow | undefined;
+  apply(row: ToolSettingRow): void;
+  refresh(): Promise<void>;
+  start(): Promise<void>;
+  stop(): void;
+}
+
+export function createToolSwitchboard(deps: { store: ToolSettingsStore; refreshMs: number; logger: Logger }): ToolSwitchboard {
+  let rows = new Map<string, ToolSettingRow>();
+  let timer: NodeJS.Timeout | undefined;
+  let failing = false;
+  const board: ToolSwitchboard = {
+    isEnabled: (name) => rows.get(name)?.enabled ?? true,
+    state: (name) => rows.get(name),
+    apply(row) {
+      rows.set(row.name, row);
+    },
+    async refresh() {
+      const fresh = await deps.store.all();
+      rows = new Map(fresh.map((row) => [row.name, row]));
+    },
+    async start() {
+      await board.refresh();
+      timer = setInterval(() => {
+        board.refresh().then(
+          () => {
+            if (failing) deps.logger.info('tool switches refreshed again');
+            failing = false;
+          },
+          (error: Error) => {
+            if (!failing) deps.logger.warn({ err: error.message }, 'tool switches could not be refreshed; keeping the last known state');
+            failing = true;
+          },
+        );
+      }, deps.refreshMs);
+      timer.unref();
+    },
+    stop() {
+      if (timer) clearInterval(timer);
+      timer = undefined;
+    },
+  };
+  return board;
+}

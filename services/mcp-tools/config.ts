@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { loadConfig } from '../kit/core/index.js';
+import { optionalUrl } from '../kit/settings/index.js';
+
+/**
+ * Settings of mcp-tools only (README.md "MCP tools" table documents each). Parsed once at start
+ * from the environment the platform was configured from: `loadMcpConfig(ctx.runtime.config.env)`.
+ */
+const int = (min: number, max: number, fallback: number) => z.coerce.number().int().min(min).max(max).default(fallback);
+const size = z.string().regex(/^\d+(b|kb|mb)$/i, 'a size such as 2mb');
+
+export const mcpConfigShape = {
+  /** Tool calls in flight per process; past it a call answers "busy, retry" instead of queueing. */
+  MCP_MAX_CONCURRENT_CALLS: int(1, 10_000, 64),
+  /** python_exec runs in flight per process (each is a sandboxed CPython process). */
+  MCP_MAX_CONCURRENT_PYTHON: int(1, 256, 4),
+  /** How often a process re-reads the enabled/disabled state of the tools shared by all processes. */
+  MCP_TOOL_STATE_REFRESH_MS: int(100, 600_000, 2000),
+  /** Largest JSON-RPC request body on /v1/mcp (file_search_index carries whole documents). */
+  MCP_BODY_LIMIT: size.default('2mb'),
+
+  // google_search backends: Serper when its key is set, else SearXNG when its URL is set.
+  SERPER_API_KEY: z.string().min(1).optional(),
+  SERPER_URL: z.string().url().default('https://google.serper.dev'),
+  SEARXNG_URL: optionalUrl,
+  SEARCH_TIMEOUT_MS: int(100, 120_000, 10_000),
+
+  SCRAPE_TIMEOUT_MS: int(100, 120_000, 15_000),
+  /** Responses larger than this are cut off while streaming (never buffered whole). */
+  SCRAPE_MAX_BYTES: size.default('5mb'),
+  /** `max_chars` when the caller gives none. */
+  SCRAPE_DEFAULT_MAX_CHARS: int(100, 1_000_000, 20_000),
+
+  FILE_SEARCH_CHUNK_CHARS: int(200, 20_000, 1200),
+  FILE_SEARCH_CHUNK_OVERLAP: int(0, 5_000, 200),
+  FILE_SEARCH_MAX_DOCUMENT_CHARS: int(1, 50_000_000, 1_000_000),
+  /** OpenAI-compatible embeddings endpoint (base URL, `/embeddings` is appended); unset: full-text search only. */
+  EMBEDDINGS_URL: optionalUrl,
+  EMBEDDINGS_MODEL: z.string().min(1).default('text-embedding-3-small'),
+  EMBEDDINGS_API_KEY: z.string().min(1).optional(),
+  EMBEDDINGS_TIMEOUT_MS: int(100, 120_000, 15_000),
+
+  /** SandboxFusion-compatible `run_code` service; when set, python_exec runs there instead of bubblewrap. */
+  SANDBOX_URL: optionalUrl,
+  SANDBOX_BWRAP_PATH: z.string().min(1).default('bwrap'),
+  SANDBOX_PYTHON: z.string().min(1).default('/usr/bin/python3'),
+  /** Each concurrent run gets its own unprivileged uid: base, base+1, … (never 0). */
+  SANDBOX_UID_BASE: int(1000, 4_000_000_000, 60_000),
+  SANDBOX_MEMORY_MB: int(32, 65_536, 512),
+  SANDBOX_MAX_PROCESSES: int(1, 4096, 32),
+  SANDBOX_MAX_FILE_MB: int(1, 65_536, 16),
+  SANDBOX_TMP_MB: int(1, 65_536, 64),
+  SANDBOX_OUTPUT_LIMIT_BYTES: int(1024, 16 * 1024 * 1024, 64 * 1024),
+};
+
+export type McpConfig = z.infer<z.ZodObject<typeof mcpConfigShape>>;
+
+export const loadMcpConfig = (env: NodeJS.ProcessEnv | Readonly<NodeJS.ProcessEnv>): McpConfig => loadConfig(mcpConfigShape, env as NodeJS.ProcessEnv);

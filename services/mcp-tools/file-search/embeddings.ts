@@ -1,0 +1,53 @@
+/**
+ * An OpenAI-compatible embeddings endpoint (`POST {EMBEDDINGS_URL}/embeddings`, `{model, input}` →
+ * `{data: [{index, embedding}]}`), configured by the operator. Global fetch, batches of 64 inputs.
+ */
+export interface Embedder {
+  embed(texts: string[], signal: AbortSignal): Promise<number[][]>;
+}
+
+export function createEmbedder(options: { url: string; model: string; apiKey?: string; timeoutMs: number }): Embedder {
+  const endpoint = new URL('embeddings', options.url.endsWith('/') ? options.url : `${options.url}/`).toString();
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
+  return {
+    async embed(texts, signal) {
+      const out: number[][] = [];
+      for (let i = 0; i < texts.length; i += 64) {
+        const batch = texts.slice(i, i + 64);
+        const res = await fetch(endpoint, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify({ model: options.model, input: batch }),
+          signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs)]),
+        });
+        if (!res.ok) throw new Error(`the embeddings endpoint answered HTTP ${res.status}`);
+        const body = (await res.json()) as { data?: Array<{ index?: number; embedding?: number[] }> };
+        const data = [...(body.data ?? [])].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
+        if (data.length !== batch.length || data.some((d) => !Array.isArray(d.embedding))) throw new Error('the embeddings endpoint answered without one embedding per input');
+        out.push(...data.map((d) => d.embedding!));
+      }
+      return out;
+    },
+  };
+}
+
+export function cosine(a: number[], b: number[]): number {
+  if (a.length !== b.length || a.length === 0) return 0;
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    dot += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
+}
+
+/** Reciprocal rank fusion: each list contributes 1 / (k + rank) for every item it ranks. */
+export function reciprocalRankFusion(lists: string[][], k = 60): Map<string, number> {
+  const scores = new Map<string, number>();
+  for (const list of lists) list.forEach((key, rank) => scores.set(key, (scores.get(key) ?? 0) + 1 / (k + rank + 1)));
+  return scores;
+}

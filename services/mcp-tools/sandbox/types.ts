@@ -1,0 +1,42 @@
+/**
+ * The sandbox behind python_exec. Drivers (bubblewrap on this host, a remote SandboxFusion-style
+ * service) share this interface; the tool never runs code any other way.
+ */
+export interface PythonRun {
+  code: string;
+  stdin?: string;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+export interface PythonResult {
+  stdout: string;
+  stderr: string;
+  exit_code: number;
+  duration_ms: number;
+  timed_out: boolean;
+  truncated: boolean;
+}
+
+export interface SandboxDriver {
+  readonly name: string;
+  /** Why this driver cannot run code here (e.g. bwrap missing), or null when it can. */
+  unavailableReason(): string | null;
+  /** Runs the code; throws SandboxBusyError when every slot is taken. */
+  run(input: PythonRun): Promise<PythonResult>;
+  close?(): Promise<void>;
+}
+
+export class SandboxBusyError extends Error {
+  constructor() {
+    super('python_exec is busy: every sandbox slot is in use; retry shortly');
+    this.name = 'SandboxBusyError';
+  }
+}
+
+export class SandboxUnavailableError extends Error {
+  constructor(reason: string) {
+    super(`python_exec is unavailable: ${reason}. Code is never run outside the sandbox.`);
+    this.name = 'SandboxUnavailableError';
+  }
+}

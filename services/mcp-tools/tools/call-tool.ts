@@ -1,0 +1,71 @@
+import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { formatPath, type Logger } from '../../kit/index.js';
+import { SandboxBusyError, SandboxUnavailableError } from '../sandbox/index.js';
+import { createSlots } from '../slots.js';
+import type { ToolCatalog } from './catalog.js';
+import type { CallOutcome, ToolMetrics } from './metrics.js';
+import { ToolFailure, type ToolCallContext } from './tool.js';
+
+/**
+ * `tools/call` for every tool: name and argument checks (JSON-RPC invalid-params), the enabled
+ * switch, the per-process concurrency bound, metrics and one log line per call. The log line has
+ * the tool, the user, the duration and the outcome, never the arguments or the output.
+ */
+export interface ToolSwitches {
+  isEnabled(name: string): boolean;
+}
+
+export interface CallToolDeps {
+  catalog: ToolCatalog;
+  switches: ToolSwitches;
+  metrics: ToolMetrics;
+  logger: Logger;
+  maxConcurrentCalls: number;
+}
+
+export type ToolCaller = (ctx: ToolCallContext, name: string, args: unknown) => Promise<CallToolResult>;
+
+export function createToolCaller(deps: CallToolDeps): ToolCaller {
+  const slots = createSlots(deps.maxConcurrentCalls);
+  return async (ctx, name, args) => {
+    const tool = deps.catalog.get(name);
+    if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${String(name).slice(0, 100)}`, { param: 'name' });
+    const started = performance.now();
+    const finish = (outcome: CallOutcome, result: CallToolResult, detail?: string) => {
+      const seconds = (performance.now() - started) / 1000;
+      deps.metrics.record(name, outcome, seconds);
+      deps.logger[outcome === 'ok' ? 'info' : 'warn'](
+        { tool: name, user_id: ctx.userId, duration_ms: Math.round(seconds * 1000), outcome, ...(detail ? { detail } : {}) },
+        'mcp tool call',
+      );
+      return result;
+    };
+    const parsed = tool.input.safeParse(args ?? {});
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const param = formatPath(['arguments', ...issue.path]);
+      finish('invalid', errorResult(''), param);
+      throw new McpError(ErrorCode.InvalidParams, `Invalid arguments for tool ${name}: '${param}': ${issue.message}`, { param });
+    }
+    if (!deps.switches.isEnabled(name)) return finish('disabled', errorResult(`The tool ${name} is disabled by an administrator`));
+    const slot = slots.take();
+    if (slot === null) return finish('busy', errorResult(`mcp-tools is busy (${deps.maxConcurrentCalls} calls in progress); retry shortly`));
+    try {
+      const output = await tool.run(ctx, parsed.data);
+      return finish('ok', {
+        content: [{ type: 'text', text: output.text }],
+        structuredContent: output.structured as Record<string, unknown>,
+      });
+    } catch (error) {
+      if (error instanceof SandboxBusyError) return finish('busy', errorResult(error.message));
+      if (error instanceof ToolFailure || error instanceof SandboxUnavailableError) return finish('error', errorResult(error.message), error.message);
+      if (ctx.signal.aborted) return finish('error', errorResult('The call was cancelled'));
+      deps.logger.error({ tool: name, user_id: ctx.userId, err: (error as Error).message }, 'mcp tool failed unexpectedly');
+      return finish('error', errorResult(`The tool ${name} failed unexpectedly; the failure was logged`));
+    } finally {
+      slots.give(slot);
+    }
+  };
+}
+
+export const errorResult = (message: string): CallToolResult => ({ content: [{ type: 'text', text: message }], isError: true });

@@ -1,0 +1,55 @@
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { Request, Response } from 'express';
+import { ApiError, parseJsonText, type Logger } from '../../kit/index.js';
+import { JSONRPC, sendJsonRpcError } from './jsonrpc.js';
+import { createRequestServer, type McpServerDeps } from './mcp-server.js';
+import { readBody } from './read-body.js';
+
+/**
+ * POST /v1/mcp: one JSON-RPC message (or batch) in, one JSON answer out. The SDK's web-standard
+ * Streamable HTTP transport runs stateless (`sessionIdGenerator: undefined`) with JSON answers
+ * (`enableJsonResponse: true`), on a fresh protocol server per request.
+ *
+ * Two forms are accepted: the SDK client's (`Accept: application/json, text/event-stream`) and a
+ * plain JSON-RPC POST (`Accept: application/json`, or none). Both get `application/json`, so the
+ * transport is always told the client takes both. The body is read here, not by the transport,
+ * so malformed JSON is a JSON-RPC parse error rather than the platform's HTTP error body.
+ */
+export interface McpEndpointDeps extends McpServerDeps {
+  bodyLimit: number;
+  /** `JSON_MAX_DEPTH`: deeper bodies are refused before they are parsed (as on every other route). */
+  jsonMaxDepth: number;
+  logger: Logger;
+}
+
+export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: Request, res: Response): Promise<void> {
+  const raw = await readBody(req, deps.bodyLimit);
+  if (raw === null) return sendJsonRpcError(res, 413, JSONRPC.serverError, `Request body exceeds the limit of ${deps.bodyLimit} bytes`);
+  let message: unknown;
+  try {
+    message = parseJsonText(raw.toString('utf8'), { maxDepth: deps.jsonMaxDepth });
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'json_too_deep') return sendJsonRpcError(res, 400, JSONRPC.invalidRequest, `Invalid Request: ${error.message}`);
+    return sendJsonRpcError(res, 400, JSONRPC.parseError, `Parse error: ${(error as Error).message}`);
+  }
+  const disconnected = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) disconnected.abort();
+  });
+  const server = createRequestServer(deps, userId, disconnected.signal);
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  try {
+    await server.connect(transport);
+    const headers = new Headers({ accept: 'application/json, text/event-stream' });
+    for (const name of ['content-type', 'mcp-protocol-version']) {
+      const value = req.headers[name];
+      if (typeof value === 'string') headers.set(name, value);
+    }
+    const response = await transport.handleRequest(new Request(`http://mcp-tools${req.originalUrl}`, { method: 'POST', headers }), { parsedBody: message });
+    res.status(response.status);
+    response.headers.forEach((value, name) => res.setHeader(name, value));
+    res.end(Buffer.from(await response.arrayBuffer()));
+  } finally {
+    await server.close().catch((error: Error) => deps.logger.warn({ err: error.message }, 'mcp server close failed'));
+  }
+}

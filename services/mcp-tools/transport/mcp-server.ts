@@ -1,0 +1,51 @@
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { ListToolsRequestSchema, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import type { ToolCatalog } from '../tools/catalog.js';
+import type { ToolCaller, ToolSwitches } from '../tools/call-tool.js';
+
+/**
+ * The MCP protocol server for ONE request (stateless Streamable HTTP: no session survives the
+ * request, so any mcp-tools process can answer any request). It is the SDK's low-level `Server`
+ * rather than `McpServer`: the tool list is precomputed once per process, filtered by the enabled
+ * switches, and argument errors become JSON-RPC invalid-params errors naming the field.
+ */
+/**
+ * tools/call is registered with a lenient schema: the SDK's protocol layer turns a schema mismatch
+ * into an internal error (-32603), while `Server` checks the strict tools/call shape itself and
+ * answers invalid params (-32602), which is what a malformed `params` is.
+ */
+const LenientCallToolRequest = z.object({ method: z.literal('tools/call'), params: z.unknown().optional() });
+
+export const SERVER_INFO = { name: 'mcp-tools', version: '1.0.0' };
+
+export interface McpServerDeps {
+  catalog: ToolCatalog;
+  switches: ToolSwitches;
+  callTool: ToolCaller;
+  /**
+   * Shared by the per-request servers: the SDK would otherwise build a new Ajv instance for every
+   * server (about 1.5 ms, most of a request); this server never validates against client schemas.
+   */
+  jsonSchemaValidator: jsonSchemaValidator;
+}
+
+export function createRequestServer(deps: McpServerDeps, userId: string, requestSignal: AbortSignal): Server {
+  const server = new Server(SERVER_INFO, {
+    capabilities: { tools: { listChanged: false } },
+    jsonSchemaValidator: deps.jsonSchemaValidator,
+    instructions:
+      'Tools: google_search (web search), scrape (read a web page), file_search_index / file_search_query ' +
+      '(index your own text and search it), python_exec (run Python in a sandbox without network).',
+  });
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: deps.catalog.all.filter((tool) => deps.switches.isEnabled(tool.name)).map((tool) => deps.catalog.descriptor(tool.name)),
+  }));
+  server.setRequestHandler(LenientCallToolRequest, (request, extra) => {
+    // `Server` has validated the strict shape by now.
+    const { name, arguments: args } = (request as unknown as CallToolRequest).params;
+    return deps.callTool({ userId, signal: AbortSignal.any([requestSignal, extra.signal]) }, name, args);
+  });
+  return server;
+}

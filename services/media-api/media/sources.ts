@@ -1,0 +1,133 @@
+import type { Request } from 'express';
+import busboy from 'busboy';
+import { ApiError, EgressRefusedError, type EgressGuard } from '../../kit/index.js';
+
+/**
+ * Where upload bytes come from: a URL (through the kit's egress guard), base64, a data URL, or a
+ * multipart `file` part. Each reader stops at the size limit: nothing beyond it is buffered.
+ */
+export interface SourceLimits {
+  maxBytes: number;
+  fetchTimeoutMs: number;
+  maxRedirects: number;
+}
+
+const tooLarge = (maxBytes: number, param: string) =>
+  new ApiError(400, `The image exceeds the size limit of ${maxBytes} bytes`, { param });
+
+export async function fetchSource(guard: EgressGuard, url: string, limits: SourceLimits, signal: AbortSignal): Promise<Buffer> {
+  const param = 'source.url';
+  const deadline = AbortSignal.any([signal, AbortSignal.timeout(limits.fetchTimeoutMs)]);
+  try {
+    const response = await guard.request(url, {
+      headers: { accept: 'image/*', 'user-agent': 'media-api/1.0' },
+      timeoutMs: limits.fetchTimeoutMs,
+      maxRedirects: limits.maxRedirects,
+      maxBytes: limits.maxBytes,
+      signal: deadline,
+    });
+    if (response.status >= 300 && response.status < 400) {
+      throw new ApiError(400, `The URL redirected more than ${limits.maxRedirects} times`, { param });
+    }
+    if (response.status < 200 || response.status >= 300) {
+      throw new ApiError(400, `The URL answered HTTP ${response.status}`, { param });
+    }
+    return response.body;
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    if (error instanceof EgressRefusedError) throw new ApiError(400, `The URL is not allowed: ${error.reason}`, { param });
+    const code = (error as { code?: string; name?: string }).code;
+    if (code === 'E_TOO_LARGE') throw tooLarge(limits.maxBytes, param);
+    if (deadline.aborted && !signal.aborted) throw new ApiError(400, `The URL did not answer within ${limits.fetchTimeoutMs} ms`, { param });
+    throw new ApiError(400, 'The URL could not be fetched', { param, cause: error });
+  }
+}
+
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+/** Strict base64 (standard or URL-safe alphabet; whitespace ignored); size checked before decoding. */
+export function decodeBase64(data: string, maxBytes: number, param: string): Buffer {
+  const compact = data.replace(/\s+/g, '');
+  if (!BASE64.test(compact) || compact.replace(/=+$/, '').length % 4 === 1) {
+    throw new ApiError(400, 'The data is not valid base64', { param });
+  }
+  if (Math.floor((compact.replace(/=+$/, '').length * 3) / 4) > maxBytes) throw tooLarge(maxBytes, param);
+  return Buffer.from(compact, compact.includes('-') || compact.includes('_') ? 'base64url' : 'base64');
+}
+
+/** `data:<mime>;base64,<data>` → bytes (the claimed type is ignored: the decoder decides). */
+export function decodeDataUrl(dataUrl: string, maxBytes: number, param: string): Buffer {
+  const match = /^data:([\w.+-]+\/[\w.+-]+)?((?:;[\w.+-]+=[^;,]*)*);base64,/i.exec(dataUrl);
+  if (!match) throw new ApiError(400, 'Expected a data URL of the form data:<mime type>;base64,<data>', { param });
+  return decodeBase64(dataUrl.slice(match[0].length), maxBytes, param);
+}
+
+/**
+ * Reads the `file` part (and an optional `filename` field) of a multipart body, stopping at
+ * `maxBytes`: a larger part ends the request with 400 without reading the rest into memory.
+ */
+export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = maxBytes + 1024 * 1024): Promise<{ bytes: Buffer; filename: string | null }> {
+  return new Promise((resolve, reject) => {
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({ headers: req.headers, limits: { files: 1, fileSize: maxBytes, fields: 10, fieldSize: 4096, parts: 12 } });
+    } catch {
+      reject(new ApiError(400, 'Malformed multipart/form-data request (boundary missing)', { param: 'file' }));
+      return;
+    }
+    let file: Buffer | null = null;
+    let filename: string | null = null;
+    let failed = false;
+    const fail = (error: ApiError) => {
+      if (failed) return;
+      failed = true;
+      req.unpipe(parser);
+      req.resume();
+      reject(error);
+    };
+    parser.on('file', (name, stream, info) => {
+      if (name !== 'file' || file) {
+        stream.resume();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      stream.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        chunks.push(chunk);
+      });
+      stream.on('limit', () => fail(tooLarge(maxBytes, 'file')));
+      stream.on('end', () => {
+        if (failed) return;
+        file = Buffer.concat(chunks, size);
+        filename ??= info.filename || null;
+      });
+    });
+    parser.on('field', (name, value) => {
+      if (name === 'filename' && value) filename = value;
+    });
+    // The whole body is bounded too (other parts are skipped, not buffered, but still read).
+    let received = 0;
+    req.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > maxBodyBytes) fail(new ApiError(413, `Request body exceeds the limit of ${maxBodyBytes} bytes for this route`, { param: 'body' }));
+    });
+    parser.on('partsLimit', () => fail(new ApiError(400, 'Too many parts in the multipart body', { param: 'file' })));
+    parser.on('error', () => fail(new ApiError(400, 'Malformed multipart/form-data body', { param: 'file' })));
+    parser.on('close', () => {
+      if (failed) return;
+      if (!file) return fail(new ApiError(400, "Missing required part: 'file'", { param: 'file' }));
+      resolve({ bytes: file, filename });
+    });
+    req.pipe(parser);
+  });
+}
+
+/** A display name: the last path segment, without control characters, at most 255 characters. */
+export function cleanFilename(name: string | null | undefined): string | null {
+  if (!name) return null;
+  const base = name.split(/[\\/]/).pop() ?? '';
+  // eslint-disable-next-line no-control-regex
+  const clean = base.replace(/[\u0000-\u001f\u007f]/g, '').replace(/[\ud800-\udfff]/g, '').trim().slice(0, 255);
+  return clean || null;
+}

@@ -1,0 +1,22 @@
+import { z } from 'zod';
+
+/**
+ * Settings of response-api only (README.md "Responses" table documents each). Parsed once at start
+ * from the environment the platform was configured from.
+ */
+const int = (min: number, max: number, fallback: number) => z.coerce.number().int().min(min).max(max).default(fallback);
+
+export const responsesConfigShape = {
+  /** Stored responses older than this are purged. */
+  RESPONSES_RETENTION_DAYS: int(1, 3650, 30),
+  /** How often the purge of expired responses runs (0: never, e.g. tests that drive it by hand). */
+  RESPONSES_PURGE_INTERVAL_MS: int(0, 86_400_000, 3_600_000),
+  /** Longest wait for one tool call on mcp-tools; past it the model sees a timeout error as the tool's output. */
+  RESPONSES_TOOL_TIMEOUT_MS: int(100, 600_000, 60_000),
+  /** Longest wait for one step's chat completion from llm-api. */
+  RESPONSES_STEP_TIMEOUT_MS: int(100, 1_800_000, 300_000),
+  /** How often a running loop reads the cancel flag from the database (cancels sent to another process). */
+  RESPONSES_CANCEL_POLL_MS: int(20, 60_000, 250),
+};
+
+export type ResponsesConfig = z.infer<z.ZodObject<typeof responsesConfigShape>>;

@@ -1,0 +1,47 @@
+import { loadConfig, type ServiceContext } from '../kit/index.js';
+import { responsesConfigShape, type ResponsesConfig } from './config.js';
+import { createLlmPort, createMediaPort, createToolsPort, type LlmPort, type MediaPort, type ToolsPort } from './responses/ports.js';
+import { startRetentionPurge } from './responses/purge.js';
+import { CancelledError } from './responses/loop.js';
+import type { ResponsesDeps } from './responses/responses.js';
+import { createResponseStore } from './responses/store.js';
+
+/**
+ * The composition root of response-api: settings parsed once, the clients of llm-api and
+ * mcp-tools, the store and the retention purge, per app instance. On stop, loops still running in
+ * this process are cancelled and stored as such (a background response never stays "in_progress").
+ */
+export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPort; tools?: ToolsPort; media?: MediaPort } = {}) {
+  const { runtime } = ctx;
+  const config: ResponsesConfig = loadConfig(responsesConfigShape, runtime.config.env);
+  const store = createResponseStore(runtime.db.knex);
+  const llm = overrides.llm ?? createLlmPort({ baseUrl: () => ctx.urls.llmApi, gatewayToken: ctx.gatewaySecret, timeoutMs: config.RESPONSES_STEP_TIMEOUT_MS });
+  const tools = overrides.tools ?? createToolsPort({ baseUrl: () => ctx.urls.mcpTools, gatewayToken: ctx.gatewaySecret });
+  const media = overrides.media ?? createMediaPort({ baseUrl: () => ctx.urls.mediaApi, gatewayToken: ctx.gatewaySecret, timeoutMs: runtime.config.INTERNAL_HTTP_TIMEOUT_MS });
+  const running: ResponsesDeps['running'] = new Map();
+  const purge = startRetentionPurge({ store, clock: runtime.clock, logger: runtime.logger, intervalMs: config.RESPONSES_PURGE_INTERVAL_MS });
+  const responses: ResponsesDeps & { cancelWaitMs: number } = {
+    store,
+    llm,
+    tools,
+    media,
+    clock: runtime.clock,
+    logger: runtime.logger,
+    retentionDays: config.RESPONSES_RETENTION_DAYS,
+    cancelPollMs: config.RESPONSES_CANCEL_POLL_MS,
+    toolTimeoutMs: config.RESPONSES_TOOL_TIMEOUT_MS,
+    stepTimeoutMs: config.RESPONSES_STEP_TIMEOUT_MS,
+    cancelWaitMs: 10_000,
+    running,
+  };
+  ctx.onStop(async () => {
+    await purge.stop();
+    const loops = [...running.values()];
+    for (const loop of loops) loop.abort.abort(new CancelledError());
+    await Promise.allSettled(loops.map((loop) => loop.done));
+    if ('close' in llm && typeof llm.close === 'function') await llm.close();
+    if ('close' in media && typeof media.close === 'function') await media.close();
+  });
+  return { config, responses, purge };
+}
+export type ResponseApiDeps = ReturnType<typeof buildResponsesDeps>;

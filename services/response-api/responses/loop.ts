@@ -1,0 +1,190 @@
+import type { Principal } from '../../kit/index.js';
+import type { ChatMessage } from './items.js';
+import type { ChatCompletion, LlmPort, ToolSession } from './ports.js';
+import type { ResponseRecorder } from './recorder.js';
+
+/**
+ * The tool loop: each step asks llm-api for a chat completion; tool calls in the answer run
+ * against mcp-tools (in parallel when allowed, otherwise one per step; each with a timeout) and their outputs, errors
+ * included, go back to the model; the loop ends when the model answers without tool calls, when
+ * it calls a function the client executes itself, or at `maxSteps`.
+ *
+ * Two ways to stop early: `abort` (a cancel) aborts the in-flight upstream and tool calls at once;
+ * `stopAtBoundary()` (a foreground client went away) is checked before each step.
+ */
+export const SERVER_LABEL = 'jan';
+
+export interface LoopDeps {
+  llm: LlmPort;
+  toolTimeoutMs: number;
+  stepTimeoutMs: number;
+}
+
+export interface LoopPlan {
+  principal: Principal;
+  model: string;
+  instructions: string | null;
+  /** History and input, without the instructions. */
+  messages: ChatMessage[];
+  session: ToolSession | null;
+  /** Platform tools the model may call, as chat-completions function tools. */
+  mcpTools: Array<{ type: 'function'; function: { name: string; description?: string; parameters: Record<string, unknown> } }>;
+  /** Functions the client executes itself. */
+  functionTools: Array<{ type: 'function'; function: Record<string, unknown> & { name: string } }>;
+  toolChoice: unknown;
+  parallelToolCalls: boolean;
+  maxToolCalls: number | null;
+  maxSteps: number;
+  sampling: Record<string, unknown>;
+}
+
+export interface StepUsage {
+  step: number;
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+}
+
+export interface LoopResult {
+  /** The conversation the loop ended with (history, input and every step), for chaining. */
+  messages: ChatMessage[];
+  steps: StepUsage[];
+}
+
+export class CancelledError extends Error {
+  constructor() {
+    super('The response was cancelled');
+  }
+}
+
+const firstStepOnly = (choice: unknown) => (choice === 'required' || (choice && typeof choice === 'object') ? 'auto' : choice);
+
+/** `progress` stores the partial response (GET shows it) when tool calls start and after each step. */
+export async function runLoop(
+  deps: LoopDeps,
+  plan: LoopPlan,
+  recorder: ResponseRecorder,
+  abort: AbortSignal,
+  stopAtBoundary: () => boolean,
+  progress: () => Promise<void> = async () => {},
+): Promise<LoopResult> {
+  const response = recorder.response;
+  const messages = [...plan.messages];
+  const steps: StepUsage[] = [];
+  const clientFunctions = new Set(plan.functionTools.map((t) => t.function.name));
+  const platformTools = new Set(plan.mcpTools.map((t) => t.function.name));
+  const tools = [...plan.mcpTools, ...plan.functionTools];
+  let toolCalls = 0;
+
+  for (let step = 1; step <= plan.maxSteps; step++) {
+    if (abort.aborted || stopAtBoundary()) throw new CancelledError();
+    const body: Record<string, unknown> = {
+      model: plan.model,
+      messages: plan.instructions ? [{ role: 'system', content: plan.instructions }, ...messages] : messages,
+      ...plan.sampling,
+    };
+    if (tools.length > 0 && plan.toolChoice !== 'none') {
+      body.tools = tools;
+      body.tool_choice = step === 1 ? (plan.toolChoice ?? 'auto') : firstStepOnly(plan.toolChoice ?? 'auto');
+      body.parallel_tool_calls = plan.parallelToolCalls;
+    }
+    let completion: ChatCompletion;
+    try {
+      completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, AbortSignal.timeout(deps.stepTimeoutMs)]));
+    } catch (error) {
+      if (abort.aborted) throw new CancelledError();
+      throw error;
+    }
+    steps.push(addUsage(response, step, completion));
+    const choice = completion.choices?.[0];
+    const content = choice?.message?.content ?? '';
+    // parallel_tool_calls: false is honoured even when the model returns several calls: the first
+    // is run and kept, the rest are dropped (as if the model had asked for one); it calls again next step.
+    const asked = choice?.message?.tool_calls ?? [];
+    const calls = plan.parallelToolCalls ? asked : asked.slice(0, 1);
+
+    if (calls.length === 0) {
+      recorder.message(content);
+      messages.push({ role: 'assistant', content });
+      if (choice?.finish_reason === 'length') {
+        response.status = 'incomplete';
+        response.incomplete_details = { reason: 'max_output_tokens' };
+      } else response.status = 'completed';
+      return { messages, steps };
+    }
+
+    if (content.trim()) recorder.message(content);
+    messages.push({ role: 'assistant', content: content || null, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: c.function })) });
+
+    // Platform tools run now; calls of the client's own functions are returned to it.
+    const platformCalls = calls.filter((c) => !clientFunctions.has(c.function.name));
+    const started = platformCalls.map((call) => ({ call, index: recorder.startMcpCall({ name: call.function.name, arguments: call.function.arguments, serverLabel: SERVER_LABEL }) }));
+    await progress();
+    const run = async ({ call }: (typeof started)[number]) => {
+      if (!platformTools.has(call.function.name) || !plan.session) return { output: '', error: `Tool '${call.function.name}' does not exist. Available tools: ${[...platformTools].join(', ') || 'none'}.` };
+      if (plan.maxToolCalls !== null && ++toolCalls > plan.maxToolCalls) return { output: '', error: `max_tool_calls (${plan.maxToolCalls}) reached: this call was not run.` };
+      return callTool(deps, plan.session, call.function, abort);
+    };
+    const results = await Promise.all(started.map(run));
+    if (abort.aborted) {
+      started.forEach(({ index }) => recorder.finishMcpCall(index, { output: '', error: 'cancelled' }));
+      throw new CancelledError();
+    }
+    started.forEach(({ call, index }, k) => {
+      const result = results[k]!;
+      recorder.finishMcpCall(index, result);
+      messages.push({ role: 'tool', tool_call_id: call.id, content: result.error ? `Error: ${result.error}` : result.output });
+    });
+
+    const clientCalls = calls.filter((c) => clientFunctions.has(c.function.name));
+    if (clientCalls.length > 0) {
+      for (const call of clientCalls) recorder.functionCall({ call_id: call.id, name: call.function.name, arguments: call.function.arguments });
+      response.status = 'completed';
+      return { messages, steps };
+    }
+    await progress();
+  }
+  response.status = 'incomplete';
+  response.incomplete_details = { reason: 'max_steps' };
+  return { messages, steps };
+}
+
+async function callTool(deps: LoopDeps, session: ToolSession, fn: { name: string; arguments: string }, abort: AbortSignal): Promise<{ output: string; error: string | null }> {
+  let args: Record<string, unknown>;
+  try {
+    const parsed = JSON.parse(fn.arguments || '{}');
+    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
+    args = parsed;
+  } catch {
+    return { output: '', error: `The arguments of '${fn.name}' are not a JSON object.` };
+  }
+  try {
+    const result = await session.call(fn.name, args, { signal: abort, timeoutMs: deps.toolTimeoutMs });
+    return result.isError ? { output: '', error: result.output || 'the tool failed' } : { output: result.output, error: null };
+  } catch (error) {
+    if (abort.aborted) return { output: '', error: 'cancelled' };
+    const message = (error as Error).message ?? String(error);
+    // -32001 is the MCP SDK's RequestTimeout (our per-call bound).
+    const timedOut = (error as { code?: unknown }).code === -32001;
+    return { output: '', error: timedOut ? `The tool did not answer within ${deps.toolTimeoutMs} ms.` : `The tool failed: ${message}` };
+  }
+}
+
+function addUsage(response: Record<string, any>, step: number, completion: ChatCompletion): StepUsage {
+  const u = completion.usage ?? {};
+  const entry = { step, input_tokens: u.prompt_tokens ?? 0, output_tokens: u.completion_tokens ?? 0, total_tokens: u.total_tokens ?? (u.prompt_tokens ?? 0) + (u.completion_tokens ?? 0) };
+  const usage = (response.usage ??= {
+    input_tokens: 0,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: 0,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 0,
+  });
+  usage.input_tokens += entry.input_tokens;
+  usage.output_tokens += entry.output_tokens;
+  usage.total_tokens += entry.total_tokens;
+  usage.input_tokens_details.cached_tokens += u.prompt_tokens_details?.cached_tokens ?? 0;
+  usage.output_tokens_details.reasoning_tokens += u.completion_tokens_details?.reasoning_tokens ?? 0;
+  response.step_usage = [...(response.step_usage ?? []), entry];
+  return entry;
+}

@@ -1,0 +1,32 @@
+import type { Migration } from '../../kit/index.js';
+
+/**
+ * One row per stored response, owned by a user. `body` is the Responses object as the API shows
+ * it; `context` is the chat history the loop ended with (what `previous_response_id` continues
+ * from); `input_items` is the caller's input as items. `cancel_requested` is the flag a running
+ * loop watches, so a cancel sent to any process reaches the process that runs it.
+ */
+export const responsesMigrations: Migration[] = [
+  {
+    name: '20261123_1400_responses',
+    async up(knex) {
+      await knex.schema.createTable('responses', (t) => {
+        t.string('id', 64).primary();
+        t.string('user_id', 64).notNullable();
+        t.string('status', 16).notNullable();
+        t.boolean('background').notNullable().defaultTo(false);
+        t.boolean('cancel_requested').notNullable().defaultTo(false);
+        t.jsonb('body').notNullable();
+        t.jsonb('context').notNullable();
+        t.jsonb('input_items').notNullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('expires_at', { useTz: true }).notNullable();
+        t.index(['user_id', 'created_at']);
+        t.index(['expires_at']);
+      });
+    },
+    async down(knex) {
+      await knex.schema.dropTableIfExists('responses');
+    },
+  },
+];

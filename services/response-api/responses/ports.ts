@@ -1,0 +1,157 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ApiError, createInternalClient, GATEWAY_TOKEN_HEADER, identityHeadersFor, type InternalClient, type Principal } from '../../kit/index.js';
+
+/**
+ * What the loop needs from the other services, both reached directly at their internal address
+ * with the caller's identity and the gateway token (never through the public edge, so internal
+ * steps do not spend the caller's edge rate limit; llm-api still records each step's usage).
+ */
+export interface ChatCompletion {
+  choices: Array<{ message: { content?: string | null; tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }> }; finish_reason: string | null }>;
+  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; prompt_tokens_details?: { cached_tokens?: number }; completion_tokens_details?: { reasoning_tokens?: number } };
+}
+
+export interface LlmPort {
+  complete(principal: Principal, body: Record<string, unknown>, signal: AbortSignal): Promise<ChatCompletion>;
+  /** Appends items to a conversation of the caller (llm-api's conversation store). */
+  appendConversationItems(principal: Principal, conversationId: string, items: unknown[]): Promise<void>;
+  conversationItems(principal: Principal, conversationId: string): Promise<Array<Record<string, any>>>;
+}
+
+export interface ToolDescription {
+  name: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+}
+
+export interface ToolSession {
+  list(): Promise<ToolDescription[]>;
+  call(name: string, args: Record<string, unknown>, options: { signal: AbortSignal; timeoutMs: number }): Promise<{ output: string; isError: boolean }>;
+  close(): Promise<void>;
+}
+
+export interface ToolsPort {
+  open(principal: Principal, signal: AbortSignal): Promise<ToolSession>;
+}
+
+/** A client made on first use: the other service's address is known only once it listens (port 0 in tests). */
+function lazyClient(baseUrl: () => string, gatewayToken: string, timeoutMs: number) {
+  let current: { url: string; client: InternalClient } | null = null;
+  return {
+    get(): InternalClient {
+      const url = baseUrl();
+      if (!current || current.url !== url) {
+        void current?.client.close();
+        current = { url, client: createInternalClient({ baseUrl: url, gatewayToken, timeoutMs }) };
+      }
+      return current.client;
+    },
+    close: () => current?.client.close(),
+  };
+}
+
+function relay(status: number, body: any, what: string): never {
+  const message = typeof body?.error?.message === 'string' ? body.error.message : `${what} failed (${status})`;
+  if (status >= 400 && status < 500) throw new ApiError(status, message, { code: body?.error?.code, param: body?.error?.param ?? null });
+  throw new ApiError(502, message, { code: 'upstream_error' });
+}
+
+export function createLlmPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number }): LlmPort & { close(): Promise<void> | undefined } {
+  const client = lazyClient(options.baseUrl, options.gatewayToken, options.timeoutMs);
+  return {
+    async complete(principal, body, signal) {
+      const res = await client.get().call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
+      if (res.status !== 200) relay(res.status, res.body, 'The chat completion');
+      return res.body as ChatCompletion;
+    },
+    async appendConversationItems(principal, conversationId, items) {
+      // The conversation API takes at most 20 items per call.
+      for (let i = 0; i < items.length; i += 20) {
+        const res = await client.get().call<any>('POST', `/v1/conversations/${encodeURIComponent(conversationId)}/items`, { principal, body: { items: items.slice(i, i + 20) } });
+        if (res.status !== 200 && res.status !== 201) relay(res.status, res.body, 'Writing conversation items');
+      }
+    },
+    async conversationItems(principal, conversationId) {
+      const items: Array<Record<string, any>> = [];
+      let after: string | undefined;
+      for (;;) {
+        const query = `limit=100&order=asc${after ? `&after=${encodeURIComponent(after)}` : ''}`;
+        const res = await client.get().call<any>('GET', `/v1/conversations/${encodeURIComponent(conversationId)}/items?${query}`, { principal });
+        if (res.status !== 200) relay(res.status, res.body, 'Reading the conversation');
+        items.push(...res.body.data);
+        if (!res.body.has_more || res.body.data.length === 0) return items;
+        after = res.body.last_id;
+      }
+    },
+    close: () => client.close(),
+  };
+}
+
+/** MCP client sessions to mcp-tools' `/v1/mcp` (stateless: each call is its own HTTP request). */
+export function createToolsPort(options: { baseUrl: () => string; gatewayToken: string }): ToolsPort {
+  return {
+    async open(principal, signal) {
+      const headers = { [GATEWAY_TOKEN_HEADER]: options.gatewayToken, ...identityHeadersFor(principal) };
+      const transport = new StreamableHTTPClientTransport(new URL('/v1/mcp', options.baseUrl()), { requestInit: { headers } });
+      const client = new Client({ name: 'response-api', version: '1.0.0' });
+      await client.connect(transport, { signal });
+      return {
+        async list() {
+          const tools: ToolDescription[] = [];
+          let cursor: string | undefined;
+          do {
+            const page = await client.listTools(cursor ? { cursor } : {}, { signal });
+            tools.push(...page.tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as Record<string, unknown> })));
+            cursor = page.nextCursor;
+          } while (cursor);
+          return tools;
+        },
+        async call(name, args, { signal: callSignal, timeoutMs }) {
+          // The server is stateless, so a `notifications/cancelled` cannot reach the running call:
+          // closing the transport aborts its HTTP request, and mcp-tools stops the tool when its client leaves.
+          const closeOnAbort = () => void transport.close().catch(() => {});
+          callSignal.addEventListener('abort', closeOnAbort, { once: true });
+          let result;
+          try {
+            result = await client.callTool({ name, arguments: args }, undefined, { signal: callSignal, timeout: timeoutMs });
+          } finally {
+            callSignal.removeEventListener('abort', closeOnAbort);
+          }
+          const content = Array.isArray(result.content) ? result.content : [];
+          const text = content.map((part: any) => (part?.type === 'text' ? part.text : JSON.stringify(part))).join('\n');
+          const output = text || (result.structuredContent ? JSON.stringify(result.structuredContent) : '');
+          return { output, isError: result.isError === true };
+        },
+        close: () => client.close(),
+      };
+    },
+  };
+}
+
+export interface MediaPort {
+  /**
+   * Refuses the input when it names a `jan_` media id the caller does not own (404 naming it),
+   * before the response is created. Each step's completion resolves the ids again (llm-api turns
+   * them into download URLs as the caller), so the stored input keeps the ids, never expiring URLs.
+   */
+  checkReferences(principal: Principal, items: unknown[], signal: AbortSignal): Promise<void>;
+}
+
+const MEDIA_REFERENCE = /jan_[0-9abcdefghjkmnpqrstvwxyz]{26}/;
+
+/** media-api's `POST /v1/media/resolve`, asked as the caller (service to service). */
+export function createMediaPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number }): MediaPort & { close(): Promise<void> | undefined } {
+  const client = lazyClient(options.baseUrl, options.gatewayToken, options.timeoutMs);
+  return {
+    async checkReferences(principal, items, signal) {
+      if (!MEDIA_REFERENCE.test(JSON.stringify(items))) return;
+      const res = await client.get().call<any>('POST', '/v1/media/resolve', { principal, body: { payload: items }, signal });
+      if (res.status === 200) return;
+      const message = typeof res.body?.error?.message === 'string' ? res.body.error.message : 'The media service refused the input';
+      if (res.status === 404 || res.status === 400) throw new ApiError(res.status, message, { param: 'input' });
+      throw new ApiError(502, 'The media service failed', { code: 'upstream_error', param: 'input' });
+    },
+    close: () => client.close(),
+  };
+}

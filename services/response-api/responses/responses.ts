@@ -1,0 +1,288 @@
+import { ApiError, badRequest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
+import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
+import { CancelledError, runLoop, type LoopDeps, type LoopPlan } from './loop.js';
+import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
+import { ResponseRecorder, type ResponseObject, type StreamEvent } from './recorder.js';
+import type { CreateResponseRequest } from './schemas.js';
+import type { ResponseRow, ResponseStore } from './store.js';
+
+/**
+ * Responses of one user: create (foreground, streamed or background), read, list input items,
+ * delete, cancel. Loops running in this process are tracked so that a cancel arriving here stops
+ * them at once; a cancel arriving at another process sets the database flag, which the running
+ * loop reads every `cancelPollMs`.
+ */
+export interface ResponsesDeps extends LoopDeps {
+  store: ResponseStore;
+  llm: LlmPort;
+  tools: ToolsPort;
+  media: MediaPort;
+  clock: Clock;
+  logger: Logger;
+  retentionDays: number;
+  cancelPollMs: number;
+  running: Map<string, { abort: AbortController; done: Promise<unknown> }>;
+}
+
+const RUNNING = new Set(['queued', 'in_progress']);
+const unix = (ms: number) => Math.floor(ms / 1000);
+
+export interface CreateOptions {
+  /** Receives every stream event (streaming callers). */
+  onEvent?: (event: StreamEvent) => void;
+  /** Aborted when the caller goes away (a foreground loop then stops at its next step boundary). */
+  signal: AbortSignal;
+}
+
+export async function createResponse(deps: ResponsesDeps, principal: Principal, input: CreateResponseRequest, options: CreateOptions): Promise<ResponseObject> {
+  if (input.previous_response_id && input.conversation) throw badRequest('previous_response_id cannot be used together with conversation', 'conversation');
+  const store = input.store !== false;
+  if (input.background && !store) throw badRequest('background responses must be stored (store: true)', 'background');
+
+  let history: ChatMessage[] = [];
+  let conversationId = typeof input.conversation === 'string' ? input.conversation : (input.conversation?.id ?? null);
+  if (input.previous_response_id) {
+    const previous = await deps.store.find(principal.userId, input.previous_response_id);
+    if (!previous) throw new ApiError(400, `Previous response with id '${input.previous_response_id}' not found.`, { code: 'previous_response_not_found', param: 'previous_response_id' });
+    if (RUNNING.has(previous.status)) throw badRequest(`Previous response '${previous.id}' has not finished yet`, 'previous_response_id');
+    history = previous.context as ChatMessage[];
+    conversationId = previous.body.conversation?.id ?? null;
+  } else if (conversationId) {
+    history = toChatMessages(await deps.llm.conversationItems(principal, conversationId));
+  }
+  const inputItems = toInputItems(input.input);
+  await deps.media.checkReferences(principal, inputItems, options.signal);
+  const messages = [...history, ...toChatMessages(inputItems)];
+  if (messages.length === 0) throw badRequest('input is required', 'input');
+
+  const wantsTools = input.tool_choice !== 'none' && input.tools?.length !== 0;
+  const session = wantsTools && needsPlatformTools(input) ? await deps.tools.open(principal, options.signal) : null;
+  let plan: LoopPlan;
+  try {
+    plan = await planFor(input, principal, messages, session);
+  } catch (error) {
+    await session?.close().catch(() => {});
+    throw error;
+  }
+
+  const now = deps.clock.now();
+  const id = newId('response');
+  const response: ResponseObject = {
+    id,
+    object: 'response',
+    created_at: unix(now),
+    status: input.background ? 'queued' : 'in_progress',
+    background: input.background === true,
+    completed_at: null,
+    error: null,
+    incomplete_details: null,
+    instructions: input.instructions ?? null,
+    max_output_tokens: input.max_output_tokens ?? null,
+    max_tool_calls: input.max_tool_calls ?? null,
+    model: input.model,
+    output: [],
+    parallel_tool_calls: plan.parallelToolCalls,
+    previous_response_id: input.previous_response_id ?? null,
+    store,
+    temperature: input.temperature ?? 1,
+    top_p: input.top_p ?? 1,
+    tool_choice: input.tool_choice ?? 'auto',
+    tools: (input.tools ?? []).map((t) => (typeof t === 'string' ? { type: 'mcp', server_label: 'jan', allowed_tools: [t] } : t)),
+    text: { format: { type: 'text' } },
+    truncation: 'disabled',
+    metadata: input.metadata ?? {},
+    conversation: conversationId ? { id: conversationId } : null,
+    usage: null,
+    step_usage: [],
+  };
+  if (store) {
+    await deps.store.insert({
+      id,
+      user_id: principal.userId,
+      status: response.status,
+      background: response.background,
+      cancel_requested: false,
+      body: response,
+      context: messages,
+      input_items: inputItems,
+      created_at: new Date(now),
+      expires_at: new Date(now + deps.retentionDays * 86_400_000),
+    });
+  }
+
+  const recorder = new ResponseRecorder(response, options.onEvent);
+  const abort = new AbortController();
+  let callerGone = false;
+  if (!input.background) options.signal.addEventListener('abort', () => void (callerGone = true), { once: true });
+  const execute = async () => {
+    if (response.status === 'queued' && store) await deps.store.save(id, { status: 'in_progress', body: { ...response, status: 'in_progress' } });
+    recorder.start();
+    const watcher = store ? watchCancel(deps, id, abort) : null;
+    let context: ChatMessage[] | undefined;
+    try {
+      const progress = store ? () => deps.store.save(id, { status: response.status, body: response }) : async () => {};
+      const result = await runLoop(deps, plan, recorder, abort.signal, () => callerGone, progress);
+      context = result.messages;
+      if (response.status === 'completed' || response.status === 'incomplete') response.completed_at = unix(deps.clock.now());
+    } catch (error) {
+      if (error instanceof CancelledError || abort.signal.aborted) response.status = 'cancelled';
+      else {
+        response.status = 'failed';
+        const status = error instanceof ApiError ? error.status : 500;
+        response.error = { code: status === 429 ? 'rate_limit_exceeded' : status < 500 ? 'invalid_prompt' : 'server_error', message: error instanceof ApiError ? error.message : 'The response failed' };
+        if (!(error instanceof ApiError)) deps.logger.error({ err: (error as Error).message, response_id: id }, 'response loop failed');
+      }
+    } finally {
+      if (watcher) clearInterval(watcher);
+      await session?.close().catch(() => {});
+    }
+    if (store) {
+      await deps.store.save(id, { status: response.status, body: response, context: context ?? messages });
+      if (conversationId && response.status === 'completed') {
+        await deps.llm
+          .appendConversationItems(principal, conversationId, [...inputItems, ...response.output].map(conversationItem))
+          .catch((error) => deps.logger.warn({ err: (error as Error).message, response_id: id }, 'writing conversation items failed'));
+      }
+    }
+    recorder.finish();
+    return response;
+  };
+  const done = execute().finally(() => deps.running.delete(id));
+  deps.running.set(id, { abort, done });
+  if (input.background && !options.onEvent) {
+    done.catch((error) => deps.logger.error({ err: (error as Error).message, response_id: id }, 'background response failed'));
+    return structuredClone({ ...response, status: 'queued' });
+  }
+  return done;
+}
+
+/** Reads the cancel flag while the loop runs (a cancel may arrive at any process). */
+function watchCancel(deps: ResponsesDeps, id: string, abort: AbortController) {
+  let reading = false;
+  const timer = setInterval(() => {
+    if (reading || abort.signal.aborted) return;
+    reading = true;
+    deps.store
+      .cancelRequested(id)
+      .then((flag) => flag && abort.abort(new CancelledError()))
+      .catch(() => {})
+      .finally(() => (reading = false));
+  }, deps.cancelPollMs);
+  timer.unref();
+  return timer;
+}
+
+function needsPlatformTools(input: CreateResponseRequest): boolean {
+  if (!input.tools) return true;
+  return input.tools.some((t) => typeof t === 'string' || t.type === 'mcp');
+}
+
+async function planFor(input: CreateResponseRequest, principal: Principal, messages: ChatMessage[], session: ToolSession | null): Promise<LoopPlan> {
+  const available = session ? await session.list() : [];
+  const byName = new Map(available.map((t) => [t.name, t]));
+  const chosen = new Set<string>();
+  const functionTools: LoopPlan['functionTools'] = [];
+  if (!input.tools) available.forEach((t) => chosen.add(t.name));
+  (input.tools ?? []).forEach((entry, index) => {
+    const names = typeof entry === 'string' ? [entry] : entry.type === 'mcp' ? (entry.allowed_tools ?? available.map((t) => t.name)) : null;
+    if (names) {
+      for (const name of names) {
+        if (!byName.has(name)) throw badRequest(`tools[${index}]: '${name}' is not an available tool`, `tools[${index}]`);
+        chosen.add(name);
+      }
+    } else if (typeof entry !== 'string' && entry.type === 'function') {
+      const { type: _type, ...fn } = entry;
+      functionTools.push({ type: 'function', function: { ...fn, parameters: entry.parameters ?? { type: 'object', properties: {} } } as any });
+    }
+  });
+  const sampling: Record<string, unknown> = {};
+  if (input.temperature !== undefined && input.temperature !== null) sampling.temperature = input.temperature;
+  if (input.top_p !== undefined && input.top_p !== null) sampling.top_p = input.top_p;
+  if (input.max_output_tokens) sampling.max_completion_tokens = input.max_output_tokens;
+  let toolChoice: unknown = input.tool_choice ?? 'auto';
+  if (toolChoice && typeof toolChoice === 'object') {
+    const name = (toolChoice as { name?: string }).name;
+    if (!name) throw badRequest('tool_choice needs the name of a tool', 'tool_choice');
+    toolChoice = { type: 'function', function: { name } };
+  }
+  return {
+    principal,
+    model: input.model,
+    instructions: input.instructions ?? null,
+    messages,
+    session,
+    mcpTools: [...chosen].map((name) => {
+      const t = byName.get(name)!;
+      return { type: 'function' as const, function: { name, ...(t.description ? { description: t.description } : {}), parameters: t.inputSchema } };
+    }),
+    functionTools,
+    toolChoice,
+    parallelToolCalls: input.parallel_tool_calls !== false,
+    maxToolCalls: input.max_tool_calls ?? null,
+    maxSteps: input.max_steps ?? 8,
+    sampling,
+  };
+}
+
+/** An item as llm-api's conversation store takes it: the store assigns its own ids. */
+function conversationItem(item: Record<string, any>): Record<string, unknown> {
+  const { id: _id, ...rest } = item;
+  return rest;
+}
+
+export async function getResponse(deps: ResponsesDeps, principal: Principal, id: string): Promise<ResponseObject> {
+  return (await findOwned(deps, principal, id)).body as ResponseObject;
+}
+
+async function findOwned(deps: ResponsesDeps, principal: Principal, id: string): Promise<ResponseRow> {
+  const row = await deps.store.find(principal.userId, id);
+  if (!row) throw notFound(`Response with id '${id}' not found.`);
+  return row;
+}
+
+export async function listInputItems(deps: ResponsesDeps, principal: Principal, id: string, query: { limit: number; order: 'asc' | 'desc'; after?: string; before?: string }) {
+  const row = await findOwned(deps, principal, id);
+  let items = query.order === 'asc' ? [...row.input_items] : [...row.input_items].reverse();
+  if (query.after) {
+    const at = items.findIndex((item) => item.id === query.after);
+    if (at < 0) throw badRequest(`No input item with id '${query.after}' in this response`, 'after');
+    items = items.slice(at + 1);
+  }
+  if (query.before) {
+    const at = items.findIndex((item) => item.id === query.before);
+    if (at < 0) throw badRequest(`No input item with id '${query.before}' in this response`, 'before');
+    items = items.slice(0, at);
+  }
+  const data = items.slice(0, query.limit);
+  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: items.length > data.length };
+}
+
+export async function deleteResponse(deps: ResponsesDeps, principal: Principal, id: string) {
+  await findOwned(deps, principal, id);
+  deps.running.get(id)?.abort.abort(new CancelledError());
+  await deps.store.remove(principal.userId, id);
+  return { id, object: 'response.deleted', deleted: true };
+}
+
+/**
+ * Sets the cancel flag; the process running the loop aborts its in-flight calls and stores the
+ * partial output as `cancelled`. A response that already ended is returned unchanged.
+ */
+export async function cancelResponse(deps: ResponsesDeps, principal: Principal, id: string, waitMs: number): Promise<ResponseObject> {
+  const row = await findOwned(deps, principal, id);
+  if (!RUNNING.has(row.status)) return row.body as ResponseObject;
+  await deps.store.requestCancel(principal.userId, id);
+  const local = deps.running.get(id);
+  if (local) {
+    local.abort.abort(new CancelledError());
+    await local.done.catch(() => {});
+  } else {
+    const until = Date.now() + waitMs;
+    while (Date.now() < until) {
+      const current = await deps.store.find(principal.userId, id);
+      if (!current || !RUNNING.has(current.status)) break;
+      await new Promise((r) => setTimeout(r, deps.cancelPollMs));
+    }
+  }
+  return getResponse(deps, principal, id);
+}

@@ -1,0 +1,56 @@
+import { z } from 'zod';
+import { conversationRefSchema, requestMetadataSchema } from '../../kit/http/index.js';
+
+/** POST /v1/responses (the OpenAI Responses request; fields this service does not use pass through unread). */
+const functionTool = z.looseObject({
+  type: z.literal('function'),
+  name: z.string().regex(/^[a-zA-Z0-9_.-]{1,64}$/, 'letters, digits, _ . - only, at most 64'),
+  description: z.string().nullable().optional(),
+  parameters: z.record(z.string(), z.unknown()).nullable().optional(),
+  strict: z.boolean().nullable().optional(),
+});
+/** The platform's own MCP tools; `allowed_tools` narrows them. An external `server_url` is not supported. */
+const mcpTool = z.looseObject({
+  type: z.literal('mcp'),
+  server_label: z.string().min(1).max(64).optional(),
+  allowed_tools: z.array(z.string().min(1).max(64)).nullable().optional(),
+  server_url: z.undefined({ error: 'only the platform tools are available: leave server_url out' }).optional(),
+});
+const toolEntry = z.union([z.string().min(1).max(64), functionTool, mcpTool]);
+
+const inputItem = z.looseObject({ type: z.string().optional(), role: z.string().optional() });
+
+export const createResponseSchema = z.looseObject({
+  model: z.string({ error: 'model is required' }).min(1).max(300),
+  input: z.union([z.string(), z.array(inputItem).max(1000)]).optional(),
+  instructions: z.string().nullable().optional(),
+  tools: z.array(toolEntry).max(128).nullable().optional(),
+  tool_choice: z
+    .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string(), name: z.string().optional() })])
+    .nullable()
+    .optional(),
+  parallel_tool_calls: z.boolean().nullable().optional(),
+  max_tool_calls: z.number().int().min(1).max(1000).nullable().optional(),
+  max_steps: z.number().int().min(1).max(8).nullable().optional(),
+  temperature: z.number().min(0).max(2).nullable().optional(),
+  top_p: z.number().min(0).max(1).nullable().optional(),
+  max_output_tokens: z.number().int().min(16).max(10_000_000).nullable().optional(),
+  stream: z.boolean().nullable().optional(),
+  background: z.boolean().nullable().optional(),
+  store: z.boolean().nullable().optional(),
+  previous_response_id: z.string().min(1).max(128).nullable().optional(),
+  conversation: conversationRefSchema,
+  metadata: requestMetadataSchema,
+});
+export type CreateResponseRequest = z.infer<typeof createResponseSchema>;
+export type ToolEntry = z.infer<typeof toolEntry>;
+
+export const inputItemsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  order: z.enum(['asc', 'desc']).default('desc'),
+  after: z.string().min(1).max(128).optional(),
+  before: z.string().min(1).max(128).optional(),
+  'include[]': z.unknown().optional(),
+  include: z.unknown().optional(),
+});
+export const responseIdParams = z.object({ id: z.string().min(1).max(128) });

@@ -1,0 +1,64 @@
+import test from 'ava';
+import { createBatchWriter, createLogger } from '../../services/kit/index.js';
+
+// The kit's batch writer (usage records, the recent-requests log): batches of at most batchSize,
+// a failed batch kept in order and written on the next flush, memory bounded by dropping the oldest,
+// and everything left written on stop.
+const silent = createLogger({ level: 'silent', name: 'test' });
+
+function writer(options: { failures?: number; maxQueued?: number; afterWrite?: () => Promise<unknown> } = {}) {
+  const batches: number[][] = [];
+  let failures = options.failures ?? 0;
+  const w = createBatchWriter<number>({
+    name: 'test',
+    write: async (batch) => {
+      if (failures-- > 0) throw new Error('database down');
+      batches.push(batch);
+    },
+    afterWrite: options.afterWrite,
+    flushMs: 3_600_000, // no timer flush during the test: flushes are explicit
+    batchSize: 3,
+    maxQueued: options.maxQueued ?? 1000,
+    logger: silent,
+  });
+  return { w, batches };
+}
+
+test('flush writes in batches of batchSize, in order', async (t) => {
+  const { w, batches } = writer();
+  for (let i = 1; i <= 2; i++) w.push(i);
+  t.is(w.pending(), 2);
+  await w.flush();
+  t.deepEqual(batches, [[1, 2]]);
+  for (let i = 3; i <= 9; i++) w.push(i); // the third push of a batch starts a flush by itself
+  await w.stop();
+  t.deepEqual(batches.flat(), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  t.true(batches.every((b) => b.length <= 3));
+});
+
+test('a failed batch is kept and written first on the next flush; afterWrite runs after each written batch', async (t) => {
+  let after = 0;
+  const { w, batches } = writer({ failures: 1, afterWrite: async () => void after++ });
+  w.push(1);
+  w.push(2);
+  await w.flush();
+  t.deepEqual(batches, []);
+  t.is(w.pending(), 2);
+  t.is(after, 0);
+  w.push(3);
+  await w.flush();
+  t.deepEqual(batches, [[1, 2, 3]]);
+  t.is(after, 1);
+  await w.stop();
+});
+
+test('past maxQueued the oldest records are dropped', async (t) => {
+  const { w, batches } = writer({ failures: 100, maxQueued: 2 });
+  w.push(1);
+  w.push(2);
+  w.push(3);
+  t.is(w.pending(), 2);
+  await w.flush(); // fails; the records stay
+  t.deepEqual(batches, []);
+  t.is(w.pending(), 2);
+});

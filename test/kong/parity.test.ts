@@ -1,0 +1,207 @@
+import test from 'ava';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { DeckPlugin } from '../../services/gateway/deck.js';
+import { systemClock } from '../../services/kit/clock.js';
+import { GATEWAY_TOKEN, startEdgeWithFakes } from '../gateway/edge-harness.js';
+import { buildPluginsInto, startPluginServer, type PluginServer } from './harness.js';
+
+// The same requests through both plugin hosts, answered identically (status, body, the headers the
+// edge generates, and what reaches the upstream): the embedded edge (services/gateway) and Kong,
+// played by the real kong-js-pluginserver running the esbuild bundles, driven phase by phase in
+// Kong's order (rewrite: tiered-rate-limit; access: jwt-auth 1450 → api-key-auth 1250 →
+// identity-headers 1000 → tiered-rate-limit 910 → the anonymous consumer's request-termination).
+// Both hosts get their plugin configuration from the same rendered deck/kong.yaml.
+const EDGE_HEADERS = ['x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-limit-minute', 'x-ratelimit-remaining-minute', 'x-should-retry', 'www-authenticate', 'content-type'];
+// Values that depend on the instant each host computed them (the same window, possibly a second apart).
+const PRESENCE_ONLY = ['x-ratelimit-reset', 'retry-after'];
+const UPSTREAM_IDENTITY = ['x-auth-method', 'x-user-id', 'x-user-subject', 'x-user-email', 'x-user-username', 'x-user-key-id', 'x-gateway-token', 'x-request-id', 'x-api-key', 'authorization'];
+
+let dist: string;
+const servers = new Map<string, PluginServer>();
+const instances = new Map<string, number>();
+let edge: Awaited<ReturnType<typeof startEdgeWithFakes>>;
+
+test.before(async () => {
+  dist = mkdtempSync(join(tmpdir(), 'kong-parity-'));
+  buildPluginsInto(dist);
+  edge = await startEdgeWithFakes({
+    clock: systemClock,
+    vars: {
+      DECK_API_KEY_TIMEOUT_MS: '2000',
+      DECK_RATE_LIMIT_IP_PER_MINUTE: '100000',
+      DECK_RATE_LIMIT_FREE_PER_MINUTE: '3',
+      // No Origin is sent, and a named origin makes the bundled cors plugin stay silent on both hosts.
+      DECK_CORS_ORIGINS: '["https://app.example"]',
+    },
+  });
+  const { deck } = edge;
+
+  // Kong's instances, configured from the same rendered file (llm-api's service plugins, the globals).
+  const llmApi = deck.services!.find((s) => s.name === 'llm-api')!;
+  const configOf = (list: DeckPlugin[] | undefined, name: string) => {
+    const config = { ...list!.find((p) => p.name === name)!.config! };
+    delete config.redis_url; // the host-less revocation subscription is not part of these scenarios
+    return config;
+  };
+  const plan: Array<[string, Record<string, unknown>]> = [
+    ['jwt-auth', configOf(llmApi.plugins, 'jwt-auth')],
+    ['api-key-auth', configOf(llmApi.plugins, 'api-key-auth')],
+    ['identity-headers', configOf(deck.plugins, 'identity-headers')],
+    ['tiered-rate-limit', configOf(deck.plugins, 'tiered-rate-limit')],
+  ];
+  await Promise.all(
+    plan.map(async ([name, config]) => {
+      const server = await startPluginServer(join(dist, name));
+      servers.set(name, server);
+      instances.set(name, await server.start(name, config));
+    }),
+  );
+});
+
+// Both hosts count per fixed minute window on the real clock (the Kong host runs in its own
+// process, so no test clock reaches it). A window that turns between the two halves of a pair
+// leaves the hosts one count apart for the rest of the run, so each scenario starts with at least
+// 20 s left in the current window; a scenario takes well under that.
+test.beforeEach(async () => {
+  const leftInWindow = 60_000 - (Date.now() % 60_000);
+  if (leftInWindow < 20_000) await new Promise((resolve) => setTimeout(resolve, leftInWindow + 50));
+});
+
+test.after.always(async () => {
+  await Promise.all([...servers.values()].map((s) => s.stop()));
+  await edge?.close();
+  if (dist) rmSync(dist, { recursive: true, force: true });
+});
+
+interface Answer {
+  status: number;
+  body: unknown;
+  headers: Record<string, string>;
+  present: string[];
+}
+
+function project(status: number, body: unknown, headers: Record<string, string>): Answer {
+  const lower: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers)) lower[k.toLowerCase()] = String(v);
+  const picked: Record<string, string> = {};
+  for (const name of EDGE_HEADERS) if (lower[name] !== undefined) picked[name] = lower[name]!.replace(/\s+/g, ' ');
+  // What the upstream saw, reduced to what the edge is responsible for.
+  let shown = body;
+  if (status === 200 && body && typeof body === 'object' && 'headers' in body) {
+    const seen = (body as { headers: Record<string, string | string[]> }).headers;
+    const identity: Record<string, string> = {};
+    for (const name of UPSTREAM_IDENTITY) if (seen[name] !== undefined) identity[name] = String(seen[name]);
+    shown = { upstream: identity };
+  }
+  return { status, body: shown, headers: picked, present: PRESENCE_ONLY.filter((name) => lower[name] !== undefined) };
+}
+
+async function throughEmbedded(headers: Record<string, string>): Promise<Answer> {
+  const res = await fetch(`${edge.url}/v1/models`, { headers });
+  const text = await res.text();
+  const responseHeaders: Record<string, string> = {};
+  res.headers.forEach((value, name) => (responseHeaders[name] = value));
+  // The upstream's own headers are not the edge's: only what the edge adds is compared.
+  delete responseHeaders['content-type'];
+  const body = text ? JSON.parse(text) : null;
+  if (res.status !== 200) responseHeaders['content-type'] = res.headers.get('content-type') ?? '';
+  return project(res.status, body, responseHeaders);
+}
+
+async function throughKong(headers: Record<string, string>): Promise<Answer> {
+  const shared: Record<string, unknown> = {};
+  let current: Record<string, string | string[]> = { ...headers, host: 'edge.test' };
+  const responseHeaders: Record<string, string> = {};
+  let consumer: unknown = null;
+  const steps: Array<[string, 'rewrite' | 'access']> = [
+    ['tiered-rate-limit', 'rewrite'],
+    ['jwt-auth', 'access'],
+    ['api-key-auth', 'access'],
+    ['identity-headers', 'access'],
+    ['tiered-rate-limit', 'access'],
+  ];
+  for (const [name, phase] of steps) {
+    const result = await servers.get(name)!.run(instances.get(name)!, { method: 'GET', path: '/v1/models', headers: current, forwardedIp: '127.0.0.1' }, shared, phase);
+    Object.assign(responseHeaders, result.responseHeaders);
+    if (result.authenticated) consumer = result.authenticated.consumer;
+    if (result.exit) {
+      const exitHeaders = Object.fromEntries(Object.entries(result.exit.headers ?? {}).map(([k, v]) => [k, String(v)]));
+      return project(result.exit.status, result.exit.body === undefined ? null : JSON.parse(String(result.exit.body)), { ...responseHeaders, ...exitHeaders });
+    }
+    if (result.status !== null) throw new Error(`${name} ${phase}: Kong would answer ${result.status} (${result.logs.join('; ')})`);
+    // Kong's later plugins read the request as the earlier ones left it (set/cleared headers).
+    current = Object.fromEntries(Object.entries(result.upstreamHeaders).map(([k, v]) => [k, v.length === 1 ? v[0]! : v]));
+  }
+  if (consumer && (consumer as { username?: string }).username === 'anonymous') {
+    throw new Error('the anonymous consumer reached request-termination: identity-headers should have answered first');
+  }
+  // Proxied: the upstream sees the request as the plugins left it.
+  const seen: Record<string, string> = {};
+  for (const [k, v] of Object.entries(current)) seen[k] = Array.isArray(v) ? v.join(', ') : v;
+  return project(200, { headers: seen }, responseHeaders);
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+let sequence = 0;
+
+async function same(t: import('ava').ExecutionContext, headers: Record<string, string>, expectedStatus: number): Promise<Answer> {
+  const withId = { 'x-request-id': `parity-${process.pid}-${++sequence}`, ...headers };
+  const embedded = await throughEmbedded(withId);
+  const kong = await throughKong(withId);
+  t.deepEqual(kong, embedded, `both hosts answer ${JSON.stringify(headers)} identically`);
+  t.is(embedded.status, expectedStatus);
+  return embedded;
+}
+
+test.serial('JWT: accepted with the same identity upstream', async (t) => {
+  const token = await edge.issuer.sign({}, { sub: 'user_parity_jwt', iat: now() - 5 });
+  const answer = await same(t, { authorization: `Bearer ${token}` }, 200);
+  t.like((answer.body as { upstream: object }).upstream, { 'x-auth-method': 'jwt', 'x-user-id': 'user_parity_jwt', 'x-gateway-token': GATEWAY_TOKEN });
+});
+
+test.serial('API key: X-API-Key and Authorization: Bearer sk_… accepted; the key never reaches the upstream', async (t) => {
+  const key = edge.validator.add('user_parity_key', 'pro');
+  const viaHeader = await same(t, { 'x-api-key': key.key }, 200);
+  t.like((viaHeader.body as { upstream: object }).upstream, { 'x-auth-method': 'apikey', 'x-user-id': 'user_parity_key' });
+  t.false('x-api-key' in (viaHeader.body as { upstream: object }).upstream);
+  const viaBearer = await same(t, { authorization: `Bearer ${key.key}` }, 200);
+  t.false('authorization' in (viaBearer.body as { upstream: object }).upstream);
+});
+
+test.serial('neither credential: 401 with the request id, identically', async (t) => {
+  const answer = await same(t, {}, 401);
+  t.like((answer.body as { error: object }).error, { type: 'auth_error', code: 'unauthorized' });
+  await same(t, { authorization: 'Bearer not-a-key' }, 401);
+  await same(t, { 'x-api-key': 'sk_malformed' }, 401);
+});
+
+test.serial('both: same user accepted; different users 401; one refused beside one valid → the valid one (OR logic); both refused → 401', async (t) => {
+  const token = await edge.issuer.sign({}, { sub: 'user_parity_both', iat: now() - 5 });
+  const stale = await edge.issuer.sign({}, { sub: 'user_parity_both', iat: now() - 4000, exp: now() - 100 });
+  const own = edge.validator.add('user_parity_both', 'pro');
+  const other = edge.validator.add('user_parity_other', 'pro');
+  await same(t, { authorization: `Bearer ${token}`, 'x-api-key': own.key }, 200);
+  await same(t, { authorization: `Bearer ${token}`, 'x-api-key': other.key }, 401);
+  const staleToken = await same(t, { authorization: `Bearer ${stale}`, 'x-api-key': own.key }, 200);
+  t.like((staleToken.body as { upstream: object }).upstream, { 'x-auth-method': 'apikey' });
+  await same(t, { authorization: `Bearer ${token}`, 'x-api-key': `sk_${'Q'.repeat(32)}` }, 200);
+  await same(t, { authorization: `Bearer ${stale}`, 'x-api-key': `sk_${'Q'.repeat(32)}` }, 401);
+});
+
+test.serial('spoofed identity headers: stripped, replaced by the verified identity, or refused without a credential', async (t) => {
+  const spoof = { 'x-user-id': 'admin', 'x-auth-method': 'jwt', 'x-user-email': 'root@x', 'x-gateway-token': 'forged' };
+  const key = edge.validator.add('user_parity_honest', 'pro');
+  const answer = await same(t, { ...spoof, 'x-api-key': key.key }, 200);
+  t.like((answer.body as { upstream: object }).upstream, { 'x-user-id': 'user_parity_honest', 'x-auth-method': 'apikey', 'x-gateway-token': GATEWAY_TOKEN });
+  await same(t, spoof, 401);
+});
+
+test.serial('rate limit: the fourth request of a free key in a minute is refused identically (429, headers)', async (t) => {
+  const key = edge.validator.add('user_parity_free', 'free');
+  for (let i = 0; i < 3; i++) await same(t, { 'x-api-key': key.key }, 200);
+  const refused = await same(t, { 'x-api-key': key.key }, 429);
+  t.like((refused.body as { error: object }).error, { type: 'rate_limit_error', code: 'rate_limit_exceeded' });
+  t.deepEqual(refused.present.sort(), ['retry-after', 'x-ratelimit-reset']);
+});

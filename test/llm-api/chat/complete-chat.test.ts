@@ -1,0 +1,102 @@
+import test from 'ava';
+import { ApiError, ManualClock, type Principal } from '../../../services/kit/index.js';
+import { completeChat, type ChatDeps, type MessageStep } from '../../../services/llm-api/chat/completions.js';
+import { defaultChatLimits } from '../../../services/llm-api/chat/config.js';
+import type { ChatDispatcher } from '../../../services/llm-api/chat/dispatch.js';
+import type { ChatRequest } from '../../../services/llm-api/chat/schemas.js';
+import type { StreamEvent } from '../../../services/llm-api/chat/stream.js';
+import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
+import { createUsageMeters } from '../../../services/llm-api/usage/meter.js';
+
+// The domain function with narrow fakes: no HTTP server, no database.
+const principal: Principal = { userId: 'user_1', subject: 'user_1', email: null, username: null, authMethod: 'jwt', isAdmin: false, isGuest: false };
+const candidate = {
+  pm: { id: 'pmdl_1', provider_id: 'prov_1', provider_original_model_id: 'up-model', model_public_id: 'm', pricing: { lines: [] }, supports_reasoning: false },
+  provider: { row: { id: 'prov_1', name: 'P' }, apiKey: null, endpoints: [{ url: 'http://p/v1', priority: 0, weight: 1, healthy: true }] },
+};
+const model = { publicId: 'm', catalog: { supports_reasoning: false }, candidates: [candidate] };
+
+/** A dispatcher whose upstream answers with the given body (JSON) or SSE text. */
+function fakeDispatcher(answer: { json?: unknown; sse?: string }, seen: { bodies: string[] }): ChatDispatcher {
+  const attempt = { candidate, endpoint: candidate.provider.endpoints[0]! } as never;
+  return {
+    plan: () => [attempt],
+    async json(_attempts, request) {
+      seen.bodies.push(request.bodies.get('up-model')!);
+      const text = JSON.stringify(answer.json);
+      return { value: { statusCode: 200, headers: {}, body: (async function* () { yield Buffer.from(text); })() } as never, attempt, tries: 1 };
+    },
+    async stream(_attempts, request) {
+      seen.bodies.push(request.bodies.get('up-model')!);
+      const bytes = Buffer.from(answer.sse!);
+      const rest = (async function* () { for (let i = 1; i < bytes.length; i++) yield bytes.subarray(i, i + 1); })();
+      return { value: { res: {} as never, firstChunk: bytes.subarray(0, 1), rest }, attempt, tries: 1 };
+    },
+    logStreamFailure() {},
+  };
+}
+
+function deps(dispatcher: ChatDispatcher, records: UsageRecord[], messageSteps: MessageStep[] = []): ChatDeps {
+  const clock = new ManualClock(1_700_000_000_000);
+  return {
+    registry: { resolve: (id) => (id === 'm' ? (model as never) : undefined) },
+    dispatcher,
+    usage: createUsageMeters({ recorder: { record: (r) => void records.push(r) }, clock }),
+    clock,
+    limits: defaultChatLimits,
+    messageSteps,
+    logger: { error() {} },
+  };
+}
+const request = (extra: Partial<ChatRequest> = {}): ChatRequest => ({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...extra }) as ChatRequest;
+
+test('a request that cannot be encoded (nested 5,000 deep) is a 400 before any dispatch; nothing is metered', async (t) => {
+  const seen = { bodies: [] as string[] };
+  const records: UsageRecord[] = [];
+  let deep: unknown = 'x';
+  for (let i = 0; i < 5000; i++) deep = [deep];
+  const error = await t.throwsAsync(completeChat(deps(fakeDispatcher({ json: {} }, seen), records), principal, { request: request({ guided_json: deep } as never), requestId: 'r1' }, new AbortController().signal), { instanceOf: ApiError });
+  t.is(error!.status, 400);
+  t.is(seen.bodies.length, 0);
+  t.is(records.length, 0);
+});
+
+test('JSON answer: normalised, one usage record closed once; message steps rewrite what is dispatched', async (t) => {
+  const seen = { bodies: [] as string[] };
+  const records: UsageRecord[] = [];
+  const upper: MessageStep = async (_p, messages) => messages.map((m) => ({ ...m, content: String(m.content).toUpperCase() }) as typeof m);
+  const answer = { choices: [{ message: { content: 'ok' } }], usage: { prompt_tokens: 3, completion_tokens: 2 } };
+  const result = await completeChat(deps(fakeDispatcher({ json: answer }, seen), records, [upper]), principal, { request: request(), requestId: 'r2' }, new AbortController().signal);
+  t.is(result.kind, 'json');
+  if (result.kind !== 'json') return;
+  t.is(result.body.object, 'chat.completion');
+  t.is(result.body.choices[0]!.message.refusal, null);
+  t.is(result.body.usage!.total_tokens, 5);
+  t.is(JSON.parse(seen.bodies[0]!).messages[0].content, 'HI');
+  t.is(records.length, 1);
+  t.like(records[0], { request_id: 'r2', status: 200, outcome: 'ok', prompt_tokens: 3, completion_tokens: 2, attempts: 1, provider_id: 'prov_1' });
+});
+
+test('stream: typed events from a byte-by-byte CRLF upstream; usage captured, usage chunk dropped, one record when done', async (t) => {
+  const seen = { bodies: [] as string[] };
+  const records: UsageRecord[] = [];
+  const sse =
+    'data: {"id":"c","choices":[{"index":0,\r\ndata: "delta":{"content":"Hel"}}]}\r\n\r\n' +
+    'data: {"id":"c","choices":[{"index":0,"delta":{"content":"lo"}}]}\r\n\r\n' +
+    'data: {"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\r\n\r\ndata: [DONE]\r\n\r\n';
+  const result = await completeChat(deps(fakeDispatcher({ sse }, seen), records), principal, { request: request({ stream: true }), requestId: 'r3' }, new AbortController().signal);
+  t.is(result.kind, 'stream');
+  if (result.kind !== 'stream') return;
+  const events: StreamEvent[] = [];
+  for await (const event of result.events) events.push(event);
+  t.is(events.at(-1)!.type, 'done');
+  const texts = events.filter((e): e is Extract<StreamEvent, { type: 'raw' }> => e.type === 'raw').flatMap((e) => e.text.split('\n\n'));
+  t.is(texts.length, 2);
+  t.is(texts[0], 'data: {"id":"c","choices":[{"index":0,\ndata: "delta":{"content":"Hel"}}]}');
+  const outcome = await result.done;
+  t.is(outcome.outcome, 'ok');
+  t.is(outcome.usage!.completion_tokens, 2);
+  t.is(records.length, 1);
+  t.like(records[0], { status: 200, outcome: 'ok', completion_tokens: 2, stream: true });
+  t.true(JSON.parse(seen.bodies[0]!).stream_options.include_usage);
+});

@@ -1,0 +1,63 @@
+import test from 'ava';
+import { ResearchProgress, toResponsesInput } from '../../../services/llm-api/chat/research.js';
+
+// The translation of the research loop's Responses events into a chat answer, fed event by event
+// (the end-to-end behaviour is in test/responses/research.test.ts).
+const added = (item: Record<string, unknown>) => ({ type: 'response.output_item.added', item });
+const done = (item: Record<string, unknown>) => ({ type: 'response.output_item.done', item });
+const args = (id: string, value: unknown) => ({ type: 'response.mcp_call_arguments.done', item_id: id, arguments: JSON.stringify(value) });
+
+function scrape(progress: ResearchProgress, id: string, url: string, result: { output?: string; error?: string }) {
+  progress.read(added({ id, type: 'mcp_call', name: 'scrape' }));
+  progress.read(args(id, { url }));
+  return progress.read(done({ id, type: 'mcp_call', name: 'scrape', status: result.error ? 'failed' : 'completed', output: result.output ?? null, error: result.error ?? null }));
+}
+
+test('a failed page read is reported and never cited; the step limit without an answer still lists what was read', (t) => {
+  const progress = new ResearchProgress();
+  progress.read({ type: 'response.created' });
+  t.regex(scrape(progress, 'mcp_1', 'https://a.example/1', { error: 'The page answered HTTP 404' }), /scrape failed: The page answered HTTP 404/);
+  t.is(scrape(progress, 'mcp_2', 'https://b.example/2', { output: '# Bee facts\nSource: https://b.example/2\n\nBees dance.' }), '  Read "Bee facts".\n');
+  progress.read({
+    type: 'response.incomplete',
+    response: { status: 'incomplete', incomplete_details: { reason: 'max_steps' }, output: [{ type: 'mcp_call' }], usage: { input_tokens: 30, output_tokens: 6 } },
+  });
+  const answer = progress.answer();
+  t.is(answer.error, null);
+  t.is(answer.finishReason, 'length');
+  t.true(answer.content.startsWith('The research reached its step limit'));
+  t.true(answer.content.endsWith('Sources:\n- Bee facts: https://b.example/2'));
+  t.false(answer.content.includes('a.example'), 'a page that failed is not a source');
+  t.deepEqual(answer.usage, { prompt_tokens: 30, completion_tokens: 6, total_tokens: 36, completion_tokens_details: { reasoning_tokens: 0 } });
+  t.deepEqual(
+    answer.annotations.map((a) => [a.url_citation.url, answer.content.slice(a.url_citation.start_index, a.url_citation.end_index)]),
+    [['https://b.example/2', 'https://b.example/2']],
+  );
+});
+
+test('a failed loop is an error (429 when a step was rate limited); a stream that ends early is a 502', (t) => {
+  const limited = new ResearchProgress();
+  limited.read({ type: 'response.failed', response: { status: 'failed', error: { code: 'rate_limit_exceeded', message: 'slow down' } } });
+  t.like(limited.answer().error, { status: 429, code: 'rate_limit_exceeded', message: 'slow down' });
+  const failed = new ResearchProgress();
+  failed.read({ type: 'response.failed', response: { status: 'failed', error: { code: 'server_error', message: 'boom' } } });
+  t.like(failed.answer().error, { status: 502, message: 'boom' });
+  t.like(new ResearchProgress().answer().error, { status: 502 });
+});
+
+test('chat messages become Responses input: text and image parts, tool calls and their outputs', (t) => {
+  const input = toResponsesInput([
+    { role: 'system', content: 'be brief' },
+    { role: 'user', content: [{ type: 'text', text: 'look' }, { type: 'image_url', image_url: { url: 'https://img.example/x.png', detail: 'low' } }] },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: 'out' },
+    { role: 'assistant', content: 'said' },
+  ] as any);
+  t.deepEqual(input, [
+    { type: 'message', role: 'system', content: [{ type: 'input_text', text: 'be brief' }] },
+    { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, { type: 'input_image', image_url: 'https://img.example/x.png', detail: 'low' }] },
+    { type: 'function_call', call_id: 'call_1', name: 'f', arguments: '{}' },
+    { type: 'function_call_output', call_id: 'call_1', output: 'out' },
+    { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'said' }] },
+  ]);
+});

@@ -1,0 +1,270 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import test from 'ava';
+import { ManualClock, recordEvent, type BusMessage, type Delivery, type EventMessage } from '../../services/kit/index.js';
+import {
+  MEDIA_UPLOAD_COMPLETED,
+  collectObject,
+  createDecodeSlots,
+  createFilesystemStorage,
+  createMediaStore,
+  createUrlSigner,
+  expireReservations,
+  finalizeUpload,
+  mediaMigrations,
+  newMediaId,
+  sanitize,
+  storeImage,
+  uploadKey,
+  type MediaRow,
+} from '../../domains/media/index.js';
+import { createMediaDedup, mediaDedupWorker, type MediaDedupDeps } from '../../workers/media-dedup/index.js';
+import { openTestRuntime } from '../helpers/env.js';
+import { createTestUser } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
+import { phonePhoto, solidImage } from './fixtures.js';
+
+/**
+ * Worker idempotency: a crash between each pair of steps (an injected failure at each checkpoint)
+ * followed by the worker's retry leaves no orphan (no stored object without a record, no staging
+ * object without a reservation, no object row without its bytes) and no duplicate record.
+ */
+type Runtime = Awaited<ReturnType<typeof openTestRuntime>>;
+let runtime: Runtime;
+let root: string;
+const clock = new ManualClock(Date.now());
+
+test.before(async () => {
+  runtime = await openTestRuntime({ migrations: [mediaMigrations], clock, bus: 'pg', env: { MEDIA_SWEEP_INTERVAL_MS: '0', MEDIA_GC_GRACE_SECONDS: '60' } });
+  root = await mkdtemp(join(tmpdir(), 'media-worker-'));
+});
+test.after.always(async () => {
+  await runtime?.dispose();
+  await rm(root, { recursive: true, force: true });
+});
+
+/** Deps over a fresh storage directory; `crashAt` throws once at that checkpoint. */
+function depsFor(dir: string, crashAt?: string): MediaDedupDeps & { crashed: () => boolean } {
+  let crashed = false;
+  const storage = createFilesystemStorage({ root: dir, publicUrl: () => 'http://media.test', signer: createUrlSigner(randomBytes(32)), clock });
+  return {
+    store: createMediaStore(runtime.db.knex),
+    storage,
+    clock,
+    limits: { maxBytes: 5_000_000, maxPixels: 10_000_000, allowedTypes: ['image/jpeg', 'image/png', 'image/webp', 'image/gif'], jpegQuality: 90 },
+    quotaBytes: 0,
+    withSlot: createDecodeSlots(2),
+    graceSeconds: 60,
+    logger: runtime.logger,
+    checkpoint: (step) => {
+      if (step === crashAt && !crashed) {
+        crashed = true;
+        throw new Error(`injected crash at ${step}`);
+      }
+    },
+    crashed: () => crashed,
+  };
+}
+
+async function files(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (d: string) => {
+    for (const entry of await readdir(d, { withFileTypes: true }).catch(() => [])) {
+      const path = join(d, entry.name);
+      if (entry.isDirectory()) await walk(path);
+      else out.push(relative(dir, path));
+    }
+  };
+  await walk(dir);
+  return out.sort();
+}
+
+/** Everything stored for `userId`, and every object row / file: what "no orphan" is checked against. */
+async function inventory(dir: string, userId: string) {
+  const knex = runtime.db.knex;
+  const media = (await knex('media').where({ user_id: userId }).orderBy('id')) as MediaRow[];
+  const objects = (await knex('media_objects').whereIn('sha256', media.map((m) => m.sha256).filter(Boolean) as string[])).map((o: { sha256: string }) => o.sha256);
+  return { media, objects, files: await files(dir) };
+}
+
+function fakeDelivery() {
+  const outcome: string[] = [];
+  const delivery: Delivery = {
+    ack: async () => void outcome.push('ack'),
+    retryAfter: async () => void outcome.push('retry'),
+    deadLetter: async () => void outcome.push('dead'),
+  };
+  return { delivery, outcome };
+}
+
+const event = (type: string, data: Record<string, unknown>): BusMessage<EventMessage> => ({
+  id: 'evt_x',
+  routingKey: type,
+  body: { id: 'evt_x', type, occurred_at: new Date().toISOString(), data },
+  headers: {},
+  redelivered: false,
+});
+
+async function reserveCompleted(deps: MediaDedupDeps, userId: string, bytes: Buffer): Promise<string> {
+  const id = newMediaId(clock);
+  const now = Math.floor(clock.now() / 1000);
+  await deps.store.insert(runtime.db.knex, {
+    id, user_id: userId, state: 'completing', sha256: null, mime_type: 'image/jpeg', bytes: bytes.length, width: null, height: null,
+    filename: null, upload_key: uploadKey(id), merged_into: null, created_at: now, expires_at: now + 900,
+  });
+  await deps.storage.put(uploadKey(id), bytes, 'image/jpeg');
+  return id;
+}
+
+const FINALIZE_STEPS = ['staging-read', 'object-touched', 'object-written', 'committed'];
+
+for (const step of FINALIZE_STEPS) {
+  test.serial(`finalising a completed upload: a crash after "${step}", then the worker's retry → one ready media, no orphan`, async (t) => {
+    const dir = join(root, `finalize-${step}`);
+    const user = await createTestUser(runtime.db.knex);
+    const deps = depsFor(dir, step);
+    const id = await reserveCompleted(deps, user.id, await phonePhoto());
+    await t.throwsAsync(finalizeUpload(deps, id), { message: `injected crash at ${step}` });
+    t.true(deps.crashed());
+
+    const { handle } = createMediaDedup(deps);
+    const first = fakeDelivery();
+    await handle(event(MEDIA_UPLOAD_COMPLETED, { media_id: id }), first.delivery);
+    t.deepEqual(first.outcome, ['ack']);
+    // A redelivery of the same event changes nothing.
+    const second = fakeDelivery();
+    await handle(event(MEDIA_UPLOAD_COMPLETED, { media_id: id }), second.delivery);
+    t.deepEqual(second.outcome, ['ack']);
+
+    const inv = await inventory(dir, user.id);
+    t.is(inv.media.length, 1, 'no duplicate record');
+    t.like(inv.media[0], { id, state: 'ready', upload_key: null, width: 20, height: 40 });
+    t.deepEqual(inv.objects, [inv.media[0]!.sha256]);
+    t.deepEqual(inv.files, [`objects/${inv.media[0]!.sha256!.slice(0, 2)}/${inv.media[0]!.sha256}`], 'only the content-addressed object remains');
+  });
+}
+
+for (const step of ['staging-read', 'object-touched', 'object-written', 'committed']) {
+  test.serial(`finalising an upload that duplicates the user's media: a crash after "${step}" → merged, one object, no orphan`, async (t) => {
+    const dir = join(root, `merge-${step}`);
+    const user = await createTestUser(runtime.db.knex);
+    const deps = depsFor(dir, step);
+    const bytes = await solidImage('jpeg', 16, 16, 7);
+    const existing = await storeImage(deps, user.id, await sanitize(deps, bytes), null).catch(async (error) => {
+      // The crash may hit this first upload's own checkpoints: retry it like a client would.
+      t.regex((error as Error).message, /injected crash/);
+      return storeImage(deps, user.id, await sanitize(deps, bytes), null);
+    });
+    const id = await reserveCompleted(deps, user.id, bytes);
+    const outcome = await finalizeUpload(deps, id).catch(() => null);
+    const retried = outcome ?? (await finalizeUpload(deps, id));
+    t.like(retried, { deduped: true, row: { id: existing.row.id } });
+    const inv = await inventory(dir, user.id);
+    t.deepEqual(inv.media.filter((m) => m.state === 'ready').map((m) => m.id), [existing.row.id], 'one ready media');
+    t.deepEqual(inv.media.find((m) => m.id === id)?.state, 'merged');
+    t.deepEqual(inv.files, [`objects/${existing.row.sha256!.slice(0, 2)}/${existing.row.sha256}`]);
+  });
+}
+
+for (const step of ['object-touched', 'object-written']) {
+  test.serial(`a direct upload crashing after "${step}" leaves an object the sweep collects; the retry creates one record`, async (t) => {
+    const dir = join(root, `upload-${step}`);
+    const user = await createTestUser(runtime.db.knex);
+    const deps = depsFor(dir, step);
+    const image = await sanitize(deps, await solidImage('png', 9, 9, Math.floor(Math.random() * 1000)));
+    await t.throwsAsync(storeImage(deps, user.id, image, null), { message: /injected crash/ });
+    t.is((await inventory(dir, user.id)).media.length, 0);
+    // Within the grace period the object is kept (an upload may be about to reference it)…
+    const dedup = createMediaDedup(deps);
+    await dedup.sweep();
+    const kept = await files(dir);
+    // …after it, the sweep collects whatever was written without a record.
+    clock.advance(61_000);
+    const swept = await dedup.sweep();
+    t.true(swept.collected >= (kept.length > 0 ? 1 : 0));
+    t.deepEqual(await files(dir), []);
+    t.false(await deps.store.objectExists(image.sha256));
+    // The client's retry stores it once.
+    const stored = await storeImage(deps, user.id, image, null);
+    const again = await storeImage(deps, user.id, image, null);
+    t.is(again.row.id, stored.row.id);
+    t.true(again.deduped);
+    const inv = await inventory(dir, user.id);
+    t.is(inv.media.length, 1);
+    t.deepEqual(inv.files, [`objects/${image.sha256.slice(0, 2)}/${image.sha256}`]);
+  });
+}
+
+test.serial('collecting a deleted media\'s object: a crash after the bytes are gone, then the retry → the row goes too; a referenced object is never collected', async (t) => {
+  const dir = join(root, 'collect');
+  const [alice, bob] = [await createTestUser(runtime.db.knex), await createTestUser(runtime.db.knex)];
+  const deps = depsFor(dir, 'object-deleted');
+  const image = await sanitize(deps, await solidImage('png', 11, 11, 99));
+  const a = await storeImage(deps, alice.id, image, null);
+  const b = await storeImage(deps, bob.id, image, null);
+  t.not(a.row.id, b.row.id);
+  clock.advance(61_000);
+  // Alice deletes hers: Bob still references the object, so it stays.
+  await runtime.db.knex('media').where({ id: a.row.id }).del();
+  t.false(await collectObject(deps, image.sha256, 60));
+  t.is((await files(dir)).length, 1);
+  // Bob deletes his: the collector removes the bytes, crashes before the row; the retry finishes.
+  await runtime.db.knex('media').where({ id: b.row.id }).del();
+  await t.throwsAsync(collectObject(deps, image.sha256, 60), { message: /injected crash/ });
+  t.deepEqual(await files(dir), []);
+  t.true(await deps.store.objectExists(image.sha256), 'the row survived the crash (rolled back)');
+  t.true(await collectObject(deps, image.sha256, 60));
+  t.false(await deps.store.objectExists(image.sha256));
+  t.false(await collectObject(deps, image.sha256, 60), 'collecting again is a no-op');
+});
+
+test.serial('expiring a reservation never completed: a crash after its staging object is removed, then the retry → row gone', async (t) => {
+  const dir = join(root, 'expire');
+  const user = await createTestUser(runtime.db.knex);
+  const deps = depsFor(dir, 'staging-expired');
+  const id = newMediaId(clock);
+  const now = Math.floor(clock.now() / 1000);
+  await deps.store.insert(runtime.db.knex, {
+    id, user_id: user.id, state: 'pending', sha256: null, mime_type: 'image/png', bytes: 10, width: null, height: null,
+    filename: null, upload_key: uploadKey(id), merged_into: null, created_at: now, expires_at: now + 5,
+  });
+  await deps.storage.put(uploadKey(id), Buffer.from('half an upload'), 'image/png');
+  t.is(await expireReservations(deps), 0, 'not expired yet');
+  clock.advance(6_000);
+  await t.throwsAsync(expireReservations(deps), { message: /injected crash/ });
+  t.deepEqual(await files(dir), []);
+  t.truthy(await deps.store.byId(id));
+  t.is(await expireReservations(deps), 1);
+  t.is(await deps.store.byId(id), null);
+  t.deepEqual(await files(dir), []);
+});
+
+test.serial('the worker on the bus finalises a completed upload that arrives by event', async (t) => {
+  const user = await createTestUser(runtime.db.knex);
+  const dir = join(root, 'bus');
+  const deps = depsFor(dir);
+  const id = await reserveCompleted(deps, user.id, await phonePhoto());
+  const worker = await mediaDedupWorker.start({
+    runtime: { ...runtime, config: { ...runtime.config, DATA_DIR: root, env: { ...runtime.config.env, DATA_DIR: root, MEDIA_SIGNING_SECRET: 'x'.repeat(32) } } },
+    gatewaySecret: '',
+    urls: { llmApi: '', responseApi: '', mediaApi: '', mcpTools: '' },
+  });
+  try {
+    // The worker's storage is DATA_DIR/media: stage the upload there.
+    const workerStorage = createFilesystemStorage({ root: join(root, 'media'), publicUrl: () => 'http://media.test', signer: createUrlSigner(randomBytes(32)), clock });
+    await workerStorage.put(uploadKey(id), (await deps.storage.read(uploadKey(id), 1e7))!, 'image/jpeg');
+    await runtime.db.knex.transaction((trx) => recordEvent(trx, MEDIA_UPLOAD_COMPLETED, { media_id: id }));
+    runtime.relay.kick();
+    await runtime.relay.drain();
+    const row = await waitFor(async () => {
+      const current = await deps.store.byId(id);
+      return current?.state === 'ready' ? current : null;
+    }, 20_000, 'the completed upload finalised by the worker');
+    t.is(row.width, 20);
+    t.deepEqual(await files(join(root, 'media')), [`objects/${row.sha256!.slice(0, 2)}/${row.sha256}`]);
+  } finally {
+    await worker.stop();
+  }
+});

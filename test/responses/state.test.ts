@@ -1,0 +1,84 @@
+import test from 'ava';
+import { NotFoundError } from 'openai';
+import { ManualClock } from '../../services/kit/index.js';
+import { startRetentionPurge } from '../../services/response-api/responses/purge.js';
+import { createResponseStore } from '../../services/response-api/responses/store.js';
+import { lastToolOutput, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+
+// State kept by the platform: conversation items written through llm-api's conversation store
+// (the one GET /v1/conversations/{id}/items reads), chaining inside a conversation, and the
+// retention purge driven by a manual clock.
+let p: ResponsesPlatform;
+
+test.before(async () => {
+  p = await startResponsesPlatform({ RESPONSES_PURGE_INTERVAL_MS: '0' });
+});
+test.after.always(async () => {
+  await p?.stop();
+});
+
+test('with a conversation, the input, tool items and answer become items of that conversation', async (t) => {
+  p.fake.script('conv-1', [{ tool_calls: [{ name: 'python_exec', arguments: { code: 'print(40+2)' } }] }, { content: (m) => `Answer: ${lastToolOutput(m).trim().split('\n')[0]}` }]);
+  const { client } = await p.newClient();
+  const conversation = await client.conversations.create({});
+  const response = await client.responses.create({ model: MODEL, input: 'first question #script:conv-1', conversation: conversation.id });
+  t.is(response.status, 'completed');
+  t.deepEqual(response.conversation, { id: conversation.id });
+
+  const items: any[] = [];
+  for await (const item of client.conversations.items.list(conversation.id, { order: 'asc' })) items.push(item);
+  t.deepEqual(
+    items.map((i) => i.type),
+    ['message', 'mcp_call', 'message'],
+  );
+  t.is(items[0].role, 'user');
+  t.is(items[0].content[0].text, 'first question #script:conv-1');
+  t.true(String(items[1].output).includes('42'));
+  t.is(items[2].role, 'assistant');
+  t.is(items[2].content[0].text, 'Answer: 42');
+
+  // A second response in the conversation starts from its items; chaining from it stays in it.
+  p.fake.script('conv-2', [{ content: (m) => `seen ${m.length}` }]);
+  const second = await client.responses.create({ model: MODEL, input: 'second #script:conv-2', conversation: conversation.id, tools: [] });
+  const sent = p.fake.scriptRequests('conv-2')[0]!.body.messages;
+  t.regex(JSON.stringify(sent[0]), /first question/);
+  t.true(sent.some((m: any) => m.role === 'tool' && String(m.content).includes('42')));
+  p.fake.script('conv-3', [{ content: 'third' }]);
+  const third = await client.responses.create({ model: MODEL, input: 'third #script:conv-3', previous_response_id: second.id, tools: [] });
+  t.deepEqual(third.conversation, { id: conversation.id });
+  const after: any[] = [];
+  for await (const item of client.conversations.items.list(conversation.id, { order: 'asc' })) after.push(item);
+  t.is(after.length, 7);
+  t.is(after.at(-1).content[0].text, 'third');
+});
+
+test('previous_response_id together with conversation is a 400', async (t) => {
+  const { client } = await p.newClient();
+  const error: any = await t.throwsAsync(client.responses.create({ model: MODEL, input: 'x', conversation: 'conv_x', previous_response_id: 'resp_x' }));
+  t.is(error.status, 400);
+  t.is(error.param, 'conversation');
+});
+
+test('store: false keeps nothing', async (t) => {
+  p.fake.script('unstored', [{ content: 'gone' }]);
+  const { client } = await p.newClient();
+  const response = await client.responses.create({ model: MODEL, input: 'x #script:unstored', store: false, tools: [] });
+  t.is(response.output_text, 'gone');
+  await t.throwsAsync(client.responses.retrieve(response.id), { instanceOf: NotFoundError });
+});
+
+test('the retention purge removes responses past RESPONSES_RETENTION_DAYS (30 by default), by the clock', async (t) => {
+  p.fake.script('kept', [{ content: 'kept for now' }]);
+  const { client } = await p.newClient();
+  const response = await client.responses.create({ model: MODEL, input: 'x #script:kept', tools: [] });
+  const clock = new ManualClock(Date.now());
+  const purge = startRetentionPurge({ store: createResponseStore(p.runtime.db.knex), clock, logger: p.runtime.logger, intervalMs: 0 });
+  t.teardown(() => purge.stop());
+
+  clock.advance(29 * 86_400_000);
+  await purge.run();
+  t.is((await client.responses.retrieve(response.id)).id, response.id, 'still there after 29 days');
+  clock.advance(2 * 86_400_000);
+  t.true((await purge.run()) >= 1);
+  await t.throwsAsync(client.responses.retrieve(response.id), { instanceOf: NotFoundError });
+});

@@ -1,0 +1,48 @@
+import test from 'ava';
+import { startReceiver, startStack, waitFor } from './helpers.js';
+
+// llm-api's /metrics carries the webhook series, read from the database (the worker may be
+// another process): attempts of the last hour by outcome, the pending backlog and its lag.
+const series = (text: string, name: string, labels = '') => {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels ? `{${labels}` : ''}`) && !l.startsWith('#'));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+};
+
+test('attempts by outcome, pending deliveries and the delivery lag appear on llm-api /metrics', async (t) => {
+  const receiver = await startReceiver((r) => (r.path === '/gone' ? 410 : 200));
+  const stack = await startStack({ bus: 'pg' });
+  t.teardown(async () => {
+    await stack.close();
+    await receiver.close();
+  });
+  const scrape = async () => (await fetch(`${stack.svc.url}/metrics`)).text();
+  const ok = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/ok'), events: ['*'] });
+  const gone = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/gone'), events: ['*'] });
+  const eventId = await stack.emit('model.added', { model_id: 'm' });
+  await receiver.until((rs) => [ok.body.id, gone.body.id].every((id) => rs.some((r) => r.headers['x-webhook-id'] === id && r.headers['x-event-id'] === eventId)));
+  const text = await waitFor(async () => {
+    const body = await scrape();
+    return (series(body, 'webhook_delivery_attempts_recent', 'outcome="failed"') ?? 0) >= 1 ? body : undefined;
+  }, 15_000, 'failed attempt recorded');
+  t.true((series(text, 'webhook_delivery_attempts_recent', 'outcome="delivered"') ?? 0) >= 1);
+  t.is(series(text, 'webhook_delivery_attempts_recent', 'outcome="dead"'), 0);
+  t.is(series(text, 'webhook_deliveries_pending'), 0);
+  t.is(series(text, 'webhook_delivery_lag_seconds'), 0);
+
+  // The worker is down and a delivery has been due for a minute: it is pending, and the lag shows it.
+  await stack.stopWorker();
+  await stack.svc.runtime.db.knex('webhook_deliveries').insert({
+    id: 'whd_metrics_backlog_000000000',
+    webhook_id: ok.body.id,
+    event_id: 'evt_metrics_backlog_00000000',
+    event_type: 'model.added',
+    event_occurred_at: new Date(Date.now() - 120_000),
+    event_data: JSON.stringify({}),
+    next_attempt_at: new Date(Date.now() - 60_000),
+    created_at: new Date(Date.now() - 60_000),
+    updated_at: new Date(Date.now() - 60_000),
+  });
+  const backlog = await scrape();
+  t.true((series(backlog, 'webhook_deliveries_pending') ?? 0) >= 1);
+  t.true((series(backlog, 'webhook_delivery_lag_seconds') ?? 0) >= 60);
+});
