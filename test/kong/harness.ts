@@ -4,6 +4,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { decodeMultiStream, encode } from '@msgpack/msgpack';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * Acts as Kong towards the real `kong-js-pluginserver` (kong-pdk 0.6.0): MessagePack-RPC over its
@@ -243,21 +244,23 @@ export async function startPluginServer(pluginDir: string) {
   let output = '';
   child.stdout!.on('data', (c) => (output += c));
   child.stderr!.on('data', (c) => (output += c));
-  // The server announces nothing on stdout without -v: wait for the socket file (bounded).
-  for (let i = 0; i < 300 && !existsSync(socketPath); i++) {
-    if (child.exitCode !== null) throw new Error(`plugin server exited: ${output}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  // The socket file appears at bind(), a moment before listen(): retry a refused connect (bounded).
-  let rpc: RpcConnection | undefined;
-  for (let attempt = 0; !rpc; attempt++) {
-    try {
-      rpc = await RpcConnection.open(socketPath);
-    } catch (error) {
-      if (attempt >= 100 || child.exitCode !== null) throw new Error(`cannot connect to the plugin server: ${(error as Error).message} ${output}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  }
+  // The server announces nothing on stdout without -v, and its socket file appears at bind(), a
+  // moment before listen(): wait (bounded) until a connect succeeds, and stop early if it exits.
+  let lastError = 'no socket file yet';
+  const rpc = await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`plugin server exited: ${output}`);
+      if (!existsSync(socketPath)) return undefined;
+      return RpcConnection.open(socketPath).catch((error: Error) => {
+        lastError = error.message;
+        return undefined;
+      });
+    },
+    30_000,
+    'a connection to the plugin server',
+  ).catch((error: Error) => {
+    throw new Error(`cannot connect to the plugin server: ${error.message} (${lastError}) ${output}`);
+  });
   const kong = new FakeKong();
   let seq = 0;
   return {

@@ -9,6 +9,7 @@ import { Schema as jwtSchema } from '../../plugins/jwt-auth/schema.js';
 import { Schema as rateLimitSchema } from '../../plugins/tiered-rate-limit/schema.js';
 import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
+import { waitFor } from '../helpers/wait.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator, unsignedToken } from '../plugins/fakes.js';
 import { buildPluginsInto, dumpAllPlugins, startPluginServer, type PluginServer } from './harness.js';
 
@@ -197,15 +198,13 @@ test('api-key-auth on Kong: a revocation published on Redis purges the plugin se
   validator.remove(key.key);
   t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, null, 'cached');
   const publisher = createRedisRevocations(TEST_REDIS_URL, { channel });
-  let status: number | null = null;
   // The subscription is asynchronous (started with the instance): publish until it is heard.
-  for (let i = 0; i < 100 && status !== 401; i++) {
+  const heard = await waitFor(async () => {
     await publisher.publish(key.hash);
-    status = (await s.run(id, { headers: { 'x-api-key': key.key } })).status;
-    if (status !== 401) await new Promise((r) => setTimeout(r, 20));
-  }
-  await publisher.close();
-  t.is(status, 401);
+    return (await s.run(id, { headers: { 'x-api-key': key.key } })).status === 401;
+  }, 30_000, 'the revocation to reach the plugin server').finally(() => publisher.close());
+  t.true(heard);
+  t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, 401);
 });
 
 test('tiered-rate-limit: per-IP limit in the rewrite phase — headers on success, 429 exit with Retry-After once over', async (t) => {

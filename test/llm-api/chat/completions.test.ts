@@ -2,6 +2,7 @@ import test from 'ava';
 import OpenAI, { APIError, AuthenticationError, BadRequestError, NotFoundError, PermissionDeniedError, RateLimitError } from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
+import { waitFor } from '../../helpers/wait.js';
 
 // The official SDK against llm-api directly (identity headers as the edge sets them).
 let h: LlmHarness;
@@ -231,7 +232,7 @@ test('a client that disconnects aborts the upstream request', async (t) => {
     // the SDK may end the iteration with an abort error or quietly
   }
   t.is(got, 1);
-  for (let i = 0; i < 100 && fake.aborted() === before; i++) await new Promise((r) => setTimeout(r, 20));
+  await waitFor(() => fake.aborted() > before, 30_000, 'the upstream to see the disconnect');
   t.is(fake.aborted(), before + 1);
 });
 
@@ -251,11 +252,10 @@ test('usage is recorded off the request path for every request, with cost from p
   const stream = (await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: marker }], stream: true, metadata: { marker } } as any)) as unknown as AsyncIterable<unknown>;
   for await (const _ of stream) void _;
   const knex = h.service.runtime.db.knex;
-  let rows: any[] = [];
-  for (let i = 0; i < 100 && rows.length < 2; i++) {
-    rows = await knex('llm_usage').whereRaw("metadata->>'marker' = ?", [marker]).orderBy('id');
-    if (rows.length < 2) await new Promise((r) => setTimeout(r, 20));
-  }
+  const rows: any[] = await waitFor(async () => {
+    const found = await knex('llm_usage').whereRaw("metadata->>'marker' = ?", [marker]).orderBy('id');
+    return found.length >= 2 && found;
+  }, 30_000, 'two usage rows from the batch writer');
   t.is(rows.length, 2);
   const [plain, streamed] = rows;
   t.like(plain, { user_id: h.user.id, model: 'chat-model', provider_id: providerId, status: 200, outcome: 'ok', stream: false });

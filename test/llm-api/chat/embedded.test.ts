@@ -1,5 +1,6 @@
 import test from 'ava';
 import { startEmbeddedPlatform } from '../../helpers/embedded.js';
+import { waitFor } from '../../helpers/wait.js';
 import { startFakeUpstream } from '../../fakes/openai-upstream.js';
 
 // The embedded defaults of `npm start` (PGlite: one connection; the PostgreSQL-backed queue):
@@ -41,16 +42,12 @@ test('providers, models, chat, store and usage on the embedded defaults (PGlite)
   t.is(sync.status, 200, sync.text);
   t.is((await call('POST', '/v1/admin/providers/sync', {})).status, 202);
 
-  let rows = 0;
-  for (let i = 0; i < 200 && rows < 2; i++) {
-    rows = Number((await knex('llm_usage').count<{ count: number }[]>({ count: '*' }))[0]!.count);
-    if (rows < 2) await new Promise((r) => setTimeout(r, 25));
-  }
-  t.is(rows, 2);
-  let items: any[] = [];
-  for (let i = 0; i < 200 && items.length < 4; i++) {
-    items = (await call('GET', `/v1/conversations/${chat.body.conversation.id}/items?order=asc`)).body.data;
-    if (items.length < 4) await new Promise((r) => setTimeout(r, 25));
-  }
+  const usageRows = async () => Number((await knex('llm_usage').count<{ count: number }[]>({ count: '*' }))[0]!.count);
+  await waitFor(async () => (await usageRows()) >= 2, 30_000, 'two usage rows from the batch writer');
+  t.is(await usageRows(), 2);
+  const items = await waitFor(async () => {
+    const data: any[] = (await call('GET', `/v1/conversations/${chat.body.conversation.id}/items?order=asc`)).body.data;
+    return data.length >= 4 && data;
+  }, 30_000, 'the streamed turn stored');
   t.is(items.length, 4);
 });

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
+import { waitFor } from '../../helpers/wait.js';
 
 // Seeded endpoint choice (LLM_ROUTING_SEED) so the weighted distribution is reproducible.
 let h: LlmHarness;
@@ -55,12 +56,8 @@ test.serial('failover across two endpoints when one is down; passive health mark
   t.is(backup.chatCount(), backupBefore + 1);
 
   await primary.up();
-  let healthy = false;
-  for (let i = 0; i < 100 && !healthy; i++) {
-    healthy = (await h.call('GET', `/v1/admin/providers/${id}`)).body.endpoints[0].healthy;
-    if (!healthy) await new Promise((r) => setTimeout(r, 20));
-  }
-  t.true(healthy);
+  await waitFor(async () => (await h.call('GET', `/v1/admin/providers/${id}`)).body.endpoints[0].healthy === true, 30_000, 'the primary endpoint healthy again');
+  t.true((await h.call('GET', `/v1/admin/providers/${id}`)).body.endpoints[0].healthy);
   t.true((await chat('ep-model')).body.choices[0].message.content.startsWith('Hello from primary'));
 });
 

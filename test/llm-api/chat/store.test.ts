@@ -2,6 +2,7 @@ import test from 'ava';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
+import { waitFor } from '../../helpers/wait.js';
 
 // store: true wired to the conversations domain (issue #6): items, message.sent, history, project instruction.
 let h: LlmHarness;
@@ -23,6 +24,12 @@ test.after.always(async () => {
 });
 
 const items = async (conversationId: string) => (await h.call('GET', `/v1/conversations/${conversationId}/items?order=asc&limit=100`, undefined, h.user)).body.data;
+/** A streamed turn is stored after the stream ends: wait (bounded) until `count` items are there. */
+const itemsOnce = (conversationId: string, count: number): Promise<any[]> =>
+  waitFor(async () => {
+    const found: any[] = await items(conversationId);
+    return found.length >= count && found;
+  }, 30_000, `${count} items stored in ${conversationId}`);
 const sentBody = (marker: string) => [...fake.requests].reverse().find((r) => JSON.stringify(r.body ?? {}).includes(marker))?.body;
 
 test.serial('store: true without a conversation creates one, stores the input and the answer, emits message.sent twice', async (t) => {
@@ -80,11 +87,7 @@ test.serial('stream with store: the conversation rides on a chunk with choices; 
   t.is(withConversation.length, 1);
   t.deepEqual(withConversation[0].conversation, { id: conv, title: null });
   t.true(Array.isArray(withConversation[0].choices));
-  let stored: any[] = [];
-  for (let i = 0; i < 100 && stored.length < 2; i++) {
-    stored = await items(conv);
-    if (stored.length < 2) await new Promise((r) => setTimeout(r, 20));
-  }
+  const stored = await itemsOnce(conv, 2);
   t.is(stored[1].content[0].text, 'Hello from store w1 w2 w3 w4');
 
   const conv2 = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
@@ -95,11 +98,7 @@ test.serial('stream with store: the conversation rides on a chunk with choices; 
   } catch {
     // aborted
   }
-  let partial: any[] = [];
-  for (let i = 0; i < 100 && partial.length < 2; i++) {
-    partial = await items(conv2);
-    if (partial.length < 2) await new Promise((r) => setTimeout(r, 20));
-  }
+  const partial = await itemsOnce(conv2, 2);
   t.is(partial[1].status, 'incomplete');
   t.is(partial[1].content[0].text, 'held');
 });
@@ -117,11 +116,7 @@ test.serial('store_reasoning keeps the reasoning; with n > 1 the first choice is
   const conv = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
   const stream = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'why #reason' }], stream: true, store: true, store_reasoning: true, conversation: conv } as any);
   for await (const _ of stream as any) void _;
-  let streamed: any[] = [];
-  for (let i = 0; i < 100 && streamed.length < 3; i++) {
-    streamed = await items(conv);
-    if (streamed.length < 3) await new Promise((r) => setTimeout(r, 20));
-  }
+  const streamed = await itemsOnce(conv, 3);
   t.deepEqual(streamed.map((i: any) => i.type), ['message', 'reasoning', 'message']);
   t.is(streamed[1].summary[0].text, 'thinking hard');
 });

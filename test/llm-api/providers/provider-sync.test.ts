@@ -2,19 +2,12 @@ import test from 'ava';
 import { modelListClientFor, providerSyncWorker, syncAllProviders, syncDepsFor } from '../../../workers/provider-sync/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
+import { waitFor } from '../../helpers/wait.js';
 
 let h: LlmHarness;
 let fake: FakeUpstream;
 let stopWorker: () => Promise<void>;
 let providerId: string;
-
-const waitFor = async (check: () => Promise<boolean>) => {
-  for (let i = 0; i < 200; i++) {
-    if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return false;
-};
 
 test.before(async () => {
   fake = await startFakeUpstream({ name: 'sync', models: [{ id: 's1', name: 'S One' }, { id: 's2' }] });
@@ -38,7 +31,16 @@ test.serial('on demand: POST /v1/admin/providers/sync → the worker adds new mo
   const req = await h.call('POST', '/v1/admin/providers/sync', {});
   t.is(req.status, 202);
   t.is(req.body.status, 'queued');
-  t.true(await waitFor(async () => JSON.stringify(await modelIds()) === JSON.stringify(['s1', 's3'])));
+  // The recorded run says when the worker is done; the registry then reloads on its catalog poll.
+  const run = await waitFor(async () => {
+    const view = (await h.call('GET', `/v1/admin/providers/sync/${req.body.id}`)).body;
+    return view.status === 'succeeded' || view.status === 'failed' ? view : undefined;
+  }, 30_000, 'the queued sync run to finish');
+  t.like(run, { status: 'succeeded', providers_synced: 1, added: 1, deactivated: 1 });
+  t.deepEqual(await waitFor(async () => {
+    const ids = await modelIds();
+    return JSON.stringify(ids) === JSON.stringify(['s1', 's3']) && ids;
+  }, 30_000, 'llm-api to reload the synchronised catalog'), ['s1', 's3']);
   const knex = h.service.runtime.db.knex;
   t.is((await knex('outbox_events').where({ type: 'model.added' }).whereRaw("data->>'model_id' = 's3'")).length, 1);
   const vanished = await knex('outbox_events').where({ type: 'model.updated' }).whereRaw("data->>'model_id' = 's2'");
