@@ -47,6 +47,10 @@ export const Schema: KongFieldEntry[] = [
   { policy: { type: 'string', default: 'local', one_of: ['local', 'redis'] } },
   { redis_url: { type: 'string', referenceable: true } },
   { redis_prefix: { type: 'string', default: 'edge' } },
+  /**
+   * Longest wait for one Redis command (and at least 1 s for connecting); past it `fault_policy`
+   * decides, so a slow Redis costs each request at most this long.
+   */
   { redis_timeout_ms: { type: 'integer', default: 200, between: [1, 60000] } },
   /** Redis failing mid-flight: `allow` (and log, like Kong's fault_tolerant) or `deny` (503). */
   { fault_policy: { type: 'string', default: 'allow', one_of: ['allow', 'deny'] } },

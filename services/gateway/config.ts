@@ -44,6 +44,11 @@ export const edgeConfigShape = {
   EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS: int(0).default(32),
   /** What the limiter does when Redis fails mid-flight: allow (and log) or deny with 503. */
   EDGE_RATE_LIMIT_FAULT_POLICY: z.enum(['allow', 'deny']).default('allow'),
+  /**
+   * Longest wait for one Redis counter command; past it the fault policy decides. Short by default
+   * because every request waits for the counter: a slow Redis must not become a slow edge.
+   */
+  EDGE_RATE_LIMIT_REDIS_TIMEOUT_MS: int(1).max(60000).default(200),
   /** Prefix of the edge's Redis keys (rate-limit counters). */
   EDGE_REDIS_PREFIX: z.string().min(1).default('edge'),
   /** Allowed CORS origins (comma list; `*` for any). */
