@@ -45,6 +45,14 @@ export function createSyncRunsStore(knex: Knex) {
     async byId(id: string): Promise<SyncRunRow | undefined> {
       return knex(RUNS).where({ id }).first();
     },
+    /** Newest first (ties broken by id so pages do not overlap), with the total for the list envelope. */
+    async list(page: { limit: number; offset: number }): Promise<{ rows: SyncRunRow[]; total: number }> {
+      const [rows, [{ count }]] = await Promise.all([
+        knex(RUNS).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).limit(page.limit).offset(page.offset),
+        knex(RUNS).count<{ count: string | number }[]>({ count: '*' }),
+      ]);
+      return { rows, total: Number(count) };
+    },
     /** Claims a queued run; false when it already finished (a redelivered request is not run twice). */
     async start(id: string, nowSec: number): Promise<boolean> {
       const updated = await knex(RUNS).where({ id }).whereNotIn('status', FINISHED).update({ status: 'running', started_at: nowSec });

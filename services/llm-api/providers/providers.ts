@@ -294,6 +294,12 @@ export function syncRunView(row: SyncRunRow) {
   };
 }
 
+/** `GET /v1/admin/providers/sync`: the recorded runs, newest first, on demand and synchronous alike. */
+export async function listSyncRuns(deps: Pick<ProviderDeps, 'syncRuns'>, page: Page) {
+  const { rows, total } = await deps.syncRuns.list(page);
+  return listEnvelope(rows.map(syncRunView), total, page);
+}
+
 export async function getSyncRun(deps: Pick<ProviderDeps, 'syncRuns'>, id: string) {
   const row = await deps.syncRuns.byId(id);
   if (!row) throw notFound(`Sync run '${id}' not found`);

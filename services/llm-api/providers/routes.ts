@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { listOf, pageOf, pageQuery, route, type Route } from '../../kit/index.js';
-import { deleteProvider, getProvider, getSyncRun, listProvidersAdmin, listProvidersPublic, patchProvider, registerProvider, requestSync, syncProviderNow, type ProviderDeps } from './providers.js';
+import { deleteProvider, getProvider, getSyncRun, listProvidersAdmin, listSyncRuns, listProvidersPublic, patchProvider, registerProvider, requestSync, syncProviderNow, type ProviderDeps } from './providers.js';
 import {
   deletedProviderSchema,
   deleteProviderQuery,
@@ -50,6 +50,16 @@ export function providerRoutes(deps: { providers: ProviderDeps }): Route[] {
       request: { body: requestSyncSchema },
       response: { status: 202, schema: syncRequestSchema },
       handler: ({ body }) => requestSync(deps.providers, body.provider_id || undefined),
+    }),
+    route({
+      method: 'get',
+      path: '/v1/admin/providers/sync',
+      summary: 'List recent sync runs, newest first (on-demand and synchronous), with their status and counts',
+      access: 'admin',
+      tag,
+      request: { query: pageQuery() },
+      response: { schema: listOf(syncRunSchema) },
+      handler: ({ query }) => listSyncRuns(deps.providers, pageOf(query)),
     }),
     route({
       method: 'get',
