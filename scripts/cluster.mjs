@@ -34,6 +34,8 @@ const DATABASE_URL = required('DATABASE_URL');
 const AMQP_URL = required('AMQP_URL');
 const REDIS_URL = required('REDIS_URL');
 const READY_TIMEOUT_MS = Number(process.env.CLUSTER_READY_TIMEOUT_MS ?? 120_000);
+// A process killed again and again (e.g. by the kernel's OOM killer) is not restarted forever.
+const MAX_RESTARTS = 3;
 
 const prefix = `cluster_${process.pid}_${randomBytes(3).toString('hex')}`;
 const workDir = mkdtempSync(join(tmpdir(), `${prefix}-`));
@@ -56,10 +58,18 @@ function log(message) {
   process.stderr.write(`cluster: ${message}\n`);
 }
 
-/** One OS process, as deployed: `node <entry>` with its own environment. */
-function startProcess(name, entry, env, readyLine) {
+/**
+ * One OS process, as deployed: `node <entry>` with its own environment. `ready` resolves once it
+ * serves (a log line for a worker, an HTTP probe for a server).
+ *
+ * Exits: a process that ends on its own (an exit code: a crash, a failed start) stops the whole
+ * cluster, so a bug shows at once. A process killed by a signal the script did not send (an
+ * operator or a test simulating a lost node, e.g. `kill -9`) is started again, as a supervisor
+ * would, and the script prints `cluster restarted {"name","pid"}` once the new process serves.
+ */
+function startProcess(name, entry, env, readiness, restarts = 0) {
   // A worker's readiness is a log line at level info: keep it visible whatever LOG_LEVEL says.
-  if (readyLine && ['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL)) env = { ...env, LOG_LEVEL: 'info' };
+  if (readiness.line && ['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL)) env = { ...env, LOG_LEVEL: 'info' };
   const child = spawn(process.execPath, ['--import', 'tsx', entry], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
@@ -73,14 +83,28 @@ function startProcess(name, entry, env, readyLine) {
     if (process.env.CLUSTER_VERBOSE) process.stderr.write(`[${name}] ${c}`);
   });
   entryInfo.exited.then(({ code, signal }) => {
-    if (!stopping) {
-      log(`${name} exited (${code ?? signal}): ${err.slice(-2000) || out.slice(-2000)}`);
-      void stop(1);
+    if (stopping) return;
+    if (signal && restarts < MAX_RESTARTS) {
+      log(`${name} killed (${signal}): restarting`);
+      const again = startProcess(name, entry, env, readiness, restarts + 1);
+      again.ready.then(
+        () => process.stdout.write(`cluster restarted ${JSON.stringify({ name, pid: again.child.pid })}\n`),
+        (error) => {
+          if (stopping) return;
+          log(`${name} did not come back: ${error.message}`);
+          void stop(1);
+        },
+      );
+      return;
     }
+    log(`${name} exited (${code ?? signal}): ${err.slice(-2000) || out.slice(-2000)}`);
+    void stop(1);
   });
-  entryInfo.ready = readyLine
-    ? waitUntil(() => out.includes(readyLine), `${name} started`)
-    : Promise.resolve();
+  entryInfo.ready = readiness.line
+    ? waitUntil(() => out.includes(readiness.line), `${name} started`)
+    : readiness.probe
+      ? waitUntil(readiness.probe, `${name} ready`)
+      : Promise.resolve();
   children.push(entryInfo);
   return entryInfo;
 }
@@ -95,7 +119,7 @@ async function waitUntil(check, what) {
   }
 }
 
-const answers = (url) => async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200;
+const answers = (url, path = '/readyz') => async () => (await fetch(`${url}${path}`).catch(() => undefined))?.status === 200;
 
 async function cleanup() {
   await s3?.close().catch(() => {});
@@ -206,27 +230,19 @@ try {
     }
     return { ...env, ...extra };
   };
-  const startService = (half, s) => {
-    const p = startProcess(`${s.name}-${half}`, s.entry, envOf(half));
-    p.ready = waitUntil(answers(url(ports[half][s.name])), `${s.name}-${half} ready`);
-    return p.ready;
-  };
+  const startService = (half, s) => startProcess(`${s.name}-${half}`, s.entry, envOf(half), { probe: answers(url(ports[half][s.name])) }).ready;
+  const startWorker = (half, w) => startProcess(`${w.name}-${half}`, w.entry, envOf(half), { line: w.readyLine }).ready;
 
   // Migrations: llm-api first (it creates the shared tables), then the first process of every
   // other service and worker (one owner each), then the second halves, which find nothing to do.
   log(`prefix ${prefix}: starting llm-api-a`);
   await startService('a', services[0]);
-  await Promise.all([...services.slice(1).map((s) => startService('a', s)), startProcess('webhook-delivery-a', workers[0].entry, envOf('a'), workers[0].readyLine).ready]);
-  for (const w of workers.slice(1)) startProcess(`${w.name}-a`, w.entry, envOf('a'), w.readyLine);
-  await Promise.all([
-    ...services.map((s) => startService('b', s)),
-    ...workers.map((w) => startProcess(`${w.name}-b`, w.entry, envOf('b'), w.readyLine).ready),
-  ]);
-  const gateways = halves.map((half) => {
-    const p = startProcess(`gateway-${half}`, 'services/gateway/main.ts', envOf(half));
-    return waitUntil(async () => (await fetch(`${url(ports[half].gateway)}/healthz`).catch(() => undefined))?.status === 200, `gateway-${half} ready`).then(() => p);
-  });
-  await Promise.all(gateways);
+  await Promise.all([...services.slice(1).map((s) => startService('a', s)), startWorker('a', workers[0])]);
+  for (const w of workers.slice(1)) void startWorker('a', w);
+  await Promise.all([...services.map((s) => startService('b', s)), ...workers.map((w) => startWorker('b', w))]);
+  await Promise.all(
+    halves.map((half) => startProcess(`gateway-${half}`, 'services/gateway/main.ts', envOf(half), { probe: answers(url(ports[half].gateway), '/healthz') }).ready),
+  );
   const info = {
     prefix,
     gateways: halves.map((half) => url(ports[half].gateway)),

@@ -22,6 +22,8 @@ export interface FigureRow {
   /** Clean 503 `service_unavailable` answers given while a dependency was out. */
   refused503: number;
   itemsLost: number;
+  /** Requests a receiver got for an event it had already received (at-least-once paths: a killed worker's deliveries redone). */
+  duplicates?: number;
 }
 
 export const FIGURES_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'test-output', 'reliability');

@@ -12,15 +12,21 @@ import { TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from '../helpers/env
 import { reliabilityFigures } from '../helpers/reliability-figures.js';
 import { createTestUser } from '../helpers/users.js';
 import { waitFor } from '../helpers/wait.js';
+import { registerE2eCore } from '../e2e/core-suite.js';
 
 // The platform as a multi-node deployment (scripts/cluster.mjs): two edges, two processes of every
 // service and worker, one PostgreSQL, RabbitMQ, Redis and S3 server. Edge A reaches instance 1 of
-// every service, edge B instance 2; what one half does must hold for the other.
+// every service, edge B instance 2; what one half does must hold for the other. The end-to-end
+// core (test/e2e/core-suite.ts) runs through each edge of the same cluster.
 const ADMIN_KEY = `sk_${randomBase62(32)}`;
 // The free tier's daily allowance, shared by both edges (the day window: no minute boundary to straddle).
 const FREE_PER_DAY = 40;
 const MODEL = 'cluster-model';
 const EVENTS = 20;
+// Attempts one worker process runs at once for one subscription: with more than this many
+// deliveries held open at the receiver, both workers have some in flight.
+const PER_SUBSCRIPTION = 4;
+const BURST = 30;
 const figures = reliabilityFigures('cluster');
 test.after.always(() => figures.write());
 
@@ -28,6 +34,7 @@ interface ClusterInfo {
   prefix: string;
   gateways: [string, string];
   services: Record<string, [string, string]>;
+  pids: Record<string, number>;
 }
 
 let cluster: ChildProcess;
@@ -36,10 +43,16 @@ let info: ClusterInfo;
 let fake: FakeUpstream;
 let db: Knex;
 let clusterErr = '';
+let clusterOut = '';
+/** Processes the cluster script saw die of a signal (its `<name> killed (<signal>)` lines). */
+const killed: string[] = [];
 /** Rate-limit counter commands that failed (e.g. slower than the limiter's 200 ms Redis timeout on a loaded machine): let through uncounted, as RATE_LIMIT_FAULT_POLICY=allow says. */
 let counterFaults = 0;
 
-test.before(async () => {
+test.before(async (t) => {
+  // Starting ~20 processes on a loaded 2-core machine can take longer than the suite's default
+  // timeout; the bound is the cluster's own (CLUSTER_READY_TIMEOUT_MS below).
+  t.timeout(180_000);
   fake = await startFakeUpstream({ name: 'cluster', models: [{ id: MODEL }] });
   cluster = spawn(process.execPath, ['scripts/cluster.mjs'], {
     cwd: process.cwd(),
@@ -69,6 +82,7 @@ test.before(async () => {
       EDGE_RATE_LIMIT_PRO_PER_MINUTE: '100000',
       EDGE_RATE_LIMIT_PRO_PER_DAY: '100000',
       CLUSTER_READY_TIMEOUT_MS: '150000',
+      WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION: String(PER_SUBSCRIPTION),
     },
   });
   clusterExited = new Promise((resolve) => cluster.once('exit', (code) => resolve(code)));
@@ -78,12 +92,15 @@ test.before(async () => {
     const lines = (partial + c).split('\n');
     partial = lines.pop()!;
     counterFaults += lines.filter((line) => line.includes('tiered-rate-limit: counter store failed')).length;
+    for (const line of lines) {
+      const death = /cluster: (\S+) killed \(SIG/.exec(line);
+      if (death) killed.push(death[1]!);
+    }
   });
-  let out = '';
   info = await new Promise<ClusterInfo>((resolve, reject) => {
     cluster.stdout!.on('data', (c) => {
-      out += c;
-      const match = /cluster ready (\{.*\})\n/.exec(out);
+      clusterOut += c;
+      const match = /cluster ready (\{.*\})\n/.exec(clusterOut);
       if (match) resolve(JSON.parse(match[1]!));
     });
     void clusterExited.then((code) => reject(new Error(`cluster exited (${code}) before it was ready: ${clusterErr.slice(-3000)}`)));
@@ -126,6 +143,9 @@ async function freshKey(name: string, tier: 'free' | 'enterprise'): Promise<stri
   return key.key;
 }
 
+/** Processes the cluster started again after they were killed (its `cluster restarted` lines). */
+const restarted = () => [...clusterOut.matchAll(/cluster restarted (\{.*\})\n/g)].map((m) => JSON.parse(m[1]!) as { name: string; pid: number });
+
 test.serial('chat with the openai SDK through either edge reaches the upstream', async (t) => {
   const row = figures.row('cluster: chat through both edges');
   await registerProvider();
@@ -146,6 +166,21 @@ test.serial('chat with the openai SDK through either edge reaches the upstream',
   // Both llm-api processes served: each edge reaches its own instance.
   t.deepEqual(new Set(info.services['llm-api']).size, 2);
 });
+
+// The end-to-end core through edge A, then through edge B: every service, with the openai SDK and
+// the MCP SDK client, on the same cluster (one start for the whole file).
+for (const [index, edge] of ['A', 'B'].entries()) {
+  registerE2eCore(`cluster edge ${edge}`, () => ({
+    url: info.gateways[index]!,
+    model: MODEL,
+    upstreamName: fake.name,
+    async newKey() {
+      // Every case needs the fake upstream's model in both halves' catalogs.
+      await registerProvider();
+      return freshKey(`e2e-${edge}`, 'enterprise');
+    },
+  }));
+}
 
 test.serial(`a free key's daily limit is one counter across both edges (overshoot <= 1%)`, async (t) => {
   const row = figures.row('cluster: tier limit across two edges');
@@ -202,6 +237,8 @@ test.serial('every webhook event raised on either half is delivered exactly once
   t.teardown(() => receiver.close());
   const admin = keyClient(info.gateways[0], ADMIN_KEY);
   const hook: any = await admin.post('/admin/webhooks', { body: { url: receiver.url('/cluster'), events: ['conversation.created'] } });
+  // Later tests raise conversation.created too: they must not queue retries towards a closed receiver.
+  t.teardown(() => admin.delete(`/admin/webhooks/${hook.id}`));
   const secret = await freshKey('hooks', 'enterprise');
   const clients = info.gateways.map((g) => keyClient(g, secret));
   const conversations: string[] = [];
@@ -223,6 +260,62 @@ test.serial('every webhook event raised on either half is delivered exactly once
   t.deepEqual([...perEvent.keys()].sort(), rows.map((r) => r.event_id).sort());
   t.true(rows.every((r) => r.attempts === 1), 'each delivered at the first attempt');
   for (const id of conversations) t.true(received.some((r) => r.body.includes(id)), `the event of ${id} arrived`);
+});
+
+test.serial('with one of the two webhook workers SIGKILLed mid-burst, every event is delivered at least once', async (t) => {
+  t.timeout(180_000);
+  const row = figures.row('cluster: webhook worker SIGKILLed mid-burst');
+  // The receiver holds every request open until the kill: deliveries in flight, received, not answered.
+  let holding = true;
+  const receiver = await startReceiver(() => (holding ? 'hang' : 200));
+  t.teardown(() => receiver.close());
+  const admin = keyClient(info.gateways[0], ADMIN_KEY);
+  const hook: any = await admin.post('/admin/webhooks', { body: { url: receiver.url('/sigkill'), events: ['conversation.created'] } });
+  t.teardown(() => admin.delete(`/admin/webhooks/${hook.id}`));
+  const secret = await freshKey('sigkill', 'enterprise');
+  const clients = info.gateways.map((g) => keyClient(g, secret));
+  const conversations: string[] = [];
+  for (let i = 0; i < BURST; i++) {
+    const created: any = await clients[i % 2]!.post('/conversations', { body: { metadata: { n: String(i) } } });
+    conversations.push(created.id);
+  }
+  // Each worker runs at most PER_SUBSCRIPTION attempts for this subscription at once, so more
+  // than that held open means both have deliveries in flight, worker A included (unless a request
+  // timed out and its close has not reached the receiver yet: then the duplicates may be 0).
+  await receiver.until(() => receiver.hanging() > PER_SUBSCRIPTION, 90_000, 'deliveries in flight in both workers');
+  const inFlightAtKill = receiver.hanging();
+  const victim = 'webhook-delivery-a';
+  process.kill(info.pids[victim]!, 'SIGKILL');
+  row.faultsInjected++;
+  // The cluster reaps it (and starts it again); only then are the held requests answered, so no
+  // answer can reach the killed process.
+  await waitFor(() => killed.includes(victim), 30_000, 'the cluster noticing the kill', 50);
+  holding = false;
+  receiver.release();
+
+  const rows = await waitFor(async () => {
+    const r = await db('webhook_deliveries').where({ webhook_id: hook.id }).select('event_id', 'status');
+    return r.length === BURST && r.every((x) => x.status === 'delivered') ? r : undefined;
+  }, 120_000, 'every delivery of the burst recorded as delivered');
+  const eventIds = rows.map((r) => String(r.event_id));
+  const received = receiver.for(hook.id);
+  const perEvent = new Map<string, number>();
+  for (const r of received) perEvent.set(String(r.headers['x-event-id']), (perEvent.get(String(r.headers['x-event-id'])) ?? 0) + 1);
+  const missing = eventIds.filter((id) => !perEvent.has(id));
+  const duplicates = received.length - perEvent.size;
+  row.eventsChecked += BURST;
+  row.itemsLost += missing.length;
+  row.duplicates = (row.duplicates ?? 0) + duplicates;
+  t.is(new Set(eventIds).size, BURST, 'one delivery record per event');
+  t.deepEqual(missing, [], 'every event of the burst reached the receiver');
+  for (const id of conversations) t.true(received.some((r) => r.json?.data?.conversation_id === id), `the event of ${id} arrived`);
+  t.deepEqual([...perEvent.keys()].filter((id) => !eventIds.includes(id)), [], 'nothing but the burst arrived');
+
+  // The killed worker comes back and serves again.
+  const back = await waitFor(() => restarted().find((r) => r.name === victim), 120_000, `${victim} restarted`, 100);
+  t.not(back.pid, info.pids[victim]);
+  row.faultsSurvived++;
+  t.log(`${inFlightAtKill} deliveries held open at the kill; ${received.length} requests for ${BURST} events (${duplicates} duplicates)`);
 });
 
 test.serial('a responses cancel sent through edge A stops the loop running behind edge B', async (t) => {
@@ -263,6 +356,8 @@ test.serial('an MCP tool disabled through one half disappears from tools/list in
 
 test.serial('the cluster stops on SIGTERM and removes its schema', async (t) => {
   t.timeout(60_000);
+  // No process other than the one the SIGKILL test killed died along the way.
+  t.deepEqual(killed.filter((name) => name !== 'webhook-delivery-a'), []);
   cluster.kill('SIGTERM');
   t.is(await clusterExited, 0, clusterErr.slice(-2000));
   const schema = await db.raw('select 1 from information_schema.schemata where schema_name = ?', [info.prefix]);
