@@ -55,13 +55,27 @@ const onlyFiles = extra.filter((a) => !a.startsWith('-'));
 // Figures of an earlier run must not pass for this one's.
 const runsReliability = onlyFiles.length === 0 || onlyFiles.some((f) => f.replace(/^\.\//, '').startsWith('test/reliability'));
 if (runsReliability) clearFigures();
+// The reliability suites that restart servers of their own run with the serial suites (see
+// ava.serial.config.mjs): named alone, they run there only; a pattern over test/reliability (as
+// --reliability gives) runs the rest in parallel first, then these alone.
+const isRestartSuite = (f) => /^test\/reliability\/(.*\/)?[^/*]*-restart\.test\.ts$/.test(f.replace(/^\.\//, ''));
+const coversRestartSuites = (f) => {
+  const file = f.replace(/^\.\//, '');
+  return isRestartSuite(file) || (file.startsWith('test/reliability') && (file.includes('*') || !file.endsWith('.ts')));
+};
+const flags = extra.filter((a) => a.startsWith('-'));
 if (onlyFiles.length > 0) {
-  await run(join(root, 'ava.config.mjs'), extra);
+  const parallelFiles = onlyFiles.filter((f) => !isRestartSuite(f));
+  const serialFilters = onlyFiles.filter(coversRestartSuites);
+  if (parallelFiles.length > 0) await run(join(root, 'ava.config.mjs'), [...flags, ...parallelFiles]);
+  if (serialFilters.length > 0) await run(join(root, 'ava.serial.config.mjs'), [...flags, ...serialFilters]);
 } else {
   await run(join(root, 'ava.config.mjs'), extra);
   const serialDir = join(root, 'test', 'serial');
   const serialFiles = existsSync(serialDir) ? readdirSync(serialDir, { recursive: true }).filter((f) => String(f).endsWith('.test.ts')) : [];
-  if (serialFiles.length > 0) await run(join(root, 'ava.serial.config.mjs'), extra);
+  const reliabilityDir = join(root, 'test', 'reliability');
+  const restartFiles = existsSync(reliabilityDir) ? readdirSync(reliabilityDir, { recursive: true }).filter((f) => isRestartSuite(`test/reliability/${f}`)) : [];
+  if (serialFiles.length + restartFiles.length > 0) await run(join(root, 'ava.serial.config.mjs'), extra);
 }
 const figures = readFigures();
 if (figures.length > 0) console.log('\nReliability figures (test/reliability)\n' + renderTable(figures) + '\n');

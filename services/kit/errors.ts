@@ -82,11 +82,14 @@ export const notFound = (message = 'Resource not found', code?: string) => new A
 export const conflict = (message: string, param?: string) => new ApiError(409, message, { param: param ?? null });
 
 // Network failures (a dependency's server gone or refusing) and PostgreSQL's "connection exception"
-// class 08, shutdown and overload states. Anything else stays an internal error.
+// class 08, shutdown and overload states, and a statement cancelled by DATABASE_QUERY_TIMEOUT_MS
+// (57014 from the server, "Query read timeout" from the client when no answer came at all),
+// and DATABASE_CONNECT_TIMEOUT_MS passing while a connection opens (pg's bare "timeout expired").
+// Anything else stays an internal error.
 const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
-const UNAVAILABLE_SQLSTATE = /^(08...|57P01|57P02|57P03|53300)$/;
+const UNAVAILABLE_SQLSTATE = /^(08...|57P01|57P02|57P03|53300|57014)$/;
 // Searched anywhere: knex prefixes the SQL statement ("ROLLBACK - Client has encountered …").
-const UNAVAILABLE_MESSAGE = /Connection terminated|Connection ended unexpectedly|Client has encountered a connection error|Timeout acquiring a connection|Connection is closed|connect ECONNREFUSED/;
+const UNAVAILABLE_MESSAGE = /Connection terminated|Connection ended unexpectedly|Client has encountered a connection error|Timeout acquiring a connection|Connection is closed|connect ECONNREFUSED|Query read timeout|(^|- )timeout expired$/;
 
 /**
  * Whether an error means a dependency (database, broker, cache) cannot be reached right now rather

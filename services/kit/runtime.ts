@@ -64,6 +64,9 @@ export async function openRuntime(
     dataDir: config.DATA_DIR,
     schema: config.DATABASE_SCHEMA,
     poolMax: config.DATABASE_POOL_MAX,
+    queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
+    connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+    logger,
   });
   try {
     await migrateAll(db.knex, [kitMigrations, ...options.migrations]);

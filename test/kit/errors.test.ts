@@ -169,6 +169,9 @@ test('dependency outages (network errors, PostgreSQL connection states, pool tim
   t.true(isDependencyUnavailable(withCode('select 1 - read ECONNRESET', 'ECONNRESET')));
   t.true(isDependencyUnavailable(withCode('terminating connection due to administrator command', '57P01')));
   t.true(isDependencyUnavailable(withCode('connection failure', '08006')));
+  t.true(isDependencyUnavailable(withCode('canceling statement due to statement timeout', '57014')));
+  t.true(isDependencyUnavailable(new Error('select 1 - Query read timeout')));
+  t.true(isDependencyUnavailable(new Error('timeout expired')));
   t.true(isDependencyUnavailable(new Error('ROLLBACK - Client has encountered a connection error and is not queryable')));
   t.true(isDependencyUnavailable(Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full.'), { name: 'KnexTimeoutError' })));
   t.true(isDependencyUnavailable(new Error('wrapped', { cause: withCode('connect ECONNREFUSED 127.0.0.1:5432', 'ECONNREFUSED') })));

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
+import type { Logger } from '../logger.js';
 import { startPGliteWorker } from './pglite-remote.js';
 
 // node-pg returns int8 (count(*), bigserial) as strings; PGlite returns numbers. Make them agree.
@@ -15,6 +16,16 @@ export interface DatabaseOptions {
   /** A schema to work in (created if missing); tests give each file its own. */
   schema?: string;
   poolMax?: number;
+  /**
+   * PostgreSQL: the server cancels a statement running longer (`statement_timeout`); a query whose
+   * answer does not arrive `QUERY_TIMEOUT_GRACE_MS` later fails on the client (a stalled server or
+   * network never answers, not even with the cancellation). 0: no limit. Default 30 s.
+   */
+  queryTimeoutMs?: number;
+  /** PostgreSQL: opening a connection and waiting for a pooled one each fail after this long. Default 10 s. */
+  connectTimeoutMs?: number;
+  /** Where knex's own warnings go (a refused connection while the server is down, once per attempt); unset: the console. */
+  logger?: Logger;
   /** PGlite only: keep the database in memory (tests of the embedded driver). */
   inMemory?: boolean;
 }
@@ -33,12 +44,19 @@ export interface Database {
 
 export async function createDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.url) {
+    const queryTimeoutMs = options.queryTimeoutMs ?? 30_000;
+    const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
     const knex = knexFactory({
       client: 'pg',
-      connection: options.url,
-      pool: { min: 0, max: options.poolMax ?? 10 },
+      connection: {
+        connectionString: options.url,
+        connectionTimeoutMillis: connectTimeoutMs,
+        ...(queryTimeoutMs > 0 ? { statement_timeout: queryTimeoutMs, query_timeout: queryTimeoutMs + QUERY_TIMEOUT_GRACE_MS } : {}),
+      } as Knex.PgConnectionConfig,
+      pool: { min: 0, max: options.poolMax ?? 10, afterCreate: dropAfterReadTimeout },
       searchPath: options.schema ? [options.schema] : undefined,
-      acquireConnectionTimeout: 10_000,
+      acquireConnectionTimeout: connectTimeoutMs,
+      log: knexLog(options.logger),
     });
     if (options.schema) await knex.raw('create schema if not exists ??', [options.schema]);
     return wrap(knex, 'postgres');
@@ -68,6 +86,43 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
   });
   if (options.schema) await knex.raw('create schema if not exists ??', [options.schema]);
   return wrap(knex, 'pglite');
+}
+
+function knexLog(logger: Logger | undefined): Knex.Logger | undefined {
+  if (!logger) return undefined;
+  return {
+    warn: (message: unknown) => logger.warn({ err: String(message) }, 'database driver warning'),
+    error: (message: unknown) => logger.error({ err: String(message) }, 'database driver error'),
+    deprecate: (method: string, alternative: string) => logger.warn({ method, alternative }, 'database driver deprecation'),
+    debug: () => {},
+  };
+}
+
+// Room for the server's own cancellation (statement_timeout) to arrive first: that answer keeps the
+// connection usable, while a client-side timeout has to discard it.
+const QUERY_TIMEOUT_GRACE_MS = 2_000;
+
+type PgConnection = {
+  query: (...args: unknown[]) => unknown;
+  __knex__disposed?: unknown;
+};
+
+/**
+ * After pg's client-side `query_timeout`, the connection still waits for the lost query's answer
+ * and would queue every later query behind it. Marking it disposed (knex's own flag for a broken
+ * connection) makes the pool destroy it instead of lending it again.
+ */
+function dropAfterReadTimeout(connection: PgConnection, done: (error: Error | null, connection: PgConnection) => void): void {
+  const query = connection.query.bind(connection);
+  connection.query = (...args: unknown[]) => {
+    const callback = args.at(-1);
+    if (typeof callback !== 'function') return query(...args);
+    return query(...args.slice(0, -1), (error: Error | null, result: unknown) => {
+      if (error?.message === 'Query read timeout') connection.__knex__disposed = error;
+      callback(error, result);
+    });
+  };
+  done(null, connection);
 }
 
 function wrap(knex: Knex, driver: Database['driver']): Database {

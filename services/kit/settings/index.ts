@@ -31,6 +31,10 @@ export const baseConfigShape = {
     .regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
     .optional(),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  /** PostgreSQL: a statement running longer is cancelled by the server; one whose answer never comes (stalled server or network) fails on the client a little later. Either answers 503. 0 = no limit. */
+  DATABASE_QUERY_TIMEOUT_MS: z.coerce.number().int().min(0).default(30000),
+  /** PostgreSQL: opening a connection, or waiting for a free one in the pool, fails (503) after this long. */
+  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10000),
   AMQP_URL: optionalUrl,
   BUS_EXCHANGE: z.string().min(1).default('platform.events'),
   BUS_QUEUE_PREFIX: z.string().default(''),

@@ -1,0 +1,158 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort, startChild, type Child } from './process.js';
+import { waitFor } from './wait.js';
+
+/**
+ * Servers of the test's own, for tests that stop and start a real PostgreSQL or Redis: the shared
+ * servers on this machine serve other runs and must never be restarted. Each lives in a temporary
+ * directory on a free loopback port and comes back on the same port after `stop()` and `start()`,
+ * as a restarted production server would. `dispose()` (call it from `after.always`) stops it and
+ * removes the directory; a process that exits without calling it still kills the server, so no
+ * server outlives a crashed test.
+ */
+export interface PrivateServer {
+  port: number;
+  url: string;
+  /** Whether the server is up (as far as this helper started and stopped it). */
+  running(): boolean;
+  start(): Promise<void>;
+  dispose(): Promise<void>;
+}
+
+export interface PrivatePostgres extends PrivateServer {
+  /** `fast` disconnects clients and shuts down cleanly; `immediate` is a crash (recovery on start). */
+  stop(mode?: 'fast' | 'immediate'): Promise<void>;
+  /** The server's log (for a failing test's diagnostics). */
+  log(): string;
+}
+
+export interface PrivateRedis extends PrivateServer {
+  /** SIGTERM: Redis shuts down without saving (`--save ''`); SIGKILL: a crash. Either loses every key. */
+  stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
+}
+
+const run = promisify(execFile);
+const PG_OWNER = 'postgres';
+
+function postgresBin(): string {
+  const root = '/usr/lib/postgresql';
+  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'pg_ctl'))) : [];
+  if (versions.length === 0) throw new Error(`no PostgreSQL binaries under ${root}`);
+  const newest = versions.sort((a, b) => Number(b) - Number(a))[0]!;
+  return join(root, newest, 'bin');
+}
+
+/**
+ * A PostgreSQL cluster of the test's own: trust authentication, fsync off, database `postgres`.
+ * The tests run as root and PostgreSQL refuses to, so the binaries run as the `postgres` user.
+ */
+export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+  const bin = postgresBin();
+  const dir = mkdtempSync(join(tmpdir(), 'private-pg-'));
+  const data = join(dir, 'data');
+  const logFile = join(dir, 'server.log');
+  const port = await freePort();
+  const uid = Number(spawnSync('id', ['-u', PG_OWNER], { encoding: 'utf8' }).stdout.trim());
+  const gid = Number(spawnSync('id', ['-g', PG_OWNER], { encoding: 'utf8' }).stdout.trim());
+  chownSync(dir, uid, gid);
+  const asOwner = (command: string, args: string[]) =>
+    run('runuser', ['-u', PG_OWNER, '--', join(bin, command), ...args], { timeout: 60_000 });
+  const ctl = (...args: string[]) => asOwner('pg_ctl', ['-D', data, ...args]);
+  let up = false;
+  let disposed = false;
+  // Synchronous: an `exit` handler cannot wait.
+  const killNow = () => {
+    if (disposed) return;
+    disposed = true;
+    if (up) spawnSync('runuser', ['-u', PG_OWNER, '--', join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop'], { timeout: 30_000 });
+    up = false;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', killNow);
+
+  const server: PrivatePostgres = {
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    running: () => up,
+    async start() {
+      // -F: no fsync (a test cluster need not survive a power cut); the socket lives in the temp dir.
+      await ctl('-l', logFile, '-w', '-t', '60', '-o', `-p ${port} -h 127.0.0.1 -k ${dir} -F`, 'start');
+      up = true;
+    },
+    async stop(mode = 'fast') {
+      await ctl('-m', mode, '-w', '-t', '60', 'stop');
+      up = false;
+    },
+    log: () => spawnSync('cat', [logFile], { encoding: 'utf8' }).stdout ?? '',
+    async dispose() {
+      process.removeListener('exit', killNow);
+      killNow();
+    },
+  };
+  try {
+    await asOwner('initdb', ['-D', data, '-A', 'trust', '-U', PG_OWNER, '-E', 'UTF8', '--no-sync']);
+    await server.start();
+  } catch (error) {
+    await server.dispose();
+    throw error;
+  }
+  return server;
+}
+
+/** A Redis of the test's own: no persistence, so a restart starts empty (as a cache without a disk would). */
+export async function startPrivateRedis(): Promise<PrivateRedis> {
+  const dir = mkdtempSync(join(tmpdir(), 'private-redis-'));
+  const port = await freePort();
+  let child: Child | undefined;
+  let disposed = false;
+  const killNow = () => {
+    if (disposed) return;
+    disposed = true;
+    child?.process.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', killNow);
+
+  const server: PrivateRedis = {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    running: () => child !== undefined,
+    async start() {
+      const started = startChild('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no'], {
+        env: { PATH: process.env.PATH },
+        cwd: dir,
+      });
+      child = started;
+      let exited = false;
+      void started.exited.then(() => (exited = true));
+      // Redis prints this line once it listens; the helper knows no other readiness event.
+      await waitFor(() => {
+        if (exited) throw new Error(`redis-server exited before it was ready: ${started.stdout().slice(-500)}`);
+        return started.stdout().includes('Ready to accept connections');
+      }, 30_000, 'private redis-server ready');
+    },
+    async stop(signal = 'SIGTERM') {
+      const current = child;
+      if (!current) return;
+      child = undefined;
+      current.process.kill(signal);
+      await current.exited;
+    },
+    async dispose() {
+      await server.stop('SIGKILL');
+      process.removeListener('exit', killNow);
+      killNow();
+    },
+  };
+  try {
+    await server.start();
+  } catch (error) {
+    await server.dispose();
+    throw error;
+  }
+  return server;
+}

@@ -1,0 +1,107 @@
+import test from 'ava';
+import { createDatabase, isDependencyUnavailable } from '../../services/kit/index.js';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.js';
+import { dropSchema, uniqueName } from '../helpers/env.js';
+import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+import { reliabilityFigures } from '../helpers/reliability-figures.js';
+import { TEST_DATABASE_URL } from '../helpers/servers.js';
+import { waitFor } from '../helpers/wait.js';
+import { guestToken, isClean503, missingWrites, startConversationWrites, unexpectedAnswers } from '../helpers/write-load.js';
+
+// PostgreSQL stops answering without closing anything: the fault proxy keeps every connection open
+// and accepts new ones but forwards no byte (a frozen server, a black-holed network). Without a
+// query timeout each request would wait forever; with DATABASE_QUERY_TIMEOUT_MS and
+// DATABASE_CONNECT_TIMEOUT_MS every request is answered 503 `service_unavailable` instead. When the
+// database answers again the platform serves by itself, and every write answered 2xx is readable.
+const figures = reliabilityFigures('postgres-stall');
+// Far above the configured timeouts: a request still unanswered by then counts as a hang.
+const ANSWER_WITHIN_MS = 30_000;
+
+let proxy: FaultProxy;
+let p: TestPlatform;
+let token: string;
+
+test.before(async () => {
+  const target = new URL(TEST_DATABASE_URL);
+  proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  const viaProxy = new URL(TEST_DATABASE_URL);
+  viaProxy.port = String(proxy.port);
+  p = await startTestPlatform({ env: { DATABASE_URL: viaProxy.toString(), DATABASE_QUERY_TIMEOUT_MS: '1000', DATABASE_CONNECT_TIMEOUT_MS: '1000' } });
+  token = await guestToken(p);
+});
+test.after.always(async () => {
+  figures.write();
+  proxy?.resume();
+  await p?.stop();
+  await proxy?.close();
+});
+
+test.serial('PostgreSQL stalled mid-flow: bounded 503s instead of hangs, recovery without help, every accepted write readable', async (t) => {
+  const row = figures.row('PostgreSQL stalled (connections open, no bytes) while writes flow');
+  const load = startConversationWrites(p, token, { workers: 3, answerWithinMs: ANSWER_WITHIN_MS });
+  const ok = () => load.count((o) => o.status >= 200 && o.status < 300);
+  const refused = () => load.count(isClean503);
+  t.teardown(() => load.stop());
+  try {
+    await waitFor(() => ok() >= 20, 30_000, 'writes flowing before the stall');
+    proxy.stall();
+    row.faultsInjected++;
+    await waitFor(() => refused() >= 6, 60_000, 'writes refused with 503 while the database is stalled');
+    proxy.resume();
+    const okAtResume = ok();
+    await waitFor(() => ok() >= okAtResume + 20, 30_000, 'writes accepted again once the database answers');
+  } catch (error) {
+    t.log(load.outcomes.slice(-10).map((o) => `${o.status} ${JSON.stringify(o.body).slice(0, 300)}`).join('\n'));
+    throw error;
+  }
+  await load.stop();
+
+  const unexpected = unexpectedAnswers(load.outcomes);
+  const missing = await missingWrites(p, token, load.outcomes);
+  row.requestsChecked += load.outcomes.length;
+  row.refused503 += refused();
+  row.fiveXx += load.count((o) => o.status >= 500 && !isClean503(o));
+  row.itemsLost += missing.length;
+  t.deepEqual(unexpected.slice(0, 5), [], `${unexpected.length} answers neither 2xx nor a clean 503 (status 0: no answer within ${ANSWER_WITHIN_MS} ms)`);
+  t.deepEqual(missing.slice(0, 5), [], `${missing.length} writes answered 2xx are not readable`);
+  if (unexpected.length === 0 && missing.length === 0) row.faultsSurvived++;
+  t.log(`${load.outcomes.length} writes: ${ok()} accepted, ${refused()} refused with 503`);
+});
+
+test.serial('a statement over DATABASE_QUERY_TIMEOUT_MS is cancelled by the server as a dependency outage, and its connection serves the next query', async (t) => {
+  const schema = uniqueName('stall');
+  const db = await createDatabase({ url: TEST_DATABASE_URL, dataDir: '.', schema, poolMax: 1, queryTimeoutMs: 200 });
+  t.teardown(async () => {
+    await db.close();
+    await dropSchema(schema);
+  });
+  const pid = async () => (await db.knex.raw('select pg_backend_pid() as pid')).rows[0].pid as number;
+  const before = await pid();
+  const error = await t.throwsAsync(db.knex.raw('select pg_sleep(30)'));
+  t.is((error as Error & { code?: string }).code, '57014');
+  t.true(isDependencyUnavailable(error));
+  // The server's cancellation left the one pooled connection usable: the same backend answers.
+  t.is(await pid(), before);
+});
+
+test.serial('a query with no answer at all fails as a dependency outage, and its connection is not lent again', async (t) => {
+  const target = new URL(TEST_DATABASE_URL);
+  const ownProxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  const viaProxy = new URL(TEST_DATABASE_URL);
+  viaProxy.port = String(ownProxy.port);
+  const db = await createDatabase({ url: viaProxy.toString(), dataDir: '.', poolMax: 1, queryTimeoutMs: 200 });
+  t.teardown(async () => {
+    ownProxy.resume();
+    await db.close();
+    await ownProxy.close();
+  });
+  const pid = async () => (await db.knex.raw('select pg_backend_pid() as pid')).rows[0].pid as number;
+  const before = await pid();
+  ownProxy.stall();
+  const error = await t.throwsAsync(pid());
+  t.regex(error.message, /Query read timeout/);
+  t.true(isDependencyUnavailable(error));
+  ownProxy.resume();
+  // The lost query's connection would still wait for its answer: the one pooled slot gets a new one.
+  t.not(await pid(), before);
+});
