@@ -149,7 +149,11 @@ export async function createEdge(options: EdgeOptions) {
 
     const match = router.match(method, rawPath);
     if (!match) {
-      sendJson(res, 404, errorBody(404, 'no Route matched with those values', { requestId }), responseHeaders);
+      const allowed = router.allowedMethods(rawPath);
+      if (allowed) {
+        const allow = allowed.join(', ');
+        sendJson(res, 405, errorBody(405, `${method} is not allowed on ${rawPath}; allowed: ${allow}`, { requestId }), { ...responseHeaders, allow });
+      } else sendJson(res, 404, errorBody(404, 'no Route matched with those values', { requestId }), responseHeaders);
       return;
     }
     const plan = plans.get(match.route)!;

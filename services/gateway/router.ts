@@ -88,7 +88,23 @@ export function createRouter(deck: DeckFile, servicePath: (service: DeckService)
     return null;
   }
 
-  return { match, size: compiled.length };
+  /**
+   * Called when `match` found nothing: the methods of the routes whose path matches, so the edge
+   * answers 405 with `Allow` (as the services do) instead of 404 for a path it does serve. Null
+   * when no route has the path; a route without methods never reaches here (it would have matched).
+   */
+  function allowedMethods(rawPath: string): string[] | null {
+    const path = normalizePath(rawPath);
+    if (path === null) return null;
+    const allowed = new Set<string>();
+    for (const c of compiled) {
+      if (!c.methods) continue;
+      if (c.regex ? c.regex.test(path) : path.startsWith(c.prefix!)) for (const m of c.methods) allowed.add(m);
+    }
+    return allowed.size ? [...allowed].sort() : null;
+  }
+
+  return { match, allowedMethods, size: compiled.length };
 }
 
 export type Router = ReturnType<typeof createRouter>;

@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import express, { type Express } from 'express';
-import { accessLogger, type ProcessRuntime } from '../kit/index.js';
+import { acceptRequestId } from '../../plugins/core/index.js';
+import { accessLogger, errorBody, type ProcessRuntime } from '../kit/index.js';
 import type { ServiceDefinition } from '../kit/index.js';
 import { edgeConfigShape, loadEdgeConfig } from './config.js';
 import { deckVariables } from './deck-vars.js';
@@ -11,6 +12,7 @@ import { guardConnections } from './connections.js';
 import { loadDeck } from './deck.js';
 import { createEdge } from './edge.js';
 import { createEdgeMetrics } from './metrics.js';
+import { sendJson } from './proxy.js';
 
 /** A relative EDGE_DECK_FILE: from the working directory, else from the repository root (npm start elsewhere). */
 function deckPath(file: string): string {
@@ -60,6 +62,10 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
       app.get('/metrics', async (_req, res) => {
         res.setHeader('content-type', metrics.registry.contentType);
         res.end(await metrics.registry.metrics());
+      });
+      app.all('/metrics', (req, res) => {
+        const requestId = acceptRequestId(req.get('x-request-id'));
+        sendJson(res, 405, errorBody(405, `${req.method} is not allowed on /metrics; allowed: GET, HEAD`, { requestId }), { allow: 'GET, HEAD', 'x-request-id': requestId });
       });
     }
     app.use((req, res) => edge.handle(req, res));

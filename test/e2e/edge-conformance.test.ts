@@ -182,5 +182,7 @@ test.serial('the API reference is public at the edge: GET /openapi.json without 
   t.is(res.json.openapi, '3.1.0');
   t.truthy(res.json.paths['/v1/chat/completions'], 'the document lists the API');
   t.truthy(res.headers.get('x-request-id'));
-  t.is((await call('/openapi.json', { method: 'POST' })).status, 404, 'read-only: only GET and HEAD are routed');
+  const post = await call('/openapi.json', { method: 'POST' });
+  t.is(post.status, 405, 'read-only: only GET and HEAD are routed');
+  t.is(post.headers.get('allow'), 'GET, HEAD');
 });
