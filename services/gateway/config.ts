@@ -40,7 +40,11 @@ export const edgeConfigShape = {
   EDGE_GUEST_LOGIN_PER_HOUR: int(1).default(10),
   /** Open connections one client address may hold on the embedded edge (more are closed at once). */
   EDGE_MAX_CONNECTIONS_PER_ADDRESS: int(1).default(256),
-  /** Idle keep-alive connections one client address may hold; beyond it the oldest idle one is closed. */
+  /**
+   * Connections one client address may keep open for later (kept alive, or never used): beyond it
+   * answers say `Connection: close` (never cutting a connection a client may be reusing), and
+   * never-used connections are closed, oldest first.
+   */
   EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS: int(0).default(32),
   /** What the limiter does when Redis fails mid-flight: allow (and log) or deny with 503. */
   EDGE_RATE_LIMIT_FAULT_POLICY: z.enum(['allow', 'deny']).default('allow'),

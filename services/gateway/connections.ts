@@ -22,7 +22,11 @@ function timeOut(socket: Socket): void {
 export interface ConnectionLimits {
   /** Open connections one client address may hold; a connection beyond it is closed at once. */
   maxPerAddress: number;
-  /** Idle keep-alive (or never-used) connections one address may hold; beyond it the oldest idle one is closed. */
+  /**
+   * Connections one address may keep for later (kept alive after an answer, or never used). An
+   * answer on a connection beyond it says `Connection: close`; never-used ones beyond it are closed,
+   * oldest first.
+   */
   maxIdlePerAddress: number;
   /** IPv6 peers are grouped by this prefix length (a client usually holds a whole /64). */
   ipv6PrefixLength: number;
@@ -34,61 +38,80 @@ export interface ConnectionLimits {
 }
 
 interface Tracked {
-  address: string;
+  group: AddressGroup;
   /** Closes a connection that never sends a request (Node bounds only connections that started one). */
   firstRequest: NodeJS.Timeout | null;
-  inFlight: number;
-  /** When the connection last became idle (accepted, or its last answer finished). */
-  idleSince: number;
+  /** No request has started on it yet. */
+  unused: boolean;
+  /** Its current answer says `Connection: close`: it is on its way out and no longer counts as kept. */
+  closing: boolean;
+  /** Order of arrival, to close the oldest never-used connection first. */
+  sequence: number;
+}
+
+interface AddressGroup {
+  key: string;
+  sockets: Set<Socket>;
+  /** How many of `sockets` are closing after their current answer. */
+  closing: number;
 }
 
 /**
  * Bounds what one client address can hold open on the edge. The server's own timeouts (keep-alive,
- * headers, request: the kit's lifecycle) bound how long a connection that started a request lives;
- * this bounds how many: open connections per address, and idle ones per address (oldest idle
- * closed first), and closes a connection that never sends a request, so one client cannot exhaust
- * the edge's sockets with connections it never uses.
+ * headers, request: the kit's lifecycle) bound how long a connection lives; this bounds how many:
+ * open connections per address, and connections kept for later per address, and closes a
+ * connection that never sends a request, so one client cannot exhaust the edge's sockets with
+ * connections it never uses.
+ *
+ * A connection that has answered is never closed from under the client: between the answer and the
+ * close, the client may already be sending its next request on it (HTTP/1.1 keep-alive has no
+ * handshake for that), and that request would fail with a reset. Instead, while an address holds
+ * more connections than it may keep, each answer tells the client to close that connection
+ * (`Connection: close`) and the server closes it after the answer: the client's pool shrinks
+ * without a failed request. Only connections that never carried a request are closed outright.
  */
 export function guardConnections(server: Server, limits: ConnectionLimits) {
-  const byAddress = new Map<string, Set<Socket>>();
+  const groups = new Map<string, AddressGroup>();
   const tracked = new Map<Socket, Tracked>();
   let sequence = 0;
   let refused = 0;
 
   const keyOf = (peer: string) => (peer.includes(':') ? ipv6Prefix(peer, limits.ipv6PrefixLength) : peer);
 
-  function closeIdleBeyondLimit(address: string): void {
-    const sockets = byAddress.get(address);
-    if (!sockets) return;
-    const idle = [...sockets].filter((s) => tracked.get(s)!.inFlight === 0);
-    if (idle.length <= limits.maxIdlePerAddress) return;
-    idle.sort((a, b) => tracked.get(a)!.idleSince - tracked.get(b)!.idleSince);
-    for (const socket of idle.slice(0, idle.length - limits.maxIdlePerAddress)) socket.destroy();
+  /** Never-used connections beyond what the address may keep: the oldest go first. */
+  function closeUnusedBeyondLimit(group: AddressGroup): void {
+    const unused = [...group.sockets].filter((s) => tracked.get(s)!.unused);
+    if (unused.length <= limits.maxIdlePerAddress) return;
+    unused.sort((a, b) => tracked.get(a)!.sequence - tracked.get(b)!.sequence);
+    for (const socket of unused.slice(0, unused.length - limits.maxIdlePerAddress)) socket.destroy();
   }
 
   server.on('connection', (socket: Socket) => {
     const peer = socket.remoteAddress ?? '';
     if (limits.isTrusted(peer.startsWith('::ffff:') ? peer.slice(7) : peer)) return;
-    const address = keyOf(peer);
-    let sockets = byAddress.get(address);
-    if (!sockets) byAddress.set(address, (sockets = new Set()));
-    if (sockets.size >= limits.maxPerAddress) {
+    const key = keyOf(peer);
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = { key, sockets: new Set(), closing: 0 }));
+    if (group.sockets.size >= limits.maxPerAddress) {
       refused++;
       limits.onRefused?.();
       socket.destroy();
       return;
     }
-    sockets.add(socket);
+    group.sockets.add(socket);
     const firstRequest = limits.firstRequestTimeoutMs ? setTimeout(() => timeOut(socket), limits.firstRequestTimeoutMs) : null;
     firstRequest?.unref();
-    tracked.set(socket, { address, inFlight: 0, idleSince: sequence++, firstRequest });
+    const state: Tracked = { group, unused: true, closing: false, sequence: sequence++, firstRequest };
+    tracked.set(socket, state);
+    const owner = group;
     socket.once('close', () => {
-      if (firstRequest) clearTimeout(firstRequest);
+      if (state.firstRequest) clearTimeout(state.firstRequest);
+      if (state.closing) owner.closing--;
       tracked.delete(socket);
-      sockets!.delete(socket);
-      if (sockets!.size === 0) byAddress.delete(address);
+      owner.sockets.delete(socket);
+      if (owner.sockets.size === 0) groups.delete(owner.key);
     });
-    closeIdleBeyondLimit(address);
+    closeUnusedBeyondLimit(group);
   });
 
   server.on('request', (req, res) => {
@@ -107,25 +130,19 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
       clearTimeout(state.firstRequest);
       state.firstRequest = null;
     }
-    state.inFlight++;
-    let done = false;
-    const finished = () => {
-      if (done) return;
-      done = true;
-      state.inFlight--;
-      if (state.inFlight === 0) {
-        state.idleSince = sequence++;
-        // After the answer is flushed: the connection is idle from now on.
-        setImmediate(() => closeIdleBeyondLimit(state.address));
-      }
-    };
-    res.once('finish', finished);
-    res.once('close', finished);
+    state.unused = false;
+    const group = state.group;
+    if (!state.closing && group.sockets.size - group.closing > limits.maxIdlePerAddress) {
+      // Node answers with `Connection: close` and ends the connection after this answer.
+      state.closing = true;
+      group.closing++;
+      res.shouldKeepAlive = false;
+    }
   });
 
   return {
     /** Open connections per address (for metrics and tests). */
-    openFrom: (peer: string) => byAddress.get(keyOf(peer))?.size ?? 0,
+    openFrom: (peer: string) => groups.get(keyOf(peer))?.sockets.size ?? 0,
     get refused() {
       return refused;
     },
