@@ -106,3 +106,63 @@ test('store: true with a base64 image stores a jan_ reference, never the base64'
   t.truthy(again.id);
   t.regex(sentTo('ref-marker-4')[0]!.body.messages[0].content[1].image_url.url, /\/v1\/media\/signed\//);
 });
+
+test('a later turn replays the stored images: inline (stored as data:…;jan_) and bare jan_ ids reach the upstream as download URLs', async (t) => {
+  const user = await p.newUser();
+  const client = clientFor(user.headers);
+  const inline = `data:image/png;base64,${(await noisePng(32, 32)).toString('base64')}`;
+  const uploaded = await postJson(`${p.url}/v1/media/upload`, user.headers, { source: { type: 'base64', data: (await solidImage('png', 8, 8, 73)).toString('base64') } });
+  t.is(uploaded.status, 201, JSON.stringify(uploaded.body));
+  const first: any = await client.chat.completions.create({
+    model: 'vision-model',
+    store: true,
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'turn-marker-1 compare these' },
+          { type: 'image_url', image_url: { url: inline } },
+          { type: 'image_url', image_url: { url: uploaded.body.id, detail: 'low' } },
+        ],
+      },
+    ],
+  } as any);
+  const conversation = first.conversation.id;
+  await client.chat.completions.create({ model: 'vision-model', store: true, conversation, messages: [{ role: 'user', content: 'turn-marker-2 and now?' }] } as any);
+
+  const [second] = sentTo('turn-marker-2');
+  t.truthy(second);
+  const history = second!.body.messages;
+  t.deepEqual(history.map((m: any) => m.role), ['user', 'assistant', 'user']);
+  const replayed = history[0].content;
+  t.deepEqual(replayed.map((part: any) => part.type), ['text', 'image_url', 'image_url']);
+  t.is(replayed[0].text, 'turn-marker-1 compare these');
+  t.is(replayed[2].image_url.detail, 'low');
+  for (const part of replayed.slice(1)) {
+    t.regex(part.image_url.url, /^http:\/\/127\.0\.0\.1:\d+\/v1\/media\/signed\/objects\//);
+    const image = await fetch(part.image_url.url);
+    t.is(image.status, 200);
+    t.is(image.headers.get('content-type'), 'image/png');
+  }
+  t.false(JSON.stringify(second!.body).includes('jan_'), 'no reference left for the provider');
+  t.is(history[2].content, 'turn-marker-2 and now?');
+});
+
+test('a later turn whose history names media deleted since is refused as a first turn would be: 404 naming it, nothing upstream', async (t) => {
+  // Replayed references resolve exactly like new ones, so a deleted image is reported instead of
+  // silently leaving the model without it.
+  const user = await p.newUser();
+  const client = clientFor(user.headers);
+  const uploaded = await postJson(`${p.url}/v1/media/upload`, user.headers, { source: { type: 'base64', data: (await solidImage('png', 8, 8, 74)).toString('base64') } });
+  const first: any = await client.chat.completions.create({
+    model: 'vision-model',
+    store: true,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'gone-marker-1' }, { type: 'image_url', image_url: { url: uploaded.body.id } }] }],
+  } as any);
+  const removed = await fetch(`${p.url}/v1/media/${uploaded.body.id}`, { method: 'DELETE', headers: user.headers });
+  t.true(removed.status === 200 || removed.status === 204, `delete answered ${removed.status}`);
+  const error = await t.throwsAsync(client.chat.completions.create({ model: 'vision-model', conversation: first.conversation.id, messages: [{ role: 'user', content: 'gone-marker-2' }] } as any));
+  t.true(error instanceof NotFoundError, String(error));
+  t.true((error as NotFoundError).message.includes(uploaded.body.id));
+  t.is(sentTo('gone-marker-2').length, 0);
+});

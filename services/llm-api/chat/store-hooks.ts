@@ -35,7 +35,22 @@ function textOf(content: unknown): string {
     .join('');
 }
 
-/** Stored message items → chat messages (other item types are not replayed). */
+/** The image a stored part holds (`input_image` as chat stores it, or the nested `image` kind), if any. */
+function imageOf(part: ContentPart | null): { url: string; detail?: string } | null {
+  if (!part || typeof part !== 'object') return null;
+  const nested = part.image as { url?: unknown; detail?: unknown } | undefined;
+  const url = typeof part.image_url === 'string' ? part.image_url : typeof part.image_url?.url === 'string' ? part.image_url.url : typeof nested?.url === 'string' ? nested.url : undefined;
+  if (!url || (part.type !== 'input_image' && part.type !== 'image_url' && part.type !== 'image' && !nested)) return null;
+  const detail = typeof part.detail === 'string' ? part.detail : typeof nested?.detail === 'string' ? nested.detail : undefined;
+  return detail ? { url, detail } : { url };
+}
+
+/**
+ * Stored message items → chat messages (other item types are not replayed). A user message that
+ * stored images (the only role whose chat content takes them) is replayed with them as `image_url` parts holding what was
+ * stored (a `jan_` id or `data:<mime>;jan_…` placeholder), so the media step resolves them to
+ * download URLs exactly as on the turn that sent them; text-only messages stay plain strings.
+ */
 function historyMessages(items: ItemObject[]): Message[] {
   const out: Message[] = [];
   for (const item of items) {
@@ -43,6 +58,17 @@ function historyMessages(items: ItemObject[]): Message[] {
     const role = item.role as Message['role'];
     if (!['user', 'assistant', 'system', 'developer'].includes(role)) continue;
     const text = textOf(item.content);
+    const images = role === 'user' && Array.isArray(item.content) ? (item.content as ContentPart[]).map(imageOf).filter((image) => image !== null) : [];
+    if (images.length > 0) {
+      const parts = (item.content as ContentPart[]).flatMap((part): Record<string, unknown>[] => {
+        const image = imageOf(part);
+        if (image) return [{ type: 'image_url', image_url: image }];
+        const partText = textOf([part]);
+        return partText ? [{ type: 'text', text: partText }] : [];
+      });
+      out.push({ role, content: parts } as Message);
+      continue;
+    }
     if (!text) continue;
     out.push({ role, content: text } as Message);
   }
@@ -70,7 +96,11 @@ function toItem(message: Message): Record<string, unknown> {
   if (typeof message.content === 'string') return { type: 'message', role, content: message.content };
   const parts = ((message.content ?? []) as ContentPart[]).map((part) => {
     if (part.type === 'text') return { type: 'input_text', text: typeof part.text === 'string' ? part.text : '' };
-    if (part.type === 'image_url') return { type: 'input_image', image_url: typeof part.image_url === 'string' ? part.image_url : part.image_url?.url };
+    if (part.type === 'image_url') {
+      const detail = typeof part.image_url === 'object' ? (part.image_url as { detail?: unknown }).detail : undefined;
+      // The detail is kept so a later turn replays the image as it was asked for.
+      return { type: 'input_image', image_url: typeof part.image_url === 'string' ? part.image_url : part.image_url?.url, ...(typeof detail === 'string' ? { detail } : {}) };
+    }
     return part;
   });
   return { type: 'message', role, content: parts };
