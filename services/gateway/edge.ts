@@ -7,6 +7,7 @@ import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
 import { createClientIp } from './client-ip.js';
 import { dispatchInProcess } from './in-process.js';
 import { createProxy, sendJson, type ForwardTarget } from './proxy.js';
+import { checkReadiness, type ReadinessChecks } from './readiness.js';
 import { createRouter } from './router.js';
 
 export interface EdgeOptions {
@@ -22,6 +23,12 @@ export interface EdgeOptions {
   inProcess?: (origin: string) => RequestListener | undefined;
   /** Called once per finished request (access log); omitted in benchmarks and tests. */
   accessLog?: (entry: AccessLogEntry) => void;
+  /**
+   * The process's readiness checks (`ctx.runtime.readiness`, which gains `shutdown` when a drain
+   * starts). When one fails, the deck's readiness route (the one `GET /readyz` matches) answers
+   * 503 instead of its static answer. Omitted: that route always answers as the deck says.
+   */
+  readiness?: ReadinessChecks;
 }
 
 /**
@@ -66,6 +73,9 @@ export async function createEdge(options: EdgeOptions) {
     const local = options.inProcess?.(origin.origin);
     for (const route of service.routes ?? []) plans.set(route, { origin, chain: chains.get(route)!, local });
   }
+  // The readiness route is the deck's (Kong answers it with request-termination, statically; its
+  // drain-aware readiness is the status listener's /status/ready): only its answer changes here.
+  const readinessRoute = options.readiness ? router.match('GET', '/readyz')?.route : undefined;
   const clientIpOf = createClientIp(options.trustedProxies);
   const proxy = createProxy({ connectTimeoutMs: options.connectTimeoutMs, readTimeoutMs: options.readTimeoutMs });
   const logger = options.deps.logger;
@@ -158,6 +168,13 @@ export async function createEdge(options: EdgeOptions) {
     }
     const plan = plans.get(match.route)!;
     routeName = match.route.name;
+    if (match.route === readinessRoute) {
+      const report = await checkReadiness(options.readiness!, logger);
+      if (!report.ready) {
+        sendJson(res, 503, { status: 'not_ready', service: 'gateway', checks: report.checks }, { ...responseHeaders, 'cache-control': 'no-store' });
+        return;
+      }
+    }
     edgeRequest.path = match.upstreamPath;
     headers['x-request-id'] = requestId;
     const xff = req.headers['x-forwarded-for'];

@@ -46,6 +46,8 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
       connectTimeoutMs: config.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
       readTimeoutMs: config.EDGE_UPSTREAM_READ_TIMEOUT_MS,
       inProcess: config.EDGE_IN_PROCESS_DISPATCH ? (origin) => ctx.inProcess?.get(origin) : undefined,
+      // Read per probe: the process adds `shutdown` to it when the drain starts (SIGTERM).
+      readiness: ctx.runtime.readiness,
       accessLog: (entry) => {
         metrics.observe(entry.route, entry.status, entry.duration_ms);
         if (entry.status >= 500) access.error(entry, 'edge request');
