@@ -5,6 +5,7 @@ import { keysPage } from './pages/keys.js';
 import { mcpToolsPage } from './pages/mcp-tools.js';
 import { playgroundPage } from './pages/playground.js';
 import { providersPage } from './pages/providers.js';
+import { requestsPage } from './pages/requests.js';
 import { usagePage } from './pages/usage.js';
 import { usersPage } from './pages/users.js';
 import { webhooksPage } from './pages/webhooks.js';
@@ -28,6 +29,7 @@ const PAGES: Page[] = [
   { path: 'users', title: 'Users', adminOnly: true, render: usersPage },
   { path: 'webhooks', title: 'Webhooks', adminOnly: true, render: webhooksPage },
   { path: 'mcp-tools', title: 'MCP tools', adminOnly: true, render: mcpToolsPage },
+  { path: 'requests', title: 'Recent requests', adminOnly: true, render: requestsPage },
 ];
 
 const app = document.getElementById('app')!;

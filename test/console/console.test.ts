@@ -399,6 +399,73 @@ test.serial('admin pages: users (disable, budget), webhooks (secret once, test, 
   await page.close();
 });
 
+test.serial('admin: recent requests — find one by its request id, all of a key or a user, a page at a time', async (t) => {
+  // A user of our own with a key of its own, so the counts below are exactly what this test made.
+  const guest = (await (await fetch(`${p.url}/llm/auth/guest-login`, { method: 'POST' })).json()) as { user_id: string };
+  const created = await api('/v1/admin/api-keys', { method: 'POST', body: JSON.stringify({ user_id: guest.user_id, name: 'requests page', tier: 'free' }) });
+  t.is(created.status, 201, JSON.stringify(created.body));
+  const { key, id: keyId } = created.body as { key: string; id: string };
+  const prefix = `console-req-${randomBase62(8)}`;
+  for (let i = 0; i < 21; i++) t.is((await api('/v1/models', { key, headers: { 'x-request-id': `${prefix}-${i}` } })).status, 200);
+  const chatId = `${prefix}-chat`;
+  const chat = await api('/v1/chat/completions', { key, method: 'POST', headers: { 'x-request-id': chatId }, body: JSON.stringify({ model: 'console-model', messages: [{ role: 'user', content: 'count me' }] }) });
+  t.is(chat.status, 200, JSON.stringify(chat.body));
+  const usage = (chat.body as { usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } }).usage;
+  // The log is written in batches off the request path: wait until the API lists all 22.
+  await waitFor(async () => ((await api(`/v1/admin/requests?key_id=${keyId}&limit=1`)).body as { total_count: number }).total_count === 22, 60_000, 'the 22 requests in the log');
+
+  const { page } = await signedIn(ADMIN_KEY);
+  await page.getByRole('link', { name: 'Recent requests' }).click();
+  await page.getByRole('heading', { name: 'Recent requests' }).waitFor();
+
+  // By request id: the chat completion with its model and token counts.
+  await page.getByLabel('Request id').fill(chatId);
+  await page.getByRole('button', { name: 'Find' }).click();
+  const chatRow = page.locator(`tr[data-request-id="${chatId}"]`);
+  await chatRow.waitFor();
+  t.is(await page.locator('tr[data-request-id]').count(), 1);
+  t.is(await chatRow.locator('td.status').textContent(), '200');
+  t.regex((await chatRow.locator('td.model').textContent()) ?? '', /^console-model/);
+  t.is(await chatRow.locator('td.tokens').textContent(), `${usage.prompt_tokens} + ${usage.completion_tokens} = ${usage.total_tokens}`);
+  t.true(((await chatRow.textContent()) ?? '').includes('POST /v1/chat/completions'));
+  await page.screenshot({ path: join(SHOTS, 'requests.png'), fullPage: true });
+
+  // Everything of that key, from the row's own link: 20 per page, newest first.
+  await chatRow.getByRole('button', { name: `Only key ${keyId}` }).click();
+  await page.locator('.page-range', { hasText: '1–20 of 22' }).waitFor();
+  t.is(await page.getByLabel('Key id').inputValue(), keyId);
+  t.is(await page.getByLabel('Request id').inputValue(), '');
+  const firstPage = await page.locator('tr[data-request-id]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-request-id')));
+  const api20 = ((await api(`/v1/admin/requests?key_id=${keyId}&limit=20`)).body as { data: Array<{ id: string }> }).data.map((r) => r.id);
+  t.deepEqual(firstPage, api20);
+  t.is(firstPage[0], chatId, 'newest first');
+  t.true(await page.getByRole('button', { name: 'Previous page' }).isDisabled());
+  await page.getByRole('button', { name: 'Next page' }).click();
+  await page.locator('.page-range', { hasText: '21–22 of 22' }).waitFor();
+  const secondPage = await page.locator('tr[data-request-id]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-request-id')));
+  t.deepEqual(secondPage, ((await api(`/v1/admin/requests?key_id=${keyId}&limit=20&offset=20`)).body as { data: Array<{ id: string }> }).data.map((r) => r.id));
+  t.true(await page.getByRole('button', { name: 'Next page' }).isDisabled());
+  await page.getByRole('button', { name: 'Previous page' }).click();
+  await page.locator('.page-range', { hasText: '1–20 of 22' }).waitFor();
+
+  // By user: the same 22 requests (the user has no other credential).
+  await page.getByLabel('Key id').fill('');
+  await page.getByLabel('User id').fill(guest.user_id);
+  await page.getByRole('button', { name: 'Find' }).click();
+  await page.locator('.page-range', { hasText: '1–20 of 22' }).waitFor();
+  t.is(await page.locator(`tr[data-request-id="${prefix}-0"]`).count(), 0, 'the oldest is on the second page');
+
+  // A request id nobody made, and a bad one: the API's answer in place.
+  await page.getByLabel('User id').fill('');
+  await page.getByLabel('Request id').fill(`${prefix}-none`);
+  await page.getByRole('button', { name: 'Find' }).click();
+  await page.getByText('No request matches.').waitFor();
+  await page.getByLabel('Request id').fill('x'.repeat(129));
+  await page.getByRole('button', { name: 'Find' }).click();
+  await page.getByRole('alert').filter({ hasText: 'request_id' }).waitFor();
+  await page.close();
+});
+
 test.serial('e-mail and password sign-in: a wrong password and a locked address show the API error in place; the right one signs in (token in this tab only) and the user manages their own keys', async (t) => {
   // An account with a password: a guest upgraded with an e-mail and a password.
   const email = `signin-${randomBase62(6).toLowerCase()}@example.com`;
@@ -482,7 +549,7 @@ test.serial('a non-admin sees no admin pages, and the API refuses them anyway', 
   t.is(await page.locator('header .who').textContent(), me.username ?? '', 'a guest is named by username, not the placeholder e-mail');
   t.true(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), 'nothing wider than the phone screen');
   await page.screenshot({ path: join(SHOTS, 'user-phone.png'), fullPage: true });
-  for (const path of ['providers', 'catalog', 'users', 'webhooks', 'mcp-tools']) {
+  for (const path of ['providers', 'catalog', 'users', 'webhooks', 'mcp-tools', 'requests']) {
     await page.goto(`${p.url}/console/#/${path}`);
     await page.getByRole('heading', { name: 'Page not found' }).waitFor();
   }
@@ -490,12 +557,12 @@ test.serial('a non-admin sees no admin pages, and the API refuses them anyway', 
   // The page's own fetch of an admin endpoint, with the signed-in key, is refused by the API.
   const fromPage = await page.evaluate(async (signedInKey) => {
     const answers: number[] = [];
-    for (const path of ['/v1/admin/users', '/v1/admin/webhooks', '/v1/admin/mcp/tools', '/v1/admin/models/catalogs', '/v1/admin/usage']) {
+    for (const path of ['/v1/admin/users', '/v1/admin/webhooks', '/v1/admin/mcp/tools', '/v1/admin/models/catalogs', '/v1/admin/usage', '/v1/admin/requests']) {
       answers.push((await fetch(path, { headers: { 'X-API-Key': signedInKey } })).status);
     }
     return answers;
   }, key);
-  t.deepEqual(fromPage, [403, 403, 403, 403, 403]);
+  t.deepEqual(fromPage, [403, 403, 403, 403, 403, 403]);
   t.is((await api('/v1/admin/providers', { key })).status, 403);
   t.is((await api('/v1/admin/models/provider-models', { key })).status, 403);
   t.is((await api('/v1/admin/usage', { key })).status, 403);
