@@ -70,6 +70,13 @@ export function exitWith(io: HostIO, status: number, body: unknown, headers: Rec
 }
 
 /**
+ * Waits for a host effect only when it is pending: the embedded host's effects are synchronous,
+ * and an `await` of a plain value still costs a turn of the microtask queue and its allocations,
+ * several times per plugin on every request. Kong's effects are promises and are awaited in order.
+ */
+const pending = (value: unknown): value is PromiseLike<unknown> => typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
+
+/**
  * Applies one decision through the host. Returns false when the request was answered (exit), true
  * when it continues to the next plugin.
  */
@@ -80,6 +87,7 @@ export async function applyDecision(io: HostIO, decision: Decision, request: Edg
   }
   const shared = request.shared;
   let changed = false;
+  let effect: unknown;
   if (decision.failure) {
     shared.failures = [...(shared.failures ?? []), decision.failure];
     changed = true;
@@ -91,24 +99,32 @@ export async function applyDecision(io: HostIO, decision: Decision, request: Edg
   if (decision.identity) {
     shared[decision.identity.authMethod] = decision.identity;
     shared.anonymous = false;
-    await io.saveShared(shared);
+    if (pending((effect = io.saveShared(shared)))) await effect;
     changed = false;
     // A verified credential replaces an anonymous consumer an earlier plugin may have set.
-    await io.authenticate({ identity: decision.identity });
+    if (pending((effect = io.authenticate({ identity: decision.identity })))) await effect;
   } else if (decision.anonymous && !shared.jwt && !shared.apikey) {
     shared.anonymous = true;
-    await io.saveShared(shared);
+    if (pending((effect = io.saveShared(shared)))) await effect;
     changed = false;
     if (!(await io.authenticate({ anonymous: decision.anonymous }))) {
       await exitWith(io, 500, errorBody(500, 'The gateway is misconfigured (anonymous consumer missing)'), undefined, requestId);
       return false;
     }
   }
-  if (changed) await io.saveShared(shared);
-  for (const name of decision.removeUpstream ?? []) await io.clearUpstreamHeader(name);
-  if (decision.setUpstream && Object.keys(decision.setUpstream).length > 0) await io.setUpstreamHeaders(decision.setUpstream);
-  if (decision.responseHeaders && Object.keys(decision.responseHeaders).length > 0) await io.setResponseHeaders(decision.responseHeaders);
+  if (changed && pending((effect = io.saveShared(shared)))) await effect;
+  if (decision.removeUpstream) {
+    for (const name of decision.removeUpstream) if (pending((effect = io.clearUpstreamHeader(name)))) await effect;
+  }
+  if (decision.setUpstream && hasKeys(decision.setUpstream) && pending((effect = io.setUpstreamHeaders(decision.setUpstream)))) await effect;
+  if (decision.responseHeaders && hasKeys(decision.responseHeaders) && pending((effect = io.setResponseHeaders(decision.responseHeaders)))) await effect;
   return true;
+}
+
+/** `Object.keys(o).length > 0` without the array. */
+function hasKeys(object: object): boolean {
+  for (const _ in object) return true;
+  return false;
 }
 
 /** Runs one phase of one plugin: never throws, never fails open (a throwing plugin answers 500). */
@@ -127,5 +143,5 @@ export async function runPlugin(
     await exitWith(io, 500, errorBody(500, 'The gateway could not process the request'), undefined, context.requestId);
     return false;
   }
-  return applyDecision(io, decision, request, context.requestId);
+  return await applyDecision(io, decision, request, context.requestId);
 }

@@ -1,6 +1,6 @@
 import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerResponse } from 'node:http';
 import { acceptRequestId, runPlugin, type HostIO } from '../../plugins/core/index.js';
-import type { EdgeRequest, SharedContext } from '../../plugins/core/index.js';
+import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
 import { errorBody, USAGE_REPORT_REQUEST_HEADER, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
@@ -80,32 +80,6 @@ export async function createEdge(options: EdgeOptions) {
   const proxy = createProxy({ connectTimeoutMs: options.connectTimeoutMs, readTimeoutMs: options.readTimeoutMs });
   const logger = options.deps.logger;
 
-  /** The embedded side of the host interface: the plugins edit the upstream header copy and the response headers in place. */
-  function embeddedIO(res: ServerResponse, headers: OutgoingHttpHeaders, responseHeaders: Record<string, string>, state: { consumer: string | null }): HostIO {
-    return {
-      setUpstreamHeaders: (set) => {
-        for (const name in set) headers[name.toLowerCase()] = set[name];
-      },
-      clearUpstreamHeader: (name) => {
-        delete headers[name.toLowerCase()];
-      },
-      setResponseHeaders: (set) => {
-        for (const name in set) responseHeaders[name.toLowerCase()] = set[name]!;
-      },
-      authenticate: (as) => {
-        state.consumer = 'identity' in as ? null : as.anonymous;
-        return true;
-      },
-      saveShared: () => {},
-      exit: (status, body, exitHeaders) => {
-        if (res.destroyed) return;
-        const all = { ...responseHeaders };
-        for (const name in exitHeaders) all[name.toLowerCase()] = exitHeaders[name]!;
-        sendJson(res, status, body, all);
-      },
-    };
-  }
-
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const incomingId = req.headers['x-request-id'];
     const requestId = acceptRequestId(typeof incomingId === 'string' ? incomingId : undefined);
@@ -149,8 +123,7 @@ export async function createEdge(options: EdgeOptions) {
     };
     const headers = proxy.upstreamHeaders(req);
     const responseHeaders: Record<string, string> = { 'x-request-id': requestId };
-    const state = { consumer: null as string | null };
-    const io = embeddedIO(res, headers, responseHeaders, state);
+    const io = new EmbeddedIO(res, headers, responseHeaders);
 
     // Rewrite phase (global plugins, before routing): the per-IP limit counts every request.
     for (const entry of rewriteChain) {
@@ -185,7 +158,7 @@ export async function createEdge(options: EdgeOptions) {
 
     for (const entry of plan.chain) {
       // Consumer-scoped plugins (Kong) run only for the consumer the request is authenticated as.
-      if (entry.consumer !== null && entry.consumer !== state.consumer) continue;
+      if (entry.consumer !== null && entry.consumer !== io.consumer) continue;
       if (!(await runPlugin(entry.core, 'access', edgeRequest, io, { name: entry.name, requestId, logger }))) return;
     }
     if (res.destroyed) return;
@@ -219,3 +192,44 @@ export async function createEdge(options: EdgeOptions) {
 }
 
 export type Edge = Awaited<ReturnType<typeof createEdge>>;
+
+/**
+ * The embedded side of the host interface: the plugins edit the upstream header copy and the
+ * response headers in place. One object per request (methods on the prototype, not a closure each).
+ */
+class EmbeddedIO implements HostIO {
+  /** The consumer the request is authenticated as (Kong's consumer-scoped plugins). */
+  consumer: string | null = null;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly headers: OutgoingHttpHeaders,
+    private readonly responseHeaders: Record<string, string>,
+  ) {}
+
+  setUpstreamHeaders(set: Record<string, string>): void {
+    for (const name in set) this.headers[name.toLowerCase()] = set[name];
+  }
+
+  clearUpstreamHeader(name: string): void {
+    delete this.headers[name.toLowerCase()];
+  }
+
+  setResponseHeaders(set: Record<string, string>): void {
+    for (const name in set) this.responseHeaders[name.toLowerCase()] = set[name]!;
+  }
+
+  authenticate(as: { identity: VerifiedIdentity } | { anonymous: string }): boolean {
+    this.consumer = 'identity' in as ? null : as.anonymous;
+    return true;
+  }
+
+  saveShared(): void {}
+
+  exit(status: number, body: unknown, exitHeaders: Record<string, string>): void {
+    if (this.res.destroyed) return;
+    const all = { ...this.responseHeaders };
+    for (const name in exitHeaders) all[name.toLowerCase()] = exitHeaders[name]!;
+    sendJson(this.res, status, body, all);
+  }
+}

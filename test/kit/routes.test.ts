@@ -1,7 +1,8 @@
 import { request as httpRequest } from 'node:http';
 import test from 'ava';
+import express from 'express';
 import { z } from 'zod';
-import { mountRoutes, route, routeGroup, type Route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
+import { ApiError, createLogger, createServiceApp, listen, mountRoutes, route, routeGroup, type Route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
 import { listenKitApp } from '../helpers/kit-app.js';
 
 // The route-table mount: access, body limits, validation and answers all come from each entry.
@@ -262,4 +263,55 @@ test('metrics label requests by path template, one series for a path and its ali
   t.true(Number(line!.split(' ').pop()) >= 2);
   t.false(/route="[^"]*(\\\/|\^|\$)/.test(text), 'no raw regex in a route label');
   t.false(text.includes('thing_a'));
+});
+
+test('a parameter-free route answers exactly as through Express: identity, token, body, validation, errors, access log', async (t) => {
+  // The served app dispatches parameter-free paths itself; mounted inside another Express app
+  // (a callback is given) every request takes Express's router. Both must answer alike.
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger({ level: 'info', name: 'direct-test' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  const table: Route[] = [
+    ...routes,
+    route({ method: 'post', path: '/v1/fails', summary: 'throws', access: 'user', handler: () => { throw new ApiError(409, 'Already there', { param: 'name' }); } }),
+    route({ method: 'post', path: '/v1/crashes', summary: 'throws a bug', access: 'user', handler: () => { throw new Error('internal detail'); } }),
+  ];
+  const app = createServiceApp({ name: 'direct-test', logger, gatewaySecret: SECRET, users, routeTable: table, aliases: ['/llm'], bodyLimit: 1024 });
+  const outer = express();
+  outer.use(app);
+  const direct = await listen(app, { host: '127.0.0.1', port: 0 });
+  const viaExpress = await listen(outer, { host: '127.0.0.1', port: 0 });
+  t.teardown(() => Promise.all([direct.close(100), viaExpress.close(100)]));
+
+  const cases: Array<[string, { method?: string; headers?: Record<string, string>; body?: string }]> = [
+    ['/v1/mine', { headers: as('user_1') }],
+    ['/llm/v1/mine?x=1', { headers: as('user_1') }],
+    ['/v1/mine', { headers: anonymous }],
+    ['/v1/mine', { headers: as('user_ghost') }],
+    ['/v1/mine', { headers: { ...as('user_1'), 'x-gateway-token': 'wrong' } }],
+    ['/v1/admin/things', { headers: as('user_1') }],
+    ['/v1/small', json(as('user_1'), { text: 'hi' })],
+    ['/v1/small', json(as('user_1'), { text: 7 })],
+    ['/v1/small', json(as('user_1'), { text: 'x'.repeat(100) })],
+    ['/v1/small', { method: 'POST', headers: { ...as('user_1'), 'content-type': 'application/json' }, body: '{"text":' }],
+    ['/v1/fails', json(as('user_1'), {})],
+    ['/v1/crashes', json(as('user_1'), {})],
+    ['/internal/ping', json({ ...as('user_1') }, {})],
+  ];
+  let sent = 0;
+  for (const [path, init] of cases) {
+    const answers = [];
+    for (const origin of [`http://127.0.0.1:${direct.port}`, `http://127.0.0.1:${viaExpress.port}`]) {
+      const requestId = `req_${answers.length}_${++sent}`;
+      const res = await fetch(origin + path, { ...init, headers: { ...init.headers, 'x-request-id': requestId } });
+      const body = (await res.json()) as { error?: { request_id?: string } };
+      t.is(res.headers.get('x-request-id'), requestId, path);
+      if (body.error) body.error.request_id = body.error.request_id === requestId ? 'the request id' : body.error.request_id;
+      answers.push({ status: res.status, type: res.headers.get('content-type'), body });
+      t.is(lines.filter((line) => line.request_id === requestId && line.msg === 'request').length, 1, `one access line for ${path}`);
+    }
+    t.deepEqual(answers[0], answers[1], `${init.method ?? 'GET'} ${path}`);
+  }
+  // The refused and failed requests were answered by the app's error handler on both ways.
+  const crashed = lines.filter((line) => line.msg === 'unhandled error').map((line) => line.request_id);
+  t.deepEqual(crashed, ['req_0_23', 'req_1_24']);
 });

@@ -1,11 +1,11 @@
-import express, { type Express } from 'express';
+import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from '../logger.js';
 import { requireGatewayToken } from '../identity/middleware.js';
 import type { UserDirectory } from '../identity/directory.js';
 import { errorHandler, unknownRoute } from './errors.js';
 import { createMetrics } from './metrics.js';
 import { registerDataMetrics } from '../data-metrics.js';
-import { mountRoutes } from './mount.js';
+import { EXACT_ROUTES, mountRoutes } from './mount.js';
 import { requestContext } from './request-context.js';
 import { servedRequests, type ServedRequest } from './served.js';
 import type { Route } from './route-table.js';
@@ -59,9 +59,15 @@ export function createServiceApp(options: ServiceAppOptions): Express {
   const metrics = createMetrics(options.name, { registry: options.metricsRegistry });
   if (options.dataMetrics && options.metrics !== false) registerDataMetrics(metrics.registry, options.dataMetrics);
 
-  app.use(requestContext(options.logger));
-  if (options.metrics !== false) app.use(metrics.middleware);
-  if (options.onRequestEnd) app.use(servedRequests(options.onRequestEnd, options.now ?? Date.now, (path) => PROBES.test(path)));
+  // The app-level middlewares every route-table request passes, in order (also run by `directDispatch`).
+  const before: RequestHandler[] = [];
+  const use = (middleware: RequestHandler) => {
+    before.push(middleware);
+    app.use(middleware);
+  };
+  use(requestContext(options.logger));
+  if (options.metrics !== false) use(metrics.middleware);
+  if (options.onRequestEnd) use(servedRequests(options.onRequestEnd, options.now ?? Date.now, (path) => PROBES.test(path)));
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok', service: options.name });
@@ -85,14 +91,74 @@ export function createServiceApp(options: ServiceAppOptions): Express {
   });
   if (options.metrics !== false) app.get('/metrics', metrics.endpoint);
 
-  if (options.gatewaySecret) app.use(requireGatewayToken(options.gatewaySecret, (path) => PROBES.test(path) || WELL_KNOWN.test(path)));
+  if (options.gatewaySecret) use(requireGatewayToken(options.gatewaySecret, (path) => PROBES.test(path) || WELL_KNOWN.test(path)));
+  let exact: Map<string, RequestHandler> | undefined;
   if (options.routeTable) {
-    app.use(mountRoutes(options.routeTable, { users: options.users, bodyLimit: options.bodyLimit, jsonMaxDepth: options.jsonMaxDepth, aliases: options.aliases }));
+    const router = mountRoutes(options.routeTable, { users: options.users, bodyLimit: options.bodyLimit, jsonMaxDepth: options.jsonMaxDepth, aliases: options.aliases });
+    exact = (router as unknown as Record<symbol, Map<string, RequestHandler>>)[EXACT_ROUTES];
+    app.use(router);
   }
 
   app.use(unknownRoute);
-  app.use(errorHandler(options.logger));
+  const onError = errorHandler(options.logger);
+  app.use(onError);
+  if (exact && exact.size > 0) directDispatch(app, before, exact, onError);
   return app;
+}
+
+/**
+ * Requests for a parameter-free path of the route table skip Express's router: it tried every
+ * app-level layer and then every layer of the table in turn (a path match, parameter processing and
+ * a closure each) before reaching the entry. Such a request gets what Express gives it (Express's
+ * request and response prototypes, `res.locals`, `req.originalUrl`, `req.baseUrl`, empty
+ * `req.params`), then the same app-level middlewares in the same order, then the entry's own handler;
+ * anything passed to `next` with an error goes to the app's error handler, as it would through
+ * Express. Every other request (probes, HEAD, OPTIONS, parameters, unknown paths, an app mounted
+ * inside another) takes Express's way, unchanged.
+ */
+function directDispatch(app: Express, before: RequestHandler[], exact: Map<string, RequestHandler>, onError: ErrorRequestHandler): void {
+  type Handle = (this: Express, req: Request, res: Response, callback?: (error?: unknown) => void) => void;
+  const dispatcher = app as unknown as { handle: Handle };
+  const viaExpress = dispatcher.handle;
+  dispatcher.handle = function handle(req, res, callback) {
+    const url = req.url;
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const handler = callback === undefined && !PROBES.test(path) ? exact.get(`${req.method} ${path}`) : undefined;
+    if (handler === undefined) return viaExpress.call(this, req, res, callback);
+
+    if (this.enabled('x-powered-by')) res.setHeader('X-Powered-By', 'Express');
+    req.res = res;
+    res.req = req;
+    Object.setPrototypeOf(req, this.request);
+    Object.setPrototypeOf(res, this.response);
+    if (!res.locals) res.locals = Object.create(null);
+    req.baseUrl = '';
+    req.originalUrl = req.originalUrl || url;
+    req.params = {};
+
+    const fail = (error: unknown) => {
+      try {
+        onError(error, req, res, () => undefined);
+      } catch {
+        // The error handler itself failed: nothing can be said to the client any more.
+        res.destroy();
+      }
+    };
+    let index = 0;
+    const next = (error?: unknown): void => {
+      if (error) return fail(error);
+      try {
+        const middleware = index < before.length ? before[index++] : index++ === before.length ? handler : unknownRoute;
+        const result: unknown = middleware(req, res, next);
+        if (result instanceof Promise) result.then(undefined, next);
+      } catch (thrown) {
+        next(thrown ?? new Error('a middleware threw without an error'));
+      }
+    };
+    req.next = next;
+    next();
+  };
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

@@ -33,6 +33,12 @@ const INTERNAL_PREFIX = '/internal/';
 /** Set on routers made by `mountRoutes`, with their table: lets tooling tell them from hand-mounted routers. */
 export const ROUTE_TABLE = Symbol.for('kit.routeTable');
 
+/**
+ * Set on routers made by `mountRoutes`: the handlers of the parameter-free paths by `METHOD path`
+ * (see `exactRoutes`), for the service app's direct dispatch (`createServiceApp`).
+ */
+export const EXACT_ROUTES = Symbol.for('kit.exactRoutes');
+
 export function mountRoutes(routes: readonly Route[], options: MountOptions): Router {
   // Paths are exact: `/v1/Models` and `/v1/models/` are not `/v1/models` (they answer 404).
   const router = express.Router({ caseSensitive: true, strict: true });
@@ -61,6 +67,7 @@ export function mountRoutes(routes: readonly Route[], options: MountOptions): Ro
   }
   mountMethodNotAllowed(router, routes, options.aliases ?? []);
   Object.defineProperty(router, ROUTE_TABLE, { value: { routes, aliases: options.aliases ?? [] } });
+  Object.defineProperty(router, EXACT_ROUTES, { value: exact });
   return router;
 }
 

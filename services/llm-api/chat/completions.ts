@@ -148,15 +148,16 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   // Budgets and allow-lists refuse here, before anything goes upstream (and before timers start).
   const ticket = deps.admission ? await deps.admission.admit(principal, request.model) : null;
 
-  // One signal for the upstream: the client leaving, or the overall deadline, each with its reason.
-  const deadline = new AbortController();
-  const timer = setTimeout(() => deadline.abort(new ApiError(504, 'The model provider took longer than the time limit for one completion')), deps.limits.maxDurationMs);
+  // One signal for the upstream: the client leaving, or the overall deadline, each with its reason
+  // (the first to happen wins). One controller both abort, rather than one each joined by
+  // AbortSignal.any, whose weak references cost the garbage collector on every request.
+  const upstream = new AbortController();
+  const timer = setTimeout(() => upstream.abort(new ApiError(504, 'The model provider took longer than the time limit for one completion')), deps.limits.maxDurationMs);
   timer.unref?.();
-  const client = new AbortController();
-  const onClientAbort = () => client.abort(new ClientClosed());
+  const onClientAbort = () => upstream.abort(new ClientClosed());
   if (signal.aborted) onClientAbort();
   else signal.addEventListener('abort', onClientAbort, { once: true });
-  const upstreamSignal = AbortSignal.any([client.signal, deadline.signal]);
+  const upstreamSignal = upstream.signal;
   const cleanup = () => {
     clearTimeout(timer);
     signal.removeEventListener('abort', onClientAbort);
