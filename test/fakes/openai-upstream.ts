@@ -185,9 +185,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       }
     });
     const slow = Number(directive(text, 'slow') ?? 0);
+    // Settles once everything written so far has been handed to the socket.
+    let written: Promise<void> = Promise.resolve();
     const send = async (data: string) => {
       if (closed) return;
-      res.write(data);
+      written = new Promise<void>((resolve) => res.write(data, () => resolve()));
       if (slow) await new Promise((r) => setTimeout(r, slow));
     };
     const midstream = directive(text, 'midstream');
@@ -225,8 +227,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
         }
       }
       if (midstream !== undefined) {
-        // Let the chunks leave first: a reset right behind them can discard unsent bytes.
-        await new Promise((r) => setTimeout(r, 20));
+        // Let the chunks reach the socket first, so the client gets them before the connection drops.
+        await written;
         res.socket?.destroy();
         return;
       }
