@@ -1,5 +1,7 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import amqp from 'amqplib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -35,8 +37,20 @@ export interface PrivateRedis extends PrivateServer {
   stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
 }
 
+export interface PrivateRabbitMQ extends PrivateServer {
+  /** SIGTERM: the node stops cleanly (durable queues and persistent messages kept); SIGKILL: a crash. */
+  stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
+}
+
 const run = promisify(execFile);
 const PG_OWNER = 'postgres';
+
+function ownerIds(user: string): { uid: number; gid: number } {
+  return {
+    uid: Number(spawnSync('id', ['-u', user], { encoding: 'utf8' }).stdout.trim()),
+    gid: Number(spawnSync('id', ['-g', user], { encoding: 'utf8' }).stdout.trim()),
+  };
+}
 
 function postgresBin(): string {
   const root = '/usr/lib/postgresql';
@@ -56,8 +70,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const data = join(dir, 'data');
   const logFile = join(dir, 'server.log');
   const port = await freePort();
-  const uid = Number(spawnSync('id', ['-u', PG_OWNER], { encoding: 'utf8' }).stdout.trim());
-  const gid = Number(spawnSync('id', ['-g', PG_OWNER], { encoding: 'utf8' }).stdout.trim());
+  const { uid, gid } = ownerIds(PG_OWNER);
   chownSync(dir, uid, gid);
   const asOwner = (command: string, args: string[]) =>
     run('runuser', ['-u', PG_OWNER, '--', join(bin, command), ...args], { timeout: 60_000 });
@@ -144,6 +157,105 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
     },
     async dispose() {
       await server.stop('SIGKILL');
+      process.removeListener('exit', killNow);
+      killNow();
+    },
+  };
+  try {
+    await server.start();
+  } catch (error) {
+    await server.dispose();
+    throw error;
+  }
+  return server;
+}
+
+/**
+ * A RabbitMQ node of the test's own (no plugins, its own node name, AMQP and distribution ports,
+ * data and logs in a temporary directory). `rabbitmq-server` runs the node as the `rabbitmq` user.
+ * Booting takes 5-15 s on a busy machine; ready means an AMQP connection succeeds.
+ */
+export async function startPrivateRabbitMQ(): Promise<PrivateRabbitMQ> {
+  const dir = mkdtempSync(join(tmpdir(), 'private-rabbitmq-'));
+  writeFileSync(join(dir, 'enabled_plugins'), '[].');
+  const { uid, gid } = ownerIds('rabbitmq');
+  chownSync(dir, uid, gid);
+  chownSync(join(dir, 'enabled_plugins'), uid, gid);
+  const port = await freePort();
+  const distPort = await freePort();
+  const url = `amqp://guest:guest@127.0.0.1:${port}`;
+  const pidFile = join(dir, 'node.pid');
+  const env = {
+    PATH: process.env.PATH,
+    RABBITMQ_NODENAME: `test-${process.pid}-${randomBytes(3).toString('hex')}@localhost`,
+    RABBITMQ_NODE_IP_ADDRESS: '127.0.0.1',
+    RABBITMQ_NODE_PORT: String(port),
+    RABBITMQ_DIST_PORT: String(distPort),
+    RABBITMQ_MNESIA_BASE: join(dir, 'mnesia'),
+    RABBITMQ_LOG_BASE: join(dir, 'log'),
+    RABBITMQ_ENABLED_PLUGINS_FILE: join(dir, 'enabled_plugins'),
+    RABBITMQ_PID_FILE: pidFile,
+    // No configuration file of the machine's: this node runs on defaults.
+    RABBITMQ_CONFIG_FILE: join(dir, 'rabbitmq'),
+    RABBITMQ_ADVANCED_CONFIG_FILE: join(dir, 'advanced.config'),
+  };
+  let child: Child | undefined;
+  let disposed = false;
+  const nodePid = (): number | undefined => {
+    try {
+      return Number(readFileSync(pidFile, 'utf8').trim()) || undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const killNow = () => {
+    if (disposed) return;
+    disposed = true;
+    const pid = nodePid();
+    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    child?.process.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', killNow);
+
+  const server: PrivateRabbitMQ = {
+    port,
+    url,
+    running: () => child !== undefined,
+    async start() {
+      rmSync(pidFile, { force: true });
+      const started = startChild('rabbitmq-server', [], { env, cwd: dir });
+      child = started;
+      let exited = false;
+      void started.exited.then(() => (exited = true));
+      await waitFor(async () => {
+        if (exited) throw new Error(`rabbitmq-server exited before it was ready: ${started.stdout().slice(-800)}`);
+        const connection = await amqp.connect(url).catch(() => undefined);
+        await connection?.close().catch(() => {});
+        return connection !== undefined;
+      }, 60_000, 'private RabbitMQ node ready', 250);
+    },
+    async stop(signal = 'SIGTERM') {
+      const current = child;
+      if (!current) return;
+      child = undefined;
+      const pid = nodePid();
+      if (pid && alive(pid)) {
+        process.kill(pid, signal);
+        await waitFor(() => !alive(pid), 60_000, 'private RabbitMQ node stopped', 100);
+      }
+      await current.exited;
+    },
+    async dispose() {
+      await server.stop('SIGKILL').catch(() => {});
       process.removeListener('exit', killNow);
       killNow();
     },
