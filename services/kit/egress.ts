@@ -21,6 +21,17 @@ export class EgressRefusedError extends Error {
 
 export type Resolver = (hostname: string) => Promise<{ address: string; family: number }[]>;
 const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
+let processResolver: Resolver = systemResolver;
+
+/**
+ * The resolver of every guard in this process that was built without one (the services build
+ * theirs from settings alone), consulted at each resolution, so guards already built follow it.
+ * The DNS server is a third party: tests answer names with a stub here (there is no outside DNS
+ * on a test machine), as they answer third-party HTTP with nock. `null` restores the system's.
+ */
+export function setEgressResolver(resolver: Resolver | null): void {
+  processResolver = resolver ?? systemResolver;
+}
 
 const blocked = new BlockList();
 for (const [net, prefix] of [
@@ -185,7 +196,7 @@ export interface GuardedRequestOptions {
 export function createEgressGuard(options: EgressGuardOptions = {}) {
   const allow = destinationList(options.allowHosts ?? []);
   const exclusive = Boolean(options.exclusive) && allow.size > 0;
-  const resolver = options.resolver ?? systemResolver;
+  const resolver: Resolver = options.resolver ?? ((hostname) => processResolver(hostname));
   const isAllowed = (host: string) => allow.hasName(host) || (isIP(normalizeHost(host)) > 0 && allow.hasAddress(host));
 
   /**

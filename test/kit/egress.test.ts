@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
-import { blockedReason, createEgressGuard, EgressRefusedError, type Resolver } from '../../services/kit/index.js';
+import { blockedReason, createEgressGuard, EgressRefusedError, setEgressResolver, type Resolver } from '../../services/kit/index.js';
 
 const refused = async (t: import('ava').ExecutionContext, promise: Promise<unknown>, reason?: RegExp) => {
   const error = await t.throwsAsync(promise, { instanceOf: EgressRefusedError });
@@ -115,6 +115,23 @@ test('the connection goes to the address that was checked (no second DNS answer 
   t.is(res.body.toString(), 'checked address');
   t.is(calls, 1, 'resolved once: the check and the connection used the same answer');
   await good.close();
+});
+
+test.serial('a guard built without a resolver resolves through the process resolver at each request, also one built before it was set', async (t) => {
+  const guard = createEgressGuard();
+  setEgressResolver(fakeDns({ 'internal.example.test': ['10.0.0.5'], 'metadata.example.test': ['169.254.169.254'], 'mapped.example.test': ['::ffff:127.0.0.1'] }));
+  t.teardown(() => setEgressResolver(null));
+  await refused(t, guard.check('http://internal.example.test/'), /resolves to a private/);
+  await refused(t, guard.request('http://metadata.example.test/latest/meta-data/'), /resolves to a private/);
+  await refused(t, guard.request('http://mapped.example.test/'), /resolves to a mapped form/);
+  // The socket lookup the provider clients (undici) connect through asks the same resolver.
+  const looked = await new Promise<unknown>((resolve) => (guard.lookup as unknown as (h: string, o: object, cb: (e: unknown) => void) => void)('internal.example.test', { all: true }, resolve));
+  t.true(looked instanceof EgressRefusedError);
+  // A guard with its own resolver keeps it.
+  const own = createEgressGuard({ resolver: fakeDns({ 'internal.example.test': ['93.184.216.34'] }) });
+  t.is((await own.check('http://internal.example.test/')).address, '93.184.216.34');
+  setEgressResolver(null);
+  await refused(t, guard.check('http://internal.example.test/'), /does not resolve/);
 });
 
 test('responses over maxBytes are cut off with an error', async (t) => {

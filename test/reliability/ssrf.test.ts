@@ -1,8 +1,10 @@
 import { lookup } from 'node:dns/promises';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import test from 'ava';
+import { blockedReason, setEgressResolver, type Resolver } from '../../services/kit/egress.js';
 import { reliabilityFigures } from '../helpers/reliability-figures.js';
 import { startMcpPlatform, type McpPlatform } from '../mcp/helpers.js';
 
@@ -11,6 +13,11 @@ import { startMcpPlatform, type McpPlatform } from '../mcp/helpers.js';
 // link-local and metadata addresses, in decimal, octal, hexadecimal, short and IPv4-mapped IPv6
 // spellings, at names that resolve there, and (media, scrape) through a redirect from an allowed
 // host. Every attempt is refused, and a canary server on the loopback address never sees a request.
+// Names that resolve inside: those of /etc/hosts and this machine's own name (the system resolver,
+// no outside DNS needed), and names a stub DNS answers (the DNS server is a third party, so it is
+// stubbed through the guard's process resolver: `*.example.test` → private, metadata, loopback and
+// IPv4-mapped loopback addresses, one name with a public and a loopback answer). Refusals of those
+// names must come from the resolved address, not from the name.
 const figures = reliabilityFigures('ssrf');
 const row = figures.row('SSRF attempts through the edge');
 
@@ -25,7 +32,33 @@ let redirectorPort: number;
 const listen = (server: http.Server, host: string) =>
   new Promise<number>((resolve) => server.listen(0, host, () => resolve((server.address() as AddressInfo).port)));
 
+/** What a DNS server would answer for names pointing inside; any other name goes to the system resolver. */
+const STUB_DNS: Record<string, string[]> = {
+  'internal.example.test': ['10.0.0.5'],
+  'metadata.example.test': ['169.254.169.254'],
+  'canary.example.test': ['127.0.0.1'],
+  'mapped-canary.example.test': ['::ffff:127.0.0.1'],
+  'mixed.example.test': ['93.184.216.34', '127.0.0.1'],
+};
+const stubDns: Resolver = async (host) => {
+  const answers = STUB_DNS[host];
+  if (!answers) return lookup(host, { all: true, verbatim: true });
+  return answers.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+};
+
+/** Names /etc/hosts points at loopback or private addresses (localhost aside: it is refused by name). */
+function hostsFileNames(): string[] {
+  const names = new Set<string>();
+  for (const line of readFileSync('/etc/hosts', 'utf8').split('\n')) {
+    const [address, ...aliases] = line.replace(/#.*/, '').trim().split(/\s+/);
+    if (!address || !blockedReason(address)) continue;
+    for (const name of aliases) if (name && !/(^|\.)localhost$|^ip6-/.test(name)) names.add(name);
+  }
+  return [...names];
+}
+
 test.before(async () => {
+  setEgressResolver(stubDns);
   canary = http.createServer((_req, res) => {
     canaryHits++;
     res.writeHead(200, { 'content-type': 'image/png' }).end('canary');
@@ -41,11 +74,15 @@ test.before(async () => {
   ({ key } = await p.newUser());
 });
 test.after.always(async () => {
+  setEgressResolver(null);
   figures.write();
   await p?.stop();
   canary?.close();
   redirector?.close();
 });
+
+/** Targets whose host is a name that only its resolved address makes internal (not the name lists). */
+const resolvedNames = new Set<string>();
 
 async function targets(): Promise<Array<[string, string]>> {
   const c = canaryPort;
@@ -68,9 +105,19 @@ async function targets(): Promise<Array<[string, string]>> {
     ['metadata host name', 'http://metadata.google.internal/computeMetadata/v1/'],
     ['localhost', `http://localhost:${c}/x.png`],
   ];
+  const byName = (what: string, url: string) => {
+    list.push([what, url]);
+    resolvedNames.add(what);
+  };
   // This machine's own name, when it resolves to a loopback or private address (a DNS name that points inside).
   const own = await lookup(hostname()).catch(() => null);
-  if (own && /^(127\.|10\.|192\.168\.|::1$)/.test(own.address)) list.push(['a host name resolving to loopback', `http://${hostname()}:${c}/x.png`]);
+  if (own && blockedReason(own.address)) byName('this machine\'s name, resolving to loopback', `http://${hostname()}:${c}/x.png`);
+  for (const name of hostsFileNames()) if (name !== hostname()) byName(`/etc/hosts name ${name}`, `http://${name}:${c}/x.png`);
+  byName('stub DNS name → 10.0.0.5', 'http://internal.example.test/x.png');
+  byName('stub DNS name → 169.254.169.254', 'http://metadata.example.test/latest/meta-data/');
+  byName('stub DNS name → 127.0.0.1', `http://canary.example.test:${c}/x.png`);
+  byName('stub DNS name → ::ffff:127.0.0.1', `http://mapped-canary.example.test:${c}/x.png`);
+  byName('stub DNS name → a public and a loopback address', `http://mixed.example.test:${c}/x.png`);
   return list;
 }
 
@@ -94,6 +141,8 @@ test('media URL uploads, scrape and webhook URLs refuse every internal destinati
       const media = await p.api(key, 'POST', '/v1/media/upload', { source: { type: 'url', url: target } });
       count('media URL upload');
       if (media.status !== 400 || media.json?.error?.param !== 'source.url') accepted.push(`media ${how} ${what}: ${media.status} ${JSON.stringify(media.json)}`);
+      // A name refused for where it resolves, not for how it is spelled.
+      else if (resolvedNames.has(what) && !/resolves to/.test(media.json.error.message)) accepted.push(`media ${how} ${what} refused for another reason: ${media.json.error.message}`);
       if (media.status >= 500) row.fiveXx++;
 
       const scraped: any = await scrapeClient.callTool({ name: 'scrape', arguments: { url: target } });
@@ -103,6 +152,7 @@ test('media URL uploads, scrape and webhook URLs refuse every internal destinati
     const hook = await p.api(p.adminKey, 'POST', '/v1/admin/webhooks', { url, events: ['*'] });
     count('webhook URL');
     if (hook.status !== 400 || hook.json?.error?.param !== 'url') accepted.push(`webhook ${what}: ${hook.status} ${JSON.stringify(hook.json)}`);
+    else if (resolvedNames.has(what) && !/resolves to/.test(hook.json.error.message)) accepted.push(`webhook ${what} refused for another reason: ${hook.json.error.message}`);
     if (hook.status >= 500) row.fiveXx++;
   }
   t.deepEqual(accepted, []);
