@@ -1,7 +1,6 @@
 import { systemClock, type Clock } from '../../services/kit/core/index.js';
 import type { RevocationChannel } from '../../services/kit/core/index.js';
-import { sha256Hex } from '../../services/kit/core/index.js';
-import { deny, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import { apiKeyHash, deny, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type VerifiedIdentity } from '../core/index.js';
 import { ValidationCache } from './cache.js';
 import type { ApiKeyAuthConfig } from './schema.js';
@@ -92,7 +91,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
       return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, MISSING_CREDENTIALS_MESSAGE);
     }
     if (!KEY_FORMAT.test(apiKey)) return refuse(request, 401, 'Invalid API key', 'X-API-Key');
-    const found = await lookup(sha256Hex(apiKey), apiKey);
+    const found = await lookup(apiKeyHash(request, apiKey), apiKey);
     if (found === 'invalid') return refuse(request, 401, 'Invalid API key', 'X-API-Key');
     if ('unavailable' in found) {
       logger.error({ reason: found.unavailable }, 'api-key-auth: validator unavailable');

@@ -6,7 +6,7 @@
  * so both hosts answer the same request the same way.
  */
 import { randomUUID } from 'node:crypto';
-import { errorBody } from '../../services/kit/core/index.js';
+import { errorBody, sha256Hex } from '../../services/kit/core/index.js';
 import type { Decision, EdgeRequest, PluginCore, PluginLogger, SharedContext, VerifiedIdentity } from './types.js';
 import { firstHeader } from './types.js';
 
@@ -44,6 +44,19 @@ export async function ensureRequestId(request: EdgeRequest, io: HostIO, sent: ()
   await io.setResponseHeaders({ [REQUEST_ID_HEADER]: id });
   await io.saveShared(request.shared);
   return id;
+}
+
+/**
+ * SHA-256 (hex) of the API key a request presents, hashed once per request: the rate limiter (its
+ * exempt-key memory, before authentication) and api-key-auth (its cache and the validator) both
+ * need it. Kept on the request object the host hands to every plugin, which holds the key anyway.
+ */
+export function apiKeyHash(request: EdgeRequest, key: string): string {
+  const known = request.keyHash;
+  if (known !== undefined && known.key === key) return known.hash;
+  const hash = sha256Hex(key);
+  request.keyHash = { key, hash };
+  return hash;
 }
 
 export const headerRequestId = (request: EdgeRequest) => firstHeader(request.headers, 'x-request-id');

@@ -68,6 +68,8 @@ export interface EdgeRequest {
   headers: HeaderMap;
   clientIp: string;
   shared: SharedContext;
+  /** Set by `apiKeyHash`: the presented key's hash, for the next plugin that needs it on this request. */
+  keyHash?: { key: string; hash: string };
 }
 
 export interface Continue {

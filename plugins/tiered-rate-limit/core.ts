@@ -1,5 +1,5 @@
-import { sha256Hex, systemClock, type Clock } from '../../services/kit/core/index.js';
-import { deny, firstHeader } from '../core/index.js';
+import { systemClock, type Clock } from '../../services/kit/core/index.js';
+import { apiKeyHash, deny, firstHeader } from '../core/index.js';
 import { CONTINUE, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type TierLimits, type VerifiedIdentity } from '../core/index.js';
 import { ipv6Prefix } from '../core/index.js';
 import { identityOf } from '../core/index.js';
@@ -219,7 +219,7 @@ export function createTieredRateLimit(
 
   async function rewrite(request: EdgeRequest): Promise<Decision> {
     const key = config.ip_limit_phase === 'rewrite' ? presentedKey(request) : null;
-    if (key && rememberedExempt(sha256Hex(key), clock.now())) return CONTINUE;
+    if (key && rememberedExempt(apiKeyHash(request, key), clock.now())) return CONTINUE;
     return check(request, 'rewrite', { deferrable: key !== null });
   }
 

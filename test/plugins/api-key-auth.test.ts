@@ -218,3 +218,18 @@ test.serial('an sk_ key sent as Authorization: Bearer (OpenAI SDKs) is accepted 
   t.deepEqual(await off.access(request({ authorization: `Bearer ${key.key}` })), { kind: 'continue', anonymous: 'anonymous' });
   await off.close();
 });
+
+test.serial("a key hash an earlier plugin left on the request is used only for the key it was made from", async (t) => {
+  const { core } = plugin();
+  const owner = validator.add('user_k_memo');
+  const other = validator.add('user_k_memo_other');
+  // The rate limiter hashed this request's key first: api-key-auth takes the same hash.
+  const same = request({ 'x-api-key': owner.key });
+  same.keyHash = { key: owner.key, hash: owner.hash };
+  t.like((await core.access(same)) as { identity: VerifiedIdentity }, { identity: { userId: 'user_k_memo' } });
+  // A hash left for another key is never taken for the key the request presents.
+  const stale = request({ 'x-api-key': other.key });
+  stale.keyHash = { key: owner.key, hash: owner.hash };
+  t.like((await core.access(stale)) as { identity: VerifiedIdentity }, { identity: { userId: 'user_k_memo_other' } });
+  t.deepEqual(stale.keyHash, { key: other.key, hash: other.hash });
+});
