@@ -60,20 +60,23 @@ function postgresBin(): string {
   return join(root, newest, 'bin');
 }
 
-/**
- * A PostgreSQL cluster of the test's own: trust authentication, fsync off, database `postgres`.
- * The tests run as root and PostgreSQL refuses to, so the binaries run as the `postgres` user.
- */
+/** A PostgreSQL cluster of the test's own: trust authentication, fsync off, database `postgres`. */
 export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const bin = postgresBin();
   const dir = mkdtempSync(join(tmpdir(), 'private-pg-'));
   const data = join(dir, 'data');
   const logFile = join(dir, 'server.log');
   const port = await freePort();
-  const { uid, gid } = ownerIds(PG_OWNER);
-  chownSync(dir, uid, gid);
-  const asOwner = (command: string, args: string[]) =>
-    run('runuser', ['-u', PG_OWNER, '--', join(bin, command), ...args], { timeout: 60_000 });
+  // PostgreSQL refuses to run as root: as root, the binaries run as `postgres` (owning the
+  // directory); as anyone else, as that user.
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) {
+    const { uid, gid } = ownerIds(PG_OWNER);
+    chownSync(dir, uid, gid);
+  }
+  const command = (name: string, args: string[]): [string, string[]] =>
+    asRoot ? ['runuser', ['-u', PG_OWNER, '--', join(bin, name), ...args]] : [join(bin, name), args];
+  const asOwner = (name: string, args: string[]) => run(...command(name, args), { timeout: 60_000 });
   const ctl = (...args: string[]) => asOwner('pg_ctl', ['-D', data, ...args]);
   let up = false;
   let disposed = false;
@@ -81,7 +84,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const killNow = () => {
     if (disposed) return;
     disposed = true;
-    if (up) spawnSync('runuser', ['-u', PG_OWNER, '--', join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop'], { timeout: 30_000 });
+    if (up) spawnSync(...command('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']), { timeout: 30_000 });
     up = false;
     rmSync(dir, { recursive: true, force: true });
   };
@@ -93,8 +96,9 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     running: () => up,
     async start() {
       // -F: no fsync (a test cluster need not survive a power cut); the socket lives in the temp dir.
-      await ctl('-l', logFile, '-w', '-t', '60', '-o', `-p ${port} -h 127.0.0.1 -k ${dir} -F`, 'start');
+      // Counted as up before pg_ctl returns: a start that times out may still leave a server to kill.
       up = true;
+      await ctl('-l', logFile, '-w', '-t', '60', '-o', `-p ${port} -h 127.0.0.1 -k ${dir} -F`, 'start');
     },
     async stop(mode = 'fast') {
       await ctl('-m', mode, '-w', '-t', '60', 'stop');
