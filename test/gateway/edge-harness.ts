@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createEdge } from '../../services/gateway/edge.js';
+import type { ReadinessChecks } from '../../services/gateway/readiness.js';
 import type { Clock } from '../../services/kit/clock.js';
 import { createInProcessRevocations, type RevocationChannel } from '../../services/kit/revocations.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeUpstream, startFakeValidator } from '../plugins/fakes.js';
@@ -13,7 +14,7 @@ export const GATEWAY_TOKEN = 'gw-'.padEnd(40, 'z');
  * validator replaced by real local fakes, on a free port. `deck` is the rendered file, for a test
  * that configures another host (Kong's plugin servers) from the same deck.
  */
-export async function startEdgeWithFakes(options: { vars?: Record<string, string>; clock: Clock; revocations?: RevocationChannel; trustedProxies?: string[] }) {
+export async function startEdgeWithFakes(options: { vars?: Record<string, string>; clock: Clock; revocations?: RevocationChannel; trustedProxies?: string[]; readiness?: ReadinessChecks }) {
   const issuer = await startFakeIssuer();
   const validator = await startFakeValidator(GATEWAY_TOKEN);
   const upstream = await startFakeUpstream();
@@ -37,6 +38,7 @@ export async function startEdgeWithFakes(options: { vars?: Record<string, string
     trustedProxies: options.trustedProxies ?? [],
     connectTimeoutMs: 1000,
     readTimeoutMs: 5000,
+    readiness: options.readiness,
   });
   const server: Server = createServer((req, res) => edge.handle(req, res));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
