@@ -63,8 +63,9 @@ export async function burstScenario(t: ExecutionContext, row: FigureRow, outage:
     Array.from({ length: WORKERS }, async () => {
       while (next < CONVERSATIONS) {
         const n = next++;
-        // Half-way through the burst, wait for the outage (so writes happen while the broker is away).
-        if (n === CONVERSATIONS / 2) await waitFor(() => away, 60_000, 'broker away');
+        // The second half of the burst waits for the outage (so writes happen while the broker is
+        // away, however long stopping it takes).
+        if (n >= CONVERSATIONS / 2) await waitFor(() => away, 60_000, 'broker away');
         const res = await fetch(`${platform.url}/v1/conversations`, {
           method: 'POST',
           headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
