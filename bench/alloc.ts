@@ -1,0 +1,68 @@
+/**
+ * `node --import tsx bench/alloc.ts` (after `npm run build`): what one chat request allocates in the
+ * embedded platform, garbage included (V8's sampling heap profiler with the objects minor and major
+ * GCs took, preloaded by `bench/lib/alloc-sampler.mjs`), at 64 connections over the 20 ms fake
+ * upstream: KiB per request in total and by allocating function and its caller.
+ *   --seconds S (6)   --stream   --top N (30)   --dist DIR (compiled tree, default dist)
+ *   --file F (summarise a saved profile; needs --requests)
+ * The garbage collector's share of CPU (bench/profile.ts) follows the allocation rate: this says where it comes from.
+ */
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { chatBody, throughput, type Target } from './lib/load.js';
+import { startPlatform, startUpstream } from './lib/procs.js';
+
+const { values: args } = parseArgs({
+  options: { seconds: { type: 'string', default: '6' }, stream: { type: 'boolean', default: false }, top: { type: 'string', default: '30' }, dist: { type: 'string', default: 'dist' }, file: { type: 'string' }, requests: { type: 'string' } },
+});
+
+interface SampleNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children?: SampleNode[];
+}
+
+async function record(): Promise<{ file: string; requests: number }> {
+  process.env.BENCH_PLATFORM_NODE_ARGS = `--import ${fileURLToPath(new URL('./lib/alloc-sampler.mjs', import.meta.url))}`;
+  const upstream = await startUpstream();
+  const platform = await startPlatform('embedded', {}, 'embedded', `${args.dist}/services/platform/main.js`);
+  const file = join(tmpdir(), `bench-alloc-${platform.pid}.json`);
+  try {
+    await platform.addProviders(upstream, [20]);
+    const target: Target = { name: platform.name, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) };
+    await throughput(target, { connections: 64, seconds: 2, delayMs: 20, stream: args.stream }); // warm-up
+    process.kill(platform.pid, 'SIGUSR2');
+    const seconds = Number(args.seconds);
+    const run = await throughput(target, { connections: 64, seconds, delayMs: 20, stream: args.stream });
+    process.kill(platform.pid, 'SIGUSR2');
+    for (let i = 0; i < 300 && !existsSync(file); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    console.log(`load: ${run.rps.toFixed(0)} req/s for ${seconds} s (${run.errors} errors)`);
+    return { file, requests: Math.round(run.rps * seconds) };
+  } finally {
+    await platform.stop();
+    await upstream.stop();
+  }
+}
+
+const { file, requests } = args.file ? { file: args.file, requests: Number(args.requests) } : await record();
+const profile = JSON.parse(await readFile(file, 'utf8')) as { head: SampleNode };
+const label = (n: SampleNode) => `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/.*\/(dist|node_modules)\//, '')}:${n.callFrame.lineNumber + 1}`;
+const sites = new Map<string, number>();
+let total = 0;
+const walk = (node: SampleNode, caller: string) => {
+  const here = label(node);
+  if (node.selfSize) {
+    total += node.selfSize;
+    const key = `${here}  <  ${caller}`;
+    sites.set(key, (sites.get(key) ?? 0) + node.selfSize);
+  }
+  for (const child of node.children ?? []) walk(child, here);
+};
+walk(profile.head, '');
+const kib = (bytes: number) => (bytes / requests / 1024).toFixed(2).padStart(6);
+console.log(`\n${file}: ${kib(total)} KiB allocated per request (${requests} requests, ${args.stream ? 'stream' : 'non-stream'})\n`);
+for (const [site, bytes] of [...sites].sort((a, b) => b[1] - a[1]).slice(0, Number(args.top))) console.log(`${kib(bytes)} KiB  ${((bytes / total) * 100).toFixed(1).padStart(4)} %  ${site}`);
