@@ -1,7 +1,7 @@
 // Test files run in separate processes (isolation per file: own schema, exchange, key prefix).
-// Tests that restart a shared server live in test/serial and run afterwards, alone (ava.serial.config.mjs);
-// so do the reliability suites that stop and start servers of their own (test/reliability/*-restart),
-// whose bounds must hold without other files competing for the CPU.
+// Tests that stop and start a server of their own (never a shared one) run afterwards, alone
+// (ava.serial.config.mjs: test/serial and test/reliability/*-restart): booting and restarting a
+// node is heavy, and their bounds must hold without other files competing for the CPU.
 export default {
   files: ['test/**/*.test.ts', '!test/serial/**', '!test/reliability/**/*-restart.test.ts'],
   extensions: { ts: 'module' },

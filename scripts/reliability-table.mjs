@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Prints the reliability figures the suites in test/reliability wrote under test-output/reliability
 // as one table: faults injected and survived, requests and events checked, bad inputs tried per
-// endpoint family, 5xx seen, items lost. `--readme` also replaces the table in README.md
+// endpoint family, 5xx seen, items lost, and (in the suite's name, for the suites that count them)
+// duplicate deliveries. `--readme` also replaces the table in README.md
 // (between the reliability-table markers). `--clear` removes the figures of an earlier run.
 import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -31,6 +32,11 @@ export function readFigures() {
 const COLUMNS = ['suite', 'faults injected', 'survived', 'requests checked', 'events checked', 'bad inputs', 'clean 503 in outage', 'other 5xx seen', 'items lost'];
 const sum = (o) => Object.values(o ?? {}).reduce((a, b) => a + b, 0);
 
+// Duplicates are not a failure (at-least-once delivery allows them) and only the suites where a
+// fault can redo a delivery count them, so they go with the row's name rather than a column of
+// dashes; a row that counted them shows the figure even when it is 0.
+const suiteName = (r) => (typeof r.duplicates === 'number' ? `${r.label} (${r.duplicates} duplicate deliver${r.duplicates === 1 ? 'y' : 'ies'})` : r.label);
+
 /** The table as Markdown (readable as is in a terminal). */
 export function renderTable(rows) {
   const lines = [];
@@ -39,7 +45,7 @@ export function renderTable(rows) {
   const total = { faultsInjected: 0, faultsSurvived: 0, requestsChecked: 0, eventsChecked: 0, bad: 0, refused503: 0, fiveXx: 0, itemsLost: 0 };
   for (const r of rows) {
     const bad = sum(r.badInputs);
-    lines.push(cells([r.label, r.faultsInjected, r.faultsSurvived, r.requestsChecked, r.eventsChecked, bad, r.refused503 ?? 0, r.fiveXx, r.itemsLost]));
+    lines.push(cells([suiteName(r), r.faultsInjected, r.faultsSurvived, r.requestsChecked, r.eventsChecked, bad, r.refused503 ?? 0, r.fiveXx, r.itemsLost]));
     for (const [family, n] of Object.entries(r.badInputs ?? {})) lines.push(cells([`  ↳ ${family}`, '', '', '', '', n, '', '', '']));
     total.faultsInjected += r.faultsInjected;
     total.faultsSurvived += r.faultsSurvived;
