@@ -9,6 +9,8 @@
  * /proc before and after: user + system CPU (less the rate measured idle beforehand) of the main thread and of the whole process (the PGlite
  * worker included), and `syscw` (write-family syscalls). Medians over rounds are printed.
  *   --a DIR --b DIR  compiled trees (default: dist-before and dist; copy `dist` aside before a change)
+ *   --a-node-args, --b-node-args "…"  Node flags of one side only, written `--b-node-args=--flag` (e.g. the same build twice, one with
+ *                    `--max-semi-space-size=32`); BENCH_PLATFORM_NODE_ARGS applies to both
  *   --rounds N (5)  --seconds S (4)  --connections C (64)
  */
 import { readdir, readFile } from 'node:fs/promises';
@@ -23,6 +25,8 @@ const { values: args } = parseArgs({
   options: {
     a: { type: 'string', default: 'dist-before' },
     b: { type: 'string', default: 'dist' },
+    'a-node-args': { type: 'string', default: '' },
+    'b-node-args': { type: 'string', default: '' },
     rounds: { type: 'string', default: '5' },
     seconds: { type: 'string', default: '4' },
     connections: { type: 'string', default: '64' },
@@ -53,12 +57,14 @@ async function counters(pid: number): Promise<Counters> {
 
 const upstream = await startUpstream();
 const builds = [
-  { label: 'A', dir: args.a! },
-  { label: 'B', dir: args.b! },
+  { label: 'A', dir: args.a!, nodeArgs: args['a-node-args']! },
+  { label: 'B', dir: args.b!, nodeArgs: args['b-node-args']! },
 ];
+const sharedNodeArgs = process.env.BENCH_PLATFORM_NODE_ARGS ?? '';
 const platforms: Array<{ label: string; dir: string; platform: Platform }> = [];
 try {
   for (const build of builds) {
+    process.env.BENCH_PLATFORM_NODE_ARGS = `${sharedNodeArgs} ${build.nodeArgs}`.trim();
     const platform = await startPlatform('embedded', {}, `${build.label} (${build.dir})`, `${build.dir}/services/platform/main.js`);
     await platform.addProviders(upstream, [20]);
     platforms.push({ ...build, platform });
@@ -114,7 +120,7 @@ try {
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
   for (const [label, rate] of idle) console.log(`idle CPU of ${label}: main thread ${rate.main.toFixed(1)} ms/s, whole process ${rate.all.toFixed(1)} ms/s (subtracted)`);
-  console.log(`\nA = ${args.a}, B = ${args.b}; ${rounds} rounds × ${args.seconds} s at ${args.connections} connections, 20 ms upstream; medians over rounds\n`);
+  console.log(`\nA = ${args.a}${args['a-node-args'] ? ` (${args['a-node-args']})` : ''}, B = ${args.b}${args['b-node-args'] ? ` (${args['b-node-args']})` : ''}; ${rounds} rounds × ${args.seconds} s at ${args.connections} connections, 20 ms upstream; medians over rounds\n`);
   console.log('| path | build | CPU ms/request, main thread | whole process | write syscalls/request | req/s (noise) |');
   console.log('|---|---|---|---|---|---|');
   for (const [key, s] of samples) {
