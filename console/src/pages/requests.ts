@@ -1,28 +1,11 @@
+// The admin API's own declaration (a .d.ts: types only, nothing of the service enters the bundle).
+import type { RequestLogEntry } from '../../../services/llm-api/requests/entry.js';
 import { get } from '../api.js';
 import { h } from '../dom.js';
 import type { List } from '../session.js';
 import { attempt, formatDate, labelled } from '../ui.js';
 
-interface RequestEntry {
-  id: string;
-  method: string;
-  path: string;
-  route: string | null;
-  status: number;
-  duration_ms: number;
-  aborted: boolean;
-  auth_method: string | null;
-  user_id: string | null;
-  key_id: string | null;
-  model: string | null;
-  provider_id: string | null;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  total_tokens: number | null;
-  created_at: number;
-}
-
-type Page = List<RequestEntry> & { has_more: boolean; total_count: number };
+type Page = List<RequestLogEntry> & { has_more: boolean; total_count: number };
 
 const PAGE_SIZE = 20;
 
@@ -98,7 +81,7 @@ export function requestsPage(root: HTMLElement) {
     );
   }
 
-  function row(r: RequestEntry): HTMLElement {
+  function row(r: RequestLogEntry): HTMLElement {
     const who = h('td', { class: 'who' }, r.auth_method ?? 'anonymous');
     if (r.user_id) who.append(h('div', {}, h('button', { type: 'button', class: 'link', 'aria-label': `Only user ${r.user_id}`, onclick: () => only(userId, r.user_id!) }, r.user_id)));
     if (r.key_id) who.append(h('div', {}, h('button', { type: 'button', class: 'link', 'aria-label': `Only key ${r.key_id}`, onclick: () => only(keyId, r.key_id!) }, r.key_id)));

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { z } from 'zod';
 import { createBatchWriter, listEnvelope, type Clock, type Logger, type Page, type ServedRequest } from '../../kit/index.js';
+import type { RequestLogEntry } from './entry.js';
 import { insertRequestLogBatch, listRequestLog, pruneRequestLog, type RequestLogFilter, type RequestLogRow } from './store.js';
 
 /**
@@ -58,9 +59,7 @@ export const requestLogEntrySchema = z.object({
   completion_tokens: z.number().int().nullable(),
   total_tokens: z.number().int().nullable(),
   created_at: z.number().int().describe('when the request ended (Unix seconds)'),
-});
-
-export type RequestLogEntry = z.infer<typeof requestLogEntrySchema>;
+}) satisfies z.ZodType<RequestLogEntry>;
 
 function present(row: RequestLogRow): RequestLogEntry {
   const count = (v: number | string | null) => (v === null ? null : Number(v));

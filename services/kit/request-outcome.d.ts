@@ -1,6 +1,8 @@
 /**
  * What every record of a finished request holds, whoever keeps it: the edge's access line and a
  * service's recent-requests log. Identity is what the edge verified, never what a client sent.
+ * A declaration file: llm-api's recent-requests entry, which the web console reads, extends it
+ * without compiling kit code into the console's bundle.
  */
 export interface RequestOutcome {
   request_id: string;
