@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { listOf, pageOf, pageQuery, route, type Route } from '../../kit/index.js';
+import { listOf, pageOf, pageQuery, routeGroup, type Route } from '../../kit/index.js';
 import { bulkToggle } from './bulk.js';
 import { getCatalog, getProviderModel, listCatalogs, listModels, listProviderModels, patchCatalog, patchProviderModel, retrieveModel, type ModelDeps } from './models.js';
 import {
@@ -19,117 +19,76 @@ import {
 const byPublicId = z.object({ publicId: z.string() });
 const byModel = z.object({ model: z.string() });
 const byProviderModel = z.object({ providerModelId: z.string() });
-const tag = 'models';
+const models = routeGroup({ tag: 'models', access: 'admin' });
 
 /** HTTP surface of models: OpenAI's model list and lookup, the catalog, provider-model administration. */
 export function modelRoutes(deps: { models: ModelDeps }): Route[] {
   return [
-    route({
-      method: 'get',
-      path: '/v1/models',
+    models.get('/v1/models', {
       summary: 'List available models, best provider first (X-Provider-Data: true adds the provider)',
       access: 'user',
-      tag,
       response: { schema: modelListSchema },
       handler: ({ req }) => listModels(deps.models, String(req.headers['x-provider-data'] ?? '').toLowerCase() === 'true'),
     }),
-    route({
-      method: 'get',
-      path: '/v1/models/catalogs/*publicId',
+    models.get('/v1/models/catalogs/*publicId', {
       summary: "Get a model's catalog entry",
       access: 'user',
-      tag,
       request: { params: byPublicId },
       response: { schema: catalogObjectSchema },
       handler: ({ params }) => getCatalog(deps.models, params.publicId),
     }),
-    route({
-      method: 'get',
-      path: '/v1/admin/models/catalogs',
+    models.get('/v1/admin/models/catalogs', {
       summary: 'List catalog entries',
-      access: 'admin',
-      tag,
       request: { query: pageQuery() },
       response: { schema: listOf(catalogObjectSchema) },
       handler: ({ query }) => listCatalogs(deps.models, pageOf(query)),
     }),
-    route({
-      method: 'post',
-      path: '/v1/admin/models/catalogs/bulk-toggle',
+    models.post('/v1/admin/models/catalogs/bulk-toggle', {
       summary: 'Enable or disable the provider models of many catalog entries',
-      access: 'admin',
-      tag,
       request: { body: catalogBulkToggleSchema },
       response: { schema: bulkResultSchema },
       handler: ({ body }) => bulkToggle(deps.models, body),
     }),
-    route({
-      method: 'get',
-      path: '/v1/admin/models/catalogs/*publicId',
+    models.get('/v1/admin/models/catalogs/*publicId', {
       summary: 'Get a catalog entry',
-      access: 'admin',
-      tag,
       request: { params: byPublicId },
       response: { schema: catalogObjectSchema },
       handler: ({ params }) => getCatalog(deps.models, params.publicId),
     }),
-    route({
-      method: 'patch',
-      path: '/v1/admin/models/catalogs/*publicId',
+    models.patch('/v1/admin/models/catalogs/*publicId', {
       summary: 'Change a catalog entry by hand (synchronisation then leaves those fields alone)',
-      access: 'admin',
-      tag,
       request: { params: byPublicId, body: patchCatalogSchema },
       response: { schema: catalogObjectSchema },
       handler: ({ params, body }) => patchCatalog(deps.models, params.publicId, body),
     }),
-    route({
-      method: 'get',
-      path: '/v1/admin/models/provider-models',
+    models.get('/v1/admin/models/provider-models', {
       summary: 'List provider models, optionally of one provider',
-      access: 'admin',
-      tag,
       request: { query: providerModelsQuery },
       response: { schema: listOf(providerModelObjectSchema) },
       handler: ({ query }) => listProviderModels(deps.models, query.provider_id, pageOf(query)),
     }),
-    route({
-      method: 'post',
-      path: '/v1/admin/models/provider-models/bulk-toggle',
+    models.post('/v1/admin/models/provider-models/bulk-toggle', {
       summary: 'Enable or disable many provider models',
-      access: 'admin',
-      tag,
       request: { body: bulkToggleSchema },
       response: { schema: bulkResultSchema },
       handler: ({ body }) => bulkToggle(deps.models, body),
     }),
-    route({
-      method: 'get',
-      path: '/v1/admin/models/provider-models/:providerModelId',
+    models.get('/v1/admin/models/provider-models/:providerModelId', {
       summary: 'Get a provider model',
-      access: 'admin',
-      tag,
       request: { params: byProviderModel },
       response: { schema: providerModelObjectSchema },
       handler: ({ params }) => getProviderModel(deps.models, params.providerModelId),
     }),
-    route({
-      method: 'patch',
-      path: '/v1/admin/models/provider-models/:providerModelId',
+    models.patch('/v1/admin/models/provider-models/:providerModelId', {
       summary: 'Change a provider model (pricing, order, limits, active…)',
-      access: 'admin',
-      tag,
       request: { params: byProviderModel, body: patchProviderModelSchema },
       response: { schema: providerModelObjectSchema },
       handler: ({ params, body }) => patchProviderModel(deps.models, params.providerModelId, body),
     }),
     // OpenAI's GET /v1/models/{model}; last, so /v1/models/providers and /catalogs/… win.
-    route({
-      method: 'get',
-      path: '/v1/models/*model',
+    models.get('/v1/models/*model', {
       summary: 'Get a model',
       access: 'user',
-      tag,
       request: { params: byModel },
       response: { schema: modelEntrySchema },
       handler: ({ params }) => retrieveModel(deps.models, params.model),
