@@ -1,6 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
+import type { ExecutionContext } from 'ava';
 import type { BaseConfig } from '../../services/kit/index.js';
+import { waitFor } from './wait.js';
 
 /** A free TCP port on loopback (bound then released). */
 export async function freePort(): Promise<number> {
@@ -56,4 +59,47 @@ export function stackEnv(config: BaseConfig, extra: Record<string, string | unde
 /** One of the gateway's own entry points (a service's or worker's `main.ts`) in a child process, through tsx. */
 export function startEntryPoint(entry: string, env: NodeJS.ProcessEnv): Child {
   return startChild(process.execPath, ['--import', 'tsx', entry], { env });
+}
+
+/** Waits until `child` answers `${url}/healthz`; fails at once, with its output, if it exits first. */
+export async function untilListening(child: Child, url: string, name: string): Promise<void> {
+  const exitedEarly = child.exited.then(({ code }) => {
+    throw new Error(`${name} exited (${code}) before it was ready: ${child.stderr().slice(-2000)}${child.stdout().slice(-2000)}`);
+  });
+  exitedEarly.catch(() => {});
+  await Promise.race([waitFor(() => fetch(`${url}/healthz`).then((r) => r.ok, () => false), 60_000, `${name} listening`), exitedEarly]);
+}
+
+export interface EdgeProcess {
+  child: Child;
+  url: string;
+  port: number;
+}
+
+/**
+ * The edge's own entry point (services/gateway/main.ts, as `npm run cluster` and a deployment
+ * start it) in a child process on a free port, with every deck service at `upstream`; `env` adds
+ * settings or overrides these. Resolves once it listens; killed when the test ends.
+ */
+export async function startEdgeProcess(t: ExecutionContext, upstream: string, env: Record<string, string> = {}): Promise<EdgeProcess> {
+  const port = await freePort();
+  const child = startEntryPoint('services/gateway/main.ts', {
+    PATH: process.env.PATH,
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'info',
+    GATEWAY_PORT: String(port),
+    GATEWAY_SHARED_SECRET: randomBytes(24).toString('hex'),
+    LLM_API_URL: upstream,
+    RESPONSE_API_URL: upstream,
+    MEDIA_API_URL: upstream,
+    MCP_TOOLS_URL: upstream,
+    ...env,
+  });
+  t.teardown(async () => {
+    child.process.kill('SIGKILL');
+    await child.exited;
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await untilListening(child, url, 'the edge');
+  return { child, url, port };
 }

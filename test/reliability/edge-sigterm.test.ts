@@ -1,9 +1,9 @@
 import http from 'node:http';
 import net from 'node:net';
 import test, { type ExecutionContext } from 'ava';
-import { freePort, startEntryPoint, type Child } from '../helpers/process.js';
+import { afterFirstChunk, drainStarted, readyzHalfSent, secondSignalExits } from '../helpers/drain.js';
+import { startEdgeProcess } from '../helpers/process.js';
 import { reliabilityFigures } from '../helpers/reliability-figures.js';
-import { waitFor } from '../helpers/wait.js';
 
 // The edge started on its own (services/gateway/main.ts, as `npm run cluster` and a deployment
 // start it) gets SIGTERM while it streams an answer. From the moment the drain starts its /readyz
@@ -14,8 +14,6 @@ import { waitFor } from '../helpers/wait.js';
 const figures = reliabilityFigures('edge-sigterm');
 const row = figures.row('SIGTERM during streaming (edge process)');
 test.after.always(() => figures.write());
-
-const SECRET = 'edge-sigterm-'.padEnd(40, 's');
 
 /**
  * The upstream of every deck service: `/openapi.json` (a public route, so no credential is
@@ -45,74 +43,16 @@ async function heldStreams(t: ExecutionContext) {
   };
 }
 
-async function startEdge(t: ExecutionContext, upstream: string, shutdownTimeoutMs: number): Promise<{ child: Child; url: string; port: number }> {
-  const port = await freePort();
-  const child = startEntryPoint('services/gateway/main.ts', {
-    PATH: process.env.PATH,
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'info',
-    GATEWAY_PORT: String(port),
-    GATEWAY_SHARED_SECRET: SECRET,
-    LLM_API_URL: upstream,
-    RESPONSE_API_URL: upstream,
-    MEDIA_API_URL: upstream,
-    MCP_TOOLS_URL: upstream,
-    SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs),
-  });
-  t.teardown(async () => {
-    child.process.kill('SIGKILL');
-    await child.exited;
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const exitedEarly = child.exited.then(({ code }) => {
-    throw new Error(`the edge exited (${code}) before it was ready: ${child.stderr().slice(-2000)}${child.stdout().slice(-2000)}`);
-  });
-  exitedEarly.catch(() => {});
-  await Promise.race([waitFor(() => fetch(`${url}/healthz`).then((r) => r.ok, () => false), 60_000, 'edge listening'), exitedEarly]);
-  return { child, url, port };
-}
-
 /** Opens the held stream through the edge; resolves once its first event arrived. `rest` is the whole body. */
 async function openStream(url: string): Promise<{ rest: Promise<string> }> {
   const res = await fetch(`${url}/openapi.json`);
   if (res.status !== 200) throw new Error(`stream refused: ${res.status} ${await res.text()}`);
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let text = decoder.decode((await reader.read()).value, { stream: true });
-  const rest = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return text;
-      text += decoder.decode(value, { stream: true });
-    }
-  })();
-  rest.catch(() => {});
-  return { rest };
+  return afterFirstChunk(res);
 }
-
-/** A connection that has sent most of `GET /readyz` before the signal: it is in use, so the drain keeps it. */
-async function readyzHalfSent(port: number): Promise<{ finish(): Promise<{ status: number; body: any }> }> {
-  const socket = net.connect(port, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
-  socket.write('GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n');
-  let raw = '';
-  socket.on('data', (c) => (raw += c));
-  const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  return {
-    async finish() {
-      socket.write('\r\n');
-      await ended;
-      const [head, body] = raw.split('\r\n\r\n');
-      return { status: Number(head!.split(' ')[1]), body: body ? JSON.parse(body) : null };
-    },
-  };
-}
-
-const drainStarted = (child: Child) => waitFor(() => child.stdout().includes('shutting down'), 30_000, 'drain started');
 
 test('edge process: SIGTERM mid-stream, /readyz 503 from the start of the drain, new connections refused, the stream finishes, exit 0', async (t) => {
   const upstream = await heldStreams(t);
-  const edge = await startEdge(t, upstream.url, 30_000);
+  const edge = await startEdgeProcess(t, upstream.url, { SHUTDOWN_TIMEOUT_MS: '30000' });
   const ready = await fetch(`${edge.url}/readyz`);
   t.is(ready.status, 200);
   t.deepEqual(await ready.json(), { status: 'ready', service: 'gateway' });
@@ -140,7 +80,7 @@ test('edge process: SIGTERM mid-stream, /readyz 503 from the start of the drain,
 
 test('edge process: a stream still running when the drain timeout passes is cut, and the process exits 0', async (t) => {
   const upstream = await heldStreams(t);
-  const edge = await startEdge(t, upstream.url, 1_000);
+  const edge = await startEdgeProcess(t, upstream.url, { SHUTDOWN_TIMEOUT_MS: '1000' });
   // The upstream never finishes this stream: only the drain timeout ends it.
   const stream = await openStream(edge.url);
   edge.child.process.kill('SIGTERM');
@@ -155,19 +95,11 @@ test('edge process: a stream still running when the drain timeout passes is cut,
 
 test('edge process: a second signal during a long drain exits at once', async (t) => {
   const upstream = await heldStreams(t);
-  const edge = await startEdge(t, upstream.url, 600_000);
+  const edge = await startEdgeProcess(t, upstream.url, { SHUTDOWN_TIMEOUT_MS: '600000' });
   // The drain would wait the whole timeout for this stream.
   const stream = await openStream(edge.url);
-  edge.child.process.kill('SIGTERM');
   row.faultsInjected++;
-  await drainStarted(edge.child);
-  edge.child.process.kill('SIGTERM');
-  const exit = await edge.child.exited;
-  t.is(exit.code, 1);
-  t.true(edge.child.stdout().includes('second signal'));
-  // The held stream is cut, not left hanging.
-  const text = await stream.rest.catch(() => 'cut');
-  t.false(text.endsWith('data: [DONE]\n\n'));
+  await secondSignalExits(t, edge.child, stream);
   row.requestsChecked += 1;
   row.faultsSurvived++;
 });

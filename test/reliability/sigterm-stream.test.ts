@@ -12,10 +12,10 @@ import { ARTICLE_HTML } from '../mcp/helpers.js';
 import { solidImage } from '../media/fixtures.js';
 import { deleteAmqpTopology } from '../helpers/amqp.js';
 import { dropSchema, startTestService, testConfig } from '../helpers/env.js';
-import { freePort, stackEnv, startEntryPoint, type Child } from '../helpers/process.js';
+import { afterFirstChunk, drainStarted, readyzHalfSent, secondSignalExits } from '../helpers/drain.js';
+import { freePort, stackEnv, startEntryPoint, untilListening, type Child } from '../helpers/process.js';
 import { reliabilityFigures } from '../helpers/reliability-figures.js';
 import { createTestUser, edgeHeaders, type TestUser } from '../helpers/users.js';
-import { waitFor } from '../helpers/wait.js';
 
 // llm-api in its own process (its standalone entry point) gets SIGTERM while a chat stream is in
 // flight. From the moment draining starts its /readyz answers 503 (asked on a connection opened
@@ -46,15 +46,6 @@ interface Service {
   user: TestUser;
   knex: ReturnType<typeof knexFactory>;
   close(): Promise<void>;
-}
-
-/** Waits until the child answers /healthz; fails at once (with its stderr) if it exits first. */
-async function listening(child: Child, url: string, name: string): Promise<void> {
-  const exitedEarly = child.exited.then(({ code }) => {
-    throw new Error(`${name} exited (${code}) before it was ready: ${child.stderr().slice(-2000)}`);
-  });
-  await Promise.race([waitFor(() => fetch(`${url}/healthz`).then((r) => r.ok, () => false), 60_000, `${name} listening`), exitedEarly]);
-  exitedEarly.catch(() => {});
 }
 
 /**
@@ -109,16 +100,16 @@ async function startLlmApi(shutdownTimeoutMs: number): Promise<Service> {
     }),
   );
   const url = `http://127.0.0.1:${port}`;
-  await listening(child, url, 'llm-api');
+  await untilListening(child, url, 'llm-api');
   const knex = knexFactory({ client: 'pg', connection: config.DATABASE_URL, searchPath: [config.DATABASE_SCHEMA!], pool: { min: 0, max: 2 } });
   return asService(child, port, knex, { url, secret }, () => dropOwnStack(config, knex));
 }
 
 /** SIGTERM with a /readyz request half sent before it: once the drain has started, that request answers 503. */
 async function sigtermNotReady(t: ExecutionContext, service: { child: Child; port: number }): Promise<void> {
-  const probe = await readyzHalfSent(service);
+  const probe = await readyzHalfSent(service.port);
   service.child.process.kill('SIGTERM');
-  await waitFor(() => service.child.stdout().includes('shutting down'), 30_000, 'drain started');
+  await drainStarted(service.child);
   const readiness = await probe.finish();
   t.is(readiness.status, 503);
   t.is(readiness.body?.checks?.shutdown, 'unavailable');
@@ -134,37 +125,8 @@ async function openStream(s: Service, content: string, path = '/v1/chat/completi
     body: JSON.stringify(body),
   });
   if (res.status !== 200) throw new Error(`stream refused: ${res.status} ${await res.text()}`);
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  const first = await reader.read();
-  let text = decoder.decode(first.value, { stream: true });
-  const rest = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return text;
-      text += decoder.decode(value, { stream: true });
-    }
-  })();
-  rest.catch(() => {});
+  const { rest } = await afterFirstChunk(res);
   return { requestId: res.headers.get('x-request-id')!, rest };
-}
-
-/** A connection that has sent most of `GET /readyz` before the signal: it is in use, so the drain keeps it. */
-async function readyzHalfSent(s: { port: number }): Promise<{ finish(): Promise<{ status: number; body: any }> }> {
-  const socket = net.connect(s.port, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
-  socket.write('GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n');
-  let raw = '';
-  socket.on('data', (c) => (raw += c));
-  const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  return {
-    async finish() {
-      socket.write('\r\n');
-      await ended;
-      const [head, body] = raw.split('\r\n\r\n');
-      return { status: Number(head!.split(' ')[1]), body: JSON.parse(body!.includes('{') ? body!.slice(body!.indexOf('{'), body!.lastIndexOf('}') + 1) : 'null') };
-    },
-  };
 }
 
 test('SIGTERM mid-stream: /readyz 503 from the start of the drain, the stream finishes, usage is flushed, exit 0', async (t) => {
@@ -195,15 +157,8 @@ test('a second signal during a long drain exits at once', async (t) => {
   t.teardown(() => s.close());
   // The provider holds this stream open: the drain would wait the whole timeout for it.
   const stream = await openStream(s, '#hold');
-  s.child.process.kill('SIGTERM');
   row.faultsInjected++;
-  await waitFor(() => s.child.stdout().includes('shutting down'), 30_000, 'drain started');
-  s.child.process.kill('SIGTERM');
-  const exit = await s.child.exited;
-  t.is(exit.code, 1);
-  t.true(s.child.stdout().includes('second signal'));
-  // The held stream is cut, not left hanging.
-  await t.throwsAsync(stream.rest.then((text) => (text.endsWith('[DONE]\n\n') ? Promise.resolve(text) : Promise.reject(new Error('cut')))));
+  await secondSignalExits(t, s.child, stream);
   row.requestsChecked += 1;
   row.faultsSurvived++;
 });
@@ -225,7 +180,7 @@ async function startResponseApi(shutdownTimeoutMs: number): Promise<Service> {
     }),
   );
   const url = `http://127.0.0.1:${port}`;
-  await listening(child, url, 'response-api');
+  await untilListening(child, url, 'response-api');
   const knex = llm.runtime.db.knex;
   return asService(child, port, knex, { url: llm.url, secret: llm.gatewaySecret }, () => llm.close());
 }
@@ -261,7 +216,7 @@ async function spawnService(t: ExecutionContext, entry: string, portVariable: st
     await dropOwnStack(config, knex);
   });
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(() => fetch(`${url}/healthz`).then((r) => r.ok, () => false), 60_000, `${entry} listening`);
+  await untilListening(child, url, entry);
   const user = await createTestUser(knex);
   return { child, url, port, knex, headers: { ...edgeHeaders(config.GATEWAY_SHARED_SECRET!, user), 'content-type': 'application/json' } };
 }

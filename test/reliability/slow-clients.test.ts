@@ -3,8 +3,7 @@ import { createServer } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import test from 'ava';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
-import { freePort, startEntryPoint } from '../helpers/process.js';
-import { waitFor } from '../helpers/wait.js';
+import { startEdgeProcess } from '../helpers/process.js';
 import { reliabilityFigures } from '../helpers/reliability-figures.js';
 
 // Slow and oversized clients against the edge, with small header and request timeouts: a
@@ -125,31 +124,20 @@ test.serial(`${IDLE_CONNECTIONS} idle connections from ${IDLE_ADDRESSES} address
   const upstream = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"openapi":"3.1.0"}'));
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
   const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-  const edgePort = await freePort();
-  const edge = startEntryPoint('services/gateway/main.ts', {
-    PATH: process.env.PATH,
-    NODE_ENV: 'test',
+  t.teardown(() => {
+    upstream.closeAllConnections();
+    upstream.close();
+  });
+  const edge = await startEdgeProcess(t, upstreamUrl, {
     LOG_LEVEL: 'warn',
-    GATEWAY_PORT: String(edgePort),
-    GATEWAY_SHARED_SECRET: 'slow-clients-'.padEnd(40, 's'),
-    LLM_API_URL: upstreamUrl,
-    RESPONSE_API_URL: upstreamUrl,
-    MEDIA_API_URL: upstreamUrl,
-    MCP_TOOLS_URL: upstreamUrl,
     HTTP_HEADERS_TIMEOUT_MS: String(IDLE_HEADER_TIMEOUT_MS),
     EDGE_RATE_LIMIT_IP_PER_MINUTE: '100000',
   });
   const sockets: Socket[] = [];
-  t.teardown(async () => {
+  t.teardown(() => {
     for (const socket of sockets) socket.destroy();
-    edge.process.kill('SIGKILL');
-    await edge.exited;
-    upstream.closeAllConnections();
-    upstream.close();
   });
-  const edgeUrl = `http://127.0.0.1:${edgePort}`;
-  await waitFor(() => fetch(`${edgeUrl}/healthz`).then((r) => r.ok, () => false), 60_000, 'edge process listening');
-  const rssBefore = residentKiB(edge.process.pid!);
+  const rssBefore = residentKiB(edge.child.process.pid!);
 
   const closings: Array<Promise<string>> = [];
   let closedEarly = 0;
@@ -157,7 +145,7 @@ test.serial(`${IDLE_CONNECTIONS} idle connections from ${IDLE_ADDRESSES} address
   // A bounded number of handshakes at a time: the listen backlog (511) is not the thing under test.
   for (let first = 0; first < IDLE_CONNECTIONS; first += 250) {
     const batch = await Promise.all(
-      Array.from({ length: Math.min(250, IDLE_CONNECTIONS - first) }, (_, i) => open(edgePort, idleAddress(first + i))),
+      Array.from({ length: Math.min(250, IDLE_CONNECTIONS - first) }, (_, i) => open(edge.port, idleAddress(first + i))),
     );
     for (const socket of batch) {
       sockets.push(socket);
@@ -171,12 +159,12 @@ test.serial(`${IDLE_CONNECTIONS} idle connections from ${IDLE_ADDRESSES} address
   t.is(sockets.length, IDLE_CONNECTIONS);
 
   // While every one of them is held, the edge still serves: a probe and a proxied request.
-  t.is((await fetch(`${edgeUrl}/healthz`)).status, 200);
-  const proxied = await fetch(`${edgeUrl}/openapi.json`);
+  t.is((await fetch(`${edge.url}/healthz`)).status, 200);
+  const proxied = await fetch(`${edge.url}/openapi.json`);
   t.is(proxied.status, 200);
   t.deepEqual(await proxied.json(), { openapi: '3.1.0' });
   t.is(closedEarly, 0, `all ${IDLE_CONNECTIONS} were still open while the edge served (opened in ${openedInMs} ms, header timeout ${IDLE_HEADER_TIMEOUT_MS} ms)`);
-  const rssHeld = residentKiB(edge.process.pid!);
+  const rssHeld = residentKiB(edge.child.process.pid!);
   row.requestsChecked += 3;
 
   // None is left to hold a slot: each is answered 408 and closed by the edge's header deadline.
@@ -188,6 +176,6 @@ test.serial(`${IDLE_CONNECTIONS} idle connections from ${IDLE_ADDRESSES} address
   }
   t.deepEqual([...statuses], [['408', IDLE_CONNECTIONS]]);
   row.requestsChecked += IDLE_CONNECTIONS;
-  t.is((await fetch(`${edgeUrl}/healthz`)).status, 200, 'and it serves afterwards');
+  t.is((await fetch(`${edge.url}/healthz`)).status, 200, 'and it serves afterwards');
   t.log(`${IDLE_CONNECTIONS} connections from ${IDLE_ADDRESSES} addresses opened in ${openedInMs} ms; edge RSS ${rssBefore} KiB before, ${rssHeld} KiB while holding them`);
 });
