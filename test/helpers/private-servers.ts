@@ -60,6 +60,38 @@ function postgresBin(): string {
   return join(root, newest, 'bin');
 }
 
+/**
+ * Runs `kill` and removes `dir`, once: when the returned function is called (from `dispose`), or
+ * when this process exits without that, so no server outlives a crashed test. `kill` must be
+ * synchronous: an `exit` handler cannot wait.
+ */
+function killAtExit(dir: string, kill: () => void): () => void {
+  let done = false;
+  const killNow = () => {
+    if (done) return;
+    done = true;
+    kill();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', killNow);
+  return () => {
+    process.removeListener('exit', killNow);
+    killNow();
+  };
+}
+
+/** `server` once `prepare` (if any) and its first start succeeded; disposed if either fails. */
+async function startedOrDisposed<S extends PrivateServer>(server: S, prepare?: () => Promise<unknown>): Promise<S> {
+  try {
+    await prepare?.();
+    await server.start();
+  } catch (error) {
+    await server.dispose();
+    throw error;
+  }
+  return server;
+}
+
 /** A PostgreSQL cluster of the test's own: trust authentication, fsync off, database `postgres`. */
 export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const bin = postgresBin();
@@ -79,16 +111,10 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const asOwner = (name: string, args: string[]) => run(...command(name, args), { timeout: 60_000 });
   const ctl = (...args: string[]) => asOwner('pg_ctl', ['-D', data, ...args]);
   let up = false;
-  let disposed = false;
-  // Synchronous: an `exit` handler cannot wait.
-  const killNow = () => {
-    if (disposed) return;
-    disposed = true;
+  const killNow = killAtExit(dir, () => {
     if (up) spawnSync(...command('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']), { timeout: 30_000 });
     up = false;
-    rmSync(dir, { recursive: true, force: true });
-  };
-  process.once('exit', killNow);
+  });
 
   const server: PrivatePostgres = {
     port,
@@ -106,18 +132,10 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     },
     log: () => spawnSync('cat', [logFile], { encoding: 'utf8' }).stdout ?? '',
     async dispose() {
-      process.removeListener('exit', killNow);
       killNow();
     },
   };
-  try {
-    await asOwner('initdb', ['-D', data, '-A', 'trust', '-U', PG_OWNER, '-E', 'UTF8', '--no-sync']);
-    await server.start();
-  } catch (error) {
-    await server.dispose();
-    throw error;
-  }
-  return server;
+  return startedOrDisposed(server, () => asOwner('initdb', ['-D', data, '-A', 'trust', '-U', PG_OWNER, '-E', 'UTF8', '--no-sync']));
 }
 
 /** A Redis of the test's own: no persistence, so a restart starts empty (as a cache without a disk would). */
@@ -125,14 +143,7 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
   const dir = mkdtempSync(join(tmpdir(), 'private-redis-'));
   const port = await freePort();
   let child: Child | undefined;
-  let disposed = false;
-  const killNow = () => {
-    if (disposed) return;
-    disposed = true;
-    child?.process.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  };
-  process.once('exit', killNow);
+  const killNow = killAtExit(dir, () => child?.process.kill('SIGKILL'));
 
   const server: PrivateRedis = {
     port,
@@ -161,17 +172,10 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
     },
     async dispose() {
       await server.stop('SIGKILL');
-      process.removeListener('exit', killNow);
       killNow();
     },
   };
-  try {
-    await server.start();
-  } catch (error) {
-    await server.dispose();
-    throw error;
-  }
-  return server;
+  return startedOrDisposed(server);
 }
 
 /**
@@ -204,7 +208,6 @@ export async function startPrivateRabbitMQ(): Promise<PrivateRabbitMQ> {
     RABBITMQ_ADVANCED_CONFIG_FILE: join(dir, 'advanced.config'),
   };
   let child: Child | undefined;
-  let disposed = false;
   const nodePid = (): number | undefined => {
     try {
       return Number(readFileSync(pidFile, 'utf8').trim()) || undefined;
@@ -220,15 +223,11 @@ export async function startPrivateRabbitMQ(): Promise<PrivateRabbitMQ> {
       return false;
     }
   };
-  const killNow = () => {
-    if (disposed) return;
-    disposed = true;
+  const killNow = killAtExit(dir, () => {
     const pid = nodePid();
     if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
     child?.process.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  };
-  process.once('exit', killNow);
+  });
 
   const server: PrivateRabbitMQ = {
     port,
@@ -260,15 +259,8 @@ export async function startPrivateRabbitMQ(): Promise<PrivateRabbitMQ> {
     },
     async dispose() {
       await server.stop('SIGKILL').catch(() => {});
-      process.removeListener('exit', killNow);
       killNow();
     },
   };
-  try {
-    await server.start();
-  } catch (error) {
-    await server.dispose();
-    throw error;
-  }
-  return server;
+  return startedOrDisposed(server);
 }
