@@ -75,3 +75,18 @@ export async function startFaultProxy(target: { host: string; port: number }): P
   };
   return proxy;
 }
+
+/** A fault proxy in front of the server a URL names; `proxiedUrl` is that URL through the proxy. */
+export interface UrlFaultProxy extends FaultProxy {
+  proxiedUrl: string;
+}
+
+/** In front of the server at `serverUrl` (on `defaultPort` when it names none); credentials, path and options are kept in `proxiedUrl`. */
+export async function startFaultProxyFor(serverUrl: string, defaultPort: number): Promise<UrlFaultProxy> {
+  const target = new URL(serverUrl);
+  const proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || defaultPort) });
+  const proxied = new URL(serverUrl);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String(proxy.port);
+  return Object.assign(proxy, { proxiedUrl: proxied.toString() });
+}

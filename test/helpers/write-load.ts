@@ -1,4 +1,6 @@
+import type { ExecutionContext } from 'ava';
 import type { TestPlatform } from './platform.js';
+import type { FigureRow } from './reliability-figures.js';
 
 /**
  * Continuous writes through the edge while a test breaks a dependency: each worker creates
@@ -14,6 +16,8 @@ export interface WriteOutcome {
 
 export interface WriteLoad {
   outcomes: WriteOutcome[];
+  /** The bound given to `startConversationWrites`: status 0 means no answer within it. */
+  answerWithinMs: number;
   count(predicate: (o: WriteOutcome) => boolean): number;
   stop(): Promise<void>;
 }
@@ -60,6 +64,7 @@ export function startConversationWrites(p: TestPlatform, token: string, options:
   );
   return {
     outcomes,
+    answerWithinMs: options.answerWithinMs,
     count: (predicate) => outcomes.filter(predicate).length,
     async stop() {
       stopped = true;
@@ -92,4 +97,23 @@ export async function missingWrites(p: TestPlatform, token: string, outcomes: Wr
     if (!stored) missing.push(`#${o.n} (${id ?? 'no id'})`);
   }
   return missing;
+}
+
+/**
+ * Once `load` has stopped: adds its outcomes to `row` (requests, clean 503s, other 5xx, accepted
+ * writes that cannot be read back) and asserts that every answer was a 2xx or a clean 503 and
+ * that every accepted write is readable. Whether both held: only then was the fault survived.
+ */
+export async function checkWrites(t: ExecutionContext, p: TestPlatform, token: string, load: WriteLoad, row: FigureRow): Promise<boolean> {
+  const unexpected = unexpectedAnswers(load.outcomes);
+  const missing = await missingWrites(p, token, load.outcomes);
+  const refused = load.count(isClean503);
+  row.requestsChecked += load.outcomes.length;
+  row.refused503 += refused;
+  row.fiveXx += load.count((o) => o.status >= 500 && !isClean503(o));
+  row.itemsLost += missing.length;
+  t.deepEqual(unexpected.slice(0, 5), [], `${unexpected.length} answers neither 2xx nor a clean 503 (status 0: no answer within ${load.answerWithinMs} ms)`);
+  t.deepEqual(missing.slice(0, 5), [], `${missing.length} writes answered 2xx are not readable`);
+  t.log(`${load.outcomes.length} writes: ${load.count((o) => o.status >= 200 && o.status < 300)} accepted, ${refused} refused with 503`);
+  return unexpected.length === 0 && missing.length === 0;
 }

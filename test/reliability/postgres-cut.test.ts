@@ -1,7 +1,7 @@
 import test from 'ava';
 import { randomBase62 } from '../../services/kit/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
-import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.js';
+import { startFaultProxyFor, type UrlFaultProxy } from '../helpers/fault-proxy.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { reliabilityFigures } from '../helpers/reliability-figures.js';
 import { TEST_DATABASE_URL } from '../helpers/servers.js';
@@ -17,19 +17,16 @@ const WORKERS = 4;
 const figures = reliabilityFigures('postgres-cut');
 const row = figures.row('PostgreSQL connections cut mid-load');
 
-let proxy: FaultProxy;
+let proxy: UrlFaultProxy;
 let fake: FakeUpstream;
 let p: TestPlatform;
 let token: string;
 
 test.before(async () => {
-  const target = new URL(TEST_DATABASE_URL);
-  proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port || 5432) });
-  const viaProxy = new URL(TEST_DATABASE_URL);
-  viaProxy.port = String(proxy.port);
+  proxy = await startFaultProxyFor(TEST_DATABASE_URL, 5432);
   fake = await startFakeUpstream({ name: 'pgcut', models: [{ id: 'pgcut-model' }] });
   p = await startTestPlatform({
-    env: { DATABASE_URL: viaProxy.toString(), BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY, LLM_HEALTH_PROBE_INTERVAL_MS: '0', LLM_USAGE_FLUSH_MS: '50' },
+    env: { DATABASE_URL: proxy.proxiedUrl, BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY, LLM_HEALTH_PROBE_INTERVAL_MS: '0', LLM_USAGE_FLUSH_MS: '50' },
   });
   const added = await fetch(`${p.url}/v1/admin/providers`, {
     method: 'POST',
