@@ -9,8 +9,12 @@ import { waitFor } from '../helpers/wait.js';
 // GET /v1/admin/requests through the edge: every request llm-api served lands in the bounded
 // recent-requests log (written in batches), findable by request id, user or key, paginated, and
 // pruned to its row cap and retention window (manual clock).
+// The tests wait for rows by reading the table itself: polling the admin route would log rows of
+// its own and could push the rows under test out of the capped log.
 const ADMIN_KEY = `sk_${randomBase62(32)}`;
-const MAX_ROWS = 12;
+// A cap of 10 makes the prune threshold (a tenth of the cap) one row, so every batch is followed by
+// a prune and the table is at the cap as soon as the writer is idle.
+const MAX_ROWS = 10;
 const clock = new ManualClock();
 let p: TestPlatform;
 let fake: FakeUpstream;
@@ -40,14 +44,16 @@ test.after.always(async () => {
 });
 
 const find = (query: Record<string, unknown>) => admin.get('/admin/requests', { query }) as Promise<any>;
+const rowOf = (requestId: string) => p.runtime.db.knex('llm_request_log').where({ request_id: requestId }).first();
+const untilLogged = (requestId: string) => waitFor(async () => ((await rowOf(requestId)) ? true : null), 10_000, `request log row of ${requestId}`);
+const rowCount = async () => Number((await p.runtime.db.knex('llm_request_log').count<{ n: string }[]>('* as n').first())?.n);
+const requestIdOf = (response: Response) => response.headers.get('x-request-id')!;
 
 test.serial('a chat request is found by its request id with identity, model, provider and tokens', async (t) => {
   const { data, response } = await user.chat.completions.create({ model: 'model-a', messages: [{ role: 'user', content: 'one two three' }] }).withResponse();
-  const requestId = response.headers.get('x-request-id')!;
-  const page = await waitFor(async () => {
-    const found = await find({ request_id: requestId });
-    return found.data.length === 1 ? found : null;
-  }, 10_000, 'request log row');
+  const requestId = requestIdOf(response);
+  await untilLogged(requestId);
+  const page = await find({ request_id: requestId });
   t.like(page, { object: 'list', has_more: false, total_count: 1 });
   t.like(page.data[0], {
     object: 'request',
@@ -62,11 +68,11 @@ test.serial('a chat request is found by its request id with identity, model, pro
 });
 
 test.serial('filters by user and key, newest first, paginated like the other lists', async (t) => {
-  for (let i = 0; i < 3; i++) await user.models.list();
-  const byKey = await waitFor(async () => {
-    const found = await find({ key_id: ids.userKey, limit: 2 });
-    return found.total_count >= 4 ? found : null;
-  }, 10_000, 'rows of the key');
+  let lastId = '';
+  for (let i = 0; i < 3; i++) lastId = requestIdOf((await user.models.list().withResponse()).response);
+  await untilLogged(lastId);
+  const byKey = await find({ key_id: ids.userKey, limit: 2 });
+  t.is(byKey.total_count, 4, 'the chat request and three model lists');
   t.is(byKey.data.length, 2);
   t.true(byKey.has_more);
   t.true(byKey.data.every((row: any) => row.key_id === ids.userKey));
@@ -89,31 +95,17 @@ test.serial('only admins may read it', async (t) => {
 });
 
 test.serial('the log keeps at most REQUEST_LOG_MAX_ROWS rows and drops rows past the retention window', async (t) => {
-  // Rows are pruned after a write (once a tenth of the cap was written, or a minute passed), so the
-  // table stands over the cap between an insert and its prune. Once every row is written, a minute
-  // later the next write prunes it to exactly the cap, and nothing writes after that. Polling reads the table directly: the admin route
-  // would log rows of its own.
-  const rowOf = (requestId: string) => p.runtime.db.knex('llm_request_log').where({ request_id: requestId }).first();
   let lastId = '';
-  for (let i = 0; i < MAX_ROWS + 5; i++) lastId = (await user.models.list().withResponse()).response.headers.get('x-request-id')!;
-  await waitFor(async () => ((await rowOf(lastId)) ? true : null), 10_000, 'every row written');
-  const count = async () => Number((await p.runtime.db.knex('llm_request_log').count<{ n: string }[]>('* as n').first())?.n);
-  clock.advance(61_000);
-  const trigger = (await user.models.list().withResponse()).response.headers.get('x-request-id')!;
-  await waitFor(async () => ((await rowOf(trigger)) ? true : null), 10_000, 'trigger row written');
-  const capped = await waitFor(async () => ((await count()) === MAX_ROWS ? true : null), 10_000, 'row cap');
-  t.true(capped);
-  const before = await user.models.list().withResponse();
-  const oldId = before.response.headers.get('x-request-id')!;
-  await waitFor(async () => ((await find({ request_id: oldId })).data.length === 1 ? true : null), 10_000, 'old row written');
+  for (let i = 0; i < MAX_ROWS + 5; i++) lastId = requestIdOf((await user.models.list().withResponse()).response);
+  await untilLogged(lastId);
+  // The row is visible once its batch is inserted; the batch's prune follows, and nothing writes after.
+  t.true(await waitFor(async () => ((await rowCount()) === MAX_ROWS ? true : null), 10_000, 'row cap'));
+  const oldId = requestIdOf((await user.models.list().withResponse()).response);
+  await untilLogged(oldId);
   clock.advance(3 * 3_600_000);
-  const after = await user.models.list().withResponse();
-  const newId = after.response.headers.get('x-request-id')!;
-  await waitFor(async () => ((await find({ request_id: newId })).data.length === 1 ? true : null), 10_000, 'new row written');
-  const old = await waitFor(async () => {
-    const found = await find({ request_id: oldId });
-    return found.data.length === 0 ? found : null;
-  }, 10_000, 'old row pruned');
+  const newId = requestIdOf((await user.models.list().withResponse()).response);
+  await untilLogged(newId);
+  const old = await waitFor(async () => ((await rowOf(oldId)) ? null : await find({ request_id: oldId })), 10_000, 'old row pruned');
   t.is(old.total_count, 0);
   const remaining = await p.runtime.db.knex('llm_request_log').min({ at: 'created_at' }).first();
   t.true(new Date(remaining!.at).getTime() >= clock.now() - 2 * 3_600_000);
