@@ -1,6 +1,12 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, open, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import test from 'ava';
-import { accessLogger, createLogger, serviceLogger } from '../../services/kit/logger.js';
+import { accessLogger, createLogger, LineWriter, serviceLogger } from '../../services/kit/logger.js';
 
 /** One log line names its service once: the platform's logger and each hosted service's. */
 function capture() {
@@ -53,4 +59,66 @@ test('the access logger writes to the service output with its level and binding,
   t.like(JSON.parse(lines[0]!), { service: 'llm-api', request_id: 'r1', path: '/v1/chat/completions', msg: 'request' });
   t.is(countKey(lines[0]!, 'service'), 1);
   t.false(lines[1]!.includes('sk_secret'));
+});
+
+// Standard output of a process: a child logs through the kit's own destination (lines kept as a
+// list, one write per turn of the event loop) and the test reads what reached the pipe.
+async function childOutput(script: string): Promise<{ code: number | null; lines: Array<Record<string, any>> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+  const [code] = (await once(child, 'close')) as [number | null];
+  return { code, lines: out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>) };
+}
+const loggerUrl = new URL('../../services/kit/logger.ts', import.meta.url).href;
+
+test('lines logged in the same turn by several service loggers reach stdout complete and in order, and process.exit writes what is pending', async (t) => {
+  const { code, lines } = await childOutput(`
+    import { createLogger, serviceLogger, accessLogger } from ${JSON.stringify(loggerUrl)};
+    const platform = createLogger({ level: 'info', name: 'platform' });
+    const llm = accessLogger(serviceLogger(platform, 'llm-api'));
+    const edge = serviceLogger(platform, 'gateway');
+    for (let i = 0; i < 3000; i++) (i % 2 ? llm : edge).info({ n: i, pad: 'x'.repeat(i % 97) }, 'line');
+    platform.info({ n: 3000 }, 'last');
+    process.exit(3);
+  `);
+  t.is(code, 3);
+  t.is(lines.length, 3001);
+  t.deepEqual(lines.map((l) => l.n), Array.from({ length: 3001 }, (_, i) => i));
+  t.is(lines[1]!.service, 'llm-api');
+  t.is(lines[2]!.service, 'gateway');
+  t.is(lines[3000]!.msg, 'last');
+});
+
+test('lines logged across turns and left when the event loop ends are all written, in order', async (t) => {
+  const { code, lines } = await childOutput(`
+    import { createLogger } from ${JSON.stringify(loggerUrl)};
+    const logger = createLogger({ level: 'info', name: 'platform' });
+    let n = 0;
+    const burst = () => { for (let i = 0; i < 50; i++) logger.info({ n: n++ }, 'line'); if (n < 500) setImmediate(burst); };
+    burst();
+  `);
+  t.is(code, 0);
+  t.deepEqual(lines.map((l) => l.n), Array.from({ length: 500 }, (_, i) => i));
+});
+
+test('the kit destination keeps the lines of a turn until the turn ends, then writes them in one piece; flush writes at once', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'lines-'));
+  const file = join(dir, 'out.log');
+  const handle = await open(file, 'w');
+  try {
+    const writer = new LineWriter(handle.fd);
+    const logger = createLogger({ level: 'info', name: 'platform' }, writer);
+    logger.info({ n: 1 }, 'one');
+    logger.info({ n: 2 }, 'two');
+    t.is(readFileSync(file, 'utf8'), '', 'nothing written inside the turn');
+    await new Promise((resolve) => setImmediate(resolve));
+    t.deepEqual(readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l).n), [1, 2]);
+    logger.info({ n: 3 }, 'three');
+    logger.flush();
+    t.deepEqual(readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l).n), [1, 2, 3]);
+  } finally {
+    await handle.close();
+    await rm(dir, { recursive: true, force: true });
+  }
 });
