@@ -7,7 +7,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -16,6 +15,7 @@ import knexFactory from 'knex';
 import { Redis } from 'ioredis';
 import { deleteAmqpTopology } from '../../test/helpers/amqp.js';
 import { TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from '../../test/helpers/servers.js';
+import { freePort } from '../../scripts/free-port.mjs';
 
 export interface Proc {
   name: string;
@@ -24,13 +24,7 @@ export interface Proc {
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+export { freePort };
 
 /** Resident set size of a process in MiB (Linux /proc), or NaN once it is gone. */
 export async function rssMiB(pid: number): Promise<number> {

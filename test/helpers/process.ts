@@ -1,18 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import type { ExecutionContext } from 'ava';
 import type { BaseConfig } from '../../services/kit/index.js';
 import { waitFor } from './wait.js';
+import { freePort } from '../../scripts/free-port.mjs';
 
-/** A free TCP port on loopback (bound then released). */
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { freePort };
 
 /** A minimal environment: nothing of the test's own configuration leaks into a child process. */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {

@@ -1,9 +1,9 @@
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Clock } from '../../services/kit/index.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+import { freePort } from '../../scripts/free-port.mjs';
 
 /**
  * The whole platform behind the embedded edge, with media stored on the filesystem driver under a
@@ -16,16 +16,7 @@ export interface MediaPlatform extends TestPlatform {
   newUser(): Promise<{ headers: Record<string, string>; userId: string }>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export async function startMediaPlatform(env: Record<string, string | undefined> = {}, options: { clock?: Clock } = {}): Promise<MediaPlatform> {
   const dataDir = await mkdtemp(join(tmpdir(), 'media-test-'));
