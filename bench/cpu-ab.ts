@@ -7,10 +7,13 @@
  * Both platforms run on the same fake upstream (20 ms); each round drives each of them in turn
  * (the order rotating) at 64 connections for `--seconds`, non-stream then stream, and reads from
  * /proc before and after: user + system CPU (less the rate measured idle beforehand) of the main thread and of the whole process (the PGlite
- * worker included), and `syscw` (write-family syscalls). Medians over rounds are printed.
+ * worker included), and `syscw` (write-family syscalls). Medians over rounds are printed, and each
+ * process's resident set size idle (before any load), at the end of each load window and at its peak.
  *   --a DIR --b DIR  compiled trees (default: dist-before and dist; copy `dist` aside before a change)
- *   --a-node-args, --b-node-args "…"  Node flags of one side only, written `--b-node-args=--flag` (e.g. the same build twice, one with
- *                    `--max-semi-space-size=32`); BENCH_PLATFORM_NODE_ARGS applies to both
+ *   --a-node-args, --b-node-args "…"  Node flags of one side only, written `--b-node-args=--flag`, after npm start's
+ *                    own flags (package.json's start script), so they win for a flag given twice: the same build
+ *                    twice, one side with `--a-node-args=--max-semi-space-size=16` (Node's default), compares the
+ *                    young generation npm start sets with the default; BENCH_PLATFORM_NODE_ARGS applies to both
  *   --rounds N (5)  --seconds S (4)  --connections C (64)
  */
 import { readdir, readFile } from 'node:fs/promises';
@@ -55,6 +58,13 @@ async function counters(pid: number): Promise<Counters> {
   return { main: await cpuMs(`/proc/${pid}/task/${pid}/stat`), all, syscw: Number(/syscw:\s+(\d+)/.exec(io)?.[1]) };
 }
 
+/** Resident set size now and its peak so far (MiB), from /proc/<pid>/status. */
+async function memory(pid: number): Promise<{ rss: number; peak: number }> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  const kib = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN);
+  return { rss: kib('VmRSS') / 1024, peak: kib('VmHWM') / 1024 };
+}
+
 const upstream = await startUpstream();
 const builds = [
   { label: 'A', dir: args.a!, nodeArgs: args['a-node-args']! },
@@ -72,6 +82,8 @@ try {
   // Background work (bus and outbox polls, the PGlite worker) runs with or without requests: its
   // rate, measured idle, is subtracted so a slow round does not inflate the per-request figure.
   const idle = new Map<string, { main: number; all: number }>();
+  const idleRss = new Map<string, number>();
+  const loadRss = new Map<string, number[]>();
   for (const { label, platform } of platforms) {
     const before = await counters(platform.pid);
     const started = performance.now();
@@ -79,6 +91,7 @@ try {
     const after = await counters(platform.pid);
     const seconds = (performance.now() - started) / 1000;
     idle.set(label, { main: (after.main - before.main) / seconds, all: (after.all - before.all) / seconds });
+    idleRss.set(label, (await memory(platform.pid)).rss);
   }
   // Warm-up (JIT, caches, connection pools), not counted.
   for (const { platform } of platforms) {
@@ -104,6 +117,7 @@ try {
         });
         const after = await counters(platform.pid);
         const seconds = (performance.now() - started) / 1000;
+        loadRss.set(label, [...(loadRss.get(label) ?? []), (await memory(platform.pid)).rss]);
         const background = idle.get(label)!;
         const done = result.requests.total as number;
         const errors = result.errors + result.non2xx + result.timeouts;
@@ -126,6 +140,10 @@ try {
   for (const [key, s] of samples) {
     const [kind, label] = key.split(' ');
     console.log(`| ${kind} | ${label} | ${median(s.main).toFixed(3)} | ${median(s.all).toFixed(3)} | ${median(s.syscw).toFixed(2)} | ${median(s.rps).toFixed(0)} |`);
+  }
+  for (const { label, platform } of platforms) {
+    const { peak } = await memory(platform.pid);
+    console.log(`RSS of ${label}: idle ${idleRss.get(label)!.toFixed(0)} MiB (before any load), median at the end of a load window ${median(loadRss.get(label)!).toFixed(0)} MiB, peak ${peak.toFixed(0)} MiB`);
   }
   for (const kind of ['non-stream', 'stream']) {
     const a = samples.get(`${kind} A`)!;

@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -99,6 +99,14 @@ const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
  * The platform as `npm start` runs it, but from `dist/` directly so the pid is the server's.
  * Logs (pino, info, one line per request) go to a file, as they would in production.
  */
+/** The Node flags of `npm start`: package.json's start script between `node` and `scripts/start.mjs`. */
+export function startNodeArgs(): string[] {
+  const start = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts.start ?? '';
+  const flags = /^node\s+(.*?)\s*scripts\/start\.mjs/.exec(start);
+  if (!flags) throw new Error(`package.json's start script is not "node [flags] scripts/start.mjs": ${start}`);
+  return flags[1]!.split(/\s+/).filter(Boolean);
+}
+
 export async function startPlatform(mode: PlatformMode, extraEnv: Record<string, string> = {}, name: string = mode, entry = 'dist/services/platform/main.js'): Promise<Platform> {
   const dir = await mkdtemp(join(tmpdir(), `bench-${name}-`));
   const adminKey = `sk_${Array.from({ length: 32 }, () => BASE62[randomInt(62)]).join('')}`;
@@ -140,7 +148,10 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
   };
   const logFile = join(dir, 'platform.log');
   const log = createWriteStream(logFile);
-  const child = spawn(process.execPath, [...(process.env.BENCH_PLATFORM_NODE_ARGS?.split(' ').filter(Boolean) ?? []), entry], {
+  // npm start's Node flags first, so the bench measures what users run; BENCH_PLATFORM_NODE_ARGS
+  // comes after them and wins for a flag given twice (V8 keeps the last value).
+  const nodeArgs = [...startNodeArgs(), ...(process.env.BENCH_PLATFORM_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
+  const child = spawn(process.execPath, [...nodeArgs, entry], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
