@@ -8,7 +8,7 @@ import { startFakeUpstream } from '../../fakes/openai-upstream.js';
 // worker and usage batches all run without a nested query on the single connection.
 test('providers, models, chat, store and usage on the embedded defaults (PGlite)', async (t) => {
   const fake = await startFakeUpstream({ name: 'emb', models: [{ id: 'emb/model' }, { id: 'emb/other' }] });
-  const embedded = await startEmbeddedPlatform({ LLM_USAGE_FLUSH_MS: '50' });
+  const embedded = await startEmbeddedPlatform({ LLM_USAGE_FLUSH_MS: '50', REQUEST_LOG_FLUSH_MS: '50' });
   t.teardown(async () => {
     await embedded.stop();
     await fake.close();
@@ -50,4 +50,18 @@ test('providers, models, chat, store and usage on the embedded defaults (PGlite)
     return data.length >= 4 && data;
   }, 30_000, 'the streamed turn stored');
   t.is(items.length, 4);
+
+  // The recent-requests log's batch (one JSON parameter expanded in SQL) on PGlite: both chat
+  // requests with their route, status and the tokens the fake reported.
+  const logged = await waitFor(async () => {
+    const rows: any[] = await knex('llm_request_log').where({ path: '/v1/chat/completions' }).orderBy('id');
+    return rows.length >= 2 && rows;
+  }, 30_000, 'the chat requests in the request log');
+  t.is(logged.length, 2);
+  for (const row of logged) {
+    t.like(row, { method: 'POST', status: 200, aborted: false, model: 'emb/model' });
+    t.true(typeof row.request_id === 'string' && row.request_id.length > 0);
+    t.true(row.total_tokens > 0 && row.total_tokens === row.prompt_tokens + row.completion_tokens, JSON.stringify(row));
+    t.true(row.created_at instanceof Date);
+  }
 });
