@@ -1,13 +1,12 @@
 import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerResponse } from 'node:http';
 import { acceptRequestId, runPlugin, type HostIO } from '../../plugins/core/index.js';
 import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
-import { errorBody, USAGE_REPORT_REQUEST_HEADER, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
+import { checkReadiness, errorBody, USAGE_REPORT_REQUEST_HEADER, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
 import { createClientIp } from './client-ip.js';
 import { dispatchInProcess } from './in-process.js';
 import { createProxy, sendJson, type ForwardTarget } from './proxy.js';
-import { checkReadiness, type ReadinessChecks } from './readiness.js';
 import { createRouter } from './router.js';
 
 export interface EdgeOptions {

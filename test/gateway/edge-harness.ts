@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createEdge } from '../../services/gateway/edge.js';
-import type { ReadinessChecks } from '../../services/gateway/readiness.js';
+import type { ReadinessChecks } from '../../services/kit/core/index.js';
 import type { Clock } from '../../services/kit/clock.js';
 import { createInProcessRevocations, type RevocationChannel } from '../../services/kit/revocations.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeUpstream, startFakeValidator } from '../plugins/fakes.js';

@@ -17,5 +17,6 @@ export * from '../revocations.js';
 export { createRedisRevocations } from '../revocations-redis.js';
 export * from '../webhook-signature.js';
 export * from '../usage-report.js';
+export * from '../readiness.js';
 export type * from '../request-outcome.js';
 export type { Logger } from '../logger.js';

@@ -1,5 +1,6 @@
 import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from '../logger.js';
+import { checkReadiness, type ReadinessChecks } from '../readiness.js';
 import { requireGatewayToken } from '../identity/middleware.js';
 import type { UserDirectory } from '../identity/directory.js';
 import { errorHandler, unknownRoute } from './errors.js';
@@ -26,7 +27,7 @@ export interface ServiceAppOptions {
   /** Prefixes under which every route of the table is reachable too (llm-api: `['/llm']`). */
   aliases?: string[];
   /** Readiness checks by name (database, bus…); each throws when its dependency is down. */
-  readiness?: Record<string, () => Promise<void>>;
+  readiness?: ReadinessChecks;
   /** Body limit of routes that declare none. */
   bodyLimit: number;
   /** `JSON_MAX_DEPTH`: deepest nesting accepted in a JSON body (default 64). */
@@ -73,20 +74,7 @@ export function createServiceApp(options: ServiceAppOptions): Express {
     res.json({ status: 'ok', service: options.name });
   });
   app.get('/readyz', async (_req, res) => {
-    const checks: Record<string, string> = {};
-    let ready = true;
-    await Promise.all(
-      Object.entries(options.readiness ?? {}).map(async ([name, check]) => {
-        try {
-          await withTimeout(check(), 2000);
-          checks[name] = 'ok';
-        } catch (error) {
-          ready = false;
-          checks[name] = 'unavailable';
-          options.logger.warn({ check: name, err: (error as Error).message }, 'readiness check failed');
-        }
-      }),
-    );
+    const { ready, checks } = await checkReadiness(options.readiness ?? {}, options.logger);
     res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not_ready', service: options.name, checks });
   });
   if (options.metrics !== false) app.get('/metrics', metrics.endpoint);
@@ -161,18 +149,3 @@ function directDispatch(app: Express, before: RequestHandler[], exact: Map<strin
   };
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
-}

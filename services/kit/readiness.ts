@@ -1,7 +1,6 @@
 /**
- * The edge's readiness: the process's checks (`ctx.runtime.readiness`: none for the edge alone,
- * database and bus under `npm start`, plus `shutdown` from the moment a drain starts). Answers in
- * the services' `/readyz` shape, so a load balancer reads every process of the platform alike.
+ * A process's readiness checks (database, bus, and `shutdown` from the moment a drain starts), run
+ * by every `/readyz`: each service's and the edge's, so a load balancer reads every process alike.
  */
 export type ReadinessChecks = Record<string, () => Promise<void>>;
 
@@ -25,7 +24,7 @@ export async function checkReadiness(checks: ReadinessChecks, logger: { warn(fie
         report.ready = false;
         report.checks[name] = 'unavailable';
         // The drain is announced once by the process; a failing dependency is worth a line per probe.
-        if (name !== 'shutdown') logger.warn({ check: name, err: (error as Error).message }, 'gateway: readiness check failed');
+        if (name !== 'shutdown') logger.warn({ check: name, err: (error as Error).message }, 'readiness check failed');
       } finally {
         clearTimeout(timer);
       }
