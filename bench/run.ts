@@ -10,6 +10,8 @@
  *   --no-peer          skip the peer gateway
  *   --no-ramp          skip the held-stream ramp
  *   --ramp a,b,c       ramp steps (default 1000,2000,4000,7000,10000; quick 100,300)
+ *   --floor            also run a bare Node proxy ("floor", bench/floor/proxy.mjs) as a path: what loopback
+ *                      HTTP and Node's HTTP cost here, so the platform's distance from it is the price of its work
  *   --hop              also run the embedded platform with EDGE_IN_PROCESS_DISPATCH=false ("embedded-hop"):
  *                      the loopback HTTP hop from the edge to the services, measured in the same rounds
  */
@@ -19,7 +21,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { chatBody, ephemeralPorts, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
-import { rssMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { rssMiB, startFloor, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Row } from './lib/report.js';
 
 const { values: args } = parseArgs({
@@ -32,6 +34,7 @@ const { values: args } = parseArgs({
     'no-ramp': { type: 'boolean', default: false },
     ramp: { type: 'string' },
     hop: { type: 'boolean', default: false },
+    floor: { type: 'boolean', default: false },
   },
 });
 const quick = args.quick!;
@@ -69,12 +72,14 @@ async function main() {
   const starting: Promise<Proc>[] = modes.map((m) => startPlatform(m));
   if (args.hop) starting.push(startPlatform('embedded', { EDGE_IN_PROCESS_DISPATCH: 'false' }, 'embedded-hop'));
   if (!args['no-peer']) starting.push(startPortkey());
+  if (args.floor) starting.push(startFloor(upstream));
   const settled = await Promise.allSettled(starting);
   for (const s of settled) if (s.status === 'fulfilled') procs.push(s.value);
   const failed = settled.find((s) => s.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;
   const platforms = procs.filter((p): p is Platform => 'mode' in p);
   const peer = procs.find((p) => p.name === 'portkey') as Peer | undefined;
+  const floor = procs.find((p) => p.name === 'floor') as Peer | undefined;
   for (const p of platforms) await p.addProviders(upstream, [0, settings.slowDelayMs]);
 
   const targets: Target[] = [direct, ...platforms.map(ourTarget)];
@@ -88,9 +93,14 @@ async function main() {
       }),
     });
   }
+  if (floor) {
+    targets.push({ name: 'floor', chat: (d, stream, content) => ({ url: `${floor.url}/d${d}/v1/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) });
+  }
   const pidOf = (name: string) => (name === 'direct' ? upstream.pid : procs.find((p) => p.name === name)!.pid);
   const names = targets.map((t) => t.name);
   const measured = names.filter((n) => n !== 'direct');
+  // The floor is a reference for throughput and latency; it holds streams like any relay, so no ramp.
+  const ramped = measured.filter((n) => n !== 'floor');
 
   // One request per path and mode first: the catalog is synced and every path answers.
   await interleavedLatency(targets, { n: 1, warmup: 2, stream: false });
@@ -144,7 +154,7 @@ async function main() {
   const ramp: Record<string, { held: number; steps: HoldResult[]; stoppedBy: string; fdLimit: number; fdsPerStream?: number; ceiling?: number }> = {};
   if (!args['no-ramp']) {
     const ports = await ephemeralPorts();
-    for (const n of measured) {
+    for (const n of ramped) {
       const t = targets.find((x) => x.name === n)!;
       const limit = await fdLimit(pidOf(n));
       ramp[n] = { held: 0, steps: [], stoppedBy: `the last step (${settings.ramp.at(-1)})`, fdLimit: limit };
@@ -216,6 +226,13 @@ async function main() {
       ratios[`added stream p99 ${m}/portkey`] = ratio(m, 'portkey', (r, d) => r.stream[2]! - d.stream[2]!);
     }
   }
+  if (floor) {
+    for (const m of modes) {
+      ratios[`throughput ${m}/floor`] = ratio(m, 'floor', (r) => r.tput);
+      ratios[`added p50 ${m}/floor`] = ratio(m, 'floor', (r, d) => r.lat[0]! - d.lat[0]!);
+    }
+    if (peer) ratios['throughput floor/portkey'] = ratio('floor', 'portkey', (r) => r.tput);
+  }
   if (args.hop && modes.includes('embedded')) {
     ratios['throughput embedded/embedded-hop'] = ratio('embedded', 'embedded-hop', (r) => r.tput);
     ratios['added p50 embedded/embedded-hop'] = ratio('embedded', 'embedded-hop', (r, d) => r.lat[0]! - d.lat[0]!);
@@ -238,9 +255,9 @@ async function main() {
   rows.push({ metric: `throughput, ${settings.connections} conns, ${settings.slowDelayMs} ms upstream, req/s`, cells: cells((x) => `${fmt(x.throughputRps, 0)}${x.throughputErrors ? ` (${x.throughputErrors} err)` : ''}`) });
   rows.push({ metric: 'throughput of direct', cells: cells((x) => `${fmt(x.throughputOfDirect * 100, 0)} %`, measured), target: '>= 70 %', verdict: verdict(modes.length ? modes.every((m) => figures[m].throughputOfDirect >= 0.7) : undefined) });
   if (!args['no-ramp']) {
-    rows.push({ metric: `streams held without a stall (ramp ${settings.ramp.join(',')})`, cells: cells((x) => String(x.streamsHeld ?? '—'), measured), target: '>= 10000', verdict: verdict(modes.every((m) => figures[m].streamsHeld >= 10000)) });
-    rows.push({ metric: 'memory per held stream, KiB', cells: cells((x) => fmt(x.memoryPerStreamKiB, 1), measured) });
-    rows.push({ metric: 'descriptors per held stream / ceiling at the fd limit', cells: cells((x) => `${fmt(x.descriptorsPerStream, 1)} / ${x.descriptorCeiling ?? '—'}`, measured) });
+    rows.push({ metric: `streams held without a stall (ramp ${settings.ramp.join(',')})`, cells: cells((x) => String(x.streamsHeld ?? '—'), ramped), target: '>= 10000', verdict: verdict(modes.every((m) => figures[m].streamsHeld >= 10000)) });
+    rows.push({ metric: 'memory per held stream, KiB', cells: cells((x) => fmt(x.memoryPerStreamKiB, 1), ramped) });
+    rows.push({ metric: 'descriptors per held stream / ceiling at the fd limit', cells: cells((x) => `${fmt(x.descriptorsPerStream, 1)} / ${x.descriptorCeiling ?? '—'}`, ramped) });
   }
   rows.push({ metric: 'RSS before / during / after, MiB', cells: cells((x) => triple(x.rssMiB.before, x.rssMiB.during, x.rssMiB.after, 0)) });
   const ours = platforms.map((p) => p.name);
@@ -257,6 +274,11 @@ async function main() {
     const abs = figures[m].addedLatencyMs[2];
     rows.push({ metric: `added p99 ${m} (absolute)`, cells: { [m]: fmt(abs) }, target: '<= 2 ms idle', verdict: verdict(abs <= 2) });
   }
+  for (const m of modes) {
+    ratioRow(`throughput ${m}/floor`, '', () => true);
+    ratioRow(`added p50 ${m}/floor`, '', () => true);
+  }
+  ratioRow('throughput floor/portkey', '', () => true);
   ratioRow('throughput embedded/embedded-hop', '', () => true);
   ratioRow('added p50 embedded/embedded-hop', '', () => true);
   ratioRow('added p99 embedded/embedded-hop', '', () => true);

@@ -72,14 +72,25 @@ export interface Upstream extends Proc {
   base(delayMs: number): string;
 }
 
-export async function startUpstream(): Promise<Upstream> {
-  const child = spawn(process.execPath, ['bench/upstream.mjs'], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** A bench script in its own process that prints `{"port"}` once listening; its loopback URL. */
+async function startListening(name: string, args: string[]): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`upstream exited with ${code}`)));
+    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
   });
-  const url = `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`;
+  return { child, url: `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` };
+}
+
+export async function startUpstream(): Promise<Upstream> {
+  const { child, url } = await startListening('upstream', ['bench/upstream.mjs']);
   return { name: 'upstream', child, pid: child.pid!, url, base: (d) => `${url}/d${d}/v1`, stop: stopper(child) };
+}
+
+/** The bare Node proxy (`bench/floor/proxy.mjs`) in front of the fake upstream: the floor path. */
+export async function startFloor(upstream: Upstream): Promise<Peer> {
+  const { child, url } = await startListening('floor', ['bench/floor/proxy.mjs', upstream.url]);
+  return { name: 'floor', child, pid: child.pid!, url, stop: stopper(child) };
 }
 
 export type PlatformMode = 'embedded' | 'production';

@@ -7,6 +7,15 @@ export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(ha, hb) && a.length === b.length;
 }
 
+/**
+ * `safeEqual` against one fixed secret, its hash made once: a check per request (the gateway token)
+ * then hashes only what was presented. Same constant-time comparison, same answers.
+ */
+export function secretMatcher(expected: string): (presented: string) => boolean {
+  const expectedHash = createHash('sha256').update(expected).digest();
+  return (presented) => timingSafeEqual(createHash('sha256').update(presented).digest(), expectedHash) && presented.length === expected.length;
+}
+
 export const sha256Hex = (value: string | Buffer): string => createHash('sha256').update(value).digest('hex');
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { ApiError, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, sha256Hex } from '../../services/kit/index.js';
+import { ApiError, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, secretMatcher, sha256Hex } from '../../services/kit/index.js';
 
 test('ids carry their prefix, are URL-safe and do not repeat', (t) => {
   const seen = new Set<string>();
@@ -25,6 +25,16 @@ test('random base62 has the requested length, alphabet and no obvious bias', (t)
   for (const c of sample) counts.set(c, (counts.get(c) ?? 0) + 1);
   t.is(counts.size, 62);
   for (const n of counts.values()) t.true(n > 250 && n < 560, `count ${n}`);
+});
+
+test('secretMatcher (the expected secret hashed once) answers as safeEqual does', (t) => {
+  const matches = secretMatcher('sk_abc');
+  for (const presented of ['sk_abc', 'sk_abd', 'sk_abcd', 'sk_ab', '', 'SK_ABC', 'sk_abc\u0000']) {
+    t.is(matches(presented), safeEqual(presented, 'sk_abc'), presented);
+  }
+  t.true(matches('sk_abc'));
+  t.false(secretMatcher('')('x'));
+  t.true(secretMatcher('')(''));
 });
 
 test('safeEqual compares secrets of any length', (t) => {

@@ -99,6 +99,26 @@ async function call(path: string, init: { method?: string; headers?: Record<stri
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : null };
 }
+/** One request with Node's client: status, headers and the raw body bytes (HEAD included). */
+function raw(url: string, method: string, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; headers: import('node:http').IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+    const req = httpRequest(url, { method, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function listenApp(app: express.Express) {
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const port = (server.address() as import('node:net').AddressInfo).port;
+  return { base: `http://127.0.0.1:${port}`, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
 const json = (headers: Record<string, string>, body: unknown) => ({
   method: 'POST',
   headers: { ...headers, 'content-type': 'application/json' },
@@ -165,6 +185,29 @@ test('body limits are per route: the small route refuses what the large one acce
   t.deepEqual((await call('/v1/large', json(as('user_1'), { text }))).body, { length: 200 });
   t.is((await call('/v1/default', json(as('user_1'), { text: 'y'.repeat(2000) }))).status, 413);
   t.is((await call('/v1/default', json(as('user_1'), { text: 'y'.repeat(500) }))).status, 200);
+});
+
+test("a route's JSON answer is what Express's res.json sends: content type with charset, length, the same bytes; HEAD has the head only", async (t) => {
+  const app = express();
+  const payload = { user: null, text: 'héllo ✓', nested: { list: [1, 2.5, null, true] } };
+  app.get('/x', (_req, res) => void res.json(payload));
+  const viaExpress = await listenApp(app);
+  const table = await listenKitApp({ name: 'routes-json', gatewaySecret: SECRET, users, routeTable: [route({ method: 'get', path: '/x', summary: 'json', access: 'public', handler: () => payload })] });
+  try {
+    for (const method of ['GET', 'HEAD']) {
+      const [a, b] = await Promise.all([raw(`${viaExpress.base}/x`, method), raw(`${table.base}/x`, method, anonymous)]);
+      t.is(b.status, a.status, method);
+      t.is(b.headers['content-type'], a.headers['content-type'], method);
+      t.is(b.headers['content-length'], a.headers['content-length'], method);
+      t.deepEqual(b.body, a.body, method);
+    }
+    const get = await raw(`${table.base}/x`, 'GET', anonymous);
+    t.is(get.headers['content-type'], 'application/json; charset=utf-8');
+    t.is(Number(get.headers['content-length']), Buffer.byteLength(JSON.stringify(payload)));
+  } finally {
+    await table.server.close(100);
+    await viaExpress.close();
+  }
 });
 
 test('the response status comes from the entry, and 204 routes end without a body', async (t) => {

@@ -172,12 +172,31 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       const call: RouteCall = { req, res, principal: principal as Principal, body, query, params, signal: abortOnClose(res) };
       const result = await route.handler(call);
       if (res.headersSent || res.writableEnded) return;
-      if (result !== undefined) res.status(status).json(result);
+      if (result !== undefined) answerJson(res, status, result);
       else if (status === 204) res.status(204).end();
     } catch (error) {
       next(error);
     }
   };
+}
+
+/**
+ * What Express's `res.status(status).json(body)` sends, written directly: the same bytes and headers
+ * (`application/json; charset=utf-8`, Content-Length; ETags are off in every service app), without
+ * Express's settings lookups, content-type parsing, Buffer copy and freshness check on every answer.
+ * Node omits the body of a HEAD answer itself. A content type set by the handler, or a status
+ * without a body, takes Express's way.
+ */
+function answerJson(res: Response, status: number, body: unknown): void {
+  if (status === 204 || status === 304 || res.hasHeader('content-type')) {
+    res.status(status).json(body);
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
 }
 
 /**

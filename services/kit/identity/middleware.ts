@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
-import { safeEqual } from '../secrets.js';
+import { secretMatcher } from '../secrets.js';
 import type { UserDirectory } from './directory.js';
 import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, type Principal } from './principal.js';
 import '../http/context.js';
@@ -10,10 +10,11 @@ import '../http/context.js';
  * cannot be fooled by forged identity headers. Health and metrics paths are exempt (probes).
  */
 export function requireGatewayToken(secret: string, exempt: (path: string) => boolean): RequestHandler {
+  const matches = secretMatcher(secret);
   return (req, _res, next) => {
     if (exempt(req.path)) return next();
     const token = req.headers[GATEWAY_TOKEN_HEADER];
-    if (typeof token !== 'string' || !safeEqual(token, secret)) {
+    if (typeof token !== 'string' || !matches(token)) {
       return next(new ApiError(401, 'Requests must come through the gateway', { param: 'X-Gateway-Token' }));
     }
     next();

@@ -35,18 +35,58 @@ export function createUsageMetrics(registry: Registry, health?: { unhealthy(): s
       },
     });
   }
+  // One set of label-bound series per (model, provider, outcome, endpoint, status), made on first
+  // use: prom-client validates and hashes a label object on every inc/observe (six per request), a
+  // bound child does neither. The series are the ones prom-client would keep anyway.
+  interface Bound {
+    prompt: { inc(value: number): void };
+    completion: { inc(value: number): void };
+    reasoning: { inc(value: number): void };
+    cost: { inc(value: number): void };
+    requests: { inc(): void };
+    latency: { observe(value: number): void };
+    errors: { inc(): void } | null;
+  }
+  const series = new Map<string, Bound>();
+  const origins = new Map<string, string>();
+  const originOf = (url: string | null) => {
+    if (!url) return 'none';
+    let origin = origins.get(url);
+    if (origin === undefined) {
+      // Endpoint URLs carry no secrets (keys travel in headers); the path is dropped to bound cardinality.
+      origin = safeOrigin(url);
+      if (origins.size >= 1024) origins.clear();
+      origins.set(url, origin);
+    }
+    return origin;
+  };
+  const seriesFor = (model: string, provider: string, outcome: string, endpoint: string, status: number): Bound => {
+    const key = `${model}\n${provider}\n${outcome}\n${endpoint}\n${status}`;
+    let bound = series.get(key);
+    if (!bound) {
+      bound = {
+        prompt: tokens.labels({ model, provider, kind: 'prompt' }),
+        completion: tokens.labels({ model, provider, kind: 'completion' }),
+        reasoning: tokens.labels({ model, provider, kind: 'reasoning' }),
+        cost: cost.labels({ model, provider }),
+        requests: requests.labels({ model, provider, outcome }),
+        latency: latency.labels({ provider, endpoint, status: String(status) }),
+        errors: UPSTREAM_FAILURES.has(outcome) ? errors.labels({ provider, endpoint, outcome }) : null,
+      };
+      series.set(key, bound);
+    }
+    return bound;
+  };
   return {
     observe(record: UsageRecord) {
-      const provider = record.provider_id ?? 'none';
-      tokens.inc({ model: record.model, provider, kind: 'prompt' }, record.prompt_tokens);
-      tokens.inc({ model: record.model, provider, kind: 'completion' }, record.completion_tokens);
-      tokens.inc({ model: record.model, provider, kind: 'reasoning' }, record.reasoning_tokens);
-      cost.inc({ model: record.model, provider }, record.cost_micro_usd);
-      requests.inc({ model: record.model, provider, outcome: record.outcome });
-      // Endpoint URLs carry no secrets (keys travel in headers); the path is dropped to bound cardinality.
-      const endpoint = record.endpoint ? safeOrigin(record.endpoint) : 'none';
-      latency.observe({ provider, endpoint, status: String(record.status) }, record.latency_ms / 1000);
-      if (UPSTREAM_FAILURES.has(record.outcome)) errors.inc({ provider, endpoint, outcome: record.outcome });
+      const bound = seriesFor(record.model, record.provider_id ?? 'none', record.outcome, originOf(record.endpoint), record.status);
+      bound.prompt.inc(record.prompt_tokens);
+      bound.completion.inc(record.completion_tokens);
+      bound.reasoning.inc(record.reasoning_tokens);
+      bound.cost.inc(record.cost_micro_usd);
+      bound.requests.inc();
+      bound.latency.observe(record.latency_ms / 1000);
+      bound.errors?.inc();
     },
   };
 }
