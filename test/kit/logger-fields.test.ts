@@ -61,6 +61,23 @@ test('the access logger writes to the service output with its level and binding,
   t.false(lines[1]!.includes('sk_secret'));
 });
 
+test('an access line is byte for byte the line pino writes for the same fields (time aside), at every level', (t) => {
+  const { lines, stream } = capture();
+  const llm = serviceLogger(createLogger({ level: 'debug', name: 'platform' }, stream), 'llm-api');
+  const entry = { request_id: 'req_1', method: 'POST', path: '/v1/chat/"q"\\é\n', route: null, status: 200, duration_ms: 1.25, aborted: false, user_id: undefined, total_tokens: 14 };
+  for (const level of ['debug', 'info', 'warn', 'error'] as const) {
+    llm[level](entry, 'request');
+    accessLogger(llm)[level](entry, 'request');
+  }
+  accessLogger(llm).info({}, 'empty');
+  llm.info({}, 'empty');
+  t.is(lines.length, 10);
+  const untimed = (line: string) => line.replace(/"time":\d+/, '"time":0');
+  for (let i = 0; i < 10; i += 2) t.is(untimed(lines[i + 1]!), untimed(lines[i]!));
+  t.like(JSON.parse(lines[1]!), { level: 20, service: 'llm-api', name: 'llm-api', path: '/v1/chat/"q"\\é\n', route: null, msg: 'request' });
+  t.false('user_id' in JSON.parse(lines[1]!), 'an undefined field is left out, as pino does');
+});
+
 // Standard output of a process: a child logs through the kit's own destination (lines kept as a
 // list, one write per turn of the event loop) and the test reads what reached the pipe.
 async function childOutput(script: string): Promise<{ code: number | null; lines: Array<Record<string, any>> }> {
