@@ -10,8 +10,9 @@
  *   --no-peer          skip the peer gateway
  *   --no-ramp          skip the held-stream ramp
  *   --ramp a,b,c       ramp steps (default 1000,2000,4000,7000,10000; quick 100,300)
- *   --floor            also run a bare Node proxy ("floor", bench/floor/proxy.mjs) as a path: what loopback
- *                      HTTP and Node's HTTP cost here, so the platform's distance from it is the price of its work
+ *   --open-rate R      held streams opened per second (default 500; 0 = bursts of 250 every 25 ms)
+ *   --no-floor         skip the floor path: a bare Node proxy (bench/floor/proxy.mjs) measured like the others,
+ *                      what loopback HTTP and Node's HTTP cost here (the platform's distance from it is its work)
  *   --hop              also run the embedded platform with EDGE_IN_PROCESS_DISPATCH=false ("embedded-hop"):
  *                      the loopback HTTP hop from the edge to the services, measured in the same rounds
  */
@@ -34,7 +35,8 @@ const { values: args } = parseArgs({
     'no-ramp': { type: 'boolean', default: false },
     ramp: { type: 'string' },
     hop: { type: 'boolean', default: false },
-    floor: { type: 'boolean', default: false },
+    'no-floor': { type: 'boolean', default: false },
+    'open-rate': { type: 'string' },
   },
 });
 const quick = args.quick!;
@@ -47,7 +49,9 @@ const settings = {
   connections: 64,
   slowDelayMs: 20,
   ramp: (args.ramp ?? (quick ? '100,300' : '1000,2000,4000,7000,10000')).split(',').map(Number),
-  hold: { intervalMs: quick ? 300 : 500, chunks: quick ? 4 : 8, stallMs: 1000 },
+  // Paced by default: streams arrive at `--open-rate` per second and each lasts the whole opening plus
+  // `holdMs`, so a step holds all its streams at once; `--open-rate 0` opens 250 every 25 ms (a burst).
+  hold: { intervalMs: quick ? 300 : 500, chunks: quick ? 4 : 8, stallMs: 1000, openPerSecond: Number(args['open-rate'] ?? 500) || undefined, holdMs: quick ? 1200 : 4000 },
 };
 const modes = args.modes!.split(',').filter(Boolean) as PlatformMode[];
 for (const m of modes) if (m !== 'embedded' && m !== 'production') throw new Error(`unknown mode ${m}`);
@@ -72,7 +76,7 @@ async function main() {
   const starting: Promise<Proc>[] = modes.map((m) => startPlatform(m));
   if (args.hop) starting.push(startPlatform('embedded', { EDGE_IN_PROCESS_DISPATCH: 'false' }, 'embedded-hop'));
   if (!args['no-peer']) starting.push(startPortkey());
-  if (args.floor) starting.push(startFloor(upstream));
+  if (!args['no-floor']) starting.push(startFloor(upstream));
   const settled = await Promise.allSettled(starting);
   for (const s of settled) if (s.status === 'fulfilled') procs.push(s.value);
   const failed = settled.find((s) => s.status === 'rejected');
@@ -164,11 +168,18 @@ async function main() {
         const fdsPerStream = (result.fdsPeak - result.fdsBefore) / step;
         console.log(
           `held streams ${n}: ${step} → ${result.completed} clean, ${result.stalled} stalled, ${result.failed} failed, longest gap ${result.maxGapMs} ms, slowest first chunk ${result.maxFirstMs} ms, ` +
-            `${fmt(((result.rssPeak - result.rssBefore) * 1024) / step, 1)} KiB and ${fmt(fdsPerStream, 2)} descriptors per stream${result.firstError ? ` (${result.firstError})` : ''}`,
+            `${fmt(((result.rssPeak - result.rssBefore) * 1024) / step, 1)} KiB and ${fmt(fdsPerStream, 2)} descriptors per stream, ${result.maxOpen} open at once${result.firstError ? ` (${result.firstError})` : ''}`,
         );
         if (result.completed === step) ramp[n]!.fdsPerStream = fdsPerStream;
         if (result.completed !== step) {
           ramp[n]!.stoppedBy = rampStopReason(result, settings.hold.stallMs, limit);
+          break;
+        }
+        if (settings.hold.openPerSecond && result.maxOpen < step) {
+          // Every stream was served without a stall, but not all at once: they were admitted slower
+          // than they arrived, so the first ended before the last began. What was held is what was open.
+          ramp[n]!.held = result.maxOpen;
+          ramp[n]!.stoppedBy = `only ${result.maxOpen} of ${step} streams open at once (all served without a stall, but admitted slower than ${settings.hold.openPerSecond}/s)`;
           break;
         }
         ramp[n]!.held = step;
@@ -194,7 +205,7 @@ async function main() {
     const addedLat = [0, 1, 2].map((i) => med(n, (r, d) => r.lat[i]! - d.lat[i]!));
     const addedStream = [0, 1, 2].map((i) => med(n, (r, d) => r.stream[i]! - d.stream[i]!));
     const steps = ramp[n]?.steps ?? [];
-    const heldStep = steps.find((s) => s.streams === ramp[n]?.held);
+    const heldStep = steps.find((s) => s.streams === ramp[n]?.held || s.maxOpen === ramp[n]?.held);
     figures[n] = {
       latencyMs: [0, 1, 2].map((i) => med(n, (r) => r.lat[i]!)),
       addedLatencyMs: addedLat,

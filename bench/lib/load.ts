@@ -130,6 +130,8 @@ export interface HoldResult {
   /** Open file descriptors of the watched process before the step and at its peak. */
   fdsBefore: number;
   fdsPeak: number;
+  /** Most streams open at once: past their first chunk and not yet ended. */
+  maxOpen: number;
   firstError?: string;
 }
 
@@ -185,13 +187,22 @@ export function rampStopReason(step: HoldResult, stallMs: number, platformFdLimi
 }
 
 /**
- * `n` streams held at once, each `chunks` chunks one every `intervalMs`. Streams are opened in
- * batches (a burst of thousands of SYNs would overflow the listen backlog and measure that
- * instead). A stream stalls when, once started, it waits more than `stallMs` between two chunks;
- * the wait for the first chunk is reported apart (it is admission under a burst, not a stall).
+ * `n` streams held at once, each one chunk every `intervalMs`. Streams are opened in batches (a
+ * burst of thousands of SYNs would overflow the listen backlog and measure that instead): 250
+ * every 25 ms by default, or `openPerSecond` (paced: clients arriving over time, not all in the same
+ * second), in which case each stream is given enough chunks to outlast the opening plus `holdMs`,
+ * so all `n` are open together at the end (`maxOpen` counts it). A stream stalls when, once started,
+ * it waits more than `stallMs` between two chunks; the wait for the first chunk is reported apart
+ * (it is admission, not a stall).
  */
-export async function holdStreams(target: Target, options: { n: number; intervalMs: number; chunks: number; stallMs: number; watchPid?: number }): Promise<HoldResult> {
-  const call = target.chat(0, true, `#slow:${options.intervalMs} #chunks:${options.chunks}`);
+export async function holdStreams(
+  target: Target,
+  options: { n: number; intervalMs: number; chunks: number; stallMs: number; watchPid?: number; openPerSecond?: number; holdMs?: number },
+): Promise<HoldResult> {
+  const batch = options.openPerSecond ? 50 : 250;
+  const pauseMs = options.openPerSecond ? (batch * 1000) / options.openPerSecond : 25;
+  const chunks = options.openPerSecond ? Math.ceil(((options.n / options.openPerSecond) * 1000 + (options.holdMs ?? 4000)) / options.intervalMs) : options.chunks;
+  const call = target.chat(0, true, `#slow:${options.intervalMs} #chunks:${chunks}`);
   const agent = new Agent({ connections: options.n + 16, keepAliveTimeout: 5_000, connectTimeout: 30_000 });
   const rssBefore = options.watchPid ? await rssMiB(options.watchPid) : Number.NaN;
   const fdsBefore = options.watchPid ? await openFds(options.watchPid) : Number.NaN;
@@ -207,7 +218,8 @@ export async function holdStreams(target: Target, options: { n: number; interval
       await sleep(200);
     }
   })();
-  const result: HoldResult = { streams: options.n, completed: 0, stalled: 0, failed: 0, maxGapMs: 0, maxFirstMs: 0, rssBefore, rssPeak, fdsBefore, fdsPeak };
+  const result: HoldResult = { streams: options.n, completed: 0, stalled: 0, failed: 0, maxGapMs: 0, maxFirstMs: 0, rssBefore, rssPeak, fdsBefore, fdsPeak, maxOpen: 0 };
+  let open = 0;
   const one = async () => {
     const opened = Date.now();
     let last = 0;
@@ -216,6 +228,7 @@ export async function holdStreams(target: Target, options: { n: number; interval
       const now = Date.now();
       if (!last) {
         result.maxFirstMs = Math.max(result.maxFirstMs, now - opened);
+        if (++open > result.maxOpen) result.maxOpen = open;
       } else {
         const waited = now - last;
         if (waited > result.maxGapMs) result.maxGapMs = waited;
@@ -243,13 +256,14 @@ export async function holdStreams(target: Target, options: { n: number; interval
     } catch (error) {
       result.failed++;
       result.firstError ??= (error as Error).message;
+    } finally {
+      if (last) open--;
     }
   };
   const running: Promise<void>[] = [];
-  const batch = 250;
   for (let opened = 0; opened < options.n; opened += batch) {
     for (let i = opened; i < Math.min(options.n, opened + batch); i++) running.push(one());
-    await sleep(25);
+    await sleep(pauseMs);
   }
   await Promise.all(running);
   sampling = false;
