@@ -10,7 +10,12 @@ import { busExchangeName, topicMatches, type Bus, type BusMessage, type ConsumeO
  * claim jobs with `FOR UPDATE SKIP LOCKED` in a single autocommit statement (never a transaction
  * held open, which PGlite's one connection could not afford) and hold them under a lease: a
  * consumer that dies before ack loses the lease and the job is claimed again. `run_at` carries
- * delays. Emits `poll` after every claim attempt so tests can wait on polls instead of time.
+ * delays. A consumer claims at once when woken (a publish or send in this process, a finished job);
+ * otherwise one shared look per `pollMs` (a read of which of this bus's queues have ready jobs)
+ * tells the idle consumers whether to claim, instead of one claiming update per consumer per period
+ * — on the embedded default that was most of an idle platform's CPU. Emits `poll` each time a
+ * consumer looked for work (a claim, or the shared look finding none for it) so tests can wait on
+ * polls instead of time.
  */
 
 export interface PgQueueBusOptions {
@@ -43,6 +48,12 @@ export class PgQueueBus extends EventEmitter implements Bus {
   private closed = false;
   private readonly wakers = new Map<string, Set<() => void>>();
   private readonly pollers = new Set<{ stop(): void; done: Promise<void> }>();
+  /** Queues with a consumer here, and how many: the shared look covers these. */
+  private readonly consumed = new Map<string, number>();
+  /** The next shared look for ready jobs, while one is scheduled, and its timer. */
+  private look: Promise<Set<string> | null> | undefined;
+  private lookTimer: NodeJS.Timeout | undefined;
+  private endLook: (() => void) | undefined;
 
   private readonly exchange: string;
 
@@ -100,12 +111,19 @@ export class PgQueueBus extends EventEmitter implements Bus {
     let stopped = false;
     let inFlight = 0;
     let wakeUp: (() => void) | undefined;
-    const waker = () => wakeUp?.();
+    // Set by every wake, so one that comes while the consumer is between two waits is not lost.
+    let wakeRequested = false;
+    const waker = () => {
+      wakeRequested = true;
+      wakeUp?.();
+    };
     this.wakerSet(queue).add(waker);
+    this.consumed.set(queue, (this.consumed.get(queue) ?? 0) + 1);
 
     const loop = async () => {
       while (!stopped && !this.closed) {
         await yieldToEventLoop();
+        wakeRequested = false;
         let claimed: JobRow[] = [];
         try {
           if (inFlight < prefetch) claimed = await this.claim(queue, prefetch - inFlight);
@@ -121,14 +139,16 @@ export class PgQueueBus extends EventEmitter implements Bus {
           });
         }
         if (claimed.length > 0 && inFlight < prefetch) continue;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, this.options.pollMs ?? 250);
-          wakeUp = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        wakeUp = undefined;
+        // Idle (or full): wait to be woken, or for a shared look that finds work for this queue.
+        while (!wakeRequested) {
+          const woken = new Promise<'woken'>((resolve) => (wakeUp = () => resolve('woken')));
+          const outcome = await Promise.race([woken, this.nextLook()]);
+          wakeUp = undefined;
+          if (outcome === 'woken' || wakeRequested || stopped || this.closed) break;
+          // A failed look (null) claims anyway: the claim reports the failure, as every poll did.
+          if (outcome === null || (outcome.has(queue) && inFlight < prefetch)) break;
+          this.emit('poll', { queue, claimed: 0 });
+        }
       }
     };
     const poller = {
@@ -144,9 +164,43 @@ export class PgQueueBus extends EventEmitter implements Bus {
         poller.stop();
         this.wakerSet(queue).delete(waker);
         this.pollers.delete(poller);
+        const left = (this.consumed.get(queue) ?? 1) - 1;
+        if (left > 0) this.consumed.set(queue, left);
+        else this.consumed.delete(queue);
         await poller.done;
       },
     };
+  }
+
+  /**
+   * The queues (of those consumed here) holding jobs ready to claim, read once per `pollMs` for
+   * every idle consumer together; null when the read failed.
+   */
+  private nextLook(): Promise<Set<string> | null> {
+    this.look ??= new Promise<void>((resolve) => {
+      this.lookTimer = setTimeout(resolve, this.options.pollMs ?? 250);
+      this.endLook = resolve;
+    }).then(async () => {
+      this.lookTimer = undefined;
+      this.endLook = undefined;
+      try {
+        if (this.closed || this.consumed.size === 0) return new Set<string>();
+        const now = this.options.clock.now();
+        const rows: Array<{ queue: string }> = await this.options
+          .knex('bus_jobs')
+          .distinct('queue')
+          .whereIn('queue', [...this.consumed.keys()])
+          .andWhere('state', 'ready')
+          .andWhere('run_at', '<=', now)
+          .andWhere('locked_until', '<', now);
+        return new Set(rows.map((r) => r.queue));
+      } catch {
+        return null;
+      } finally {
+        this.look = undefined;
+      }
+    });
+    return this.look;
   }
 
   private async claim(queue: string, limit: number): Promise<JobRow[]> {
@@ -252,6 +306,9 @@ export class PgQueueBus extends EventEmitter implements Bus {
     const pollers = [...this.pollers];
     for (const p of pollers) p.stop();
     await Promise.all(pollers.map((p) => p.done));
+    // A look still scheduled ends now (it reads nothing once closed) rather than at its timer.
+    clearTimeout(this.lookTimer);
+    this.endLook?.();
   }
 }
 

@@ -1,0 +1,76 @@
+import { once } from 'node:events';
+import test from 'ava';
+import { createDatabase, createLogger, kitMigrations, migrateAll, PgQueueBus, systemClock, type Database } from '../../services/kit/index.js';
+
+// Idle consumers of the embedded queue share one look for ready jobs per period instead of each
+// running its claiming update: on the embedded default that polling was most of an idle platform's
+// CPU. Work that no wake-up announces (a job another process queued) is still found by the look.
+let db: Database;
+
+test.before(async () => {
+  db = await createDatabase({ dataDir: '.', inMemory: true });
+  await migrateAll(db.knex, [kitMigrations]);
+});
+test.after.always(async () => {
+  await db?.close();
+});
+
+const logger = createLogger({ level: 'silent', name: 't' });
+
+/** Resolves once `bus` has reported `n` more polls of `queue`. */
+function polls(bus: PgQueueBus, queue: string, n: number): Promise<void> {
+  return new Promise((resolve) => {
+    let seen = 0;
+    const listener = (event: { queue: string }) => {
+      if (event.queue !== queue || ++seen < n) return;
+      bus.off('poll', listener);
+      resolve();
+    };
+    bus.on('poll', listener);
+  });
+}
+
+test.serial('idle consumers make one shared read per period and no claims; a job queued elsewhere is found by it and delivered', async (t) => {
+  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'idle.', clock: systemClock, logger, pollMs: 20 });
+  t.teardown(() => bus.close());
+  const delivered: string[] = [];
+  for (const queue of ['a', 'b', 'c']) {
+    await bus.consume({ queue }, async (message, delivery) => {
+      delivered.push(`${queue}:${message.id}`);
+      await delivery.ack();
+    });
+  }
+  // Each consumer claims once when it starts; after that, count what the idle bus sends.
+  await Promise.all(['a', 'b', 'c'].map((q) => polls(bus, `idle.${q}`, 1)));
+  const statements: string[] = [];
+  const onQuery = (query: { sql: string }) => statements.push(query.sql);
+  db.knex.on('query', onQuery);
+  await Promise.all(['a', 'b', 'c'].map((q) => polls(bus, `idle.${q}`, 5)));
+  db.knex.off('query', onQuery);
+  const claims = statements.filter((sql) => /^update bus_jobs/i.test(sql.trim()));
+  const looks = statements.filter((sql) => /select distinct "queue" from "bus_jobs"/i.test(sql));
+  t.is(claims.length, 0, `no consumer claimed while nothing was ready: ${JSON.stringify(claims)}`);
+  t.true(looks.length >= 5 && looks.length <= 7, `one look served the three consumers each period (${looks.length} looks for 15 polls)`);
+
+  // Another bus on the same database (another process) queues a job: nothing wakes this bus.
+  const other = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'idle.', clock: systemClock, logger, pollMs: 20 });
+  t.teardown(() => other.close());
+  await other.send('b', { n: 1 }, { messageId: 'from-elsewhere' });
+  while (!delivered.includes('b:from-elsewhere')) await once(bus, 'poll');
+  t.deepEqual(delivered, ['b:from-elsewhere']);
+});
+
+test.serial('a wake-up (a send in this process) is delivered at once, without waiting for the shared look', async (t) => {
+  // A period far longer than the test: only the wake-up can deliver in time.
+  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'wake.', clock: systemClock, logger, pollMs: 600_000 });
+  t.teardown(() => bus.close());
+  const delivered = new Promise<string>((resolve) =>
+    void bus.consume({ queue: 'w' }, async (message, delivery) => {
+      await delivery.ack();
+      resolve(message.id);
+    }),
+  );
+  await polls(bus, 'wake.w', 1);
+  await bus.send('w', {}, { messageId: 'now' });
+  t.is(await delivered, 'now');
+});
