@@ -16,11 +16,11 @@
  *                    young generation npm start sets with the default; BENCH_PLATFORM_NODE_ARGS applies to both
  *   --rounds N (5)  --seconds S (4)  --connections C (64)
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { chatBody, median } from './lib/load.js';
-import { startPlatform, startUpstream, type Platform } from './lib/procs.js';
+import { startPlatform, startUpstream, threadCpuMs, type Platform } from './lib/procs.js';
 
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
 
@@ -36,15 +36,6 @@ const { values: args } = parseArgs({
   },
 });
 
-const TICK_MS = 10; // USER_HZ = 100 on Linux
-
-/** utime + stime (ms) of one /proc stat file. */
-async function cpuMs(statPath: string): Promise<number> {
-  const stat = await readFile(statPath, 'utf8').catch(() => '');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
-}
-
 interface Counters {
   main: number;
   all: number;
@@ -53,9 +44,9 @@ interface Counters {
 
 async function counters(pid: number): Promise<Counters> {
   const io = await readFile(`/proc/${pid}/io`, 'utf8').catch(() => '');
-  let all = 0;
-  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) all += await cpuMs(`/proc/${pid}/task/${tid}/stat`);
-  return { main: await cpuMs(`/proc/${pid}/task/${pid}/stat`), all, syscw: Number(/syscw:\s+(\d+)/.exec(io)?.[1]) };
+  const threads = await threadCpuMs(pid);
+  const all = Object.values(threads).reduce((sum, ms) => sum + ms, 0);
+  return { main: threads[String(pid)] ?? 0, all, syscw: Number(/syscw:\s+(\d+)/.exec(io)?.[1]) };
 }
 
 /** Resident set size now and its peak so far (MiB), from /proc/<pid>/status. */

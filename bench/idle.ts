@@ -5,19 +5,8 @@
  * second for the whole process and each thread ("main", the others by thread id: the PGlite worker
  * and V8's helpers). Extra settings for both platforms as JSON in BENCH_IDLE_ENV.
  */
-import { readFileSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startPlatform, startUpstream } from './lib/procs.js';
-
-/** CPU (user + system) so far of each thread of `pid`, in ms (Linux /proc, 100 ticks a second). */
-function threadCpu(pid: number): Record<string, number> {
-  return Object.fromEntries(
-    readdirSync(`/proc/${pid}/task`).map((tid) => {
-      const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return [tid, (Number(fields[11]) + Number(fields[12])) * 10];
-    }),
-  );
-}
+import { startPlatform, startUpstream, threadCpuMs } from './lib/procs.js';
 
 const extraEnv = JSON.parse(process.env.BENCH_IDLE_ENV ?? '{}') as Record<string, string>;
 const upstream = await startUpstream();
@@ -27,9 +16,9 @@ try {
     try {
       await platform.addProviders(upstream, [0]);
       await sleep(5000);
-      const before = threadCpu(platform.pid);
+      const before = await threadCpuMs(platform.pid);
       await sleep(10_000);
-      const after = threadCpu(platform.pid);
+      const after = await threadCpuMs(platform.pid);
       const spent = Object.entries(after)
         .map(([tid, ms]) => [tid === String(platform.pid) ? 'main' : tid, (ms - (before[tid] ?? 0)) / 10] as const)
         .filter(([, perSecond]) => perSecond > 0);

@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { createWriteStream, readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -25,6 +25,19 @@ export interface Proc {
 }
 
 export { freePort };
+
+/** CPU (user + system, ms) each thread of a process has used so far, by thread id (Linux /proc; empty once it is gone). */
+export async function threadCpuMs(pid: number): Promise<Record<string, number>> {
+  const tids = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+  const spent: Record<string, number> = {};
+  for (const tid of tids) {
+    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
+    if (!stat) continue;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    spent[tid] = (Number(fields[11]) + Number(fields[12])) * 10; // USER_HZ = 100 on Linux
+  }
+  return spent;
+}
 
 /** Resident set size of a process in MiB (Linux /proc), or NaN once it is gone. */
 export async function rssMiB(pid: number): Promise<number> {

@@ -48,8 +48,6 @@ export class PgQueueBus extends EventEmitter implements Bus {
   private closed = false;
   private readonly wakers = new Map<string, Set<() => void>>();
   private readonly pollers = new Set<{ stop(): void; done: Promise<void> }>();
-  /** Queues with a consumer here, and how many: the shared look covers these. */
-  private readonly consumed = new Map<string, number>();
   /** The next shared look for ready jobs, while one is scheduled, and its timer. */
   private look: Promise<Set<string> | null> | undefined;
   private lookTimer: NodeJS.Timeout | undefined;
@@ -118,7 +116,6 @@ export class PgQueueBus extends EventEmitter implements Bus {
       wakeUp?.();
     };
     this.wakerSet(queue).add(waker);
-    this.consumed.set(queue, (this.consumed.get(queue) ?? 0) + 1);
 
     const loop = async () => {
       while (!stopped && !this.closed) {
@@ -164,16 +161,13 @@ export class PgQueueBus extends EventEmitter implements Bus {
         poller.stop();
         this.wakerSet(queue).delete(waker);
         this.pollers.delete(poller);
-        const left = (this.consumed.get(queue) ?? 1) - 1;
-        if (left > 0) this.consumed.set(queue, left);
-        else this.consumed.delete(queue);
         await poller.done;
       },
     };
   }
 
   /**
-   * The queues (of those consumed here) holding jobs ready to claim, read once per `pollMs` for
+   * The queues (of those with a consumer here, i.e. a waker) holding jobs ready to claim, read once per `pollMs` for
    * every idle consumer together; null when the read failed.
    */
   private nextLook(): Promise<Set<string> | null> {
@@ -184,12 +178,13 @@ export class PgQueueBus extends EventEmitter implements Bus {
       this.lookTimer = undefined;
       this.endLook = undefined;
       try {
-        if (this.closed || this.consumed.size === 0) return new Set<string>();
+        const consumed = [...this.wakers].filter(([, wakers]) => wakers.size > 0).map(([queue]) => queue);
+        if (this.closed || consumed.length === 0) return new Set<string>();
         const now = this.options.clock.now();
         const rows: Array<{ queue: string }> = await this.options
           .knex('bus_jobs')
           .distinct('queue')
-          .whereIn('queue', [...this.consumed.keys()])
+          .whereIn('queue', consumed)
           .andWhere('state', 'ready')
           .andWhere('run_at', '<=', now)
           .andWhere('locked_until', '<', now);

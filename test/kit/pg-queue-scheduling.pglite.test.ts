@@ -1,10 +1,17 @@
 import { once } from 'node:events';
 import test from 'ava';
 import { createDatabase, createLogger, kitMigrations, migrateAll, PgQueueBus, systemClock, type Database } from '../../services/kit/index.js';
+import { waitFor } from '../helpers/wait.js';
 
-// Idle consumers of the embedded queue share one look for ready jobs per period instead of each
-// running its claiming update: on the embedded default that polling was most of an idle platform's
-// CPU. Work that no wake-up announces (a job another process queued) is still found by the look.
+// How the embedded queue schedules its consumers on PGlite.
+// - Every query runs synchronously and resolves as a microtask: a consumer working through a backlog
+//   must still give the event loop back between jobs, or HTTP in the same process (the API, a
+//   webhook's own POST) starves until the backlog is gone. A macrotask probe counts how many jobs
+//   were handled each time it got to run; it must run while the backlog is being worked.
+// - Idle consumers share one look for ready jobs per period instead of each running its claiming
+//   update (on the embedded default that polling was most of an idle platform's CPU); work that no
+//   wake-up announces (a job another process queued) is still found by the look.
+// The file's tests run one at a time: the idle test counts the statements sent to the database.
 let db: Database;
 
 test.before(async () => {
@@ -16,6 +23,33 @@ test.after.always(async () => {
 });
 
 const logger = createLogger({ level: 'silent', name: 't' });
+
+test.serial('the embedded queue yields to timers and I/O while it works through a backlog', async (t) => {
+  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'yield.', clock: systemClock, logger, pollMs: 10_000 });
+  t.teardown(() => bus.close());
+  const total = 300;
+  for (let i = 0; i < total; i++) await bus.send('work', { i }, { messageId: `m${i}` });
+  let handled = 0;
+  const seenByProbe: number[] = [];
+  let probing = true;
+  const probe = () => {
+    seenByProbe.push(handled);
+    if (probing) setImmediate(probe);
+  };
+  await bus.consume({ queue: 'work', prefetch: 32 }, async (_message, delivery) => {
+    // A handler that only talks to the database, like the webhook fan-out.
+    await db.knex.raw('select 1');
+    handled++;
+    await delivery.ack();
+  });
+  setImmediate(probe);
+  await waitFor(() => handled === total, 30_000, 'backlog handled');
+  probing = false;
+  const during = seenByProbe.filter((n) => n > 0 && n < total);
+  // Between jobs the probe ran several times, not once before and once after the whole backlog.
+  t.true(new Set(during).size >= 3, `probe turns while the backlog was worked: ${new Set(during).size}`);
+});
+
 
 /** Resolves once `bus` has reported `n` more polls of `queue`. */
 function polls(bus: PgQueueBus, queue: string, n: number): Promise<void> {
