@@ -62,3 +62,37 @@ test('past maxQueued the oldest records are dropped', async (t) => {
   t.deepEqual(batches, []);
   t.is(w.pending(), 2);
 });
+
+test('a flush writes what was queued when it started; records arriving during its writes wait for the next one', async (t) => {
+  const batches: number[][] = [];
+  let release!: () => void;
+  let writing!: () => void;
+  const started = new Promise<void>((resolve) => (writing = resolve));
+  const w = createBatchWriter<number>({
+    name: 'test',
+    write: async (batch) => {
+      batches.push(batch);
+      if (batches.length === 1) {
+        writing();
+        await new Promise<void>((resolve) => (release = resolve));
+      }
+    },
+    flushMs: 3_600_000,
+    batchSize: 3,
+    maxQueued: 1000,
+    logger: silent,
+  });
+  w.push(1);
+  w.push(2);
+  const first = w.flush();
+  await started; // [1, 2] is being written
+  w.push(3);
+  w.push(4);
+  release();
+  await first;
+  t.deepEqual(batches, [[1, 2]], 'the records pushed during the write were not written in a batch of their own');
+  t.is(w.pending(), 2);
+  await w.flush();
+  t.deepEqual(batches, [[1, 2], [3, 4]]);
+  await w.stop();
+});
