@@ -5,6 +5,7 @@
  */
 export * from '../db/database.js';
 export * from '../db/migrate.js';
+export * from '../db/column-arrays.js';
 export * from '../bus/index.js';
 export * from '../outbox/outbox.js';
 export { kitMigrations } from '../migrations/index.js';

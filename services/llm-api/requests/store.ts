@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { ServedRequest } from '../../kit/index.js';
+import { columnArrays, type ServedRequest } from '../../kit/index.js';
 
 export interface RequestLogRow extends Omit<ServedRequest, 'usage' | 'ended_at'> {
   id: string | number;
@@ -20,21 +20,34 @@ export interface RequestLogFilter {
 const TABLE = 'llm_request_log';
 
 /**
- * One statement per batch with ONE bound parameter, the batch as JSON expanded in SQL: a multi-row
- * insert bound 16 values per row (up to 8 000 per batch), each copied to the PGlite worker and
- * placed by knex's compiler, for rows the process had already built.
+ * One statement per batch with one bound value per column (kit `columnArrays`): a multi-row insert
+ * bound 16 values per row (up to 8 000 per batch), each copied to the PGlite worker and placed by
+ * knex's compiler, for rows the process had already built.
  */
-const INSERT = `insert into ${TABLE} (request_id, method, path, route, status, duration_ms, aborted, auth_method, user_id, api_key_id,
-    model, provider_id, prompt_tokens, completion_tokens, total_tokens, created_at)
-  select request_id, method, path, route, status, duration_ms, coalesce(aborted, false), auth_method, user_id, api_key_id,
-    usage->>'model', usage->>'provider', (usage->>'prompt_tokens')::integer, (usage->>'completion_tokens')::integer,
-    (usage->>'total_tokens')::integer, ended_at
-  from jsonb_to_recordset(?::jsonb) as r(request_id text, method text, path text, route text, status integer,
-    duration_ms double precision, aborted boolean, auth_method text, user_id text, api_key_id text, usage jsonb, ended_at timestamptz)`;
+const LOG_ROWS = columnArrays<ServedRequest>([
+  ['request_id', 'text', (r) => r.request_id],
+  ['method', 'text', (r) => r.method],
+  ['path', 'text', (r) => r.path],
+  ['route', 'text', (r) => r.route],
+  ['status', 'integer', (r) => r.status],
+  ['duration_ms', 'double precision', (r) => r.duration_ms],
+  ['aborted', 'boolean', (r) => r.aborted ?? false],
+  ['auth_method', 'text', (r) => r.auth_method],
+  ['user_id', 'text', (r) => r.user_id],
+  ['api_key_id', 'text', (r) => r.api_key_id],
+  ['model', 'text', (r) => r.usage?.model],
+  ['provider_id', 'text', (r) => r.usage?.provider],
+  ['prompt_tokens', 'integer', (r) => r.usage?.prompt_tokens],
+  ['completion_tokens', 'integer', (r) => r.usage?.completion_tokens],
+  ['total_tokens', 'integer', (r) => r.usage?.total_tokens],
+  ['created_at', 'timestamptz', (r) => r.ended_at],
+]);
+
+const INSERT = `insert into ${TABLE} (${LOG_ROWS.names}) select ${LOG_ROWS.names} from ${LOG_ROWS.fromItem}`;
 
 export async function insertRequestLogBatch(knex: Knex, batch: ServedRequest[]): Promise<void> {
   if (batch.length === 0) return;
-  await knex.raw(INSERT, [JSON.stringify(batch)]);
+  await knex.raw(INSERT, LOG_ROWS.bind(batch));
 }
 
 /** Removes rows older than `before`, then all but the newest `maxRows`. Safe to run from several processes. */
