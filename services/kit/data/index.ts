@@ -6,6 +6,7 @@
 export * from '../db/database.js';
 export * from '../db/migrate.js';
 export * from '../db/column-arrays.js';
+export { vacuumWhereDue, type VacuumPass } from '../db/embedded-vacuum.js';
 export * from '../bus/index.js';
 export * from '../outbox/outbox.js';
 export { kitMigrations } from '../migrations/index.js';

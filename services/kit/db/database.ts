@@ -4,6 +4,7 @@ import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
 import type { Logger } from '../logger.js';
+import { startEmbeddedVacuum } from './embedded-vacuum.js';
 import { startPGliteWorker } from './pglite-remote.js';
 
 // node-pg returns int8 (count(*), bigserial) as strings; PGlite returns numbers. Make them agree.
@@ -28,6 +29,11 @@ export interface DatabaseOptions {
   logger?: Logger;
   /** PGlite only: keep the database in memory (tests of the embedded driver). */
   inMemory?: boolean;
+  /**
+   * PGlite only: how often the embedded autovacuum looks for tables to vacuum or analyze
+   * (`embedded-vacuum.ts`; PGlite has no autovacuum of its own). Default 60 s; 0: never.
+   */
+  vacuumEveryMs?: number;
 }
 
 export interface Database {
@@ -85,7 +91,9 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
     acquireConnectionTimeout: 30_000,
   });
   if (options.schema) await knex.raw('create schema if not exists ??', [options.schema]);
-  return wrap(knex, 'pglite');
+  const everyMs = options.vacuumEveryMs ?? 60_000;
+  const vacuum = everyMs > 0 ? startEmbeddedVacuum(knex, { everyMs, logger: options.logger }) : undefined;
+  return wrap(knex, 'pglite', () => vacuum?.stop());
 }
 
 function knexLog(logger: Logger | undefined): Knex.Logger | undefined {
@@ -125,7 +133,7 @@ function dropAfterReadTimeout(connection: PgConnection, done: (error: Error | nu
   done(null, connection);
 }
 
-function wrap(knex: Knex, driver: Database['driver']): Database {
+function wrap(knex: Knex, driver: Database['driver'], beforeClose?: () => Promise<void> | undefined): Database {
   return {
     knex,
     driver,
@@ -134,6 +142,7 @@ function wrap(knex: Knex, driver: Database['driver']): Database {
       await knex.raw('select 1');
     },
     async close() {
+      await beforeClose?.();
       await knex.destroy();
     },
   };
