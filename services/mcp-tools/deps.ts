@@ -68,7 +68,7 @@ export async function buildMcpDeps(ctx: ServiceContext, overrides: Partial<McpCo
     config,
     metricsRegistry,
     mcp: { catalog, switches, callTool, jsonSchemaValidator: new AjvJsonSchemaValidator(), bodyLimit: parseSize(config.MCP_BODY_LIMIT), jsonMaxDepth: runtime.config.JSON_MAX_DEPTH, logger },
-    admin: { knex, store, switches, catalog, clock: runtime.clock, relay: runtime.relay },
+    admin: { knex, store, switches, catalog, clock: runtime.clock },
   };
 }
 export type McpDeps = Awaited<ReturnType<typeof buildMcpDeps>>;

@@ -200,6 +200,38 @@ export function busContract(test: TestFn<unknown>, harness: () => BusHarness) {
     await faulty.close();
     await observer.close();
   });
+
+  test.serial('outbox: a commit wakes the started relay, which publishes without waiting for its poll; a rollback publishes nothing', async (t) => {
+    const h = harness();
+    const bus = await h.openBus();
+    const queue = uniq('q');
+    const box = inbox<EventMessage>((r) => r.delivery.ack());
+    await bus.consume({ queue, bindings: ['wake.#'] }, box.handler);
+    // An hour between polls: anything published during the test was published because of a wake-up.
+    const relay = createOutboxRelay({ knex: h.knex, bus, clock: { now: () => Date.now() }, logger: h.logger, pollMs: 3_600_000 });
+    relay.start();
+    await relay.drain(); // what earlier tests left is out of the way
+
+    await t.throwsAsync(
+      h.knex.transaction(async (trx) => {
+        await recordEvent(trx, 'wake.rolled_back', { n: 0 });
+        throw new Error('rollback');
+      }),
+    );
+    const ids: string[] = [];
+    await h.knex.transaction(async (trx) => {
+      for (let n = 1; n <= 3; n++) ids.push(await recordEvent(trx, 'wake.in_transaction', { n }));
+    });
+    const first = await box.until((items) => items.length >= 3);
+    t.deepEqual(first.map((r) => r.message.id).sort(), [...ids].sort());
+
+    ids.push(await recordEvent(h.knex, 'wake.autocommit', { n: 4 }));
+    const all = await box.until((items) => items.length >= 4);
+    t.deepEqual(all.map((r) => r.message.id).sort(), [...ids].sort());
+    t.false(all.some((r) => r.message.body.type === 'wake.rolled_back'));
+    await relay.stop();
+    await bus.close();
+  });
 }
 
 export type { ExecutionContext };

@@ -26,7 +26,32 @@ export interface EventMessage<T = Record<string, unknown>> {
 export async function recordEvent(trx: Knex | Knex.Transaction, type: string, data: Record<string, unknown>): Promise<string> {
   const id = newId('event');
   await trx('outbox_events').insert({ id, type, data: JSON.stringify(data) });
+  wakeRelaysAfterCommit(trx);
   return id;
+}
+
+/**
+ * The started relays of this process. A commit that recorded events wakes them, so its events are
+ * published at once rather than at the next poll (`pollMs`, 500 ms by default, which was all of an
+ * event's commit-to-delivery latency). The poll stays for what no wake-up announces: events another
+ * process committed, and retries.
+ */
+const startedRelays = new Set<() => void>();
+/** Transactions already hooked: a burst of events in one transaction wakes the relays once. */
+const hooked = new WeakSet<object>();
+
+function wakeRelays(): void {
+  for (const wake of startedRelays) wake();
+}
+
+function wakeRelaysAfterCommit(trx: Knex | Knex.Transaction): void {
+  if (startedRelays.size === 0) return;
+  if (!trx.isTransaction) return wakeRelays();
+  if (hooked.has(trx)) return;
+  hooked.add(trx);
+  // A savepoint's promise settles at its release, before the outer commit: that wake-up finds
+  // nothing yet, and the poll publishes the events as before. A rollback wakes nobody.
+  (trx as Knex.Transaction).executionPromise.then(wakeRelays, () => {});
 }
 
 export interface OutboxRelayOptions {
@@ -44,7 +69,7 @@ export interface OutboxRelay {
   start(): void;
   /** Publishes what is pending now; resolves with the number published. */
   drain(): Promise<number>;
-  /** Ask for a pass soon (e.g. right after a commit). */
+  /** Ask for a pass soon. Commits that record events do it by themselves (`recordEvent`). */
   kick(): void;
   stop(): Promise<void>;
 }
@@ -65,6 +90,9 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
   let timer: NodeJS.Timeout | undefined;
   let current: Promise<unknown> = Promise.resolve();
   let failures = 0;
+  /** A pass is running; a kick meanwhile asks for another right after it instead of a second pass at once. */
+  let passing = false;
+  let kickedDuringPass = false;
 
   // One statement, autocommit: PGlite's single connection is never held across the publish.
   async function claim(): Promise<PendingRow[]> {
@@ -128,30 +156,41 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
   }
 
   function tick() {
+    passing = true;
+    kickedDuringPass = false;
     current = drain()
       .then(() => {
         failures = 0;
-        schedule(options.pollMs ?? 500);
+        passing = false;
+        schedule(kickedDuringPass ? 0 : options.pollMs ?? 500);
       })
       .catch((error: Error) => {
         failures++;
+        passing = false;
         if (failures === 1 || failures % 20 === 0) logger.warn({ err: error.message, failures }, 'outbox relay could not publish; events wait in the outbox');
         schedule(Math.min((options.pollMs ?? 500) * 2 ** Math.min(failures, 5), 10_000));
       });
+  }
+
+  // While the broker is failing the backoff decides, not commits.
+  function kick() {
+    if (!running || failures > 0) return;
+    if (passing) kickedDuringPass = true;
+    else schedule(0);
   }
 
   return {
     start() {
       if (running) return;
       running = true;
+      startedRelays.add(kick);
       schedule(0);
     },
     drain: () => drain(),
-    kick() {
-      if (running && failures === 0) schedule(0);
-    },
+    kick,
     async stop() {
       running = false;
+      startedRelays.delete(kick);
       clearTimeout(timer);
       await current.catch(() => {});
     },

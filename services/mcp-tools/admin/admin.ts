@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { ApiError, recordEvent, type Clock, type OutboxRelay } from '../../kit/index.js';
+import { ApiError, recordEvent, type Clock } from '../../kit/index.js';
 import type { ToolCatalog } from '../tools/catalog.js';
 import type { ToolSettingsStore } from './store.js';
 import type { ToolSwitchboard } from './tool-switches.js';
@@ -17,7 +17,6 @@ export interface AdminDeps {
   switches: ToolSwitchboard;
   catalog: ToolCatalog;
   clock: Clock;
-  relay: Pick<OutboxRelay, 'kick'>;
 }
 
 export type { AdminTool } from './tool.js';
@@ -45,10 +44,7 @@ export async function setToolEnabled(deps: AdminDeps, adminUserId: string, name:
     else await recordEvent(trx, 'mcp_tool.disabled', { tool_id: name, tool_name: name, disabled_at: at, disabled_by: adminUserId, reason: row.reason });
     return row;
   });
-  if (changed) {
-    deps.switches.apply(changed);
-    deps.relay.kick();
-  }
+  if (changed) deps.switches.apply(changed);
   return present(deps, name);
 }
 
