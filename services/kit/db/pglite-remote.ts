@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 
 type Request = { op: 'query'; sql: string; params?: unknown[] } | { op: 'close' };
@@ -18,34 +20,43 @@ export interface RemotePGlite {
 }
 
 export function startPGliteWorker(dataDir: string | undefined): RemotePGlite {
-  const worker = spawnWorker({ dataDir });
   const pending = new Map<number, { resolve(value: any): void; reject(error: Error): void }>();
   let nextId = 1;
   let exited: Error | undefined;
+  let worker: Worker | undefined;
 
-  const toError = (fields: Record<string, unknown>) => Object.assign(new Error(String(fields.message)), fields);
-  const ready = new Promise<void>((resolve, reject) => pending.set(0, { resolve: () => resolve(), reject }));
-  // Unhandled until someone waits on it: an init failure surfaces on the first query instead.
-  ready.catch(() => {});
-
-  worker.on('message', (message: PGliteResponse) => {
-    const waiter = pending.get(message.id);
-    if (!waiter) return;
-    pending.delete(message.id);
-    if ('error' in message) waiter.reject(toError(message.error));
-    else waiter.resolve(message.result);
-  });
   const failAll = (error: Error) => {
     exited = error;
     for (const waiter of pending.values()) waiter.reject(error);
     pending.clear();
   };
-  worker.on('error', (error) => failAll(error));
-  worker.on('exit', (code) => failAll(new Error(`PGlite worker exited (code ${code})`)));
+  const ready = initialiseIfNew(dataDir).then(
+    () =>
+      new Promise<void>((resolve, reject) => {
+        pending.set(0, { resolve: () => resolve(), reject });
+        worker = spawnWorker({ dataDir });
+        worker.on('message', (message: PGliteResponse) => {
+          const waiter = pending.get(message.id);
+          if (!waiter) return;
+          pending.delete(message.id);
+          if ('error' in message) waiter.reject(toError(message.error));
+          else waiter.resolve(message.result);
+        });
+        worker.on('error', (error) => failAll(error));
+        worker.on('exit', (code) => failAll(new Error(`PGlite worker exited (code ${code})`)));
+      }),
+    (error: Error) => {
+      exited = error;
+      throw error;
+    },
+  );
+  // Unhandled until someone waits on it: an init failure surfaces on the first query instead.
+  ready.catch(() => {});
 
   const send = (request: Request) =>
     new Promise<any>((resolve, reject) => {
       if (exited) return reject(exited);
+      if (!worker) return reject(new Error('PGlite is not open yet (wait for waitReady)'));
       const id = nextId++;
       pending.set(id, { resolve, reject });
       worker.postMessage({ ...request, id });
@@ -55,11 +66,43 @@ export function startPGliteWorker(dataDir: string | undefined): RemotePGlite {
     waitReady: ready,
     query: (sql, params) => send({ op: 'query', sql, params }),
     async close() {
-      if (exited) return;
+      if (exited || !worker) return;
       await send({ op: 'close' }).catch(() => {});
       await worker.terminate();
     },
   };
+}
+
+const toError = (fields: Record<string, unknown>) => Object.assign(new Error(String(fields.message)), fields);
+
+/**
+ * Initialising a new data directory (initdb) grows PGlite's WebAssembly memory to ~630 MiB plus
+ * ~225 MiB of buffers, and a WebAssembly instance never gives memory back: a platform started on an
+ * empty directory stayed at ~900 MiB resident, against ~450 MiB when it opened one already
+ * initialised. So a new directory is initialised by a worker of its own, which closes it and exits,
+ * its memory with it, before the worker that serves opens the directory.
+ */
+async function initialiseIfNew(dataDir: string | undefined): Promise<void> {
+  if (dataDir === undefined || existsSync(join(dataDir, 'PG_VERSION'))) return;
+  const init = spawnWorker({ dataDir });
+  const answer = (id: number) =>
+    new Promise<void>((resolve, reject) => {
+      init.on('message', (message: PGliteResponse) => {
+        if (message.id !== id) return;
+        if ('error' in message) reject(toError(message.error));
+        else resolve();
+      });
+      init.once('error', reject);
+      init.once('exit', (code) => reject(new Error(`PGlite worker exited (code ${code}) while initialising ${dataDir}`)));
+    });
+  try {
+    await answer(0);
+    const closed = answer(1);
+    init.postMessage({ id: 1, op: 'close' } satisfies PGliteRequest);
+    await closed;
+  } finally {
+    await init.terminate();
+  }
 }
 
 /**
