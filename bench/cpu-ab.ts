@@ -14,6 +14,8 @@
  *                    own flags (package.json's start script), so they win for a flag given twice: the same build
  *                    twice, one side with `--a-node-args=--max-semi-space-size=16` (Node's default), compares the
  *                    young generation npm start sets with the default; BENCH_PLATFORM_NODE_ARGS applies to both
+ *   --a-env, --b-env "KEY=value,…"  settings of one side only (an ablation: the same build twice, one side
+ *                    with a feature off, says what the feature costs per request)
  *   --rounds N (5)  --seconds S (4)  --connections C (64)
  */
 import { readFile } from 'node:fs/promises';
@@ -30,6 +32,8 @@ const { values: args } = parseArgs({
     b: { type: 'string', default: 'dist' },
     'a-node-args': { type: 'string', default: '' },
     'b-node-args': { type: 'string', default: '' },
+    'a-env': { type: 'string', default: '' },
+    'b-env': { type: 'string', default: '' },
     rounds: { type: 'string', default: '5' },
     seconds: { type: 'string', default: '4' },
     connections: { type: 'string', default: '64' },
@@ -58,15 +62,26 @@ async function memory(pid: number): Promise<{ rss: number; peak: number }> {
 
 const upstream = await startUpstream();
 const builds = [
-  { label: 'A', dir: args.a!, nodeArgs: args['a-node-args']! },
-  { label: 'B', dir: args.b!, nodeArgs: args['b-node-args']! },
+  { label: 'A', dir: args.a!, nodeArgs: args['a-node-args']!, env: parseEnv(args['a-env']!) },
+  { label: 'B', dir: args.b!, nodeArgs: args['b-node-args']!, env: parseEnv(args['b-env']!) },
 ];
+
+/** `KEY=value,KEY2=value` → an environment for one side. */
+function parseEnv(list: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of list.split(',').filter(Boolean)) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new Error(`--a-env/--b-env take KEY=value pairs, not "${pair}"`);
+    env[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return env;
+}
 const sharedNodeArgs = process.env.BENCH_PLATFORM_NODE_ARGS ?? '';
 const platforms: Array<{ label: string; dir: string; platform: Platform }> = [];
 try {
   for (const build of builds) {
     process.env.BENCH_PLATFORM_NODE_ARGS = `${sharedNodeArgs} ${build.nodeArgs}`.trim();
-    const platform = await startPlatform('embedded', {}, `${build.label} (${build.dir})`, `${build.dir}/services/platform/main.js`);
+    const platform = await startPlatform('embedded', build.env, `${build.label} (${build.dir})`, `${build.dir}/services/platform/main.js`);
     await platform.addProviders(upstream, [20]);
     platforms.push({ ...build, platform });
   }
@@ -125,7 +140,7 @@ try {
     process.stderr.write(`round ${round + 1}/${rounds} done\n`);
   }
   for (const [label, rate] of idle) console.log(`idle CPU of ${label}: main thread ${rate.main.toFixed(1)} ms/s, whole process ${rate.all.toFixed(1)} ms/s (subtracted)`);
-  console.log(`\nA = ${args.a}${args['a-node-args'] ? ` (${args['a-node-args']})` : ''}, B = ${args.b}${args['b-node-args'] ? ` (${args['b-node-args']})` : ''}; ${rounds} rounds × ${args.seconds} s at ${args.connections} connections, 20 ms upstream; medians over rounds\n`);
+  console.log(`\nA = ${args.a}${args['a-node-args'] ? ` (${args['a-node-args']})` : ''}${args['a-env'] ? ` [${args['a-env']}]` : ''}, B = ${args.b}${args['b-node-args'] ? ` (${args['b-node-args']})` : ''}${args['b-env'] ? ` [${args['b-env']}]` : ''}; ${rounds} rounds × ${args.seconds} s at ${args.connections} connections, 20 ms upstream; medians over rounds\n`);
   console.log('| path | build | CPU ms/request, main thread | whole process | write syscalls/request | req/s (noise) |');
   console.log('|---|---|---|---|---|---|');
   for (const [key, s] of samples) {
