@@ -1,4 +1,4 @@
-import { loadConfig, type WorkerDefinition } from '../../services/kit/index.js';
+import { loadConfig, runEvery, type WorkerDefinition } from '../../services/kit/index.js';
 import {
   MEDIA_DEDUP_BINDINGS,
   MEDIA_DEDUP_QUEUE,
@@ -33,29 +33,21 @@ export const mediaDedupWorker: WorkerDefinition = {
     const dedup = createMediaDedup(deps);
     const consumer = await ctx.runtime.bus.consume({ queue: MEDIA_DEDUP_QUEUE, bindings: MEDIA_DEDUP_BINDINGS, prefetch: 4 }, dedup.handle as never);
 
-    let timer: NodeJS.Timeout | undefined;
-    let running: Promise<unknown> = Promise.resolve();
-    if (config.MEDIA_SWEEP_INTERVAL_MS > 0) {
-      const tick = () => {
-        timer = setTimeout(() => {
-          running = dedup
-            .sweep()
-            .then((result) => {
+    const sweeps =
+      config.MEDIA_SWEEP_INTERVAL_MS > 0
+        ? runEvery(
+            config.MEDIA_SWEEP_INTERVAL_MS,
+            async () => {
+              const result = await dedup.sweep();
               if (result.expired || result.finalized || result.collected) logger.info(result, 'media sweep');
-            })
-            .catch((error: Error) => logger.warn({ err: error.message }, 'media sweep failed'))
-            .finally(() => timer && tick());
-        }, config.MEDIA_SWEEP_INTERVAL_MS);
-        timer.unref();
-      };
-      tick();
-    }
+            },
+            (error) => logger.warn({ err: error.message }, 'media sweep failed'),
+          )
+        : undefined;
     return {
       async stop() {
-        clearTimeout(timer);
-        timer = undefined;
+        await sweeps?.stop();
         await consumer.cancel({ drainMs: 2000 });
-        await running.catch(() => {});
         await storage.close();
       },
     };

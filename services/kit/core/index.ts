@@ -18,5 +18,6 @@ export { createRedisRevocations } from '../revocations-redis.js';
 export * from '../webhook-signature.js';
 export * from '../usage-report.js';
 export * from '../readiness.js';
+export * from '../periodic.js';
 export type * from '../request-outcome.js';
 export type { Logger } from '../logger.js';

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Logger } from '../logger.js';
+import { runEvery, type Periodic } from '../periodic.js';
 
 /**
  * The embedded database's autovacuum. PGlite runs PostgreSQL in single-user mode, where no
@@ -47,25 +48,10 @@ export async function vacuumWhereDue(knex: Knex): Promise<VacuumPass> {
 }
 
 /** Runs `vacuumWhereDue` every `everyMs` until stopped; a failed pass is logged and the next one runs. */
-export function startEmbeddedVacuum(knex: Knex, options: { everyMs: number; logger?: Logger }): { stop(): Promise<void> } {
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> = Promise.resolve();
-  const schedule = () => {
-    timer = setTimeout(() => {
-      running = vacuumWhereDue(knex).then(
-        () => {},
-        (error: Error) => options.logger?.warn({ err: error.message }, 'embedded database: vacuum pass failed'),
-      );
-      void running.finally(() => timer && schedule());
-    }, options.everyMs);
-    timer.unref();
-  };
-  schedule();
-  return {
-    async stop() {
-      clearTimeout(timer);
-      timer = undefined;
-      await running;
-    },
-  };
+export function startEmbeddedVacuum(knex: Knex, options: { everyMs: number; logger?: Logger }): Periodic {
+  return runEvery(
+    options.everyMs,
+    () => vacuumWhereDue(knex),
+    (error) => options.logger?.warn({ err: error.message }, 'embedded database: vacuum pass failed'),
+  );
 }

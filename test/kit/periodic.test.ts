@@ -1,0 +1,43 @@
+import test from 'ava';
+import { runEvery } from '../../services/kit/index.js';
+
+// The kit's periodic task (the embedded vacuum, the media sweep): a failed run is reported and the
+// next one still comes; runs never overlap; stop waits for the run in progress.
+test('a failed run is reported and the next one comes; runs never overlap; stop waits for the run in progress', async (t) => {
+  // The task's timer keeps no process alive (by design): this test's own handle does.
+  const keepAlive = setInterval(() => {}, 60_000);
+  t.teardown(() => clearInterval(keepAlive));
+  const errors: string[] = [];
+  let runs = 0;
+  let active = 0;
+  let maxActive = 0;
+  let release!: () => void;
+  let secondStarted!: () => void;
+  const started = new Promise<void>((resolve) => (secondStarted = resolve));
+  const periodic = runEvery(
+    1,
+    async () => {
+      runs++;
+      active++;
+      maxActive = Math.max(maxActive, active);
+      try {
+        if (runs === 1) throw new Error('first run fails');
+        secondStarted();
+        await new Promise<void>((resolve) => (release = resolve));
+      } finally {
+        active--;
+      }
+    },
+    (error) => errors.push(error.message),
+  );
+  await started;
+  t.deepEqual(errors, ['first run fails']);
+  let stopped = false;
+  const stopping = periodic.stop().then(() => (stopped = true));
+  await new Promise((resolve) => setImmediate(resolve));
+  t.false(stopped, 'stop resolved while a run was in progress');
+  release();
+  await stopping;
+  t.is(runs, 2);
+  t.is(maxActive, 1);
+});
