@@ -7,6 +7,7 @@
 // Usage: node bench/floor/proxy.mjs <upstream origin>; paths are passed through (`/d20/v1/...`).
 // Prints {"port"} once listening.
 import { createServer } from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Agent } from 'undici';
 
 const origin = process.argv[2];
@@ -33,7 +34,21 @@ async function forward(req, res, raw) {
   res.end(answer);
 }
 
+// The platform's event-loop figure, measured the same way (kit/http/metrics.ts: the lateness of a
+// 10 ms timer since the previous scrape), so the table shows what saturation alone does to the loop.
+const RESOLUTION_MS = 10;
+const loop = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+loop.enable();
+function loopMetrics(res) {
+  const late = (ns) => Math.max(0, ns / 1e6 - RESOLUTION_MS) / 1000;
+  const lines = [0.5, 0.9, 0.99].map((q) => `nodejs_eventloop_delay_seconds{quantile="${q}"} ${late(loop.percentile(q * 100))}`);
+  lines.push(`nodejs_eventloop_delay_seconds{quantile="1"} ${late(loop.max)}`);
+  loop.reset();
+  res.writeHead(200, { 'content-type': 'text/plain' }).end(`${lines.join('\n')}\n`);
+}
+
 const server = createServer((req, res) => {
+  if (req.method === 'GET' && req.url === '/metrics') return loopMetrics(res);
   const chunks = [];
   req.on('data', (chunk) => chunks.push(chunk));
   req.on('end', () => {
