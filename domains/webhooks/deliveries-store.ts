@@ -72,6 +72,11 @@ function revive(row: Record<string, unknown>, dates: string[]): Record<string, u
   return out;
 }
 
+/** A delivery and its subscription read as JSON in one query, with their Dates back. */
+function withDates(row: { delivery: Record<string, unknown>; webhook: Record<string, unknown> | null }): { delivery: DeliveryRow; webhook: WebhookRow | undefined } {
+  return { delivery: revive(row.delivery, DELIVERY_DATES) as unknown as DeliveryRow, webhook: row.webhook ? (revive(row.webhook, WEBHOOK_DATES) as unknown as WebhookRow) : undefined };
+}
+
 export function createDeliveriesStore(knex: Knex) {
   const deliveries = () => knex<DeliveryRow>('webhook_deliveries');
   return {
@@ -102,51 +107,65 @@ export function createDeliveriesStore(knex: Knex) {
         .first(knex.raw('row_to_json(d.*) as delivery'), knex.raw('case when w.id is null then null else row_to_json(w.*) end as webhook'))) as
         | { delivery: Record<string, unknown>; webhook: Record<string, unknown> | null }
         | undefined;
-      if (!row) return undefined;
-      return { delivery: revive(row.delivery, DELIVERY_DATES) as unknown as DeliveryRow, webhook: row.webhook ? (revive(row.webhook, WEBHOOK_DATES) as unknown as WebhookRow) : undefined };
+      return row ? withDates(row) : undefined;
     },
 
-    /** Takes the right to make attempt `expected + 1` until `leaseUntil`; false when stale or taken. */
-    async claim(id: string, expected: number, nowMs: number, leaseUntil: number): Promise<boolean> {
-      const n = await deliveries()
-        .where({ id, status: 'pending', attempts: expected })
-        .andWhere('lease_until', '<', nowMs)
-        .update({ lease_until: leaseUntil } as never);
-      return n > 0;
+    /**
+     * Takes the right to make attempt `expected + 1` until `leaseUntil`, and reads the delivery and
+     * its subscription as they are now, in one statement; undefined when stale or taken.
+     */
+    async claim(id: string, expected: number, nowMs: number, leaseUntil: number): Promise<{ delivery: DeliveryRow; webhook: WebhookRow | undefined } | undefined> {
+      const result = await knex.raw(
+        `with claimed as (
+           update webhook_deliveries set lease_until = ?
+            where id = ? and status = 'pending' and attempts = ? and lease_until < ?
+           returning *)
+         select row_to_json(c.*) as delivery, case when w.id is null then null else row_to_json(w.*) end as webhook
+           from claimed c left join webhooks w on w.id = c.webhook_id`,
+        [leaseUntil, id, expected, nowMs],
+      );
+      const row = (result.rows as Array<{ delivery: Record<string, unknown>; webhook: Record<string, unknown> | null }>)[0];
+      return row ? withDates(row) : undefined;
     },
 
-    /** Records one attempt and the delivery's new state; false if another worker recorded it first. */
+    /**
+     * Records one attempt and the delivery's new state in one statement (the attempt row is written
+     * only when the guarded update matched); false if another worker recorded it first.
+     */
     async record(a: AttemptRecord): Promise<boolean> {
-      return knex.transaction(async (trx) => {
-        const status: DeliveryStatus = a.outcome === 'retry' ? 'pending' : a.outcome;
-        const n = await trx('webhook_deliveries')
-          .where({ id: a.deliveryId, attempts: a.expectedAttempts, status: 'pending' })
-          .update({
-            status,
-            attempts: trx.raw('attempts + 1'),
-            cycle_attempts: trx.raw('cycle_attempts + 1'),
-            lease_until: 0,
-            next_attempt_at: a.nextAttemptAt,
-            last_status_code: a.statusCode,
-            last_error: a.error,
-            delivered_at: a.outcome === 'delivered' ? a.attemptedAt : null,
-            updated_at: a.attemptedAt,
-          });
-        if (n === 0) return false;
-        await trx('webhook_delivery_attempts').insert({
-          delivery_id: a.deliveryId,
-          attempt: a.expectedAttempts + 1,
-          retry_count: a.retryCount,
-          status_code: a.statusCode,
-          duration_ms: a.durationMs,
-          outcome: a.outcome,
-          error: a.error,
-          response_excerpt: a.responseExcerpt,
-          attempted_at: a.attemptedAt,
-          next_attempt_at: a.nextAttemptAt,
-        });
-        return true;
-      });
+      const status: DeliveryStatus = a.outcome === 'retry' ? 'pending' : a.outcome;
+      const result = await knex.raw(
+        `with recorded as (
+           update webhook_deliveries
+              set status = ?, attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, lease_until = 0,
+                  next_attempt_at = ?, last_status_code = ?, last_error = ?, delivered_at = ?, updated_at = ?
+            where id = ? and attempts = ? and status = 'pending'
+           returning id)
+         insert into webhook_delivery_attempts
+           (delivery_id, attempt, retry_count, status_code, duration_ms, outcome, error, response_excerpt, attempted_at, next_attempt_at)
+         select id, ?::integer, ?::integer, ?::integer, ?::integer, ?::text, ?::text, ?::text, ?::timestamptz, ?::timestamptz from recorded
+         returning delivery_id`,
+        [
+          status,
+          a.nextAttemptAt,
+          a.statusCode,
+          a.error,
+          a.outcome === 'delivered' ? a.attemptedAt : null,
+          a.attemptedAt,
+          a.deliveryId,
+          a.expectedAttempts,
+          a.expectedAttempts + 1,
+          a.retryCount,
+          a.statusCode,
+          a.durationMs,
+          a.outcome,
+          a.error,
+          a.responseExcerpt,
+          a.attemptedAt,
+          a.nextAttemptAt,
+        ],
+      );
+      return (result.rows as unknown[]).length > 0;
     },
 
     /** Ends a pending delivery without an attempt (its subscription is gone or inactive). */

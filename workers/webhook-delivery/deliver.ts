@@ -101,17 +101,17 @@ export function createDeliveryHandler(deps: DeliverDeps) {
     const nowMs = deps.clock.now();
     let result;
     try {
-      if (!(await deps.deliveries.claim(id, expected, nowMs, nowMs + leaseMs))) {
+      // The claim reads the delivery and its subscription as they are now (a wait for a slot may have taken a while).
+      const claimed = await deps.deliveries.claim(id, expected, nowMs, nowMs + leaseMs);
+      if (!claimed) {
         const again = await deps.deliveries.withWebhook(id);
         if (!again || again.delivery.status !== 'pending' || again.delivery.attempts !== expected) return again ? stale(message, delivery, again.delivery) : delivery.ack();
         // Another copy of this job is making the attempt (or died making it): look again after its lease.
         return delivery.retryAfter(roundUp(leaseMs), { [ATTEMPT_HEADER]: String(expected) });
       }
-      // Read again now that the attempt is ours (a wait for a slot may have taken a while).
-      const fresh = await deps.deliveries.withWebhook(id);
-      if (fresh?.webhook) {
-        row = fresh.delivery;
-        webhook = fresh.webhook;
+      if (claimed.webhook) {
+        row = claimed.delivery;
+        webhook = claimed.webhook;
       }
       result = await attemptDelivery({ guard: deps.guard, delivery: row, webhook, secrets: secretsOf(webhook, nowMs), nowMs, timeoutMs: deps.timeoutMs });
     } finally {
