@@ -2,8 +2,9 @@ import type { Logger } from './logger.js';
 
 /**
  * Records written off the request path: `push()` only appends to memory; a timer (or a full batch)
- * writes what is queued in batches with `write`. A failed batch goes back to the front and is retried on the
- * next tick; memory is bounded (`maxQueued`, oldest dropped and counted). `stop()` writes what is left.
+ * writes what is queued in batches with `write`. A failed batch goes back to the front and is
+ * retried on the next tick; memory is bounded (`maxQueued`, oldest dropped and counted). `stop()`
+ * writes what is left.
  */
 export interface BatchWriter<T> {
   push(item: T): void;
