@@ -1,4 +1,5 @@
 import type { Logger } from './logger.js';
+import { runEvery } from './periodic.js';
 
 /**
  * Records written off the request path: `push()` only appends to memory; a timer (or a full batch)
@@ -24,7 +25,6 @@ export function createBatchWriter<T>(options: {
   logger: Logger;
 }): BatchWriter<T> {
   const queue: T[] = [];
-  let timer: NodeJS.Timeout | undefined;
   let flushing: Promise<void> = Promise.resolve();
   let dropped = 0;
   /** A flush is chained and has not started: a full batch needs no second one. */
@@ -63,11 +63,8 @@ export function createBatchWriter<T>(options: {
     return flushing;
   }
 
-  function schedule() {
-    timer = setTimeout(() => void flush().finally(() => timer && schedule()), options.flushMs);
-    timer.unref();
-  }
-  schedule();
+  // A flush never rejects (a failed batch is kept and logged), so nothing reaches onError.
+  const ticks = runEvery(options.flushMs, flush, () => {});
 
   return {
     push(item) {
@@ -81,8 +78,7 @@ export function createBatchWriter<T>(options: {
     pending: () => queue.length,
     flush,
     async stop() {
-      clearTimeout(timer);
-      timer = undefined;
+      await ticks.stop();
       for (let i = 0; i < 3 && queue.length > 0; i++) await flush();
       if (queue.length > 0) options.logger.error({ lost: queue.length }, `${options.name}: records could not be written at shutdown`);
     },

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { runEvery } from '../../services/kit/index.js';
 
-// The kit's periodic task (the embedded vacuum, the media sweep): a failed run is reported and the
+// The kit's periodic task (batch writers, the embedded vacuum, the webhook and media sweeps): a failed run is reported and the
 // next one still comes; runs never overlap; stop waits for the run in progress.
 test('a failed run is reported and the next one comes; runs never overlap; stop waits for the run in progress', async (t) => {
   // The task's timer keeps no process alive (by design): this test's own handle does.

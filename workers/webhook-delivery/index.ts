@@ -1,4 +1,4 @@
-import { createEgressGuard, createSecretBox, loadConfig, loadMasterKey, type BusMessage, type Delivery, type WorkerDefinition } from '../../services/kit/index.js';
+import { createEgressGuard, createSecretBox, loadConfig, loadMasterKey, runEvery, type BusMessage, type Delivery, type WorkerDefinition } from '../../services/kit/index.js';
 import {
   createDeliveriesStore,
   createWebhooksStore,
@@ -57,27 +57,20 @@ export const webhookDeliveryWorker: WorkerDefinition = {
     ];
 
     // Safety net: a pending delivery overdue by the grace period gets a new job (duplicates are dropped).
-    let sweeping = false;
     const sweep = async () => {
-      if (sweeping) return;
-      sweeping = true;
-      try {
-        const overdue = await deliveries.overdue(new Date(clock.now() - config.WEBHOOK_SWEEP_GRACE_MS), 500);
-        for (const d of overdue) await sendDeliveryJob(bus, d);
-        await deliveries.touch(overdue.map((d) => d.id), new Date(clock.now()));
-        if (overdue.length) logger.warn({ count: overdue.length }, 're-enqueued overdue webhook deliveries');
-      } catch (error) {
-        logger.warn({ err: (error as Error).message }, 'webhook sweep failed; will try again');
-      } finally {
-        sweeping = false;
-      }
+      const overdue = await deliveries.overdue(new Date(clock.now() - config.WEBHOOK_SWEEP_GRACE_MS), 500);
+      for (const d of overdue) await sendDeliveryJob(bus, d);
+      await deliveries.touch(overdue.map((d) => d.id), new Date(clock.now()));
+      if (overdue.length) logger.warn({ count: overdue.length }, 're-enqueued overdue webhook deliveries');
     };
-    const timer = config.WEBHOOK_SWEEP_INTERVAL_MS > 0 ? setInterval(() => void sweep(), config.WEBHOOK_SWEEP_INTERVAL_MS) : undefined;
-    timer?.unref();
+    const sweeps =
+      config.WEBHOOK_SWEEP_INTERVAL_MS > 0
+        ? runEvery(config.WEBHOOK_SWEEP_INTERVAL_MS, sweep, (error) => logger.warn({ err: error.message }, 'webhook sweep failed; will try again'))
+        : undefined;
 
     return {
       async stop() {
-        if (timer) clearInterval(timer);
+        await sweeps?.stop();
         // Stop taking jobs, let attempts in flight finish and be recorded and acked, then close.
         const drainMs = config.WEBHOOK_TIMEOUT_MS + 5000;
         await Promise.all(consumers.map((consumer) => consumer.cancel({ drainMs })));
