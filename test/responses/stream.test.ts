@@ -114,7 +114,9 @@ test('the stream() helper: finalResponse() matches retrieve; a streamed id chain
   t.is(next.output_text, `I remember ${sent.length} messages`);
 });
 
-test('cancel of a streaming response aborts the in-flight upstream call and keeps the partial output', async (t) => {
+// The three tests that hold an upstream call run one at a time: they read the fake's shared
+// holding and aborted counters, which a concurrent holder would satisfy (or keep above 0) for them.
+test.serial('cancel of a streaming response aborts the in-flight upstream call and keeps the partial output', async (t) => {
   p.fake.script('hold-stream', [{ tool_calls: [{ name: 'python_exec', arguments: { code: 'print(5)' } }] }, { hold: true }]);
   const { client } = await p.newClient();
   const abortedBefore = p.fake.aborted();
@@ -139,7 +141,7 @@ test('cancel of a streaming response aborts the in-flight upstream call and keep
   t.is((await client.responses.retrieve(final.id)).status, 'cancelled');
 });
 
-test('background: queued at once, runs in the service, cancel aborts the upstream call', async (t) => {
+test.serial('background: queued at once, runs in the service, cancel aborts the upstream call', async (t) => {
   p.fake.script('bg-done', [{ tool_calls: [{ name: 'python_exec', arguments: { code: 'print(7)' } }] }, { content: 'done in the background' }]);
   const { client } = await p.newClient();
   const queued = await client.responses.create({ model: MODEL, input: 'bg #script:bg-done', background: true });
@@ -164,7 +166,7 @@ test('background: queued at once, runs in the service, cancel aborts the upstrea
   await waitFor(() => p.fake.aborted() > abortedBefore, 30_000, 'the upstream call aborted');
 });
 
-test('a cancel recorded by another process (the database flag) stops the loop', async (t) => {
+test.serial('a cancel recorded by another process (the database flag) stops the loop', async (t) => {
   p.fake.script('remote-cancel', [{ hold: true }]);
   const { client } = await p.newClient();
   const abortedBefore = p.fake.aborted();
