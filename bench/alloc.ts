@@ -4,6 +4,8 @@
  * GCs took, preloaded by `bench/lib/alloc-sampler.mjs`), at 64 connections over the 20 ms fake
  * upstream: KiB per request in total and by allocating function and its caller.
  *   --seconds S (6)   --stream   --top N (30)   --dist DIR (compiled tree, default dist)
+ *   --survivors   count only what outlived a young-generation collection (what the scavenger copies
+ *                 and promotes), not every allocation
  *   --file F (summarise a saved profile; needs --requests)
  * The garbage collector's share of CPU (bench/profile.ts) follows the allocation rate: this says where it comes from.
  */
@@ -17,7 +19,7 @@ import { chatBody, throughput, type Target } from './lib/load.js';
 import { startPlatform, startUpstream } from './lib/procs.js';
 
 const { values: args } = parseArgs({
-  options: { seconds: { type: 'string', default: '6' }, stream: { type: 'boolean', default: false }, top: { type: 'string', default: '30' }, dist: { type: 'string', default: 'dist' }, file: { type: 'string' }, requests: { type: 'string' } },
+  options: { seconds: { type: 'string', default: '6' }, stream: { type: 'boolean', default: false }, top: { type: 'string', default: '30' }, dist: { type: 'string', default: 'dist' }, file: { type: 'string' }, requests: { type: 'string' }, survivors: { type: 'boolean', default: false } },
 });
 
 interface SampleNode {
@@ -27,7 +29,9 @@ interface SampleNode {
 }
 
 async function record(): Promise<{ file: string; requests: number }> {
-  process.env.BENCH_PLATFORM_NODE_ARGS = `--import ${fileURLToPath(new URL('./lib/alloc-sampler.mjs', import.meta.url))}`;
+  const sampler = new URL('./lib/alloc-sampler.mjs', import.meta.url);
+  if (args.survivors) sampler.search = '?survivors';
+  process.env.BENCH_PLATFORM_NODE_ARGS = `--import ${sampler.href}`;
   const upstream = await startUpstream();
   const platform = await startPlatform('embedded', {}, 'embedded', `${args.dist}/services/platform/main.js`);
   const file = join(tmpdir(), `bench-alloc-${platform.pid}.json`);
@@ -64,5 +68,5 @@ const walk = (node: SampleNode, caller: string) => {
 };
 walk(profile.head, '');
 const kib = (bytes: number) => (bytes / requests / 1024).toFixed(2).padStart(6);
-console.log(`\n${file}: ${kib(total)} KiB allocated per request (${requests} requests, ${args.stream ? 'stream' : 'non-stream'})\n`);
+console.log(`\n${file}: ${kib(total)} KiB ${args.survivors ? 'outlived a young-generation collection' : 'allocated'} per request (${requests} requests, ${args.stream ? 'stream' : 'non-stream'})\n`);
 for (const [site, bytes] of [...sites].sort((a, b) => b[1] - a[1]).slice(0, Number(args.top))) console.log(`${kib(bytes)} KiB  ${((bytes / total) * 100).toFixed(1).padStart(4)} %  ${site}`);

@@ -1,6 +1,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerResponse } from 'node:http';
 import { acceptRequestId, runPlugin, type HostIO } from '../../plugins/core/index.js';
 import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
+import { ServiceResponse } from '../kit/http/index.js';
 import { checkReadiness, errorBody, USAGE_REPORT_REQUEST_HEADER, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
@@ -170,7 +171,8 @@ export async function createEdge(options: EdgeOptions) {
       requestId,
       onUsageReport: (report) => (usage = report),
     };
-    if (plan.local) dispatchInProcess(plan.local, req, res, target, options.readTimeoutMs);
+    // In process only on the kit's servers, whose responses the edge can watch without patching them.
+    if (plan.local && res instanceof ServiceResponse) dispatchInProcess(plan.local, req, res, target, options.readTimeoutMs);
     else proxy.forward(req, res, target);
   }
 

@@ -1,5 +1,6 @@
-import type { IncomingHttpHeaders, IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, RequestListener } from 'node:http';
 import { errorBody, USAGE_REPORT_HEADER } from '../kit/core/index.js';
+import type { ResponseObserver, ServiceResponse } from '../kit/http/index.js';
 import { sendJson, takeUsageReport, type ForwardTarget } from './proxy.js';
 
 /**
@@ -11,11 +12,13 @@ import { sendJson, takeUsageReport, type ForwardTarget } from './proxy.js';
  * request id) win over the service's, as they do over a proxied answer. A service that sends
  * nothing for `readTimeoutMs` gets the same treatment as over HTTP: 504 before the head, the
  * connection cut after it. Client disconnects reach the service as the close of its own req/res.
+ * The answer is watched through the response's observer slot (`ServiceResponse`, built by the kit's
+ * servers), not by replacing its methods, which would cost every request dearly in V8.
  */
 export function dispatchInProcess(
   handler: RequestListener,
   req: IncomingMessage,
-  res: ServerResponse,
+  res: ServiceResponse,
   target: ForwardTarget,
   readTimeoutMs: number,
 ): void {
@@ -30,44 +33,14 @@ export function dispatchInProcess(
   expressReq.originalUrl = undefined;
   expressReq.baseUrl = undefined;
 
+  const observer = new EdgeObserver(target);
+  res.observer = observer;
   const extra = target.responseHeaders;
-  let lastActivity = performance.now();
-  const writeHead = res.writeHead;
-  res.writeHead = function edgeHeaders(this: ServerResponse, status: number, ...rest: unknown[]) {
-    res.writeHead = writeHead;
-    lastActivity = performance.now();
-    const last = rest[rest.length - 1];
-    const passed = last !== null && typeof last === 'object' ? (last as Record<string, unknown>) : undefined;
-    // The service's usage report is for the edge only (as over HTTP, where the proxy removes it).
-    const reported = this.getHeader(USAGE_REPORT_HEADER);
-    if (reported !== undefined) {
-      this.removeHeader(USAGE_REPORT_HEADER);
-      takeUsageReport({ [USAGE_REPORT_HEADER]: reported }, target);
-    }
-    if (passed) {
-      takeUsageReport(passed, target);
-      delete passed.trailer;
-    }
-    this.removeHeader('trailer');
-    for (const name in extra) {
-      if (passed) passed[name] = extra[name];
-      else this.setHeader(name, extra[name]!);
-    }
-    if (!this.hasHeader('x-request-id') && !(passed && 'x-request-id' in passed)) this.setHeader('x-request-id', target.requestId);
-    return (writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
-  } as ServerResponse['writeHead'];
-  // A stream's usage trailer is taken here instead of being sent to the client.
-  res.addTrailers = (trailers) => takeUsageReport(trailers as Record<string, unknown>, target);
-  const write = res.write;
-  res.write = function touch(this: ServerResponse, ...args: unknown[]) {
-    lastActivity = performance.now();
-    return (write as (...a: unknown[]) => boolean).apply(this, args);
-  } as ServerResponse['write'];
 
   // One timer per request, re-armed only when it fires early (no per-write timer work).
   let timer: NodeJS.Timeout | undefined;
   const check = () => {
-    const idle = performance.now() - lastActivity;
+    const idle = performance.now() - observer.lastActivity;
     if (idle < readTimeoutMs) {
       timer = setTimeout(check, readTimeoutMs - idle);
       return;
@@ -81,7 +54,10 @@ export function dispatchInProcess(
     }
   };
   timer = setTimeout(check, readTimeoutMs);
-  res.once('close', () => clearTimeout(timer));
+  res.once('close', () => {
+    clearTimeout(timer);
+    res.observer = undefined;
+  });
 
   try {
     handler(req, res);
@@ -89,5 +65,52 @@ export function dispatchInProcess(
     clearTimeout(timer);
     if (!res.headersSent) sendJson(res, 502, errorBody(502, 'The upstream service is unreachable', { requestId: target.requestId }), { ...extra, 'x-request-id': target.requestId });
     else res.destroy();
+  }
+}
+
+/**
+ * The edge's view of an answer written in process: merges the plugins' response headers into the
+ * head, takes the service's usage report (header or trailer) instead of the client, and notes when
+ * the service last wrote (the read timeout).
+ */
+class EdgeObserver implements ResponseObserver {
+  lastActivity = performance.now();
+  private headed = false;
+
+  constructor(private readonly target: ForwardTarget) {}
+
+  head(res: ServiceResponse, args: unknown[]): void {
+    if (this.headed) return;
+    this.headed = true;
+    this.lastActivity = performance.now();
+    const target = this.target;
+    const last = args[args.length - 1];
+    const passed = last !== null && typeof last === 'object' ? (last as Record<string, unknown>) : undefined;
+    // The service's usage report is for the edge only (as over HTTP, where the proxy removes it).
+    const reported = res.getHeader(USAGE_REPORT_HEADER);
+    if (reported !== undefined) {
+      res.removeHeader(USAGE_REPORT_HEADER);
+      takeUsageReport({ [USAGE_REPORT_HEADER]: reported }, target);
+    }
+    if (passed) {
+      takeUsageReport(passed, target);
+      delete passed.trailer;
+    }
+    res.removeHeader('trailer');
+    const extra = target.responseHeaders;
+    for (const name in extra) {
+      if (passed) passed[name] = extra[name];
+      else res.setHeader(name, extra[name]!);
+    }
+    if (!res.hasHeader('x-request-id') && !(passed && 'x-request-id' in passed)) res.setHeader('x-request-id', target.requestId);
+  }
+
+  wrote(): void {
+    this.lastActivity = performance.now();
+  }
+
+  /** A stream's usage trailer is taken here instead of being sent to the client. */
+  trailers(trailers: Record<string, unknown>): void {
+    takeUsageReport(trailers, this.target);
   }
 }

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
 import { acceptRequestId } from '../../plugins/core/index.js';
-import { accessLogger, errorBody, type ProcessRuntime } from '../kit/index.js';
+import { accessLogger, adoptRequestObjects, errorBody, type ProcessRuntime } from '../kit/index.js';
 import type { ServiceDefinition } from '../kit/index.js';
 import { edgeConfigShape, loadEdgeConfig } from './config.js';
 import { deckVariables } from './deck-vars.js';
@@ -74,6 +74,7 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
     app.use((req, res) => edge.handle(req, res));
     app.locals.edgeMetrics = metrics;
     directToEdge(app, edge.handle);
+    adoptRequestObjects(app);
     return app;
   },
   onListening(server, ctx) {

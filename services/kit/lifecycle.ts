@@ -1,6 +1,7 @@
 import http, { type Server } from 'node:http';
 import type { Express } from 'express';
 import type { Logger } from './logger.js';
+import { serviceHttpObjects } from './http/request-objects.js';
 
 export interface RunningServer {
   server: Server;
@@ -39,6 +40,8 @@ export function listen(app: Express, options: { host: string; port: number; time
   return new Promise((resolve, reject) => {
     const server = http.createServer(
       {
+        // Requests and responses built with Express's members: no prototype change per request.
+        ...serviceHttpObjects,
         keepAliveTimeout: timeouts.keepAliveTimeoutMs,
         // Node requires headersTimeout <= requestTimeout when the latter is set.
         headersTimeout: timeouts.requestTimeoutMs > 0 ? Math.min(timeouts.headersTimeoutMs, timeouts.requestTimeoutMs) : timeouts.headersTimeoutMs,

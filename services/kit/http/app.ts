@@ -9,6 +9,7 @@ import { registerDataMetrics } from '../data-metrics.js';
 import { EXACT_ROUTES, mountRoutes } from './mount.js';
 import { requestContext } from './request-context.js';
 import { servedRequests, type ServedRequest } from './served.js';
+import { adoptRequestObjects } from './request-objects.js';
 import type { Route } from './route-table.js';
 
 /**
@@ -91,6 +92,8 @@ export function createServiceApp(options: ServiceAppOptions): Express {
   const onError = errorHandler(options.logger);
   app.use(onError);
   if (exact && exact.size > 0) directDispatch(app, before, exact, onError);
+  // Outermost: every request, direct or through Express, is given this app's `req.app`/`res.app` first.
+  adoptRequestObjects(app);
   return app;
 }
 
