@@ -61,6 +61,14 @@ export class ApiError extends Error {
   }
 }
 
+/** Why a request's signal was aborted when its client went away before the answer was complete. */
+export class ClientClosed extends Error {
+  constructor() {
+    super('the client closed the connection');
+    this.name = 'ClientClosed';
+  }
+}
+
 export function errorBody(
   status: number,
   message: string,

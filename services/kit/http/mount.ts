@@ -1,11 +1,11 @@
 import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
-import { ApiError } from '../errors.js';
+import { ApiError, ClientClosed } from '../errors.js';
 import type { UserDirectory } from '../identity/directory.js';
 import { hasIdentityHeaders, resolvePrincipal } from '../identity/middleware.js';
 import type { Principal } from '../identity/principal.js';
 import { parseInput } from '../validation.js';
 import { checkRequestStrings, readJsonBody } from './body.js';
-import type { Route, RouteAccess, RouteCall } from './route-table.js';
+import type { Cancellation, Route, RouteAccess, RouteCall } from './route-table.js';
 import './context.js';
 
 /**
@@ -169,7 +169,7 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       // A `*wildcard` parameter (model ids with slashes) arrives as its segments: joined back here.
       const rawParams = Object.fromEntries(Object.entries(req.params).map(([name, value]) => [name, Array.isArray(value) ? value.join('/') : value]));
       const params = schemas.params ? parseInput(schemas.params, rawParams) : rawParams;
-      const call: RouteCall = { req, res, principal: principal as Principal, body, query, params, signal: abortOnClose(res) };
+      const call: RouteCall = new Call(req, res, principal as Principal, body, query, params);
       const result = await route.handler(call);
       if (res.headersSent || res.writableEnded) return;
       if (result !== undefined) answerJson(res, status, result);
@@ -216,10 +216,45 @@ async function authorize(route: Route, req: Request, users: UserDirectory): Prom
   return principal;
 }
 
-function abortOnClose(res: Response): AbortSignal {
-  const controller = new AbortController();
-  res.once('close', () => {
-    if (!res.writableFinished) controller.abort(new Error('client disconnected'));
-  });
-  return controller.signal;
+/**
+ * A route's call. Its signal is made on first use: Node builds every AbortSignal by changing the
+ * prototype of a plain EventTarget, which V8 handles as badly as it does such req and res objects
+ * (request-objects.ts), and most routes never read it.
+ */
+class Call implements RouteCall {
+  readonly cancellation: ClientCancellation;
+
+  constructor(
+    readonly req: Request,
+    readonly res: Response,
+    readonly principal: Principal,
+    readonly body: unknown,
+    readonly query: unknown,
+    readonly params: Record<string, string>,
+  ) {
+    this.cancellation = new ClientCancellation(res);
+  }
+
+  get signal(): AbortSignal {
+    return this.cancellation.signal;
+  }
+}
+
+/** Aborted with `ClientClosed` when the answer's connection closes before the answer is complete. */
+class ClientCancellation implements Cancellation {
+  private controller: AbortController | undefined;
+
+  constructor(res: Response) {
+    res.once('close', () => {
+      if (!res.writableFinished) this.abort(new ClientClosed());
+    });
+  }
+
+  get signal(): AbortSignal {
+    return (this.controller ??= new AbortController()).signal;
+  }
+
+  abort(reason: unknown): void {
+    (this.controller ??= new AbortController()).abort(reason);
+  }
 }

@@ -30,8 +30,19 @@ export interface RouteCall<B = unknown, Q = unknown, P = Record<string, string>>
   body: B;
   query: Q;
   params: P;
-  /** Aborted when the client goes away before the answer is complete. */
-  signal: AbortSignal;
+  /**
+   * Aborted when the client goes away before the answer is complete (reason: `ClientClosed`), or by
+   * the handler through `cancellation`. Made when first read: most routes never need one.
+   */
+  readonly signal: AbortSignal;
+  /** The signal and the means to abort it early, for a domain function with a deadline of its own. */
+  readonly cancellation: Cancellation;
+}
+
+/** A request's abort signal and its `abort` (the first reason wins); an AbortController is one. */
+export interface Cancellation {
+  readonly signal: AbortSignal;
+  abort(reason: unknown): void;
 }
 
 export interface RouteResponse {

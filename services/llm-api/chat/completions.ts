@@ -1,4 +1,4 @@
-import { ApiError, badRequest, notFound, type Clock, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, notFound, type Cancellation, type Clock, type Principal } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { ClientClosed, type Attempt } from '../routing/failover.js';
 import { readCapped, type UpstreamResponse } from '../routing/upstream.js';
@@ -118,7 +118,12 @@ function buildBodies(attempts: Attempt[], input: ChatRequest, disableThinking: b
   return bodies;
 }
 
-export async function completeChat(deps: ChatDeps, principal: Principal, input: ChatInput, signal: AbortSignal): Promise<ChatResult> {
+/**
+ * `cancellation`: aborted when the client leaves (reason `ClientClosed`); this function aborts it
+ * itself at the deadline for one completion (an ApiError 504), so one signal carries both reasons.
+ */
+export async function completeChat(deps: ChatDeps, principal: Principal, input: ChatInput, cancellation: Cancellation): Promise<ChatResult> {
+  const signal = cancellation.signal;
   const startedAt = input.startedAt ?? performance.now();
   const request = input.request;
   const { model, disableThinking } = chooseModel(deps.registry, request);
@@ -149,19 +154,12 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   const ticket = deps.admission ? await deps.admission.admit(principal, request.model) : null;
 
   // One signal for the upstream: the client leaving, or the overall deadline, each with its reason
-  // (the first to happen wins). One controller both abort, rather than one each joined by
-  // AbortSignal.any, whose weak references cost the garbage collector on every request.
-  const upstream = new AbortController();
-  const timer = setTimeout(() => upstream.abort(new ApiError(504, 'The model provider took longer than the time limit for one completion')), deps.limits.maxDurationMs);
+  // (the first to happen wins). The deadline aborts the request's own signal rather than a second
+  // controller joined to it: every AbortSignal is costly to make and to collect.
+  const timer = setTimeout(() => cancellation.abort(new ApiError(504, 'The model provider took longer than the time limit for one completion')), deps.limits.maxDurationMs);
   timer.unref?.();
-  const onClientAbort = () => upstream.abort(new ClientClosed());
-  if (signal.aborted) onClientAbort();
-  else signal.addEventListener('abort', onClientAbort, { once: true });
-  const upstreamSignal = upstream.signal;
-  const cleanup = () => {
-    clearTimeout(timer);
-    signal.removeEventListener('abort', onClientAbort);
-  };
+  const upstreamSignal = signal;
+  const cleanup = () => clearTimeout(timer);
 
   const meter = deps.usage.open({
     ticket,

@@ -40,7 +40,7 @@ async function handleCompletion(deps: ChatDeps, settings: ChatRouteSettings, cal
   checkCrossFieldRules(call.body);
   let result;
   try {
-    result = await completeChat(deps, call.principal, { request: call.body, requestId: call.req.requestId }, call.signal);
+    result = await completeChat(deps, call.principal, { request: call.body, requestId: call.req.requestId }, call.cancellation);
   } catch (error) {
     if (error instanceof ClientClosed) return undefined; // nobody left to answer
     throw error;

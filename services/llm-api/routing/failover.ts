@@ -47,12 +47,7 @@ export interface Dispatched<T> {
 }
 
 /** The client left: nothing to answer. Used as the abort reason of the request's signal. */
-export class ClientClosed extends Error {
-  constructor() {
-    super('the client closed the connection');
-    this.name = 'ClientClosed';
-  }
-}
+export { ClientClosed } from '../../kit/index.js';
 
 export function planAttempts(candidates: Candidate[], health: Pick<HealthTracker, 'isHealthy'>, random: Random): Attempt[] {
   const healthy: Attempt[] = [];

@@ -55,7 +55,7 @@ test('a request that cannot be encoded (nested 5,000 deep) is a 400 before any d
   const records: UsageRecord[] = [];
   let deep: unknown = 'x';
   for (let i = 0; i < 5000; i++) deep = [deep];
-  const error = await t.throwsAsync(completeChat(deps(fakeDispatcher({ json: {} }, seen), records), principal, { request: request({ guided_json: deep } as never), requestId: 'r1' }, new AbortController().signal), { instanceOf: ApiError });
+  const error = await t.throwsAsync(completeChat(deps(fakeDispatcher({ json: {} }, seen), records), principal, { request: request({ guided_json: deep } as never), requestId: 'r1' }, new AbortController()), { instanceOf: ApiError });
   t.is(error!.status, 400);
   t.is(seen.bodies.length, 0);
   t.is(records.length, 0);
@@ -66,7 +66,7 @@ test('JSON answer: normalised, one usage record closed once; message steps rewri
   const records: UsageRecord[] = [];
   const upper: MessageStep = async (_p, messages) => messages.map((m) => ({ ...m, content: String(m.content).toUpperCase() }) as typeof m);
   const answer = { choices: [{ message: { content: 'ok' } }], usage: { prompt_tokens: 3, completion_tokens: 2 } };
-  const result = await completeChat(deps(fakeDispatcher({ json: answer }, seen), records, [upper]), principal, { request: request(), requestId: 'r2' }, new AbortController().signal);
+  const result = await completeChat(deps(fakeDispatcher({ json: answer }, seen), records, [upper]), principal, { request: request(), requestId: 'r2' }, new AbortController());
   t.is(result.kind, 'json');
   if (result.kind !== 'json') return;
   t.is(result.body.object, 'chat.completion');
@@ -84,7 +84,7 @@ test('stream: typed events from a byte-by-byte CRLF upstream; usage captured, us
     'data: {"id":"c","choices":[{"index":0,\r\ndata: "delta":{"content":"Hel"}}]}\r\n\r\n' +
     'data: {"id":"c","choices":[{"index":0,"delta":{"content":"lo"}}]}\r\n\r\n' +
     'data: {"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\r\n\r\ndata: [DONE]\r\n\r\n';
-  const result = await completeChat(deps(fakeDispatcher({ sse }, seen), records), principal, { request: request({ stream: true }), requestId: 'r3' }, new AbortController().signal);
+  const result = await completeChat(deps(fakeDispatcher({ sse }, seen), records), principal, { request: request({ stream: true }), requestId: 'r3' }, new AbortController());
   t.is(result.kind, 'stream');
   if (result.kind !== 'stream') return;
   const events: StreamEvent[] = [];
