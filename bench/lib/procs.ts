@@ -113,6 +113,8 @@ export interface Platform extends Proc {
   edgeUrl: string;
   llmUrl: string;
   adminKey: string;
+  /** Where the platform's stdout and stderr go (removed by `stop` unless BENCH_KEEP_LOGS is set). */
+  logFile: string;
   /** Registers the fake as providers `bench-d<delay>` (catalog sync lists model `bench-d<delay>`). */
   addProviders(upstream: Upstream, delays: number[]): Promise<void>;
 }
@@ -199,6 +201,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     edgeUrl,
     llmUrl,
     adminKey,
+    logFile,
     async addProviders(upstream, delays) {
       for (const delay of delays) {
         const res = await fetch(`${edgeUrl}/v1/admin/providers`, {

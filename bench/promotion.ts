@@ -1,0 +1,61 @@
+/**
+ * `node --import tsx bench/promotion.ts` (after `npm run build`): how much of each chat request the
+ * embedded platform's young-generation collections keep, from V8's own accounting
+ * (`--trace-gc-nvp` on the platform, main isolate only), at 64 connections over the 20 ms fake
+ * upstream: KiB per request that survived a scavenge and KiB promoted to the old generation, and the
+ * scavenges' main-thread pause per request. A request's objects should die young (it lasts ~30 ms,
+ * scavenges come every ~60 ms); what is promoted is work for the scavenger's copying and for the old
+ * generation's collector, on the main thread and its helper threads.
+ *   --seconds S (8)   --stream   --dist DIR (compiled tree, default dist)
+ *   --env "KEY=value,…"   settings for the platform (an ablation)
+ * Repeatable within ~0.5 KiB per request on an idle machine; bench/alloc.ts --survivors says which
+ * allocation sites the survivors come from.
+ */
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { chatBody, throughput, type Target } from './lib/load.js';
+import { startPlatform, startUpstream } from './lib/procs.js';
+
+const { values: args } = parseArgs({
+  options: { seconds: { type: 'string', default: '8' }, stream: { type: 'boolean', default: false }, dist: { type: 'string', default: 'dist' }, env: { type: 'string', default: '' } },
+});
+const seconds = Number(args.seconds);
+const env = Object.fromEntries(args.env.split(',').filter(Boolean).map((pair) => pair.split('=') as [string, string]));
+
+process.env.BENCH_PLATFORM_NODE_ARGS = `${process.env.BENCH_PLATFORM_NODE_ARGS ?? ''} --trace-gc-nvp`;
+const upstream = await startUpstream();
+const platform = await startPlatform('embedded', env, 'embedded', `${args.dist}/services/platform/main.js`);
+const logFile = platform.logFile;
+let run;
+let log = '';
+try {
+  await platform.addProviders(upstream, [20]);
+  const target: Target = { name: platform.name, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) };
+  await throughput(target, { connections: 64, seconds: 3, delayMs: 20, stream: args.stream }); // warm-up
+  const before = (await readFile(logFile, 'utf8')).length;
+  run = await throughput(target, { connections: 64, seconds, delayMs: 20, stream: args.stream });
+  log = (await readFile(logFile, 'utf8')).slice(before);
+} finally {
+  await platform.stop();
+  await upstream.stop();
+}
+
+// One line per collection: `[pid:isolate] … pause=… gc=s … promoted=… new_space_survived=…`. Worker
+// threads (the PGlite worker) are isolates of their own; the main isolate is the platform's pid's first.
+const mainIsolate = new RegExp(`\\[${platform.pid}:(0x[0-9a-f]+)\\]`).exec(log)?.[1];
+const field = (line: string, name: string) => Number(new RegExp(` ${name}=([0-9.]+)`).exec(line)?.[1] ?? 0);
+let promoted = 0;
+let survived = 0;
+let pauseMs = 0;
+let scavenges = 0;
+for (const line of log.split('\n')) {
+  if (!mainIsolate || !line.includes(mainIsolate) || !line.includes(' gc=s ')) continue;
+  promoted += field(line, 'promoted');
+  survived += field(line, 'new_space_survived');
+  pauseMs += field(line, 'pause');
+  scavenges++;
+}
+const requests = run.rps * seconds;
+const perRequest = (bytes: number) => (bytes / requests / 1024).toFixed(2);
+console.log(`${args.dist}, ${args.stream ? 'stream' : 'non-stream'}${args.env ? `, ${args.env}` : ''}: ${run.rps.toFixed(0)} req/s for ${seconds} s, ${scavenges} scavenges`);
+console.log(`per request: ${perRequest(survived)} KiB survived a scavenge, ${perRequest(promoted)} KiB promoted, ${((pauseMs * 1000) / requests).toFixed(1)} µs of scavenge pause on the main thread`);
