@@ -13,7 +13,6 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { chatBody, throughput, type Target } from './lib/load.js';
 import { startPlatform, startUpstream } from './lib/procs.js';
