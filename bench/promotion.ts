@@ -8,8 +8,9 @@
  * generation's collector, on the main thread and its helper threads.
  *   --seconds S (8)   --stream   --dist DIR (compiled tree, default dist)
  *   --env "KEY=value,…"   settings for the platform (an ablation)
- * Repeatable within ~0.5 KiB per request on an idle machine; bench/alloc.ts --survivors says which
- * allocation sites the survivors come from.
+ * Usually repeatable within ~0.5 KiB per request on an idle machine, but a run right after heavy load
+ * can be an outlier (twice the promotion): repeat a surprising figure. bench/alloc.ts --survivors says
+ * which allocation sites the survivors come from.
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
