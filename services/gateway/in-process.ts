@@ -75,13 +75,12 @@ export function dispatchInProcess(
  */
 class EdgeObserver implements ResponseObserver {
   lastActivity = performance.now();
-  private headed = false;
 
   constructor(private readonly target: ForwardTarget) {}
 
   head(res: ServiceResponse, args: unknown[]): void {
-    if (this.headed) return;
-    this.headed = true;
+    // Once only: a second writeHead is Node's error to raise, not a head to edit.
+    if (res.headersSent) return;
     this.lastActivity = performance.now();
     const target = this.target;
     const last = args[args.length - 1];

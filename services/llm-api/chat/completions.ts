@@ -158,7 +158,6 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   // controller joined to it: every AbortSignal is costly to make and to collect.
   const timer = setTimeout(() => cancellation.abort(new ApiError(504, 'The model provider took longer than the time limit for one completion')), deps.limits.maxDurationMs);
   timer.unref?.();
-  const upstreamSignal = signal;
   const cleanup = () => clearTimeout(timer);
 
   const meter = deps.usage.open({
@@ -173,7 +172,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     projectId: session?.projectId ?? null,
     startedAt,
   });
-  const dispatchRequest = { bodies, requestId: input.requestId, signal: upstreamSignal };
+  const dispatchRequest = { bodies, requestId: input.requestId, signal };
 
   try {
     if (request.stream) {
@@ -188,7 +187,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
         requestId: input.requestId,
         firstChunkExtra: session ? { conversation: session.conversation } : undefined,
         maxEventBytes: deps.limits.maxEventBytes,
-        signal: upstreamSignal,
+        signal,
         onUpstreamError: (detail, kind) => deps.dispatcher.logStreamFailure(dispatched.attempt, input.requestId, detail, kind),
       });
       const done = relay.done.then(async (outcome) => {
@@ -215,7 +214,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     const dispatched = await deps.dispatcher.json(attempts, dispatchRequest);
     meter.routed({ pm: dispatched.attempt.candidate.pm, endpoint: dispatched.attempt.endpoint.url, tries: dispatched.tries });
     meter.firstByte();
-    const body = await readAnswer(dispatched.value, deps.limits.maxResponseBytes, upstreamSignal);
+    const body = await readAnswer(dispatched.value, deps.limits.maxResponseBytes, signal);
     const served = dispatched.attempt.candidate.pm.model_public_id;
     normalizeCompletion(body, served, Math.floor(deps.clock.now() / 1000));
     if (session && persist) {
