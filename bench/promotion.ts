@@ -49,14 +49,25 @@ let promoted = 0;
 let survived = 0;
 let pauseMs = 0;
 let scavenges = 0;
+const pauses: number[] = [];
+const marks: string[] = [];
 for (const line of log.split('\n')) {
   if (!mainIsolate || !line.includes(mainIsolate) || !line.includes(' gc=s ')) continue;
   promoted += field(line, 'promoted');
   survived += field(line, 'new_space_survived');
   pauseMs += field(line, 'pause');
+  pauses.push(field(line, 'pause'));
   scavenges++;
+}
+// Collections of the old generation (mark-compact and its incremental steps) on the main isolate.
+for (const line of log.split('\n')) {
+  if (mainIsolate && line.includes(mainIsolate) && / gc=(mc|mmc|ms) /.test(line)) marks.push(`${/ gc=(\w+) /.exec(line)![1]} ${field(line, 'pause').toFixed(1)} ms`);
 }
 const requests = run.rps * seconds;
 const perRequest = (bytes: number) => (bytes / requests / 1024).toFixed(2);
 console.log(`${args.dist}, ${args.stream ? 'stream' : 'non-stream'}${args.env ? `, ${args.env}` : ''}: ${run.rps.toFixed(0)} req/s for ${seconds} s, ${scavenges} scavenges`);
+pauses.sort((a, b) => a - b);
+const pauseAt = (p: number) => (pauses[Math.min(pauses.length - 1, Math.floor(p * pauses.length))] ?? 0).toFixed(2);
+// Each pause delays every request in flight at once: it is what the event-loop delay's tail is made of.
+console.log(`scavenge pause each: p50 ${pauseAt(0.5)} ms, p90 ${pauseAt(0.9)} ms, max ${pauseAt(1)} ms, one every ${((seconds * 1000) / Math.max(1, scavenges)).toFixed(0)} ms; old-generation collections: ${marks.length ? marks.join(', ') : 'none'}`);
 console.log(`per request: ${perRequest(survived)} KiB survived a scavenge, ${perRequest(promoted)} KiB promoted, ${((pauseMs * 1000) / requests).toFixed(1)} µs of scavenge pause on the main thread`);

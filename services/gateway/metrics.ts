@@ -1,5 +1,5 @@
-import { Counter, Histogram } from 'prom-client';
-import { createMetricsRegistry } from '../kit/http/index.js';
+import { Counter } from 'prom-client';
+import { CounterFamily, HistogramFamily, createMetricsRegistry, type CounterCell, type HistogramCell } from '../kit/http/index.js';
 
 /**
  * The embedded edge's Prometheus metrics (`GET /metrics`, like Kong's status listener): requests by
@@ -9,8 +9,8 @@ import { createMetricsRegistry } from '../kit/http/index.js';
  */
 export function createEdgeMetrics() {
   const registry = createMetricsRegistry('gateway');
-  const requests = new Counter({ name: 'edge_requests_total', help: 'Requests through the edge by decK route and status', labelNames: ['route', 'status'] as const, registers: [registry] });
-  const latency = new Histogram({
+  const requests = new CounterFamily({ name: 'edge_requests_total', help: 'Requests through the edge by decK route and status', labelNames: ['route', 'status'] as const, registers: [registry] });
+  const latency = new HistogramFamily({
     name: 'edge_request_duration_seconds',
     help: 'Time from request to the end of the answer, by decK route and status',
     labelNames: ['route', 'status'] as const,
@@ -18,9 +18,8 @@ export function createEdgeMetrics() {
     registers: [registry],
   });
   const refusedConnections = new Counter({ name: 'edge_connections_refused_total', help: 'Connections closed at once by the per-address connection cap', registers: [registry] });
-  // Label-bound children, made once per (route, status): prom-client validates and hashes a label
-  // object on every call otherwise.
-  const series = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>();
+  // One pair of cells per (route, status), looked up by one string key per request.
+  const series = new Map<string, { count: CounterCell; duration: HistogramCell }>();
   return {
     registry,
     observe(route: string | null, status: number, durationMs: number) {
@@ -28,7 +27,7 @@ export function createEdgeMetrics() {
       let bound = series.get(key);
       if (!bound) {
         const labels = { route: route ?? 'unmatched', status: String(status) };
-        bound = { count: requests.labels(labels), duration: latency.labels(labels) };
+        bound = { count: requests.series(labels), duration: latency.series(labels) };
         series.set(key, bound);
       }
       bound.count.inc();

@@ -1,6 +1,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { RequestHandler } from 'express';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { CounterFamily, HistogramFamily, type CounterCell, type HistogramCell } from './series.js';
 
 /** Sampling interval of the event-loop delay monitor; the reported delay is the lateness beyond it. */
 const LOOP_RESOLUTION_MS = 10;
@@ -23,13 +24,13 @@ export function createMetricsRegistry(service: string, registry: Registry = new 
 export function createMetrics(service: string, options: { registry?: Registry } = {}) {
   // A service may pass its own registry to publish its domain series (e.g. per-tool counters) on the same /metrics.
   const registry = createMetricsRegistry(service, options.registry);
-  const requests = new Counter({
+  const requests = new CounterFamily({
     name: 'http_requests_total',
     help: 'HTTP requests by method, route and status',
     labelNames: ['method', 'route', 'status'] as const,
     registers: [registry],
   });
-  const latency = new Histogram({
+  const latency = new HistogramFamily({
     name: 'http_request_duration_seconds',
     help: 'HTTP request latency by method, route and status',
     labelNames: ['method', 'route', 'status'] as const,
@@ -37,15 +38,14 @@ export function createMetrics(service: string, options: { registry?: Registry } 
     registers: [registry],
   });
 
-  // One pair of label-bound series per (method, route, status), made on first use: prom-client
-  // validates and hashes a label object on every inc/observe, a bound child does neither.
-  const series = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>();
+  // One pair of cells per (method, route, status), looked up by one string key per request.
+  const series = new Map<string, { count: CounterCell; duration: HistogramCell }>();
   const seriesFor = (method: string, route: string, status: number) => {
     const key = `${method} ${status} ${route}`;
     let bound = series.get(key);
     if (!bound) {
       const labels = { method, route, status: String(status) };
-      bound = { count: requests.labels(labels), duration: latency.labels(labels) };
+      bound = { count: requests.series(labels), duration: latency.series(labels) };
       series.set(key, bound);
     }
     return bound;

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
+import { CounterFamily, HistogramFamily, type CounterCell, type HistogramCell } from '../../kit/http/index.js';
 import type { UsageRecord } from './recorder.js';
 
 /**
@@ -7,17 +8,17 @@ import type { UsageRecord } from './recorder.js';
  * provider id; requests that never reached a provider are counted under `provider="none"`.
  */
 export function createUsageMetrics(registry: Registry, health?: { unhealthy(): string[] }) {
-  const tokens = new Counter({ name: 'llm_tokens_total', help: 'Tokens the providers reported, by model, provider and kind (prompt, completion, reasoning)', labelNames: ['model', 'provider', 'kind'] as const, registers: [registry] });
-  const cost = new Counter({ name: 'llm_cost_micro_usd_total', help: 'Cost of chat requests in micro-USD, by model and provider', labelNames: ['model', 'provider'] as const, registers: [registry] });
-  const requests = new Counter({ name: 'llm_requests_total', help: 'Chat requests by model, provider and outcome (ok, upstream_error, client_closed, …)', labelNames: ['model', 'provider', 'outcome'] as const, registers: [registry] });
-  const latency = new Histogram({
+  const tokens = new CounterFamily({ name: 'llm_tokens_total', help: 'Tokens the providers reported, by model, provider and kind (prompt, completion, reasoning)', labelNames: ['model', 'provider', 'kind'] as const, registers: [registry] });
+  const cost = new CounterFamily({ name: 'llm_cost_micro_usd_total', help: 'Cost of chat requests in micro-USD, by model and provider', labelNames: ['model', 'provider'] as const, registers: [registry] });
+  const requests = new CounterFamily({ name: 'llm_requests_total', help: 'Chat requests by model, provider and outcome (ok, upstream_error, client_closed, …)', labelNames: ['model', 'provider', 'outcome'] as const, registers: [registry] });
+  const latency = new HistogramFamily({
     name: 'llm_upstream_latency_seconds',
     help: 'Time from request arrival to the end of the answer, by provider endpoint and status',
     labelNames: ['provider', 'endpoint', 'status'] as const,
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
     registers: [registry],
   });
-  const errors = new Counter({
+  const errors = new CounterFamily({
     name: 'llm_upstream_errors_total',
     help: 'Chat requests that ended in an upstream failure, by provider endpoint and outcome',
     labelNames: ['provider', 'endpoint', 'outcome'] as const,
@@ -35,17 +36,16 @@ export function createUsageMetrics(registry: Registry, health?: { unhealthy(): s
       },
     });
   }
-  // One set of label-bound series per (model, provider, outcome, endpoint, status), made on first
-  // use: prom-client validates and hashes a label object on every inc/observe (six per request), a
-  // bound child does neither. The series are the ones prom-client would keep anyway.
+  // One set of cells per (model, provider, outcome, endpoint, status), made on first use and found
+  // by one string key per request: seven updates a request, each plain arithmetic (kit/http/series).
   interface Bound {
-    prompt: { inc(value: number): void };
-    completion: { inc(value: number): void };
-    reasoning: { inc(value: number): void };
-    cost: { inc(value: number): void };
-    requests: { inc(): void };
-    latency: { observe(value: number): void };
-    errors: { inc(): void } | null;
+    prompt: CounterCell;
+    completion: CounterCell;
+    reasoning: CounterCell;
+    cost: CounterCell;
+    requests: CounterCell;
+    latency: HistogramCell;
+    errors: CounterCell | null;
   }
   const series = new Map<string, Bound>();
   const origins = new Map<string, string>();
@@ -65,13 +65,13 @@ export function createUsageMetrics(registry: Registry, health?: { unhealthy(): s
     let bound = series.get(key);
     if (!bound) {
       bound = {
-        prompt: tokens.labels({ model, provider, kind: 'prompt' }),
-        completion: tokens.labels({ model, provider, kind: 'completion' }),
-        reasoning: tokens.labels({ model, provider, kind: 'reasoning' }),
-        cost: cost.labels({ model, provider }),
-        requests: requests.labels({ model, provider, outcome }),
-        latency: latency.labels({ provider, endpoint, status: String(status) }),
-        errors: UPSTREAM_FAILURES.has(outcome) ? errors.labels({ provider, endpoint, outcome }) : null,
+        prompt: tokens.series({ model, provider, kind: 'prompt' }),
+        completion: tokens.series({ model, provider, kind: 'completion' }),
+        reasoning: tokens.series({ model, provider, kind: 'reasoning' }),
+        cost: cost.series({ model, provider }),
+        requests: requests.series({ model, provider, outcome }),
+        latency: latency.series({ provider, endpoint, status: String(status) }),
+        errors: UPSTREAM_FAILURES.has(outcome) ? errors.series({ provider, endpoint, outcome }) : null,
       };
       series.set(key, bound);
     }
