@@ -1,10 +1,12 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+// `crypto.hash` (Node ≥ 20.12) is the one-shot digest: no Hash object per call, on a path that
+// hashes a presented key or token on every request.
+const sha256 = (value: string | Buffer): Buffer => hash('sha256', value, 'buffer');
 
 /** Constant-time comparison of two secrets of any length (hashing first hides the length). */
 export function safeEqual(a: string, b: string): boolean {
-  const ha = createHash('sha256').update(a).digest();
-  const hb = createHash('sha256').update(b).digest();
-  return timingSafeEqual(ha, hb) && a.length === b.length;
+  return timingSafeEqual(sha256(a), sha256(b)) && a.length === b.length;
 }
 
 /**
@@ -12,11 +14,11 @@ export function safeEqual(a: string, b: string): boolean {
  * then hashes only what was presented. Same constant-time comparison, same answers.
  */
 export function secretMatcher(expected: string): (presented: string) => boolean {
-  const expectedHash = createHash('sha256').update(expected).digest();
-  return (presented) => timingSafeEqual(createHash('sha256').update(presented).digest(), expectedHash) && presented.length === expected.length;
+  const expectedHash = sha256(expected);
+  return (presented) => timingSafeEqual(sha256(presented), expectedHash) && presented.length === expected.length;
 }
 
-export const sha256Hex = (value: string | Buffer): string => createHash('sha256').update(value).digest('hex');
+export const sha256Hex = (value: string | Buffer): string => hash('sha256', value, 'hex');
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 

@@ -116,8 +116,20 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
             yield { type: 'raw', text: complete };
             continue;
           }
+          // Only the events that need a look are parsed; the others around them still leave
+          // together, as one write, in their order (a read often holds a whole answer's events
+          // and only its last ones carry usage and [DONE]).
+          let plain = '';
           for (const event of complete.split('\n\n')) {
-            const out = handleEvent(event);
+            const out = inspect(event) || !event.trim() ? handleEvent(event) : ({ type: 'raw', text: event } as const);
+            if (out !== null && out !== 'done' && out !== 'error' && out.type === 'raw') {
+              plain = plain ? `${plain}\n\n${out.text}` : out.text;
+              continue;
+            }
+            if (plain) {
+              yield { type: 'raw', text: plain };
+              plain = '';
+            }
             if (out === 'error') {
               upstreamError = true;
               break;
@@ -125,6 +137,7 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
             if (out !== null && out !== 'done') yield out;
           }
           if (upstreamError) break;
+          if (plain) yield { type: 'raw', text: plain };
         }
         if (!upstreamError) {
           const tail = splitter.end().trim();

@@ -1,0 +1,64 @@
+import test from 'ava';
+import { relayStream, type StreamEvent } from '../../../services/llm-api/chat/stream.js';
+
+// The relay parses only the events that need a look (usage, errors, [DONE], the first chunk when
+// something is merged into it) and passes the others through untouched, in order, batched.
+
+const event = (data: unknown) => `data: ${JSON.stringify(data)}`;
+const content = (i: number) => event({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: `w${i}` } }] });
+const usageOnly = event({ id: 'c', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 } });
+
+async function relay(reads: string[], options: { clientWantsUsage?: boolean; collect?: boolean; firstChunkExtra?: { conversation: { id: string } } } = {}) {
+  const [first, ...rest] = reads.map((text) => Buffer.from(text));
+  const { events, done } = relayStream({
+    firstChunk: first!,
+    rest: (async function* () {
+      yield* rest;
+    })(),
+    clientWantsUsage: options.clientWantsUsage ?? false,
+    collect: options.collect ?? false,
+    requestId: 'req_test',
+    firstChunkExtra: options.firstChunkExtra as never,
+    maxEventBytes: 1 << 16,
+    signal: new AbortController().signal,
+    onUpstreamError: () => {},
+  });
+  const out: StreamEvent[] = [];
+  for await (const e of events) out.push(e);
+  return { out, outcome: await done };
+}
+
+/** What the client would read: each event's text, in order. */
+const texts = (events: StreamEvent[]) =>
+  events.flatMap((e) => (e.type === 'raw' ? e.text.split('\n\n') : e.type === 'chunk' ? [event(e.chunk)] : e.type === 'done' ? ['[DONE]'] : ['error']));
+
+test('a whole answer in one read: content passes as one batch, the usage-only chunk is dropped but counted, one done', async (t) => {
+  const read = [content(1), content(2), content(3), usageOnly, 'data: [DONE]', ''].join('\n\n');
+  const { out, outcome } = await relay([read]);
+  t.deepEqual(texts(out), [content(1), content(2), content(3), '[DONE]']);
+  t.is(out.filter((e) => e.type === 'raw').length, 1, 'the plain events leave as one write');
+  t.deepEqual(outcome.usage, { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 });
+  t.is(outcome.outcome, 'ok');
+});
+
+test('the usage chunk is kept in place when the client asked for it, and empty events are dropped', async (t) => {
+  const read = [content(1), '', content(2), usageOnly, 'data: [DONE]', ''].join('\n\n');
+  const { out } = await relay([read], { clientWantsUsage: true });
+  t.deepEqual(texts(out), [content(1), content(2), usageOnly, '[DONE]']);
+});
+
+test('an error event in the middle of a read: the events before it are delivered, then our error, nothing after', async (t) => {
+  const read = [content(1), content(2), event({ error: { message: 'upstream secret detail' } }), content(3), ''].join('\n\n');
+  const { out, outcome } = await relay([read]);
+  t.deepEqual(texts(out), [content(1), content(2), 'error']);
+  t.is(outcome.outcome, 'upstream_error_event');
+  t.false(JSON.stringify(out).includes('secret'));
+});
+
+test('the conversation is merged into the first chunk with choices only; events split across reads keep their order', async (t) => {
+  const reads = [`${content(1)}\n\n${content(2)}\n\n${content(3).slice(0, 10)}`, `${content(3).slice(10)}\n\n${usageOnly}\n\ndata: [DONE]\n\n`];
+  const { out } = await relay(reads, { firstChunkExtra: { conversation: { id: 'conv_1' } } });
+  const [first, ...others] = texts(out);
+  t.deepEqual(JSON.parse(first!.slice(6)).conversation, { id: 'conv_1' });
+  t.deepEqual(others, [content(2), content(3), '[DONE]']);
+});
