@@ -50,6 +50,35 @@ export async function rssMiB(pid: number): Promise<number> {
   }
 }
 
+/**
+ * Resident MiB of the process's WebAssembly memories (the embedded database's PostgreSQL runs in
+ * one), from /proc/<pid>/smaps: V8 maps a WebAssembly memory as an anonymous read-write region
+ * followed directly by a reservation of several GiB with no access (its guard region), which no
+ * other allocation here looks like. 0 when there is none, NaN once the process is gone.
+ */
+export async function wasmResidentMiB(pid: number): Promise<number> {
+  let smaps: string;
+  try {
+    smaps = await readFile(`/proc/${pid}/smaps`, 'utf8');
+  } catch {
+    return Number.NaN;
+  }
+  const regions: Array<{ start: bigint; end: bigint; perms: string; anonymous: boolean; rssKb: number }> = [];
+  for (const line of smaps.split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ (\d+)\s*(\S*)/.exec(line);
+    if (head) regions.push({ start: BigInt(`0x${head[1]}`), end: BigInt(`0x${head[2]}`), perms: head[3]!, anonymous: head[4] === '0' && !head[5], rssKb: 0 });
+    else if (line.startsWith('Rss:') && regions.length) regions.at(-1)!.rssKb = Number(/\d+/.exec(line)?.[0] ?? 0);
+  }
+  const guard = 4n << 30n;
+  let kb = 0;
+  for (let i = 0; i + 1 < regions.length; i++) {
+    const r = regions[i]!;
+    const next = regions[i + 1]!;
+    if (r.anonymous && r.perms.startsWith('rw') && next.start === r.end && next.perms.startsWith('---') && next.end - next.start >= guard) kb += r.rssKb;
+  }
+  return kb / 1024;
+}
+
 function stopper(child: ChildProcess): () => Promise<void> {
   return () =>
     new Promise<void>((done) => {
