@@ -41,17 +41,19 @@ interface Tracked {
   group: AddressGroup;
   /** Closes a connection that never sends a request (Node bounds only connections that started one). */
   firstRequest: NodeJS.Timeout | null;
-  /** No request has started on it yet. */
-  unused: boolean;
   /** Its current answer says `Connection: close`: it is on its way out and no longer counts as kept. */
   closing: boolean;
-  /** Order of arrival, to close the oldest never-used connection first. */
-  sequence: number;
 }
 
 interface AddressGroup {
   key: string;
   sockets: Set<Socket>;
+  /**
+   * The never-used ones among `sockets`, oldest first (a Set keeps insertion order): the oldest is
+   * found without scanning the address's connections, which made each new connection cost time in
+   * proportion to those the address already held.
+   */
+  unused: Set<Socket>;
   /** How many of `sockets` are closing after their current answer. */
   closing: number;
 }
@@ -73,17 +75,17 @@ interface AddressGroup {
 export function guardConnections(server: Server, limits: ConnectionLimits) {
   const groups = new Map<string, AddressGroup>();
   const tracked = new Map<Socket, Tracked>();
-  let sequence = 0;
   let refused = 0;
 
   const keyOf = (peer: string) => (peer.includes(':') ? ipv6Prefix(peer, limits.ipv6PrefixLength) : peer);
 
   /** Never-used connections beyond what the address may keep: the oldest go first. */
   function closeUnusedBeyondLimit(group: AddressGroup): void {
-    const unused = [...group.sockets].filter((s) => tracked.get(s)!.unused);
-    if (unused.length <= limits.maxIdlePerAddress) return;
-    unused.sort((a, b) => tracked.get(a)!.sequence - tracked.get(b)!.sequence);
-    for (const socket of unused.slice(0, unused.length - limits.maxIdlePerAddress)) socket.destroy();
+    for (const oldest of group.unused) {
+      if (group.unused.size <= limits.maxIdlePerAddress) return;
+      group.unused.delete(oldest);
+      oldest.destroy();
+    }
   }
 
   server.on('connection', (socket: Socket) => {
@@ -91,7 +93,7 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
     if (limits.isTrusted(peer.startsWith('::ffff:') ? peer.slice(7) : peer)) return;
     const key = keyOf(peer);
     let group = groups.get(key);
-    if (!group) groups.set(key, (group = { key, sockets: new Set(), closing: 0 }));
+    if (!group) groups.set(key, (group = { key, sockets: new Set(), unused: new Set(), closing: 0 }));
     if (group.sockets.size >= limits.maxPerAddress) {
       refused++;
       limits.onRefused?.();
@@ -99,9 +101,10 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
       return;
     }
     group.sockets.add(socket);
+    group.unused.add(socket);
     const firstRequest = limits.firstRequestTimeoutMs ? setTimeout(() => timeOut(socket), limits.firstRequestTimeoutMs) : null;
     firstRequest?.unref();
-    const state: Tracked = { group, unused: true, closing: false, sequence: sequence++, firstRequest };
+    const state: Tracked = { group, closing: false, firstRequest };
     tracked.set(socket, state);
     const owner = group;
     socket.once('close', () => {
@@ -109,6 +112,7 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
       if (state.closing) owner.closing--;
       tracked.delete(socket);
       owner.sockets.delete(socket);
+      owner.unused.delete(socket);
       if (owner.sockets.size === 0) groups.delete(owner.key);
     });
     closeUnusedBeyondLimit(group);
@@ -130,8 +134,8 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
       clearTimeout(state.firstRequest);
       state.firstRequest = null;
     }
-    state.unused = false;
     const group = state.group;
+    group.unused.delete(req.socket);
     if (!state.closing && group.sockets.size - group.closing > limits.maxIdlePerAddress) {
       // Node answers with `Connection: close` and ends the connection after this answer.
       state.closing = true;
