@@ -14,7 +14,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { chatBody, throughput, type Target } from './lib/load.js';
+import { chatBody, percentile, throughput, type Target } from './lib/load.js';
 import { startPlatform, startUpstream } from './lib/procs.js';
 
 const { values: args } = parseArgs({
@@ -47,27 +47,26 @@ const mainIsolate = new RegExp(`\\[${platform.pid}:(0x[0-9a-f]+)\\]`).exec(log)?
 const field = (line: string, name: string) => Number(new RegExp(` ${name}=([0-9.]+)`).exec(line)?.[1] ?? 0);
 let promoted = 0;
 let survived = 0;
-let pauseMs = 0;
-let scavenges = 0;
 const pauses: number[] = [];
 const marks: string[] = [];
 for (const line of log.split('\n')) {
-  if (!mainIsolate || !line.includes(mainIsolate) || !line.includes(' gc=s ')) continue;
-  promoted += field(line, 'promoted');
-  survived += field(line, 'new_space_survived');
-  pauseMs += field(line, 'pause');
-  pauses.push(field(line, 'pause'));
-  scavenges++;
+  if (!mainIsolate || !line.includes(mainIsolate)) continue;
+  if (line.includes(' gc=s ')) {
+    promoted += field(line, 'promoted');
+    survived += field(line, 'new_space_survived');
+    pauses.push(field(line, 'pause'));
+  } else if (/ gc=(mc|mmc|ms) /.test(line)) {
+    // A collection of the old generation (mark-compact and its incremental steps).
+    marks.push(`${/ gc=(\w+) /.exec(line)![1]} ${field(line, 'pause').toFixed(1)} ms`);
+  }
 }
-// Collections of the old generation (mark-compact and its incremental steps) on the main isolate.
-for (const line of log.split('\n')) {
-  if (mainIsolate && line.includes(mainIsolate) && / gc=(mc|mmc|ms) /.test(line)) marks.push(`${/ gc=(\w+) /.exec(line)![1]} ${field(line, 'pause').toFixed(1)} ms`);
-}
+const scavenges = pauses.length;
+const pauseMs = pauses.reduce((sum, ms) => sum + ms, 0);
 const requests = run.rps * seconds;
 const perRequest = (bytes: number) => (bytes / requests / 1024).toFixed(2);
 console.log(`${args.dist}, ${args.stream ? 'stream' : 'non-stream'}${args.env ? `, ${args.env}` : ''}: ${run.rps.toFixed(0)} req/s for ${seconds} s, ${scavenges} scavenges`);
 pauses.sort((a, b) => a - b);
-const pauseAt = (p: number) => (pauses[Math.min(pauses.length - 1, Math.floor(p * pauses.length))] ?? 0).toFixed(2);
+const pauseAt = (p: number) => (scavenges ? percentile(pauses, p) : 0).toFixed(2);
 // Each pause delays every request in flight at once: it is what the event-loop delay's tail is made of.
-console.log(`scavenge pause each: p50 ${pauseAt(0.5)} ms, p90 ${pauseAt(0.9)} ms, max ${pauseAt(1)} ms, one every ${((seconds * 1000) / Math.max(1, scavenges)).toFixed(0)} ms; old-generation collections: ${marks.length ? marks.join(', ') : 'none'}`);
+console.log(`scavenge pause each: p50 ${pauseAt(50)} ms, p90 ${pauseAt(90)} ms, max ${pauseAt(100)} ms, one every ${((seconds * 1000) / Math.max(1, scavenges)).toFixed(0)} ms; old-generation collections: ${marks.length ? marks.join(', ') : 'none'}`);
 console.log(`per request: ${perRequest(survived)} KiB survived a scavenge, ${perRequest(promoted)} KiB promoted, ${((pauseMs * 1000) / requests).toFixed(1)} µs of scavenge pause on the main thread`);
