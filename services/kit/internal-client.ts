@@ -1,4 +1,5 @@
 import { Agent, request } from 'undici';
+import type { CancelSignal } from './cancel.js';
 import { ApiError } from './errors.js';
 import { GATEWAY_TOKEN_HEADER, identityHeadersFor, type Principal } from './identity/principal.js';
 
@@ -33,7 +34,7 @@ export interface InternalCallOptions {
   headers?: Record<string, string>;
   requestId?: string;
   timeoutMs?: number;
-  signal?: AbortSignal;
+  signal?: CancelSignal;
 }
 
 export function createInternalClient(options: InternalClientOptions) {
@@ -59,7 +60,8 @@ export function createInternalClient(options: InternalClientOptions) {
         dispatcher: agent,
         headersTimeout: limit,
         bodyTimeout: limit,
-        signal: opts.signal,
+        // undici takes any object with addEventListener as a signal (CancelSignal's contract).
+        signal: opts.signal as AbortSignal | undefined,
       });
     } catch (error) {
       throw failure(error, opts.signal);
@@ -90,7 +92,7 @@ export function createInternalClient(options: InternalClientOptions) {
 }
 
 /** The caller's own abort is not a failure of the other service; anything else maps to 503/504. */
-function failure(error: unknown, signal: AbortSignal | undefined): unknown {
+function failure(error: unknown, signal: CancelSignal | undefined): unknown {
   if (signal?.aborted) return signal.reason;
   if (error instanceof SyntaxError) return new ApiError(502, 'An internal service answered with malformed JSON', { cause: error });
   const code = (error as { code?: string }).code ?? '';

@@ -1,6 +1,6 @@
 /**
  * kit/core: what every layer may import, plugins included. Errors in the platform's one shape,
- * clock, ids, secrets, validation, the config loader and the platform-wide settings, identity
+ * clock, ids, secrets, cancellation, validation, the config loader and the platform-wide settings, identity
  * header names, credential revocations, webhook signatures. It loads no package: zod is used for
  * types only (schemas come from the caller; kit/settings builds the shared ones) and ioredis is
  * loaded only when a Redis revocation channel is used, so importing it is cheap
@@ -10,6 +10,7 @@ export * from '../errors.js';
 export * from '../clock.js';
 export * from '../ids.js';
 export * from '../secrets.js';
+export * from '../cancel.js';
 export * from '../validation.js';
 export * from '../config.js';
 export * from '../identity/principal.js';

@@ -1,4 +1,5 @@
 import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
+import { CancelToken } from '../cancel.js';
 import { ApiError, ClientClosed } from '../errors.js';
 import type { UserDirectory } from '../identity/directory.js';
 import { hasIdentityHeaders, resolvePrincipal } from '../identity/middleware.js';
@@ -217,9 +218,10 @@ async function authorize(route: Route, req: Request, users: UserDirectory): Prom
 }
 
 /**
- * A route's call. Its signal is made on first use: Node builds every AbortSignal by changing the
- * prototype of a plain EventTarget, which V8 handles as badly as it does such req and res objects
- * (request-objects.ts), and most routes never read it.
+ * A route's call. Its AbortSignal is made on first use: Node builds every AbortSignal by changing
+ * the prototype of a plain EventTarget, which V8 handles as badly as it does such req and res
+ * objects (request-objects.ts), and most routes never read it. `cancellation` (the chat route's)
+ * makes none.
  */
 class Call implements RouteCall {
   readonly cancellation: ClientCancellation;
@@ -236,25 +238,20 @@ class Call implements RouteCall {
   }
 
   get signal(): AbortSignal {
-    return this.cancellation.signal;
+    return this.cancellation.abortSignal;
   }
 }
 
 /** Aborted with `ClientClosed` when the answer's connection closes before the answer is complete. */
-class ClientCancellation implements Cancellation {
-  private controller: AbortController | undefined;
-
+class ClientCancellation extends CancelToken implements Cancellation {
   constructor(res: Response) {
+    super();
     res.once('close', () => {
       if (!res.writableFinished) this.abort(new ClientClosed());
     });
   }
 
-  get signal(): AbortSignal {
-    return (this.controller ??= new AbortController()).signal;
-  }
-
-  abort(reason: unknown): void {
-    (this.controller ??= new AbortController()).abort(reason);
+  get signal(): CancelToken {
+    return this;
   }
 }

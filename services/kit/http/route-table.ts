@@ -1,6 +1,7 @@
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import { ApiError } from '../errors.js';
+import type { CancelSignal } from '../cancel.js';
 import type { Principal } from '../identity/principal.js';
 
 /**
@@ -39,9 +40,12 @@ export interface RouteCall<B = unknown, Q = unknown, P = Record<string, string>>
   readonly cancellation: Cancellation;
 }
 
-/** A request's abort signal and its `abort` (the first reason wins); an AbortController is one. */
+/**
+ * A request's cancellation and its `abort` (the first reason wins). An AbortController is one; a
+ * route's is a kit `CancelToken`, whose signal is a plain object (no AbortSignal is made).
+ */
 export interface Cancellation {
-  readonly signal: AbortSignal;
+  readonly signal: CancelSignal;
   abort(reason: unknown): void;
 }
 

@@ -1,4 +1,4 @@
-import { ApiError, badRequest, notFound, type Cancellation, type Clock, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, notFound, type Cancellation, type CancelSignal, type Clock, type Principal } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { ClientClosed, type Attempt } from '../routing/failover.js';
 import { readCapped, type UpstreamResponse } from '../routing/upstream.js';
@@ -40,7 +40,7 @@ export interface ConversationSession {
  * (e.g. resolving the caller's media references into data the provider can read). Steps run in
  * order; a step throws an ApiError (4xx) to refuse the request.
  */
-export type MessageStep = (principal: Principal, messages: ChatMessage[], signal: AbortSignal) => Promise<ChatMessage[]>;
+export type MessageStep = (principal: Principal, messages: ChatMessage[], signal: CancelSignal) => Promise<ChatMessage[]>;
 
 export interface ChatDeps {
   registry: { resolve(id: string): ResolvedModel | undefined };
@@ -155,7 +155,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
 
   // One signal for the upstream: the client leaving, or the overall deadline, each with its reason
   // (the first to happen wins). The deadline aborts the request's own signal rather than a second
-  // controller joined to it: every AbortSignal is costly to make and to collect.
+  // controller joined to it.
   const timer = setTimeout(() => cancellation.abort(new ApiError(504, 'The model provider took longer than the time limit for one completion')), deps.limits.maxDurationMs);
   timer.unref?.();
   const cleanup = () => clearTimeout(timer);
@@ -248,7 +248,7 @@ function closeOnError(meter: UsageMeter, error: unknown): void {
 }
 
 /** The non-stream answer, read up to the limit (a larger one is cut: 502) and parsed. */
-async function readAnswer(res: UpstreamResponse, max: number, signal: AbortSignal): Promise<ChatCompletion> {
+async function readAnswer(res: UpstreamResponse, max: number, signal: CancelSignal): Promise<ChatCompletion> {
   let text: string;
   try {
     const read = await readCapped(res.body, max);

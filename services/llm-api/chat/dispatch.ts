@@ -1,4 +1,4 @@
-import { ApiError, type Logger } from '../../kit/index.js';
+import { ApiError, type CancelSignal, type Logger } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { failover, planAttempts, type Attempt, type AttemptFailure, type Dispatched, type HealthTracker, type SendResult } from '../routing/failover.js';
 import type { Random } from '../routing/select.js';
@@ -27,7 +27,7 @@ export interface DispatchRequest {
   bodies: ReadonlyMap<string, string>;
   requestId: string;
   /** Aborted with the reason to report: `ClientClosed`, or an ApiError (the deadline). */
-  signal: AbortSignal;
+  signal: CancelSignal;
 }
 
 export interface ChatDispatcher {
@@ -39,7 +39,7 @@ export interface ChatDispatcher {
 }
 
 export interface DispatcherDeps {
-  upstream: { postJson(url: string, body: string, headers: Record<string, string>, signal?: AbortSignal): Promise<UpstreamResponse> };
+  upstream: { postJson(url: string, body: string, headers: Record<string, string>, signal?: CancelSignal): Promise<UpstreamResponse> };
   health: HealthTracker;
   random: Random;
   logger: Pick<Logger, 'warn'>;

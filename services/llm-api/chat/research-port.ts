@@ -1,4 +1,4 @@
-import { ApiError, createInternalClient, type InternalClient, type Principal } from '../../kit/index.js';
+import { ApiError, createInternalClient, type CancelSignal, type InternalClient, type Principal } from '../../kit/index.js';
 import { SseSplitter } from './sse.js';
 
 /**
@@ -17,7 +17,7 @@ export interface ResearchPort {
    * Starts the response and resolves once response-api accepted it (a refusal is thrown as an
    * ApiError before anything was sent to the client); then yields its events as they arrive.
    */
-  run(principal: Principal, body: Record<string, unknown>, options: { requestId: string; signal: AbortSignal }): Promise<AsyncIterable<ResponsesEvent>>;
+  run(principal: Principal, body: Record<string, unknown>, options: { requestId: string; signal: CancelSignal }): Promise<AsyncIterable<ResponsesEvent>>;
 }
 
 export function createResearchPort(options: { baseUrl: () => string; gatewayToken: string; maxEventBytes: number }): ResearchPort & { close(): Promise<void> } {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ApiError, errorBody, type Clock, type Principal } from '../../kit/index.js';
+import { ApiError, errorBody, type CancelSignal, type Clock, type Principal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import type { ResearchPort, ResponsesEvent } from './research-port.js';
 import type { ChatRequest } from './schemas.js';
@@ -46,7 +46,7 @@ export interface ResearchInput {
 
 export type ResearchResult = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; events: AsyncIterable<StreamEvent>; done: Promise<StreamOutcome> };
 
-export async function deepResearch(deps: ResearchDeps, principal: Principal, input: ResearchInput, signal: AbortSignal): Promise<ResearchResult> {
+export async function deepResearch(deps: ResearchDeps, principal: Principal, input: ResearchInput, signal: CancelSignal): Promise<ResearchResult> {
   const { request } = input;
   const body: Record<string, unknown> = {
     model: request.model,

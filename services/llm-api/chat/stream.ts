@@ -1,4 +1,4 @@
-import { errorBody } from '../../kit/index.js';
+import { errorBody, type CancelSignal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import { SseEventTooLarge, SseSplitter } from './sse.js';
 import type { ChatCompletionChunk, ConversationRef, ErrorPayload, Usage } from './types.js';
@@ -41,7 +41,7 @@ export interface RelayOptions {
   firstChunkExtra?: { conversation: ConversationRef };
   maxEventBytes: number;
   /** Aborted with `ClientClosed` when the client leaves, or with an ApiError (504) at the deadline. */
-  signal: AbortSignal;
+  signal: CancelSignal;
   onUpstreamError(detail: string, kind: Exclude<StreamOutcomeKind, 'ok' | 'client_closed'>): void;
 }
 

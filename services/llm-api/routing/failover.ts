@@ -1,4 +1,4 @@
-import { ApiError } from '../../kit/index.js';
+import { ApiError, type CancelSignal } from '../../kit/index.js';
 import type { Candidate } from '../models/registry.js';
 import type { EndpointConfig } from '../models/types.js';
 import { orderEndpoints, type Random } from './select.js';
@@ -65,7 +65,7 @@ export const MAX_RETRY_AFTER_SECONDS = 60;
 export async function failover<T>(
   attempts: readonly Attempt[],
   send: (attempt: Attempt) => Promise<SendResult<T>>,
-  options: { health: HealthTracker; signal: AbortSignal; onFailure?: (attempt: Attempt, failure: AttemptFailure) => void },
+  options: { health: HealthTracker; signal: CancelSignal; onFailure?: (attempt: Attempt, failure: AttemptFailure) => void },
 ): Promise<Dispatched<T>> {
   if (attempts.length === 0) throw new ApiError(503, 'No endpoint is available for this model');
   let last: AttemptFailure | undefined;

@@ -1,5 +1,5 @@
 import { Agent, type Dispatcher } from 'undici';
-import type { EgressGuard } from '../../kit/index.js';
+import type { CancelSignal, EgressGuard } from '../../kit/index.js';
 import { getProviderJson } from '../../../domains/catalog/index.js';
 
 export { authHeaders, joinUrl, readCapped } from '../../../domains/catalog/index.js';
@@ -50,7 +50,7 @@ export function createUpstream(options: UpstreamOptions) {
 
   return {
     agent,
-    async postJson(url: string, body: string, headers: Record<string, string>, signal?: AbortSignal): Promise<UpstreamResponse> {
+    async postJson(url: string, body: string, headers: Record<string, string>, signal?: CancelSignal): Promise<UpstreamResponse> {
       const { origin, path } = target(url);
       return agent.request({
         origin,
@@ -58,7 +58,8 @@ export function createUpstream(options: UpstreamOptions) {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
         body,
-        signal,
+        // undici takes any object with addEventListener as a signal (CancelSignal's contract).
+        signal: signal as AbortSignal | undefined,
       });
     },
     getJson: (url: string, headers: Record<string, string>, timeoutMs: number) =>
