@@ -163,7 +163,8 @@ export function startNodeArgs(): string[] {
 }
 
 export async function startPlatform(mode: PlatformMode, extraEnv: Record<string, string> = {}, name: string = mode, entry = 'dist/services/platform/main.js'): Promise<Platform> {
-  const dir = await mkdtemp(join(tmpdir(), `bench-${name}-`));
+  // A name may hold a build's path (`bench/cpu-ab.ts --a /tmp/other/dist`): one path segment only.
+  const dir = await mkdtemp(join(tmpdir(), `bench-${name.replace(/[^\w.-]+/g, '-')}-`));
   const adminKey = `sk_${Array.from({ length: 32 }, () => BASE62[randomInt(62)]).join('')}`;
   const ports = { GATEWAY_PORT: await freePort(), LLM_API_PORT: await freePort(), RESPONSE_API_PORT: await freePort(), MEDIA_API_PORT: await freePort(), MCP_TOOLS_PORT: await freePort() };
   const prefix = `bench_${process.pid}_${randomBytes(3).toString('hex')}`;

@@ -2,10 +2,10 @@ import type { Logger } from './logger.js';
 import { runEvery } from './periodic.js';
 
 /**
- * Records written off the request path: `push()` only appends to memory (after `prepare`, when
- * given); a timer (or a full batch) writes what is queued in batches with `write`. A failed batch
- * goes back to the front and is retried on the next tick; memory is bounded (`maxQueued`, oldest
- * dropped and counted). `stop()` writes what is left.
+ * Records written off the request path: `push()` only appends to memory; a timer (or a full batch)
+ * writes what is queued in batches with `write`. A failed batch goes back to the front and is
+ * retried on the next tick; memory is bounded (`maxQueued`, oldest dropped and counted). `stop()`
+ * writes what is left.
  */
 export interface BatchWriter<T> {
   push(item: T): void;
@@ -14,15 +14,9 @@ export interface BatchWriter<T> {
   stop(): Promise<void>;
 }
 
-export function createBatchWriter<T, Queued = T>(options: {
+export function createBatchWriter<T>(options: {
   name: string;
-  /**
-   * What is queued for a record, made when it is pushed: the work a batch would otherwise do all at
-   * once in one turn of the event loop (e.g. encoding rows for the statement) is spread over the
-   * pushes. Without it the record itself is queued.
-   */
-  prepare?: (item: T) => Queued;
-  write: (batch: Queued[]) => Promise<void>;
+  write: (batch: T[]) => Promise<void>;
   /** Called after each batch was written (e.g. pruning). Its failures are logged, never retried. */
   afterWrite?: () => Promise<unknown>;
   flushMs: number;
@@ -30,8 +24,7 @@ export function createBatchWriter<T, Queued = T>(options: {
   maxQueued: number;
   logger: Logger;
 }): BatchWriter<T> {
-  const queue: Queued[] = [];
-  const prepare = options.prepare ?? ((item: T) => item as unknown as Queued);
+  const queue: T[] = [];
   let flushing: Promise<void> = Promise.resolve();
   let dropped = 0;
   /** A flush is chained and has not started: a full batch needs no second one. */
@@ -79,7 +72,7 @@ export function createBatchWriter<T, Queued = T>(options: {
         queue.shift();
         if (++dropped % 1000 === 1) options.logger.error({ dropped }, `${options.name}: queue full; dropping oldest records`);
       }
-      queue.push(prepare(item));
+      queue.push(item);
       if (queue.length >= options.batchSize && !flushWaiting) void flush();
     },
     pending: () => queue.length,

@@ -96,32 +96,3 @@ test('a flush writes what was queued when it started; records arriving during it
   t.deepEqual(batches, [[1, 2], [3, 4]]);
   await w.stop();
 });
-
-test('prepare runs once per record when it is pushed, and a failed batch is retried as prepared', async (t) => {
-  const prepared: number[] = [];
-  const batches: string[][] = [];
-  let failures = 1;
-  const w = createBatchWriter({
-    name: 'test',
-    prepare: (n: number) => {
-      prepared.push(n);
-      return `#${n}`;
-    },
-    write: async (batch) => {
-      if (failures-- > 0) throw new Error('database down');
-      batches.push(batch);
-    },
-    flushMs: 3_600_000,
-    batchSize: 10,
-    maxQueued: 100,
-    logger: silent,
-  });
-  w.push(1);
-  w.push(2);
-  t.deepEqual(prepared, [1, 2], 'prepared at push, before any flush');
-  await w.flush(); // fails: kept
-  await w.flush();
-  t.deepEqual(batches, [['#1', '#2']]);
-  t.deepEqual(prepared, [1, 2], 'not prepared again for the retry');
-  await w.stop();
-});

@@ -15,45 +15,37 @@ export type ColumnType = 'text' | 'integer' | 'bigint' | 'boolean' | 'double pre
 /** One column: its name, its type and how a row gives its value (`null`/`undefined` are SQL NULL). */
 export type ArrayColumn<Row> = readonly [name: string, type: ColumnType, value: (row: Row) => unknown];
 
-/** A row's values as array-literal elements, in column order (`ColumnArrays.encode`). */
-export type EncodedRow = readonly string[] & { readonly __columnArraysRow: true };
-
 export interface ColumnArrays<Row> {
   /** `unnest(?::text[], …) as x(a, …)`: a from-item whose bindings `bind(rows)` gives, in order. */
   fromItem: string;
   /** The columns' names, comma-separated, in order. */
   names: string;
-  /**
-   * A row's values as array elements. A batch writer encodes each row when it is queued, so the
-   * flush only joins: encoding a batch of 500 at once held the event loop for over a millisecond
-   * per statement, and an array literal built by appending is a chain of string pieces that the
-   * copy to the embedded database's worker then had to flatten.
-   */
-  encode(row: Row): EncodedRow;
-  /** One array literal per column, in order, each one flat string. */
-  bind(rows: readonly EncodedRow[]): string[];
+  bind(rows: readonly Row[]): string[];
 }
 
 export function columnArrays<Row>(columns: readonly ArrayColumn<Row>[], alias = 'x'): ColumnArrays<Row> {
   const names = columns.map(([name]) => name).join(', ');
-  const values = columns.map(([, , value]) => value);
   return {
     fromItem: `unnest(${columns.map(([, type]) => `?::${type}[]`).join(', ')}) as ${alias}(${names})`,
     names,
-    encode: (row) => values.map((value) => element(value(row))) as unknown as EncodedRow,
-    bind: (rows) =>
-      values.map((_, column) => {
-        const elements = new Array<string>(rows.length);
-        for (let i = 0; i < rows.length; i++) elements[i] = rows[i]![column]!;
-        return `{${elements.join(',')}}`;
-      }),
+    bind: (rows) => columns.map(([, , value]) => arrayLiteral(rows, value)),
   };
 }
 
 const NEEDS_ESCAPE = /["\\]/;
 const ESCAPED = /["\\]/g;
 
-/** One element of an array literal: strings, dates (ISO 8601) and objects (JSON) quoted with `"` and `\` escaped. */
+/**
+ * `{"a","b",NULL,3,t}`: strings, dates (ISO 8601) and objects (JSON) quoted with `"` and `\` escaped.
+ * Joined, not appended: appending builds a chain of string pieces, which the copy of the batch to
+ * the embedded database's worker (or to the pg driver's buffer) then has to flatten piece by piece.
+ */
+function arrayLiteral<Row>(rows: readonly Row[], value: (row: Row) => unknown): string {
+  const elements = new Array<string>(rows.length);
+  for (let i = 0; i < rows.length; i++) elements[i] = element(value(rows[i]!));
+  return `{${elements.join(',')}}`;
+}
+
 function element(v: unknown): string {
   // NULL wherever JSON would have said null: absent values, non-finite numbers, invalid dates.
   if (v === null || v === undefined) return 'NULL';

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { z } from 'zod';
 import { createBatchWriter, listEnvelope, type Clock, type Logger, type Page, type ServedRequest } from '../../kit/index.js';
 import type { RequestLogEntry } from './entry.js';
-import { encodeRequestLogEntry, insertRequestLogBatch, listRequestLog, pruneRequestLog, type RequestLogFilter, type RequestLogRow } from './store.js';
+import { insertRequestLogBatch, listRequestLog, pruneRequestLog, type RequestLogFilter, type RequestLogRow } from './store.js';
 
 /**
  * The recent-requests log: every request llm-api served (probes excluded), with who made it and,
@@ -21,9 +21,8 @@ export function createRequestLogWriter(deps: { knex: Knex; clock: Clock; logger:
   // Pruning is two indexed deletes; doing it per batch would cost more than the inserts under load.
   let writtenSincePrune = 0;
   let lastPrune = deps.clock.now();
-  return createBatchWriter({
+  return createBatchWriter<ServedRequest>({
     name: 'request log',
-    prepare: (entry: ServedRequest) => encodeRequestLogEntry(entry),
     write: async (batch) => {
       await insertRequestLogBatch(deps.knex, batch);
       writtenSincePrune += batch.length;

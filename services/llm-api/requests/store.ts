@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { columnArrays, type EncodedRow, type ServedRequest } from '../../kit/index.js';
+import { columnArrays, type ServedRequest } from '../../kit/index.js';
 
 export interface RequestLogRow extends Omit<ServedRequest, 'usage' | 'ended_at'> {
   id: string | number;
@@ -45,10 +45,7 @@ const LOG_ROWS = columnArrays<ServedRequest>([
 
 const INSERT = `insert into ${TABLE} (${LOG_ROWS.names}) select ${LOG_ROWS.names} from ${LOG_ROWS.fromItem}`;
 
-/** An entry as `insertRequestLogBatch` takes it, encoded when it is queued. */
-export const encodeRequestLogEntry = LOG_ROWS.encode;
-
-export async function insertRequestLogBatch(knex: Knex, batch: readonly EncodedRow[]): Promise<void> {
+export async function insertRequestLogBatch(knex: Knex, batch: ServedRequest[]): Promise<void> {
   if (batch.length === 0) return;
   await knex.raw(INSERT, LOG_ROWS.bind(batch));
 }

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { createBatchWriter, type Logger } from '../../kit/index.js';
 import type { PricingLine } from '../models/types.js';
-import { encodeUsageRecord, insertUsageBatch } from './store.js';
+import { insertUsageBatch } from './store.js';
 
 /**
  * Usage accounting off the request path: `record()` only pushes to memory; a timer writes the
@@ -64,9 +64,8 @@ export function costMicroUsd(lines: PricingLine[], usage: { prompt: number; comp
 
 export function createUsageRecorder(deps: { knex: Knex; logger: Logger; flushMs: number; batchSize: number; maxQueued?: number }) {
   // Bounded memory when the database is down for long: the oldest records go first, counted.
-  const writer = createBatchWriter({
+  const writer = createBatchWriter<UsageRecord>({
     name: 'usage',
-    prepare: (record: UsageRecord) => encodeUsageRecord(record),
     write: (batch) => insertUsageBatch(deps.knex, batch),
     flushMs: deps.flushMs,
     batchSize: deps.batchSize,

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { columnArrays, type ArrayColumn, type ColumnType, type EncodedRow } from '../../kit/index.js';
+import { columnArrays, type ArrayColumn, type ColumnType } from '../../kit/index.js';
 import type { UsageRecord } from './recorder.js';
 
 /**
@@ -49,9 +49,6 @@ const SQL = `with x as (select * from ${USAGE_ROWS.fromItem}),
     reasoning_tokens = d.reasoning_tokens + excluded.reasoning_tokens,
     cost_micro_usd = d.cost_micro_usd + excluded.cost_micro_usd`;
 
-/** A record as `insertUsageBatch` takes it, encoded when it is queued. */
-export const encodeUsageRecord = USAGE_ROWS.encode;
-
-export async function insertUsageBatch(knex: Knex, batch: readonly EncodedRow[]): Promise<void> {
+export async function insertUsageBatch(knex: Knex, batch: UsageRecord[]): Promise<void> {
   await knex.raw(SQL, USAGE_ROWS.bind(batch));
 }
