@@ -42,25 +42,41 @@ export function encodeUsageReport(report: UsageReport): string {
 export function decodeUsageReport(value: string | string[] | undefined): UsageReport | undefined {
   const text = Array.isArray(value) ? value[0] : value;
   if (!text) return undefined;
-  const fields: Record<string, string | undefined> = { model: undefined, provider: undefined, prompt_tokens: undefined, completion_tokens: undefined, total_tokens: undefined };
+  let model: string | undefined;
+  let provider: string | undefined;
+  let prompt: string | undefined;
+  let completion: string | undefined;
+  let total: string | undefined;
+  // The first value of a name wins, as URLSearchParams.get reads it; other names are ignored.
   for (const pair of text.split('&')) {
     const at = pair.indexOf('=');
-    const name = at < 0 ? pair : pair.slice(0, at);
-    // The first value of a name wins, as URLSearchParams.get reads it; unknown names are ignored.
-    if (Object.hasOwn(fields, name) && fields[name] === undefined) fields[name] = formDecode(at < 0 ? '' : pair.slice(at + 1));
+    if (at < 0) continue; // a name without a value reads as '', which no field accepts
+    const raw = pair.slice(at + 1);
+    switch (pair.slice(0, at)) {
+      case 'model':
+        model ??= formDecode(raw);
+        break;
+      case 'provider':
+        provider ??= formDecode(raw);
+        break;
+      case 'prompt_tokens':
+        prompt ??= formDecode(raw);
+        break;
+      case 'completion_tokens':
+        completion ??= formDecode(raw);
+        break;
+      case 'total_tokens':
+        total ??= formDecode(raw);
+        break;
+    }
   }
-  if (!fields.model) return undefined;
-  const number = (raw: string | undefined) => {
-    const n = Number(raw ?? '');
-    return Number.isFinite(n) && n >= 0 ? Math.floor(n) : 0;
-  };
-  return {
-    model: fields.model,
-    provider: fields.provider || null,
-    prompt_tokens: number(fields.prompt_tokens),
-    completion_tokens: number(fields.completion_tokens),
-    total_tokens: number(fields.total_tokens),
-  };
+  if (!model) return undefined;
+  return { model, provider: provider || null, prompt_tokens: tokens(prompt), completion_tokens: tokens(completion), total_tokens: tokens(total) };
+}
+
+function tokens(raw: string | undefined): number {
+  const n = Number(raw ?? '');
+  return Number.isFinite(n) && n >= 0 ? Math.floor(n) : 0;
 }
 
 const count = (n: number) => (Number.isFinite(n) ? String(n) : '0');
