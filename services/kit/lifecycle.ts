@@ -34,8 +34,9 @@ export function serverTimeouts(config: { HTTP_KEEP_ALIVE_TIMEOUT_MS: number; HTT
  * Listens with bounded connections: Node checks the header and request deadlines only every
  * `connectionsCheckingInterval` (30 s by default), so the interval follows the header timeout
  * and a slow client (one byte a second) is cut within about 1.25 × `headersTimeoutMs`.
+ * `backlog`: connections the kernel holds before they are accepted (`HTTP_LISTEN_BACKLOG`; Node's default 511).
  */
-export function listen(app: Express, options: { host: string; port: number; timeouts?: ServerTimeouts }): Promise<RunningServer> {
+export function listen(app: Express, options: { host: string; port: number; timeouts?: ServerTimeouts; backlog?: number }): Promise<RunningServer> {
   const timeouts = options.timeouts ?? DEFAULT_SERVER_TIMEOUTS;
   return new Promise((resolve, reject) => {
     const server = http.createServer(
@@ -56,7 +57,7 @@ export function listen(app: Express, options: { host: string; port: number; time
       const port = typeof address === 'object' && address ? address.port : options.port;
       resolve({ server, port, close: (timeoutMs) => drain(server, timeoutMs) });
     });
-    server.listen(options.port, options.host);
+    server.listen({ port: options.port, host: options.host, backlog: options.backlog });
   });
 }
 

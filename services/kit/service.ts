@@ -99,7 +99,7 @@ export async function startService<R extends ProcessRuntime>(def: ServiceDefinit
   let server: RunningServer;
   try {
     app = await def.createApp(ctx);
-    server = await listen(app, { host: ctx.runtime.config.HOST, port: def.port(ctx.runtime.config), timeouts: serverTimeouts(ctx.runtime.config) });
+    server = await listen(app, { host: ctx.runtime.config.HOST, port: def.port(ctx.runtime.config), timeouts: serverTimeouts(ctx.runtime.config), backlog: ctx.runtime.config.HTTP_LISTEN_BACKLOG });
   } catch (error) {
     await stop();
     throw error;

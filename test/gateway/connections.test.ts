@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { guardConnections } from '../../services/gateway/connections.js';
+import { listenBacklog, somaxconn } from '../helpers/listen-backlog.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -122,6 +123,10 @@ test.before(async () => {
 });
 test.after.always(async () => {
   await p?.stop();
+});
+
+test.serial('the edge listens with a backlog of HTTP_LISTEN_BACKLOG (4096 unless set; the kernel caps it at somaxconn), not Node\'s 511', (t) => {
+  t.is(listenBacklog(Number(new URL(p.url).port)), Math.min(4096, somaxconn()));
 });
 
 test.serial('through the edge: a fifth connection from one address is closed at once (EDGE_MAX_CONNECTIONS_PER_ADDRESS)', async (t) => {

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { createInternalClient, createServiceApp, listen, parseSize, route, type UserDirectory, ApiError } from '../../services/kit/index.js';
 import { createLogger } from '../../services/kit/logger.js';
+import { listenBacklog, somaxconn } from '../helpers/listen-backlog.js';
 
 const users: UserDirectory = { resolve: async (c) => ({ ...c, isAdmin: false, isGuest: false }), invalidate: () => {} };
 const SECRET = 's'.repeat(40);
@@ -57,6 +58,15 @@ test('close drains an in-flight stream to its end and refuses new connections', 
   release();
   t.is(await bodyP, 'data: first\n\ndata: [DONE]\n\n');
   await closing;
+});
+
+test('the server listens with the backlog asked for (the kernel caps it), and with Node\'s 511 when none is', async (t) => {
+  const asked = Math.min(1500, somaxconn());
+  const withBacklog = await listen(streamingApp(() => {}, Promise.resolve()), { host: '127.0.0.1', port: 0, backlog: asked });
+  const plain = await listen(streamingApp(() => {}, Promise.resolve()), { host: '127.0.0.1', port: 0 });
+  t.teardown(() => Promise.all([withBacklog.close(100), plain.close(100)]));
+  t.is(listenBacklog(withBacklog.port), asked);
+  t.is(listenBacklog(plain.port), Math.min(511, somaxconn()));
 });
 
 test('close cuts streams that outlive the drain timeout', async (t) => {

@@ -64,6 +64,12 @@ export const baseConfigShape = {
   HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1).default(20000),
   /** A request's body must be fully received within this long (the answer, e.g. a stream, is not limited). 0 = no limit. */
   HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(0).default(300000),
+  /**
+   * Connections the kernel may hold for a server before it accepts them (the listen backlog; the
+   * kernel caps it at net.core.somaxconn). Node's 511 overflowed while thousands of clients connected
+   * at once: the kernel then drops their handshakes, and each waits a SYN retransmit (1 s, 3 s, 7 s…).
+   */
+  HTTP_LISTEN_BACKLOG: z.coerce.number().int().min(1).max(65535).default(4096),
   EGRESS_ALLOW_HOSTS: csv,
   TRUSTED_PROXIES: csv,
   METRICS_ENABLED: bool(true),
