@@ -30,8 +30,8 @@ export interface UsageReport {
 /**
  * `model=…&prompt_tokens=…&completion_tokens=…&total_tokens=…&provider=…`, form-encoded, so any
  * model id is a valid header value. Written and read here without URLSearchParams, which cost ~1 %
- * of a chat request in process (an object, a list and a sort-ready copy per call); the format is
- * the one URLSearchParams writes and reads, so edges and services of different versions agree.
+ * of a chat request in process (four calls, each making an object and its list of pairs); the format
+ * is the one URLSearchParams writes and reads, so edges and services of different versions agree.
  */
 export function encodeUsageReport(report: UsageReport): string {
   const text = `model=${formEncode(report.model)}&prompt_tokens=${count(report.prompt_tokens)}&completion_tokens=${count(report.completion_tokens)}&total_tokens=${count(report.total_tokens)}`;

@@ -16,6 +16,21 @@ type Message = ChatRequest['messages'][number];
 const REFERENCE = /jan_[0-9abcdefghjkmnpqrstvwxyz]{26}/;
 const INLINE_IMAGE = /^data:[\w.+-]+\/[\w.+-]+(;[\w.+-]+=[^;,]*)*;base64,/i;
 
+/**
+ * Whether any string of the messages (keys included) holds a `jan_` reference: what testing their
+ * JSON text would say (a reference has no character JSON escapes, and no reference spans two
+ * strings), without serialising every request's messages to find out. The messages are parsed
+ * JSON, nested no deeper than the body's depth limit.
+ */
+function mentionsMedia(value: unknown): boolean {
+  if (typeof value === 'string') return REFERENCE.test(value);
+  if (Array.isArray(value)) return value.some(mentionsMedia);
+  if (value !== null && typeof value === 'object') {
+    for (const key in value) if (REFERENCE.test(key) || mentionsMedia((value as Record<string, unknown>)[key])) return true;
+  }
+  return false;
+}
+
 export interface MediaPort {
   resolveStep: MessageStep;
   storeInlineImages(principal: Principal, message: Message, signal?: AbortSignal): Promise<Message>;
@@ -41,7 +56,7 @@ export function createMediaPort(options: { baseUrl: () => string; gatewayToken: 
 
   return {
     async resolveStep(principal, messages) {
-      if (!REFERENCE.test(JSON.stringify(messages))) return messages;
+      if (!mentionsMedia(messages)) return messages;
       const res = await call('POST', '/v1/media/resolve', principal, { payload: messages });
       if (res.status !== 200) fail(res.status, res.body, 'messages');
       return res.body.payload as Message[];
