@@ -1,7 +1,7 @@
 import { once } from 'node:events';
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { Agent } from 'undici';
 import { CancelToken } from '../../services/kit/index.js';
 
@@ -50,9 +50,9 @@ test('its AbortSignal follows it, made before or after the abort', (t) => {
   t.is(after.abortSignal.reason, 'left');
 });
 
-test('undici takes it as a request signal: aborting it ends a request in flight with its reason and closes the connection', async (t) => {
-  const arrived: IncomingMessage[] = [];
-  const server = createServer((req) => arrived.push(req)); // never answers
+/** A loopback server with `handler` and an undici agent to reach it, both closed after the test. */
+async function served(t: ExecutionContext, handler: RequestListener): Promise<{ origin: string; agent: Agent }> {
+  const server = createServer(handler);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const agent = new Agent();
@@ -61,12 +61,17 @@ test('undici takes it as a request signal: aborting it ends a request in flight 
     server.closeAllConnections();
     server.close();
   });
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, agent };
+}
+
+test('undici takes it as a request signal: aborting it ends a request in flight with its reason and closes the connection', async (t) => {
+  let arrived!: (req: IncomingMessage) => void;
+  const request = new Promise<IncomingMessage>((resolve) => (arrived = resolve));
+  const { origin, agent } = await served(t, (req) => arrived(req)); // never answers
   const token = new CancelToken();
-  const { port } = server.address() as AddressInfo;
-  const pending = agent.request({ origin: `http://127.0.0.1:${port}`, path: '/', method: 'POST', body: '{}', signal: token as unknown as AbortSignal });
-  await once(server, 'request');
+  const pending = agent.request({ origin, path: '/', method: 'POST', body: '{}', signal: token as unknown as AbortSignal });
+  const closed = once((await request).socket, 'close');
   const reason = new Error('client left');
-  const closed = once(arrived[0].socket, 'close');
   token.abort(reason);
   await t.throwsAsync(pending, { is: reason });
   await closed;
@@ -74,17 +79,9 @@ test('undici takes it as a request signal: aborting it ends a request in flight 
 });
 
 test('a listener undici removes after its request completes is not kept', async (t) => {
-  const server = createServer((_req, res) => res.end('ok'));
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const agent = new Agent();
-  t.teardown(async () => {
-    await agent.close();
-    server.close();
-  });
+  const { origin, agent } = await served(t, (_req, res) => res.end('ok'));
   const token = new CancelToken();
-  const { port } = server.address() as AddressInfo;
-  const res = await agent.request({ origin: `http://127.0.0.1:${port}`, path: '/', method: 'GET', signal: token as unknown as AbortSignal });
+  const res = await agent.request({ origin, path: '/', method: 'GET', signal: token as unknown as AbortSignal });
   t.is(await res.body.text(), 'ok');
   if (!res.body.closed) await once(res.body, 'close'); // undici lets go of the signal on the body's close
   t.deepEqual((token as unknown as { listeners: unknown[] | null }).listeners ?? [], []);
