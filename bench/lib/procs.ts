@@ -3,7 +3,7 @@
  * production mode (compiled JavaScript from `npm run build`, NODE_ENV=production, LOG_LEVEL=info)
  * on the embedded defaults or on the local PostgreSQL / RabbitMQ / Redis, and the peer gateway.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -25,6 +25,24 @@ export interface Proc {
 }
 
 export { freePort };
+
+/**
+ * Every child a bench starts, until it exits. A bench that throws (a platform that fails to start,
+ * say) exits without reaching its `finally`, and a child left running would keep the terminal's
+ * pipe open (the fake upstream inherits stderr), so the bench would seem to hang: they die with it.
+ */
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+/** `spawn`, with the child killed when this process exits. */
+function spawnTracked(command: string, args: readonly string[], options: SpawnOptions): ChildProcess {
+  const child = spawn(command, args, options);
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  return child;
+}
 
 /** CPU (user + system, ms) each thread of a process has used so far, by thread id (Linux /proc; empty once it is gone). */
 export async function threadCpuMs(pid: number): Promise<Record<string, number>> {
@@ -116,7 +134,7 @@ export interface Upstream extends Proc {
 
 /** A bench script in its own process that prints `{"port"}` once listening; its loopback URL. */
 async function startListening(name: string, args: string[]): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawnTracked(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
@@ -207,7 +225,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
   // npm start's Node flags first, so the bench measures what users run; BENCH_PLATFORM_NODE_ARGS
   // comes after them and wins for a flag given twice (V8 keeps the last value).
   const nodeArgs = [...startNodeArgs(), ...(process.env.BENCH_PLATFORM_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
-  const child = spawn(process.execPath, [...nodeArgs, entry], {
+  const child = spawnTracked(process.execPath, [...nodeArgs, entry], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -296,7 +314,7 @@ export async function startPortkey(): Promise<Peer> {
   const dir = await mkdtemp(join(tmpdir(), 'bench-portkey-'));
   const logFile = join(dir, 'portkey.log');
   const log = createWriteStream(logFile);
-  const child = spawn(
+  const child = spawnTracked(
     process.execPath,
     ['--import', './bench/peer/portkey-headers-shim.mjs', 'node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'],
     { env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' }, stdio: ['ignore', 'pipe', 'pipe'] },
