@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
 import { EgressRefusedError, type EgressGuard } from '../../services/kit/index.js';
 import { endpointsOf, type ProviderRow } from './providers-store.js';
@@ -68,22 +69,52 @@ export async function getProviderJson(
   }
 }
 
-/** Reads at most `max` bytes of a body; the rest is not read (the connection is cut). */
-export async function readCapped(body: AsyncIterable<unknown> & { destroy?(error?: Error): unknown }, max: number): Promise<{ bytes: Buffer; truncated: boolean }> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buf = chunk as Buffer;
-    if (size + buf.length > max) {
+/**
+ * Reads at most `max` bytes of a body; the rest is not read (the connection is cut). Read with
+ * the stream's own events rather than `for await`: a provider's answer is usually one chunk, and an
+ * async iterator (its promises, its end-of-stream watcher) cost more than the read on every chat
+ * request. A body that closes before its end, or fails, rejects as `for await` would.
+ */
+const ignore = () => {};
+
+export function readCapped(body: Readable, max: number): Promise<{ bytes: Buffer; truncated: boolean }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('close', onClose);
+      body.off('error', onError);
+      // Once read or cut, a later error (undici reports its own cut as an AbortError) changes nothing.
+      body.once('error', ignore);
+    };
+    const onData = (buf: Buffer) => {
+      if (size + buf.length <= max) {
+        chunks.push(buf);
+        size += buf.length;
+        return;
+      }
       chunks.push(buf.subarray(0, max - size));
       size = max;
-      body.destroy?.();
-      return { bytes: Buffer.concat(chunks, size), truncated: true };
-    }
-    chunks.push(buf);
-    size += buf.length;
-  }
-  return { bytes: Buffer.concat(chunks, size), truncated: false };
+      stop();
+      body.destroy();
+      resolve({ bytes: Buffer.concat(chunks, size), truncated: true });
+    };
+    const onEnd = () => {
+      stop();
+      resolve({ bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size), truncated: false });
+    };
+    const onError = (error: Error) => {
+      stop();
+      reject(error);
+    };
+    const onClose = () => onError(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    body.on('data', onData);
+    body.once('end', onEnd);
+    body.once('close', onClose);
+    body.once('error', onError);
+  });
 }
 
 /** A client of its own (one keep-alive pool), guarded like every provider call (PROVIDER_URL_ALLOW). */

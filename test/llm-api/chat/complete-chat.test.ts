@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import test from 'ava';
 import { ApiError, ManualClock, type Principal } from '../../../services/kit/index.js';
 import { completeChat, type ChatDeps, type MessageStep } from '../../../services/llm-api/chat/completions.js';
@@ -24,7 +25,7 @@ function fakeDispatcher(answer: { json?: unknown; sse?: string }, seen: { bodies
     async json(_attempts, request) {
       seen.bodies.push(request.bodies.get('up-model')!);
       const text = JSON.stringify(answer.json);
-      return { value: { statusCode: 200, headers: {}, body: (async function* () { yield Buffer.from(text); })() } as never, attempt, tries: 1 };
+      return { value: { statusCode: 200, headers: {}, body: Readable.from([Buffer.from(text)]) } as never, attempt, tries: 1 };
     },
     async stream(_attempts, request) {
       seen.bodies.push(request.bodies.get('up-model')!);
