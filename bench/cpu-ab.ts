@@ -133,7 +133,7 @@ try {
         const background = idle.get(label)!;
         const done = result.requests.total as number;
         const errors = result.errors + result.non2xx + result.timeouts;
-        process.stderr.write(`${label} ${stream ? 'stream' : 'json'}: ${done} requests in ${seconds.toFixed(1)} s, ${errors} errors, p50 ${result.latency.p50} ms, CPU main ${after.main - before.main} ms, all ${after.all - before.all} ms\n`);
+        process.stderr.write(`${label} ${stream ? 'stream' : 'json'}: ${done} requests in ${seconds.toFixed(1)} s, ${errors} errors, p50 ${result.latency.p50} ms, CPU main ${after.main - before.main} ms, all ${after.all - before.all} ms, event-loop p99 ${loop.toFixed(1)} ms\n`);
         const key = `${stream ? 'stream' : 'non-stream'} ${label}`;
         const s = samples.get(key) ?? { main: [], all: [], syscw: [], rps: [], loop: [] };
         s.main.push((after.main - before.main - background.main * seconds) / done);
