@@ -69,14 +69,14 @@ export async function getProviderJson(
   }
 }
 
+const ignore = () => {};
+
 /**
  * Reads at most `max` bytes of a body; the rest is not read (the connection is cut). Read with
  * the stream's own events rather than `for await`: a provider's answer is usually one chunk, and an
  * async iterator (its promises, its end-of-stream watcher) cost more than the read on every chat
  * request. A body that closes before its end, or fails, rejects as `for await` would.
  */
-const ignore = () => {};
-
 export function readCapped(body: Readable, max: number): Promise<{ bytes: Buffer; truncated: boolean }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
