@@ -1,9 +1,8 @@
 import { once } from 'node:events';
-import { createServer, type IncomingMessage, type RequestListener } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import test, { type ExecutionContext } from 'ava';
-import { Agent } from 'undici';
+import type { IncomingMessage } from 'node:http';
+import test from 'ava';
 import { CancelToken } from '../../services/kit/index.js';
+import { servedOnLoopback } from '../helpers/loopback-server.js';
 
 // A CancelToken stands in for an AbortSignal on the chat path: it must behave as one for every
 // reader there (aborted, reason, one-shot listeners) and for undici, which takes it as a signal.
@@ -50,24 +49,10 @@ test('its AbortSignal follows it, made before or after the abort', (t) => {
   t.is(after.abortSignal.reason, 'left');
 });
 
-/** A loopback server with `handler` and an undici agent to reach it, both closed after the test. */
-async function served(t: ExecutionContext, handler: RequestListener): Promise<{ origin: string; agent: Agent }> {
-  const server = createServer(handler);
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const agent = new Agent();
-  t.teardown(async () => {
-    await agent.close();
-    server.closeAllConnections();
-    server.close();
-  });
-  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, agent };
-}
-
 test('undici takes it as a request signal: aborting it ends a request in flight with its reason and closes the connection', async (t) => {
   let arrived!: (req: IncomingMessage) => void;
   const request = new Promise<IncomingMessage>((resolve) => (arrived = resolve));
-  const { origin, agent } = await served(t, (req) => arrived(req)); // never answers
+  const { origin, agent } = await servedOnLoopback(t, (req) => arrived(req)); // never answers
   const token = new CancelToken();
   const pending = agent.request({ origin, path: '/', method: 'POST', body: '{}', signal: token as unknown as AbortSignal });
   const closed = once((await request).socket, 'close');
@@ -79,7 +64,7 @@ test('undici takes it as a request signal: aborting it ends a request in flight 
 });
 
 test('a listener undici removes after its request completes is not kept', async (t) => {
-  const { origin, agent } = await served(t, (_req, res) => res.end('ok'));
+  const { origin, agent } = await servedOnLoopback(t, (_req, res) => res.end('ok'));
   const token = new CancelToken();
   const res = await agent.request({ origin, path: '/', method: 'GET', signal: token as unknown as AbortSignal });
   t.is(await res.body.text(), 'ok');

@@ -1,26 +1,16 @@
-import { once } from 'node:events';
-import { createServer, type RequestListener } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { RequestListener } from 'node:http';
 import { Readable } from 'node:stream';
 import test, { type ExecutionContext } from 'ava';
-import { Agent, request } from 'undici';
+import { request } from 'undici';
 import { readCapped } from '../../../services/llm-api/routing/upstream.js';
+import { servedOnLoopback } from '../../helpers/loopback-server.js';
 
 // A provider's answer (and its error body) is read with a cap: whole when it fits, cut at the cap
 // when it does not, and a failure when the body ends early, as the stream would report it.
 
-async function serve(t: ExecutionContext, handler: RequestListener): Promise<{ get(): ReturnType<typeof request> }> {
-  const server = createServer(handler);
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const agent = new Agent();
-  t.teardown(async () => {
-    await agent.close();
-    server.closeAllConnections();
-    server.close();
-  });
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  return { get: () => request(url, { dispatcher: agent }) };
+async function serve(t: ExecutionContext, handler: RequestListener) {
+  const { origin, agent } = await servedOnLoopback(t, handler);
+  return { get: () => request(`${origin}/`, { dispatcher: agent }) };
 }
 
 test('a body under the cap is read whole, across chunks', async (t) => {
