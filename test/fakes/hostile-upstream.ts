@@ -71,7 +71,18 @@ export async function startHostileUpstream(options: { models: string[] }): Promi
       res.writeHead(500, { 'content-type': 'text/plain' });
       const piece = 'e'.repeat(64 * 1024);
       for (let sent = 0; sent < Number(hugeError) && !res.destroyed; sent += piece.length) {
-        if (!res.write(piece)) await new Promise((r) => (res.once('drain', r), res.once('close', r)));
+        if (!res.write(piece)) {
+          // Each wait takes its listeners back, so a long body does not pile them up on the response.
+          await new Promise<void>((resume) => {
+            const done = () => {
+              res.off('drain', done);
+              res.off('close', done);
+              resume();
+            };
+            res.once('drain', done);
+            res.once('close', done);
+          });
+        }
       }
       return res.end();
     }
