@@ -24,7 +24,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { chatBody, eventLoopP99, median } from './lib/load.js';
-import { startPlatform, startUpstream, threadCpuMs, type Platform } from './lib/procs.js';
+import { parseEnvPairs, startPlatform, startUpstream, threadCpuMs, type Platform } from './lib/procs.js';
 
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
 
@@ -66,20 +66,9 @@ async function memory(pid: number): Promise<{ rss: number; peak: number }> {
 
 const upstream = await startUpstream();
 const builds = [
-  { label: 'A', dir: args.a!, nodeArgs: args['a-node-args']!, env: parseEnv(args['a-env']!) },
-  { label: 'B', dir: args.b!, nodeArgs: args['b-node-args']!, env: parseEnv(args['b-env']!) },
+  { label: 'A', dir: args.a!, nodeArgs: args['a-node-args']!, env: parseEnvPairs(args['a-env']!) },
+  { label: 'B', dir: args.b!, nodeArgs: args['b-node-args']!, env: parseEnvPairs(args['b-env']!) },
 ];
-
-/** `KEY=value,KEY2=value` → an environment for one side. */
-function parseEnv(list: string): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const pair of list.split(',').filter(Boolean)) {
-    const at = pair.indexOf('=');
-    if (at < 1) throw new Error(`--a-env/--b-env take KEY=value pairs, not "${pair}"`);
-    env[pair.slice(0, at)] = pair.slice(at + 1);
-  }
-  return env;
-}
 const sharedNodeArgs = process.env.BENCH_PLATFORM_NODE_ARGS ?? '';
 const platforms: Array<{ label: string; dir: string; platform: Platform }> = [];
 try {

@@ -15,13 +15,13 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { chatBody, percentile, throughput, type Target } from './lib/load.js';
-import { startPlatform, startUpstream } from './lib/procs.js';
+import { parseEnvPairs, startPlatform, startUpstream } from './lib/procs.js';
 
 const { values: args } = parseArgs({
   options: { seconds: { type: 'string', default: '8' }, stream: { type: 'boolean', default: false }, dist: { type: 'string', default: 'dist' }, env: { type: 'string', default: '' } },
 });
 const seconds = Number(args.seconds);
-const env = Object.fromEntries(args.env.split(',').filter(Boolean).map((pair) => pair.split('=') as [string, string]));
+const env = parseEnvPairs(args.env);
 
 process.env.BENCH_PLATFORM_NODE_ARGS = `${process.env.BENCH_PLATFORM_NODE_ARGS ?? ''} --trace-gc-nvp`;
 const upstream = await startUpstream();

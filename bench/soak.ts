@@ -3,13 +3,15 @@
  * for a while, sampling each process's RSS; prints each process's RSS slope after warm-up, in MiB
  * per minute (least squares). A leak shows as a slope that does not flatten. Beside it, each
  * process's resident WebAssembly memory at the end and the slope of the rest of its RSS: the
- * embedded database runs PostgreSQL in a WebAssembly memory of fixed size whose pages become
- * resident as its 128 MB buffer pool is first used, which reads as growth until it is all touched.
+ * embedded database runs PostgreSQL in a WebAssembly memory whose pages become resident as its
+ * buffer pool (`DATABASE_EMBEDDED_BUFFERS_MB`) is first used, which reads as growth until the pool
+ * is all touched.
  *
  *   --minutes M    load duration (default 10)
  *   --warmup W     minutes excluded from the slope (default 2, at most half the duration)
  *   --rate R       requests/s per path and kind (default 50: 50 non-stream + 50 stream per path)
  *   --modes a,b    embedded, production (default both); --no-peer skips the peer
+ *   --env "K=v,…"  settings for our platform (an ablation: two soaks side by side with different values)
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg } from 'node:os';
@@ -17,7 +19,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { chatBody, steadyLoad, type Target } from './lib/load.js';
-import { rssMiB, wasmResidentMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { parseEnvPairs, rssMiB, wasmResidentMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, verdict, type Row } from './lib/report.js';
 
 const { values: args } = parseArgs({
@@ -27,12 +29,14 @@ const { values: args } = parseArgs({
     rate: { type: 'string', default: '50' },
     modes: { type: 'string', default: 'embedded,production' },
     'no-peer': { type: 'boolean', default: false },
+    env: { type: 'string', default: '' },
   },
 });
 const minutes = Number(args.minutes);
 const warmup = Math.min(Number(args.warmup ?? 2), minutes / 2);
 const rate = Number(args.rate);
 const modes = args.modes!.split(',').filter(Boolean) as PlatformMode[];
+const platformEnv = parseEnvPairs(args.env!);
 
 /** Least-squares slope of (minutes, MiB) points. */
 function slope(points: Array<[number, number]>): number {
@@ -53,7 +57,7 @@ async function main() {
   console.log(`# soak — ${minutes} min (slope after ${warmup} min), ${rate} + ${rate} stream req/s per path; Node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   const upstream = await startUpstream();
   procs.push(upstream);
-  const settled = await Promise.allSettled<Proc>([...modes.map((m) => startPlatform(m)), ...(args['no-peer'] ? [] : [startPortkey()])]);
+  const settled = await Promise.allSettled<Proc>([...modes.map((m) => startPlatform(m, platformEnv)), ...(args['no-peer'] ? [] : [startPortkey()])]);
   for (const s of settled) if (s.status === 'fulfilled') procs.push(s.value);
   const failed = settled.find((s) => s.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;

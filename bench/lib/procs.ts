@@ -180,6 +180,20 @@ export function startNodeArgs(): string[] {
   return flags[1]!.split(/\s+/).filter(Boolean);
 }
 
+/** `--env "KEY=value,…"` (and cpu-ab's `--a-env`/`--b-env`): settings for the platform a bench starts (an ablation). */
+export function parseEnvPairs(list: string): Record<string, string> {
+  return Object.fromEntries(
+    list
+      .split(',')
+      .filter(Boolean)
+      .map((pair) => {
+        const at = pair.indexOf('=');
+        if (at <= 0) throw new Error(`settings are KEY=value pairs, not "${pair}"`);
+        return [pair.slice(0, at), pair.slice(at + 1)];
+      }),
+  );
+}
+
 export async function startPlatform(mode: PlatformMode, extraEnv: Record<string, string> = {}, name: string = mode, entry = 'dist/services/platform/main.js'): Promise<Platform> {
   // A name may hold a build's path (`bench/cpu-ab.ts --a /tmp/other/dist`): one path segment only.
   const dir = await mkdtemp(join(tmpdir(), `bench-${name.replace(/[^\w.-]+/g, '-')}-`));

@@ -66,6 +66,7 @@ export async function openRuntime(
     poolMax: config.DATABASE_POOL_MAX,
     queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
     connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+    embeddedBuffersMb: config.DATABASE_EMBEDDED_BUFFERS_MB,
     logger,
   });
   try {

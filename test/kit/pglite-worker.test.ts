@@ -66,15 +66,23 @@ test('the main thread keeps running while a query executes', async (t) => {
   t.true(turns > 10, `only ${turns} event-loop turns while the query ran`);
 });
 
-test('a data directory is opened, closed and reopened with its data', async (t) => {
+const sharedBuffers = async (database: Database) => ((await database.knex.raw('show shared_buffers')).rows[0] as { shared_buffers: string }).shared_buffers;
+
+test("the buffer pool is 16 MB unless configured, not PostgreSQL's 128 MB", async (t) => {
+  t.is(await sharedBuffers(db), '16MB');
+});
+
+test('a data directory is opened, closed and reopened with its data, and each open takes its own buffer pool size', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'pglite-worker-'));
   try {
-    const first = await createDatabase({ dataDir: dir });
+    const first = await createDatabase({ dataDir: dir, embeddedBuffersMb: 8 });
+    t.is(await sharedBuffers(first), '8MB');
     await first.knex.raw('create table kept (v text)');
     await first.knex('kept').insert({ v: 'still here' });
     await first.close();
-    const second = await createDatabase({ dataDir: dir });
+    const second = await createDatabase({ dataDir: dir, embeddedBuffersMb: 24 });
     t.deepEqual(await second.knex('kept').pluck('v'), ['still here']);
+    t.is(await sharedBuffers(second), '24MB');
     await second.close();
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -27,6 +27,14 @@ export interface DatabaseOptions {
   connectTimeoutMs?: number;
   /** Where knex's own warnings go (a refused connection while the server is down, once per attempt); unset: the console. */
   logger?: Logger;
+  /**
+   * PGlite only: PostgreSQL's buffer pool (`shared_buffers`), in MiB. Default 16. The pool lives in
+   * PGlite's WebAssembly memory, which never shrinks, and its pages become resident as first used:
+   * PostgreSQL's own default (128 MB) made a long-running embedded platform grow by ~1.3 MiB a
+   * minute for more than an hour as its tables grew. The data directory's files stay in the
+   * operating system's page cache either way, so a miss in a small pool costs a read from memory.
+   */
+  embeddedBuffersMb?: number;
   /** PGlite only: keep the database in memory (tests of the embedded driver). */
   inMemory?: boolean;
   /**
@@ -74,7 +82,7 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
   }
   // PGlite runs each query synchronously in WebAssembly; in a worker thread it never blocks the
   // requests this thread serves. knex-pglite drives it through the same three members.
-  const pglite = startPGliteWorker(dir);
+  const pglite = startPGliteWorker(dir, { buffersMb: options.embeddedBuffersMb ?? 16 });
   // Opening a data directory can take many seconds on a busy disk; wait for it here, so that the
   // acquire timeout below bounds waiting for the one connection, not PGlite's start.
   try {

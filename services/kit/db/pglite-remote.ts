@@ -19,7 +19,14 @@ export interface RemotePGlite {
   close(): Promise<void>;
 }
 
-export function startPGliteWorker(dataDir: string | undefined): RemotePGlite {
+/** What the worker opens: the data directory (unset: in memory) and PostgreSQL's buffer pool in MiB. */
+export interface PGliteWorkerData {
+  dataDir: string | undefined;
+  buffersMb: number;
+}
+
+export function startPGliteWorker(dataDir: string | undefined, options: { buffersMb: number }): RemotePGlite {
+  const workerData: PGliteWorkerData = { dataDir, buffersMb: options.buffersMb };
   const pending = new Map<number, { resolve(value: any): void; reject(error: Error): void }>();
   let nextId = 1;
   let exited: Error | undefined;
@@ -30,11 +37,11 @@ export function startPGliteWorker(dataDir: string | undefined): RemotePGlite {
     for (const waiter of pending.values()) waiter.reject(error);
     pending.clear();
   };
-  const ready = initialiseIfNew(dataDir).then(
+  const ready = initialiseIfNew(workerData).then(
     () =>
       new Promise<void>((resolve, reject) => {
         pending.set(0, { resolve: () => resolve(), reject });
-        worker = spawnWorker({ dataDir });
+        worker = spawnWorker(workerData);
         worker.on('message', (message: PGliteResponse) => {
           const waiter = pending.get(message.id);
           if (!waiter) return;
@@ -82,9 +89,10 @@ const toError = (fields: Record<string, unknown>) => Object.assign(new Error(Str
  * initialised. So a new directory is initialised by a worker of its own, which closes it and exits,
  * its memory with it, before the worker that serves opens the directory.
  */
-async function initialiseIfNew(dataDir: string | undefined): Promise<void> {
+async function initialiseIfNew(workerData: PGliteWorkerData): Promise<void> {
+  const { dataDir } = workerData;
   if (dataDir === undefined || existsSync(join(dataDir, 'PG_VERSION'))) return;
-  const init = spawnWorker({ dataDir });
+  const init = spawnWorker(workerData);
   const answer = (id: number) =>
     new Promise<void>((resolve, reject) => {
       init.on('message', (message: PGliteResponse) => {
@@ -109,7 +117,7 @@ async function initialiseIfNew(dataDir: string | undefined): Promise<void> {
  * Compiled: the .js next to this file. Run from source under tsx (tests, `node --import tsx`):
  * the .ts, loaded through tsx registered inside the worker (workers do not inherit `--import` hooks).
  */
-function spawnWorker(workerData: unknown): Worker {
+function spawnWorker(workerData: PGliteWorkerData): Worker {
   const self = import.meta.url;
   if (!self.endsWith('.ts')) return new Worker(new URL('./pglite-worker.js', self), { workerData });
   const entry = new URL('./pglite-worker.ts', self).href;

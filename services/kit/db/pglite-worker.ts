@@ -7,12 +7,12 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
-import type { PGliteRequest, PGliteResponse } from './pglite-remote.js';
+import type { PGliteRequest, PGliteResponse, PGliteWorkerData } from './pglite-remote.js';
 
 const port = parentPort!;
-const { dataDir } = workerData as { dataDir?: string };
+const { dataDir, buffersMb } = workerData as PGliteWorkerData;
 
-const db = new PGlite(dataDir);
+const db = new PGlite({ dataDir, startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${buffersMb}MB`] });
 db.waitReady.then(
   () => port.postMessage({ id: 0, result: { rows: [], fields: [], affectedRows: 0 } } satisfies PGliteResponse),
   (error: Error) => port.postMessage({ id: 0, error: serializeError(error) } satisfies PGliteResponse),

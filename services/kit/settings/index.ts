@@ -35,6 +35,8 @@ export const baseConfigShape = {
   DATABASE_QUERY_TIMEOUT_MS: z.coerce.number().int().min(0).default(30000),
   /** PostgreSQL: opening a connection, or waiting for a free one in the pool, fails (503) after this long. */
   DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10000),
+  /** The embedded database only (no DATABASE_URL): its buffer pool in MiB (PostgreSQL's `shared_buffers`). */
+  DATABASE_EMBEDDED_BUFFERS_MB: z.coerce.number().int().min(1).max(1024).default(16),
   AMQP_URL: optionalUrl,
   BUS_EXCHANGE: z.string().min(1).default('platform.events'),
   BUS_QUEUE_PREFIX: z.string().default(''),
