@@ -12,6 +12,7 @@
  *   --rate R       requests/s per path and kind (default 50: 50 non-stream + 50 stream per path)
  *   --modes a,b    embedded, production (default both); --no-peer skips the peer
  *   --env "K=v,…"  settings for our platform (an ablation: two soaks side by side with different values)
+ *   --dist DIR     the build to run (default dist; a copy made before a change, for a before/after pair)
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg } from 'node:os';
@@ -30,6 +31,7 @@ const { values: args } = parseArgs({
     modes: { type: 'string', default: 'embedded,production' },
     'no-peer': { type: 'boolean', default: false },
     env: { type: 'string', default: '' },
+    dist: { type: 'string', default: 'dist' },
   },
 });
 const minutes = Number(args.minutes);
@@ -57,7 +59,7 @@ async function main() {
   console.log(`# soak — ${minutes} min (slope after ${warmup} min), ${rate} + ${rate} stream req/s per path; Node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   const upstream = await startUpstream();
   procs.push(upstream);
-  const settled = await Promise.allSettled<Proc>([...modes.map((m) => startPlatform(m, platformEnv)), ...(args['no-peer'] ? [] : [startPortkey()])]);
+  const settled = await Promise.allSettled<Proc>([...modes.map((m) => startPlatform(m, platformEnv, m, `${args.dist}/services/platform/main.js`)), ...(args['no-peer'] ? [] : [startPortkey()])]);
   for (const s of settled) if (s.status === 'fulfilled') procs.push(s.value);
   const failed = settled.find((s) => s.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;

@@ -72,6 +72,20 @@ test("the buffer pool is 16 MB unless configured, not PostgreSQL's 128 MB", asyn
   t.is(await sharedBuffers(db), '16MB');
 });
 
+test('ANALYZE works from statistics target 10 (PostgreSQL: 100): 3 000-row samples, 10 histogram buckets, and still the statistics the planner needs', async (t) => {
+  t.is(((await db.knex.raw('show default_statistics_target')).rows[0] as { default_statistics_target: string }).default_statistics_target, '10');
+  await db.knex.raw(`create table sampled as select g as id, (g % 7)::text as kind from generate_series(1, 20000) g`);
+  await db.knex.raw('analyze sampled');
+  const column = async (name: string) =>
+    (await db.knex.raw(`select n_distinct, array_length(most_common_vals::text::text[], 1) as mcv, array_length(histogram_bounds::text::text[], 1) as bounds from pg_stats where tablename = 'sampled' and attname = ?`, [name])).rows[0] as { n_distinct: number; mcv: number | null; bounds: number | null };
+  const kind = await column('kind');
+  t.is(kind.n_distinct, 7);
+  t.is(kind.mcv, 7);
+  t.is((await column('id')).bounds, 11);
+  const [{ reltuples }] = (await db.knex.raw(`select reltuples from pg_class where relname = 'sampled'`)).rows as Array<{ reltuples: number }>;
+  t.is(reltuples, 20000);
+});
+
 test('a data directory is opened, closed and reopened with its data, and each open takes its own buffer pool size', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'pglite-worker-'));
   try {

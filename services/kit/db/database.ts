@@ -28,11 +28,10 @@ export interface DatabaseOptions {
   /** Where knex's own warnings go (a refused connection while the server is down, once per attempt); unset: the console. */
   logger?: Logger;
   /**
-   * PGlite only: PostgreSQL's buffer pool (`shared_buffers`), in MiB. Default 16. The pool lives in
-   * PGlite's WebAssembly memory, which never shrinks, and its pages become resident as first used:
-   * PostgreSQL's own default (128 MB) made a long-running embedded platform grow by ~1.3 MiB a
-   * minute for more than an hour as its tables grew. The data directory's files stay in the
-   * operating system's page cache either way, so a miss in a small pool costs a read from memory.
+   * PGlite only: PostgreSQL's buffer pool (`shared_buffers`), in MiB. Default 16. The pool sits in
+   * PGlite's WebAssembly memory, which never shrinks, and is resident from the start: PostgreSQL's
+   * own default (128 MB) cost ~110 MiB more. The data directory's files stay in the operating
+   * system's page cache either way, so a miss in a small pool is a read from memory.
    */
   embeddedBuffersMb?: number;
   /** PGlite only: keep the database in memory (tests of the embedded driver). */
