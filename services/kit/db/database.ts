@@ -30,7 +30,7 @@ export interface DatabaseOptions {
   /**
    * PGlite only: PostgreSQL's buffer pool (`shared_buffers`), in MiB. Default 16. The pool sits in
    * PGlite's WebAssembly memory, which never shrinks, and is resident from the start: PostgreSQL's
-   * own default (128 MB) cost ~110 MiB more. The data directory's files stay in the operating
+   * own default (128 MB) cost ~120 MiB more. The data directory's files stay in the operating
    * system's page cache either way, so a miss in a small pool is a read from memory.
    */
   embeddedBuffersMb?: number;
