@@ -3,9 +3,8 @@
  * for a while, sampling each process's RSS; prints each process's RSS slope after warm-up, in MiB
  * per minute (least squares). A leak shows as a slope that does not flatten. Beside it, each
  * process's resident WebAssembly memory at the end and the slope of the rest of its RSS: the
- * embedded database runs PostgreSQL in a WebAssembly memory whose pages become resident as its
- * buffer pool (`DATABASE_EMBEDDED_BUFFERS_MB`) is first used, which reads as growth until the pool
- * is all touched.
+ * embedded database runs PostgreSQL in a WebAssembly memory that never shrinks, so whatever it
+ * once needed (its buffer pool from the start, the largest ANALYZE sample so far) stays resident.
  *
  *   --minutes M    load duration (default 10)
  *   --warmup W     minutes excluded from the slope (default 2, at most half the duration)

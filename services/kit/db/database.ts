@@ -5,7 +5,7 @@ import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
 import type { Logger } from '../logger.js';
 import { startEmbeddedVacuum } from './embedded-vacuum.js';
-import { startPGliteWorker } from './pglite-remote.js';
+import { DEFAULT_EMBEDDED_BUFFERS_MB, startPGliteWorker } from './pglite-remote.js';
 
 // node-pg returns int8 (count(*), bigserial) as strings; PGlite returns numbers. Make them agree.
 pg.types.setTypeParser(20, (value) => Number(value));
@@ -81,7 +81,7 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
   }
   // PGlite runs each query synchronously in WebAssembly; in a worker thread it never blocks the
   // requests this thread serves. knex-pglite drives it through the same three members.
-  const pglite = startPGliteWorker(dir, { buffersMb: options.embeddedBuffersMb ?? 16 });
+  const pglite = startPGliteWorker(dir, { buffersMb: options.embeddedBuffersMb ?? DEFAULT_EMBEDDED_BUFFERS_MB });
   // Opening a data directory can take many seconds on a busy disk; wait for it here, so that the
   // acquire timeout below bounds waiting for the one connection, not PGlite's start.
   try {

@@ -19,6 +19,9 @@ export interface RemotePGlite {
   close(): Promise<void>;
 }
 
+/** The embedded database's buffer pool when nothing sets it (`DATABASE_EMBEDDED_BUFFERS_MB`), in MiB. */
+export const DEFAULT_EMBEDDED_BUFFERS_MB = 16;
+
 /** What the worker opens: the data directory (unset: in memory) and PostgreSQL's buffer pool in MiB. */
 export interface PGliteWorkerData {
   dataDir: string | undefined;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { loadConfig } from '../config.js';
+import { DEFAULT_EMBEDDED_BUFFERS_MB } from '../db/pglite-remote.js';
 
 /**
  * kit/settings: the settings every service and worker shares (`baseConfigShape`), the zod helpers
@@ -36,7 +37,7 @@ export const baseConfigShape = {
   /** PostgreSQL: opening a connection, or waiting for a free one in the pool, fails (503) after this long. */
   DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10000),
   /** The embedded database only (no DATABASE_URL): its buffer pool in MiB (PostgreSQL's `shared_buffers`). */
-  DATABASE_EMBEDDED_BUFFERS_MB: z.coerce.number().int().min(1).max(1024).default(16),
+  DATABASE_EMBEDDED_BUFFERS_MB: z.coerce.number().int().min(1).max(1024).default(DEFAULT_EMBEDDED_BUFFERS_MB),
   AMQP_URL: optionalUrl,
   BUS_EXCHANGE: z.string().min(1).default('platform.events'),
   BUS_QUEUE_PREFIX: z.string().default(''),
