@@ -23,6 +23,15 @@ test('defaults need no environment, and empty variables count as unset', (t) => 
   t.is(config.AMQP_URL, undefined);
 });
 
+test("the embedded database's buffer pool: 16 MiB by default, 1–1024 accepted, anything else rejected naming the variable", (t) => {
+  t.is(loadBaseConfig({}).DATABASE_EMBEDDED_BUFFERS_MB, 16);
+  t.is(loadBaseConfig({ DATABASE_EMBEDDED_BUFFERS_MB: '64' }).DATABASE_EMBEDDED_BUFFERS_MB, 64);
+  for (const bad of ['0', '2048', '16MB', '1.5']) {
+    const error = t.throws(() => loadBaseConfig({ DATABASE_EMBEDDED_BUFFERS_MB: bad }), { instanceOf: ConfigError });
+    t.is(error!.variable, 'DATABASE_EMBEDDED_BUFFERS_MB', bad);
+  }
+});
+
 test('a service process with a malformed setting stops at once with one clear line', async (t) => {
   const child = startChild(process.execPath, ['--import', 'tsx', 'services/media-api/main.ts'], {
     env: cleanEnv({ MEDIA_API_PORT: 'not-a-port', GATEWAY_SHARED_SECRET: 'x'.repeat(40) }),

@@ -16,7 +16,8 @@ const { dataDir, buffersMb } = workerData as PGliteWorkerData;
  * Two settings of PostgreSQL's own differ here, both for memory: PGlite's WebAssembly memory never
  * shrinks, so what PostgreSQL touches once stays resident for the life of the process.
  * - `shared_buffers`: the buffer pool is allocated and touched when the database starts, so its
- *   size is resident from the start (PostgreSQL's 128 MB default: ~120 MiB more than the 16 here).
+ *   size is resident from the start (PostgreSQL's 128 MB default: ~120 MiB more than the 16 MiB
+ *   that `DATABASE_EMBEDDED_BUFFERS_MB` defaults to).
  * - `default_statistics_target` 10 (PostgreSQL's default: 100): ANALYZE (the embedded autovacuum's)
  *   reads a sample of 300 × this many rows of a table into memory. At 100 that is 30 000 rows, whose
  *   high-water mark rose with the tables for the first tens of minutes of a platform's life
