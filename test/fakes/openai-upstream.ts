@@ -52,12 +52,18 @@ export interface FakeUpstream {
   chatCount(): number;
   /** Streams the client abandoned (the socket closed before the stream ended). */
   aborted(): number;
+  /** TCP connections accepted so far (a client that reuses its connections keeps this low). */
+  connectionsOpened(): number;
   setModels(models: FakeUpstreamOptions['models']): void;
   failAll(status: number | null, options?: { retryAfter?: string }): void;
   /** Every chat request waits this long before its headers (0 = off). */
   delayAll(ms: number): void;
   /** Stream requests get a 200 event-stream head, then the socket dies before any body byte. */
   streamsDieEarly(on: boolean): void;
+  /** Streams send everything up to `data: [DONE]` but end their body only at `releaseStreamEnds()`. */
+  holdStreamEnds(on: boolean): void;
+  /** Ends the bodies held by `holdStreamEnds`; returns how many there were. */
+  releaseStreamEnds(): number;
   /** Registers a scripted conversation, selected by `#script:<name>` in the last user message. */
   script(name: string, steps: ScriptStep[]): void;
   /** Requests of a scripted conversation, in arrival order. */
@@ -93,6 +99,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   let failStatus: number | null = null;
   let failRetryAfter: string | undefined;
   let dieEarly = false;
+  let holdEnds = false;
+  const heldEnds: Array<() => void> = [];
   let delayAllMs = 0;
   const requests: FakeRequest[] = [];
   let chats = 0;
@@ -240,7 +248,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     }
     if (includeUsage) await send(chunk([], { usage }));
     await send('data: [DONE]\n\n');
-    res.end();
+    // holdStreamEnds: the body's end waits for the test's releaseStreamEnds().
+    if (holdEnds) heldEnds.push(() => res.end());
+    else res.end();
   };
 
   function answerScripted(name: string, body: any, res: http.ServerResponse, gated?: ScriptStep): void | Promise<void> {
@@ -295,7 +305,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     });
   });
   server.keepAliveTimeout = 65_000;
+  let connectionsOpened = 0;
   server.on('connection', (s) => {
+    connectionsOpened++;
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
@@ -310,6 +322,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     requests,
     chatCount: () => chats,
     aborted: () => aborted,
+    connectionsOpened: () => connectionsOpened,
     script(scriptName, steps) {
       scripts.set(scriptName, steps);
     },
@@ -323,6 +336,14 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     },
     streamsDieEarly(on) {
       dieEarly = on;
+    },
+    holdStreamEnds(on) {
+      holdEnds = on;
+    },
+    releaseStreamEnds() {
+      const ends = heldEnds.splice(0);
+      for (const end of ends) end();
+      return ends.length;
     },
     failAll(status, opts = {}) {
       failStatus = status;

@@ -3,6 +3,7 @@ import type { ResolvedModel } from '../models/registry.js';
 import { failover, planAttempts, type Attempt, type AttemptFailure, type Dispatched, type HealthTracker, type SendResult } from '../routing/failover.js';
 import type { Random } from '../routing/select.js';
 import { authHeaders, isTimeout, joinUrl, readCapped, type UpstreamResponse } from '../routing/upstream.js';
+import { ChunkReader } from './chunk-reader.js';
 import { clientErrorFor, redactSecrets } from './upstream-errors.js';
 
 /**
@@ -19,7 +20,8 @@ import { clientErrorFor, redactSecrets } from './upstream-errors.js';
 export interface OpenStream {
   res: UpstreamResponse;
   firstChunk: Uint8Array;
-  rest: AsyncIterator<unknown>;
+  /** The rest of the body, after `firstChunk`. */
+  rest: ChunkReader;
 }
 
 export interface DispatchRequest {
@@ -104,12 +106,17 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
       await res.body.dump().catch(() => {});
       return fail(new ApiError(502, 'The model provider did not answer with an event stream'), { retry: true, unhealthy: true }, `content-type ${contentType.slice(0, 100)}`, res.statusCode);
     }
-    const rest = res.body[Symbol.asyncIterator]();
+    const rest = new ChunkReader(res.body);
     try {
-      const first = await rest.next();
-      if (!first.done) return { ok: true, value: { res, firstChunk: first.value as Uint8Array, rest } };
+      let first = rest.read();
+      while (first === undefined) {
+        await rest.readable();
+        first = rest.read();
+      }
+      if (first !== null) return { ok: true, value: { res, firstChunk: first, rest } };
       return fail(new ApiError(502, 'The model provider ended the stream before sending anything'), { retry: true, unhealthy: true }, 'empty stream', res.statusCode);
     } catch (error) {
+      rest.release();
       if (request.signal.aborted) throw request.signal.reason;
       return fail(new ApiError(502, 'The model provider failed before the stream started'), { retry: true, unhealthy: true }, (error as Error)?.message ?? '', res.statusCode);
     }

@@ -1,5 +1,6 @@
 import { errorBody, type CancelSignal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
+import type { ChunkReader } from './chunk-reader.js';
 import { SseEventTooLarge, SseSplitter } from './sse.js';
 import type { ChatCompletionChunk, ConversationRef, ErrorPayload, Usage } from './types.js';
 
@@ -33,7 +34,7 @@ export interface StreamOutcome {
 export interface RelayOptions {
   /** The provider's first body chunk (read before the client got its 200) and the rest. */
   firstChunk: Uint8Array;
-  rest: AsyncIterator<unknown>;
+  rest: ChunkReader;
   clientWantsUsage: boolean;
   collect: boolean;
   requestId: string;
@@ -44,6 +45,9 @@ export interface RelayOptions {
   signal: CancelSignal;
   onUpstreamError(detail: string, kind: Exclude<StreamOutcomeKind, 'ok' | 'client_closed'>): void;
 }
+
+/** What a provider may still send after its [DONE] before its connection is cut instead of reused. */
+const DISCARD_AFTER_DONE = { maxMs: 2_000, maxBytes: 64 * 1024 };
 
 const errorEvent = (status: number, message: string, requestId: string, code?: string): StreamEvent => {
   const body = errorBody(status, message, { code, requestId });
@@ -106,21 +110,25 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
   async function* run(): AsyncGenerator<StreamEvent> {
     const splitter = new SseSplitter(options.maxEventBytes);
     let upstreamError = false;
+    // The provider's [DONE] completes the answer: the client's stream ends there, in the same write
+    // as the events before it, without waiting for the provider to close its body (which usually
+    // follows in the same read, but is only reported a tick later). Anything after it is dropped.
+    let providerDone = false;
     try {
       try {
-        // The provider's chunks, read here rather than through a generator around the iterator:
-        // one async layer fewer per chunk, for every chunk of every stream.
+        // The provider's chunks, taken as they are buffered (ChunkReader): a wait only when none is.
         let pending: Uint8Array | undefined = options.firstChunk;
         try {
           for (;;) {
-            let raw: unknown = pending;
+            let raw: Uint8Array | null | undefined = pending;
             pending = undefined;
+            if (raw === undefined) raw = options.rest.read();
             if (raw === undefined) {
-              const next = await options.rest.next();
-              if (next.done) break;
-              raw = next.value;
+              await options.rest.readable();
+              continue;
             }
-            const complete = splitter.push(raw as Uint8Array);
+            if (raw === null) break;
+            const complete = splitter.push(raw);
             if (complete === null) continue;
             // Fast path: nothing in these events to look at → forwarded in one write, as they are.
             if (!inspect(complete)) {
@@ -141,24 +149,21 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
                 yield { type: 'raw', text: plain };
                 plain = '';
               }
-              if (out === 'error') {
-                upstreamError = true;
-                break;
-              }
-              if (out !== null && out !== 'done') yield out;
+              if (out === 'error') upstreamError = true;
+              else if (out === 'done') providerDone = true;
+              else if (out !== null) yield out;
+              if (upstreamError || providerDone) break;
             }
-            if (upstreamError) break;
+            if (upstreamError || providerDone) break;
             if (plain) yield { type: 'raw', text: plain };
           }
         } finally {
-          // Leaving early (error event, limit, client gone) releases the provider's socket.
-          try {
-            await options.rest.return?.();
-          } catch {
-            // the socket is going away anyway
-          }
+          // After [DONE] the rest of the body is read and dropped, so the provider's connection is
+          // reused; leaving early otherwise (error event, limit, client gone) cuts it.
+          if (providerDone) options.rest.discardRest(DISCARD_AFTER_DONE);
+          else options.rest.release();
         }
-        if (!upstreamError) {
+        if (!upstreamError && !providerDone) {
           const tail = splitter.end().trim();
           const out = tail ? handleEvent(tail) : null;
           if (out === 'error') upstreamError = true;

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import test from 'ava';
 import { ApiError, ManualClock, type Principal } from '../../../services/kit/index.js';
+import { ChunkReader } from '../../../services/llm-api/chat/chunk-reader.js';
 import { completeChat, type ChatDeps, type MessageStep } from '../../../services/llm-api/chat/completions.js';
 import { defaultChatLimits } from '../../../services/llm-api/chat/config.js';
 import type { ChatDispatcher } from '../../../services/llm-api/chat/dispatch.js';
@@ -30,7 +31,7 @@ function fakeDispatcher(answer: { json?: unknown; sse?: string }, seen: { bodies
     async stream(_attempts, request) {
       seen.bodies.push(request.bodies.get('up-model')!);
       const bytes = Buffer.from(answer.sse!);
-      const rest = (async function* () { for (let i = 1; i < bytes.length; i++) yield bytes.subarray(i, i + 1); })();
+      const rest = new ChunkReader(Readable.from((function* () { for (let i = 1; i < bytes.length; i++) yield bytes.subarray(i, i + 1); })(), { objectMode: false }));
       return { value: { res: {} as never, firstChunk: bytes.subarray(0, 1), rest }, attempt, tries: 1 };
     },
     logStreamFailure() {},

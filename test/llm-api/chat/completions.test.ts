@@ -8,15 +8,18 @@ import { waitFor } from '../../helpers/wait.js';
 let h: LlmHarness;
 let fake: FakeUpstream;
 let limited: FakeUpstream;
+let reused: FakeUpstream;
 let client: OpenAI;
 let providerId: string;
 
 test.before(async () => {
   fake = await startFakeUpstream({ name: 'main', models: [{ id: 'chat-model' }, { id: 'think-model', supported_parameters: ['reasoning'] }, { id: 'instruct-model' }, { id: 'think-only', supported_parameters: ['reasoning'] }] });
   limited = await startFakeUpstream({ name: 'limited', models: [{ id: 'limited-model' }] });
+  reused = await startFakeUpstream({ name: 'reused', models: [{ id: 'reused-model' }] });
   h = await startLlmHarness({ LLM_SSE_KEEPALIVE_MS: '40' });
   providerId = (await h.call('POST', '/v1/admin/providers', { name: 'Main', vendor: 'fake', base_url: fake.url })).body.id;
   await h.call('POST', '/v1/admin/providers', { name: 'Limited', vendor: 'fake', base_url: limited.url });
+  await h.call('POST', '/v1/admin/providers', { name: 'Reused', vendor: 'fake', base_url: reused.url });
   limited.failAll(429, { retryAfter: '1' });
   client = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'unused-by-llm-api', maxRetries: 0, defaultHeaders: h.headers(h.user) });
   const pms = (await h.call('GET', `/v1/admin/models/provider-models?provider_id=${providerId}`)).body.data;
@@ -31,6 +34,7 @@ test.after.always(async () => {
   await h?.close();
   await fake?.close();
   await limited?.close();
+  await reused?.close();
 });
 
 const lastBody = (marker: string) => [...fake.requests].reverse().find((r) => JSON.stringify(r.body ?? {}).includes(marker))?.body;
@@ -96,6 +100,24 @@ test('stream: chunks with one id, [DONE] at the end, no usage chunk unless asked
   const text = await raw.text();
   t.true(text.endsWith('data: [DONE]\n\n'));
   t.false(/^event:/m.test(text));
+});
+
+test("a stream ends at the provider's [DONE] without waiting for its body to end; the connection is then reused", async (t) => {
+  reused.holdStreamEnds(true);
+  const stream = await client.chat.completions.create({ model: 'reused-model', messages: [{ role: 'user', content: 'reuse-1' }], stream: true });
+  let text = '';
+  // The SDK reads until the HTTP body ends, so this loop finishing means our stream has ended.
+  for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+  t.is(text, 'Hello from reused w1 w2 w3 w4');
+  t.is(reused.releaseStreamEnds(), 1, "the provider's body was still open when the client's stream ended");
+  reused.holdStreamEnds(false);
+  const opened = reused.connectionsOpened();
+  // A round trip through llm-api after the provider's end was written, so its end has been read.
+  await client.models.list();
+  const again = await client.chat.completions.create({ model: 'reused-model', messages: [{ role: 'user', content: 'reuse-2' }], stream: true });
+  for await (const _ of again);
+  t.is(reused.chatCount(), 2);
+  t.is(reused.connectionsOpened(), opened, "the second stream reused the first one's connection");
 });
 
 test('stream with include_usage: the usage chunk (choices: []) comes before [DONE]', async (t) => {

@@ -1,10 +1,12 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { PassThrough } from 'node:stream';
 import test from 'ava';
 import type { Response } from 'express';
 import { request } from 'undici';
 import { writeEventStream } from '../../../services/llm-api/chat/routes.js';
-import type { StreamEvent } from '../../../services/llm-api/chat/stream.js';
+import { ChunkReader } from '../../../services/llm-api/chat/chunk-reader.js';
+import { relayStream, type StreamEvent } from '../../../services/llm-api/chat/stream.js';
 
 // How a streamed answer reaches the socket: the head and the first event in one write when the
 // event is ready, the head alone (at once) when it is not.
@@ -75,6 +77,39 @@ test('when no event is ready the head goes alone at once, and the events follow'
     release();
     const body = await res.body.text();
     t.true(body.includes('t1') && body.endsWith('data: [DONE]\n\n'));
+  } finally {
+    await s.close();
+  }
+});
+
+test("a provider answer that arrives whole leaves in one write, ending at the provider's [DONE] without waiting for its body to end", async (t) => {
+  const data = (content: string) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content } }] })}\n\n`;
+  const answer = `${data('one')}${data('two')}data: [DONE]\n\n`;
+  // The provider's body stays open after [DONE]: the client's stream must not wait for it.
+  const providerBody = new PassThrough();
+  let relayed!: ReturnType<typeof relayStream>;
+  const s = await serve(() => {
+    relayed = relayStream({
+      firstChunk: Buffer.from(answer),
+      rest: new ChunkReader(providerBody),
+      clientWantsUsage: false,
+      collect: false,
+      requestId: 'req_one_write',
+      maxEventBytes: 1 << 16,
+      signal: new AbortController().signal,
+      onUpstreamError: () => {},
+    });
+    return relayed.events;
+  });
+  try {
+    const res = await request(s.url);
+    const body = await res.body.text();
+    t.true(body.includes('one') && body.includes('two') && body.endsWith('data: [DONE]\n\n'));
+    t.is(body.match(/\[DONE\]/g)!.length, 1);
+    t.is(s.writes.length, 1, `head, events, [DONE] and the end in one write, not ${s.writes.length}`);
+    t.is((await relayed.done).outcome, 'ok');
+    t.false(providerBody.destroyed, 'the provider body is left to finish, so its connection can be reused');
+    providerBody.end();
   } finally {
     await s.close();
   }

@@ -1,4 +1,6 @@
 import test from 'ava';
+import { Readable } from 'node:stream';
+import { ChunkReader } from '../../../services/llm-api/chat/chunk-reader.js';
 import { relayStream, type StreamEvent } from '../../../services/llm-api/chat/stream.js';
 
 // The relay parses only the events that need a look (usage, errors, [DONE], the first chunk when
@@ -12,9 +14,7 @@ async function relay(reads: string[], options: { clientWantsUsage?: boolean; col
   const [first, ...rest] = reads.map((text) => Buffer.from(text));
   const { events, done } = relayStream({
     firstChunk: first!,
-    rest: (async function* () {
-      yield* rest;
-    })(),
+    rest: new ChunkReader(Readable.from(rest, { objectMode: false })),
     clientWantsUsage: options.clientWantsUsage ?? false,
     collect: options.collect ?? false,
     requestId: 'req_test',
