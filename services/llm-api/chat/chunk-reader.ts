@@ -56,16 +56,13 @@ export class ChunkReader {
     this.detach();
     const body = this.body;
     if (this.ended || body.destroyed) return;
-    let left = limits.maxBytes - body.readableLength;
+    let left = limits.maxBytes;
     const cut = () => body.destroy();
     const timer = setTimeout(cut, limits.maxMs);
     timer.unref?.();
     body.once('close', () => clearTimeout(timer));
-    if (left < 0) {
-      cut();
-      return;
-    }
-    // A 'data' listener puts the body back into flowing mode once the 'readable' one is gone.
+    // A 'data' listener puts the body back into flowing mode once the 'readable' one is gone; what
+    // was already buffered comes through it first, so it is counted too.
     body.on('data', (chunk: Uint8Array) => {
       left -= chunk.length;
       if (left < 0) cut();

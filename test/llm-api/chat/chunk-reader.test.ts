@@ -85,10 +85,23 @@ test('discardRest cuts a body that sends more than allowed, or does not end in t
   t.true(chatty.destroyed);
   t.false(chatty.readableEnded);
 
+  // Bytes already buffered when reading stopped count as well.
+  const buffered = new PassThrough();
+  const reader = new ChunkReader(buffered);
+  buffered.write('y'.repeat(11));
+  await reader.readable();
+  const closed = once(buffered, 'close');
+  reader.discardRest({ maxMs: 60_000, maxBytes: 10 });
+  await closed;
+  t.false(buffered.readableEnded);
+
   // The time bound: a body that stays open is destroyed when it passes (its close is awaited, no sleep).
+  // The reader's timer does not hold the process open (a server's does not need it to); this one
+  // keeps the test's event loop alive until the close arrives.
   const silent = new PassThrough();
+  const alive = setInterval(() => {}, 1_000);
   new ChunkReader(silent).discardRest({ maxMs: 1, maxBytes: 1024 });
-  await once(silent, 'close');
+  await once(silent, 'close').finally(() => clearInterval(alive));
   t.true(silent.destroyed);
   t.false(silent.readableEnded);
 });
