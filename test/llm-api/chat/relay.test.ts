@@ -1,5 +1,5 @@
 import test from 'ava';
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { ChunkReader } from '../../../services/llm-api/chat/chunk-reader.js';
 import { relayStream, type StreamEvent } from '../../../services/llm-api/chat/stream.js';
 
@@ -61,4 +61,25 @@ test('the conversation is merged into the first chunk with choices only; events 
   const [first, ...others] = texts(out);
   t.deepEqual(JSON.parse(first!.slice(6)).conversation, { id: 'conv_1' });
   t.deepEqual(others, [content(2), content(3), '[DONE]']);
+});
+
+test("the provider's [DONE] ends the relay: later events are dropped, and its body is left to finish", async (t) => {
+  const body = new PassThrough();
+  const read = [content(1), 'data: [DONE]', content(2), ''].join('\n\n');
+  const { events, done } = relayStream({
+    firstChunk: Buffer.from(read),
+    rest: new ChunkReader(body),
+    clientWantsUsage: false,
+    collect: false,
+    requestId: 'req_test',
+    maxEventBytes: 1 << 16,
+    signal: new AbortController().signal,
+    onUpstreamError: () => {},
+  });
+  const out: StreamEvent[] = [];
+  for await (const e of events) out.push(e);
+  t.deepEqual(texts(out), [content(1), '[DONE]']);
+  t.is((await done).outcome, 'ok');
+  t.false(body.destroyed, 'not cut: the rest is read and dropped so the connection can be reused');
+  body.end(content(3));
 });
