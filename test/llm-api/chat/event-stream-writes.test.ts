@@ -5,8 +5,8 @@ import test from 'ava';
 import type { Response } from 'express';
 import { request } from 'undici';
 import { writeEventStream } from '../../../services/llm-api/chat/routes.js';
-import { ChunkReader } from '../../../services/llm-api/chat/chunk-reader.js';
-import { relayStream, type StreamEvent } from '../../../services/llm-api/chat/stream.js';
+import type { StreamEvent } from '../../../services/llm-api/chat/stream.js';
+import { startRelay } from '../../helpers/relay.js';
 
 // How a streamed answer reaches the socket: the head and the first event in one write when the
 // event is ready, the head alone (at once) when it is not.
@@ -87,18 +87,9 @@ test("a provider answer that arrives whole leaves in one write, ending at the pr
   const answer = `${data('one')}${data('two')}data: [DONE]\n\n`;
   // The provider's body stays open after [DONE]: the client's stream must not wait for it.
   const providerBody = new PassThrough();
-  let relayed!: ReturnType<typeof relayStream>;
+  let relayed!: ReturnType<typeof startRelay>;
   const s = await serve(() => {
-    relayed = relayStream({
-      firstChunk: Buffer.from(answer),
-      rest: new ChunkReader(providerBody),
-      clientWantsUsage: false,
-      collect: false,
-      requestId: 'req_one_write',
-      maxEventBytes: 1 << 16,
-      signal: new AbortController().signal,
-      onUpstreamError: () => {},
-    });
+    relayed = startRelay(answer, providerBody);
     return relayed.events;
   });
   try {

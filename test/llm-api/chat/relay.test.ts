@@ -1,7 +1,7 @@
 import test from 'ava';
 import { PassThrough, Readable } from 'node:stream';
-import { ChunkReader } from '../../../services/llm-api/chat/chunk-reader.js';
-import { relayStream, type StreamEvent } from '../../../services/llm-api/chat/stream.js';
+import type { StreamEvent } from '../../../services/llm-api/chat/stream.js';
+import { startRelay } from '../../helpers/relay.js';
 
 // The relay parses only the events that need a look (usage, errors, [DONE], the first chunk when
 // something is merged into it) and passes the others through untouched, in order, batched.
@@ -12,17 +12,10 @@ const usageOnly = event({ id: 'c', object: 'chat.completion.chunk', choices: [],
 
 async function relay(reads: string[], options: { clientWantsUsage?: boolean; collect?: boolean; firstChunkExtra?: { conversation: { id: string } } } = {}) {
   const [first, ...rest] = reads.map((text) => Buffer.from(text));
-  const { events, done } = relayStream({
-    firstChunk: first!,
-    rest: new ChunkReader(Readable.from(rest, { objectMode: false })),
-    clientWantsUsage: options.clientWantsUsage ?? false,
-    collect: options.collect ?? false,
-    requestId: 'req_test',
-    firstChunkExtra: options.firstChunkExtra as never,
-    maxEventBytes: 1 << 16,
-    signal: new AbortController().signal,
-    onUpstreamError: () => {},
-  });
+  return collectRelay(startRelay(first!, Readable.from(rest, { objectMode: false }), { ...options, firstChunkExtra: options.firstChunkExtra as never }));
+}
+
+async function collectRelay({ events, done }: ReturnType<typeof startRelay>) {
   const out: StreamEvent[] = [];
   for await (const e of events) out.push(e);
   return { out, outcome: await done };
@@ -66,20 +59,9 @@ test('the conversation is merged into the first chunk with choices only; events 
 test("the provider's [DONE] ends the relay: later events are dropped, and its body is left to finish", async (t) => {
   const body = new PassThrough();
   const read = [content(1), 'data: [DONE]', content(2), ''].join('\n\n');
-  const { events, done } = relayStream({
-    firstChunk: Buffer.from(read),
-    rest: new ChunkReader(body),
-    clientWantsUsage: false,
-    collect: false,
-    requestId: 'req_test',
-    maxEventBytes: 1 << 16,
-    signal: new AbortController().signal,
-    onUpstreamError: () => {},
-  });
-  const out: StreamEvent[] = [];
-  for await (const e of events) out.push(e);
+  const { out, outcome } = await collectRelay(startRelay(read, body));
   t.deepEqual(texts(out), [content(1), '[DONE]']);
-  t.is((await done).outcome, 'ok');
+  t.is(outcome.outcome, 'ok');
   t.false(body.destroyed, 'not cut: the rest is read and dropped so the connection can be reused');
   body.end(content(3));
 });
