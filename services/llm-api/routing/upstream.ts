@@ -1,6 +1,7 @@
 import { Agent, type Dispatcher } from 'undici';
 import type { CancelSignal, EgressGuard } from '../../kit/index.js';
 import { getProviderJson } from '../../../domains/catalog/index.js';
+import { createProviderPool } from './free-list-pool.js';
 
 export { authHeaders, joinUrl, readCapped } from '../../../domains/catalog/index.js';
 
@@ -24,6 +25,8 @@ export type UpstreamResponse = Dispatcher.ResponseData;
 
 export function createUpstream(options: UpstreamOptions) {
   const agent = new Agent({
+    // A connection is busy for a whole stream: the pool finds a free one without walking them all.
+    factory: createProviderPool,
     connections: options.connections,
     keepAliveTimeout: 60_000,
     keepAliveMaxTimeout: 600_000,

@@ -1,0 +1,125 @@
+import { createRequire } from 'node:module';
+import { Client, Pool, type Dispatcher } from 'undici';
+
+/**
+ * undici's Pool with a free list. Pool finds a connection for each request by walking every
+ * connection it holds until it meets one that is not busy, and when all are busy it walks them all
+ * twice (once to dispatch, once more to learn whether it is now full). A provider connection is
+ * busy for a whole stream, so with thousands of streams held each new stream walked thousands of
+ * connections: quadratic in the streams held (4 % of the main thread at 6 000 held streams).
+ * Here the connections that were last seen free are kept on a stack, and a lookup takes the top
+ * one that still is, dropping the busy and closed ones it passes: each connection is passed at
+ * most once per time it became free. The last freed comes first, so a warm connection is reused
+ * before a new one is opened, and the least used ones are left to reach their keep-alive timeout.
+ * Everything else (queueing, draining, closing, events) is Pool's own.
+ *
+ * It overrides two of Pool's internal methods, reached through the symbols undici's pool-base
+ * module exports. When they are missing (another undici), `createProviderPool` falls back to a
+ * plain Pool, and `freeListPoolAvailable` is false (a test checks it is true with ours).
+ */
+interface PoolInternals {
+  kClients: symbol;
+  kNeedDrain: symbol;
+  kAddClient: symbol;
+  kGetDispatcher: symbol;
+}
+
+function loadInternals(): PoolInternals | null {
+  try {
+    const found = createRequire(import.meta.url)('undici/lib/dispatcher/pool-base.js') as Partial<PoolInternals>;
+    const { kClients, kNeedDrain, kAddClient, kGetDispatcher } = found;
+    if (typeof kClients !== 'symbol' || typeof kNeedDrain !== 'symbol' || typeof kAddClient !== 'symbol' || typeof kGetDispatcher !== 'symbol') return null;
+    const proto = Pool.prototype as unknown as Record<symbol, unknown>;
+    if (typeof proto[kGetDispatcher] !== 'function' || typeof proto[kAddClient] !== 'function') return null;
+    return { kClients, kNeedDrain, kAddClient, kGetDispatcher };
+  } catch {
+    return null;
+  }
+}
+
+const internals = loadInternals();
+
+/** True when this undici's internals are the ones the free list relies on. */
+export const freeListPoolAvailable = internals !== null;
+
+type Connection = Dispatcher & { closed: boolean; destroyed: boolean } & Record<symbol, unknown>;
+type ClientOptions = ConstructorParameters<typeof Client>[1];
+
+function defineFreeListPool({ kClients, kNeedDrain, kAddClient, kGetDispatcher }: PoolInternals) {
+  class FreeListPool extends Pool {
+    /** Connections last seen free, the last freed on top; busy or closed ones are dropped when met. */
+    readonly #free: Connection[] = [];
+    /** What is on `#free` (a connection is listed once). */
+    readonly #listed = new Set<Connection>();
+    readonly #limit: number;
+    /** What Pool passes its factory, kept from its first call so later connections skip its walk. */
+    #template: { origin: string | URL; options: ClientOptions } | undefined;
+
+    constructor(origin: string | URL, options: Pool.Options & { connections: number }) {
+      // The factory runs only after construction, when the first request needs a connection.
+      let template: (origin: string | URL, options: ClientOptions) => void = () => {};
+      super(origin, {
+        ...options,
+        factory: (o, opts) => {
+          template(o, opts as ClientOptions);
+          return new Client(o, opts as ClientOptions);
+        },
+      });
+      template = (o, opts) => (this.#template ??= { origin: o, options: opts });
+      this.#limit = options.connections;
+      // Pool drops a connection that failed to connect from its list without closing it.
+      this.on('connectionError', (_origin, targets) => {
+        for (const target of targets) this.#unlist(target as Connection);
+      });
+    }
+
+    #list(connection: Connection): void {
+      if (this.#listed.has(connection)) return;
+      this.#listed.add(connection);
+      this.#free.push(connection);
+    }
+
+    #unlist(connection: Connection): void {
+      if (!this.#listed.delete(connection)) return;
+      const at = this.#free.lastIndexOf(connection);
+      if (at >= 0) this.#free.splice(at, 1);
+    }
+
+    [kGetDispatcher](): Dispatcher | undefined {
+      for (let top = this.#free.at(-1); top !== undefined; top = this.#free.at(-1)) {
+        if (!top[kNeedDrain] && !top.closed && !top.destroyed) return top;
+        this.#free.pop();
+        this.#listed.delete(top);
+      }
+      const self = this as unknown as Record<symbol, unknown>;
+      // None free. Pool's own lookup would walk every connection to find that out, then add one.
+      if (this.#template === undefined) return (Pool.prototype as unknown as Record<symbol, () => Dispatcher | undefined>)[kGetDispatcher]!.call(this);
+      if ((self[kClients] as unknown[]).length >= this.#limit) return undefined;
+      const connection = new Client(this.#template.origin, this.#template.options);
+      (self[kAddClient] as (client: Dispatcher) => void).call(this, connection);
+      return connection;
+    }
+
+    [kAddClient](client: Connection): this {
+      (Pool.prototype as unknown as Record<symbol, (client: Dispatcher) => void>)[kAddClient]!.call(this, client);
+      this.#list(client);
+      // After Pool's own drain listener, which may have handed it queued work (checked when met).
+      client.on('drain', () => this.#list(client));
+      return this;
+    }
+  }
+  return FreeListPool;
+}
+
+const FreeListPool = internals ? defineFreeListPool(internals) : null;
+
+/**
+ * The pool of one provider origin (the Agent's `factory`): the free-list pool when `connections`
+ * bounds it and this undici has the internals it needs, Pool otherwise.
+ */
+export function createProviderPool(origin: string | URL, options: Pool.Options): Dispatcher {
+  if (FreeListPool && typeof options.connections === 'number' && options.connections > 0 && options.clientTtl == null) {
+    return new FreeListPool(origin, { ...options, connections: options.connections });
+  }
+  return new Pool(origin, options);
+}
