@@ -16,9 +16,11 @@ export function verdict(ok: boolean | undefined): Row['verdict'] {
   return ok === undefined ? 'n/a' : ok ? 'PASS' : 'FAIL';
 }
 
-export function renderTable(columns: string[], rows: Row[]): string {
-  const header = ['metric', ...columns, 'target', ''];
-  const body = rows.map((r) => [r.metric, ...columns.map((c) => r.cells[c] ?? ''), r.target ?? '', r.verdict ?? '']);
+/** `targets: false` leaves out the target and verdict columns (a table whose cells carry their own). */
+export function renderTable(columns: string[], rows: Row[], options: { targets?: boolean } = {}): string {
+  const targets = options.targets ?? true;
+  const header = ['metric', ...columns, ...(targets ? ['target', ''] : [])];
+  const body = rows.map((r) => [r.metric, ...columns.map((c) => r.cells[c] ?? ''), ...(targets ? [r.target ?? '', r.verdict ?? ''] : [])]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((line) => line[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
