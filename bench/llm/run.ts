@@ -90,6 +90,7 @@ async function concurrentStreams(url: string, headers: Record<string, string>, n
   let maxGap = 0;
   let completed = 0;
   let stalled = 0;
+  let firstFailure: string | undefined;
   const t0 = Date.now();
   await Promise.all(
     Array.from({ length: n }, async () => {
@@ -108,13 +109,14 @@ async function concurrentStreams(url: string, headers: Record<string, string>, n
           text += s;
         }
         if (text.endsWith('data: [DONE]\n\n') && text.includes('w3')) completed++;
-      } catch {
-        // counted as not completed
+        else firstFailure ??= res.statusCode === 200 ? 'a stream ended without its last word and [DONE]' : `status ${res.statusCode}: ${text.slice(0, 200)}`;
+      } catch (error) {
+        firstFailure ??= (error as Error).message;
       }
     }),
   );
   await agent.close();
-  return { n, completed, stalled, maxGap, seconds: (Date.now() - t0) / 1000 };
+  return { n, completed, stalled, maxGap, seconds: (Date.now() - t0) / 1000, firstFailure };
 }
 
 const fake = await child('bench/llm/fake-server.ts');
@@ -154,7 +156,7 @@ try {
   }
   console.log(`TTFC overhead edge + llm-api: p50 ${ms(pct(tf.edge!, 50) - pct(tf.direct!, 50))}  p99 ${ms(pct(tf.edge!, 99) - pct(tf.direct!, 99))}`);
   const held = await concurrentStreams(targets.edge.url, targets.edge.headers, STREAMS);
-  console.log(`concurrent streams through edge + llm-api: ${held.completed}/${held.n} completed, ${held.stalled} stalls, max gap between chunks ${held.maxGap} ms (interval 500 ms), ${held.seconds.toFixed(1)} s`);
+  console.log(`concurrent streams through edge + llm-api: ${held.completed}/${held.n} completed, ${held.stalled} stalls, max gap between chunks ${held.maxGap} ms (interval 500 ms), ${held.seconds.toFixed(1)} s${held.firstFailure ? ` (first failure: ${held.firstFailure})` : ''}`);
 } finally {
   platform.proc.kill('SIGTERM');
   fake.proc.kill('SIGTERM');
