@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { Agent, Pool, request } from 'undici';
 import { createProviderPool, freeListPoolAvailable } from '../../../services/llm-api/routing/free-list-pool.js';
 
@@ -54,6 +54,17 @@ async function heldServer(options: { dropFirstConnection?: boolean } = {}): Prom
 
 const answer = (res: ServerResponse, text: string) => res.end(text);
 
+/** A held server and an Agent whose pools are the provider pool, both closed after the test. */
+async function poolOnServer(t: ExecutionContext, connections: number, options?: { dropFirstConnection?: boolean }) {
+  const server = await heldServer(options);
+  const agent = new Agent({ factory: createProviderPool, connections });
+  t.teardown(async () => {
+    await agent.close();
+    await server.close();
+  });
+  return { server, agent };
+}
+
 /**
  * undici frees a connection one turn of the event loop after its answer ended (setImmediate), for
  * any pool: waits, turn by turn (bounded), until the agent counts `n` free connections to `origin`.
@@ -76,12 +87,7 @@ test('this undici has the internals the free list needs', (t) => {
 });
 
 test('busy connections are bounded; requests past the bound queue and run as connections free up', async (t) => {
-  const server = await heldServer();
-  const agent = new Agent({ factory: createProviderPool, connections: 3 });
-  t.teardown(async () => {
-    await agent.close();
-    await server.close();
-  });
+  const { server, agent } = await poolOnServer(t, 3);
   const bodies = Array.from({ length: 7 }, (_, i) =>
     request(`${server.origin}/${i}`, { dispatcher: agent }).then(async (res) => `${res.statusCode} ${await res.body.text()}`),
   );
@@ -104,12 +110,7 @@ test('busy connections are bounded; requests past the bound queue and run as con
 });
 
 test('sequential requests reuse one connection', async (t) => {
-  const server = await heldServer();
-  const agent = new Agent({ factory: createProviderPool, connections: 100 });
-  t.teardown(async () => {
-    await agent.close();
-    await server.close();
-  });
+  const { server, agent } = await poolOnServer(t, 100);
   for (let i = 0; i < 5; i++) {
     const pending = request(`${server.origin}/seq`, { dispatcher: agent });
     await server.heldAtLeast(1);
@@ -121,12 +122,7 @@ test('sequential requests reuse one connection', async (t) => {
 });
 
 test('many held at once: each new request gets a connection of its own, then all are reused', async (t) => {
-  const server = await heldServer();
-  const agent = new Agent({ factory: createProviderPool, connections: 1000 });
-  t.teardown(async () => {
-    await agent.close();
-    await server.close();
-  });
+  const { server, agent } = await poolOnServer(t, 1000);
   const round = async (n: number) => {
     const pending = Array.from({ length: n }, () => request(`${server.origin}/many`, { dispatcher: agent }).then((res) => res.body.text()));
     await server.heldAtLeast(n);
@@ -141,12 +137,7 @@ test('many held at once: each new request gets a connection of its own, then all
 });
 
 test('a connection that fails is dropped, and the next request gets a working one', async (t) => {
-  const server = await heldServer({ dropFirstConnection: true });
-  const agent = new Agent({ factory: createProviderPool, connections: 2 });
-  t.teardown(async () => {
-    await agent.close();
-    await server.close();
-  });
+  const { server, agent } = await poolOnServer(t, 2, { dropFirstConnection: true });
   await t.throwsAsync(request(`${server.origin}/first`, { dispatcher: agent }));
   const pending = request(`${server.origin}/second`, { dispatcher: agent });
   await server.heldAtLeast(1);
