@@ -136,7 +136,7 @@ test('many held at once: each new request gets a connection of its own, then all
   t.is(server.connections(), 200, 'the second round found the 200 freed connections');
 });
 
-test('a connection that fails is dropped, and the next request gets a working one', async (t) => {
+test('a connection reset before its answer fails that request, and the next request is answered', async (t) => {
   const { server, agent } = await poolOnServer(t, 2, { dropFirstConnection: true });
   await t.throwsAsync(request(`${server.origin}/first`, { dispatcher: agent }));
   const pending = request(`${server.origin}/second`, { dispatcher: agent });
@@ -144,4 +144,19 @@ test('a connection that fails is dropped, and the next request gets a working on
   answer(server.held.shift()!, 'second');
   t.is(await (await pending).body.text(), 'second');
   t.is(server.connections(), 2);
+});
+
+test('a connection that is refused leaves the pool usable: the next request is tried, and the pool closes', async (t) => {
+  const probe = createServer();
+  probe.listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const origin = `http://127.0.0.1:${(probe.address() as AddressInfo).port}`;
+  probe.close();
+  await once(probe, 'close');
+  const pool = createProviderPool(origin, { connections: 2 });
+  const refused: string[] = [];
+  pool.on('connectionError', (_origin, _targets, error) => refused.push((error as NodeJS.ErrnoException).code ?? ''));
+  for (let i = 0; i < 3; i++) await t.throwsAsync(pool.request({ path: '/', method: 'GET' }), { code: 'ECONNREFUSED' });
+  t.deepEqual(refused, ['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED'], 'each try opened a connection of its own');
+  await pool.close();
 });
