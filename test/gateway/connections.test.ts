@@ -140,8 +140,10 @@ test.serial('through the edge: a fifth connection from one address is closed at 
   // They do not stay forever: no request within HTTP_HEADERS_TIMEOUT_MS → the edge closes them.
   await waitFor(() => states.every((s) => s.closed), 5000, 'never-used connections closed by the header timeout');
   t.true(sockets.every(closed));
-  // Once they are gone, the address may connect again and be served.
-  const res = await fetch(`${p.url}/healthz`);
+  // Once they are gone, the address may connect again and be served. The client can see its side
+  // closed before the edge has counted the connection gone (its close event comes later), and a
+  // connection made in between is still the fifth: so this is tried until the edge serves it.
+  const res = await waitFor(() => fetch(`${p.url}/healthz`).catch(() => null), 5000, 'the address served again');
   t.is(res.status, 200);
 });
 
