@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import test, { type ExecutionContext } from 'ava';
-import { Agent, Pool, request } from 'undici';
+import { Agent, buildConnector, Pool, request } from 'undici';
 import { createProviderPool, freeListPoolAvailable } from '../../../services/llm-api/routing/free-list-pool.js';
 
 // The provider pool finds a free connection without walking every busy one, and behaves as
@@ -146,17 +146,32 @@ test('a connection reset before its answer fails that request, and the next requ
   t.is(server.connections(), 2);
 });
 
-test('a connection that is refused leaves the pool usable: the next request is tried, and the pool closes', async (t) => {
-  const probe = createServer();
-  probe.listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const origin = `http://127.0.0.1:${(probe.address() as AddressInfo).port}`;
-  probe.close();
-  await once(probe, 'close');
-  const pool = createProviderPool(origin, { connections: 2 });
+test('a connection that could not connect leaves the pool: the next request is served by a connection of the pool', async (t) => {
+  const server = await heldServer();
+  t.teardown(() => server.close());
+  // undici's own connector, refusing the first connection the pool opens.
+  const connector = buildConnector({});
+  let refuse = true;
+  const pool = createProviderPool(server.origin, {
+    connections: 2,
+    connect: (options, callback) => {
+      if (!refuse) return connector(options, callback);
+      refuse = false;
+      callback(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }), null);
+    },
+  });
   const refused: string[] = [];
   pool.on('connectionError', (_origin, _targets, error) => refused.push((error as NodeJS.ErrnoException).code ?? ''));
-  for (let i = 0; i < 3; i++) await t.throwsAsync(pool.request({ path: '/', method: 'GET' }), { code: 'ECONNREFUSED' });
-  t.deepEqual(refused, ['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED'], 'each try opened a connection of its own');
+  await t.throwsAsync(pool.request({ path: '/first', method: 'GET' }), { code: 'ECONNREFUSED' });
+  t.deepEqual(refused, ['ECONNREFUSED']);
+
+  const pending = pool.request({ path: '/second', method: 'GET' });
+  await server.heldAtLeast(1);
+  // Served by a connection the pool counts and closes, not by the refused one Pool dropped.
+  t.is(pool.stats.connected, 1, 'the connection serving it is one of the pool’s own');
+  t.is(pool.stats.running, 1);
+  answer(server.held.shift()!, 'second');
+  t.is(await (await pending).body.text(), 'second');
   await pool.close();
+  t.is(pool.stats.connected, 0, 'close closed it');
 });
