@@ -1,7 +1,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerResponse } from 'node:http';
 import { acceptRequestId, runPlugin, type HostIO } from '../../plugins/core/index.js';
 import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
-import { ServiceResponse } from '../kit/http/index.js';
+import { ServiceResponse, whenClosed } from '../kit/http/index.js';
 import { checkReadiness, errorBody, USAGE_REPORT_REQUEST_HEADER, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
@@ -95,7 +95,7 @@ export async function createEdge(options: EdgeOptions) {
     if (options.accessLog) {
       const log = options.accessLog;
       const started = process.hrtime.bigint();
-      res.once('close', () => {
+      whenClosed(res, () => {
         const identity = shared.apikey ?? shared.jwt;
         log({
           request_id: requestId,

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, RequestListener } from 'node:http';
 import { errorBody, USAGE_REPORT_HEADER } from '../kit/core/index.js';
-import type { ResponseObserver, ServiceResponse } from '../kit/http/index.js';
+import { whenClosed, type ResponseObserver, type ServiceResponse } from '../kit/http/index.js';
 import { sendJson, takeUsageReport, type ForwardTarget } from './proxy.js';
 
 /**
@@ -54,7 +54,7 @@ export function dispatchInProcess(
     }
   };
   timer = setTimeout(check, readTimeoutMs);
-  res.once('close', () => {
+  whenClosed(res, () => {
     clearTimeout(timer);
     res.observer = undefined;
   });

@@ -13,6 +13,7 @@ import {
   type ResponseObserver,
   type Route,
   type UserDirectory,
+  whenClosed,
 } from '../../services/kit/index.js';
 
 // The kit's servers build req and res with Express's members already on their prototypes, so no app
@@ -145,6 +146,49 @@ test('a response observer sees the head before it is written, each write, and ta
   const plain = await readAll(port, '/plain');
   t.is(plain.headers['x-added'], undefined);
   t.deepEqual(plain.trailers, { 'x-usage': '42' });
+});
+
+test('close hooks: in order, once, after the answer or when the client leaves; one listener on a kit response, once() elsewhere', async (t) => {
+  const ran: string[] = [];
+  const listeners: Record<string, number> = {};
+  let leftEarly!: () => void;
+  const clientLeft = new Promise<void>((resolve) => (leftEarly = resolve));
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
+    const path = req.url!;
+    for (const n of [1, 2, 3]) whenClosed(res, () => ran.push(`${path} ${n} finished=${res.writableFinished}`));
+    // A hook added by a hook is for a response that has closed: it never runs.
+    whenClosed(res, () => whenClosed(res, () => ran.push(`${path} added late`)));
+    listeners[path] = res.listenerCount('close');
+    if (path.endsWith('/hang')) {
+      whenClosed(res, leftEarly);
+      req.socket.destroy();
+      return;
+    }
+    res.end('ok');
+  };
+  const kit = createServer({ IncomingMessage: ServiceRequest, ServerResponse: ServiceResponse }, handler);
+  const plain = createServer(handler);
+  const ports: number[] = [];
+  for (const server of [kit, plain]) {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    ports.push((server.address() as AddressInfo).port);
+  }
+
+  const closed = (path: string) => ran.filter((line) => line.startsWith(`${path} `)).length === 3;
+  for (const [port, name] of [[ports[0]!, '/kit'], [ports[1]!, '/plain']] as const) {
+    t.is((await readAll(port, name)).body, 'ok');
+    while (!closed(name)) await new Promise((resolve) => setImmediate(resolve));
+  }
+  t.deepEqual(ran, ['/kit 1 finished=true', '/kit 2 finished=true', '/kit 3 finished=true', '/plain 1 finished=true', '/plain 2 finished=true', '/plain 3 finished=true']);
+  // Four hooks, one listener on the kit's response; the emitter's own once() per hook elsewhere.
+  t.is(listeners['/kit'], 1);
+  t.is(listeners['/plain'], 4);
+
+  ran.length = 0;
+  await t.throwsAsync(readAll(ports[0]!, '/kit/hang'));
+  await clientLeft;
+  t.deepEqual(ran, ['/kit/hang 1 finished=false', '/kit/hang 2 finished=false', '/kit/hang 3 finished=false']);
 });
 
 function readAll(port: number, path: string): Promise<{ headers: IncomingMessage['headers']; body: string; trailers: IncomingMessage['trailers'] }> {

@@ -73,6 +73,9 @@ export function readJsonBody(req: IncomingMessage & { rawBody?: Buffer }, option
     req.on('end', () => {
       if (failed) return;
       const raw = Buffer.concat(chunks, received);
+      // The listeners stay on the request for as long as it runs (a stream: minutes), and with them
+      // this closure: the received chunks are let go now that they are copied.
+      chunks.length = 0;
       if (options.keepRaw) req.rawBody = raw;
       const text = raw.toString('utf8');
       if (text.trim() === '') return resolve(undefined);

@@ -2,6 +2,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { RequestHandler } from 'express';
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { CounterFamily, HistogramFamily, type CounterCell, type HistogramCell } from './series.js';
+import { whenClosed } from './request-objects.js';
 
 /** Sampling interval of the event-loop delay monitor; the reported delay is the lateness beyond it. */
 const LOOP_RESOLUTION_MS = 10;
@@ -53,7 +54,7 @@ export function createMetrics(service: string, options: { registry?: Registry } 
 
   const middleware: RequestHandler = (req, res, next) => {
     const started = process.hrtime.bigint();
-    res.once('close', () => {
+    whenClosed(res, () => {
       // The matched path template keeps label cardinality bounded; unmatched paths share one label.
       const route = routeLabel(res.locals.routeTemplate, req.route?.path, req.baseUrl);
       const bound = seriesFor(req.method, route, res.statusCode);

@@ -8,6 +8,7 @@ import { parseInput } from '../validation.js';
 import { checkRequestStrings, readJsonBody } from './body.js';
 import type { Cancellation, Route, RouteAccess, RouteCall } from './route-table.js';
 import './context.js';
+import { whenClosed } from './request-objects.js';
 
 /**
  * Mounts a route table on one Express router. Everything about a route is derived from its entry,
@@ -246,7 +247,7 @@ class Call implements RouteCall {
 class ClientCancellation extends CancelToken implements Cancellation {
   constructor(res: Response) {
     super();
-    res.once('close', () => {
+    whenClosed(res, () => {
       if (!res.writableFinished) this.abort(new ClientClosed());
     });
   }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import { accessLogger, type Logger } from '../logger.js';
 import './context.js';
+import { whenClosed } from './request-objects.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
 const ACCEPTABLE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
@@ -18,10 +19,7 @@ export function requestContext(serviceLogger: Logger): RequestHandler {
     req.requestId = requestId;
     res.setHeader('X-Request-ID', requestId);
     const started = process.hrtime.bigint();
-    let logged = false;
     const log = () => {
-      if (logged) return;
-      logged = true;
       const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
       const entry = {
         request_id: requestId,
@@ -34,8 +32,7 @@ export function requestContext(serviceLogger: Logger): RequestHandler {
       if (res.statusCode >= 500) logger.error(entry, 'request');
       else logger.info(entry, 'request');
     };
-    res.once('finish', log);
-    res.once('close', log);
+    whenClosed(res, log);
     next();
   };
 }

@@ -39,6 +39,46 @@ export class ServiceResponse<Request extends IncomingMessage = IncomingMessage> 
    * dearly as a prototype change does (see above).
    */
   observer: ResponseObserver | undefined = undefined;
+
+  /** What `whenClosed` runs when the response closes, in order; undefined until the first is added. */
+  closeHooks: Array<() => void> | undefined = undefined;
+}
+
+/** A response's hooks once they ran: a hook added later (even by one of them) is not run, as with the emitter. */
+const RAN: Array<() => void> = [];
+
+/**
+ * Runs `hook` once when `res` closes (its 'close' event: the answer is done or the client left),
+ * after the hooks added before it. Several layers watch the end of every request (the edge's
+ * access log and in-process hand-off, the service's log, metrics, request log and cancellation).
+ * `res.once` for each would cost a wrapper, a bound function and a state object per call, plus the
+ * emitter's array of them, all kept for as long as the request runs, which is what the collector
+ * copies while the request waits on its provider. On the kit's responses all hooks share one
+ * listener. Other responses (a test's own server) get `res.once('close', hook)`. As with the
+ * emitter, a hook added once the response has closed never runs, and a hook that throws stops
+ * the ones after it.
+ */
+export function whenClosed(res: ServerResponse, hook: () => void): void {
+  if (!(res instanceof ServiceResponse)) {
+    res.once('close', hook);
+    return;
+  }
+  const hooks = res.closeHooks;
+  if (hooks === RAN) return;
+  if (hooks) {
+    hooks.push(hook);
+    return;
+  }
+  res.closeHooks = [hook];
+  res.on('close', runCloseHooks);
+}
+
+/** The one 'close' listener of a kit response (shared by all of them: no closure per response). */
+function runCloseHooks(this: ServiceResponse): void {
+  const hooks = this.closeHooks;
+  if (!hooks || hooks === RAN) return;
+  this.closeHooks = RAN;
+  for (const hook of hooks) hook();
 }
 
 function copyMembers(target: object, source: object): void {

@@ -1,4 +1,5 @@
 import type { RequestHandler } from 'express';
+import { whenClosed } from './request-objects.js';
 import type { RequestOutcome } from '../request-outcome.js';
 import type { UsageReport } from '../usage-report.js';
 
@@ -19,7 +20,7 @@ export function servedRequests(onEnd: (served: ServedRequest) => void, now: () =
   return (req, res, next) => {
     if (skip(req.path)) return next();
     const started = process.hrtime.bigint();
-    res.once('close', () => {
+    whenClosed(res, () => {
       const principal = req.principal;
       const template = res.locals.routeTemplate;
       onEnd({

@@ -45,56 +45,76 @@ export interface UsageMeters {
 }
 
 export function createUsageMeters(deps: { recorder: { record(entry: UsageRecord): void }; clock: Clock; elapsed?: () => number }): UsageMeters {
-  const elapsed = deps.elapsed ?? (() => performance.now());
-  return {
-    open(request) {
-      let routed: { pm: ProviderModelRow; endpoint: string; tries: number } | null = null;
-      let ttfb: number | null = null;
-      let closed = false;
-      return {
-        get closed() {
-          return closed;
-        },
-        routed(info) {
-          routed = info;
-        },
-        firstByte() {
-          ttfb ??= Math.round(elapsed() - request.startedAt);
-        },
-        close(result) {
-          if (closed) return Promise.resolve();
-          closed = true;
-          const prompt = result.usage?.prompt_tokens ?? 0;
-          const completion = result.usage?.completion_tokens ?? 0;
-          const pm = routed?.pm;
-          const cost = pm ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion }) : 0;
-          deps.recorder.record({
-            request_id: request.requestId,
-            user_id: request.userId,
-            auth_method: request.authMethod,
-            api_key_id: request.apiKeyId,
-            model: request.model,
-            provider_id: pm?.provider_id ?? null,
-            provider_model_id: pm?.id ?? null,
-            endpoint: routed?.endpoint ?? null,
-            stream: request.stream,
-            prompt_tokens: prompt,
-            completion_tokens: completion,
-            reasoning_tokens: result.usage?.completion_tokens_details?.reasoning_tokens ?? 0,
-            total_tokens: prompt + completion,
-            cost_micro_usd: cost,
-            latency_ms: Math.round(elapsed() - request.startedAt),
-            ttfb_ms: ttfb,
-            attempts: routed?.tries ?? result.tries ?? 0,
-            status: result.status,
-            outcome: result.outcome,
-            metadata: request.metadata,
-            project_id: request.projectId ?? null,
-            created_at: new Date(deps.clock.now()),
-          });
-          return request.ticket ? request.ticket.settle({ cost, tokens: prompt + completion }) : Promise.resolve();
-        },
-      };
-    },
-  };
+  const env: MeterEnv = { recorder: deps.recorder, clock: deps.clock, elapsed: deps.elapsed ?? (() => performance.now()) };
+  return { open: (request) => new Meter(env, request) };
+}
+
+interface MeterEnv {
+  recorder: { record(entry: UsageRecord): void };
+  clock: Clock;
+  elapsed: () => number;
+}
+
+/**
+ * A class rather than an object of closures: a meter lives as long as its request, and an object
+ * literal with a getter and three closures over its state is several objects (one in dictionary
+ * mode) for the collector to copy while the request waits on its provider.
+ */
+class Meter implements UsageMeter {
+  private done = false;
+  private route: { pm: ProviderModelRow; endpoint: string; tries: number } | null = null;
+  private ttfb: number | null = null;
+
+  constructor(
+    private readonly env: MeterEnv,
+    private readonly request: MeterRequest,
+  ) {}
+
+  get closed(): boolean {
+    return this.done;
+  }
+
+  routed(info: { pm: ProviderModelRow; endpoint: string; tries: number }): void {
+    this.route = info;
+  }
+
+  firstByte(): void {
+    this.ttfb ??= Math.round(this.env.elapsed() - this.request.startedAt);
+  }
+
+  close(result: { status: number; outcome: string; usage?: MeteredUsage | null; tries?: number }): Promise<void> {
+    if (this.done) return Promise.resolve();
+    this.done = true;
+    const request = this.request;
+    const routed = this.route;
+    const prompt = result.usage?.prompt_tokens ?? 0;
+    const completion = result.usage?.completion_tokens ?? 0;
+    const pm = routed?.pm;
+    const cost = pm ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion }) : 0;
+    this.env.recorder.record({
+      request_id: request.requestId,
+      user_id: request.userId,
+      auth_method: request.authMethod,
+      api_key_id: request.apiKeyId,
+      model: request.model,
+      provider_id: pm?.provider_id ?? null,
+      provider_model_id: pm?.id ?? null,
+      endpoint: routed?.endpoint ?? null,
+      stream: request.stream,
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      reasoning_tokens: result.usage?.completion_tokens_details?.reasoning_tokens ?? 0,
+      total_tokens: prompt + completion,
+      cost_micro_usd: cost,
+      latency_ms: Math.round(this.env.elapsed() - request.startedAt),
+      ttfb_ms: this.ttfb,
+      attempts: routed?.tries ?? result.tries ?? 0,
+      status: result.status,
+      outcome: result.outcome,
+      metadata: request.metadata,
+      project_id: request.projectId ?? null,
+      created_at: new Date(this.env.clock.now()),
+    });
+    return request.ticket ? request.ticket.settle({ cost, tokens: prompt + completion }) : Promise.resolve();
+  }
 }
