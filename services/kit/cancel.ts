@@ -26,7 +26,10 @@ export class CancelToken implements CancelSignal {
 
   addEventListener(type: 'abort', listener: () => void): void {
     // An aborted AbortSignal never fires again either.
-    if (type === 'abort' && !this.aborted) (this.listeners ??= []).push(listener);
+    if (type !== 'abort' || this.aborted) return;
+    // Usually one listener (the provider request's): `[]` then `push` would reserve room for 17.
+    if (this.listeners) this.listeners.push(listener);
+    else this.listeners = [listener];
   }
 
   removeEventListener(type: 'abort', listener: () => void): void {
