@@ -28,8 +28,8 @@ export interface ReadBodyOptions {
  * Refuses (400) a request whose path segments (ids) or query keys and values hold a string no
  * database can store. Run for every routed request, before its body is read.
  */
-export function checkRequestStrings(req: { path: string; query: unknown }): void {
-  assertStorableRequestStrings(req.path, req.query);
+export function checkRequestStrings(path: string, query: unknown): void {
+  assertStorableRequestStrings(path, query);
 }
 
 /**

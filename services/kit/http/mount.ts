@@ -162,14 +162,15 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       res.locals.routeTemplate = route.path;
       const principal = await authorize(route, req, options.users);
       if (principal) req.principal = principal;
-      checkRequestStrings(req);
+      // Express 5 parses the query string again on every read of `req.query`: read once.
+      const rawQuery = req.query;
+      checkRequestStrings(req.path, rawQuery);
       const rawBody = route.body === 'stream' ? undefined : await readJsonBody(req, { limit, maxDepth: options.jsonMaxDepth });
       if (route.body !== 'stream') req.body = rawBody;
       const schemas = route.request ?? {};
       const body = schemas.body ? parseInput(schemas.body, rawBody) : rawBody;
-      const query = schemas.query ? parseInput(schemas.query, req.query) : req.query;
-      // A `*wildcard` parameter (model ids with slashes) arrives as its segments: joined back here.
-      const rawParams = Object.fromEntries(Object.entries(req.params).map(([name, value]) => [name, Array.isArray(value) ? value.join('/') : value]));
+      const query = schemas.query ? parseInput(schemas.query, rawQuery) : rawQuery;
+      const rawParams = joinedParams(req.params);
       const params = schemas.params ? parseInput(schemas.params, rawParams) : rawParams;
       const call: RouteCall = new Call(req, res, principal as Principal, body, query, params);
       const result = await route.handler(call);
@@ -180,6 +181,16 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       next(error);
     }
   };
+}
+
+/** A `*wildcard` parameter (model ids with slashes) arrives as its segments: joined back here. */
+function joinedParams(params: Record<string, string | string[]>): Record<string, string> {
+  const joined: Record<string, string> = {};
+  for (const name in params) {
+    const value = params[name]!;
+    joined[name] = Array.isArray(value) ? value.join('/') : value;
+  }
+  return joined;
 }
 
 /**

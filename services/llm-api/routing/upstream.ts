@@ -53,8 +53,16 @@ export function createUpstream(options: UpstreamOptions) {
 
   return {
     agent,
-    async postJson(url: string, body: string, headers: Record<string, string>, signal?: CancelSignal): Promise<UpstreamResponse> {
-      const { origin, path } = target(url);
+    // Not `async`: an async function returning undici's promise would wrap it in one more promise and
+    // resolve it two microtask turns later, on every completion.
+    postJson(url: string, body: string, headers: Record<string, string>, signal?: CancelSignal): Promise<UpstreamResponse> {
+      let origin: string;
+      let path: string;
+      try {
+        ({ origin, path } = target(url));
+      } catch (error) {
+        return Promise.reject(error);
+      }
       return agent.request({
         origin,
         path,
