@@ -7,8 +7,8 @@ import type { Principal } from '../identity/principal.js';
 import { parseInput } from '../validation.js';
 import { checkRequestStrings, readJsonBody } from './body.js';
 import type { Cancellation, Route, RouteAccess, RouteCall } from './route-table.js';
-import './context.js';
 import { whenClosed } from './request-objects.js';
+import './context.js';
 
 /**
  * Mounts a route table on one Express router. Everything about a route is derived from its entry,

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import { accessLogger, type Logger } from '../logger.js';
-import './context.js';
 import { whenClosed } from './request-objects.js';
+import './context.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
 const ACCEPTABLE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
