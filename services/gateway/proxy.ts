@@ -1,6 +1,7 @@
 import http, { type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import { decodeUsageReport, errorBody, USAGE_REPORT_HEADER, type UsageReport } from '../kit/core/index.js';
+import { whenClosed } from '../kit/http/index.js';
 
 /**
  * Streams a request to its upstream and the answer back, unbuffered in both directions (SSE
@@ -111,7 +112,7 @@ export function createProxy(options: ProxyOptions) {
       const message = timedOut ? 'The upstream service did not answer in time' : 'The upstream service is unreachable';
       sendJson(res, status, errorBody(status, message, { requestId: target.requestId }), { ...target.responseHeaders, 'x-request-id': target.requestId });
     });
-    res.on('close', () => {
+    whenClosed(res, () => {
       if (!res.writableFinished) upstream.destroy();
     });
     req.pipe(upstream);

@@ -56,22 +56,21 @@ export function createUpstream(options: UpstreamOptions) {
     // Not `async`: an async function returning undici's promise would wrap it in one more promise and
     // resolve it two microtask turns later, on every completion.
     postJson(url: string, body: string, headers: Record<string, string>, signal?: CancelSignal): Promise<UpstreamResponse> {
-      let origin: string;
-      let path: string;
       try {
-        ({ origin, path } = target(url));
+        const { origin, path } = target(url);
+        return agent.request({
+          origin,
+          path,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+          body,
+          // undici takes any object with addEventListener as a signal (CancelSignal's contract).
+          signal: signal as AbortSignal | undefined,
+        });
       } catch (error) {
+        // A refused URL fails the promise, as it did when this was `async`.
         return Promise.reject(error);
       }
-      return agent.request({
-        origin,
-        path,
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-        body,
-        // undici takes any object with addEventListener as a signal (CancelSignal's contract).
-        signal: signal as AbortSignal | undefined,
-      });
     },
     getJson: (url: string, headers: Record<string, string>, timeoutMs: number) =>
       getProviderJson(agent, url, headers, { timeoutMs, guard: options.guard, maxBytes: options.maxBodyBytes }),

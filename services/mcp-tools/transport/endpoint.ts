@@ -1,6 +1,6 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Request, Response } from 'express';
-import { ApiError, parseJsonText, type Logger } from '../../kit/index.js';
+import { ApiError, parseJsonText, whenClosed, type Logger } from '../../kit/index.js';
 import { JSONRPC, sendJsonRpcError } from './jsonrpc.js';
 import { createRequestServer, type McpServerDeps } from './mcp-server.js';
 import { readBody } from './read-body.js';
@@ -33,7 +33,7 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
     return sendJsonRpcError(res, 400, JSONRPC.parseError, `Parse error: ${(error as Error).message}`);
   }
   const disconnected = new AbortController();
-  res.on('close', () => {
+  whenClosed(res, () => {
     if (!res.writableFinished) disconnected.abort();
   });
   const server = createRequestServer(deps, userId, disconnected.signal);
