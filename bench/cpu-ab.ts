@@ -7,7 +7,10 @@
  * Both platforms run on the same fake upstream (20 ms); each round drives each of them in turn
  * (the order rotating) at 64 connections for `--seconds`, non-stream then stream, and reads from
  * /proc before and after: user + system CPU (less the rate measured idle beforehand) of the main thread and of the whole process (the PGlite
- * worker included), and `syscw` (write-family syscalls). Medians over rounds are printed, and each
+ * worker included), and `syscw` (write-family syscalls), and the whole machine's busy CPU (`/proc/stat`:
+ * every process, the load generator, this harness reading the platform's log and the fake provider
+ * included: on a machine whose cores the platform shares with them, the figure throughput follows).
+ * Medians over rounds are printed, and each
  * process's resident set size idle (before any load), at the end of each load window and at its peak,
  * and the event-loop delay p99 of each load window (the platform's own metric, as `npm run bench`
  * reads it).
@@ -24,7 +27,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { chatBody, eventLoopP99, median } from './lib/load.js';
-import { parseEnvPairs, startPlatform, startUpstream, threadCpuMs, type Platform } from './lib/procs.js';
+import { machineBusyMs, parseEnvPairs, startPlatform, startUpstream, threadCpuMs, type Platform } from './lib/procs.js';
 
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
 
@@ -98,7 +101,7 @@ try {
       await autocannon({ url: `${platform.edgeUrl}/v1/chat/completions`, method: 'POST', connections: Number(args.connections), duration: 2, headers: { 'content-type': 'application/json', 'x-api-key': platform.adminKey }, body: chatBody('bench-d20', stream) });
     }
   }
-  const samples = new Map<string, { main: number[]; all: number[]; syscw: number[]; rps: number[]; loop: number[] }>();
+  const samples = new Map<string, { main: number[]; all: number[]; machine: number[]; syscw: number[]; rps: number[]; loop: number[] }>();
   const rounds = Number(args.rounds);
   for (let round = 0; round < rounds; round++) {
     const order = round % 2 === 0 ? platforms : [...platforms].reverse();
@@ -106,6 +109,7 @@ try {
       for (const { label, platform } of order) {
         await eventLoopP99(metricsUrl(platform)); // resets its window
         const before = await counters(platform.pid);
+        const machineBefore = await machineBusyMs();
         const started = performance.now();
         const result = await autocannon({
           url: `${platform.edgeUrl}/v1/chat/completions`,
@@ -115,6 +119,7 @@ try {
           headers: { 'content-type': 'application/json', 'x-api-key': platform.adminKey },
           body: chatBody('bench-d20', stream),
         });
+        const machineAfter = await machineBusyMs();
         const after = await counters(platform.pid);
         const seconds = (performance.now() - started) / 1000;
         const loop = await eventLoopP99(metricsUrl(platform));
@@ -124,9 +129,10 @@ try {
         const errors = result.errors + result.non2xx + result.timeouts;
         process.stderr.write(`${label} ${stream ? 'stream' : 'json'}: ${done} requests in ${seconds.toFixed(1)} s, ${errors} errors, p50 ${result.latency.p50} ms, CPU main ${after.main - before.main} ms, all ${after.all - before.all} ms, event-loop p99 ${loop.toFixed(1)} ms\n`);
         const key = `${stream ? 'stream' : 'non-stream'} ${label}`;
-        const s = samples.get(key) ?? { main: [], all: [], syscw: [], rps: [], loop: [] };
+        const s = samples.get(key) ?? { main: [], all: [], machine: [], syscw: [], rps: [], loop: [] };
         s.main.push((after.main - before.main - background.main * seconds) / done);
         s.all.push((after.all - before.all - background.all * seconds) / done);
+        s.machine.push((machineAfter - machineBefore) / done);
         s.syscw.push((after.syscw - before.syscw) / done);
         s.rps.push(result.requests.average);
         s.loop.push(loop);
@@ -137,11 +143,11 @@ try {
   }
   for (const [label, rate] of idle) console.log(`idle CPU of ${label}: main thread ${rate.main.toFixed(1)} ms/s, whole process ${rate.all.toFixed(1)} ms/s (subtracted)`);
   console.log(`\nA = ${args.a}${args['a-node-args'] ? ` (${args['a-node-args']})` : ''}${args['a-env'] ? ` [${args['a-env']}]` : ''}, B = ${args.b}${args['b-node-args'] ? ` (${args['b-node-args']})` : ''}${args['b-env'] ? ` [${args['b-env']}]` : ''}; ${rounds} rounds × ${args.seconds} s at ${args.connections} connections, 20 ms upstream; medians over rounds\n`);
-  console.log('| path | build | CPU ms/request, main thread | whole process | write syscalls/request | event-loop p99, ms | req/s (noise) |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('| path | build | CPU ms/request, main thread | whole process | whole machine | write syscalls/request | event-loop p99, ms | req/s (noise) |');
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const [key, s] of samples) {
     const [kind, label] = key.split(' ');
-    console.log(`| ${kind} | ${label} | ${median(s.main).toFixed(3)} | ${median(s.all).toFixed(3)} | ${median(s.syscw).toFixed(2)} | ${median(s.loop).toFixed(1)} | ${median(s.rps).toFixed(0)} |`);
+    console.log(`| ${kind} | ${label} | ${median(s.main).toFixed(3)} | ${median(s.all).toFixed(3)} | ${median(s.machine).toFixed(3)} | ${median(s.syscw).toFixed(2)} | ${median(s.loop).toFixed(1)} | ${median(s.rps).toFixed(0)} |`);
   }
   for (const { label, platform } of platforms) {
     const { peak } = await memory(platform.pid);
@@ -150,7 +156,7 @@ try {
   for (const kind of ['non-stream', 'stream']) {
     const a = samples.get(`${kind} A`)!;
     const b = samples.get(`${kind} B`)!;
-    console.log(`${kind}: main-thread CPU per request B/A = ${(median(b.main) / median(a.main)).toFixed(3)}, whole process ${(median(b.all) / median(a.all)).toFixed(3)}`);
+    console.log(`${kind}: main-thread CPU per request B/A = ${(median(b.main) / median(a.main)).toFixed(3)}, whole process ${(median(b.all) / median(a.all)).toFixed(3)}, whole machine ${(median(b.machine) / median(a.machine)).toFixed(3)}`);
   }
 } finally {
   for (const { platform } of platforms) await platform.stop();

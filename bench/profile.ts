@@ -4,7 +4,7 @@
  * edge, 20 ms upstream), then a summary of where its CPU went: self time by function and by package
  * or source directory. The raw profile stays in the printed directory (open it in Chrome DevTools).
  *   --seconds S   load per kind (default 10)   --mode embedded|production (default embedded)
- *   --top N       functions listed (default 30)
+ *   --top N       functions listed (default 30)   --kind both|json|stream (default both)
  *   --file F      summarise an existing profile instead of recording one
  * Only the load window counts (first to last sample in the chat handler): start-up and shutdown are left out.
  */
@@ -17,7 +17,7 @@ import { chatBody, throughput, type Target } from './lib/load.js';
 import { startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
-  options: { seconds: { type: 'string', default: '10' }, mode: { type: 'string', default: 'embedded' }, top: { type: 'string', default: '30' }, file: { type: 'string' } },
+  options: { seconds: { type: 'string', default: '10' }, mode: { type: 'string', default: 'embedded' }, top: { type: 'string', default: '30' }, kind: { type: 'string', default: 'both' }, file: { type: 'string' } },
 });
 
 interface ProfileNode {
@@ -52,9 +52,11 @@ async function record(): Promise<string> {
     await platform.addProviders(upstream, [20]);
     const target: Target = { name: platform.name, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) };
     const seconds = Number(args.seconds);
-    const json = await throughput(target, { connections: 64, seconds, delayMs: 20 });
-    const sse = await throughput(target, { connections: 64, seconds, delayMs: 20, stream: true });
-    console.log(`load: non-stream ${json.rps.toFixed(0)} req/s (${json.errors} errors), stream ${sse.rps.toFixed(0)} req/s (${sse.errors} errors)`);
+    const kinds = args.kind === 'both' ? [false, true] : [args.kind === 'stream'];
+    for (const stream of kinds) {
+      const load = await throughput(target, { connections: 64, seconds, delayMs: 20, stream });
+      console.log(`load: ${stream ? 'stream' : 'non-stream'} ${load.rps.toFixed(0)} req/s (${load.errors} errors)`);
+    }
   } finally {
     await platform.stop();
     await upstream.stop();

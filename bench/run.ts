@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { chatBody, ephemeralPorts, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
-import { rssMiB, startFloor, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { machineBusyMs, rssMiB, startFloor, startPlatform, startPortkey, startUpstream, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
 const { values: args } = parseArgs({
@@ -133,7 +133,7 @@ async function main() {
   const rssBefore: Record<string, number> = {};
   for (const n of names) rssBefore[n] = await rssMiB(pidOf(n));
 
-  type Round = Record<string, { lat: number[]; stream: number[]; ttfc: number[]; rps1: number; tput: number; tputErrors: number; rssDuring: number; loopP99: number; quietLoopP99: number }>;
+  type Round = Record<string, { lat: number[]; stream: number[]; ttfc: number[]; rps1: number; tput: number; tputErrors: number; rssDuring: number; mainBusy: number; machineBusy: number; loopP99: number; quietLoopP99: number }>;
   const rounds: Round[] = [];
   for (let r = 0; r < settings.rounds; r++) {
     const round: Round = {};
@@ -155,6 +155,8 @@ async function main() {
         tput: Number.NaN,
         tputErrors: 0,
         rssDuring: Number.NaN,
+        mainBusy: Number.NaN,
+        machineBusy: Number.NaN,
         loopP99: Number.NaN,
         quietLoopP99: quietLoop[n] ?? Number.NaN,
       };
@@ -162,8 +164,19 @@ async function main() {
     for (const t of rotated) {
       const loopUrl = loopUrls.get(t.name);
       if (loopUrl) await eventLoopP99(loopUrl); // resets the window
-      const result = await throughput(t, { connections: settings.connections, seconds: settings.seconds, delayMs: settings.slowDelayMs, watchPid: pidOf(t.name) });
+      // How busy the path's process (its main thread) and the whole machine were: where throughput
+      // stops short of direct while neither is saturated, what it waits for is one thread's turn.
+      const pid = pidOf(t.name);
+      const mainBefore = (await threadCpuMs(pid))[String(pid)] ?? Number.NaN;
+      const machineBefore = await machineBusyMs();
+      const started = performance.now();
+      const result = await throughput(t, { connections: settings.connections, seconds: settings.seconds, delayMs: settings.slowDelayMs, watchPid: pid });
+      const elapsedMs = performance.now() - started;
+      const machineAfter = await machineBusyMs();
+      const mainAfter = (await threadCpuMs(pid))[String(pid)] ?? Number.NaN;
       const row = round[t.name]!;
+      row.mainBusy = (mainAfter - mainBefore) / elapsedMs;
+      row.machineBusy = (machineAfter - machineBefore) / elapsedMs / cpus().length;
       row.tput = result.rps;
       row.tputErrors = result.errors;
       row.rssDuring = result.rssPeak;
@@ -238,6 +251,7 @@ async function main() {
       throughputRps: med(n, (r) => r.tput),
       throughputErrors: rounds.reduce((sum, r) => sum + r[n]!.tputErrors, 0),
       throughputOfDirect: med(n, (r, d) => r.tput / d.tput),
+      throughputBusy: { mainThread: med(n, (r) => r.mainBusy), machine: med(n, (r) => r.machineBusy) },
       streamsHeld: ramp[n]?.held,
       memoryPerStreamKiB: heldStep ? ((heldStep.rssPeak - heldStep.rssBefore) * 1024) / heldStep.streams : undefined,
       rampStoppedBy: ramp[n]?.stoppedBy,
@@ -285,6 +299,7 @@ async function main() {
   rows.push({ metric: 'time to first chunk p50/p90/p99 ms', cells: cells((x) => triple(x.ttfcMs[0], x.ttfcMs[1], x.ttfcMs[2])) });
   rows.push({ metric: 'added time to first chunk p50/p99 ms', cells: cells((x) => `${fmt(x.addedTtfcMs[0])} / ${fmt(x.addedTtfcMs[2])}`, measured) });
   rows.push({ metric: `throughput, ${settings.connections} conns, ${settings.slowDelayMs} ms upstream, req/s`, cells: cells((x) => `${fmt(x.throughputRps, 0)}${x.throughputErrors ? ` (${x.throughputErrors} err)` : ''}`) });
+  rows.push({ metric: 'busy during it: main thread / machine, %', cells: cells((x) => `${fmt(x.throughputBusy.mainThread * 100, 0)} / ${fmt(x.throughputBusy.machine * 100, 0)}`) });
   rows.push({ metric: 'throughput of direct', cells: cells((x) => `${fmt(x.throughputOfDirect * 100, 0)} %`, measured), target: '>= 70 %', verdict: verdict(modes.length ? modes.every((m) => TARGETS.throughputOfDirect(figures[m].throughputOfDirect)) : undefined) });
   if (!args['no-ramp']) {
     rows.push({ metric: `streams held without a stall (ramp ${settings.ramp.join(',')})`, cells: cells((x) => String(x.streamsHeld ?? '—'), ramped), target: '>= 10000', verdict: verdict(modes.every((m) => TARGETS.streamsHeld(figures[m].streamsHeld))) });

@@ -57,6 +57,16 @@ export async function threadCpuMs(pid: number): Promise<Record<string, number>> 
   return spent;
 }
 
+/**
+ * Busy CPU time of the whole machine so far, ms (every core: user, nice, system, irq, softirq,
+ * steal, from /proc/stat): every process, the load generator and the fake provider included.
+ */
+export async function machineBusyMs(): Promise<number> {
+  const fields = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = fields;
+  return (user + nice + system + irq + softirq + steal) * 10; // USER_HZ = 100 on Linux
+}
+
 /** Resident set size of a process in MiB (Linux /proc), or NaN once it is gone. */
 export async function rssMiB(pid: number): Promise<number> {
   try {

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, RequestListener } from 'node:http';
-import { errorBody, USAGE_REPORT_HEADER } from '../kit/core/index.js';
+import { errorBody, USAGE_REPORT_HEADER, type UsageReport } from '../kit/core/index.js';
 import { whenClosed, type ResponseObserver, type ServiceResponse } from '../kit/http/index.js';
 import { sendJson, takeUsageReport, type ForwardTarget } from './proxy.js';
 
@@ -111,5 +111,9 @@ class EdgeObserver implements ResponseObserver {
   /** A stream's usage trailer is taken here instead of being sent to the client. */
   trailers(trailers: Record<string, unknown>): void {
     takeUsageReport(trailers, this.target);
+  }
+
+  usage(report: UsageReport): void {
+    this.target.onUsageReport?.(report);
   }
 }

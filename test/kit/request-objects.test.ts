@@ -13,6 +13,7 @@ import {
   type ResponseObserver,
   type Route,
   type UserDirectory,
+  usageReportHandOver,
   whenClosed,
 } from '../../services/kit/index.js';
 
@@ -112,8 +113,9 @@ test('mounted in another app, an adopting app sees itself as req.app and hands t
   t.is(Object.getPrototypeOf(ServiceResponse.prototype), ServerResponse.prototype);
 });
 
-test('a response observer sees the head before it is written, each write, and takes the trailers', async (t) => {
+test('a response observer sees the head before it is written, each write, and takes the trailers and the usage report', async (t) => {
   const calls: string[] = [];
+  const handOvers: Record<string, boolean> = {};
   const server = createServer({ IncomingMessage: ServiceRequest, ServerResponse: ServiceResponse }, (req, res) => {
     const response = res as ServiceResponse;
     if (req.url === '/watched') {
@@ -124,9 +126,14 @@ test('a response observer sees the head before it is written, each write, and ta
         },
         wrote: () => calls.push('write'),
         trailers: (trailers) => calls.push(`trailers ${JSON.stringify(trailers)}`),
+        usage: (report) => calls.push(`usage ${report.model} ${report.total_tokens}`),
       };
       response.observer = observer;
     }
+    // Only a watching caller takes a report as it is; over HTTP it has to travel encoded.
+    const handOver = usageReportHandOver(res);
+    handOvers[req.url!] = handOver !== undefined;
+    handOver?.({ model: 'm', provider: null, prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 });
     res.writeHead(200, { 'content-type': 'text/plain', trailer: 'x-usage' });
     res.write('a');
     res.write('b');
@@ -138,7 +145,7 @@ test('a response observer sees the head before it is written, each write, and ta
   const port = (server.address() as AddressInfo).port;
 
   const watched = await readAll(port, '/watched');
-  t.deepEqual(calls, ['head 200 sent=false', 'write', 'write', 'trailers {"x-usage":"42"}']);
+  t.deepEqual(calls, ['usage m 3', 'head 200 sent=false', 'write', 'write', 'trailers {"x-usage":"42"}']);
   t.is(watched.headers['x-added'], 'by observer');
   t.is(watched.body, 'ab');
   t.deepEqual(watched.trailers, {});
@@ -146,6 +153,7 @@ test('a response observer sees the head before it is written, each write, and ta
   const plain = await readAll(port, '/plain');
   t.is(plain.headers['x-added'], undefined);
   t.deepEqual(plain.trailers, { 'x-usage': '42' });
+  t.deepEqual(handOvers, { '/watched': true, '/plain': false });
 });
 
 test('close hooks: in order, once, after the answer or when the client leaves; one listener on a kit response, once() elsewhere', async (t) => {

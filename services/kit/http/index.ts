@@ -5,7 +5,7 @@
  */
 export { createServiceApp, type ServiceAppOptions } from './app.js';
 export type { ServedRequest } from './served.js';
-export { adoptRequestObjects, ServiceRequest, ServiceResponse, serviceHttpObjects, whenClosed, type ResponseObserver } from './request-objects.js';
+export { adoptRequestObjects, ServiceRequest, ServiceResponse, serviceHttpObjects, usageReportHandOver, whenClosed, type ResponseObserver } from './request-objects.js';
 export { createMetricsRegistry } from './metrics.js';
 export { CounterFamily, HistogramFamily, type CounterCell, type HistogramCell } from './series.js';
 export { readJsonBody, checkRequestStrings, parseSize } from './body.js';

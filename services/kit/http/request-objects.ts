@@ -1,5 +1,6 @@
 import express, { type Express } from 'express';
 import { IncomingMessage, ServerResponse } from 'node:http';
+import type { UsageReport } from '../usage-report.js';
 
 /**
  * The request and response objects of every server the kit listens with (`listen`): Node's own,
@@ -30,6 +31,18 @@ export interface ResponseObserver {
   head(res: ServiceResponse, args: unknown[]): void;
   wrote(): void;
   trailers(trailers: Record<string, unknown>): void;
+  /** The service's usage report as it is (`usageReportHandOver`), instead of a header or trailer to encode and decode. */
+  usage(report: UsageReport): void;
+}
+
+/**
+ * Where a route hands its usage report when the edge asked for one (`edgeWantsUsageReport`): the
+ * observing edge in this process takes the object itself; undefined when the answer goes over
+ * HTTP, where the report travels as the `X-Usage-Report` header (JSON) or trailer (a stream).
+ */
+export function usageReportHandOver(res: ServerResponse): ((report: UsageReport) => void) | undefined {
+  const observer = res instanceof ServiceResponse ? res.observer : undefined;
+  return observer && ((report) => observer.usage(report));
 }
 
 export class ServiceResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {

@@ -1,6 +1,6 @@
 import type { Response } from 'express';
 import { edgeWantsUsageReport, encodeUsageReport, parseSize, USAGE_REPORT_HEADER, type UsageReport } from '../../kit/index.js';
-import { route, type Route, type RouteCall } from '../../kit/http/index.js';
+import { route, usageReportHandOver, type Route, type RouteCall } from '../../kit/http/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import { completeChat, type ChatDeps } from './completions.js';
 import { chatCompletionSchema, chatRequestSchema, checkCrossFieldRules, type ChatRequest } from './schemas.js';
@@ -45,11 +45,13 @@ async function handleCompletion(deps: ChatDeps, settings: ChatRouteSettings, cal
     if (error instanceof ClientClosed) return undefined; // nobody left to answer
     throw error;
   }
-  // The embedded edge logs model, provider and tokens from this header (or trailer) and removes it.
-  const toEdge = edgeWantsUsageReport(call.req.headers);
+  // The embedded edge logs model, provider and tokens from the report and keeps it from the client:
+  // in process it is handed over as it is, over HTTP it is a header (or trailer) the edge removes.
+  const toEdge = edgeWantsUsageReport(call.req.headers) ? (usageReportHandOver(call.res) ?? 'encoded') : undefined;
   if (result.kind === 'json') {
     if (result.report) {
-      if (toEdge) call.res.setHeader(USAGE_REPORT_HEADER, encodeUsageReport(result.report));
+      if (toEdge === 'encoded') call.res.setHeader(USAGE_REPORT_HEADER, encodeUsageReport(result.report));
+      else toEdge?.(result.report);
       call.res.locals.usageReport = result.report; // for the recent-requests log
     }
     return result.body;
@@ -61,15 +63,21 @@ async function handleCompletion(deps: ChatDeps, settings: ChatRouteSettings, cal
 /**
  * Writes the events as SSE until `done`, an `error` event, or the client leaving. `report` (the
  * stream's usage, settled when the events end) is kept for the requests log and, when the edge
- * asked for it (`reportToEdge`), sent as the `X-Usage-Report` trailer.
+ * asked for it (`reportToEdge`), handed to it in process or sent as the `X-Usage-Report` trailer.
  */
-export async function writeEventStream(res: Response, events: AsyncIterable<StreamEvent>, keepAliveMs: number, report?: Promise<UsageReport>, reportToEdge = false): Promise<void> {
+export async function writeEventStream(
+  res: Response,
+  events: AsyncIterable<StreamEvent>,
+  keepAliveMs: number,
+  report?: Promise<UsageReport>,
+  reportToEdge?: 'encoded' | ((report: UsageReport) => void),
+): Promise<void> {
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache, no-transform',
     connection: 'keep-alive',
     'x-accel-buffering': 'no',
-    ...(report && reportToEdge ? { trailer: USAGE_REPORT_HEADER } : {}),
+    ...(report && reportToEdge === 'encoded' ? { trailer: USAGE_REPORT_HEADER } : {}),
   });
   res.socket?.setNoDelay(true);
 
@@ -138,7 +146,8 @@ export async function writeEventStream(res: Response, events: AsyncIterable<Stre
     if (report && !res.destroyed) {
       const settled = await report;
       res.locals.usageReport = settled; // for the recent-requests log
-      if (reportToEdge) res.addTrailers({ [USAGE_REPORT_HEADER]: encodeUsageReport(settled) });
+      if (reportToEdge === 'encoded') res.addTrailers({ [USAGE_REPORT_HEADER]: encodeUsageReport(settled) });
+      else reportToEdge?.(settled);
     }
     if (!res.writableEnded) res.end(last);
   } finally {
