@@ -251,7 +251,7 @@ async function main() {
       throughputRps: med(n, (r) => r.tput),
       throughputErrors: rounds.reduce((sum, r) => sum + r[n]!.tputErrors, 0),
       throughputOfDirect: med(n, (r, d) => r.tput / d.tput),
-      throughputBusy: { mainThread: med(n, (r) => r.mainBusy), machine: med(n, (r) => r.machineBusy) },
+      throughputBusy: { mainThread: med(n, (r) => r.mainBusy), machine: med(n, (r) => r.machineBusy), mainThreadMsPerRequest: med(n, (r) => (r.mainBusy * 1000) / r.tput) },
       streamsHeld: ramp[n]?.held,
       memoryPerStreamKiB: heldStep ? ((heldStep.rssPeak - heldStep.rssBefore) * 1024) / heldStep.streams : undefined,
       rampStoppedBy: ramp[n]?.stoppedBy,
@@ -300,6 +300,7 @@ async function main() {
   rows.push({ metric: 'added time to first chunk p50/p99 ms', cells: cells((x) => `${fmt(x.addedTtfcMs[0])} / ${fmt(x.addedTtfcMs[2])}`, measured) });
   rows.push({ metric: `throughput, ${settings.connections} conns, ${settings.slowDelayMs} ms upstream, req/s`, cells: cells((x) => `${fmt(x.throughputRps, 0)}${x.throughputErrors ? ` (${x.throughputErrors} err)` : ''}`) });
   rows.push({ metric: 'busy during it: main thread / machine, %', cells: cells((x) => `${fmt(x.throughputBusy.mainThread * 100, 0)} / ${fmt(x.throughputBusy.machine * 100, 0)}`) });
+  rows.push({ metric: 'main-thread CPU per request during it, ms', cells: cells((x) => fmt(x.throughputBusy.mainThreadMsPerRequest, 3)) });
   rows.push({ metric: 'throughput of direct', cells: cells((x) => `${fmt(x.throughputOfDirect * 100, 0)} %`, measured), target: '>= 70 %', verdict: verdict(modes.length ? modes.every((m) => TARGETS.throughputOfDirect(figures[m].throughputOfDirect)) : undefined) });
   if (!args['no-ramp']) {
     rows.push({ metric: `streams held without a stall (ramp ${settings.ramp.join(',')})`, cells: cells((x) => String(x.streamsHeld ?? '—'), ramped), target: '>= 10000', verdict: verdict(modes.every((m) => TARGETS.streamsHeld(figures[m].streamsHeld))) });
