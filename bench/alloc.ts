@@ -9,13 +9,12 @@
  *   --file F (summarise a saved profile; needs --requests)
  * The garbage collector's share of CPU (bench/profile.ts) follows the allocation rate: this says where it comes from.
  */
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { chatBody, throughput, type Target } from './lib/load.js';
-import { startPlatform, startUpstream } from './lib/procs.js';
+import { platformTarget, throughput } from './lib/load.js';
+import { probedWindow, startPlatform, startUpstream } from './lib/procs.js';
 
 const { values: args } = parseArgs({
   options: { seconds: { type: 'string', default: '6' }, stream: { type: 'boolean', default: false }, top: { type: 'string', default: '30' }, dist: { type: 'string', default: 'dist' }, file: { type: 'string' }, requests: { type: 'string' }, survivors: { type: 'boolean', default: false } },
@@ -36,13 +35,10 @@ async function record(): Promise<{ file: string; requests: number }> {
   const file = join(tmpdir(), `bench-alloc-${platform.pid}.json`);
   try {
     await platform.addProviders(upstream, [20]);
-    const target: Target = { name: platform.name, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) };
+    const target = platformTarget(platform);
     await throughput(target, { connections: 64, seconds: 2, delayMs: 20, stream: args.stream }); // warm-up
-    process.kill(platform.pid, 'SIGUSR2');
     const seconds = Number(args.seconds);
-    const run = await throughput(target, { connections: 64, seconds, delayMs: 20, stream: args.stream });
-    process.kill(platform.pid, 'SIGUSR2');
-    for (let i = 0; i < 300 && !existsSync(file); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    const run = await probedWindow(platform.pid, file, () => throughput(target, { connections: 64, seconds, delayMs: 20, stream: args.stream }));
     console.log(`load: ${run.rps.toFixed(0)} req/s for ${seconds} s (${run.errors} errors)`);
     return { file, requests: Math.round(run.rps * seconds) };
   } finally {

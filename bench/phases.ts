@@ -1,24 +1,23 @@
 /**
  * `node --import tsx bench/phases.ts` (after `npm run build`): where a chat request's round trip goes
- * inside the platform at 64 connections over the fake provider (20 ms before its answer), split into phases by Node's
- * and undici's diagnostics channels (`bench/lib/phase-probe.mjs`, preloaded): in (edge, plugins and
+ * inside the platform at 64 connections over the fake provider (20 ms before its answer), split
+ * into phases by Node's and undici's diagnostics channels (`bench/lib/phase-probe.mjs`, preloaded): in (edge, plugins and
  * the chat route until the provider request is made), queued (until undici writes it), provider
  * (until the provider's head is read: its 20 ms plus the wait for this thread to read it), body,
  * out (until the client's answer is finished). Mean, p50, p90 and p99 of each, in ms.
  *   --mode embedded|production (embedded)   --seconds S (8)   --connections N (64)   --stream
- *   --delay MS (the fake provider's delay: 20 or 0; default 20)
+ *   --delay MS (the fake provider's delay before its answer; default 20)
  *   --dist DIR (compiled tree, default dist)
- * The rounds trip minus the provider's 20 ms is what the platform added; `in` and `out` are its own
+ * The total minus the provider's 20 ms is what the platform added; `in` and `out` are its own
  * work, the rest is waiting (bench/README.md, "Sixteenth pass").
  */
-import { existsSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { chatBody, throughput, type Target } from './lib/load.js';
-import { startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
+import { platformTarget, throughput } from './lib/load.js';
+import { probedWindow, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -49,14 +48,11 @@ const platform = await startPlatform(mode, {}, mode, `${args.dist}/services/plat
 try {
   const delayMs = Number(args.delay);
   await platform.addProviders(upstream, [delayMs]);
-  const target: Target = { name: platform.name, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) };
+  const target = platformTarget(platform);
   const load = { connections: Number(args.connections), delayMs, stream: args.stream };
   await throughput(target, { ...load, seconds: 2 }); // warm-up
-  process.kill(platform.pid, 'SIGUSR2');
   const seconds = Number(args.seconds);
-  const run = await throughput(target, { ...load, seconds });
-  process.kill(platform.pid, 'SIGUSR2');
-  for (let i = 0; i < 100 && !existsSync(out); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+  const run = await probedWindow(platform.pid, out, () => throughput(target, { ...load, seconds }));
   const result = JSON.parse(await readFile(out, 'utf8')) as { requests: number; phases: Record<string, Phase> };
   await rm(out, { force: true });
   console.log(`${mode}, ${load.connections} connections, ${args.stream ? 'stream' : 'non-stream'}, provider delay ${delayMs} ms: ${run.rps.toFixed(0)} req/s, ${run.errors} errors, ${result.requests} requests followed\n`);

@@ -13,7 +13,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { chatBody, throughput, type Target } from './lib/load.js';
+import { platformTarget, throughput } from './lib/load.js';
 import { startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
@@ -50,7 +50,7 @@ async function record(): Promise<string> {
   const platform = await startPlatform(args.mode as PlatformMode);
   try {
     await platform.addProviders(upstream, [20]);
-    const target: Target = { name: platform.name, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) };
+    const target = platformTarget(platform);
     const seconds = Number(args.seconds);
     const kinds = args.kind === 'both' ? [false, true] : [args.kind === 'stream'];
     for (const stream of kinds) {

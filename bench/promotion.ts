@@ -14,7 +14,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { chatBody, percentile, throughput, type Target } from './lib/load.js';
+import { percentile, platformTarget, throughput } from './lib/load.js';
 import { parseEnvPairs, startPlatform, startUpstream } from './lib/procs.js';
 
 const { values: args } = parseArgs({
@@ -31,7 +31,7 @@ let run;
 let log = '';
 try {
   await platform.addProviders(upstream, [20]);
-  const target: Target = { name: platform.name, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) };
+  const target = platformTarget(platform);
   await throughput(target, { connections: 64, seconds: 3, delayMs: 20, stream: args.stream }); // warm-up
   const before = (await readFile(logFile, 'utf8')).length;
   run = await throughput(target, { connections: 64, seconds, delayMs: 20, stream: args.stream });

@@ -22,7 +22,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { chatBody, ephemeralPorts, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
+import { chatBody, ephemeralPorts, platformTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
 import { machineBusyMs, rssMiB, startFloor, startPlatform, startPortkey, startUpstream, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
@@ -78,10 +78,6 @@ const TARGETS = {
   streamsHeld: (v: number) => v >= 10_000,
 };
 
-function ourTarget(p: Platform): Target {
-  return { name: p.name, chat: (d, stream, content) => ({ url: `${p.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': p.adminKey }, body: chatBody(`bench-d${d}`, stream, content) }) };
-}
-
 async function main() {
   const started = Date.now();
   console.log(`# bench ${quick ? '(quick) ' : ''}— Node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
@@ -102,7 +98,7 @@ async function main() {
   const floor = procs.find((p) => p.name === 'floor') as Peer | undefined;
   for (const p of platforms) await p.addProviders(upstream, [0, settings.slowDelayMs]);
 
-  const targets: Target[] = [direct, ...platforms.map(ourTarget)];
+  const targets: Target[] = [direct, ...platforms.map((p) => platformTarget(p))];
   if (peer) {
     targets.push({
       name: 'portkey',

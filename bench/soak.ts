@@ -18,7 +18,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { chatBody, steadyLoad, type Target } from './lib/load.js';
+import { chatBody, platformTarget, steadyLoad, type Target } from './lib/load.js';
 import { parseEnvPairs, rssMiB, wasmResidentMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, verdict, type Row } from './lib/report.js';
 
@@ -67,7 +67,7 @@ async function main() {
     if ('mode' in p) {
       const platform = p as Platform;
       await platform.addProviders(upstream, [20]);
-      targets.push({ name: platform.mode, chat: (d, stream) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream) }) });
+      targets.push(platformTarget(platform, platform.mode));
     } else if (p.name === 'portkey') {
       const peer = p as Peer;
       targets.push({

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
-import { rssMiB } from './procs.js';
+import { rssMiB, type Platform } from './procs.js';
 
 // autocannon ships no types; loaded through require.
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
@@ -21,6 +21,11 @@ export interface Target {
 
 export const chatBody = (model: string, stream: boolean, content = 'Say hello to the benchmark.') =>
   JSON.stringify({ model, stream, messages: [{ role: 'user', content }] });
+
+/** Our platform as a path: chat completions through its edge with the bootstrap admin key, model `bench-d<delay>`. */
+export function platformTarget(platform: Platform, name: string = platform.name): Target {
+  return { name, chat: (d, stream, content) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream, content) }) };
+}
 
 export const percentile = (sorted: number[], p: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : Number.NaN;

@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,6 +65,21 @@ export async function machineBusyMs(): Promise<number> {
   const fields = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
   const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = fields;
   return (user + nice + system + irq + softirq + steal) * 10; // USER_HZ = 100 on Linux
+}
+
+/**
+ * A load window that a probe preloaded into the platform counts (`bench/alloc.ts`'s sampler,
+ * `bench/phases.ts`'s probe): SIGUSR2 before `load` starts it, SIGUSR2 after it makes the probe write
+ * `file`, which is waited for (the probe writes once the signal is handled, up to `timeoutMs`).
+ */
+export async function probedWindow<T>(pid: number, file: string, load: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
+  process.kill(pid, 'SIGUSR2');
+  const result = await load();
+  process.kill(pid, 'SIGUSR2');
+  for (const deadline = Date.now() + timeoutMs; !existsSync(file); await sleep(100)) {
+    if (Date.now() > deadline) throw new Error(`the platform's probe wrote no ${file} within ${timeoutMs} ms`);
+  }
+  return result;
 }
 
 /** Resident set size of a process in MiB (Linux /proc), or NaN once it is gone. */
