@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { platformTarget, throughput } from './lib/load.js';
+import { percentile, platformTarget, throughput } from './lib/load.js';
 import { probedWindow, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
@@ -30,12 +30,8 @@ const { values: args } = parseArgs({
   },
 });
 
-interface Phase {
-  mean: number;
-  p50: number;
-  p90: number;
-  p99: number;
-}
+/** The columns of the probe's rows, in order. */
+const PHASES = ['in', 'queued', 'provider', 'body', 'out', 'total'] as const;
 
 const out = join(tmpdir(), `bench-phases-${process.pid}.json`);
 const probe = pathToFileURL(join(import.meta.dirname, 'lib', 'phase-probe.mjs'));
@@ -53,13 +49,15 @@ try {
   await throughput(target, { ...load, seconds: 2 }); // warm-up
   const seconds = Number(args.seconds);
   const run = await probedWindow(platform.pid, out, () => throughput(target, { ...load, seconds }));
-  const result = JSON.parse(await readFile(out, 'utf8')) as { requests: number; phases: Record<string, Phase> };
+  const rows = JSON.parse(await readFile(out, 'utf8')) as number[][];
   await rm(out, { force: true });
-  console.log(`${mode}, ${load.connections} connections, ${args.stream ? 'stream' : 'non-stream'}, provider delay ${delayMs} ms: ${run.rps.toFixed(0)} req/s, ${run.errors} errors, ${result.requests} requests followed\n`);
+  console.log(`${mode}, ${load.connections} connections, ${args.stream ? 'stream' : 'non-stream'}, provider delay ${delayMs} ms: ${run.rps.toFixed(0)} req/s, ${run.errors} errors, ${rows.length} requests followed\n`);
   console.log('| phase, ms | mean | p50 | p90 | p99 |\n|---|---|---|---|---|');
-  for (const [name, phase] of Object.entries(result.phases)) {
-    console.log(`| ${name} | ${phase.mean.toFixed(2)} | ${phase.p50.toFixed(2)} | ${phase.p90.toFixed(2)} | ${phase.p99.toFixed(2)} |`);
-  }
+  PHASES.forEach((name, column) => {
+    const values = rows.map((row) => row[column]!).sort((a, b) => a - b);
+    const mean = values.reduce((sum, v) => sum + v, 0) / values.length;
+    console.log(`| ${name} | ${[mean, percentile(values, 50), percentile(values, 90), percentile(values, 99)].map((v) => v.toFixed(2)).join(' | ')} |`);
+  });
 } finally {
   await platform.stop();
   await upstream.stop();

@@ -7,9 +7,9 @@
 //   provider  written → the provider's head read (the provider's time plus the wait for this thread)
 //   body      the head read → the provider's body read to its end
 //   out       the body's end → the client's response finished
-// The first SIGUSR2 starts counting; the next writes the figures as JSON to the file named by the
-// `out` query parameter of this module's URL and stops (the platform's environment is the bench's
-// own, not the caller's).
+// The first SIGUSR2 starts counting; the next writes one row per request ([in, queued, provider,
+// body, out, total], ms) as JSON to the file named by the `out` query parameter of this module's
+// URL, and stops (the platform's environment is the bench's own, not the caller's).
 import dc from 'node:diagnostics_channel';
 import { writeFileSync } from 'node:fs';
 
@@ -58,7 +58,7 @@ dc.subscribe('http.server.response.finish', ({ request, response }) => {
   rows.push([times.created - started, times.sent - times.created, times.head - times.sent, times.done - times.head, finished - times.done, finished - started]);
 });
 
-const PHASES = ['in', 'queued', 'provider', 'body', 'out', 'total'];
+// The rows go out as they are: bench/phases.ts summarises them with the bench's own percentile.
 process.on('SIGUSR2', () => {
   if (!counting) {
     counting = true;
@@ -66,13 +66,7 @@ process.on('SIGUSR2', () => {
     return;
   }
   counting = false;
-  const phases = {};
-  PHASES.forEach((name, i) => {
-    const values = rows.map((row) => row[i]).sort((a, b) => a - b);
-    const at = (q) => values[Math.min(values.length - 1, Math.floor(values.length * q))] ?? Number.NaN;
-    phases[name] = { mean: values.reduce((a, b) => a + b, 0) / values.length, p50: at(0.5), p90: at(0.9), p99: at(0.99) };
-  });
-  if (out) writeFileSync(out, JSON.stringify({ requests: rows.length, phases }));
+  if (out) writeFileSync(out, JSON.stringify(rows));
   rows = [];
   byId.clear();
 });
