@@ -95,9 +95,11 @@ export function markDraining(readiness: Record<string, () => Promise<void>>): vo
  * Runs `steps` once on SIGTERM or SIGINT, in order, then exits 0 (1 if a step failed).
  * Steps: close servers (drain), stop workers and relays, flush batches, close bus and database.
  * A second signal while the steps run exits at once (code 1): the operator does not want to wait
- * for the drain timeout.
+ * for the drain timeout. Returns the same stop for a request that is not a signal (a supervising
+ * process asking its child to stop): it starts the steps once and never counts as the second signal,
+ * since a Ctrl-C reaches the supervisor's children as well as the supervisor.
  */
-export function exitOnSignals(logger: Logger, steps: Array<[string, () => Promise<void>]>): void {
+export function exitOnSignals(logger: Logger, steps: Array<[string, () => Promise<void>]>): (reason: string) => void {
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {
@@ -122,4 +124,7 @@ export function exitOnSignals(logger: Logger, steps: Array<[string, () => Promis
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+  return (reason) => {
+    if (!stopping) void stop(reason);
+  };
 }

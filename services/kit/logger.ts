@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { writeSync } from 'node:fs';
 import { pino, type Logger } from 'pino';
 
@@ -107,7 +108,8 @@ function build(options: LoggerOptions, stream?: pino.DestinationStream): Logger 
   const settings: pino.LoggerOptions = {
     name: options.name,
     level: options.level,
-    base: { service: options.name },
+    // Copies of the platform under one supervisor (PLATFORM_PROCESSES) share stdout: each line says which.
+    base: cluster.isWorker ? { service: options.name, pid: process.pid } : { service: options.name },
     redact: {
       paths: [
         'req.headers.authorization',

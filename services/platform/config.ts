@@ -1,4 +1,5 @@
 import { baseConfigShape, checkOwnConfig, loadBaseConfig, loadConfig, type BaseConfig, type ConfigShape } from '../kit/index.js';
+import { processesShape } from './processes.js';
 import { productionSafetyShape } from './production-safety.js';
 import { edge, services, workers } from './registry.js';
 
@@ -10,13 +11,13 @@ import { edge, services, workers } from './registry.js';
  */
 export function configShapes(): Array<{ owner: string; shape: ConfigShape }> {
   const owned = [...services, ...edge, ...workers].flatMap((def) => (def.config ? [{ owner: def.name, shape: def.config }] : []));
-  return [{ owner: 'platform', shape: baseConfigShape }, { owner: 'platform start', shape: productionSafetyShape }, ...owned];
+  return [{ owner: 'platform', shape: baseConfigShape }, { owner: 'platform start', shape: { ...productionSafetyShape, ...processesShape } }, ...owned];
 }
 
 /** The platform settings from `env`, after checking every owner's settings in the same environment. */
 export function loadPlatformConfig(env: NodeJS.ProcessEnv = process.env): BaseConfig {
   const config = loadBaseConfig(env);
   checkOwnConfig([...services, ...edge, ...workers], config.env);
-  loadConfig(productionSafetyShape, config.env as NodeJS.ProcessEnv);
+  loadConfig({ ...productionSafetyShape, ...processesShape }, config.env as NodeJS.ProcessEnv);
   return config;
 }

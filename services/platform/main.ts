@@ -1,45 +1,64 @@
-import { exitOnConfigError, type BaseConfig } from '../kit/index.js';
+import { fileURLToPath } from 'node:url';
+import { createLogger, exitOnConfigError, type BaseConfig } from '../kit/index.js';
 import { loadPlatformConfig } from './config.js';
 import { startPlatform, stopOnSignals, type Platform } from './platform.js';
+import { isSupervisedCopy, platformProcesses, processesRefusals, reportToSupervisor, superviseProcesses } from './processes.js';
 import { startupFailureLine } from './startup-errors.js';
 import { productionRefusals, startupFallbacks, startupSummary } from './production-safety.js';
 
 let config: BaseConfig;
+let processes: number;
 try {
   config = loadPlatformConfig();
+  processes = platformProcesses(config);
 } catch (error) {
   exitOnConfigError(error);
 }
 // Production refuses the conveniences of a laptop start unless each is allowed; one line each.
-const refusals = productionRefusals(config);
+const refusals = [...productionRefusals(config), ...processesRefusals(config, processes)];
 if (refusals.length > 0) {
   for (const line of refusals) process.stderr.write(`${line}\n`);
   process.exit(1);
 }
 const fallbacks = startupFallbacks(config);
-// A signal that arrives while the platform is starting (services already answer /healthz while
-// the workers start) must still end in a clean stop, not in Node's default kill.
-let signalledDuringStart: NodeJS.Signals | null = null;
-const rememberSignal = (signal: NodeJS.Signals) => {
-  signalledDuringStart ??= signal;
-};
-process.on('SIGTERM', rememberSignal);
-process.on('SIGINT', rememberSignal);
-let platform: Platform;
-try {
-  platform = await startPlatform(config);
-} catch (error) {
-  const line = startupFailureLine(error, config);
-  if (!line) throw error;
-  process.stderr.write(`${line}\n`);
-  process.exit(1);
+const printSummary = (url: string, extra: string[] = []) => process.stdout.write(`${[...startupSummary(config, url, fallbacks), ...extra].join('\n')}\n`);
+
+if (processes > 1 && !isSupervisedCopy()) {
+  // The supervisor: the copies serve, it starts, replaces and stops them (processes.ts).
+  await superviseProcesses({
+    count: processes,
+    config,
+    logger: createLogger({ level: config.LOG_LEVEL, name: 'platform' }),
+    entry: fileURLToPath(import.meta.url),
+    onReady: (pids) => printSummary(`http://127.0.0.1:${config.GATEWAY_PORT}`, [`processes: ${pids.length} (pids ${pids.join(', ')})`]),
+  });
+} else {
+  // A signal that arrives while the platform is starting (services already answer /healthz while
+  // the workers start) must still end in a clean stop, not in Node's default kill.
+  let signalledDuringStart: NodeJS.Signals | null = null;
+  const rememberSignal = (signal: NodeJS.Signals) => {
+    signalledDuringStart ??= signal;
+  };
+  process.on('SIGTERM', rememberSignal);
+  process.on('SIGINT', rememberSignal);
+  let platform: Platform;
+  try {
+    platform = await startPlatform(config);
+  } catch (error) {
+    const line = startupFailureLine(error, config);
+    if (!line) throw error;
+    process.stderr.write(`${line}\n`);
+    process.exit(1);
+  }
+  process.off('SIGTERM', rememberSignal);
+  process.off('SIGINT', rememberSignal);
+  const stop = stopOnSignals(platform);
+  if (signalledDuringStart) process.kill(process.pid, signalledDuringStart);
+  // A copy under a supervisor reports to it; the supervisor prints the summary once for all.
+  if (isSupervisedCopy()) reportToSupervisor(stop);
+  else printSummary(`http://127.0.0.1:${platform.port('gateway')}`);
+  platform.ctx.runtime.logger.info(
+    { services: platform.started.map((s) => `${s.name}:${s.server.port}`) },
+    'platform started',
+  );
 }
-process.off('SIGTERM', rememberSignal);
-process.off('SIGINT', rememberSignal);
-stopOnSignals(platform);
-if (signalledDuringStart) process.kill(process.pid, signalledDuringStart);
-process.stdout.write(`${startupSummary(config, `http://127.0.0.1:${platform.port('gateway')}`, fallbacks).join('\n')}\n`);
-platform.ctx.runtime.logger.info(
-  { services: platform.started.map((s) => `${s.name}:${s.server.port}`) },
-  'platform started',
-);

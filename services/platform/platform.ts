@@ -93,6 +93,7 @@ export async function startPlatform(config: BaseConfig = loadBaseConfig(), optio
   };
 }
 
-export function stopOnSignals(platform: Platform): void {
-  exitOnSignals(platform.ctx.runtime.logger, [['stop platform', () => platform.stop()]]);
+/** Stops the platform on SIGTERM / SIGINT; returns the same stop for a request that is not a signal. */
+export function stopOnSignals(platform: Platform): (reason: string) => void {
+  return exitOnSignals(platform.ctx.runtime.logger, [['stop platform', () => platform.stop()]]);
 }
