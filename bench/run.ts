@@ -14,6 +14,8 @@
  *   --no-floor         skip the floor path: a bare Node proxy (bench/floor/proxy.mjs) measured like the others,
  *                      what loopback HTTP and Node's HTTP cost here (the platform's distance from it is its work)
  *   --ramp-floor       also ramp the floor: how many streams a bare Node relay holds on this machine
+ *   --processes N      also run the production drivers with PLATFORM_PROCESSES=N ("production-xN"; default 2,
+ *                      1 = not): several copies of the platform behind one set of ports, in the same rounds
  *   --hop              also run the embedded platform with EDGE_IN_PROCESS_DISPATCH=false ("embedded-hop"):
  *                      the loopback HTTP hop from the edge to the services, measured in the same rounds
  */
@@ -36,6 +38,7 @@ const { values: args } = parseArgs({
     'no-ramp': { type: 'boolean', default: false },
     ramp: { type: 'string' },
     hop: { type: 'boolean', default: false },
+    processes: { type: 'string', default: '2' },
     'no-floor': { type: 'boolean', default: false },
     'ramp-floor': { type: 'boolean', default: false },
     'open-rate': { type: 'string' },
@@ -57,6 +60,12 @@ const settings = {
 };
 const modes = args.modes!.split(',').filter(Boolean) as PlatformMode[];
 for (const m of modes) if (m !== 'embedded' && m !== 'production') throw new Error(`unknown mode ${m}`);
+const copies = Number(args.processes);
+if (!Number.isInteger(copies) || copies < 1) throw new Error(`--processes takes a whole number, not ${args.processes}`);
+/** The production drivers with several platform processes, when asked: a path of its own beside the two modes. */
+const multi = copies > 1 ? `production-x${copies}` : undefined;
+/** Every path of ours: the two modes (whose targets the issue sets) and the several-process one. */
+const ours: string[] = [...modes, ...(multi ? [multi] : [])];
 
 const procs: Proc[] = [];
 async function stopAll() {
@@ -86,6 +95,7 @@ async function main() {
   const direct: Target = { name: 'direct', chat: (d, stream, content) => ({ url: `${upstream.base(d)}/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) };
 
   const starting: Promise<Proc>[] = modes.map((m) => startPlatform(m));
+  if (multi) starting.push(startPlatform('production', { PLATFORM_PROCESSES: String(copies) }, multi));
   if (args.hop) starting.push(startPlatform('embedded', { EDGE_IN_PROCESS_DISPATCH: 'false' }, 'embedded-hop'));
   if (!args['no-peer']) starting.push(startPortkey());
   if (!args['no-floor']) starting.push(startFloor(upstream));
@@ -113,6 +123,13 @@ async function main() {
     targets.push({ name: 'floor', chat: (d, stream, content) => ({ url: `${floor.url}/d${d}/v1/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) });
   }
   const pidOf = (name: string) => (name === 'direct' ? upstream.pid : procs.find((p) => p.name === name)!.pid);
+  /** The processes that serve a path (a platform's copies under a supervisor; otherwise its one process). */
+  const servingOf = (name: string) => platforms.find((p) => p.name === name)?.serving ?? [pidOf(name)];
+  const mainThreadMs = async (name: string) => {
+    let sum = 0;
+    for (const pid of servingOf(name)) sum += (await threadCpuMs(pid))[String(pid)] ?? Number.NaN;
+    return sum;
+  };
   // Where a path's event-loop delay is read: our platforms' llm-api, and the floor (the same figure,
   // so the table shows what saturation alone does to a Node loop here).
   const loopUrls = new Map<string, string>(platforms.map((p) => [p.name, `${p.llmUrl}/metrics`]));
@@ -127,7 +144,7 @@ async function main() {
   await interleavedLatency(targets, { n: 1, warmup: 2, stream: false });
   await interleavedLatency(targets, { n: 1, warmup: 2, stream: true });
   const rssBefore: Record<string, number> = {};
-  for (const n of names) rssBefore[n] = await rssMiB(pidOf(n));
+  for (const n of names) rssBefore[n] = await rssMiB(servingOf(n));
 
   type Round = Record<string, { lat: number[]; stream: number[]; ttfc: number[]; rps1: number; tput: number; tputErrors: number; rssDuring: number; mainBusy: number; machineBusy: number; loopP99: number; quietLoopP99: number }>;
   const rounds: Round[] = [];
@@ -162,14 +179,13 @@ async function main() {
       if (loopUrl) await eventLoopP99(loopUrl); // resets the window
       // How busy the path's process (its main thread) and the whole machine were: where throughput
       // stops short of direct while neither is saturated, what it waits for is one thread's turn.
-      const pid = pidOf(t.name);
-      const mainBefore = (await threadCpuMs(pid))[String(pid)] ?? Number.NaN;
+      const mainBefore = await mainThreadMs(t.name);
       const machineBefore = await machineBusyMs();
       const started = performance.now();
-      const result = await throughput(t, { connections: settings.connections, seconds: settings.seconds, delayMs: settings.slowDelayMs, watchPid: pid });
+      const result = await throughput(t, { connections: settings.connections, seconds: settings.seconds, delayMs: settings.slowDelayMs, watchPid: servingOf(t.name) });
       const elapsedMs = performance.now() - started;
       const machineAfter = await machineBusyMs();
-      const mainAfter = (await threadCpuMs(pid))[String(pid)] ?? Number.NaN;
+      const mainAfter = await mainThreadMs(t.name);
       const row = round[t.name]!;
       row.mainBusy = (mainAfter - mainBefore) / elapsedMs;
       row.machineBusy = (machineAfter - machineBefore) / elapsedMs / cpus().length;
@@ -190,10 +206,11 @@ async function main() {
     const ports = await ephemeralPorts();
     for (const n of ramped) {
       const t = targets.find((x) => x.name === n)!;
-      const limit = await fdLimit(pidOf(n));
+      // Each copy has its own descriptor limit: a path's is theirs together.
+      const limit = (await fdLimit(servingOf(n)[0]!)) * servingOf(n).length;
       ramp[n] = { held: 0, steps: [], stoppedBy: `the last step (${settings.ramp.at(-1)})`, fdLimit: limit };
       for (const step of settings.ramp) {
-        const result = await holdStreams(t, { n: step, ...settings.hold, watchPid: pidOf(n) });
+        const result = await holdStreams(t, { n: step, ...settings.hold, watchPid: servingOf(n) });
         ramp[n]!.steps.push(result);
         const fdsPerStream = (result.fdsPeak - result.fdsBefore) / step;
         console.log(
@@ -226,7 +243,7 @@ async function main() {
 
   await sleep(quick ? 1000 : 5000);
   const rssAfter: Record<string, number> = {};
-  for (const n of names) rssAfter[n] = await rssMiB(pidOf(n));
+  for (const n of names) rssAfter[n] = await rssMiB(servingOf(n));
 
   // Medians over rounds; "added" is a path's figure minus direct's in the same round.
   const med = (n: string, f: (r: Round[string], d: Round[string]) => number) => median(rounds.map((r) => f(r[n]!, r.direct!)));
@@ -260,7 +277,7 @@ async function main() {
   }
   const ratio = (a: string, b: string, f: (r: Round[string], d: Round[string]) => number) => median(rounds.map((r) => f(r[a]!, r.direct!) / f(r[b]!, r.direct!)));
   const ratios: Record<string, number> = {};
-  for (const m of modes) {
+  for (const m of ours) {
     if (peer) {
       ratios[`throughput ${m}/portkey`] = ratio(m, 'portkey', (r) => r.tput);
       ratios[`added p99 ${m}/portkey`] = ratio(m, 'portkey', (r, d) => r.lat[2]! - d.lat[2]!);
@@ -269,7 +286,7 @@ async function main() {
     }
   }
   if (floor) {
-    for (const m of modes) {
+    for (const m of ours) {
       ratios[`throughput ${m}/floor`] = ratio(m, 'floor', (r) => r.tput);
       ratios[`added p50 ${m}/floor`] = ratio(m, 'floor', (r, d) => r.lat[0]! - d.lat[0]!);
     }
@@ -310,7 +327,7 @@ async function main() {
   const ratioRow = (key: string, target: string, ok: (v: number) => boolean | undefined) => {
     if (key in ratios) rows.push({ metric: key, cells: { [key.split(' ').at(-1)!.split('/')[0]!]: fmt(ratios[key]!) }, target, verdict: verdict(ok(ratios[key]!)) });
   };
-  for (const m of modes) {
+  for (const m of ours) {
     ratioRow(`throughput ${m}/portkey`, '>= 3', TARGETS.throughputOfPortkey);
     // A negative added latency is a sample too small to tell (a path beat direct by noise): no verdict.
     ratioRow(`added p99 ${m}/portkey`, '<= 0.5', TARGETS.addedP99OfPortkey);
@@ -319,7 +336,7 @@ async function main() {
     const abs = figures[m].addedLatencyMs[2];
     rows.push({ metric: `added p99 ${m} (absolute)`, cells: { [m]: fmt(abs) }, target: '<= 2 ms idle', verdict: verdict(TARGETS.addedP99Ms(abs)) });
   }
-  for (const m of modes) {
+  for (const m of ours) {
     ratioRow(`throughput ${m}/floor`, '', () => true);
     ratioRow(`added p50 ${m}/floor`, '', () => true);
   }
@@ -336,7 +353,7 @@ async function main() {
   // in the same rounds is beyond this machine today, one that only we miss is ours to close.
   const reading: Row[] = [];
   if (floor) {
-    const withFloor = [...modes, 'floor'];
+    const withFloor = [...ours, 'floor'];
     const portkeyRatio = (n: string, f: (r: Round[string], d: Round[string]) => number) => (peer ? ratio(n, 'portkey', f) : Number.NaN);
     const checks: Array<{ target: string; value: (n: string) => number; ok: (v: number) => boolean | undefined; digits?: number }> = [
       { target: 'throughput >= 3x Portkey', value: (n) => portkeyRatio(n, (r) => r.tput), ok: TARGETS.throughputOfPortkey },
@@ -355,10 +372,11 @@ async function main() {
         verdicts.set(n, ok);
         cellsFor[n] = `${fmt(v, check.digits ?? 2)} ${verdict(ok)}`;
       }
-      const ours = modes.map((m) => verdicts.get(m));
+      // "met" is the two modes' (the issue's targets); the several-process path is read beside them.
+      const modeVerdicts = modes.map((m) => verdicts.get(m));
       const floorOk = verdicts.get('floor');
       const read =
-        ours.every((ok) => ok === true) ? 'met' : floorOk === false ? 'beyond this machine today' : floorOk === true ? 'ours to close' : 'n/a';
+        modeVerdicts.every((ok) => ok === true) ? 'met' : floorOk === false ? 'beyond this machine today' : floorOk === true ? 'ours to close' : 'n/a';
       reading.push({ metric: check.target, cells: { ...cellsFor, reading: read } });
     }
   }
@@ -368,7 +386,7 @@ async function main() {
   for (const n of measured) if (ramp[n]) console.log(`held-stream ramp ${n}: ${ramp[n]!.held} held, stopped by ${ramp[n]!.stoppedBy}`);
   if (reading.length) {
     console.log('\n## each target for our platform and for the floor, a bare Node relay measured in the same rounds (a target the floor misses too is beyond this machine today)');
-    console.log(renderTable([...modes, 'floor', 'reading'], reading, { targets: false }));
+    console.log(renderTable([...ours, 'floor', 'reading'], reading, { targets: false }));
   }
   console.log('RSS slope over time: `npm run bench:soak`. Figures on a shared machine are noisy; compare the ratios, measured in the same interleaved rounds.');
 

@@ -94,7 +94,7 @@ export interface ThroughputResult {
   rssPeak: number;
 }
 
-export async function throughput(target: Target, options: { connections: number; seconds: number; delayMs: number; stream?: boolean; watchPid?: number }): Promise<ThroughputResult> {
+export async function throughput(target: Target, options: { connections: number; seconds: number; delayMs: number; stream?: boolean; watchPid?: number | readonly number[] }): Promise<ThroughputResult> {
   const call = target.chat(options.delayMs, options.stream ?? false);
   let rssPeak = Number.NaN;
   let sampling = true;
@@ -140,13 +140,17 @@ export interface HoldResult {
   firstError?: string;
 }
 
-/** Open file descriptors of a process (Linux /proc), or NaN once it is gone. */
-export async function openFds(pid: number): Promise<number> {
-  try {
-    return (await readdir(`/proc/${pid}/fd`)).length;
-  } catch {
-    return Number.NaN;
+/** Open file descriptors of a process (Linux /proc), or NaN once it is gone; of several, their sum. */
+export async function openFds(pids: number | readonly number[]): Promise<number> {
+  let sum = 0;
+  for (const pid of typeof pids === 'number' ? [pids] : pids) {
+    try {
+      sum += (await readdir(`/proc/${pid}/fd`)).length;
+    } catch {
+      return Number.NaN;
+    }
   }
+  return sum;
 }
 
 /** The soft limit on open files of a process (`Max open files` in /proc/<pid>/limits), or NaN. */
@@ -202,7 +206,7 @@ export function rampStopReason(step: HoldResult, stallMs: number, platformFdLimi
  */
 export async function holdStreams(
   target: Target,
-  options: { n: number; intervalMs: number; chunks: number; stallMs: number; watchPid?: number; openPerSecond?: number; holdMs?: number },
+  options: { n: number; intervalMs: number; chunks: number; stallMs: number; watchPid?: number | readonly number[]; openPerSecond?: number; holdMs?: number },
 ): Promise<HoldResult> {
   const batch = options.openPerSecond ? 50 : 250;
   const pauseMs = options.openPerSecond ? (batch * 1000) / options.openPerSecond : 25;

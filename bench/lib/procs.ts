@@ -82,15 +82,18 @@ export async function probedWindow<T>(pid: number, file: string, load: () => Pro
   return result;
 }
 
-/** Resident set size of a process in MiB (Linux /proc), or NaN once it is gone. */
-export async function rssMiB(pid: number): Promise<number> {
-  try {
-    const status = await readFile(`/proc/${pid}/status`, 'utf8');
-    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
-    return kb / 1024;
-  } catch {
-    return Number.NaN;
+/** Resident set size of a process in MiB (Linux /proc), or NaN once it is gone; of several, their sum. */
+export async function rssMiB(pids: number | readonly number[]): Promise<number> {
+  let sum = 0;
+  for (const pid of typeof pids === 'number' ? [pids] : pids) {
+    try {
+      const status = await readFile(`/proc/${pid}/status`, 'utf8');
+      sum += Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]) / 1024;
+    } catch {
+      return Number.NaN;
+    }
   }
+  return sum;
 }
 
 /**
@@ -185,6 +188,11 @@ export interface Platform extends Proc {
   edgeUrl: string;
   llmUrl: string;
   adminKey: string;
+  /**
+   * The processes that serve: the platform's own pid, or under `PLATFORM_PROCESSES` > 1 its copies
+   * (the supervisor serves nothing). Memory, descriptors and main-thread CPU are theirs, summed.
+   */
+  serving: number[];
   /** Where the platform's stdout and stderr go (removed by `stop` unless BENCH_KEEP_LOGS is set). */
   logFile: string;
   /** Registers the fake as providers `bench-d<delay>` (catalog sync lists model `bench-d<delay>`). */
@@ -274,8 +282,20 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
   const edgeUrl = `http://127.0.0.1:${ports.GATEWAY_PORT}`;
   const llmUrl = `http://127.0.0.1:${ports.LLM_API_PORT}`;
   const stopChild = stopper(child);
+  let serving = [child.pid!];
   try {
     await waitHttp(`${edgeUrl}/healthz`, child, `platform (${name})`, readLog);
+    // Several copies: the supervisor names them once all serve (the first answers /healthz sooner).
+    if (Number(env.PLATFORM_PROCESSES ?? 1) > 1) {
+      for (const deadline = Date.now() + 120_000; ; await sleep(100)) {
+        const pids = /processes: \d+ \(pids ([\d, ]+)\)/.exec(await readLog())?.[1];
+        if (pids) {
+          serving = pids.split(', ').map(Number);
+          break;
+        }
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`platform (${name}): its copies did not all start:\n${(await readLog()).slice(-3000)}`);
+      }
+    }
   } catch (error) {
     await stopChild();
     throw error;
@@ -288,6 +308,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     edgeUrl,
     llmUrl,
     adminKey,
+    serving,
     logFile,
     async addProviders(upstream, delays) {
       for (const delay of delays) {
@@ -299,11 +320,20 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
         if (res.status !== 201) throw new Error(`provider registration on ${mode} failed: ${res.status} ${await res.text()}`);
       }
       // The catalog lists a model once its provider's sync ran; wait for every one (bounded).
+      // Each copy's catalog syncs on its own: ask on fresh connections, which the cluster deals out in turn.
       const deadline = Date.now() + 30_000;
+      const listed = async () => {
+        const res = await fetch(`${edgeUrl}/v1/models`, { headers: { 'x-api-key': adminKey, connection: 'close' } });
+        return ((await res.json()) as { data?: Array<{ id: string }> }).data?.map((m) => m.id) ?? [];
+      };
       for (;;) {
-        const res = await fetch(`${edgeUrl}/v1/models`, { headers: { 'x-api-key': adminKey } });
-        const ids = ((await res.json()) as { data?: Array<{ id: string }> }).data?.map((m) => m.id) ?? [];
-        if (delays.every((d) => ids.includes(`bench-d${d}`))) return;
+        let ids: string[] = [];
+        let everywhere = true;
+        for (let i = 0; i < 2 * serving.length && everywhere; i++) {
+          ids = await listed();
+          everywhere = delays.every((d) => ids.includes(`bench-d${d}`));
+        }
+        if (everywhere) return;
         if (Date.now() > deadline) throw new Error(`models not listed on ${mode} after 30 s: ${JSON.stringify(ids)}`);
         await sleep(250);
       }
