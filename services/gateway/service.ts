@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
 import { acceptRequestId } from '../../plugins/core/index.js';
-import { accessLogger, adoptRequestObjects, errorBody, type ProcessRuntime } from '../kit/index.js';
+import { accessLogger, adoptRequestObjects, errorBody, metricsPage, type ProcessRuntime } from '../kit/index.js';
 import type { ServiceDefinition } from '../kit/index.js';
 import { edgeConfigShape, loadEdgeConfig } from './config.js';
 import { deckVariables } from './deck-vars.js';
@@ -64,7 +64,7 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
     if (config.METRICS_ENABLED) {
       app.get('/metrics', async (_req, res) => {
         res.setHeader('content-type', metrics.registry.contentType);
-        res.end(await metrics.registry.metrics());
+        res.end(await metricsPage('gateway', metrics.registry));
       });
       app.all('/metrics', (req, res) => {
         const requestId = acceptRequestId(req.get('x-request-id'));

@@ -2,7 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { loadConfig, type BaseConfig, type Logger } from '../kit/index.js';
+import { loadConfig, serveMetricsGroup, type BaseConfig, type Logger } from '../kit/index.js';
 
 /**
  * `PLATFORM_PROCESSES`: how many copies of the all-in-one platform share its ports (Node's
@@ -92,6 +92,8 @@ export async function superviseProcesses(options: SupervisorOptions): Promise<vo
   const env: Record<string, string> = {};
   if (!config.GATEWAY_SHARED_SECRET) env.GATEWAY_SHARED_SECRET = randomBytes(32).toString('base64url');
   cluster.setupPrimary({ exec: options.entry });
+  // A scrape reaches one copy; the supervisor gathers every copy's series for it (kit/http/metrics-group.ts).
+  serveMetricsGroup(() => live);
 
   let stopping = false;
   let quickExits = 0;

@@ -5,7 +5,7 @@ import amqp from 'amqplib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, startChild, type Child } from './process.js';
+import { freePort, processAlive, startChild, type Child } from './process.js';
 import { waitFor } from './wait.js';
 
 /**
@@ -215,17 +215,9 @@ export async function startPrivateRabbitMQ(): Promise<PrivateRabbitMQ> {
       return undefined;
     }
   };
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   const killNow = killAtExit(dir, () => {
     const pid = nodePid();
-    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    if (pid && processAlive(pid)) process.kill(pid, 'SIGKILL');
     child?.process.kill('SIGKILL');
   });
 
@@ -251,9 +243,9 @@ export async function startPrivateRabbitMQ(): Promise<PrivateRabbitMQ> {
       if (!current) return;
       child = undefined;
       const pid = nodePid();
-      if (pid && alive(pid)) {
+      if (pid && processAlive(pid)) {
         process.kill(pid, signal);
-        await waitFor(() => !alive(pid), 60_000, 'private RabbitMQ node stopped', 100);
+        await waitFor(() => !processAlive(pid), 60_000, 'private RabbitMQ node stopped', 100);
       }
       await current.exited;
     },

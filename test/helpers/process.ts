@@ -7,6 +7,16 @@ import { freePort } from '../../scripts/free-port.mjs';
 
 export { freePort };
 
+/** True while a process with this pid exists (signal 0 checks without sending anything). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A minimal environment: nothing of the test's own configuration leaks into a child process. */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { PATH: process.env.PATH, HOME: process.env.HOME, ...extra };

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { deleteAmqpTopology } from '../helpers/amqp.js';
 import { dropSchema, uniqueName, TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from '../helpers/env.js';
-import { cleanEnv, freePort, startChild, type Child } from '../helpers/process.js';
+import { cleanEnv, freePort, processAlive, startChild, type Child } from '../helpers/process.js';
 import { createTestUser } from '../helpers/users.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -97,15 +97,6 @@ function killQuietly(pid: number): void {
   }
 }
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
 const keyClient = (url: string, key: string, headers: Record<string, string> = {}) =>
   new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, defaultHeaders: { 'X-API-Key': key, Authorization: null, ...headers } });
 
@@ -182,13 +173,21 @@ test('two copies share the ports, the keys and the limits store; a killed copy i
   }
   t.deepEqual([...served].sort(), [...s.pids].sort(), 'fresh connections reach both copies');
 
+  // A scrape reaches one copy, which answers for both: every series labelled with its copy's pid,
+  // each family once. Twice, so both copies have answered one.
+  for (let i = 0; i < 2; i++) {
+    const page = await (await fetch(`${s.url}/metrics`, { headers: { connection: 'close' } })).text();
+    for (const pid of s.pids) t.regex(page, new RegExp(`^edge_requests_total\\{[^}]*pid="${pid}"[^}]*\\} [1-9]`, 'm'), `copy ${pid}'s requests on the page`);
+    t.is(page.match(/^# TYPE edge_requests_total /gm)?.length, 1, 'one family, both copies in it');
+  }
+
   // A copy killed from outside is replaced; the platform keeps answering on the same port.
   const [killed, survivor] = s.pids as [number, number];
   process.kill(killed, 'SIGKILL');
   const restarted = await waitFor(() => logLines(s.child).find((l) => l.msg === 'platform process restarted' && l.replaces === killed), 60_000, 'the replacement serving', 50);
   const replacement = restarted.pid as number;
   t.not(replacement, killed);
-  t.true(alive(replacement));
+  t.true(processAlive(replacement));
   const after = new Set<number>();
   for (let i = 0; i < 8; i++) {
     const answer = await chatOnNewConnection(s.url, minted.key as string);
@@ -199,8 +198,8 @@ test('two copies share the ports, the keys and the limits store; a killed copy i
   s.child.process.kill('SIGTERM');
   const { code } = await s.child.exited;
   t.is(code, 0, s.child.stderr().slice(-2000));
-  t.false(alive(survivor), 'the survivor stopped');
-  t.false(alive(replacement), 'the replacement stopped');
+  t.false(processAlive(survivor), 'the survivor stopped');
+  t.false(processAlive(replacement), 'the replacement stopped');
   t.notRegex(s.child.stderr(), /\n\s+at /, 'no stack trace');
 });
 

@@ -1,6 +1,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { RequestHandler } from 'express';
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { joinMetricsGroup, metricsPage } from './metrics-group.js';
 import { CounterFamily, HistogramFamily, type CounterCell, type HistogramCell } from './series.js';
 import { whenClosed } from './request-objects.js';
 
@@ -18,6 +19,7 @@ export function createMetricsRegistry(service: string, registry: Registry = new 
   registry.setDefaultLabels({ service });
   collectDefaultMetrics({ register: registry });
   eventLoopDelay(registry);
+  joinMetricsGroup(service, registry);
   return registry;
 }
 
@@ -67,7 +69,7 @@ export function createMetrics(service: string, options: { registry?: Registry } 
   const endpoint: RequestHandler = async (_req, res, next) => {
     try {
       res.setHeader('Content-Type', registry.contentType);
-      res.end(await registry.metrics());
+      res.end(await metricsPage(service, registry));
     } catch (error) {
       next(error);
     }
