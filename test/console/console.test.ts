@@ -375,6 +375,8 @@ test.serial('admin pages: users (disable, budget), webhooks (secret once, test, 
   const rotated = (await page.locator('code.secret').textContent()) ?? '';
   t.regex(rotated, /^whsec_\w{32}$/);
   await page.getByRole('link', { name: 'MCP tools' }).click();
+  // The click only starts the navigation: read the page once the next one has rendered.
+  await page.getByRole('heading', { name: 'MCP tools', level: 1 }).waitFor();
   t.false((await page.content()).includes(rotated), 'the secret is gone once the page is left');
 
   // MCP tools: disable one with a reason → the API reports it → enable it again.
