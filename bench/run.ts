@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { chatBody, ephemeralPorts, platformTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
-import { machineBusyMs, rssMiB, startFloor, startPlatform, startPortkey, startUpstream, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { machineBusyMs, rssMiB, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
 const { values: args } = parseArgs({
@@ -125,11 +125,7 @@ async function main() {
   const pidOf = (name: string) => (name === 'direct' ? upstream.pid : procs.find((p) => p.name === name)!.pid);
   /** The processes that serve a path (a platform's copies under a supervisor; otherwise its one process). */
   const servingOf = (name: string) => platforms.find((p) => p.name === name)?.serving ?? [pidOf(name)];
-  const mainThreadMs = async (name: string) => {
-    let sum = 0;
-    for (const pid of servingOf(name)) sum += (await threadCpuMs(pid))[String(pid)] ?? Number.NaN;
-    return sum;
-  };
+  const mainThreadMs = (name: string) => sumOverProcesses(servingOf(name), async (pid) => (await threadCpuMs(pid))[String(pid)] ?? Number.NaN);
   // Where a path's event-loop delay is read: our platforms' llm-api, and the floor (the same figure,
   // so the table shows what saturation alone does to a Node loop here).
   const loopUrls = new Map<string, string>(platforms.map((p) => [p.name, `${p.llmUrl}/metrics`]));

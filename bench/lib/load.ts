@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
-import { rssMiB, type Platform } from './procs.js';
+import { rssMiB, sumOverProcesses, type Platform } from './procs.js';
 
 // autocannon ships no types; loaded through require.
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
@@ -140,17 +140,9 @@ export interface HoldResult {
   firstError?: string;
 }
 
-/** Open file descriptors of a process (Linux /proc), or NaN once it is gone; of several, their sum. */
-export async function openFds(pids: number | readonly number[]): Promise<number> {
-  let sum = 0;
-  for (const pid of typeof pids === 'number' ? [pids] : pids) {
-    try {
-      sum += (await readdir(`/proc/${pid}/fd`)).length;
-    } catch {
-      return Number.NaN;
-    }
-  }
-  return sum;
+/** Open file descriptors (Linux /proc), of one process or several summed; NaN once one is gone. */
+export function openFds(pids: number | readonly number[]): Promise<number> {
+  return sumOverProcesses(pids, async (pid) => (await readdir(`/proc/${pid}/fd`).catch(() => undefined))?.length ?? Number.NaN);
 }
 
 /** The soft limit on open files of a process (`Max open files` in /proc/<pid>/limits), or NaN. */

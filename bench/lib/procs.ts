@@ -82,18 +82,22 @@ export async function probedWindow<T>(pid: number, file: string, load: () => Pro
   return result;
 }
 
-/** Resident set size of a process in MiB (Linux /proc), or NaN once it is gone; of several, their sum. */
-export async function rssMiB(pids: number | readonly number[]): Promise<number> {
+/**
+ * A per-process figure over the processes that serve a path (one, or a platform's copies), summed;
+ * NaN once any of them is gone, so a lost copy never reads as a smaller figure.
+ */
+export async function sumOverProcesses(pids: number | readonly number[], read: (pid: number) => Promise<number>): Promise<number> {
   let sum = 0;
-  for (const pid of typeof pids === 'number' ? [pids] : pids) {
-    try {
-      const status = await readFile(`/proc/${pid}/status`, 'utf8');
-      sum += Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]) / 1024;
-    } catch {
-      return Number.NaN;
-    }
-  }
+  for (const pid of typeof pids === 'number' ? [pids] : pids) sum += await read(pid);
   return sum;
+}
+
+/** Resident set size in MiB (Linux /proc), of one process or several summed; NaN once one is gone. */
+export function rssMiB(pids: number | readonly number[]): Promise<number> {
+  return sumOverProcesses(pids, async (pid) => {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+    return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN) / 1024;
+  });
 }
 
 /**

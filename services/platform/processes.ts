@@ -92,13 +92,13 @@ export async function superviseProcesses(options: SupervisorOptions): Promise<vo
   const env: Record<string, string> = {};
   if (!config.GATEWAY_SHARED_SECRET) env.GATEWAY_SHARED_SECRET = randomBytes(32).toString('base64url');
   cluster.setupPrimary({ exec: options.entry });
-  // A scrape reaches one copy; the supervisor gathers every copy's series for it (kit/http/metrics-group.ts).
-  serveMetricsGroup(() => live);
 
   let stopping = false;
   let quickExits = 0;
   const live = new Set<Worker>();
   const serving = new WeakSet<Worker>();
+  // A scrape reaches one copy; the supervisor gathers every copy's series for it (kit/http/metrics-group.ts).
+  serveMetricsGroup(() => live);
 
   const fork = (): Promise<Worker> =>
     new Promise((resolve, reject) => {
