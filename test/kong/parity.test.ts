@@ -6,7 +6,7 @@ import type { DeckPlugin } from '../../services/gateway/deck.js';
 import { systemClock } from '../../services/kit/clock.js';
 import { GATEWAY_TOKEN, startEdgeWithFakes } from '../gateway/edge-harness.js';
 import { buildPluginsInto, startPluginServer, type PluginServer } from './harness.js';
-import { waitFor } from '../helpers/wait.js';
+import { minuteWindowWithTimeLeft } from '../helpers/wait.js';
 
 // The same requests through both plugin hosts, answered identically (status, body, the headers the
 // edge generates, and what reaches the upstream): the embedded edge (services/gateway) and Kong,
@@ -66,7 +66,7 @@ test.before(async () => {
 // leaves the hosts one count apart for the rest of the run, so each scenario starts with at least
 // 20 s left in the current window; a scenario takes well under that.
 test.beforeEach(async () => {
-  await waitFor(() => 60_000 - (Date.now() % 60_000) >= 20_000, 90_000, 'a minute window with 20 s left', 250);
+  await minuteWindowWithTimeLeft(20_000);
 });
 
 test.after.always(async () => {

@@ -9,7 +9,7 @@ import { Schema as jwtSchema } from '../../plugins/jwt-auth/schema.js';
 import { Schema as rateLimitSchema } from '../../plugins/tiered-rate-limit/schema.js';
 import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
-import { waitFor } from '../helpers/wait.js';
+import { minuteWindowWithTimeLeft, waitFor } from '../helpers/wait.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator, unsignedToken } from '../plugins/fakes.js';
 import { buildPluginsInto, dumpAllPlugins, startPluginServer, type PluginServer } from './harness.js';
 
@@ -210,6 +210,8 @@ test('api-key-auth on Kong: a revocation published on Redis purges the plugin se
 test('tiered-rate-limit: per-IP limit in the rewrite phase — headers on success, 429 exit with Retry-After once over', async (t) => {
   const s = server('tiered-rate-limit');
   const id = await s.start('tiered-rate-limit', { ip_per_minute: 2 });
+  // The plugin server counts per minute on the real clock: the scenario must not straddle a boundary.
+  await minuteWindowWithTimeLeft(10_000);
   const ip = `198.18.${process.pid % 250}.7`;
   const first = await s.run(id, { forwardedIp: ip }, {}, 'rewrite');
   t.is(first.status, null);
