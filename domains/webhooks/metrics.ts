@@ -13,6 +13,14 @@ export const RECENT_ATTEMPTS_WINDOW_MS = 3_600_000;
 
 export function registerWebhookMetrics(registry: Registry, deps: { deliveries: DeliveriesStore; clock: Clock }): void {
   const outcomes = ['delivered', 'retry', 'failed', 'dead'] as const;
+  // The pending count and the lag come from one read per scrape: prom-client collects every series
+  // of a scrape in the same tick, so both gauges join the read already in flight. Two reads could
+  // straddle a delivery's completion and show a lag beside nothing pending.
+  let backlogInFlight: ReturnType<DeliveriesStore['backlog']> | null = null;
+  const backlog = () =>
+    (backlogInFlight ??= deps.deliveries.backlog(new Date(deps.clock.now())).finally(() => {
+      backlogInFlight = null;
+    }));
   new Gauge({
     name: 'webhook_delivery_attempts_recent',
     help: 'Webhook delivery attempts recorded in the last hour, by outcome (delivered, retry, failed, dead)',
@@ -28,7 +36,7 @@ export function registerWebhookMetrics(registry: Registry, deps: { deliveries: D
     help: 'Webhook deliveries waiting for an attempt (new or between retries)',
     registers: [registry],
     async collect() {
-      this.set((await deps.deliveries.backlog(new Date(deps.clock.now()))).pending);
+      this.set((await backlog()).pending);
     },
   });
   new Gauge({
@@ -36,7 +44,7 @@ export function registerWebhookMetrics(registry: Registry, deps: { deliveries: D
     help: 'Seconds the oldest due webhook delivery has waited past its attempt time (0 when the workers keep up)',
     registers: [registry],
     async collect() {
-      const { oldestDue } = await deps.deliveries.backlog(new Date(deps.clock.now()));
+      const { oldestDue } = await backlog();
       this.set(oldestDue ? Math.max(0, (deps.clock.now() - oldestDue.getTime()) / 1000) : 0);
     },
   });

@@ -1,4 +1,8 @@
 import test from 'ava';
+import { Registry } from 'prom-client';
+import { ManualClock } from '../../services/kit/index.js';
+import { registerWebhookMetrics } from '../../domains/webhooks/metrics.js';
+import type { DeliveriesStore } from '../../domains/webhooks/deliveries-store.js';
 import { startReceiver, startStack, waitFor } from './helpers.js';
 
 // llm-api's /metrics carries the webhook series, read from the database (the worker may be
@@ -49,4 +53,29 @@ test('attempts by outcome, pending deliveries and the delivery lag appear on llm
   const backlog = await scrape();
   t.true((series(backlog, 'webhook_deliveries_pending') ?? 0) >= 1);
   t.true((series(backlog, 'webhook_delivery_lag_seconds') ?? 0) >= 60);
+});
+
+test('the pending count and the lag in one scrape come from one read of the backlog', async (t) => {
+  // A delivery completes between two reads: the first sees it pending and due, the second does not.
+  // One scrape must not show a lag beside nothing pending, whichever read it got.
+  const clock = new ManualClock(Date.parse('2026-11-29T12:00:00Z'));
+  const reads = [
+    { pending: 1, oldestDue: new Date(clock.now() - 5_000) },
+    { pending: 0, oldestDue: null },
+  ];
+  let calls = 0;
+  const deliveries = {
+    attemptsSince: async () => ({}),
+    backlog: async () => reads[calls++ % reads.length],
+  } as unknown as DeliveriesStore;
+  const registry = new Registry();
+  registerWebhookMetrics(registry, { deliveries, clock });
+
+  const first = await registry.metrics();
+  t.is(series(first, 'webhook_deliveries_pending'), 1);
+  t.is(series(first, 'webhook_delivery_lag_seconds'), 5);
+  const second = await registry.metrics();
+  t.is(series(second, 'webhook_deliveries_pending'), 0);
+  t.is(series(second, 'webhook_delivery_lag_seconds'), 0);
+  t.is(calls, 2);
 });
