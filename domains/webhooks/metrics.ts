@@ -1,5 +1,5 @@
 import { Gauge, type Registry } from 'prom-client';
-import type { Clock } from '../../services/kit/index.js';
+import { oneReadPerScrape, type Clock } from '../../services/kit/index.js';
 import type { DeliveriesStore } from './deliveries-store.js';
 
 /**
@@ -13,14 +13,8 @@ export const RECENT_ATTEMPTS_WINDOW_MS = 3_600_000;
 
 export function registerWebhookMetrics(registry: Registry, deps: { deliveries: DeliveriesStore; clock: Clock }): void {
   const outcomes = ['delivered', 'retry', 'failed', 'dead'] as const;
-  // The pending count and the lag come from one read per scrape: prom-client collects every series
-  // of a scrape in the same tick, so both gauges join the read already in flight. Two reads could
-  // straddle a delivery's completion and show a lag beside nothing pending.
-  let backlogInFlight: ReturnType<DeliveriesStore['backlog']> | null = null;
-  const backlog = () =>
-    (backlogInFlight ??= deps.deliveries.backlog(new Date(deps.clock.now())).finally(() => {
-      backlogInFlight = null;
-    }));
+  // The pending count and the lag of one scrape come from one read (a lag beside nothing pending otherwise).
+  const backlog = oneReadPerScrape(() => deps.deliveries.backlog(new Date(deps.clock.now())));
   new Gauge({
     name: 'webhook_delivery_attempts_recent',
     help: 'Webhook delivery attempts recorded in the last hour, by outcome (delivered, retry, failed, dead)',

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { Gauge, type Registry } from 'prom-client';
 import type { Bus } from './bus/index.js';
 import type { Clock } from './clock.js';
+import { oneReadPerScrape } from './http/metrics.js';
 
 /**
  * State series for a service's /metrics, read at scrape time (the outbox and the queues are shared
@@ -13,18 +14,12 @@ import type { Clock } from './clock.js';
  * A failing read leaves the series out of that scrape instead of failing the whole /metrics.
  */
 export function registerDataMetrics(registry: Registry, deps: { knex: Knex; bus: Bus; clock: Clock }): void {
-  let outbox: Promise<{ pending: number; oldestSeconds: number }> | null = null;
   // Both outbox gauges come from one query per scrape.
-  const readOutbox = () =>
-    (outbox ??= (async () => {
-      try {
-        const row = await deps.knex('outbox_events').whereNull('published_at').count({ n: '*' }).min({ oldest: 'occurred_at' }).first();
-        const oldest = row?.oldest ? new Date(row.oldest as string).getTime() : null;
-        return { pending: Number(row?.n ?? 0), oldestSeconds: oldest === null ? 0 : Math.max(0, (deps.clock.now() - oldest) / 1000) };
-      } finally {
-        setImmediate(() => (outbox = null));
-      }
-    })());
+  const readOutbox = oneReadPerScrape(async () => {
+    const row = await deps.knex('outbox_events').whereNull('published_at').count({ n: '*' }).min({ oldest: 'occurred_at' }).first();
+    const oldest = row?.oldest ? new Date(row.oldest as string).getTime() : null;
+    return { pending: Number(row?.n ?? 0), oldestSeconds: oldest === null ? 0 : Math.max(0, (deps.clock.now() - oldest) / 1000) };
+  });
   new Gauge({
     name: 'outbox_events_pending',
     help: 'Events written to the outbox and not yet published to the bus',
@@ -46,9 +41,7 @@ export function registerDataMetrics(registry: Registry, deps: { knex: Knex; bus:
     },
   });
 
-  let backlog: ReturnType<Bus['backlog']> | null = null;
-  const readBacklog = () =>
-    (backlog ??= deps.bus.backlog().finally(() => setImmediate(() => (backlog = null))));
+  const readBacklog = oneReadPerScrape(() => deps.bus.backlog());
   new Gauge({
     name: 'bus_consumer_lag_messages',
     help: 'Messages due on a bus queue and not yet taken by a consumer, by queue',

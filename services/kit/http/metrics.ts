@@ -23,6 +23,20 @@ export function createMetricsRegistry(service: string, registry: Registry = new 
   return registry;
 }
 
+/**
+ * A read shared by the gauges one scrape fills from the same query. prom-client calls every
+ * collect of a scrape in the same tick, so each gauge joins the read already in flight and they all
+ * show one moment: two reads could straddle a change (a delivery completing, an event published)
+ * and show, say, a lag beside nothing pending. The next scrape reads afresh.
+ */
+export function oneReadPerScrape<T>(read: () => Promise<T>): () => Promise<T> {
+  let inFlight: Promise<T> | null = null;
+  return () =>
+    (inFlight ??= read().finally(() => {
+      inFlight = null;
+    }));
+}
+
 /** Prometheus metrics per app: the process series, and request counts and latency histograms by route and status. */
 export function createMetrics(service: string, options: { registry?: Registry } = {}) {
   // A service may pass its own registry to publish its domain series (e.g. per-tool counters) on the same /metrics.
