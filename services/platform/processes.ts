@@ -72,6 +72,8 @@ export interface SupervisorOptions {
   onReady(pids: number[]): void;
   /** A copy that served this long before it exited is restarted at once; sooner, after a growing delay. */
   stableAfterMs?: number;
+  /** The first of those delays (1 s); each further quick exit doubles it, up to 30 s. */
+  backoffBaseMs?: number;
 }
 
 /**
@@ -80,12 +82,15 @@ export interface SupervisorOptions {
  * bootstrap key then exist once), then the others together. A copy that fails before it serves
  * stops the start (exit 1; its own output says why). After that, a copy that exits is replaced:
  * at once if it had served `stableAfterMs`, otherwise after 1, 2, 4 … 30 s, so a copy that
- * crashes as it starts does not spin. SIGTERM / SIGINT: every copy drains and stops as a single
+ * crashes as it starts does not spin. A replacement that fails before it serves (the database
+ * briefly unreachable, say) counts as one more quick exit and is tried again, for as long as the
+ * supervisor runs: it never settles for fewer copies than it was asked for. SIGTERM / SIGINT: every copy drains and stops as a single
  * process would; the supervisor exits 0 when all exited 0. A second signal kills them (exit 1).
  */
 export async function superviseProcesses(options: SupervisorOptions): Promise<void> {
   const { count, config, logger } = options;
   const stableAfterMs = options.stableAfterMs ?? 30_000;
+  const backoffBaseMs = options.backoffBaseMs ?? 1000;
   // The gateway secret proves to a service that a request passed the edge; the copies share one,
   // or a connection could reach a service under a secret its own edge never set. Generated here,
   // it lives only in these processes' environment, as the single process keeps it in memory.
@@ -100,7 +105,12 @@ export async function superviseProcesses(options: SupervisorOptions): Promise<vo
   // A scrape reaches one copy; the supervisor gathers every copy's series for it (kit/http/metrics-group.ts).
   serveMetricsGroup(() => live);
 
-  const fork = (): Promise<Worker> =>
+  /**
+   * Starts a copy. `initial`: one of the copies the start waits for, whose failure before it serves
+   * stops the start (the promise rejects). Otherwise it replaces one that exited, and a failure
+   * before it serves is one more quick exit: another replacement follows, later each time.
+   */
+  const fork = (initial: boolean): Promise<Worker> =>
     new Promise((resolve, reject) => {
       const worker = cluster.fork(env);
       live.add(worker);
@@ -114,24 +124,31 @@ export async function superviseProcesses(options: SupervisorOptions): Promise<vo
       });
       worker.once('exit', (code, signal) => {
         live.delete(worker);
-        if (!ready) {
-          reject(new Error(`a platform process exited before it served (${signal ?? `code ${code}`})`));
-          return;
-        }
-        if (stopping) return;
-        const served = Date.now() - startedAt;
-        quickExits = served >= stableAfterMs ? 0 : quickExits + 1;
-        const delayMs = quickExits <= 1 ? 0 : Math.min(30_000, 1000 * 2 ** (quickExits - 2));
-        logger.error({ pid: worker.process.pid, code, signal, restart_in_ms: delayMs }, 'platform process exited; starting another');
-        setTimeout(() => {
-          if (stopping) return;
-          fork().then(
-            (next) => logger.info({ pid: next.process.pid, replaces: worker.process.pid }, 'platform process restarted'),
-            (error: Error) => stopping || logger.error({ err: error.message }, 'platform process failed to restart'),
-          );
-        }, delayMs).unref();
+        if (!ready) reject(new Error(`a platform process exited before it served (${signal ?? `code ${code}`})`));
+        if (stopping || (initial && !ready)) return;
+        replace(worker, ready ? Date.now() - startedAt : 0, code, signal);
       });
     });
+
+  /**
+   * Starts another copy in place of `gone`, which served `servedMs` (0: it never served). The timer
+   * is not unref'd: with every copy gone it is all that keeps the supervisor, and the ports, alive.
+   */
+  const replace = (gone: Worker, servedMs: number, code: number | null, signal: string | null) => {
+    quickExits = servedMs >= stableAfterMs ? 0 : quickExits + 1;
+    const delayMs = quickExits <= 1 ? 0 : Math.min(30_000, backoffBaseMs * 2 ** (quickExits - 2));
+    const pid = gone.process.pid;
+    const msg = servedMs > 0 ? 'platform process exited; starting another' : 'platform process exited before it served; starting another';
+    logger.error({ pid, code, signal, restart_in_ms: delayMs }, msg);
+    setTimeout(() => {
+      if (stopping) return;
+      fork(false).then(
+        (next) => logger.info({ pid: next.process.pid, replaces: pid }, 'platform process restarted'),
+        // Its own exit handler has already scheduled the next try.
+        () => {},
+      );
+    }, delayMs);
+  };
 
   const exit = (code: number): never => {
     logger.flush?.();
@@ -170,10 +187,12 @@ export async function superviseProcesses(options: SupervisorOptions): Promise<vo
   }
 
   try {
-    const first = await fork();
-    const rest = await Promise.all(Array.from({ length: count - 1 }, fork));
+    const first = await fork(true);
+    const rest = await Promise.all(Array.from({ length: count - 1 }, () => fork(true)));
     if (!stopping) options.onReady([first, ...rest].map((w) => w.process.pid!));
   } catch (error) {
+    // A copy stopped by a signal during the start exits before it serves: that stop decides the exit code.
+    if (stopping) return;
     logger.error({ err: (error as Error).message }, 'the platform did not start');
     stopAll(1);
   }
