@@ -1,5 +1,5 @@
 import { Gauge, type Registry } from 'prom-client';
-import { oneReadPerScrape, type Clock } from '../../services/kit/index.js';
+import { leaveOutOfScrape, oneReadPerScrape, type Clock } from '../../services/kit/index.js';
 import type { DeliveriesStore } from './deliveries-store.js';
 
 /**
@@ -8,6 +8,8 @@ import type { DeliveriesStore } from './deliveries-store.js';
  *   webhook_delivery_attempts_recent{outcome}  attempts recorded in the last hour (delivered, retry, failed, dead)
  *   webhook_deliveries_pending                 deliveries waiting for an attempt
  *   webhook_delivery_lag_seconds               how long the oldest due delivery has waited (0: keeping up)
+ * A failing read (the database down) leaves its series out of that scrape instead of failing the
+ * whole /metrics, whose process series matter most during such an outage.
  */
 export const RECENT_ATTEMPTS_WINDOW_MS = 3_600_000;
 
@@ -21,8 +23,9 @@ export function registerWebhookMetrics(registry: Registry, deps: { deliveries: D
     labelNames: ['outcome'] as const,
     registers: [registry],
     async collect() {
-      const counts = await deps.deliveries.attemptsSince(new Date(deps.clock.now() - RECENT_ATTEMPTS_WINDOW_MS));
-      for (const outcome of outcomes) this.set({ outcome }, counts[outcome] ?? 0);
+      const counts = await deps.deliveries.attemptsSince(new Date(deps.clock.now() - RECENT_ATTEMPTS_WINDOW_MS)).catch(() => null);
+      if (counts) for (const outcome of outcomes) this.set({ outcome }, counts[outcome] ?? 0);
+      else leaveOutOfScrape(this);
     },
   });
   new Gauge({
@@ -30,7 +33,9 @@ export function registerWebhookMetrics(registry: Registry, deps: { deliveries: D
     help: 'Webhook deliveries waiting for an attempt (new or between retries)',
     registers: [registry],
     async collect() {
-      this.set((await backlog()).pending);
+      const read = await backlog().catch(() => null);
+      if (read) this.set(read.pending);
+      else leaveOutOfScrape(this);
     },
   });
   new Gauge({
@@ -38,8 +43,9 @@ export function registerWebhookMetrics(registry: Registry, deps: { deliveries: D
     help: 'Seconds the oldest due webhook delivery has waited past its attempt time (0 when the workers keep up)',
     registers: [registry],
     async collect() {
-      const { oldestDue } = await backlog();
-      this.set(oldestDue ? Math.max(0, (deps.clock.now() - oldestDue.getTime()) / 1000) : 0);
+      const read = await backlog().catch(() => null);
+      if (read) this.set(read.oldestDue ? Math.max(0, (deps.clock.now() - read.oldestDue.getTime()) / 1000) : 0);
+      else leaveOutOfScrape(this);
     },
   });
 }

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { Gauge, type Registry } from 'prom-client';
 import type { Bus } from './bus/index.js';
 import type { Clock } from './clock.js';
-import { oneReadPerScrape } from './http/metrics.js';
+import { leaveOutOfScrape, oneReadPerScrape } from './http/metrics.js';
 
 /**
  * State series for a service's /metrics, read at scrape time (the outbox and the queues are shared
@@ -11,7 +11,7 @@ import { oneReadPerScrape } from './http/metrics.js';
  *   outbox_oldest_pending_seconds      age of the oldest of them (0: the relay keeps up)
  *   bus_consumer_lag_messages{queue}   messages due on a queue and not yet taken by a consumer
  *   bus_consumer_lag_seconds{queue}    how long the oldest of them has waited (PostgreSQL queue only)
- * A failing read leaves the series out of that scrape instead of failing the whole /metrics.
+ * A failing read leaves the series out of that scrape (no value, not 0) instead of failing the whole /metrics.
  */
 export function registerDataMetrics(registry: Registry, deps: { knex: Knex; bus: Bus; clock: Clock }): void {
   // Both outbox gauges come from one query per scrape.
@@ -27,7 +27,7 @@ export function registerDataMetrics(registry: Registry, deps: { knex: Knex; bus:
     async collect() {
       const read = await readOutbox().catch(() => null);
       if (read) this.set(read.pending);
-      else this.reset();
+      else leaveOutOfScrape(this);
     },
   });
   new Gauge({
@@ -37,7 +37,7 @@ export function registerDataMetrics(registry: Registry, deps: { knex: Knex; bus:
     async collect() {
       const read = await readOutbox().catch(() => null);
       if (read) this.set(read.oldestSeconds);
-      else this.reset();
+      else leaveOutOfScrape(this);
     },
   });
 

@@ -79,3 +79,17 @@ test('the pending count and the lag in one scrape come from one read of the back
   t.is(series(second, 'webhook_delivery_lag_seconds'), 0);
   t.is(calls, 2);
 });
+
+test('with the database unreachable the webhook series are left out of the scrape instead of failing it', async (t) => {
+  const failing = async () => {
+    throw new Error('connection refused');
+  };
+  const deliveries = { attemptsSince: failing, backlog: failing } as unknown as DeliveriesStore;
+  const registry = new Registry();
+  registerWebhookMetrics(registry, { deliveries, clock: new ManualClock() });
+  const page = await registry.metrics();
+  for (const name of ['webhook_delivery_attempts_recent', 'webhook_deliveries_pending', 'webhook_delivery_lag_seconds']) {
+    t.true(page.includes(`# TYPE ${name} gauge`));
+    t.is(series(page, name), undefined, `${name} has no value`);
+  }
+});

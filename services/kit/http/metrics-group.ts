@@ -15,14 +15,14 @@ type GroupMessage =
   | { group: 'metrics'; id: number; service: string }
   | { group: 'collect'; id: number; service: string }
   | { group: 'collected'; id: number; metrics: MetricObjectWithValues<MetricValue<string>>[] | null }
-  | { group: 'page'; id: number; text: string };
+  | { group: 'page'; id: number; text: string | null };
 const isGroupMessage = (m: unknown): m is GroupMessage => typeof m === 'object' && m !== null && 'group' in m;
 
 /** How long a page waits for the copies; a copy that does not answer in time is left out of it. */
 const COLLECT_TIMEOUT_MS = 2000;
 
 const registries = new Map<string, Registry>();
-const pendingPages = new Map<number, (text: string | undefined) => void>();
+const pendingPages = new Map<number, (text: string | null) => void>();
 let nextId = 0;
 let listening = false;
 
@@ -39,27 +39,36 @@ export function joinMetricsGroup(service: string, registry: Registry): void {
   });
 }
 
+/**
+ * Answers the supervisor with this copy's series; `null` when there are none or reading them failed
+ * (a series whose read throws, say with the database down). That copy is then left out of the page,
+ * as when it does not answer: a scrape must never take a copy down.
+ */
 async function collect(id: number, service: string): Promise<void> {
   const registry = registries.get(service);
   let metrics: MetricObjectWithValues<MetricValue<string>>[] | null = null;
-  if (registry) {
-    metrics = (await registry.getMetricsAsJSON()) as MetricObjectWithValues<MetricValue<string>>[];
-    const pid = String(process.pid);
-    for (const metric of metrics) {
-      // Every copy's series stay apart (their labels differ by pid), so merging them is a union.
-      (metric as { aggregator?: string }).aggregator = 'sum';
-      for (const value of metric.values) value.labels = { ...value.labels, pid };
-    }
-  }
+  if (registry) metrics = await ownSeries(registry).catch(() => null);
   if (process.connected) process.send?.({ group: 'collected', id, metrics } satisfies GroupMessage);
+}
+
+/** The registry's series, each labelled with this copy's pid. */
+async function ownSeries(registry: Registry): Promise<MetricObjectWithValues<MetricValue<string>>[]> {
+  const metrics = (await registry.getMetricsAsJSON()) as MetricObjectWithValues<MetricValue<string>>[];
+  const pid = String(process.pid);
+  for (const metric of metrics) {
+    // Every copy's series stay apart (their labels differ by pid), so merging them is a union.
+    (metric as { aggregator?: string }).aggregator = 'sum';
+    for (const value of metric.values) value.labels = { ...value.labels, pid };
+  }
+  return metrics;
 }
 
 /** The `/metrics` page of `service`: the whole group's when this process is a copy in one. */
 export async function metricsPage(service: string, registry: Registry): Promise<string> {
   if (!cluster.isWorker || !process.connected || !registries.has(service)) return registry.metrics();
   const id = nextId++;
-  const text = await new Promise<string | undefined>((resolve) => {
-    const timer = setTimeout(() => resolve(undefined), COLLECT_TIMEOUT_MS * 2);
+  const text = await new Promise<string | null>((resolve) => {
+    const timer = setTimeout(() => resolve(null), COLLECT_TIMEOUT_MS * 2);
     pendingPages.set(id, (page) => {
       clearTimeout(timer);
       resolve(page);
@@ -67,7 +76,7 @@ export async function metricsPage(service: string, registry: Registry): Promise<
     process.send?.({ group: 'metrics', id, service } satisfies GroupMessage);
   });
   pendingPages.delete(id);
-  // No supervisor answer (it is stopping): this copy's own page rather than none.
+  // No page from the supervisor (it is stopping, or merging failed): this copy's own page rather than none.
   return text ?? registry.metrics();
 }
 
@@ -104,8 +113,11 @@ export function serveMetricsGroup(copies: () => Iterable<Worker>): void {
             copy.send({ group: 'collect', id, service: message.service } satisfies GroupMessage);
           }),
       );
+    // A page that cannot be merged is answered with none (the copy then serves its own): never a
+    // rejection left unhandled, which would end the supervisor and every copy with it.
     void Promise.all(asks)
       .then(async (all) => AggregatorRegistry.aggregate(all.filter((m) => m !== null)).metrics())
+      .catch(() => null)
       .then((text) => {
         if (from.isConnected()) from.send({ group: 'page', id: message.id, text } satisfies GroupMessage);
       });

@@ -37,6 +37,16 @@ export function oneReadPerScrape<T>(read: () => Promise<T>): () => Promise<T> {
     }));
 }
 
+/**
+ * Leaves `gauge` out of this scrape (its read failed): no value rather than a stale or made-up one.
+ * prom-client's `reset()` leaves a label-less gauge at 0, which would read as "nothing pending"
+ * exactly when the database behind it is down, so its values are cleared instead.
+ */
+export function leaveOutOfScrape(gauge: Gauge): void {
+  gauge.reset();
+  (gauge as unknown as { hashMap: Record<string, unknown> }).hashMap = {};
+}
+
 /** Prometheus metrics per app: the process series, and request counts and latency histograms by route and status. */
 export function createMetrics(service: string, options: { registry?: Registry } = {}) {
   // A service may pass its own registry to publish its domain series (e.g. per-tool counters) on the same /metrics.
