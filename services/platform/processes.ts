@@ -84,8 +84,9 @@ export interface SupervisorOptions {
  * at once if it had served `stableAfterMs`, otherwise after 1, 2, 4 … 30 s, so a copy that
  * crashes as it starts does not spin. A replacement that fails before it serves (the database
  * briefly unreachable, say) counts as one more quick exit and is tried again, for as long as the
- * supervisor runs: it never settles for fewer copies than it was asked for. SIGTERM / SIGINT: every copy drains and stops as a single
- * process would; the supervisor exits 0 when all exited 0. A second signal kills them (exit 1).
+ * supervisor runs: it never settles for fewer copies than it was asked for. SIGTERM / SIGINT:
+ * every copy drains and stops as a single process would; the supervisor exits 0 when all exited 0.
+ * A second signal kills them (exit 1).
  */
 export async function superviseProcesses(options: SupervisorOptions): Promise<void> {
   const { count, config, logger } = options;
