@@ -1,5 +1,5 @@
-import { Gauge, type Registry } from 'prom-client';
-import { leaveOutOfScrape, oneReadPerScrape, type Clock } from '../../services/kit/index.js';
+import type { Registry } from 'prom-client';
+import { oneReadPerScrape, stateGauge, type Clock } from '../../services/kit/index.js';
 import type { DeliveriesStore } from './deliveries-store.js';
 
 /**
@@ -8,8 +8,7 @@ import type { DeliveriesStore } from './deliveries-store.js';
  *   webhook_delivery_attempts_recent{outcome}  attempts recorded in the last hour (delivered, retry, failed, dead)
  *   webhook_deliveries_pending                 deliveries waiting for an attempt
  *   webhook_delivery_lag_seconds               how long the oldest due delivery has waited (0: keeping up)
- * A failing read (the database down) leaves its series out of that scrape instead of failing the
- * whole /metrics, whose process series matter most during such an outage.
+ * A failing read (the database down) leaves its series without a value in that scrape (`stateGauge`).
  */
 export const RECENT_ATTEMPTS_WINDOW_MS = 3_600_000;
 
@@ -17,35 +16,25 @@ export function registerWebhookMetrics(registry: Registry, deps: { deliveries: D
   const outcomes = ['delivered', 'retry', 'failed', 'dead'] as const;
   // The pending count and the lag of one scrape come from one read (a lag beside nothing pending otherwise).
   const backlog = oneReadPerScrape(() => deps.deliveries.backlog(new Date(deps.clock.now())));
-  new Gauge({
+  stateGauge(registry, {
     name: 'webhook_delivery_attempts_recent',
     help: 'Webhook delivery attempts recorded in the last hour, by outcome (delivered, retry, failed, dead)',
     labelNames: ['outcome'] as const,
-    registers: [registry],
-    async collect() {
-      const counts = await deps.deliveries.attemptsSince(new Date(deps.clock.now() - RECENT_ATTEMPTS_WINDOW_MS)).catch(() => null);
-      if (counts) for (const outcome of outcomes) this.set({ outcome }, counts[outcome] ?? 0);
-      else leaveOutOfScrape(this);
+    read: () => deps.deliveries.attemptsSince(new Date(deps.clock.now() - RECENT_ATTEMPTS_WINDOW_MS)),
+    show: (gauge, counts) => {
+      for (const outcome of outcomes) gauge.set({ outcome }, counts[outcome] ?? 0);
     },
   });
-  new Gauge({
+  stateGauge(registry, {
     name: 'webhook_deliveries_pending',
     help: 'Webhook deliveries waiting for an attempt (new or between retries)',
-    registers: [registry],
-    async collect() {
-      const read = await backlog().catch(() => null);
-      if (read) this.set(read.pending);
-      else leaveOutOfScrape(this);
-    },
+    read: backlog,
+    show: (gauge, read) => gauge.set(read.pending),
   });
-  new Gauge({
+  stateGauge(registry, {
     name: 'webhook_delivery_lag_seconds',
     help: 'Seconds the oldest due webhook delivery has waited past its attempt time (0 when the workers keep up)',
-    registers: [registry],
-    async collect() {
-      const read = await backlog().catch(() => null);
-      if (read) this.set(read.oldestDue ? Math.max(0, (deps.clock.now() - read.oldestDue.getTime()) / 1000) : 0);
-      else leaveOutOfScrape(this);
-    },
+    read: backlog,
+    show: (gauge, read) => gauge.set(read.oldestDue ? Math.max(0, (deps.clock.now() - read.oldestDue.getTime()) / 1000) : 0),
   });
 }

@@ -64,13 +64,37 @@ export function startEntryPoint(entry: string, env: NodeJS.ProcessEnv): Child {
   return startChild(process.execPath, ['--import', 'tsx', entry], { env });
 }
 
-/** Waits until `child` answers `${url}/healthz`; fails at once, with its output, if it exits first. */
-export async function untilListening(child: Child, url: string, name: string): Promise<void> {
-  const exitedEarly = child.exited.then(({ code }) => {
-    throw new Error(`${name} exited (${code}) before it was ready: ${child.stderr().slice(-2000)}${child.stdout().slice(-2000)}`);
+/** The JSON log lines `child` has printed so far (other output skipped). */
+export function jsonLogLines<T = Record<string, unknown>>(child: Child): T[] {
+  return child
+    .stdout()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as T);
+}
+
+/**
+ * `waitFor(check)` while `child` runs: fails at once, with its output, if it exits first (instead
+ * of waiting out the bound for a process that is gone).
+ */
+export async function waitWhileRunning<T>(
+  child: Child,
+  name: string,
+  check: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  boundMs: number,
+  what: string,
+  everyMs?: number,
+): Promise<T> {
+  const exitedEarly = child.exited.then(({ code, signal }) => {
+    throw new Error(`${name} exited (${signal ?? code}) before ${what}: ${child.stderr().slice(-2000)}${child.stdout().slice(-2000)}`);
   });
   exitedEarly.catch(() => {});
-  await Promise.race([waitFor(() => fetch(`${url}/healthz`).then((r) => r.ok, () => false), 60_000, `${name} listening`), exitedEarly]);
+  return Promise.race([waitFor(check, boundMs, what, everyMs), exitedEarly]);
+}
+
+/** Waits until `child` answers `${url}/healthz`; fails at once, with its output, if it exits first. */
+export async function untilListening(child: Child, url: string, name: string): Promise<void> {
+  await waitWhileRunning(child, name, () => fetch(`${url}/healthz`).then((r) => r.ok, () => false), 60_000, `${name} listening`);
 }
 
 export interface EdgeProcess {

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { deleteAmqpTopology } from '../helpers/amqp.js';
 import { dropSchema, uniqueName, TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from '../helpers/env.js';
-import { cleanEnv, freePort, processAlive, startChild, type Child } from '../helpers/process.js';
+import { cleanEnv, freePort, jsonLogLines, processAlive, startChild, waitWhileRunning, type Child } from '../helpers/process.js';
 import { createTestUser } from '../helpers/users.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -30,12 +30,7 @@ interface Started {
 }
 
 /** JSON log lines printed so far (the copies share the supervisor's stdout). */
-const logLines = (child: Child) =>
-  child
-    .stdout()
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
+const logLines = (child: Child) => jsonLogLines(child);
 
 async function startSupervised(t: ExecutionContext, fake: FakeUpstream, env: Record<string, string> = {}): Promise<Started> {
   const prefix = uniqueName('procs');
@@ -76,11 +71,7 @@ async function startSupervised(t: ExecutionContext, fake: FakeUpstream, env: Rec
     if (keys.length) await redis.del(...keys);
     redis.disconnect();
   });
-  const early = child.exited.then(({ code }) => {
-    throw new Error(`the supervisor exited (${code}) before it was ready: ${child.stderr().slice(-2000)}${child.stdout().slice(-2000)}`);
-  });
-  early.catch(() => {});
-  const summary = await Promise.race([early, waitFor(() => /processes: 2 \(pids (\d+), (\d+)\)/.exec(child.stdout()), 120_000, 'both copies serving', 100)]);
+  const summary = await waitWhileRunning(child, 'the supervisor', () => /processes: 2 \(pids (\d+), (\d+)\)/.exec(child.stdout()), 120_000, 'both copies serving', 100);
   t.true(child.stdout().includes(`platform ready: http://127.0.0.1:${port}`), child.stdout().slice(-2000));
   const url = `http://127.0.0.1:${port}`;
   // The provider, through one copy; each copy's catalog notices it on its own.

@@ -3,8 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { cleanEnv, freePort, processAlive, startChild, type Child } from '../helpers/process.js';
-import { waitFor } from '../helpers/wait.js';
+import { cleanEnv, freePort, jsonLogLines, processAlive, startChild, waitWhileRunning, type Child } from '../helpers/process.js';
 
 // The supervisor of PLATFORM_PROCESSES never settles for fewer copies than it was asked for: a
 // replacement that fails as it starts (the database briefly unreachable, say) is tried again, later
@@ -13,12 +12,7 @@ import { waitFor } from '../helpers/wait.js';
 // while a series cannot be read is answered without it, and never takes a copy down. The platform
 // itself under the supervisor is platform-processes.test.ts's.
 
-const logLines = (child: Child) =>
-  child
-    .stdout()
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { msg?: string; pid?: number; replaces?: number });
+const logLines = (child: Child) => jsonLogLines<{ msg?: string; pid?: number; replaces?: number }>(child);
 
 interface Supervised {
   supervisor: Child;
@@ -45,14 +39,10 @@ async function startSupervisor(t: ExecutionContext, mode: 'serve' | 'slow', env:
     for (const line of logLines(supervisor)) for (const pid of [line.pid, line.replaces]) if (pid && processAlive(pid)) process.kill(pid, 'SIGKILL');
     await rm(dir, { recursive: true, force: true });
   });
-  const exitedEarly = supervisor.exited.then(({ code, signal }) => {
-    throw new Error(`the supervisor exited (${signal ?? code}): ${supervisor.stderr().slice(-2000)}${supervisor.stdout().slice(-2000)}`);
-  });
-  exitedEarly.catch(() => {});
   return {
     supervisor,
     control,
-    until: (check, what) => Promise.race([waitFor(check, 60_000, what, 20), exitedEarly]),
+    until: (check, what) => waitWhileRunning(supervisor, 'the supervisor', check, 60_000, what, 20),
   };
 }
 

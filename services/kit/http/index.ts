@@ -6,7 +6,7 @@
 export { createServiceApp, type ServiceAppOptions } from './app.js';
 export type { ServedRequest } from './served.js';
 export { adoptRequestObjects, ServiceRequest, ServiceResponse, serviceHttpObjects, usageReportHandOver, whenClosed, type ResponseObserver } from './request-objects.js';
-export { createMetricsRegistry, leaveOutOfScrape, oneReadPerScrape } from './metrics.js';
+export { createMetricsRegistry, oneReadPerScrape, stateGauge } from './metrics.js';
 export { metricsPage, serveMetricsGroup } from './metrics-group.js';
 export { CounterFamily, HistogramFamily, type CounterCell, type HistogramCell } from './series.js';
 export { readJsonBody, checkRequestStrings, parseSize } from './body.js';

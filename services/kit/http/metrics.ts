@@ -38,13 +38,29 @@ export function oneReadPerScrape<T>(read: () => Promise<T>): () => Promise<T> {
 }
 
 /**
- * Leaves `gauge` out of this scrape (its read failed): no value rather than a stale or made-up one.
- * prom-client's `reset()` leaves a label-less gauge at 0, which would read as "nothing pending"
- * exactly when the database behind it is down, so its values are cleared instead.
+ * A gauge of state read at scrape time (a backlog, a lag): each scrape awaits `read`, clears the
+ * gauge and lets `show` set what was read. A read that fails (the database or the broker down)
+ * leaves the gauge without a value in that scrape instead of failing the whole page, whose process
+ * series matter most during such an outage; never the previous scrape's value, and never 0 (which
+ * prom-client's `reset()` would leave on a gauge without labels, reading as "nothing pending").
+ * Gauges fed by one query share its read through `oneReadPerScrape`.
  */
-export function leaveOutOfScrape(gauge: Gauge): void {
-  gauge.reset();
-  (gauge as unknown as { hashMap: Record<string, unknown> }).hashMap = {};
+export function stateGauge<T, L extends string = string>(
+  registry: Registry,
+  options: { name: string; help: string; labelNames?: readonly L[]; read: () => Promise<T>; show: (gauge: Gauge<L>, value: T) => void },
+): void {
+  const failed = Symbol('failed');
+  new Gauge<L>({
+    name: options.name,
+    help: options.help,
+    labelNames: options.labelNames ?? [],
+    registers: [registry],
+    async collect() {
+      const value = await options.read().catch(() => failed);
+      (this as unknown as { hashMap: Record<string, unknown> }).hashMap = {};
+      if (value !== failed) options.show(this, value as T);
+    },
+  });
 }
 
 /** Prometheus metrics per app: the process series, and request counts and latency histograms by route and status. */
