@@ -7,9 +7,16 @@
  * once needed (its buffer pool from the start, the largest ANALYZE sample so far) stays resident.
  *
  *   --minutes M    load duration (default 10)
- *   --warmup W     minutes excluded from the slope (default 2, at most half the duration)
+ *   --warmup W     minutes excluded from the slope (default 3, at most half the duration): in the first two
+ *                  minutes each Node process's RSS peaks and then drops once by 15-40 MiB (seen at 1.5-2.1 min
+ *                  in every production process alike); a warm-up that ends in that trough reads the refill as
+ *                  a slope (one 10-minute run: a copy under PLATFORM_PROCESSES read 1.06 MiB/min after 2 min,
+ *                  0.65 after 3 from the same samples)
  *   --rate R       requests/s per path and kind (default 50: 50 non-stream + 50 stream per path)
  *   --modes a,b    embedded, production (default both); --no-peer skips the peer
+ *   --processes N  also the production drivers with PLATFORM_PROCESSES=N ("production-xN", default 2;
+ *                  1 leaves it out): its RSS is its copies' summed, each copy's listed beside it, so a
+ *                  leak in one copy shows even where the supervisor, which serves nothing, stays flat
  *   --env "K=v,…"  settings for our platform (an ablation: two soaks side by side with different values)
  *   --dist DIR     the build to run (default dist; a copy made before a change, for a before/after pair)
  */
@@ -19,7 +26,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { chatBody, platformTarget, steadyLoad, type Target } from './lib/load.js';
-import { parseEnvPairs, rssMiB, wasmResidentMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { parseEnvPairs, rssMiB, sumOverProcesses, wasmResidentMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, verdict, type Row } from './lib/report.js';
 
 const { values: args } = parseArgs({
@@ -29,15 +36,20 @@ const { values: args } = parseArgs({
     rate: { type: 'string', default: '50' },
     modes: { type: 'string', default: 'embedded,production' },
     'no-peer': { type: 'boolean', default: false },
+    processes: { type: 'string', default: '2' },
     env: { type: 'string', default: '' },
     dist: { type: 'string', default: 'dist' },
   },
 });
 const minutes = Number(args.minutes);
-const warmup = Math.min(Number(args.warmup ?? 2), minutes / 2);
+const warmup = Math.min(Number(args.warmup ?? 3), minutes / 2);
 const rate = Number(args.rate);
 const modes = args.modes!.split(',').filter(Boolean) as PlatformMode[];
 const platformEnv = parseEnvPairs(args.env!);
+const copies = Number(args.processes);
+if (!Number.isInteger(copies) || copies < 1) throw new Error(`--processes takes a whole number, not ${args.processes}`);
+/** The production drivers with several platform processes, when asked: a path of its own beside the modes. */
+const multi = copies > 1 ? `production-x${copies}` : undefined;
 
 /** Least-squares slope of (minutes, MiB) points. */
 function slope(points: Array<[number, number]>): number {
@@ -58,7 +70,12 @@ async function main() {
   console.log(`# soak — ${minutes} min (slope after ${warmup} min), ${rate} + ${rate} stream req/s per path; Node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   const upstream = await startUpstream();
   procs.push(upstream);
-  const settled = await Promise.allSettled<Proc>([...modes.map((m) => startPlatform(m, platformEnv, m, `${args.dist}/services/platform/main.js`)), ...(args['no-peer'] ? [] : [startPortkey()])]);
+  const entry = `${args.dist}/services/platform/main.js`;
+  const settled = await Promise.allSettled<Proc>([
+    ...modes.map((m) => startPlatform(m, platformEnv, m, entry)),
+    ...(multi ? [startPlatform('production', { ...platformEnv, PLATFORM_PROCESSES: String(copies) }, multi, entry)] : []),
+    ...(args['no-peer'] ? [] : [startPortkey()]),
+  ]);
   for (const s of settled) if (s.status === 'fulfilled') procs.push(s.value);
   const failed = settled.find((s) => s.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;
@@ -67,7 +84,7 @@ async function main() {
     if ('mode' in p) {
       const platform = p as Platform;
       await platform.addProviders(upstream, [20]);
-      targets.push(platformTarget(platform, platform.mode));
+      targets.push(platformTarget(platform, platform.name));
     } else if (p.name === 'portkey') {
       const peer = p as Peer;
       targets.push({
@@ -77,11 +94,21 @@ async function main() {
     }
   }
 
-  const samples = new Map<string, Array<[number, number]>>(procs.map((p) => [p.name, []]));
+  /**
+   * What is sampled: each process, except that a platform run as several copies (its supervisor
+   * serves nothing) is sampled as its copies summed and as each copy alone, so a leak in one copy
+   * shows where the sum would dilute it.
+   */
+  const series = procs.flatMap((p) => {
+    const serving = 'serving' in p ? (p as Platform).serving : [p.pid];
+    const whole = { name: p.name, pids: serving };
+    return serving.length === 1 ? [whole] : [whole, ...serving.map((pid, i) => ({ name: `${p.name} copy ${i + 1}`, pids: [pid] }))];
+  });
+  const samples = new Map<string, Array<[number, number]>>(series.map((s) => [s.name, []]));
   // The same samples less the process's WebAssembly memory (the embedded database's PostgreSQL):
   // that memory has a fixed size during a run, and its pages become resident as the database's
   // buffer pool is first used, so its part of the slope flattens at that size, unlike a leak.
-  const outsideWasm = new Map<string, Array<[number, number]>>(procs.map((p) => [p.name, []]));
+  const outsideWasm = new Map<string, Array<[number, number]>>(series.map((s) => [s.name, []]));
   const wasmAtEnd = new Map<string, number>();
   const t0 = Date.now();
   let sampling = true;
@@ -89,12 +116,12 @@ async function main() {
     let next = 0;
     while (sampling) {
       const at = (Date.now() - t0) / 60_000;
-      for (const p of procs) {
-        const rss = await rssMiB(p.pid);
-        const wasm = await wasmResidentMiB(p.pid);
-        samples.get(p.name)!.push([at, rss]);
-        outsideWasm.get(p.name)!.push([at, rss - wasm]);
-        if (Number.isFinite(wasm)) wasmAtEnd.set(p.name, wasm);
+      for (const s of series) {
+        const rss = await rssMiB(s.pids);
+        const wasm = await sumOverProcesses(s.pids, wasmResidentMiB);
+        samples.get(s.name)!.push([at, rss]);
+        outsideWasm.get(s.name)!.push([at, rss - wasm]);
+        if (Number.isFinite(wasm)) wasmAtEnd.set(s.name, wasm);
       }
       if (at >= next) {
         console.log(`${at.toFixed(1)} min: ${procs.map((p) => `${p.name} ${fmt(samples.get(p.name)!.at(-1)![1], 0)} MiB`).join(', ')}`);
@@ -110,21 +137,21 @@ async function main() {
   sampling = false;
   await sampler;
 
-  const rows: Row[] = procs.map((p) => {
-    const after = (series: Array<[number, number]>) => series.filter(([at, mib]) => at >= warmup && Number.isFinite(mib));
-    const points = after(samples.get(p.name)!);
+  const rows: Row[] = series.map(({ name }) => {
+    const after = (points: Array<[number, number]>) => points.filter(([at, mib]) => at >= warmup && Number.isFinite(mib));
+    const points = after(samples.get(name)!);
     const s = slope(points);
     return {
-      metric: p.name,
+      metric: name,
       cells: {
         'RSS after warm-up MiB': fmt(points[0]?.[1] ?? Number.NaN, 0),
         'RSS at end MiB': fmt(points.at(-1)?.[1] ?? Number.NaN, 0),
         'slope MiB/min': fmt(s, 3),
-        'WebAssembly at end MiB': fmt(wasmAtEnd.get(p.name) ?? Number.NaN, 0),
-        'slope outside it MiB/min': fmt(slope(after(outsideWasm.get(p.name)!)), 3),
+        'WebAssembly at end MiB': fmt(wasmAtEnd.get(name) ?? Number.NaN, 0),
+        'slope outside it MiB/min': fmt(slope(after(outsideWasm.get(name)!)), 3),
       },
-      target: p.name === 'upstream' ? '' : '<= 1 MiB/min',
-      verdict: p.name === 'upstream' ? undefined : verdict(s <= 1),
+      target: name === 'upstream' ? '' : '<= 1 MiB/min',
+      verdict: name === 'upstream' ? undefined : verdict(s <= 1),
     };
   });
   console.log(`\n## RSS slope after ${warmup} min warm-up`);
