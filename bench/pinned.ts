@@ -14,11 +14,9 @@ import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
-import { chatBody } from './lib/load.js';
+import { eventLoopQuantiles, platformTarget, throughput } from './lib/load.js';
 import { startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
-import { createRequire } from 'node:module';
 
-const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
 const { values: args } = parseArgs({
   options: { mode: { type: 'string', default: 'production' }, rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '5' } },
 });
@@ -40,33 +38,27 @@ const pin = (pid: number, list: string) => execFileSync('taskset', ['--all-tasks
 const upstream = await startUpstream();
 const platform = await startPlatform(args.mode as PlatformMode);
 const metrics = `${platform.llmUrl}/metrics`;
-/** The event-loop delay quantiles since the previous scrape (the scrape resets them), ms. */
-async function loopQuantiles(): Promise<string> {
-  const text = await (await fetch(metrics)).text();
-  return [...text.matchAll(/^nodejs_eventloop_delay_seconds\{[^}]*quantile="([^"]+)"[^}]*\} (\S+)$/gm)]
-    .map((m) => `${m[1] === '1' ? 'max' : `p${Number(m[1]) * 100}`} ${(Number(m[2]) * 1000).toFixed(1)}`)
+const target = platformTarget(platform);
+const seconds = Number(args.seconds);
+
+const loopQuantiles = async () =>
+  Object.entries(await eventLoopQuantiles(metrics))
+    .sort(([a], [b]) => Number(a) - Number(b))
+    .map(([q, ms]) => `${q === '1' ? 'max' : `p${Number(q) * 100}`} ${ms.toFixed(1)}`)
     .join(', ');
-}
 
 async function window(label: string, stream: boolean): Promise<void> {
-  await loopQuantiles();
+  await eventLoopQuantiles(metrics); // resets the window
   const before = await schedstat(platform.pid);
   const started = performance.now();
-  const result = await autocannon({
-    url: `${platform.edgeUrl}/v1/chat/completions`,
-    method: 'POST',
-    connections: 64,
-    duration: Number(args.seconds),
-    headers: { 'content-type': 'application/json', 'x-api-key': platform.adminKey },
-    body: chatBody('bench-d20', stream),
-  });
-  const seconds = (performance.now() - started) / 1000;
+  const { rps } = await throughput(target, { connections: 64, seconds, delayMs: 20, stream });
+  const elapsed = (performance.now() - started) / 1000;
   const after = await schedstat(platform.pid);
-  const busy = (after.cpu - before.cpu) / 1e9 / seconds;
-  const waiting = (after.wait - before.wait) / 1e9 / seconds;
+  const busy = (after.cpu - before.cpu) / 1e9 / elapsed;
+  const waiting = (after.wait - before.wait) / 1e9 / elapsed;
   console.log(
-    `${label.padEnd(9)} ${stream ? 'stream    ' : 'non-stream'} ${String(Math.round(result.requests.average)).padStart(5)} req/s, main thread busy ${(busy * 100).toFixed(0)} %, ` +
-      `waiting to run ${(waiting * 100).toFixed(0)} %, ${((after.cpu - before.cpu) / 1e6 / result.requests.total).toFixed(3)} ms CPU/request; event loop ${await loopQuantiles()} ms`,
+    `${label.padEnd(9)} ${stream ? 'stream    ' : 'non-stream'} ${String(Math.round(rps)).padStart(5)} req/s, main thread busy ${(busy * 100).toFixed(0)} %, ` +
+      `waiting to run ${(waiting * 100).toFixed(0)} %, ${((after.cpu - before.cpu) / 1e6 / (rps * seconds)).toFixed(3)} ms CPU/request; event loop ${await loopQuantiles()} ms`,
   );
 }
 

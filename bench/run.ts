@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { chatBody, ephemeralPorts, platformTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
-import { machineBusyMs, rssMiB, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { machineBusyMs, rssMiB, severalProcesses, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
 const { values: args } = parseArgs({
@@ -60,12 +60,9 @@ const settings = {
 };
 const modes = args.modes!.split(',').filter(Boolean) as PlatformMode[];
 for (const m of modes) if (m !== 'embedded' && m !== 'production') throw new Error(`unknown mode ${m}`);
-const copies = Number(args.processes);
-if (!Number.isInteger(copies) || copies < 1) throw new Error(`--processes takes a whole number, not ${args.processes}`);
-/** The production drivers with several platform processes, when asked: a path of its own beside the two modes. */
-const multi = copies > 1 ? `production-x${copies}` : undefined;
+const multi = severalProcesses(args.processes);
 /** Every path of ours: the two modes (whose targets the issue sets) and the several-process one. */
-const ours: string[] = [...modes, ...(multi ? [multi] : [])];
+const ours: string[] = [...modes, ...(multi ? [multi.name] : [])];
 
 const procs: Proc[] = [];
 async function stopAll() {
@@ -95,7 +92,7 @@ async function main() {
   const direct: Target = { name: 'direct', chat: (d, stream, content) => ({ url: `${upstream.base(d)}/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) };
 
   const starting: Promise<Proc>[] = modes.map((m) => startPlatform(m));
-  if (multi) starting.push(startPlatform('production', { PLATFORM_PROCESSES: String(copies) }, multi));
+  if (multi) starting.push(startPlatform('production', multi.env, multi.name));
   if (args.hop) starting.push(startPlatform('embedded', { EDGE_IN_PROCESS_DISPATCH: 'false' }, 'embedded-hop'));
   if (!args['no-peer']) starting.push(startPortkey());
   if (!args['no-floor']) starting.push(startFloor(upstream));

@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { chatBody, platformTarget, steadyLoad, type Target } from './lib/load.js';
-import { parseEnvPairs, rssMiB, sumOverProcesses, wasmResidentMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { parseEnvPairs, rssMiB, severalProcesses, sumOverProcesses, wasmResidentMiB, startPlatform, startPortkey, startUpstream, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, verdict, type Row } from './lib/report.js';
 
 const { values: args } = parseArgs({
@@ -46,10 +46,7 @@ const warmup = Math.min(Number(args.warmup ?? 3), minutes / 2);
 const rate = Number(args.rate);
 const modes = args.modes!.split(',').filter(Boolean) as PlatformMode[];
 const platformEnv = parseEnvPairs(args.env!);
-const copies = Number(args.processes);
-if (!Number.isInteger(copies) || copies < 1) throw new Error(`--processes takes a whole number, not ${args.processes}`);
-/** The production drivers with several platform processes, when asked: a path of its own beside the modes. */
-const multi = copies > 1 ? `production-x${copies}` : undefined;
+const multi = severalProcesses(args.processes);
 
 /** Least-squares slope of (minutes, MiB) points. */
 function slope(points: Array<[number, number]>): number {
@@ -73,7 +70,7 @@ async function main() {
   const entry = `${args.dist}/services/platform/main.js`;
   const settled = await Promise.allSettled<Proc>([
     ...modes.map((m) => startPlatform(m, platformEnv, m, entry)),
-    ...(multi ? [startPlatform('production', { ...platformEnv, PLATFORM_PROCESSES: String(copies) }, multi, entry)] : []),
+    ...(multi ? [startPlatform('production', { ...platformEnv, ...multi.env }, multi.name, entry)] : []),
     ...(args['no-peer'] ? [] : [startPortkey()]),
   ]);
   for (const s of settled) if (s.status === 'fulfilled') procs.push(s.value);

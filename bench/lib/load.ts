@@ -275,12 +275,20 @@ export async function holdStreams(
   return result;
 }
 
-/** The platform's event-loop delay p99 since its previous scrape, ms (its own metric). */
+/**
+ * The platform's event-loop delay since its previous scrape (its own metric, which the scrape
+ * resets), ms by quantile: "0.5", "0.9", "0.99" and "1" (the maximum).
+ */
+export async function eventLoopQuantiles(metricsUrl: string): Promise<Record<string, number>> {
+  const text = await (await fetch(metricsUrl)).text();
+  const quantiles: Record<string, number> = {};
+  for (const match of text.matchAll(/^nodejs_eventloop_delay_seconds\{[^}]*quantile="([^"]+)"[^}]*\} (\S+)$/gm)) quantiles[match[1]!] ??= Number(match[2]) * 1000;
+  return quantiles;
+}
+
+/** The platform's event-loop delay p99 since its previous scrape, ms. */
 export async function eventLoopP99(metricsUrl: string): Promise<number> {
-  const res = await fetch(metricsUrl);
-  const text = await res.text();
-  const match = /^nodejs_eventloop_delay_seconds\{[^}]*quantile="0\.99"[^}]*\} (\S+)$/m.exec(text);
-  return match ? Number(match[1]) * 1000 : Number.NaN;
+  return (await eventLoopQuantiles(metricsUrl))['0.99'] ?? Number.NaN;
 }
 
 /** A steady request rate on one path for `seconds` (soak): autocannon's overallRate over a few connections. */

@@ -231,6 +231,22 @@ export function parseEnvPairs(list: string): Record<string, string> {
   );
 }
 
+/** The production drivers as several copies under one supervisor: a path of its own beside the modes. */
+export interface SeveralProcesses {
+  copies: number;
+  /** "production-xN". */
+  name: string;
+  /** What the platform is started with for it. */
+  env: Record<string, string>;
+}
+
+/** `--processes N` of `bench/run.ts` and `bench/soak.ts`: the several-process path, or undefined for 1. */
+export function severalProcesses(value: string | undefined): SeveralProcesses | undefined {
+  const copies = Number(value);
+  if (!Number.isInteger(copies) || copies < 1) throw new Error(`--processes takes a whole number, not ${value}`);
+  return copies > 1 ? { copies, name: `production-x${copies}`, env: { PLATFORM_PROCESSES: String(copies) } } : undefined;
+}
+
 export async function startPlatform(mode: PlatformMode, extraEnv: Record<string, string> = {}, name: string = mode, entry = 'dist/services/platform/main.js'): Promise<Platform> {
   // A name may hold a build's path (`bench/cpu-ab.ts --a /tmp/other/dist`): one path segment only.
   const dir = await mkdtemp(join(tmpdir(), `bench-${name.replace(/[^\w.-]+/g, '-')}-`));
