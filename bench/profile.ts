@@ -6,6 +6,12 @@
  *   --seconds S   load per kind (default 10)   --mode embedded|production (default embedded)
  *   --top N       functions listed (default 30)   --kind both|json|stream (default both)
  *   --file F      summarise an existing profile instead of recording one
+ *   --interval US sampling interval of the recording, µs (Node's default 1000; 100–200 resolves single turns)
+ *   --stretches MS  also the main thread's busy stretches (samples in a row with no idle one between:
+ *                 one or more turns of the event loop back to back; a due timer still runs between
+ *                 two turns, so a stretch bounds the event-loop delay from above, it is not the
+ *                 delay), their quantiles, and self time inside the stretches of at least MS ms
+ *                 against overall: are the long ones made of different work, or of more of the same?
  * Only the load window counts (first to last sample in the chat handler): start-up and shutdown are left out.
  */
 import { readdir, readFile } from 'node:fs/promises';
@@ -17,7 +23,7 @@ import { platformTarget, throughput } from './lib/load.js';
 import { startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
-  options: { seconds: { type: 'string', default: '10' }, mode: { type: 'string', default: 'embedded' }, top: { type: 'string', default: '30' }, kind: { type: 'string', default: 'both' }, file: { type: 'string' } },
+  options: { seconds: { type: 'string', default: '10' }, mode: { type: 'string', default: 'embedded' }, top: { type: 'string', default: '30' }, kind: { type: 'string', default: 'both' }, file: { type: 'string' }, interval: { type: 'string' }, stretches: { type: 'string' } },
 });
 
 interface ProfileNode {
@@ -46,7 +52,7 @@ function area(url: string): string {
 async function record(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'bench-profile-'));
   const upstream = await startUpstream();
-  process.env.BENCH_PLATFORM_NODE_ARGS = `--cpu-prof --cpu-prof-dir=${dir}`;
+  process.env.BENCH_PLATFORM_NODE_ARGS = `--cpu-prof --cpu-prof-dir=${dir}${args.interval ? ` --cpu-prof-interval=${Number(args.interval)}` : ''}`;
   const platform = await startPlatform(args.mode as PlatformMode);
   try {
     await platform.addProviders(upstream, [20]);
@@ -88,20 +94,59 @@ profile.samples.forEach((id, i) => {
   if (i >= from && i <= to) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
 });
 const total = [...self.values()].reduce((a, b) => a + b, 0);
-const idle = [...self].filter(([id]) => ['(idle)', '(program)'].includes(byId.get(id)!.callFrame.functionName)).reduce((a, [, t]) => a + t, 0);
+const isIdle = (id: number) => ['(idle)', '(program)'].includes(byId.get(id)!.callFrame.functionName);
+const idle = [...self].filter(([id]) => isIdle(id)).reduce((a, [, t]) => a + t, 0);
+function fnKey(id: number): string {
+  const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+  return `${functionName || '(anonymous)'}  ${area(url)}${url ? `:${lineNumber + 1}` : ''}`;
+}
 const fns = new Map<string, number>();
 const areas = new Map<string, number>();
 for (const [id, t] of self) {
-  const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
-  if (functionName === '(idle)' || functionName === '(program)') continue;
-  const key = `${functionName || '(anonymous)'}  ${area(url)}${url ? `:${lineNumber + 1}` : ''}`;
+  if (isIdle(id)) continue;
+  const key = fnKey(id);
+  const { url } = byId.get(id)!.callFrame;
   fns.set(key, (fns.get(key) ?? 0) + t);
   areas.set(area(url), (areas.get(area(url)) ?? 0) + t);
 }
 const busy = total - idle;
-const pct = (t: number) => `${((t / busy) * 100).toFixed(1).padStart(5)} %`;
+const pct = (t: number, of = busy) => `${((t / of) * 100).toFixed(1).padStart(5)} %`;
 console.log(`\nprofile ${path}: ${(busy / 1e6).toFixed(1)} s busy of ${(total / 1e6).toFixed(1)} s sampled in the load window`);
 console.log('\n## self time by area (share of busy time)');
 for (const [name, t] of [...areas].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${pct(t)}  ${name}`);
 console.log(`\n## top ${args.top} functions by self time`);
 for (const [name, t] of [...fns].sort((a, b) => b[1] - a[1]).slice(0, Number(args.top))) console.log(`${pct(t)}  ${name}`);
+
+if (args.stretches !== undefined) {
+  const longMs = Number(args.stretches);
+  // Each busy sample's time (its delta, as above) belongs to the stretch it is part of.
+  // `samples`: indices into the profile's samples.
+  const stretches: { ms: number; samples: number[] }[] = [];
+  let current: { ms: number; samples: number[] } | undefined;
+  for (let i = from; i <= to; i++) {
+    const id = profile.samples[i]!;
+    if (isIdle(id)) {
+      current = undefined;
+      continue;
+    }
+    if (!current) stretches.push((current = { ms: 0, samples: [] }));
+    current.ms += (profile.timeDeltas[i] ?? 0) / 1000;
+    current.samples.push(i);
+  }
+  const sorted = stretches.map((s) => s.ms).sort((a, b) => a - b);
+  const at = (q: number) => (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0).toFixed(2);
+  const long = stretches.filter((s) => s.ms >= longMs);
+  const inLong = new Map<string, number>();
+  let longTotal = 0;
+  for (const stretch of long) {
+    for (const i of stretch.samples) {
+      const key = fnKey(profile.samples[i]!);
+      inLong.set(key, (inLong.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0));
+    }
+    longTotal += stretch.ms * 1000;
+  }
+  const intervalUs = (profile.timeDeltas.slice(from, to + 1).reduce((a, b) => a + b, 0) / Math.max(1, to - from)).toFixed(0);
+  console.log(`\n## busy stretches (sampled every ~${intervalUs} µs): ${stretches.length}, ms p50 ${at(0.5)} / p90 ${at(0.9)} / p99 ${at(0.99)} / max ${at(1)}`);
+  console.log(`${long.length} of them last ${longMs} ms or more and hold ${pct(long.reduce((a, s) => a + s.ms * 1000, 0))} of the busy time; self time inside them (overall beside it):`);
+  for (const [name, t] of [...inLong].sort((a, b) => b[1] - a[1]).slice(0, Number(args.top))) console.log(`${pct(t, longTotal)}  (${pct(fns.get(name) ?? 0).trim()})  ${name}`);
+}
