@@ -19,7 +19,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { platformTarget, throughput } from './lib/load.js';
+import { percentile, platformTarget, throughput } from './lib/load.js';
 import { startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
@@ -134,7 +134,7 @@ if (args.stretches !== undefined) {
     current.samples.push(i);
   }
   const sorted = stretches.map((s) => s.ms).sort((a, b) => a - b);
-  const at = (q: number) => (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0).toFixed(2);
+  const at = (p: number) => percentile(sorted, p).toFixed(2);
   const long = stretches.filter((s) => s.ms >= longMs);
   const inLong = new Map<string, number>();
   let longTotal = 0;
@@ -146,7 +146,7 @@ if (args.stretches !== undefined) {
     longTotal += stretch.ms * 1000;
   }
   const intervalUs = (profile.timeDeltas.slice(from, to + 1).reduce((a, b) => a + b, 0) / Math.max(1, to - from)).toFixed(0);
-  console.log(`\n## busy stretches (sampled every ~${intervalUs} µs): ${stretches.length}, ms p50 ${at(0.5)} / p90 ${at(0.9)} / p99 ${at(0.99)} / max ${at(1)}`);
+  console.log(`\n## busy stretches (sampled every ~${intervalUs} µs): ${stretches.length}, ms p50 ${at(50)} / p90 ${at(90)} / p99 ${at(99)} / max ${at(100)}`);
   console.log(`${long.length} of them last ${longMs} ms or more and hold ${pct(long.reduce((a, s) => a + s.ms * 1000, 0))} of the busy time; self time inside them (overall beside it):`);
   for (const [name, t] of [...inLong].sort((a, b) => b[1] - a[1]).slice(0, Number(args.top))) console.log(`${pct(t, longTotal)}  (${pct(fns.get(name) ?? 0).trim()})  ${name}`);
 }
