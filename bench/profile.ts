@@ -6,7 +6,8 @@
  *   --seconds S   load per kind (default 10)   --mode embedded|production (default embedded)
  *   --top N       functions listed (default 30)   --kind both|json|stream (default both)
  *   --file F      summarise an existing profile instead of recording one
- *   --interval US sampling interval of the recording, µs (Node's default 1000; 100–200 resolves single turns)
+ *   --interval US sampling interval of the recording, µs (Node's default 1000; asking for 100 gave ~250 here,
+ *                 fine enough to tell turns of a few ms apart)
  *   --stretches MS  also the main thread's busy stretches (samples in a row with no idle one between:
  *                 one or more turns of the event loop back to back; a due timer still runs between
  *                 two turns, so a stretch bounds the event-loop delay from above, it is not the
