@@ -119,35 +119,33 @@ console.log(`\n## top ${args.top} functions by self time`);
 for (const [name, t] of [...fns].sort((a, b) => b[1] - a[1]).slice(0, Number(args.top))) console.log(`${pct(t)}  ${name}`);
 
 if (args.stretches !== undefined) {
-  const longMs = Number(args.stretches);
-  // Each busy sample's time (its delta, as above) belongs to the stretch it is part of.
-  // `samples`: indices into the profile's samples.
-  const stretches: { ms: number; samples: number[] }[] = [];
-  let current: { ms: number; samples: number[] } | undefined;
+  const longUs = Number(args.stretches) * 1000;
+  // A stretch's time is its busy samples' deltas (µs, as the self times above); `samples` are
+  // indices into the profile's samples.
+  const stretches: { us: number; samples: number[] }[] = [];
+  let current: { us: number; samples: number[] } | undefined;
   for (let i = from; i <= to; i++) {
-    const id = profile.samples[i]!;
-    if (isIdle(id)) {
+    if (isIdle(profile.samples[i]!)) {
       current = undefined;
       continue;
     }
-    if (!current) stretches.push((current = { ms: 0, samples: [] }));
-    current.ms += (profile.timeDeltas[i] ?? 0) / 1000;
+    if (!current) stretches.push((current = { us: 0, samples: [] }));
+    current.us += profile.timeDeltas[i] ?? 0;
     current.samples.push(i);
   }
-  const sorted = stretches.map((s) => s.ms).sort((a, b) => a - b);
-  const at = (p: number) => percentile(sorted, p).toFixed(2);
-  const long = stretches.filter((s) => s.ms >= longMs);
+  const sorted = stretches.map((s) => s.us).sort((a, b) => a - b);
+  const at = (p: number) => (percentile(sorted, p) / 1000).toFixed(2);
+  const long = stretches.filter((s) => s.us >= longUs);
   const inLong = new Map<string, number>();
-  let longTotal = 0;
   for (const stretch of long) {
     for (const i of stretch.samples) {
       const key = fnKey(profile.samples[i]!);
       inLong.set(key, (inLong.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0));
     }
-    longTotal += stretch.ms * 1000;
   }
+  const longTotal = long.reduce((a, s) => a + s.us, 0);
   const intervalUs = (profile.timeDeltas.slice(from, to + 1).reduce((a, b) => a + b, 0) / Math.max(1, to - from)).toFixed(0);
   console.log(`\n## busy stretches (sampled every ~${intervalUs} µs): ${stretches.length}, ms p50 ${at(50)} / p90 ${at(90)} / p99 ${at(99)} / max ${at(100)}`);
-  console.log(`${long.length} of them last ${longMs} ms or more and hold ${pct(long.reduce((a, s) => a + s.ms * 1000, 0))} of the busy time; self time inside them (overall beside it):`);
+  console.log(`${long.length} of them last ${args.stretches} ms or more and hold ${pct(longTotal)} of the busy time; self time inside them (overall beside it):`);
   for (const [name, t] of [...inLong].sort((a, b) => b[1] - a[1]).slice(0, Number(args.top))) console.log(`${pct(t, longTotal)}  (${pct(fns.get(name) ?? 0).trim()})  ${name}`);
 }
