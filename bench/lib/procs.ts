@@ -292,7 +292,10 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
   // npm start's Node flags first, so the bench measures what users run; BENCH_PLATFORM_NODE_ARGS
   // comes after them and wins for a flag given twice (V8 keeps the last value).
   const nodeArgs = [...startNodeArgs(), ...(process.env.BENCH_PLATFORM_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
-  const child = spawnTracked(process.execPath, [...nodeArgs, entry], {
+  // A command the platform runs under (`bench/instructions.ts`: valgrind), node and its arguments appended.
+  const wrapper = process.env.BENCH_PLATFORM_WRAPPER?.split(' ').filter(Boolean) ?? [];
+  const command = wrapper.length ? [...wrapper, process.execPath] : [process.execPath];
+  const child = spawnTracked(command[0]!, [...command.slice(1), ...nodeArgs, entry], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
