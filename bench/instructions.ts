@@ -9,20 +9,23 @@
  * Both builds start at once, each under callgrind with counting off, on the same fake provider
  * (0 ms). Each gets `--warmup` chat completions one after another through its edge (code reaches
  * its optimised tier), then counting goes on for `--requests` more (`callgrind_control -i on`), and
- * the counts are dumped before the platform stops. Per build it prints instructions per request on the main
- * thread (the event loop's: what the turns are made of), on every other thread (the database
- * worker, V8's compiler and GC helpers, libuv's pool) and in all; the main thread split into
- * JavaScript compiled by V8 (unnamed: JIT code has no symbols here), V8's builtins (interpreter,
- * inline caches, the megamorphic lookups among them), the garbage collector, and the rest (V8's
- * runtime, Node's C++, libc, OpenSSL); then the main thread's largest named functions for both.
+ * the counts are dumped before the platform stops. Per build it prints instructions per request on
+ * the main thread (the event loop's: what its turns are made of), split into JavaScript compiled by
+ * V8 (unnamed: JIT code has no symbols here), V8's builtins (interpreter, inline caches, the
+ * megamorphic lookups among them), the rest (V8's runtime, Node's C++, libc, OpenSSL), the garbage
+ * collector and V8's compiling; on every other thread (the database worker, libuv's pool) and in
+ * all; then the main thread's largest named functions for both.
  *
  * What it does not count: time in the kernel (socket writes are a syscall each; `bench/cpu-ab.ts`
  * counts those), and waiting. Under valgrind a request takes ~100–200 ms, so work that runs on a
- * timer (usage flushes, polls) weighs more per request than at full speed; it weighs alike on
- * both sides. The same build twice (`--a dist --b dist`) read 1.2–2.4 % apart on the main thread
- * here: smaller differences are noise.
+ * timer (usage flushes, polls) or follows the clock weighs more per request than at full speed, the
+ * same on both sides. V8 runs in its predictable mode, without bytecode flushing: compiling and
+ * marking then happen on the main thread, where they are counted apart from the requests' own work.
+ * The same build twice read 1 381 and 1 391 k instructions per request running the requests (0.7 %
+ * apart), while its collector (a major GC step in one window, 37 against 56 k) and its compiling
+ * (2 213 against 2 165 k) moved more: compare "running the requests", and take under ~1 % as noise.
  *   --a DIR --b DIR (default dist-before and dist)  --mode embedded|production (embedded)
- *   --warmup N (1500)  --requests N (300)  --stream  --top N (15)
+ *   --warmup N (1500)  --requests N (500)  --stream  --top N (15)
  *   --a-env, --b-env "KEY=value,…"  settings of one side only (the same build twice, one side with a
  *                   feature off: what the feature costs per request)
  *   --keep          keep the callgrind files (one per thread) for callgrind_annotate
@@ -43,7 +46,7 @@ const { values: args } = parseArgs({
     b: { type: 'string', default: 'dist' },
     mode: { type: 'string', default: 'embedded' },
     warmup: { type: 'string', default: '1500' },
-    requests: { type: 'string', default: '300' },
+    requests: { type: 'string', default: '500' },
     stream: { type: 'boolean', default: false },
     top: { type: 'string', default: '15' },
     'a-env': { type: 'string', default: '' },
@@ -54,9 +57,9 @@ const { values: args } = parseArgs({
 const warmup = Number(args.warmup);
 const counted = Number(args.requests);
 
-/** Self instructions by function of one thread's callgrind file, from callgrind_annotate. */
-function functionsOf(file: string): Map<string, number> {
-  const text = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', file], { maxBuffer: 256 * 1024 * 1024 }).toString();
+/** Instructions by function of one thread's callgrind file (self, or with what it calls), from callgrind_annotate. */
+function functionsOf(file: string, inclusive = false): Map<string, number> {
+  const text = execFileSync('callgrind_annotate', [`--inclusive=${inclusive ? 'yes' : 'no'}`, '--threshold=100', file], { maxBuffer: 256 * 1024 * 1024 }).toString();
   const fns = new Map<string, number>();
   let listing = false;
   for (const line of text.split('\n')) {
@@ -70,33 +73,50 @@ function functionsOf(file: string): Map<string, number> {
   return fns;
 }
 
-const GC = /Scaveng|Marking|Sweep|Evacuat|Heap::|GCTracer|IterateObjectCache|RememberedSet|SlotSet|Compactor|MinorMC|RootVisitor|ConcurrentMark/;
+/**
+ * What V8 does for itself on the main thread, by the entry points that do it, with everything they
+ * call (the compiler's own use of malloc, memset and std::map included): compiling, from the
+ * runtime calls that compile (TurboFan on a function's tier-up, a lazy function's first call,
+ * Sparkplug batches), and the collector's pauses. Neither entry point runs inside the other.
+ */
+const COMPILE_ENTRY = /^v8::internal::Runtime_(CompileOptimized|CompileLazy|CompileBaseline|InstallBaselineCode|BytecodeBudgetInterrupt\w*)\(/;
+const GC_ENTRY = /^v8::internal::Heap::CollectGarbage\(/;
 const COMPILER = /v8::internal::(compiler|maglev|baseline|wasm)::|v8::internal::interpreter::Bytecode|v8::internal::(Parser|ParserBase|PreParser|Scanner|Compiler|OptimizingCompileDispatcher)\b|Turboshaft/;
-const JIT = 'JavaScript (JIT code)';
-const BUILTINS = "V8's builtins";
-const COMPILING = 'V8 compiling';
-const GC_PART = 'garbage collector';
-const REST = 'the rest (V8 runtime, Node, libc)';
 
-/** JIT code, builtins, the compiler, the collector, the rest: where one thread's instructions went. */
-function split(fns: Map<string, number>): Record<string, number> {
-  const parts = { [JIT]: 0, [BUILTINS]: 0, [COMPILING]: 0, [GC_PART]: 0, [REST]: 0 };
-  for (const [name, n] of fns) {
-    if (/^0x[0-9a-f]+$/.test(name)) parts[JIT] += n;
-    else if (name.startsWith('Builtins_')) parts[BUILTINS] += n;
-    else if (COMPILER.test(name)) parts[COMPILING] += n;
-    else if (GC.test(name)) parts[GC_PART] += n;
-    else parts[REST] += n;
+interface MainThread {
+  total: number;
+  compiling: number;
+  collecting: number;
+  /** Self instructions of V8's compiled JavaScript (JIT code has no symbols: one bucket) and of its builtins. */
+  javascript: number;
+  builtins: number;
+  self: Map<string, number>;
+}
+
+function mainThread(file: string, total: number): MainThread {
+  const self = functionsOf(file);
+  const inclusive = functionsOf(file, true);
+  let compiling = 0;
+  let collecting = 0;
+  for (const [name, n] of inclusive) {
+    if (COMPILE_ENTRY.test(name)) compiling += n;
+    else if (GC_ENTRY.test(name)) collecting += n;
   }
-  return parts;
+  let javascript = 0;
+  let builtins = 0;
+  for (const [name, n] of self) {
+    if (/^0x[0-9a-f]+$/.test(name)) javascript += n;
+    else if (name.startsWith('Builtins_')) builtins += n;
+  }
+  return { total, compiling, collecting, javascript, builtins, self };
 }
 
 interface Counted {
   label: string;
   dir: string;
-  main: number;
+  main: MainThread;
+  /** All threads but the main one, summed. */
   others: number;
-  mainFns: Map<string, number>;
 }
 
 async function measure(label: string, dir: string, env: string, upstream: Awaited<ReturnType<typeof startUpstream>>, outDir: string): Promise<Counted> {
@@ -124,17 +144,15 @@ async function measure(label: string, dir: string, env: string, upstream: Awaite
   const prefix = `cg.${platform.pid}.out.1-`;
   const files = (await readdir(outDir)).filter((f) => f.startsWith(prefix)).sort();
   if (!files.length) throw new Error(`${label}: callgrind wrote no counts (is valgrind installed?)`);
-  let main = 0;
+  let main: MainThread | undefined;
   let others = 0;
-  let mainFns = new Map<string, number>();
   for (const file of files) {
     const total = Number(/^totals: (\d+)/m.exec(await readFile(join(outDir, file), 'utf8'))?.[1] ?? 0);
-    if (file.endsWith('-01')) {
-      main = total;
-      mainFns = functionsOf(join(outDir, file));
-    } else others += total;
+    if (file.endsWith('-01')) main = mainThread(join(outDir, file), total);
+    else others += total;
   }
-  return { label, dir, main: main / counted, others: others / counted, mainFns };
+  if (!main) throw new Error(`${label}: callgrind wrote no file for the main thread`);
+  return { label, dir, main, others };
 }
 
 const outDir = await mkdtemp(join(tmpdir(), 'bench-instructions-'));
@@ -158,27 +176,26 @@ const k = (n: number) => `${(n / 1000).toFixed(1)} k`;
 const ratio = (x: number, y: number) => (y ? (x / y).toFixed(3) : '-');
 console.log(`\n# instructions per ${args.stream ? 'streamed' : 'non-stream'} chat request, ${args.mode} platform, ${counted} requests counted after ${warmup}`);
 console.log(`A = ${a.dir}${args['a-env'] ? ` (${args['a-env']})` : ''}, B = ${b.dir}${args['b-env'] ? ` (${args['b-env']})` : ''}\n`);
-const splitA = split(a.mainFns);
-const splitB = split(b.mainFns);
-const per = (parts: Record<string, number>, ...names: string[]) => names.reduce((sum, name) => sum + parts[name]!, 0) / counted;
-const running = [JIT, BUILTINS, REST];
+const running = (m: MainThread) => m.total - m.compiling - m.collecting;
 const rows: Array<[string, number, number]> = [
-  ['main thread, running the requests', per(splitA, ...running), per(splitB, ...running)],
-  ...running.map((part): [string, number, number] => [`  of which ${part}`, per(splitA, part), per(splitB, part)]),
-  ['main thread, garbage collector', per(splitA, GC_PART), per(splitB, GC_PART)],
-  ['main thread, V8 compiling', per(splitA, COMPILING), per(splitB, COMPILING)],
-  ['main thread, all', a.main, b.main],
+  ['main thread, running the requests', running(a.main), running(b.main)],
+  ['  of which JavaScript (JIT code)', a.main.javascript, b.main.javascript],
+  ["  of which V8's builtins", a.main.builtins, b.main.builtins],
+  ['  of which the rest (V8 runtime, Node, libc)', running(a.main) - a.main.javascript - a.main.builtins, running(b.main) - b.main.javascript - b.main.builtins],
+  ['main thread, garbage collector pauses', a.main.collecting, b.main.collecting],
+  ['main thread, V8 compiling', a.main.compiling, b.main.compiling],
+  ['main thread, all', a.main.total, b.main.total],
   ['other threads', a.others, b.others],
-  ['all threads', a.main + a.others, b.main + b.others],
-];
+  ['all threads', a.main.total + a.others, b.main.total + b.others],
+].map(([name, x, y]) => [name as string, (x as number) / counted, (y as number) / counted]);
 const width = Math.max(...rows.map((r) => r[0].length));
 console.log(`${'figure'.padEnd(width)}  ${'A'.padStart(10)}  ${'B'.padStart(10)}  B/A`);
 for (const [name, x, y] of rows) console.log(`${name.padEnd(width)}  ${k(x).padStart(10)}  ${k(y).padStart(10)}  ${ratio(y, x)}`);
 
-console.log(`\n## the main thread's largest named functions, compiling left out (self instructions per request)`);
-const named = [...new Set([...a.mainFns.keys(), ...b.mainFns.keys()])]
+console.log(`\n## the main thread's largest named functions, the compiler's own left out (self instructions per request; libc and libstdc++ count whoever called them, the compiler included)`);
+const named = [...new Set([...a.main.self.keys(), ...b.main.self.keys()])]
   .filter((name) => !/^0x[0-9a-f]+$/.test(name) && !COMPILER.test(name))
-  .map((name) => ({ name, a: (a.mainFns.get(name) ?? 0) / counted, b: (b.mainFns.get(name) ?? 0) / counted }))
+  .map((name) => ({ name, a: (a.main.self.get(name) ?? 0) / counted, b: (b.main.self.get(name) ?? 0) / counted }))
   .sort((x, y) => Math.max(y.a, y.b) - Math.max(x.a, x.b))
   .slice(0, Number(args.top));
 for (const f of named) console.log(`${k(f.a).padStart(9)}  ${k(f.b).padStart(9)}  ${f.name.slice(0, 110)}`);

@@ -129,6 +129,28 @@ export async function wasmResidentMiB(pid: number): Promise<number> {
   return kb / 1024;
 }
 
+/**
+ * A child's stdout and stderr into one log file. Neither pipe ends the file: the first to end would,
+ * and the other's last output (a wrapper's report at exit, on stderr) would then be written after
+ * the end. `close()` ends the file once both are done, or after 5 s if a grandchild holds one open.
+ */
+function logOutput(child: ChildProcess, logFile: string): { close(): Promise<void> } {
+  const log = createWriteStream(logFile);
+  child.stdout!.pipe(log, { end: false });
+  child.stderr!.pipe(log, { end: false });
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  return {
+    async close() {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, 5_000)))]);
+      clearTimeout(timer);
+      child.stdout!.unpipe(log);
+      child.stderr!.unpipe(log);
+      await new Promise<void>((resolve) => log.end(resolve));
+    },
+  };
+}
+
 function stopper(child: ChildProcess): () => Promise<void> {
   return () =>
     new Promise<void>((done) => {
@@ -288,7 +310,6 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     ...extraEnv,
   };
   const logFile = join(dir, 'platform.log');
-  const log = createWriteStream(logFile);
   // npm start's Node flags first, so the bench measures what users run; BENCH_PLATFORM_NODE_ARGS
   // comes after them and wins for a flag given twice (V8 keeps the last value).
   const nodeArgs = [...startNodeArgs(), ...(process.env.BENCH_PLATFORM_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
@@ -299,8 +320,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  child.stdout!.pipe(log);
-  child.stderr!.pipe(log);
+  const output = logOutput(child, logFile);
   const readLog = () => readFile(logFile, 'utf8').catch(() => '');
   const edgeUrl = `http://127.0.0.1:${ports.GATEWAY_PORT}`;
   const llmUrl = `http://127.0.0.1:${ports.LLM_API_PORT}`;
@@ -363,7 +383,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     },
     async stop() {
       await stopChild();
-      log.end();
+      await output.close();
       if (process.env.BENCH_KEEP_LOGS) process.stderr.write(`platform (${name}) log kept in ${logFile}\n`);
       else await rm(dir, { recursive: true, force: true });
       if (mode === 'production') await cleanupServers(prefix, drivers);
@@ -405,14 +425,12 @@ export async function startPortkey(): Promise<Peer> {
   const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), 'bench-portkey-'));
   const logFile = join(dir, 'portkey.log');
-  const log = createWriteStream(logFile);
   const child = spawnTracked(
     process.execPath,
     ['--import', './bench/peer/portkey-headers-shim.mjs', 'node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'],
     { env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  child.stdout!.pipe(log);
-  child.stderr!.pipe(log);
+  const output = logOutput(child, logFile);
   const url = `http://127.0.0.1:${port}`;
   const stopChild = stopper(child);
   try {
@@ -428,7 +446,7 @@ export async function startPortkey(): Promise<Peer> {
     url,
     async stop() {
       await stopChild();
-      log.end();
+      await output.close();
       await rm(dir, { recursive: true, force: true });
     },
   };
