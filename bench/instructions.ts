@@ -4,7 +4,7 @@
  * timed. CPU time per request on this shared machine moves from hour to hour by more than most
  * changes do (the same build read 0.22 ms at one hour and 0.65 ms three hours later), and within an
  * hour by ±5–10 %; an instruction count does not depend on what else the machine runs, so a change
- * worth 2 % can be told from noise in one run.
+ * worth a few per cent can be told from noise in one run.
  *
  * Both builds start at once, each under callgrind with counting off, on the same fake provider
  * (0 ms). Each gets `--warmup` chat completions one after another through its edge (code reaches
@@ -21,9 +21,9 @@
  * timer (usage flushes, polls) or follows the clock weighs more per request than at full speed, the
  * same on both sides. V8 runs in its predictable mode, without bytecode flushing: compiling and
  * marking then happen on the main thread, where they are counted apart from the requests' own work.
- * The same build twice read 1 381 and 1 391 k instructions per request running the requests (0.7 %
- * apart), while its collector (a major GC step in one window, 37 against 56 k) and its compiling
- * (2 213 against 2 165 k) moved more: compare "running the requests", and take under ~1 % as noise.
+ * The same build twice read 1 171 and 1 201 k instructions per request running the requests in one
+ * run, 1 283 and 1 296 k in another: 1–3 % apart within a run, ~10 % between runs. Compare the two
+ * sides of one run only, and take under ~3 % as noise.
  *   --a DIR --b DIR (default dist-before and dist)  --mode embedded|production (embedded)
  *   --warmup N (1500)  --requests N (500)  --stream  --top N (15)
  *   --a-env, --b-env "KEY=value,…"  settings of one side only (the same build twice, one side with a
