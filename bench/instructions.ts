@@ -77,7 +77,8 @@ function functionsOf(file: string, inclusive = false): Map<string, number> {
  * What V8 does for itself on the main thread, by the entry points that do it, with everything they
  * call (the compiler's own use of malloc, memset and std::map included): compiling, from the
  * runtime calls that compile (TurboFan on a function's tier-up, a lazy function's first call,
- * Sparkplug batches), and the collector's pauses. Neither entry point runs inside the other.
+ * Sparkplug batches), and the collector's pauses. A collection that starts inside a compile (the
+ * compiler allocates) is counted in both; that is rare next to the scavenges requests cause.
  */
 const COMPILE_ENTRY = /^v8::internal::Runtime_(CompileOptimized|CompileLazy|CompileBaseline|InstallBaselineCode|BytecodeBudgetInterrupt\w*)\(/;
 const GC_ENTRY = /^v8::internal::Heap::CollectGarbage\(/;
@@ -159,7 +160,7 @@ const outDir = await mkdtemp(join(tmpdir(), 'bench-instructions-'));
 process.env.BENCH_PLATFORM_WRAPPER = `valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes --callgrind-out-file=${outDir}/cg.%p.out`;
 // V8 in its predictable mode (one thread, fixed seeds: compiling and marking happen on the thread
 // that needs them, where they are counted and can be told apart) and without bytecode flushing, so
-// the same build counts the same; BENCH_PLATFORM_NODE_ARGS still applies after these.
+// the same build counts nearly the same (1–3 %, above); BENCH_PLATFORM_NODE_ARGS applies after these.
 process.env.BENCH_PLATFORM_NODE_ARGS = `--predictable --no-flush-bytecode ${process.env.BENCH_PLATFORM_NODE_ARGS ?? ''}`.trim();
 const upstream = await startUpstream();
 let results: Counted[];
