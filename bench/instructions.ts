@@ -38,6 +38,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import { platformTarget } from './lib/load.js';
+import { fmt, renderTable, type Row } from './lib/report.js';
 import { parseEnvPairs, startPlatform, startUpstream, type Platform, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
@@ -173,12 +174,11 @@ if (args.keep) console.log(`callgrind files kept in ${outDir} (callgrind_annotat
 else await rm(outDir, { recursive: true, force: true });
 
 const [a, b] = results as [Counted, Counted];
-const k = (n: number) => `${(n / 1000).toFixed(1)} k`;
-const ratio = (x: number, y: number) => (y ? (x / y).toFixed(3) : '-');
+const k = (n: number) => `${fmt(n / counted / 1000, 1)} k`;
 console.log(`\n# instructions per ${args.stream ? 'streamed' : 'non-stream'} chat request, ${args.mode} platform, ${counted} requests counted after ${warmup}`);
 console.log(`A = ${a.dir}${args['a-env'] ? ` (${args['a-env']})` : ''}, B = ${b.dir}${args['b-env'] ? ` (${args['b-env']})` : ''}\n`);
 const running = (m: MainThread) => m.total - m.compiling - m.collecting;
-const rows: Array<[string, number, number]> = [
+const figures: Array<[string, number, number]> = [
   ['main thread, running the requests', running(a.main), running(b.main)],
   ['  of which JavaScript (JIT code)', a.main.javascript, b.main.javascript],
   ["  of which V8's builtins", a.main.builtins, b.main.builtins],
@@ -188,15 +188,14 @@ const rows: Array<[string, number, number]> = [
   ['main thread, all', a.main.total, b.main.total],
   ['other threads', a.others, b.others],
   ['all threads', a.main.total + a.others, b.main.total + b.others],
-].map(([name, x, y]) => [name as string, (x as number) / counted, (y as number) / counted]);
-const width = Math.max(...rows.map((r) => r[0].length));
-console.log(`${'figure'.padEnd(width)}  ${'A'.padStart(10)}  ${'B'.padStart(10)}  B/A`);
-for (const [name, x, y] of rows) console.log(`${name.padEnd(width)}  ${k(x).padStart(10)}  ${k(y).padStart(10)}  ${ratio(y, x)}`);
+];
+const rows: Row[] = figures.map(([metric, x, y]) => ({ metric, cells: { A: k(x), B: k(y), 'B/A': fmt(y / x, 3) } }));
+console.log(renderTable(['A', 'B', 'B/A'], rows, { targets: false }));
 
 console.log(`\n## the main thread's largest named functions, the compiler's own left out (self instructions per request; libc and libstdc++ count whoever called them, the compiler included)`);
 const named = [...new Set([...a.main.self.keys(), ...b.main.self.keys()])]
   .filter((name) => !/^0x[0-9a-f]+$/.test(name) && !COMPILER.test(name))
-  .map((name) => ({ name, a: (a.main.self.get(name) ?? 0) / counted, b: (b.main.self.get(name) ?? 0) / counted }))
+  .map((name) => ({ name, a: a.main.self.get(name) ?? 0, b: b.main.self.get(name) ?? 0 }))
   .sort((x, y) => Math.max(y.a, y.b) - Math.max(x.a, x.b))
   .slice(0, Number(args.top));
 for (const f of named) console.log(`${k(f.a).padStart(9)}  ${k(f.b).padStart(9)}  ${f.name.slice(0, 110)}`);
