@@ -12,6 +12,8 @@ export interface IdentityClaims {
   subject: string;
   email: string | null;
   username: string | null;
+  /** The API key the edge validated (`x-user-key-id`), for `authMethod` `apikey`. */
+  apiKeyId?: string | null;
 }
 
 /**
@@ -59,6 +61,9 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
       }
       const row = user.user;
       if (row.disabled) return null;
+      // Every field in one literal: V8 (Node 20) gives `{ ...principal, apiKeyId }` a map of its
+      // own per object, so each read of a principal's field downstream missed every inline cache
+      // and went to V8's runtime (four to five misses per chat request, found with `--log-ic`).
       return {
         userId: row.id,
         subject: row.subject,
@@ -67,6 +72,7 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
         authMethod: claims.authMethod,
         isAdmin: row.is_admin,
         isGuest: row.is_guest,
+        apiKeyId: claims.apiKeyId ?? null,
       };
     },
     invalidate(userId?: string): void {

@@ -47,8 +47,8 @@ export async function resolvePrincipal(
     subject: header(req.headers[IDENTITY_HEADERS.subject]) ?? userId,
     email: header(req.headers[IDENTITY_HEADERS.email]),
     username: header(req.headers[IDENTITY_HEADERS.username]),
+    apiKeyId: method === 'apikey' ? (header(req.headers[IDENTITY_HEADERS.apiKeyId])?.slice(0, 64) ?? null) : null,
   });
   if (!principal) throw new ApiError(401, 'Unknown or disabled user');
-  const keyId = method === 'apikey' ? header(req.headers[IDENTITY_HEADERS.apiKeyId]) : null;
-  return keyId ? { ...principal, apiKeyId: keyId.slice(0, 64) } : principal;
+  return principal;
 }

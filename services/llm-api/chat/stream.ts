@@ -55,18 +55,36 @@ const errorEvent = (status: number, message: string, requestId: string, code?: s
 };
 
 export function relayStream(options: RelayOptions): { events: AsyncIterable<StreamEvent>; done: Promise<StreamOutcome> } {
-  const result: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', finishReason: null };
-  let settle!: (outcome: StreamOutcome) => void;
-  const done = new Promise<StreamOutcome>((resolve) => (settle = resolve));
-  let extraPending = options.firstChunkExtra;
-  let finished = false;
+  const relay = new StreamRelay(options);
+  return { events: relay.events(), done: relay.done };
+}
+
+/**
+ * One streamed answer's relay. A class rather than a closure: a generator function made per request
+ * (an `async function*` inside `relayStream`) has a prototype, and so gives its generator objects a
+ * map, of its own, so every `for await` over them missed its inline caches (`Symbol.asyncIterator`,
+ * `next`, `return`: three trips to V8's runtime per streamed request, found with `--log-ic`); a
+ * method is one function for every request.
+ */
+class StreamRelay {
+  private readonly result: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', finishReason: null };
+  readonly done: Promise<StreamOutcome>;
+  private settle!: (outcome: StreamOutcome) => void;
+  private extraPending: RelayOptions['firstChunkExtra'];
+  private finished = false;
+
+  constructor(private readonly options: RelayOptions) {
+    this.done = new Promise<StreamOutcome>((resolve) => (this.settle = resolve));
+    this.extraPending = options.firstChunkExtra;
+  }
 
   /** Only events that can carry usage, an error or [DONE] (or everything while collecting) are parsed. */
-  const inspect = (text: string) =>
-    options.collect || extraPending !== undefined || text.includes('[DONE]') || text.includes('"error"') || /"usage":\s?\{/.test(text);
+  private inspect(text: string): boolean {
+    return this.options.collect || this.extraPending !== undefined || text.includes('[DONE]') || text.includes('"error"') || /"usage":\s?\{/.test(text);
+  }
 
   /** One event (its lines, without the blank line that ended it) → what to send, or null to drop it. */
-  function handleEvent(event: string): StreamEvent | 'done' | 'error' | null {
+  private handleEvent(event: string): StreamEvent | 'done' | 'error' | null {
     if (!event.includes('data:')) return event.trim() ? { type: 'raw', text: event } : null;
     const payload = event
       .split('\n')
@@ -81,34 +99,34 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
       return { type: 'raw', text: event };
     }
     if (chunk.error) {
-      options.onUpstreamError(payload, 'upstream_error_event');
+      this.options.onUpstreamError(payload, 'upstream_error_event');
       return 'error';
     }
-    if (chunk.usage) result.usage = chunk.usage;
+    if (chunk.usage) this.result.usage = chunk.usage;
     const choices = chunk.choices;
-    if (Array.isArray(choices) && choices.length === 0 && chunk.usage && !options.clientWantsUsage) return null;
-    if (options.collect && Array.isArray(choices)) collect(choices);
-    if (extraPending && Array.isArray(choices)) {
-      Object.assign(chunk, extraPending);
-      extraPending = undefined;
+    if (Array.isArray(choices) && choices.length === 0 && chunk.usage && !this.options.clientWantsUsage) return null;
+    if (this.options.collect && Array.isArray(choices)) this.collect(choices);
+    if (this.extraPending && Array.isArray(choices)) {
+      Object.assign(chunk, this.extraPending);
+      this.extraPending = undefined;
       return { type: 'chunk', chunk };
     }
     return { type: 'raw', text: event };
   }
 
-  function collect(choices: NonNullable<ChatCompletionChunk['choices']>): void {
+  private collect(choices: NonNullable<ChatCompletionChunk['choices']>): void {
     for (const choice of choices) {
       if (choice?.index !== 0 && choice?.index !== undefined) continue;
       const delta = choice?.delta ?? {};
-      if (typeof delta.content === 'string') result.content += delta.content;
-      if (typeof delta.reasoning_content === 'string') result.reasoning += delta.reasoning_content;
-      if (typeof delta.reasoning === 'string') result.reasoning += delta.reasoning;
-      if (choice?.finish_reason) result.finishReason = choice.finish_reason;
+      if (typeof delta.content === 'string') this.result.content += delta.content;
+      if (typeof delta.reasoning_content === 'string') this.result.reasoning += delta.reasoning_content;
+      if (typeof delta.reasoning === 'string') this.result.reasoning += delta.reasoning;
+      if (choice?.finish_reason) this.result.finishReason = choice.finish_reason;
     }
   }
 
-  async function* run(): AsyncGenerator<StreamEvent> {
-    const splitter = new SseSplitter(options.maxEventBytes);
+  async *events(): AsyncGenerator<StreamEvent> {
+    const splitter = new SseSplitter(this.options.maxEventBytes);
     let upstreamError = false;
     // The provider's [DONE] completes the answer: the client's stream ends there, in the same write
     // as the events before it, without waiting for the provider to close its body (which usually
@@ -117,21 +135,21 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
     try {
       try {
         // The provider's chunks, taken as they are buffered (ChunkReader): a wait only when none is.
-        let pending: Uint8Array | undefined = options.firstChunk;
+        let pending: Uint8Array | undefined = this.options.firstChunk;
         try {
           for (;;) {
             let raw: Uint8Array | null | undefined = pending;
             pending = undefined;
-            if (raw === undefined) raw = options.rest.read();
+            if (raw === undefined) raw = this.options.rest.read();
             if (raw === undefined) {
-              await options.rest.readable();
+              await this.options.rest.readable();
               continue;
             }
             if (raw === null) break;
             const complete = splitter.push(raw);
             if (complete === null) continue;
             // Fast path: nothing in these events to look at → forwarded in one write, as they are.
-            if (!inspect(complete)) {
+            if (!this.inspect(complete)) {
               yield { type: 'raw', text: complete };
               continue;
             }
@@ -140,7 +158,7 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
             // and only its last ones carry usage and [DONE]).
             let plain = '';
             for (const event of complete.split('\n\n')) {
-              const out = inspect(event) || !event.trim() ? handleEvent(event) : ({ type: 'raw', text: event } as const);
+              const out = this.inspect(event) || !event.trim() ? this.handleEvent(event) : ({ type: 'raw', text: event } as const);
               if (out !== null && out !== 'done' && out !== 'error' && out.type === 'raw') {
                 plain = plain ? `${plain}\n\n${out.text}` : out.text;
                 continue;
@@ -160,44 +178,44 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
         } finally {
           // After [DONE] the rest of the body is read and dropped, so the provider's connection is
           // reused; leaving early otherwise (error event, limit, client gone) cuts it.
-          if (providerDone) options.rest.discardRest(DISCARD_AFTER_DONE);
-          else options.rest.release();
+          if (providerDone) this.options.rest.discardRest(DISCARD_AFTER_DONE);
+          else this.options.rest.release();
         }
         if (!upstreamError && !providerDone) {
           const tail = splitter.end().trim();
-          const out = tail ? handleEvent(tail) : null;
+          const out = tail ? this.handleEvent(tail) : null;
           if (out === 'error') upstreamError = true;
           else if (out !== null && out !== 'done') yield out;
         }
       } catch (error) {
-        const failure = classify(error);
+        const failure = this.classify(error);
         if (failure === null) {
-          result.outcome = 'client_closed';
+          this.result.outcome = 'client_closed';
           return;
         }
-        result.outcome = failure.outcome;
-        options.onUpstreamError(failure.detail, failure.outcome);
-        yield errorEvent(failure.status, failure.message, options.requestId, failure.code);
+        this.result.outcome = failure.outcome;
+        this.options.onUpstreamError(failure.detail, failure.outcome);
+        yield errorEvent(failure.status, failure.message, this.options.requestId, failure.code);
         return;
       }
       if (upstreamError) {
-        result.outcome = 'upstream_error_event';
-        yield errorEvent(502, 'The model provider reported an error during the stream', options.requestId);
+        this.result.outcome = 'upstream_error_event';
+        yield errorEvent(502, 'The model provider reported an error during the stream', this.options.requestId);
         return;
       }
       // An upstream that ends cleanly without [DONE] still gets one towards the client.
       yield { type: 'done' };
     } finally {
       // The consumer stopping early (client gone) also lands here.
-      if (!finished && result.outcome === 'ok' && options.signal.aborted) result.outcome = 'client_closed';
-      finished = true;
-      settle(result);
+      if (!this.finished && this.result.outcome === 'ok' && this.options.signal.aborted) this.result.outcome = 'client_closed';
+      this.finished = true;
+      this.settle(this.result);
     }
   }
 
-  function classify(error: unknown) {
-    if (options.signal.aborted) {
-      const reason = options.signal.reason;
+  private classify(error: unknown) {
+    if (this.options.signal.aborted) {
+      const reason = this.options.signal.reason;
       if (reason instanceof ClientClosed) return null;
       return { outcome: 'deadline' as const, status: 504, message: 'The model provider took longer than the stream time limit', code: undefined, detail: 'stream deadline reached' };
     }
@@ -218,6 +236,4 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
       detail: (error as Error)?.message ?? String(error),
     };
   }
-
-  return { events: run(), done };
 }
