@@ -13,7 +13,8 @@
  * the main thread (the event loop's: what its turns are made of), split into JavaScript compiled by
  * V8 (unnamed: JIT code has no symbols here), V8's builtins (interpreter, inline caches, the
  * megamorphic lookups among them), the rest (V8's runtime, Node's C++, libc, OpenSSL), the garbage
- * collector and V8's compiling; on every other thread (the database worker, libuv's pool) and in
+ * collector (its pauses, and the sweeping that code needing swept pages finishes outside them) and
+ * V8's compiling; on every other thread (the database worker, libuv's pool) and in
  * all; then the main thread's largest named functions for both.
  *
  * What it does not count: time in the kernel (socket writes are a syscall each; `bench/cpu-ab.ts`
@@ -24,6 +25,14 @@
  * The same build twice read 1 171 and 1 201 k instructions per request running the requests in one
  * run, 1 283 and 1 296 k in another: 1–3 % apart within a run, ~10 % between runs. Compare the two
  * sides of one run only, and take under ~3 % as noise.
+ *
+ * What the warm-up leaves: V8 optimises a function after its bytecode has run a budget several
+ * times over, and a function run once per request needs a few thousand requests for that. After
+ * 1 500, property loads from Sparkplug (baseline) code were still ~1 500 per request (~700 with
+ * `BENCH_PLATFORM_NODE_ARGS="--interrupt-budget=8448"`, which tiers up eight times sooner), where at
+ * full speed, seconds into a load, baseline code held ~10 % of JavaScript's ticks (`--prof`). So the
+ * builtins (the inline-cache handlers of baseline code) weigh more here than in the steady state;
+ * the two sides are warmed alike, so their difference still holds.
  *   --a DIR --b DIR (default dist-before and dist)  --mode embedded|production (embedded)
  *   --warmup N (1500)  --requests N (500)  --stream  --top N (15)
  *   --a-env, --b-env "KEY=value,…"  settings of one side only (the same build twice, one side with a
@@ -58,20 +67,51 @@ const { values: args } = parseArgs({
 const warmup = Number(args.warmup);
 const counted = Number(args.requests);
 
+/** One callgrind_annotate listing line: its count and the function (`< caller` lines of a caller tree included). */
+const LISTING_LINE = /^\s*([\d,]+) \([^)]*\)\s+(<\s+|\*\s+)?(.+?)( \(\d[\d,]*x\))?$/;
+const functionName = (raw: string) => raw.replace(/^\?\?\?:/, '').replace(/ \[[^\]]*\]$/, '').replace(/ \(\d[\d,]*x\)$/, '');
+
+function annotate(file: string, options: string[]): string[] {
+  return execFileSync('callgrind_annotate', [...options, '--threshold=100', file], { maxBuffer: 256 * 1024 * 1024 }).toString().split('\n');
+}
+
 /** Instructions by function of one thread's callgrind file (self, or with what it calls), from callgrind_annotate. */
 function functionsOf(file: string, inclusive = false): Map<string, number> {
-  const text = execFileSync('callgrind_annotate', [`--inclusive=${inclusive ? 'yes' : 'no'}`, '--threshold=100', file], { maxBuffer: 256 * 1024 * 1024 }).toString();
   const fns = new Map<string, number>();
   let listing = false;
-  for (const line of text.split('\n')) {
+  for (const line of annotate(file, [`--inclusive=${inclusive ? 'yes' : 'no'}`])) {
     if (/^Ir\s+file:function/.test(line)) listing = true;
     if (!listing) continue;
-    const match = /^\s*([\d,]+) \([^)]*\)\s+(.+)$/.exec(line);
-    if (!match) continue;
-    const name = match[2]!.replace(/^\?\?\?:/, '').replace(/ \[[^\]]*\]$/, '');
+    const match = LISTING_LINE.exec(line);
+    if (!match || match[2]) continue;
+    const name = functionName(match[3]!);
     fns.set(name, (fns.get(name) ?? 0) + Number(match[1]!.replace(/,/g, '')));
   }
   return fns;
+}
+
+/**
+ * What `callee` and everything it calls cost when called from a caller that `excluded` does not
+ * match, from the caller tree (`--tree=caller`: each function's block lists its callers, `<`, and
+ * what each call cost, before the function's own `*` line).
+ */
+function inclusiveOutside(file: string, callee: RegExp, excluded: RegExp): number {
+  let callers: Array<[string, number]> = [];
+  let total = 0;
+  for (const line of annotate(file, ['--inclusive=yes', '--tree=caller'])) {
+    const match = LISTING_LINE.exec(line);
+    if (!match) {
+      callers = [];
+      continue;
+    }
+    const name = functionName(match[3]!);
+    if (match[2]?.startsWith('<')) callers.push([name, Number(match[1]!.replace(/,/g, ''))]);
+    else {
+      if (callee.test(name)) total += callers.filter(([caller]) => !excluded.test(caller)).reduce((sum, [, n]) => sum + n, 0);
+      callers = [];
+    }
+  }
+  return total;
 }
 
 /**
@@ -83,6 +123,16 @@ function functionsOf(file: string, inclusive = false): Map<string, number> {
  */
 const COMPILE_ENTRY = /^v8::internal::Runtime_(CompileOptimized|CompileLazy|CompileBaseline|InstallBaselineCode|BytecodeBudgetInterrupt\w*)\(/;
 const GC_ENTRY = /^v8::internal::Heap::CollectGarbage\(/;
+/**
+ * The collector's work that runs outside its pauses on this thread: sweeping finished on demand.
+ * A deoptimisation that materialises objects does it (`TranslatedValue::GetValue` →
+ * `Heap::EnsureSweepingCompleted`), and so does an allocation that needs swept pages: what helper
+ * threads sweep concurrently at full speed, done here by the first code to need it. One such call
+ * in a counted window read 88 k instructions per request (out of ~1 100 k), on one side only.
+ */
+const SWEEP_ENTRY = /^v8::internal::(Heap::EnsureSweepingCompleted|Sweeper::EnsureCompleted|Sweeper::LocalSweeper::ParallelSweep(Space|Page))\(/;
+/** Callers inside the collector, whose sweeping is already in its pause (or counted by another entry). */
+const IN_COLLECTOR = /^v8::internal::(Heap::|MarkCompactCollector|MinorMarkCompactCollector|Scaveng|Evacuat|IncrementalMarking|Sweeper|GCTracer)/;
 const COMPILER = /v8::internal::(compiler|maglev|baseline|wasm)::|v8::internal::interpreter::Bytecode|v8::internal::(Parser|ParserBase|PreParser|Scanner|Compiler|OptimizingCompileDispatcher)\b|Turboshaft/;
 
 interface MainThread {
@@ -104,6 +154,7 @@ function mainThread(file: string, total: number): MainThread {
     if (COMPILE_ENTRY.test(name)) compiling += n;
     else if (GC_ENTRY.test(name)) collecting += n;
   }
+  collecting += inclusiveOutside(file, SWEEP_ENTRY, IN_COLLECTOR);
   let javascript = 0;
   let builtins = 0;
   for (const [name, n] of self) {
