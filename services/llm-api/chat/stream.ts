@@ -61,10 +61,10 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
 
 /**
  * One streamed answer's relay. A class rather than a closure: a generator function made per request
- * (an `async function*` inside `relayStream`) has a prototype, and so gives its generator objects a
- * map, of its own, so every `for await` over them missed its inline caches (`Symbol.asyncIterator`,
- * `next`, `return`: three trips to V8's runtime per streamed request, found with `--log-ic`); a
- * method is one function for every request.
+ * (an `async function*` inside `relayStream`) has a prototype of its own, so its generator objects
+ * had maps of their own, and every `for await` over them missed its inline caches
+ * (`Symbol.asyncIterator`, `next`, `return`: three trips to V8's runtime per streamed request, found
+ * with `--log-ic`). A method is one function for every request.
  */
 class StreamRelay {
   private readonly result: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', finishReason: null };
