@@ -41,6 +41,20 @@ test.serial('a platform user id resolves to that user, with is_admin and guest f
   t.like(me, { userId: user.id, email: user.email, username: user.username, authMethod: 'apikey', isAdmin: false, isGuest: false });
 });
 
+test.serial("the edge's key id names the API key of an API-key caller only, cut at 64 characters", async (t) => {
+  const user = await createTestUser(runtime.db.knex);
+  const me = async (method: 'jwt' | 'apikey', keyId: string) => {
+    const res = await fetch(`${base}/me`, { headers: { ...edgeHeaders(secret, user, method), 'x-user-key-id': keyId } });
+    t.is(res.status, 200);
+    return (await res.json()) as Record<string, unknown>;
+  };
+  t.like(await me('apikey', 'key_abc'), { userId: user.id, authMethod: 'apikey', apiKeyId: 'key_abc' });
+  t.is((await me('apikey', `key_${'x'.repeat(100)}`)).apiKeyId, `key_${'x'.repeat(60)}`);
+  // A JWT caller has no key, whatever the header says; the same user's principal stays cached meanwhile.
+  t.like(await me('jwt', 'key_abc'), { userId: user.id, authMethod: 'jwt', apiKeyId: null });
+  t.is((await me('apikey', '')).apiKeyId, null);
+});
+
 test.serial('admin routes answer 403 to non-admins and 200 to admins', async (t) => {
   const user = await createTestUser(runtime.db.knex);
   const admin = await createTestUser(runtime.db.knex, { admin: true });
