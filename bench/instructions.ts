@@ -75,11 +75,11 @@ function annotate(file: string, options: string[]): string[] {
   return execFileSync('callgrind_annotate', [...options, '--threshold=100', file], { maxBuffer: 256 * 1024 * 1024 }).toString().split('\n');
 }
 
-/** Instructions by function of one thread's callgrind file (self, or with what it calls), from callgrind_annotate. */
-function functionsOf(file: string, inclusive = false): Map<string, number> {
+/** Self instructions by function of one thread's callgrind file, from callgrind_annotate. */
+function selfByFunction(file: string): Map<string, number> {
   const fns = new Map<string, number>();
   let listing = false;
-  for (const line of annotate(file, [`--inclusive=${inclusive ? 'yes' : 'no'}`])) {
+  for (const line of annotate(file, ['--inclusive=no'])) {
     if (/^Ir\s+file:function/.test(line)) listing = true;
     if (!listing) continue;
     const match = LISTING_LINE.exec(line);
@@ -90,14 +90,19 @@ function functionsOf(file: string, inclusive = false): Map<string, number> {
   return fns;
 }
 
+/** Each function with everything it calls, and the same split by its callers. */
+interface CallTree {
+  inclusive: Map<string, number>;
+  callers: Map<string, Array<[caller: string, instructions: number]>>;
+}
+
 /**
- * What `callee` and everything it calls cost when called from a caller that `excluded` does not
- * match, from the caller tree (`--tree=caller`: each function's block lists its callers, `<`, and
- * what each call cost, before the function's own `*` line).
+ * One pass of the caller tree (`--tree=caller`: each function's block lists its callers, `<`, with
+ * what each call cost, then the function's own `*` line with its inclusive count).
  */
-function inclusiveOutside(file: string, callee: RegExp, excluded: RegExp): number {
+function callTree(file: string): CallTree {
+  const tree: CallTree = { inclusive: new Map(), callers: new Map() };
   let callers: Array<[string, number]> = [];
-  let total = 0;
   for (const line of annotate(file, ['--inclusive=yes', '--tree=caller'])) {
     const match = LISTING_LINE.exec(line);
     if (!match) {
@@ -105,11 +110,23 @@ function inclusiveOutside(file: string, callee: RegExp, excluded: RegExp): numbe
       continue;
     }
     const name = functionName(match[3]!);
-    if (match[2]?.startsWith('<')) callers.push([name, Number(match[1]!.replace(/,/g, ''))]);
-    else {
-      if (callee.test(name)) total += callers.filter(([caller]) => !excluded.test(caller)).reduce((sum, [, n]) => sum + n, 0);
-      callers = [];
+    const n = Number(match[1]!.replace(/,/g, ''));
+    if (match[2]?.startsWith('<')) {
+      callers.push([name, n]);
+      continue;
     }
+    tree.inclusive.set(name, (tree.inclusive.get(name) ?? 0) + n);
+    if (callers.length) tree.callers.set(name, [...(tree.callers.get(name) ?? []), ...callers]);
+    callers = [];
+  }
+  return tree;
+}
+
+/** What the functions `callee` matches cost, with what they call, when called from a caller `excluded` does not match. */
+function inclusiveOutside(tree: CallTree, callee: RegExp, excluded: RegExp): number {
+  let total = 0;
+  for (const [name, callers] of tree.callers) {
+    if (callee.test(name)) total += callers.filter(([caller]) => !excluded.test(caller)).reduce((sum, [, n]) => sum + n, 0);
   }
   return total;
 }
@@ -146,15 +163,15 @@ interface MainThread {
 }
 
 function mainThread(file: string, total: number): MainThread {
-  const self = functionsOf(file);
-  const inclusive = functionsOf(file, true);
+  const self = selfByFunction(file);
+  const tree = callTree(file);
   let compiling = 0;
   let collecting = 0;
-  for (const [name, n] of inclusive) {
+  for (const [name, n] of tree.inclusive) {
     if (COMPILE_ENTRY.test(name)) compiling += n;
     else if (GC_ENTRY.test(name)) collecting += n;
   }
-  collecting += inclusiveOutside(file, SWEEP_ENTRY, IN_COLLECTOR);
+  collecting += inclusiveOutside(tree, SWEEP_ENTRY, IN_COLLECTOR);
   let javascript = 0;
   let builtins = 0;
   for (const [name, n] of self) {
