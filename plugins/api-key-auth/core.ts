@@ -42,9 +42,8 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
   const removeKey = [header];
   const removeKeyAndBearer = [header, 'authorization'];
 
-  async function lookup(hash: string, apiKey: string): Promise<VerifiedIdentity | 'invalid' | { unavailable: string }> {
-    const cached = cache.get(hash);
-    if (cached) return cached;
+  /** The validator's answer for a key the cache does not hold (one call per key at a time). */
+  async function validateKey(hash: string, apiKey: string): Promise<VerifiedIdentity | 'invalid' | { unavailable: string }> {
     let pending = inflight.get(hash);
     if (!pending) {
       const epoch = cache.epoch;
@@ -80,7 +79,8 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
     return deny(status, message, { param });
   }
 
-  async function access(request: EdgeRequest): Promise<Decision> {
+  /** Synchronous for a key the cache holds (every request but a key's first in a while). */
+  function access(request: EdgeRequest): Decision | Promise<Decision> {
     if (!config.run_on_preflight && isPreflight(request)) return CONTINUE;
     let apiKey = firstHeader(request.headers, header);
     const bearer = config.accept_bearer ? BEARER_KEY.exec(firstHeader(request.headers, 'authorization') ?? '') : null;
@@ -91,7 +91,13 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
       return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, MISSING_CREDENTIALS_MESSAGE);
     }
     if (!KEY_FORMAT.test(apiKey)) return refuse(request, 401, 'Invalid API key', 'X-API-Key');
-    const found = await lookup(apiKeyHash(request, apiKey), apiKey);
+    const hash = apiKeyHash(request, apiKey);
+    const cached = cache.get(hash);
+    if (cached) return accept(request, cached, fromBearer);
+    return validateKey(hash, apiKey).then((found) => accept(request, found, fromBearer));
+  }
+
+  function accept(request: EdgeRequest, found: VerifiedIdentity | 'invalid' | { unavailable: string }, fromBearer: boolean): Decision {
     if (found === 'invalid') return refuse(request, 401, 'Invalid API key', 'X-API-Key');
     if ('unavailable' in found) {
       logger.error({ reason: found.unavailable }, 'api-key-auth: validator unavailable');

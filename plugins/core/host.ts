@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { errorBody, sha256Hex } from '../../services/kit/core/index.js';
-import type { Decision, EdgeRequest, PluginCore, PluginLogger, SharedContext, VerifiedIdentity } from './types.js';
+import type { Continue, Decision, EdgeRequest, PluginCore, PluginLogger, SharedContext, VerifiedIdentity } from './types.js';
 import { firstHeader } from './types.js';
 
 export const REQUEST_ID_HEADER = 'X-Request-ID';
@@ -83,24 +83,27 @@ export function exitWith(io: HostIO, status: number, body: unknown, headers: Rec
 }
 
 /**
- * Waits for a host effect only when it is pending: the embedded host's effects are synchronous,
- * and an `await` of a plain value still costs a turn of the microtask queue and its allocations,
- * several times per plugin on every request. Kong's effects are promises and are awaited in order.
+ * True for a promise (or any thenable). The embedded host's effects and the plugins' decisions on
+ * the common path (a cached key, in-process counters) are plain values, and an `await` of a plain
+ * value still costs an async frame, a promise and a turn of the microtask queue: several per plugin
+ * on every request. Kong's effects are promises and are awaited in order.
  */
-const pending = (value: unknown): value is PromiseLike<unknown> => typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
+export const pending = (value: unknown): value is PromiseLike<unknown> => typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
+
+/** The value of a step that may be pending: `next(value)` now when it is not, once it settles when it is. */
+export function whenSettled<T, R>(value: T | PromiseLike<T>, next: (value: T) => R | PromiseLike<R>): R | Promise<R> {
+  return pending(value) ? Promise.resolve(value).then(next) : (next(value as T) as R | Promise<R>);
+}
 
 /**
  * Applies one decision through the host. Returns false when the request was answered (exit), true
- * when it continues to the next plugin.
+ * when it continues to the next plugin: synchronously while the host's effects are, as a promise
+ * from the first effect that is pending.
  */
-export async function applyDecision(io: HostIO, decision: Decision, request: EdgeRequest, requestId: string): Promise<boolean> {
-  if (decision.kind === 'respond') {
-    await exitWith(io, decision.status, decision.body, decision.headers, requestId);
-    return false;
-  }
+export function applyDecision(io: HostIO, decision: Decision, request: EdgeRequest, requestId: string): boolean | Promise<boolean> {
+  if (decision.kind === 'respond') return whenSettled(exitWith(io, decision.status, decision.body, decision.headers, requestId), () => false);
   const shared = request.shared;
   let changed = false;
-  let effect: unknown;
   if (decision.failure) {
     shared.failures = [...(shared.failures ?? []), decision.failure];
     changed = true;
@@ -109,29 +112,60 @@ export async function applyDecision(io: HostIO, decision: Decision, request: Edg
     Object.assign(shared, decision.share);
     changed = true;
   }
+  // An anonymous consumer only where no credential has been verified yet.
+  const anonymous = decision.identity ? undefined : decision.anonymous && !shared.jwt && !shared.apikey ? decision.anonymous : undefined;
   if (decision.identity) {
     shared[decision.identity.authMethod] = decision.identity;
     shared.anonymous = false;
-    if (pending((effect = io.saveShared(shared)))) await effect;
-    changed = false;
-    // A verified credential replaces an anonymous consumer an earlier plugin may have set.
-    if (pending((effect = io.authenticate({ identity: decision.identity })))) await effect;
-  } else if (decision.anonymous && !shared.jwt && !shared.apikey) {
+  } else if (anonymous) {
     shared.anonymous = true;
-    if (pending((effect = io.saveShared(shared)))) await effect;
-    changed = false;
-    if (!(await io.authenticate({ anonymous: decision.anonymous }))) {
-      await exitWith(io, 500, errorBody(500, 'The gateway is misconfigured (anonymous consumer missing)'), undefined, requestId);
-      return false;
+  }
+  // Saved once, before the consumer is set, when anything in it changed.
+  const save = changed || decision.identity !== undefined || anonymous !== undefined;
+  return applyEffects(io, decision, shared, save, anonymous, requestId, 0);
+}
+
+/**
+ * The host effects of a continuing decision, in order, from step `from`: save the shared context;
+ * authenticate (a verified credential replaces an anonymous consumer an earlier plugin may have
+ * set); strip upstream headers; set upstream headers; set response headers. At an effect that is
+ * pending, the steps after it continue once it settles.
+ */
+function applyEffects(io: HostIO, decision: Continue, shared: SharedContext, save: boolean, anonymous: string | undefined, requestId: string, from: number): boolean | Promise<boolean> {
+  const removals = decision.removeUpstream?.length ?? 0;
+  for (let step = from; ; step++) {
+    let effect: unknown;
+    if (step === 0) {
+      if (save) effect = io.saveShared(shared);
+    } else if (step === 1) {
+      if (decision.identity) effect = io.authenticate({ identity: decision.identity });
+      else if (anonymous) {
+        const found = io.authenticate({ anonymous });
+        if (pending(found)) {
+          const after = step + 1;
+          return Promise.resolve(found).then((exists) => (exists ? applyEffects(io, decision, shared, save, anonymous, requestId, after) : misconfigured(io, requestId)));
+        }
+        if (!found) return misconfigured(io, requestId);
+      }
+    } else if (step < 2 + removals) {
+      effect = io.clearUpstreamHeader(decision.removeUpstream![step - 2]!);
+    } else if (step === 2 + removals) {
+      if (decision.setUpstream && hasKeys(decision.setUpstream)) effect = io.setUpstreamHeaders(decision.setUpstream);
+    } else if (step === 3 + removals) {
+      if (decision.responseHeaders && hasKeys(decision.responseHeaders)) effect = io.setResponseHeaders(decision.responseHeaders);
+    } else {
+      return true;
+    }
+    if (pending(effect)) {
+      const after = step + 1;
+      return Promise.resolve(effect).then(() => applyEffects(io, decision, shared, save, anonymous, requestId, after));
     }
   }
-  if (changed && pending((effect = io.saveShared(shared)))) await effect;
-  if (decision.removeUpstream) {
-    for (const name of decision.removeUpstream) if (pending((effect = io.clearUpstreamHeader(name)))) await effect;
-  }
-  if (decision.setUpstream && hasKeys(decision.setUpstream) && pending((effect = io.setUpstreamHeaders(decision.setUpstream)))) await effect;
-  if (decision.responseHeaders && hasKeys(decision.responseHeaders) && pending((effect = io.setResponseHeaders(decision.responseHeaders)))) await effect;
-  return true;
+}
+
+/** The anonymous consumer the configuration names does not exist on the host. */
+function misconfigured(io: HostIO, requestId: string): boolean | Promise<boolean> {
+  return whenSettled(exitWith(io, 500, errorBody(500, 'The gateway is misconfigured (anonymous consumer missing)'), undefined, requestId), () => false);
 }
 
 /** `Object.keys(o).length > 0` without the array. */
@@ -140,21 +174,31 @@ function hasKeys(object: object): boolean {
   return false;
 }
 
-/** Runs one phase of one plugin: never throws, never fails open (a throwing plugin answers 500). */
-export async function runPlugin(
+/**
+ * Runs one phase of one plugin: never throws, never fails open (a throwing plugin answers 500).
+ * Synchronous while the plugin's decision and the host's effects are; a promise otherwise.
+ */
+export function runPlugin(
   core: PluginCore,
   phase: 'rewrite' | 'access',
   request: EdgeRequest,
   io: HostIO,
   context: { name: string; requestId: string; logger: PluginLogger },
-): Promise<boolean> {
-  let decision: Decision;
+): boolean | Promise<boolean> {
+  let decision: Decision | Promise<Decision>;
   try {
-    decision = phase === 'rewrite' ? await core.rewrite!(request) : await core.access(request);
+    decision = phase === 'rewrite' ? core.rewrite!(request) : core.access(request);
   } catch (error) {
-    context.logger.error({ err: (error as Error).message, plugin: context.name, phase, request_id: context.requestId }, 'gateway: plugin failed');
-    await exitWith(io, 500, errorBody(500, 'The gateway could not process the request'), undefined, context.requestId);
-    return false;
+    return pluginFailed(error, phase, io, context);
   }
-  return await applyDecision(io, decision, request, context.requestId);
+  if (!pending(decision)) return applyDecision(io, decision, request, context.requestId);
+  return Promise.resolve(decision).then(
+    (settled) => applyDecision(io, settled, request, context.requestId),
+    (error) => pluginFailed(error, phase, io, context),
+  );
+}
+
+function pluginFailed(error: unknown, phase: string, io: HostIO, context: { name: string; requestId: string; logger: PluginLogger }): boolean | Promise<boolean> {
+  context.logger.error({ err: (error as Error).message, plugin: context.name, phase, request_id: context.requestId }, 'gateway: plugin failed');
+  return whenSettled(exitWith(io, 500, errorBody(500, 'The gateway could not process the request'), undefined, context.requestId), () => false);
 }

@@ -1,4 +1,4 @@
-import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
 import { systemClock, type Clock } from '../../services/kit/core/index.js';
 import { deny, INVALID_CREDENTIALS_MESSAGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger } from '../core/index.js';
@@ -41,7 +41,8 @@ export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): Pl
       ? { kind: 'continue', anonymous: config.anonymous, failure: { method: 'jwt', status: 401, message } }
       : deny(401, message, { headers: CHALLENGE });
 
-  async function access(request: EdgeRequest): Promise<Decision> {
+  /** Synchronous when there is no token to verify (an API-key caller, or none at all). */
+  function access(request: EdgeRequest): Decision | Promise<Decision> {
     if (!config.run_on_preflight && isPreflight(request)) return CONTINUE;
     const header = firstHeader(request.headers, 'authorization');
     // `Bearer sk_…` is an API key (OpenAI SDKs send keys that way): api-key-auth handles it.
@@ -61,7 +62,10 @@ export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): Pl
     if (typeof protectedHeader.alg !== 'string' || !config.algorithms.includes(protectedHeader.alg)) {
       return refuse('Token algorithm not accepted');
     }
+    return verify(token, protectedHeader);
+  }
 
+  async function verify(token: string, protectedHeader: ProtectedHeaderParameters): Promise<Decision> {
     const now = clock.now();
     let payload: JWTPayload;
     try {

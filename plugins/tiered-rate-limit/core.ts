@@ -1,9 +1,9 @@
 import { systemClock, type Clock } from '../../services/kit/core/index.js';
-import { apiKeyHash, deny, firstHeader } from '../core/index.js';
+import { apiKeyHash, deny, firstHeader, pending } from '../core/index.js';
 import { CONTINUE, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type TierLimits, type VerifiedIdentity } from '../core/index.js';
 import { ipv6Prefix } from '../core/index.js';
 import { identityOf } from '../core/index.js';
-import type { CounterStore, CounterWindow } from './policies/index.js';
+import type { CounterStore, CounterWindow, HitResult } from './policies/index.js';
 import type { TieredRateLimitConfig } from './schema.js';
 
 export const PRIORITY = 910; // like Kong's rate-limiting: after authentication
@@ -177,19 +177,29 @@ export function createTieredRateLimit(
     if (exemptKeys.size > EXEMPT_MEMORY_MAX) exemptKeys.delete(exemptKeys.keys().next().value!);
   }
 
-  async function check(request: EdgeRequest, phase: 'rewrite' | 'access', options: { skipIp?: boolean; deferrable?: boolean } = {}): Promise<Decision> {
+  /** Synchronous when the counters are (in-process); a promise when they answer over the network (Redis). */
+  function check(request: EdgeRequest, phase: 'rewrite' | 'access', options: { skipIp?: boolean; deferrable?: boolean } = {}): Decision | Promise<Decision> {
     if (exempt.has(request.path)) return CONTINUE;
     const now = clock.now();
     const windows = windowsFor(request, now, phase, options.skipIp === true);
     if (windows.length === 0) return CONTINUE;
-    let result;
+    let hit: HitResult | Promise<HitResult>;
     try {
-      result = await deps.store.hit(windows, now);
+      hit = deps.store.hit(windows, now);
     } catch (error) {
-      logger.warn({ err: (error as Error).message, store: deps.store.name, policy: config.fault_policy }, 'tiered-rate-limit: counter store failed');
-      if (config.fault_policy === 'deny') return deny(503, 'Rate limiting is temporarily unavailable');
-      return CONTINUE;
+      return storeFailed(error);
     }
+    if (!pending(hit)) return decide(windows, hit, now, options.deferrable === true);
+    return hit.then((result) => decide(windows, result, now, options.deferrable === true), storeFailed);
+  }
+
+  function storeFailed(error: unknown): Decision {
+    logger.warn({ err: (error as Error).message, store: deps.store.name, policy: config.fault_policy }, 'tiered-rate-limit: counter store failed');
+    if (config.fault_policy === 'deny') return deny(503, 'Rate limiting is temporarily unavailable');
+    return CONTINUE;
+  }
+
+  function decide(windows: Window[], result: HitResult, now: number, deferrable: boolean): Decision | Promise<Decision> {
     const headers = headersFor(windows, result.counts);
     if (result.allowed) return { kind: 'continue', responseHeaders: headers };
     const blocked = windows[result.blocked]!;
@@ -201,10 +211,9 @@ export function createTieredRateLimit(
       ? `Daily quota of ${blocked.limit} requests exhausted; it resets in ${waitSeconds} seconds`
       : `Rate limit exceeded: ${blocked.limit} requests per ${blocked.period}${blocked.scope === 'ip' ? ' from this address' : ''}`;
     const code = daily ? 'insufficient_quota' : 'rate_limit_exceeded';
-    if (options.deferrable && blocked.scope === 'ip' && (await mayDefer(blocked, now))) {
-      return { kind: 'continue', share: { deferredIpRefusal: { status: 429, message, code, headers } } };
-    }
-    return deny(429, message, { code, headers });
+    const refusal = deny(429, message, { code, headers });
+    if (!deferrable || blocked.scope !== 'ip') return refusal;
+    return mayDefer(blocked, now).then((deferred): Decision => (deferred ? { kind: 'continue', share: { deferredIpRefusal: { status: 429, message, code, headers } } } : refusal));
   }
 
   /** One more deferral for this address and window, while under the cap (the window's own limit). */
@@ -217,13 +226,13 @@ export function createTieredRateLimit(
     }
   }
 
-  async function rewrite(request: EdgeRequest): Promise<Decision> {
+  function rewrite(request: EdgeRequest): Decision | Promise<Decision> {
     const key = config.ip_limit_phase === 'rewrite' ? presentedKey(request) : null;
     if (key && rememberedExempt(apiKeyHash(request, key), clock.now())) return CONTINUE;
     return check(request, 'rewrite', { deferrable: key !== null });
   }
 
-  async function access(request: EdgeRequest): Promise<Decision> {
+  function access(request: EdgeRequest): Decision | Promise<Decision> {
     const key = request.shared.apikey;
     const keyExempt = isExemptKey(key);
     if (key?.bucket.startsWith('key:')) {

@@ -133,7 +133,9 @@ export async function createEdge(options: EdgeOptions) {
 
     // Rewrite phase (global plugins, before routing): the per-IP limit counts every request.
     for (const entry of rewriteChain) {
-      if (!(await runPlugin(entry.core, 'rewrite', edgeRequest, io, { name: entry.name, requestId, logger }))) return;
+      let passed = runPlugin(entry.core, 'rewrite', edgeRequest, io, { name: entry.name, requestId, logger });
+      if (typeof passed !== 'boolean') passed = await passed;
+      if (!passed) return;
     }
 
     const match = router.match(method, rawPath);
@@ -165,7 +167,9 @@ export async function createEdge(options: EdgeOptions) {
     for (const entry of plan.chain) {
       // Consumer-scoped plugins (Kong) run only for the consumer the request is authenticated as.
       if (entry.consumer !== null && entry.consumer !== io.consumer) continue;
-      if (!(await runPlugin(entry.core, 'access', edgeRequest, io, { name: entry.name, requestId, logger }))) return;
+      let passed = runPlugin(entry.core, 'access', edgeRequest, io, { name: entry.name, requestId, logger });
+      if (typeof passed !== 'boolean') passed = await passed; // only a plugin that waited (validator, Redis, JWKS)
+      if (!passed) return;
     }
     if (res.destroyed) return;
     headers[USAGE_REPORT_REQUEST_HEADER] = '1'; // after the plugins, which strip a client-sent one

@@ -11,7 +11,7 @@ export function createLocalStore(): CounterStore {
 
   return {
     name: 'local',
-    async hit(windows: CounterWindow[], now: number): Promise<HitResult> {
+    hit(windows: CounterWindow[], now: number): HitResult {
       if (++hits % 10_000 === 0) sweep(now);
       const current = windows.map((w) => {
         const entry = counters.get(w.key);

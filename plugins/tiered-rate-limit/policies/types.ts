@@ -21,6 +21,7 @@ export interface HitResult {
 
 export interface CounterStore {
   readonly name: string;
-  hit(windows: CounterWindow[], nowMs: number): Promise<HitResult>;
+  /** A plain result when the counters are in process (no turn of the event loop per request), a promise otherwise. */
+  hit(windows: CounterWindow[], nowMs: number): HitResult | Promise<HitResult>;
   close(): Promise<void>;
 }
