@@ -6,7 +6,7 @@
  * so both hosts answer the same request the same way.
  */
 import { randomUUID } from 'node:crypto';
-import { errorBody, sha256Hex } from '../../services/kit/core/index.js';
+import { errorBody, isPending, sha256Hex, whenSettled } from '../../services/kit/core/index.js';
 import type { Continue, Decision, EdgeRequest, PluginCore, PluginLogger, SharedContext, VerifiedIdentity } from './types.js';
 import { firstHeader } from './types.js';
 
@@ -83,19 +83,6 @@ export function exitWith(io: HostIO, status: number, body: unknown, headers: Rec
 }
 
 /**
- * True for a promise (or any thenable). The embedded host's effects and the plugins' decisions on
- * the common path (a cached key, in-process counters) are plain values, and an `await` of a plain
- * value still costs an async frame, a promise and a turn of the microtask queue: several per plugin
- * on every request. Kong's effects are promises and are awaited in order.
- */
-export const pending = (value: unknown): value is PromiseLike<unknown> => typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
-
-/** The value of a step that may be pending: `next(value)` now when it is not, once it settles when it is. */
-export function whenSettled<T, R>(value: T | PromiseLike<T>, next: (value: T) => R | PromiseLike<R>): R | Promise<R> {
-  return pending(value) ? Promise.resolve(value).then(next) : (next(value as T) as R | Promise<R>);
-}
-
-/**
  * Applies one decision through the host. Returns false when the request was answered (exit), true
  * when it continues to the next plugin: synchronously while the host's effects are, as a promise
  * from the first effect that is pending.
@@ -141,7 +128,7 @@ function applyEffects(io: HostIO, decision: Continue, shared: SharedContext, sav
       if (decision.identity) effect = io.authenticate({ identity: decision.identity });
       else if (anonymous) {
         const found = io.authenticate({ anonymous });
-        if (pending(found)) {
+        if (isPending(found)) {
           const after = step + 1;
           return Promise.resolve(found).then((exists) => (exists ? applyEffects(io, decision, shared, save, anonymous, requestId, after) : misconfigured(io, requestId)));
         }
@@ -156,7 +143,7 @@ function applyEffects(io: HostIO, decision: Continue, shared: SharedContext, sav
     } else {
       return true;
     }
-    if (pending(effect)) {
+    if (isPending(effect)) {
       const after = step + 1;
       return Promise.resolve(effect).then(() => applyEffects(io, decision, shared, save, anonymous, requestId, after));
     }
@@ -191,7 +178,7 @@ export function runPlugin(
   } catch (error) {
     return pluginFailed(error, phase, io, context);
   }
-  if (!pending(decision)) return applyDecision(io, decision, request, context.requestId);
+  if (!isPending(decision)) return applyDecision(io, decision, request, context.requestId);
   return Promise.resolve(decision).then(
     (settled) => applyDecision(io, settled, request, context.requestId),
     (error) => pluginFailed(error, phase, io, context),

@@ -1,5 +1,5 @@
-import { systemClock, type Clock } from '../../services/kit/core/index.js';
-import { apiKeyHash, deny, firstHeader, pending } from '../core/index.js';
+import { isPending, systemClock, type Clock } from '../../services/kit/core/index.js';
+import { apiKeyHash, deny, firstHeader } from '../core/index.js';
 import { CONTINUE, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type TierLimits, type VerifiedIdentity } from '../core/index.js';
 import { ipv6Prefix } from '../core/index.js';
 import { identityOf } from '../core/index.js';
@@ -189,7 +189,7 @@ export function createTieredRateLimit(
     } catch (error) {
       return storeFailed(error);
     }
-    if (!pending(hit)) return decide(windows, hit, now, options.deferrable === true);
+    if (!isPending(hit)) return decide(windows, hit, now, options.deferrable === true);
     return hit.then((result) => decide(windows, result, now, options.deferrable === true), storeFailed);
   }
 

@@ -89,7 +89,7 @@ test('budgets and allow-lists are read once per caller and period, and again at 
 
   const reads = await Promise.all(Array.from({ length: 10 }, () => cache.rows(db.knex, scopes)));
   t.is(db.queries(), 1);
-  t.true(reads.every((r) => r.length === 0));
+  t.true(reads.every((r: unknown[]) => r.length === 0));
 
   // A budget set through this process: the next admission sees it without waiting for the period.
   stored = [{ scope: 'key', scope_id: 'key_1', period: 'day', max_budget_micro_usd: 10, max_tokens: null, allowed_models: null }];

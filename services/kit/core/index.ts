@@ -11,6 +11,7 @@ export * from '../clock.js';
 export * from '../ids.js';
 export * from '../secrets.js';
 export * from '../cancel.js';
+export * from '../maybe-async.js';
 export * from '../validation.js';
 export * from '../config.js';
 export * from '../identity/principal.js';

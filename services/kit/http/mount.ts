@@ -1,6 +1,7 @@
 import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
 import { CancelToken } from '../cancel.js';
 import { ApiError, ClientClosed } from '../errors.js';
+import { isPending, type MaybePromise } from '../maybe-async.js';
 import type { UserDirectory } from '../identity/directory.js';
 import { hasIdentityHeaders, resolvePrincipal } from '../identity/middleware.js';
 import type { Principal } from '../identity/principal.js';
@@ -160,7 +161,8 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
     try {
       // Metrics label every request by the template it matched, aliases included in one series.
       res.locals.routeTemplate = route.path;
-      const principal = await authorize(route, req, options.users);
+      let principal = authorize(route, req, options.users);
+      if (isPending(principal)) principal = await principal; // a user not in the directory's cache
       if (principal) req.principal = principal;
       // Express 5 parses the query string again on every read of `req.query`: read once.
       const rawQuery = req.query;
@@ -217,12 +219,16 @@ function answerJson(res: Response, status: number, body: unknown): void {
  * services for themselves: a request carrying the edge's identity headers came (or pretends to
  * come) from a user, so it is refused rather than trusted.
  */
-async function authorize(route: Route, req: Request, users: UserDirectory): Promise<Principal | null> {
+function authorize(route: Route, req: Request, users: UserDirectory): MaybePromise<Principal | null> {
   if (route.access === 'internal') {
     if (hasIdentityHeaders(req)) throw new ApiError(403, 'This endpoint is for internal service calls only');
     return null;
   }
-  const principal = await resolvePrincipal(users, req);
+  const principal = resolvePrincipal(users, req);
+  return isPending(principal) ? principal.then((settled) => allowed(route, settled)) : allowed(route, principal);
+}
+
+function allowed(route: Route, principal: Principal | null): Principal | null {
   if (route.access === 'public') return principal;
   if (!principal) throw new ApiError(401, 'Missing or invalid credentials');
   if (route.access === 'admin' && !principal.isAdmin) throw new ApiError(403, 'Administrator rights are required');

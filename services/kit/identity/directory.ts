@@ -1,5 +1,6 @@
 import { isId } from '../ids.js';
 import type { Clock } from '../clock.js';
+import type { MaybePromise } from '../maybe-async.js';
 import type { Principal } from './principal.js';
 import type { UserRow, UsersStore } from './users-store.js';
 
@@ -46,34 +47,20 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
   }
 
   return {
-    async resolve(claims: IdentityClaims): Promise<Principal | null> {
+    /** Synchronous on a cache hit (nearly every request); a promise when the user is looked up. */
+    resolve(claims: IdentityClaims): MaybePromise<Principal | null> {
       const key = claims.userId;
       const now = options.clock.now();
-      let user = cache.get(key);
-      if (!user || user.expires <= now) {
-        const row = await sharedLookup(claims);
+      const cached = cache.get(key);
+      if (cached && cached.expires > now) return principalOf(cached.user, claims);
+      return sharedLookup(claims).then((row) => {
         if (!row) return null;
-        user = { user: row, expires: now + options.ttlMs };
         if (options.ttlMs > 0) {
           if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value as string);
-          cache.set(key, user);
+          cache.set(key, { user: row, expires: now + options.ttlMs });
         }
-      }
-      const row = user.user;
-      if (row.disabled) return null;
-      // Every field in one literal: V8 (Node 20) gives `{ ...principal, apiKeyId }` a map of its
-      // own per object, so each read of a principal's field downstream missed every inline cache
-      // and went to V8's runtime (four to five misses per chat request, found with `--log-ic`).
-      return {
-        userId: row.id,
-        subject: row.subject,
-        email: row.email ?? claims.email,
-        username: row.username ?? claims.username,
-        authMethod: claims.authMethod,
-        isAdmin: row.is_admin,
-        isGuest: row.is_guest,
-        apiKeyId: claims.apiKeyId ?? null,
-      };
+        return principalOf(row, claims);
+      });
     },
     invalidate(userId?: string): void {
       // A lookup already running may return the row as it was before the change: not shared from now on.
@@ -90,3 +77,20 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
 }
 
 export type UserDirectory = ReturnType<typeof createUserDirectory>;
+
+function principalOf(row: UserRow, claims: IdentityClaims): Principal | null {
+  if (row.disabled) return null;
+  // Every field in one literal: V8 (Node 20) gives `{ ...principal, apiKeyId }` a map of its
+  // own per object, so each read of a principal's field downstream missed every inline cache
+  // and went to V8's runtime (four to five misses per chat request, found with `--log-ic`).
+  return {
+    userId: row.id,
+    subject: row.subject,
+    email: row.email ?? claims.email,
+    username: row.username ?? claims.username,
+    authMethod: claims.authMethod,
+    isAdmin: row.is_admin,
+    isGuest: row.is_guest,
+    apiKeyId: claims.apiKeyId ?? null,
+  };
+}

@@ -1,5 +1,6 @@
 import type { RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
+import { whenSettled, type MaybePromise } from '../maybe-async.js';
 import { secretMatcher } from '../secrets.js';
 import type { UserDirectory } from './directory.js';
 import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, type Principal } from './principal.js';
@@ -33,15 +34,15 @@ export function hasIdentityHeaders(req: { headers: Record<string, string | strin
  * The principal the edge's identity headers name, or null when there are none. Headers that are
  * present but do not resolve to an enabled user are a 401, whatever the route.
  */
-export async function resolvePrincipal(
+export function resolvePrincipal(
   directory: UserDirectory,
   req: { headers: Record<string, string | string[] | undefined> },
-): Promise<Principal | null> {
+): MaybePromise<Principal | null> {
   const method = header(req.headers[IDENTITY_HEADERS.authMethod]);
   const userId = header(req.headers[IDENTITY_HEADERS.userId]);
   if (!method || !userId) return null;
   if (method !== 'jwt' && method !== 'apikey') throw new ApiError(401, 'Unknown authentication method');
-  const principal = await directory.resolve({
+  const principal = directory.resolve({
     authMethod: method,
     userId,
     subject: header(req.headers[IDENTITY_HEADERS.subject]) ?? userId,
@@ -49,6 +50,10 @@ export async function resolvePrincipal(
     username: header(req.headers[IDENTITY_HEADERS.username]),
     apiKeyId: method === 'apikey' ? (header(req.headers[IDENTITY_HEADERS.apiKeyId])?.slice(0, 64) ?? null) : null,
   });
+  return whenSettled(principal, knownUser);
+}
+
+function knownUser(principal: Principal | null): Principal {
   if (!principal) throw new ApiError(401, 'Unknown or disabled user');
   return principal;
 }

@@ -1,4 +1,4 @@
-import { ApiError, badRequest, notFound, type Cancellation, type CancelSignal, type Clock, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, isPending, notFound, type Cancellation, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { ClientClosed, type Attempt } from '../routing/failover.js';
 import { readCapped, type UpstreamResponse } from '../routing/upstream.js';
@@ -40,14 +40,14 @@ export interface ConversationSession {
  * (e.g. resolving the caller's media references into data the provider can read). Steps run in
  * order; a step throws an ApiError (4xx) to refuse the request.
  */
-export type MessageStep = (principal: Principal, messages: ChatMessage[], signal: CancelSignal) => Promise<ChatMessage[]>;
+export type MessageStep = (principal: Principal, messages: ChatMessage[], signal: CancelSignal) => MaybePromise<ChatMessage[]>;
 
 export interface ChatDeps {
   registry: { resolve(id: string): ResolvedModel | undefined };
   dispatcher: ChatDispatcher;
   usage: UsageMeters;
   /** Budgets and model allow-lists: refuses (403/429) before anything goes upstream. */
-  admission?: { admit(principal: Principal, model: string): Promise<{ settle(spent: { cost: number; tokens: number }): Promise<void> } | null> };
+  admission?: { admit(principal: Principal, model: string): MaybePromise<{ settle(spent: { cost: number; tokens: number }): Promise<void> } | null> };
   conversations?: ConversationSessions;
   clock: Clock;
   limits: ChatLimits;
@@ -141,7 +141,10 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     }, signal);
   }
   let messages = session ? session.messages : request.messages;
-  for (const step of deps.messageSteps ?? []) messages = await step(principal, messages, signal);
+  for (const step of deps.messageSteps ?? []) {
+    const stepped = step(principal, messages, signal);
+    messages = isPending(stepped) ? await stepped : stepped;
+  }
   const effective: ChatRequest = messages === request.messages ? request : { ...request, messages };
 
   // Prompt text reaches a log only when the operator turned LOG_PROMPTS on (docs/operations.md warns).
@@ -151,7 +154,8 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   const bodies = buildBodies(attempts, effective, disableThinking);
 
   // Budgets and allow-lists refuse here, before anything goes upstream (and before timers start).
-  const ticket = deps.admission ? await deps.admission.admit(principal, request.model) : null;
+  let ticket = deps.admission ? deps.admission.admit(principal, request.model) : null;
+  if (isPending(ticket)) ticket = await ticket; // a budget to reserve, or limits not cached
 
   // One signal for the upstream: the client leaving, or the overall deadline, each with its reason
   // (the first to happen wins). The deadline aborts the request's own signal rather than a second
@@ -228,7 +232,8 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
       });
     }
     if (session) body.conversation = session.conversation;
-    await meter.close({ status: 200, outcome: 'ok', usage: body.usage ?? null });
+    const closed = meter.close({ status: 200, outcome: 'ok', usage: body.usage ?? null });
+    if (isPending(closed)) await closed; // the budget counters take the real cost
     cleanup();
     return { kind: 'json', body, report: usageReport(model.publicId, dispatched.attempt.candidate.pm.provider_id, body.usage) };
   } catch (error) {

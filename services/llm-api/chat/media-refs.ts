@@ -55,11 +55,13 @@ export function createMediaPort(options: { baseUrl: () => string; gatewayToken: 
   };
 
   return {
-    async resolveStep(principal, messages) {
+    // Synchronous for messages without a reference (nearly all): no promise to wait for.
+    resolveStep(principal, messages) {
       if (!mentionsMedia(messages)) return messages;
-      const res = await call('POST', '/v1/media/resolve', principal, { payload: messages });
-      if (res.status !== 200) fail(res.status, res.body, 'messages');
-      return res.body.payload as Message[];
+      return call('POST', '/v1/media/resolve', principal, { payload: messages }).then((res) => {
+        if (res.status !== 200) fail(res.status, res.body, 'messages');
+        return res.body.payload as Message[];
+      });
     },
 
     async storeInlineImages(principal, message) {

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { z } from 'zod';
-import { ApiError, type Clock, type Logger, type Principal } from '../../kit/index.js';
+import { ApiError, isPending, type Clock, type Logger, type MaybePromise, type Principal } from '../../kit/index.js';
 import { admitSpend, findSpendLimits, readSpend, settleSpend, upsertSpendLimits, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
 
 /**
@@ -38,13 +38,14 @@ export interface SpendDeps {
  * same caller share one query.
  */
 export interface SpendLimitsCache {
-  rows(knex: Knex, scopes: Array<{ scope: SpendScope; id: string }>): Promise<SpendLimitsRow[]>;
+  /** The rows themselves once a read has settled (no promise per request), the shared read while it runs. */
+  rows(knex: Knex, scopes: Array<{ scope: SpendScope; id: string }>): MaybePromise<SpendLimitsRow[]>;
   invalidate(scope: SpendScope, id: string): void;
 }
 
 export function createSpendLimitsCache(options: { ttlMs: number; clock: Clock; maxEntries?: number }): SpendLimitsCache {
   const maxEntries = options.maxEntries ?? 10_000;
-  const entries = new Map<string, { rows: Promise<SpendLimitsRow[]>; expires: number }>();
+  const entries = new Map<string, { rows: MaybePromise<SpendLimitsRow[]>; expires: number }>();
   return {
     rows(knex, scopes) {
       if (options.ttlMs <= 0) return findSpendLimits(knex, scopes);
@@ -54,12 +55,17 @@ export function createSpendLimitsCache(options: { ttlMs: number; clock: Clock; m
       if (hit && hit.expires > now) return hit.rows;
       const rows = findSpendLimits(knex, scopes);
       if (entries.size >= maxEntries) entries.delete(entries.keys().next().value as string);
-      const entry = { rows, expires: now + options.ttlMs };
+      const entry: { rows: MaybePromise<SpendLimitsRow[]>; expires: number } = { rows, expires: now + options.ttlMs };
       entries.set(key, entry);
-      // A failed read is not kept: the next request asks again.
-      rows.catch(() => {
-        if (entries.get(key) === entry) entries.delete(key);
-      });
+      rows.then(
+        (settled) => {
+          entry.rows = settled;
+        },
+        // A failed read is not kept: the next request asks again.
+        () => {
+          if (entries.get(key) === entry) entries.delete(key);
+        },
+      );
       return rows;
     },
     invalidate(scope, id) {
@@ -145,19 +151,34 @@ export interface SpendTicket {
 
 const who = (scope: SpendScope) => (scope === 'key' ? 'this API key' : 'this account');
 
-/** Checks allow-lists and admits the request against every budget that applies; null when none applies. */
-export async function admitRequest(deps: SpendDeps, principal: Principal, model: string): Promise<SpendTicket | null> {
+/**
+ * Checks allow-lists and admits the request against every budget that applies; null when none
+ * applies. Synchronous when the caller's limits are cached and set no budget (no counter to reserve).
+ */
+export function admitRequest(deps: SpendDeps, principal: Principal, model: string): MaybePromise<SpendTicket | null> {
   const scopes: Array<{ scope: SpendScope; id: string }> = [{ scope: 'user', id: principal.userId }];
   if (principal.apiKeyId) scopes.unshift({ scope: 'key', id: principal.apiKeyId });
   if (principal.isGuest && deps.guestAllowedModels?.length && !modelAllowed(deps.guestAllowedModels, model)) {
     throw new ApiError(403, `The model '${model}' is not available to guest accounts; sign in or use an API key`, { code: 'model_not_allowed', param: 'model' });
   }
-  const rows = await (deps.limitsCache ? deps.limitsCache.rows(deps.knex, scopes) : findSpendLimits(deps.knex, scopes));
+  const rows = deps.limitsCache ? deps.limitsCache.rows(deps.knex, scopes) : findSpendLimits(deps.knex, scopes);
+  return isPending(rows) ? rows.then((settled) => admitAgainst(deps, settled, model)) : admitAgainst(deps, rows, model);
+}
+
+function admitAgainst(deps: SpendDeps, rows: SpendLimitsRow[], model: string): MaybePromise<SpendTicket | null> {
   for (const row of rows) {
     if (row.allowed_models && !modelAllowed(row.allowed_models, model)) {
       throw new ApiError(403, `The model '${model}' is not allowed for ${who(row.scope)}`, { code: 'model_not_allowed', param: 'model' });
     }
   }
+  if (!rows.some(hasBudget)) return null;
+  return reserveBudgets(deps, rows);
+}
+
+const hasBudget = (row: SpendLimitsRow) => row.max_budget_micro_usd != null || row.max_tokens != null;
+
+/** Reserves the request against each budget (all or none), or refuses it with 429. */
+async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<SpendTicket | null> {
   const now = deps.clock.now();
   const admitted: Array<{ scope: SpendScope; scopeId: string; periodStart: string }> = [];
   const release = () => Promise.all(admitted.map((key) => settleSpend(deps.knex, key, { cost: 0, tokens: 0 })));

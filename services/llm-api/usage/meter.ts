@@ -1,4 +1,4 @@
-import type { Clock } from '../../kit/index.js';
+import type { Clock, MaybePromise } from '../../kit/index.js';
 import type { ProviderModelRow } from '../models/types.js';
 import { costMicroUsd, type UsageRecord } from './recorder.js';
 
@@ -13,8 +13,8 @@ export interface UsageMeter {
   /** The attempt that answered and how many tries it took. */
   routed(info: { pm: ProviderModelRow; endpoint: string; tries: number }): void;
   firstByte(): void;
-  /** Resolves when the request's budget counters (if any) hold its real cost. */
-  close(result: { status: number; outcome: string; usage?: MeteredUsage | null; tries?: number }): Promise<void>;
+  /** Settles when the request's budget counters hold its real cost: a promise only when there are any. */
+  close(result: { status: number; outcome: string; usage?: MeteredUsage | null; tries?: number }): MaybePromise<void>;
   readonly closed: boolean;
 }
 
@@ -82,8 +82,8 @@ class Meter implements UsageMeter {
     this.ttfb ??= Math.round(this.env.elapsed() - this.request.startedAt);
   }
 
-  close(result: { status: number; outcome: string; usage?: MeteredUsage | null; tries?: number }): Promise<void> {
-    if (this.done) return Promise.resolve();
+  close(result: { status: number; outcome: string; usage?: MeteredUsage | null; tries?: number }): MaybePromise<void> {
+    if (this.done) return;
     this.done = true;
     const request = this.request;
     const routed = this.route;
@@ -115,6 +115,6 @@ class Meter implements UsageMeter {
       project_id: request.projectId ?? null,
       created_at: new Date(this.env.clock.now()),
     });
-    return request.ticket ? request.ticket.settle({ cost, tokens: prompt + completion }) : Promise.resolve();
+    if (request.ticket) return request.ticket.settle({ cost, tokens: prompt + completion });
   }
 }
