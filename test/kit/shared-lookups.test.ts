@@ -1,7 +1,7 @@
 import test from 'ava';
 import type { Knex } from 'knex';
 import { createUserDirectory, ManualClock, newId, type UserRow, type UsersStore } from '../../services/kit/index.js';
-import { createSpendLimitsCache } from '../../services/llm-api/usage/index.js';
+import { admitRequest, createSpendLimitsCache } from '../../services/llm-api/usage/index.js';
 
 // The hot path's cached reads (a user's row, a caller's budgets): one query per entry and period,
 // shared by concurrent requests, dropped at once by a change made in this process.
@@ -63,6 +63,28 @@ test('a lookup already running when the user is invalidated is not handed to lat
   t.is(users.queries(), 2);
 });
 
+test('a cached user is resolved without a promise; a disabled one is null, as after a lookup', async (t) => {
+  const clock = new ManualClock();
+  const userId = newId('user');
+  const row: UserRow = { id: userId, subject: userId, issuer: 'platform', email: null, username: null, is_admin: false, is_guest: false, disabled: false };
+  const users = countingUsers(row);
+  const directory = createUserDirectory(users.store, { ttlMs: 5000, clock });
+  const looked = directory.resolve({ ...claims(userId), apiKeyId: 'key_1' });
+  t.true(looked instanceof Promise, 'the first request for a user looks it up');
+  users.open();
+  t.is((await looked)?.userId, userId);
+  const cached = directory.resolve({ ...claims(userId), apiKeyId: 'key_2' });
+  t.false(cached instanceof Promise);
+  t.deepEqual(cached, { userId, subject: userId, email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false, apiKeyId: 'key_2' });
+  t.is(users.queries(), 1);
+
+  row.disabled = true;
+  directory.invalidate(userId);
+  const relooked = directory.resolve(claims(userId));
+  users.open();
+  t.is(await relooked, null);
+});
+
 /** A stand-in for the one query `findSpendLimits` makes: counts calls, answers the rows given. */
 function fakeKnex(rows: () => unknown[]) {
   let queries = 0;
@@ -111,4 +133,36 @@ test('a period of 0 reads the limits on every request', async (t) => {
   await cache.rows(db.knex, [{ scope: 'user', id: 'user_1' }]);
   await cache.rows(db.knex, [{ scope: 'user', id: 'user_1' }]);
   t.is(db.queries(), 2);
+});
+
+test('admission with cached limits that set no budget answers at once (no promise); a budget still reserves through the database', async (t) => {
+  const clock = new ManualClock();
+  let stored: unknown[] = [];
+  const db = fakeKnex(() => stored);
+  const limitsCache = createSpendLimitsCache({ ttlMs: 5000, clock });
+  const deps = { knex: db.knex, clock, limitsCache, logger: { error() {} } } as unknown as Parameters<typeof admitRequest>[0];
+  const principal = { userId: 'user_1', subject: 'user_1', email: null, username: null, authMethod: 'apikey' as const, isAdmin: false, isGuest: false, apiKeyId: 'key_1' };
+
+  const first = admitRequest(deps, principal, 'model-a');
+  t.true(first instanceof Promise, 'the first request reads the limits');
+  t.is(await first, null);
+  const cached = admitRequest(deps, principal, 'model-a');
+  t.is(cached, null);
+  t.is(db.queries(), 1);
+
+  // An allow-list in the cached limits still refuses synchronously, with the same error.
+  stored = [{ scope: 'key', scope_id: 'key_1', period: 'day', max_budget_micro_usd: null, max_tokens: null, allowed_models: ['model-b'] }];
+  limitsCache.invalidate('key', 'key_1');
+  await t.throwsAsync(async () => admitRequest(deps, principal, 'model-a'), { message: /not allowed for this API key/ });
+  t.throws(() => admitRequest(deps, principal, 'model-a'), { message: /not allowed for this API key/ });
+
+  // A budget needs its counter reserved: never answered without the database.
+  stored = [{ scope: 'key', scope_id: 'key_1', period: 'day', max_budget_micro_usd: 10, max_tokens: null, allowed_models: null }];
+  limitsCache.invalidate('key', 'key_1');
+  // (The stand-in database has no spend counters, so the reservation itself fails: only its kind is checked.)
+  await Promise.resolve(admitRequest(deps, principal, 'model-a')).catch(() => undefined);
+  t.is(db.queries(), 3);
+  const reserving = admitRequest(deps, principal, 'model-a');
+  t.true(reserving instanceof Promise, 'cached limits with a budget still go to the counters');
+  await Promise.resolve(reserving).catch(() => undefined);
 });
