@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../../services/kit/core/index.js';
+import { systemClock, type Clock, type MaybePromise } from '../../services/kit/core/index.js';
 import type { RevocationChannel } from '../../services/kit/core/index.js';
 import { apiKeyHash, deny, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type VerifiedIdentity } from '../core/index.js';
@@ -80,7 +80,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
   }
 
   /** Synchronous for a key the cache holds (every request but a key's first in a while). */
-  function access(request: EdgeRequest): Decision | Promise<Decision> {
+  function access(request: EdgeRequest): MaybePromise<Decision> {
     if (!config.run_on_preflight && isPreflight(request)) return CONTINUE;
     let apiKey = firstHeader(request.headers, header);
     const bearer = config.accept_bearer ? BEARER_KEY.exec(firstHeader(request.headers, 'authorization') ?? '') : null;

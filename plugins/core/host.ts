@@ -6,7 +6,7 @@
  * so both hosts answer the same request the same way.
  */
 import { randomUUID } from 'node:crypto';
-import { errorBody, isPending, sha256Hex, whenSettled } from '../../services/kit/core/index.js';
+import { errorBody, isPending, sha256Hex, whenSettled, type MaybePromise } from '../../services/kit/core/index.js';
 import type { Continue, Decision, EdgeRequest, PluginCore, PluginLogger, SharedContext, VerifiedIdentity } from './types.js';
 import { firstHeader } from './types.js';
 
@@ -87,7 +87,7 @@ export function exitWith(io: HostIO, status: number, body: unknown, headers: Rec
  * when it continues to the next plugin: synchronously while the host's effects are, as a promise
  * from the first effect that is pending.
  */
-export function applyDecision(io: HostIO, decision: Decision, request: EdgeRequest, requestId: string): boolean | Promise<boolean> {
+export function applyDecision(io: HostIO, decision: Decision, request: EdgeRequest, requestId: string): MaybePromise<boolean> {
   if (decision.kind === 'respond') return whenSettled(exitWith(io, decision.status, decision.body, decision.headers, requestId), () => false);
   const shared = request.shared;
   let changed = false;
@@ -118,7 +118,7 @@ export function applyDecision(io: HostIO, decision: Decision, request: EdgeReque
  * set); strip upstream headers; set upstream headers; set response headers. At an effect that is
  * pending, the steps after it continue once it settles.
  */
-function applyEffects(io: HostIO, decision: Continue, shared: SharedContext, save: boolean, anonymous: string | undefined, requestId: string, from: number): boolean | Promise<boolean> {
+function applyEffects(io: HostIO, decision: Continue, shared: SharedContext, save: boolean, anonymous: string | undefined, requestId: string, from: number): MaybePromise<boolean> {
   const removals = decision.removeUpstream?.length ?? 0;
   for (let step = from; ; step++) {
     let effect: unknown;
@@ -151,7 +151,7 @@ function applyEffects(io: HostIO, decision: Continue, shared: SharedContext, sav
 }
 
 /** The anonymous consumer the configuration names does not exist on the host. */
-function misconfigured(io: HostIO, requestId: string): boolean | Promise<boolean> {
+function misconfigured(io: HostIO, requestId: string): MaybePromise<boolean> {
   return whenSettled(exitWith(io, 500, errorBody(500, 'The gateway is misconfigured (anonymous consumer missing)'), undefined, requestId), () => false);
 }
 
@@ -171,8 +171,8 @@ export function runPlugin(
   request: EdgeRequest,
   io: HostIO,
   context: { name: string; requestId: string; logger: PluginLogger },
-): boolean | Promise<boolean> {
-  let decision: Decision | Promise<Decision>;
+): MaybePromise<boolean> {
+  let decision: MaybePromise<Decision>;
   try {
     decision = phase === 'rewrite' ? core.rewrite!(request) : core.access(request);
   } catch (error) {
@@ -185,7 +185,7 @@ export function runPlugin(
   );
 }
 
-function pluginFailed(error: unknown, phase: string, io: HostIO, context: { name: string; requestId: string; logger: PluginLogger }): boolean | Promise<boolean> {
+function pluginFailed(error: unknown, phase: string, io: HostIO, context: { name: string; requestId: string; logger: PluginLogger }): MaybePromise<boolean> {
   context.logger.error({ err: (error as Error).message, plugin: context.name, phase, request_id: context.requestId }, 'gateway: plugin failed');
   return whenSettled(exitWith(io, 500, errorBody(500, 'The gateway could not process the request'), undefined, context.requestId), () => false);
 }

@@ -4,6 +4,7 @@
  * with these changes, or answer now. Cores import neither Kong nor Express: the same core runs in
  * Kong (through `kong.ts` adapters), in services/gateway, or in any other Node gateway.
  */
+import type { MaybePromise } from '../../services/kit/core/index.js';
 
 /** Header names are lower-case; a repeated header is an array (Kong's multimap shape). */
 export type HeaderMap = Record<string, string | string[] | undefined>;
@@ -104,8 +105,8 @@ export const CONTINUE: Continue = Object.freeze({ kind: 'continue' }) as Continu
 /** One plugin instance: built once per configuration, shared by all concurrent requests. */
 export interface PluginCore {
   /** Kong's rewrite phase: global plugins only, before routing and authentication (no identity yet). */
-  rewrite?(request: EdgeRequest): Promise<Decision> | Decision;
-  access(request: EdgeRequest): Promise<Decision> | Decision;
+  rewrite?(request: EdgeRequest): MaybePromise<Decision>;
+  access(request: EdgeRequest): MaybePromise<Decision>;
   close?(): Promise<void>;
 }
 

@@ -1,5 +1,5 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
-import { systemClock, type Clock } from '../../services/kit/core/index.js';
+import { systemClock, type Clock, type MaybePromise } from '../../services/kit/core/index.js';
 import { deny, INVALID_CREDENTIALS_MESSAGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger } from '../core/index.js';
 import { JwksCache, JwksUnavailableError } from './jwks.js';
@@ -42,7 +42,7 @@ export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): Pl
       : deny(401, message, { headers: CHALLENGE });
 
   /** Synchronous when there is no token to verify (an API-key caller, or none at all). */
-  function access(request: EdgeRequest): Decision | Promise<Decision> {
+  function access(request: EdgeRequest): MaybePromise<Decision> {
     if (!config.run_on_preflight && isPreflight(request)) return CONTINUE;
     const header = firstHeader(request.headers, 'authorization');
     // `Bearer sk_…` is an API key (OpenAI SDKs send keys that way): api-key-auth handles it.

@@ -1,4 +1,4 @@
-import { isPending, systemClock, type Clock } from '../../services/kit/core/index.js';
+import { isPending, systemClock, type Clock, type MaybePromise } from '../../services/kit/core/index.js';
 import { apiKeyHash, deny, firstHeader } from '../core/index.js';
 import { CONTINUE, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type TierLimits, type VerifiedIdentity } from '../core/index.js';
 import { ipv6Prefix } from '../core/index.js';
@@ -178,12 +178,12 @@ export function createTieredRateLimit(
   }
 
   /** Synchronous when the counters are (in-process); a promise when they answer over the network (Redis). */
-  function check(request: EdgeRequest, phase: 'rewrite' | 'access', options: { skipIp?: boolean; deferrable?: boolean } = {}): Decision | Promise<Decision> {
+  function check(request: EdgeRequest, phase: 'rewrite' | 'access', options: { skipIp?: boolean; deferrable?: boolean } = {}): MaybePromise<Decision> {
     if (exempt.has(request.path)) return CONTINUE;
     const now = clock.now();
     const windows = windowsFor(request, now, phase, options.skipIp === true);
     if (windows.length === 0) return CONTINUE;
-    let hit: HitResult | Promise<HitResult>;
+    let hit: MaybePromise<HitResult>;
     try {
       hit = deps.store.hit(windows, now);
     } catch (error) {
@@ -199,7 +199,7 @@ export function createTieredRateLimit(
     return CONTINUE;
   }
 
-  function decide(windows: Window[], result: HitResult, now: number, deferrable: boolean): Decision | Promise<Decision> {
+  function decide(windows: Window[], result: HitResult, now: number, deferrable: boolean): MaybePromise<Decision> {
     const headers = headersFor(windows, result.counts);
     if (result.allowed) return { kind: 'continue', responseHeaders: headers };
     const blocked = windows[result.blocked]!;
@@ -226,13 +226,13 @@ export function createTieredRateLimit(
     }
   }
 
-  function rewrite(request: EdgeRequest): Decision | Promise<Decision> {
+  function rewrite(request: EdgeRequest): MaybePromise<Decision> {
     const key = config.ip_limit_phase === 'rewrite' ? presentedKey(request) : null;
     if (key && rememberedExempt(apiKeyHash(request, key), clock.now())) return CONTINUE;
     return check(request, 'rewrite', { deferrable: key !== null });
   }
 
-  function access(request: EdgeRequest): Decision | Promise<Decision> {
+  function access(request: EdgeRequest): MaybePromise<Decision> {
     const key = request.shared.apikey;
     const keyExempt = isExemptKey(key);
     if (key?.bucket.startsWith('key:')) {

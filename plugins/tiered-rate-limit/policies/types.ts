@@ -4,6 +4,7 @@
  * sharing a backend never overshoot. Window boundaries come from the caller's clock (keys carry the
  * window start); backend expiry only cleans up.
  */
+import type { MaybePromise } from '../../../services/kit/core/index.js';
 export interface CounterWindow {
   key: string;
   limit: number;
@@ -22,6 +23,6 @@ export interface HitResult {
 export interface CounterStore {
   readonly name: string;
   /** A plain result when the counters are in process (no turn of the event loop per request), a promise otherwise. */
-  hit(windows: CounterWindow[], nowMs: number): HitResult | Promise<HitResult>;
+  hit(windows: CounterWindow[], nowMs: number): MaybePromise<HitResult>;
   close(): Promise<void>;
 }
