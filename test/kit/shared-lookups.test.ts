@@ -29,12 +29,18 @@ function countingUsers(row: UserRow) {
   };
 }
 
-test('concurrent requests for a user whose entry expired share one lookup', async (t) => {
+/** A directory (5 s cache) over one user whose lookups are counted and held until `users.open()`. */
+function directoryWithOneUser() {
   const clock = new ManualClock();
   const userId = newId('user');
   const row: UserRow = { id: userId, subject: userId, issuer: 'platform', email: null, username: null, is_admin: false, is_guest: false, disabled: false };
   const users = countingUsers(row);
   const directory = createUserDirectory(users.store, { ttlMs: 5000, clock });
+  return { clock, userId, row, users, directory };
+}
+
+test('concurrent requests for a user whose entry expired share one lookup', async (t) => {
+  const { clock, userId, users, directory } = directoryWithOneUser();
 
   const first = Array.from({ length: 20 }, () => directory.resolve(claims(userId)));
   users.open();
@@ -50,11 +56,7 @@ test('concurrent requests for a user whose entry expired share one lookup', asyn
 });
 
 test('a lookup already running when the user is invalidated is not handed to later requests', async (t) => {
-  const clock = new ManualClock();
-  const userId = newId('user');
-  const row: UserRow = { id: userId, subject: userId, issuer: 'platform', email: null, username: null, is_admin: false, is_guest: false, disabled: false };
-  const users = countingUsers(row);
-  const directory = createUserDirectory(users.store, { ttlMs: 5000, clock });
+  const { userId, users, directory } = directoryWithOneUser();
   const before = directory.resolve(claims(userId));
   directory.invalidate(userId);
   const after = directory.resolve(claims(userId));
@@ -64,11 +66,7 @@ test('a lookup already running when the user is invalidated is not handed to lat
 });
 
 test('a cached user is resolved without a promise; a disabled one is null, as after a lookup', async (t) => {
-  const clock = new ManualClock();
-  const userId = newId('user');
-  const row: UserRow = { id: userId, subject: userId, issuer: 'platform', email: null, username: null, is_admin: false, is_guest: false, disabled: false };
-  const users = countingUsers(row);
-  const directory = createUserDirectory(users.store, { ttlMs: 5000, clock });
+  const { userId, row, users, directory } = directoryWithOneUser();
   const looked = directory.resolve({ ...claims(userId), apiKeyId: 'key_1' });
   t.true(looked instanceof Promise, 'the first request for a user looks it up');
   users.open();
