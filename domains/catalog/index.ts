@@ -28,6 +28,7 @@ export {
 export { diff } from './diff.js';
 export {
   authHeaders,
+  bearer,
   createModelListClient,
   fetchUpstreamModels,
   getProviderJson,

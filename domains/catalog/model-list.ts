@@ -31,8 +31,14 @@ export function joinUrl(base: string, path: string): string {
   return `${base.replace(/\/+$/, '')}/${path.replace(/^\/+/, '')}`;
 }
 
+/** The `Authorization` value for a provider's API key; undefined for a provider without one. */
+export function bearer(apiKey: string | null): string | undefined {
+  return apiKey ? `Bearer ${apiKey}` : undefined;
+}
+
 export function authHeaders(apiKey: string | null): Record<string, string> {
-  return apiKey ? { authorization: `Bearer ${apiKey}` } : {};
+  const authorization = bearer(apiKey);
+  return authorization ? { authorization } : {};
 }
 
 /** Default cap of a provider's JSON answer (model lists, probes): a hostile endpoint cannot exhaust memory. */

@@ -47,9 +47,9 @@ test.serial('empty PROVIDER_URL_ALLOW: the chat upstream refuses loopback, trans
   t.teardown(() => upstream.close());
   const before = fake.requests.length;
   for (const base of [fake.url, `http://[::ffff:0:7f00:1]:${fake.port}/v1`, `http://LOCALHOST.:${fake.port}/v1`, `http://localhost:${fake.port}/v1`]) {
-    await t.throwsAsync(upstream.postJson(`${base}/chat/completions`, '{}', { authorization: 'Bearer sk-provider-secret' }), undefined, base);
+    await t.throwsAsync(upstream.postJson(`${base}/chat/completions`, '{}', { apiKey: 'sk-provider-secret', requestId: 'req_guard' }), undefined, base);
   }
-  const error = await t.throwsAsync(upstream.postJson(`${fake.url}/chat/completions`, '{}', {}));
+  const error = await t.throwsAsync(upstream.postJson(`${fake.url}/chat/completions`, '{}', { apiKey: null, requestId: 'req_guard' }));
   t.true(error instanceof EgressRefusedError || (error as { cause?: unknown }).cause instanceof EgressRefusedError);
   t.is(fake.requests.length, before);
 });

@@ -2,7 +2,7 @@ import { ApiError, type CancelSignal, type Logger } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { failover, planAttempts, type Attempt, type AttemptFailure, type Dispatched, type HealthTracker, type SendResult } from '../routing/failover.js';
 import type { Random } from '../routing/select.js';
-import { authHeaders, isTimeout, joinUrl, readCapped, type UpstreamResponse } from '../routing/upstream.js';
+import { isTimeout, joinUrl, readCapped, type ProviderCall, type UpstreamResponse } from '../routing/upstream.js';
 import { ChunkReader } from './chunk-reader.js';
 import { clientErrorFor, redactSecrets } from './upstream-errors.js';
 
@@ -41,7 +41,7 @@ export interface ChatDispatcher {
 }
 
 export interface DispatcherDeps {
-  upstream: { postJson(url: string, body: string, headers: Record<string, string>, signal?: CancelSignal): Promise<UpstreamResponse> };
+  upstream: { postJson(url: string, body: string, call: ProviderCall, signal?: CancelSignal): Promise<UpstreamResponse> };
   health: HealthTracker;
   random: Random;
   logger: Pick<Logger, 'warn'>;
@@ -67,7 +67,7 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
     const url = joinUrl(attempt.endpoint.url, 'chat/completions');
     let res: UpstreamResponse;
     try {
-      res = await deps.upstream.postJson(url, body, { ...authHeaders(attempt.candidate.provider.apiKey), 'x-request-id': request.requestId }, request.signal);
+      res = await deps.upstream.postJson(url, body, { apiKey: attempt.candidate.provider.apiKey, requestId: request.requestId }, request.signal);
     } catch (error) {
       if (request.signal.aborted) throw request.signal.reason;
       const message = (error as Error)?.message ?? String(error);

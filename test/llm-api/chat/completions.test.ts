@@ -287,3 +287,22 @@ test('usage is recorded off the request path for every request, with cost from p
   t.like(streamed, { stream: true, outcome: 'ok', status: 200 });
   t.true(streamed.completion_tokens > 0);
 });
+
+test("the provider's request carries its key as a Bearer token (none for a provider without a key) and the request id", async (t) => {
+  const keyed = await startFakeUpstream({ name: 'keyed', models: [{ id: 'keyed-model' }], apiKey: 'sk-provider-key-for-headers' });
+  t.teardown(() => keyed.close());
+  await h.call('POST', '/v1/admin/providers', { name: 'Keyed', vendor: 'fake', base_url: keyed.url, api_key: 'sk-provider-key-for-headers' });
+  await waitFor(async () => (await h.call('GET', '/v1/models')).body.data.some((m: { id: string }) => m.id === 'keyed-model'));
+
+  const { response } = await client.chat.completions.create({ model: 'keyed-model', messages: [{ role: 'user', content: 'headers-keyed' }] }, { headers: { 'x-request-id': 'req_headers_keyed' } }).withResponse();
+  t.is(response.status, 200);
+  const sentKeyed = keyed.requests.find((r) => JSON.stringify(r.body ?? {}).includes('headers-keyed'))!;
+  t.is(sentKeyed.headers.authorization, 'Bearer sk-provider-key-for-headers');
+  t.is(sentKeyed.headers['x-request-id'], response.headers.get('x-request-id')!);
+  t.is(sentKeyed.headers['content-type'], 'application/json');
+
+  await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'headers-keyless' }] });
+  const sentKeyless = [...fake.requests].reverse().find((r) => JSON.stringify(r.body ?? {}).includes('headers-keyless'))!;
+  t.false('authorization' in sentKeyless.headers);
+  t.truthy(sentKeyless.headers['x-request-id']);
+});
