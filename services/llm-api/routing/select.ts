@@ -23,7 +23,13 @@ export function seededRandom(seed: number): Random {
  * runtime health and those currently unhealthy separately, so the caller tries the latter only
  * when every healthy endpoint of every provider failed.
  */
-export function orderEndpoints(endpoints: EndpointConfig[], health: Pick<EndpointHealth, 'isHealthy'>, random: Random) {
+export function orderEndpoints(endpoints: EndpointConfig[], health: Pick<EndpointHealth, 'isHealthy'>, random: Random): { healthy: EndpointConfig[]; unhealthy: EndpointConfig[] } {
+  // Most providers have one endpoint: nothing to order, on every chat request.
+  if (endpoints.length === 1) {
+    const only = endpoints[0]!;
+    if (only.healthy === false) return { healthy: [], unhealthy: [] };
+    return health.isHealthy(only.url) ? { healthy: [only], unhealthy: [] } : { healthy: [], unhealthy: [only] };
+  }
   const enabled = endpoints.filter((e) => e.healthy !== false);
   const byPriority = new Map<number, EndpointConfig[]>();
   for (const e of enabled) byPriority.set(e.priority, [...(byPriority.get(e.priority) ?? []), e]);

@@ -51,3 +51,20 @@ test('order: priority first, weighted among equals (seeded, reproducible), switc
   const r2 = seededRandom(99);
   t.deepEqual(Array.from({ length: 5 }, () => r1()), Array.from({ length: 5 }, () => r2()));
 });
+
+test('one endpoint: tried when healthy, kept apart while unhealthy, left out when switched off; the random source is not drawn', (t) => {
+  const clock = new ManualClock();
+  const health = new EndpointHealth({ threshold: 1, cooldownMs: 1000, clock });
+  let draws = 0;
+  const random = () => {
+    draws++;
+    return 0.5;
+  };
+  t.deepEqual(orderEndpoints([ep('only', 0, 1)], health, random), { healthy: [ep('only', 0, 1)], unhealthy: [] });
+  health.failure('only');
+  t.deepEqual(orderEndpoints([ep('only', 0, 1)], health, random), { healthy: [], unhealthy: [ep('only', 0, 1)] });
+  t.deepEqual(orderEndpoints([ep('only', 0, 1, false)], health, random), { healthy: [], unhealthy: [] });
+  clock.advance(1000);
+  t.deepEqual(orderEndpoints([ep('only', 0, 1)], health, random).healthy.map((e) => e.url), ['only']);
+  t.is(draws, 0);
+});
