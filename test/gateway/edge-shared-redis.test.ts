@@ -3,7 +3,7 @@ import { offsetToNextMinute } from '../../services/kit/clock.js';
 import { randomBytes } from 'node:crypto';
 import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
 import { spawnEdgeProcess, type EdgeProcess } from '../../bench/edge/spawn.js';
-import { TEST_REDIS_URL } from '../helpers/env.js';
+import { deleteRedisKeys, TEST_REDIS_URL } from '../helpers/env.js';
 import { startFakeUpstream, startFakeValidator } from '../plugins/fakes.js';
 import { deckVars } from './deck-fixture.js';
 
@@ -14,6 +14,8 @@ const TOKEN = 't'.repeat(40);
 let nodes: EdgeProcess[] = [];
 let validator: Awaited<ReturnType<typeof startFakeValidator>>;
 let upstream: Awaited<ReturnType<typeof startFakeUpstream>>;
+
+const redisPrefix = `shared_${process.pid}_${randomBytes(3).toString('hex')}`;
 
 test.before(async () => {
   validator = await startFakeValidator(TOKEN);
@@ -29,7 +31,7 @@ test.before(async () => {
     DECK_API_KEY_CACHE_TTL_SECONDS: '3600',
     DECK_RATE_LIMIT_POLICY: 'redis',
     DECK_REDIS_URL: TEST_REDIS_URL,
-    DECK_REDIS_PREFIX: `shared_${process.pid}_${randomBytes(3).toString('hex')}`,
+    DECK_REDIS_PREFIX: redisPrefix,
     DECK_RATE_LIMIT_IP_PER_MINUTE: '6',
     DECK_RATE_LIMIT_FREE_PER_MINUTE: '3',
   });
@@ -41,6 +43,7 @@ test.after.always(async () => {
   await Promise.all(nodes.map((n) => n.stop()));
   await validator?.close();
   await upstream?.close();
+  await deleteRedisKeys(redisPrefix);
 });
 
 const get = (node: EdgeProcess, path: string, headers: Record<string, string>) => fetch(`${node.url}${path}`, { headers });

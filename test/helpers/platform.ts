@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { startPlatform as startAllInOne, type Platform } from '../../services/platform/platform.js';
 import type { Clock, Logger, Runtime, ServiceContext } from '../../services/kit/index.js';
 import { deleteAmqpTopology } from './amqp.js';
-import { dropSchema, testConfig } from './env.js';
+import { deleteRedisKeys, dropSchema, testConfig } from './env.js';
 
 /**
  * The whole platform for end-to-end tests: every service, the workers and the embedded edge
@@ -41,7 +41,8 @@ export async function startTestPlatform(
   // TEST_EDGE_TRANSPORT=http: the edge reaches the services over loopback HTTP instead of in process
   // (the edge suites run under both; see test/e2e/*.http.test.ts).
   const transport = process.env.TEST_EDGE_TRANSPORT === 'http' ? { EDGE_IN_PROCESS_DISPATCH: 'false' } : {};
-  const config = testConfig({ EDGE_REDIS_PREFIX: `edge_${process.pid}_${Date.now().toString(36)}`, ...RELAXED_LIMITS, ...transport, ...options.env }, { bus: options.bus });
+  const redisPrefix = `edge_${process.pid}_${Date.now().toString(36)}`;
+  const config = testConfig({ EDGE_REDIS_PREFIX: redisPrefix, ...RELAXED_LIMITS, ...transport, ...options.env }, { bus: options.bus });
   const platform = await startAllInOne(config, { clock: options.clock, logger: options.logger });
   const url = `http://127.0.0.1:${platform.port('gateway')}`;
   // Domain objects a test builds from `ctx` stop with the platform.
@@ -59,6 +60,7 @@ export async function startTestPlatform(
       for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
       await dropSchema(config.DATABASE_SCHEMA!);
       if (config.AMQP_URL) await deleteAmqpTopology(config.BUS_QUEUE_PREFIX, config.BUS_EXCHANGE);
+      if (config.REDIS_URL) await deleteRedisKeys(config.env.EDGE_REDIS_PREFIX ?? redisPrefix);
     },
   };
 }

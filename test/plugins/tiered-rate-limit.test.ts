@@ -5,12 +5,13 @@ import { createTieredRateLimit, HEADERS } from '../../plugins/tiered-rate-limit/
 import { createLocalStore, createRedisStore, type CounterStore } from '../../plugins/tiered-rate-limit/policies/index.js';
 import { parseTieredRateLimitConfig } from '../../plugins/tiered-rate-limit/schema.js';
 import { ManualClock } from '../../services/kit/clock.js';
-import { TEST_REDIS_URL } from '../helpers/env.js';
+import { deleteRedisKeys, TEST_REDIS_URL } from '../helpers/env.js';
 import { startFaultProxy } from '../helpers/fault-proxy.js';
 
 // A minute boundary plus 10 s, so windows are predictable.
 const T0 = Date.UTC(2026, 10, 22, 10, 0, 10);
 const PREFIX = `rltest_${process.pid}_${randomBytes(3).toString('hex')}`;
+test.after.always(() => deleteRedisKeys(PREFIX));
 
 const key = (tier: string | null, userId = 'user_k', limits: VerifiedIdentity['limits'] = null): VerifiedIdentity => ({
   authMethod: 'apikey',
