@@ -20,6 +20,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { freePort } from './free-port.mjs';
+import { deleteRedisKeys } from './redis-keys.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const required = (name) => {
@@ -121,21 +122,7 @@ async function cleanup() {
   const admin = knex({ client: 'pg', connection: DATABASE_URL, pool: { min: 0, max: 1 } });
   await admin.raw('drop schema if exists ?? cascade', [prefix]).catch((e) => log(`schema not dropped: ${e.message}`));
   await admin.destroy();
-  const { default: Redis } = await import('ioredis');
-  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  try {
-    await redis.connect();
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-      cursor = next;
-      if (keys.length) await redis.del(...keys);
-    } while (cursor !== '0');
-  } catch (e) {
-    log(`redis keys not removed: ${e.message}`);
-  } finally {
-    redis.disconnect();
-  }
+  await deleteRedisKeys(prefix, REDIS_URL).catch((e) => log(`redis keys not removed: ${e.message}`));
   // Queues are named after the prefix; listing them needs rabbitmqctl (best effort without it).
   const { default: amqp } = await import('amqplib');
   const list = async (what) => {

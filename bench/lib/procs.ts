@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import knexFactory from 'knex';
-import { Redis } from 'ioredis';
 import { deleteAmqpTopology } from '../../test/helpers/amqp.js';
+import { deleteRedisKeys } from '../../test/helpers/redis.js';
 import { TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from '../../test/helpers/servers.js';
 import { freePort } from '../../scripts/free-port.mjs';
 
@@ -397,20 +397,7 @@ async function cleanupServers(name: string, drivers: Record<string, string>): Pr
   await admin.raw('drop schema if exists ?? cascade', [name]).catch(() => {});
   await admin.destroy();
   await deleteAmqpTopology(`${name}.`, `${name}.events`);
-  const redis = new Redis(drivers.REDIS_URL!, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  try {
-    await redis.connect();
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${name}*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) await redis.del(...keys);
-    } while (cursor !== '0');
-  } catch {
-    // best effort
-  } finally {
-    redis.disconnect();
-  }
+  await deleteRedisKeys(name, drivers.REDIS_URL);
 }
 
 export interface Peer extends Proc {

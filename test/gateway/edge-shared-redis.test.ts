@@ -3,7 +3,8 @@ import { offsetToNextMinute } from '../../services/kit/clock.js';
 import { randomBytes } from 'node:crypto';
 import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
 import { spawnEdgeProcess, type EdgeProcess } from '../../bench/edge/spawn.js';
-import { deleteRedisKeys, TEST_REDIS_URL } from '../helpers/env.js';
+import { TEST_REDIS_URL } from '../helpers/env.js';
+import { deleteRedisKeys } from '../helpers/redis.js';
 import { startFakeUpstream, startFakeValidator } from '../plugins/fakes.js';
 import { deckVars } from './deck-fixture.js';
 

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
 import knexFactory from 'knex';
 import { deleteAmqpTopology } from './amqp.js';
 import {
@@ -21,7 +20,7 @@ import {
  * queue prefix on RabbitMQ, and (for the edge) its own Redis key prefix. The servers are the
  * real ones on this machine; `npm test` makes sure they run.
  */
-import { TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from './servers.js';
+import { TEST_AMQP_URL, TEST_DATABASE_URL } from './servers.js';
 
 export { TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from './servers.js';
 
@@ -79,28 +78,6 @@ export async function dropSchema(schema: string): Promise<void> {
     await admin.raw('drop schema if exists ?? cascade', [schema]);
   } finally {
     await admin.destroy();
-  }
-}
-
-/**
- * Deletes every Redis key that starts with `prefix` (rate-limit counters, revocation channels' keys):
- * the counters expire on their own within a day, but a test leaves nothing behind on the shared server.
- */
-export async function deleteRedisKeys(prefix: string): Promise<void> {
-  if (!prefix) return;
-  const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  try {
-    await redis.connect();
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-      cursor = next;
-      if (keys.length > 0) await redis.del(...keys);
-    } while (cursor !== '0');
-  } catch {
-    // The server is shared and the keys expire anyway: a failed clean-up does not fail a test.
-  } finally {
-    redis.disconnect();
   }
 }
 

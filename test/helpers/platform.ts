@@ -2,7 +2,8 @@ import OpenAI from 'openai';
 import { startPlatform as startAllInOne, type Platform } from '../../services/platform/platform.js';
 import type { Clock, Logger, Runtime, ServiceContext } from '../../services/kit/index.js';
 import { deleteAmqpTopology } from './amqp.js';
-import { deleteRedisKeys, dropSchema, testConfig } from './env.js';
+import { dropSchema, testConfig } from './env.js';
+import { deleteRedisKeys } from './redis.js';
 
 /**
  * The whole platform for end-to-end tests: every service, the workers and the embedded edge

@@ -5,7 +5,8 @@ import { createTieredRateLimit, HEADERS } from '../../plugins/tiered-rate-limit/
 import { createLocalStore, createRedisStore, type CounterStore } from '../../plugins/tiered-rate-limit/policies/index.js';
 import { parseTieredRateLimitConfig } from '../../plugins/tiered-rate-limit/schema.js';
 import { ManualClock } from '../../services/kit/clock.js';
-import { deleteRedisKeys, TEST_REDIS_URL } from '../helpers/env.js';
+import { TEST_REDIS_URL } from '../helpers/env.js';
+import { deleteRedisKeys } from '../helpers/redis.js';
 import { startFaultProxy } from '../helpers/fault-proxy.js';
 
 // A minute boundary plus 10 s, so windows are predictable.
