@@ -2,7 +2,7 @@ import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerRespo
 import { acceptRequestId, runPlugin, type HostIO } from '../../plugins/core/index.js';
 import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
 import { ServiceResponse, whenClosed } from '../kit/http/index.js';
-import { checkReadiness, errorBody, USAGE_REPORT_REQUEST_HEADER, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
+import { checkReadiness, errorBody, isPending, USAGE_REPORT_REQUEST_HEADER, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
 import { createClientIp } from './client-ip.js';
@@ -134,7 +134,7 @@ export async function createEdge(options: EdgeOptions) {
     // Rewrite phase (global plugins, before routing): the per-IP limit counts every request.
     for (const entry of rewriteChain) {
       let passed = runPlugin(entry.core, 'rewrite', edgeRequest, io, { name: entry.name, requestId, logger });
-      if (typeof passed !== 'boolean') passed = await passed;
+      if (isPending(passed)) passed = await passed;
       if (!passed) return;
     }
 
@@ -168,7 +168,7 @@ export async function createEdge(options: EdgeOptions) {
       // Consumer-scoped plugins (Kong) run only for the consumer the request is authenticated as.
       if (entry.consumer !== null && entry.consumer !== io.consumer) continue;
       let passed = runPlugin(entry.core, 'access', edgeRequest, io, { name: entry.name, requestId, logger });
-      if (typeof passed !== 'boolean') passed = await passed; // only a plugin that waited (validator, Redis, JWKS)
+      if (isPending(passed)) passed = await passed; // only a plugin that waited (validator, Redis, JWKS)
       if (!passed) return;
     }
     if (res.destroyed) return;

@@ -10,7 +10,11 @@ export type MaybePromise<T> = T | Promise<T>;
 /** True for a promise (or any thenable). */
 export const isPending = (value: unknown): value is PromiseLike<unknown> => typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
 
-/** `next(value)` now when `value` is ready; once it settles when it is pending. */
+/**
+ * `next(value)` now when `value` is ready; once it settles when it is pending. For a `next` that is a
+ * module-level function; where it would be a closure made per call, the caller writes the
+ * `isPending` test out instead, so the ready path makes no closure.
+ */
 export function whenSettled<T, R>(value: T | PromiseLike<T>, next: (value: T) => R | PromiseLike<R>): R | Promise<R> {
   return isPending(value) ? Promise.resolve(value).then(next) : (next(value as T) as R | Promise<R>);
 }
