@@ -44,49 +44,70 @@ export function readJsonBody(req: IncomingMessage & { rawBody?: Buffer }, option
     req.resume();
     return Promise.reject(new ApiError(415, `Content-Type must be application/json (got "${contentType.slice(0, 60) || 'none'}")`, { param: 'Content-Type' }));
   }
-  const limit = options.limit;
-  const declared = Number(req.headers['content-length'] ?? NaN);
-  if (Number.isFinite(declared) && declared > limit) {
-    req.resume();
-    return Promise.reject(tooLarge(limit));
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let received = 0;
-    let failed = false;
-    req.on('data', (chunk: Buffer) => {
-      if (failed) return;
-      received += chunk.length;
-      if (received > limit) {
-        failed = true;
-        chunks.length = 0;
-        reject(tooLarge(limit));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('error', (error) => {
-      if (failed) return;
-      failed = true;
-      reject(new ApiError(400, 'The request body could not be read', { param: 'body', cause: error }));
-    });
-    req.on('end', () => {
-      if (failed) return;
-      const raw = Buffer.concat(chunks, received);
-      // The listeners stay on the request for as long as it runs (a stream: minutes), and with them
-      // this closure: the received chunks are let go now that they are copied.
-      chunks.length = 0;
+  return new Promise((resolve, reject) =>
+    collectBody(req, options.limit, (error, raw) => {
+      if (error) return reject(error);
       if (options.keepRaw) req.rawBody = raw;
       const text = raw.toString('utf8');
       if (text.trim() === '') return resolve(undefined);
       try {
         resolve(parseJsonText(text, { maxDepth: options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH }));
-      } catch (error) {
-        reject(error);
+      } catch (parseError) {
+        reject(parseError);
       }
-    });
+    }),
+  );
+}
+
+/**
+ * The raw bytes of `req`'s body, up to `limit`: rejects with 413 when it is larger (by its
+ * Content-Length before reading, or while reading; the rest is drained) and 400 when it cannot be
+ * read. For a route that parses its body itself (`body: 'stream'`), as the MCP endpoint does.
+ */
+export function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => collectBody(req, limit, (error, raw) => (error ? reject(error) : resolve(raw))));
+}
+
+/**
+ * One capped read for both readers. It answers `done` once, and makes no promise of its own: the
+ * JSON reader, on every routed request, keeps to the one promise it returns.
+ */
+function collectBody(req: IncomingMessage, limit: number, done: (error: ApiError | null, raw: Buffer) => void): void {
+  const declared = Number(req.headers['content-length'] ?? NaN);
+  if (Number.isFinite(declared) && declared > limit) {
+    req.resume();
+    return done(bodyTooLarge(limit), EMPTY);
+  }
+  const chunks: Buffer[] = [];
+  let received = 0;
+  let failed = false;
+  req.on('data', (chunk: Buffer) => {
+    if (failed) return;
+    received += chunk.length;
+    if (received > limit) {
+      failed = true;
+      chunks.length = 0;
+      done(bodyTooLarge(limit), EMPTY);
+      return;
+    }
+    chunks.push(chunk);
+  });
+  req.on('error', (error) => {
+    if (failed) return;
+    failed = true;
+    done(new ApiError(400, 'The request body could not be read', { param: 'body', cause: error }), EMPTY);
+  });
+  req.on('end', () => {
+    if (failed) return;
+    const raw = Buffer.concat(chunks, received);
+    // The listeners stay on the request for as long as it runs (a stream: minutes), and with them
+    // this closure: the received chunks are let go now that they are copied.
+    chunks.length = 0;
+    done(null, raw);
   });
 }
+
+const EMPTY = Buffer.alloc(0);
 
 function hasBody(req: { headers: Record<string, string | string[] | undefined> }): boolean {
   const length = req.headers['content-length'];
@@ -94,5 +115,6 @@ function hasBody(req: { headers: Record<string, string | string[] | undefined> }
   return req.headers['transfer-encoding'] !== undefined;
 }
 
-const tooLarge = (limit: number) =>
+/** 413 for a body over a route's limit, in the words every reader uses. */
+export const bodyTooLarge = (limit: number) =>
   new ApiError(413, `Request body exceeds the limit of ${limit} bytes for this route`, { param: 'body' });

@@ -9,7 +9,7 @@ export { adoptRequestObjects, ServiceRequest, ServiceResponse, serviceHttpObject
 export { createMetricsRegistry, oneReadPerScrape, stateGauge } from './metrics.js';
 export { metricsPage, serveMetricsGroup } from './metrics-group.js';
 export { CounterFamily, HistogramFamily, type CounterCell, type HistogramCell } from './series.js';
-export { readJsonBody, checkRequestStrings, parseSize } from './body.js';
+export { bodyTooLarge, readJsonBody, readRawBody, checkRequestStrings, parseSize } from './body.js';
 export { mountRoutes, ROUTE_TABLE, type MountOptions } from './mount.js';
 export * from './route-table.js';
 export { conversationRefSchema, requestMetadataSchema } from './openai-fields.js';

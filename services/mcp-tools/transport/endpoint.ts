@@ -1,9 +1,8 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Request, Response } from 'express';
-import { ApiError, parseJsonText, whenClosed, type Logger } from '../../kit/index.js';
+import { ApiError, parseJsonText, readRawBody, whenClosed, type Logger } from '../../kit/index.js';
 import { JSONRPC, sendJsonRpcError } from './jsonrpc.js';
 import { createRequestServer, type McpServerDeps } from './mcp-server.js';
-import { readBody } from './read-body.js';
 
 /**
  * POST /v1/mcp: one JSON-RPC message (or batch) in, one JSON answer out. The SDK's web-standard
@@ -23,8 +22,15 @@ export interface McpEndpointDeps extends McpServerDeps {
 }
 
 export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: Request, res: Response): Promise<void> {
-  const raw = await readBody(req, deps.bodyLimit);
-  if (raw === null) return sendJsonRpcError(res, 413, JSONRPC.serverError, `Request body exceeds the limit of ${deps.bodyLimit} bytes`);
+  let raw: Buffer;
+  try {
+    raw = await readRawBody(req, deps.bodyLimit);
+  } catch (error) {
+    // Too large is a JSON-RPC error like the parse errors below; a body that cannot be read at all
+    // is the platform's 400.
+    if (error instanceof ApiError && error.status === 413) return sendJsonRpcError(res, 413, JSONRPC.serverError, `Request body exceeds the limit of ${deps.bodyLimit} bytes`);
+    throw error;
+  }
   let message: unknown;
   try {
     message = parseJsonText(raw.toString('utf8'), { maxDepth: deps.jsonMaxDepth });

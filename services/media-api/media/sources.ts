@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import busboy from 'busboy';
-import { ApiError, EgressRefusedError, type EgressGuard } from '../../kit/index.js';
+import { ApiError, bodyTooLarge, EgressRefusedError, type EgressGuard } from '../../kit/index.js';
 
 /**
  * Where upload bytes come from: a URL (through the kit's egress guard), base64, a data URL, or a
@@ -110,7 +110,7 @@ export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = max
     let received = 0;
     req.on('data', (chunk: Buffer) => {
       received += chunk.length;
-      if (received > maxBodyBytes) fail(new ApiError(413, `Request body exceeds the limit of ${maxBodyBytes} bytes for this route`, { param: 'body' }));
+      if (received > maxBodyBytes) fail(bodyTooLarge(maxBodyBytes));
     });
     parser.on('partsLimit', () => fail(new ApiError(400, 'Too many parts in the multipart body', { param: 'file' })));
     parser.on('error', () => fail(new ApiError(400, 'Malformed multipart/form-data body', { param: 'file' })));
