@@ -1,5 +1,6 @@
 import test from 'ava';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { ApiError, readJsonBody, readRawBody } from '../../services/kit/index.js';
 import { servedOnLoopback } from '../helpers/loopback-server.js';
@@ -19,7 +20,7 @@ function answerWith(read: (req: IncomingMessage) => Promise<unknown>) {
 }
 
 async function post(origin: string, agent: unknown, body: string | AsyncIterable<Buffer>, headers: Record<string, string> = {}) {
-  const res = await request(`${origin}/`, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers }, dispatcher: agent as never });
+  const res = await request(`${origin}/`, { method: 'POST', body: typeof body === 'string' ? body : Readable.from(body), headers: { 'content-type': 'application/json', ...headers }, dispatcher: agent as never });
   return { status: res.statusCode, json: (await res.body.json()) as Record<string, unknown> };
 }
 
