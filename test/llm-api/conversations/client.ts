@@ -34,6 +34,12 @@ export async function startWithUser() {
   return { svc, alice: clientFor(svc.url, svc.gatewaySecret, await createTestUser(svc.runtime.db.knex)) };
 }
 
+/** As `startWithUser`, with a second user (`bob`) for the ownership checks. */
+export async function startWithTwoUsers() {
+  const { svc, alice } = await startWithUser();
+  return { svc, alice, bob: clientFor(svc.url, svc.gatewaySecret, await createTestUser(svc.runtime.db.knex)) };
+}
+
 /** Outbox rows of `type` (optionally for one conversation), oldest first. */
 export async function eventsOf(knex: Knex, type: string, conversationId?: string): Promise<Record<string, any>[]> {
   const query = knex('outbox_events').where({ type }).orderBy('seq', 'asc').select('data');

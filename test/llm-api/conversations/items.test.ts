@@ -1,19 +1,14 @@
 import test from 'ava';
-import { llmApiService } from '../../../services/llm-api/service.js';
 import { appendItems, loadHistory } from '../../../services/llm-api/conversations/index.js';
-import { startTestService, type TestService } from '../../helpers/env.js';
-import { createTestUser } from '../../helpers/users.js';
-import { assertBadRequest, clientFor, eventsOf, text, type Client } from './client.js';
+import type { TestService } from '../../helpers/env.js';
+import { assertBadRequest, eventsOf, startWithTwoUsers, text, type Client } from './client.js';
 
 let svc: TestService;
 let alice: Client;
 let bob: Client;
 
 test.before(async () => {
-  svc = await startTestService(llmApiService);
-  const knex = svc.runtime.db.knex;
-  alice = clientFor(svc.url, svc.gatewaySecret, await createTestUser(knex));
-  bob = clientFor(svc.url, svc.gatewaySecret, await createTestUser(knex));
+  ({ svc, alice, bob } = await startWithTwoUsers());
 });
 test.after.always(() => svc?.close());
 
