@@ -67,6 +67,8 @@ export const DEFAULT_JSON_MAX_DEPTH = 64;
  * `value` must already be depth-checked (see `parseJsonText`), so the walk is bounded.
  */
 export function assertStorable(value: unknown, root: readonly PropertyKey[] = []): void {
+  // The path holds the keys as they are; only an error message makes them printable, so a body
+  // that passes (every request) costs no rewrite of its keys.
   const path: PropertyKey[] = [...root];
   const walk = (node: unknown): void => {
     if (typeof node === 'string') {
@@ -88,7 +90,7 @@ export function assertStorable(value: unknown, root: readonly PropertyKey[] = []
     }
     if (node && typeof node === 'object') {
       for (const key of Object.keys(node)) {
-        path.push(printable(key));
+        path.push(key);
         const reason = FORBIDDEN_KEYS.has(key) ? 'is a reserved name' : unstorableStringReason(key);
         if (reason) throw new ApiError(400, `Invalid parameter name ${where(path)}: the name ${reason}.`, { param: paramOf(path) });
         walk((node as Record<string, unknown>)[key]);
@@ -101,8 +103,9 @@ export function assertStorable(value: unknown, root: readonly PropertyKey[] = []
 
 /** The offending text itself never goes back into messages, params or logs verbatim. */
 const printable = (text: string) => text.replace(/[\u0000-\u001f\ud800-\udfff]/g, '\ufffd').slice(0, 200);
-const paramOf = (path: readonly PropertyKey[]) => formatPath(path) || null;
-const where = (path: readonly PropertyKey[]) => (path.length ? `'${formatPath(path)}'` : 'the request body');
+const printablePath = (path: readonly PropertyKey[]) => formatPath(path.map((part) => (typeof part === 'string' ? printable(part) : part)));
+const paramOf = (path: readonly PropertyKey[]) => printablePath(path) || null;
+const where = (path: readonly PropertyKey[]) => (path.length ? `'${printablePath(path)}'` : 'the request body');
 
 /**
  * Parses JSON text after checking its nesting depth in one linear pass, so a document nested
