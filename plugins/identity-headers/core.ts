@@ -1,4 +1,4 @@
-import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS } from '../../services/kit/core/index.js';
+import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, startsWithAny } from '../../services/kit/core/index.js';
 import { deny, identityOf, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import type { Decision, EdgeRequest, PluginCore, SharedContext } from '../core/index.js';
 import type { IdentityHeadersConfig } from './schema.js';
@@ -25,7 +25,7 @@ export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore
     const removeUpstream: string[] = [];
     for (const name of Object.keys(request.headers)) {
       const lower = name.toLowerCase();
-      if (exact.has(lower) || prefixes.some((p) => lower.startsWith(p))) removeUpstream.push(lower);
+      if (exact.has(lower) || startsWithAny(lower, prefixes)) removeUpstream.push(lower);
     }
     const setUpstream: Record<string, string> = {};
     if (config.gateway_token) setUpstream[GATEWAY_TOKEN_HEADER] = config.gateway_token;

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
 import { acceptRequestId } from '../../plugins/core/index.js';
-import { accessLogger, adoptRequestObjects, errorBody, metricsPage, type ProcessRuntime } from '../kit/index.js';
+import { accessLogger, adoptRequestObjects, errorBody, metricsPage, startsWithAny, type ProcessRuntime } from '../kit/index.js';
 import type { ServiceDefinition } from '../kit/index.js';
 import { edgeConfigShape, loadEdgeConfig } from './config.js';
 import { deckVariables } from './deck-vars.js';
@@ -112,7 +112,7 @@ function directToEdge(app: Express, handle: (req: IncomingMessage, res: ServerRe
     const url = req.url ?? '';
     if (callback === undefined && url.charCodeAt(0) === 47 /* / */) {
       const path = url.toLowerCase();
-      if (!prefixes.some((prefix) => path.startsWith(prefix))) return handle(req, res);
+      if (!startsWithAny(path, prefixes)) return handle(req, res);
     }
     return viaExpress.call(this, req, res, callback);
   };

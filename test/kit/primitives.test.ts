@@ -1,5 +1,5 @@
 import test from 'ava';
-import { ApiError, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, secretMatcher, sha256Hex } from '../../services/kit/index.js';
+import { ApiError, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, secretMatcher, sha256Hex, startsWithAny } from '../../services/kit/index.js';
 
 test('ids carry their prefix, are URL-safe and do not repeat', (t) => {
   const seen = new Set<string>();
@@ -64,4 +64,11 @@ test('pagination: defaults, bounds and the list envelope', (t) => {
   t.deepEqual(listEnvelope([1, 2], 5, { limit: 2, offset: 0 }), { object: 'list', data: [1, 2], has_more: true, total_count: 5 });
   t.deepEqual(listEnvelope([5], 5, { limit: 2, offset: 4 }), { object: 'list', data: [5], has_more: false, total_count: 5 });
   t.deepEqual(listEnvelope([], 0, { limit: 2, offset: 0 }), { object: 'list', data: [], has_more: false, total_count: 0 });
+});
+
+test('startsWithAny: any prefix of the list, none of an empty list', (t) => {
+  t.true(startsWithAny('x-user-id', ['x-gateway-', 'x-user-']));
+  t.false(startsWithAny('x-api-key', ['x-gateway-', 'x-user-']));
+  t.false(startsWithAny('x-user-id', []));
+  t.true(startsWithAny('/v1/chat', ['/v1/chat', '/v1']));
 });

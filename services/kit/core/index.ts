@@ -12,6 +12,7 @@ export * from '../ids.js';
 export * from '../secrets.js';
 export * from '../cancel.js';
 export * from '../maybe-async.js';
+export * from '../strings.js';
 export * from '../validation.js';
 export * from '../config.js';
 export * from '../identity/principal.js';
