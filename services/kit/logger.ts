@@ -18,9 +18,9 @@ interface LoggerOptions {
  * keeps the lines of the services it hosts in the order they were logged.
  *
  * Each line is encoded as it arrives into one buffer that every turn reuses, so a turn's lines cost
- * no joined string and no fresh buffer (two access lines per chat request in `npm start`: joining
- * and encoding them was ~2.5 % of what a request allocated). A turn with more than the buffer holds
- * writes it out when it fills.
+ * no joined string of the turn's size and no fresh buffer for it (off the heap past 4 KiB; two
+ * access lines per chat request in `npm start`). A turn with more than the buffer holds writes it
+ * out when it fills.
  *
  * The write is synchronous, like `process.stdout` on Linux for files and pipes, so no write is ever
  * in flight: what `flushSync` (or the exit hook, `process.exit` included) writes comes after
@@ -49,6 +49,7 @@ export class LineWriter {
     if (this.closed) return true;
     // UTF-8 takes at most 3 bytes per UTF-16 code unit: a bound that needs no measuring.
     if (this.used + line.length * 3 > this.pending.length && !this.writeOut()) this.spill();
+    if (this.closed) return true; // that write found the output gone
     if (line.length * 3 <= this.pending.length) this.used += this.pending.write(line, this.used, 'utf8');
     else {
       // Longer than the buffer holds: behind everything before it, in a buffer of its own.

@@ -82,3 +82,22 @@ test('a full non-blocking output keeps what it refused and the lines after it, a
   drain();
   t.is(Buffer.concat(parts).toString('utf8'), lines.join(''));
 });
+
+test('an output whose reader is gone ends logging quietly: no throw, mid-turn or at the flush', (t) => {
+  const dir = execFileSync('mktemp', ['-d']).toString().trim();
+  const fifo = join(dir, 'out');
+  execFileSync('mkfifo', [fifo]);
+  const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+  const output = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+  t.teardown(() => {
+    closeSync(output);
+    execFileSync('rm', ['-rf', dir]);
+  });
+  closeSync(reader);
+  const writer = new LineWriter(output, 1_024);
+  // Enough to fill the buffer several times: each fill tries a write, which meets EPIPE.
+  t.notThrows(() => {
+    for (const line of numbered(0, 200)) writer.write(line);
+    writer.flushSync(0);
+  });
+});
