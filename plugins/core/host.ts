@@ -5,14 +5,11 @@
  * credentials, request ids on every refusal, failing closed when a plugin throws) lives here once,
  * so both hosts answer the same request the same way.
  */
-import { randomUUID } from 'node:crypto';
-import { errorBody, isPending, sha256Hex, whenSettled, type MaybePromise } from '../../services/kit/core/index.js';
+import { acceptRequestId, errorBody, isPending, sha256Hex, whenSettled, type MaybePromise } from '../../services/kit/core/index.js';
 import type { Continue, Decision, EdgeRequest, PluginCore, PluginLogger, SharedContext, VerifiedIdentity } from './types.js';
 import { firstHeader } from './types.js';
 
 export const REQUEST_ID_HEADER = 'X-Request-ID';
-/** Client ids that are safe to log and echo; anything else is replaced by a fresh UUID. */
-const ACCEPTABLE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
 
 export interface HostIO {
   setUpstreamHeaders(headers: Record<string, string>): unknown;
@@ -26,10 +23,6 @@ export interface HostIO {
   exit(status: number, body: unknown, headers: Record<string, string>): unknown;
 }
 
-/** The request id a client sent, when acceptable; otherwise a new one. */
-export function acceptRequestId(sent: string | undefined): string {
-  return sent !== undefined && ACCEPTABLE_REQUEST_ID.test(sent) ? sent : randomUUID();
-}
 
 /**
  * Fixes the request id once per request: the first plugin that runs takes the client's

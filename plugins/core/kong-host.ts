@@ -6,8 +6,8 @@
  * returned and nothing runs after it; an exception would fail OPEN (the server proceeds), so every
  * handler catches and answers 500 itself.
  */
-import { errorBody } from '../../services/kit/core/index.js';
-import { acceptRequestId, ensureRequestId, headerRequestId, REQUEST_ID_HEADER, runPlugin, stampRequestId, type HostIO } from './host.js';
+import { acceptRequestId, errorBody } from '../../services/kit/core/index.js';
+import { ensureRequestId, headerRequestId, REQUEST_ID_HEADER, runPlugin, stampRequestId, type HostIO } from './host.js';
 import type { EdgeRequest, HeaderMap, PluginCore, PluginLogger, SharedContext } from './types.js';
 
 /** The subset of the Kong PDK the adapters use, with the real wire shapes. */

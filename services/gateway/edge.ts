@@ -1,8 +1,8 @@
 import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerResponse } from 'node:http';
-import { acceptRequestId, runPlugin, type HostIO } from '../../plugins/core/index.js';
+import { runPlugin, type HostIO } from '../../plugins/core/index.js';
 import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
 import { ServiceResponse, whenClosed } from '../kit/http/index.js';
-import { checkReadiness, errorBody, isPending, USAGE_REPORT_REQUEST_HEADER, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
+import { acceptRequestId, checkReadiness, errorBody, isPending, USAGE_REPORT_REQUEST_HEADER, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
 import { createClientIp } from './client-ip.js';

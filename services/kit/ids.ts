@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { randomBase62 } from './secrets.js';
 
 /**
@@ -28,4 +29,15 @@ export function newId(kind: IdKind): string {
 /** True when `value` looks like an id of `kind` (cheap syntactic check before a lookup). */
 export function isId(kind: IdKind, value: unknown): value is string {
   return typeof value === 'string' && value.startsWith(`${ID_PREFIXES[kind]}_`) && ID_PATTERN.test(value);
+}
+
+/** Client request ids that are safe to log and echo; anything else is replaced by a fresh UUID. */
+const ACCEPTABLE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
+
+/**
+ * The X-Request-ID a client (or the edge) sent, when it is a sane token; otherwise a new one. The
+ * one rule for the edge, both plugin hosts and every service, so an id survives every hop.
+ */
+export function acceptRequestId(sent: string | undefined): string {
+  return sent !== undefined && ACCEPTABLE_REQUEST_ID.test(sent) ? sent : randomUUID();
 }

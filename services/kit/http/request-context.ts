@@ -1,11 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import type { RequestHandler } from 'express';
+import { acceptRequestId } from '../ids.js';
 import { accessLogger, type Logger } from '../logger.js';
 import { whenClosed } from './request-objects.js';
 import './context.js';
 
 export const REQUEST_ID_HEADER = 'x-request-id';
-const ACCEPTABLE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
 
 /**
  * Takes X-Request-ID from the request (when it is a sane token) or makes one, echoes it on the
@@ -15,7 +14,7 @@ export function requestContext(serviceLogger: Logger): RequestHandler {
   const logger = accessLogger(serviceLogger);
   return (req, res, next) => {
     const incoming = req.headers[REQUEST_ID_HEADER];
-    const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const requestId = acceptRequestId(typeof incoming === 'string' ? incoming : undefined);
     req.requestId = requestId;
     res.setHeader('X-Request-ID', requestId);
     const started = process.hrtime.bigint();
