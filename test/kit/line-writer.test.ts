@@ -41,17 +41,31 @@ test('a line longer than the buffer keeps its place between shorter ones', async
   t.is(read(), lines.join(''));
 });
 
-test('a full non-blocking output keeps what it refused and the lines after it, and writes them in order once it drains', (t) => {
+/**
+ * Both ends of a named pipe, opened non-blocking: a write past what the pipe holds gets EAGAIN.
+ * `closeReader` leaves the writer with no reader (EPIPE). What is still open is closed after the test.
+ */
+function nonBlockingFifo(t: import('ava').ExecutionContext) {
   const dir = execFileSync('mktemp', ['-d']).toString().trim();
   const fifo = join(dir, 'out');
   execFileSync('mkfifo', [fifo]);
   const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
   const output = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+  let readerOpen = true;
   t.teardown(() => {
     closeSync(output);
-    closeSync(reader);
+    if (readerOpen) closeSync(reader);
     execFileSync('rm', ['-rf', dir]);
   });
+  const closeReader = () => {
+    readerOpen = false;
+    closeSync(reader);
+  };
+  return { reader, output, closeReader };
+}
+
+test('a full non-blocking output keeps what it refused and the lines after it, and writes them in order once it drains', (t) => {
+  const { reader, output } = nonBlockingFifo(t);
   const writer = new LineWriter(output, 4_096);
   // ~300 KiB: several times what a pipe takes before its writer gets EAGAIN (64 KiB on Linux).
   const lines = numbered(0, 3_000, 30);
@@ -84,16 +98,8 @@ test('a full non-blocking output keeps what it refused and the lines after it, a
 });
 
 test('an output whose reader is gone ends logging quietly: no throw, mid-turn or at the flush', (t) => {
-  const dir = execFileSync('mktemp', ['-d']).toString().trim();
-  const fifo = join(dir, 'out');
-  execFileSync('mkfifo', [fifo]);
-  const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
-  const output = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
-  t.teardown(() => {
-    closeSync(output);
-    execFileSync('rm', ['-rf', dir]);
-  });
-  closeSync(reader);
+  const { output, closeReader } = nonBlockingFifo(t);
+  closeReader();
   const writer = new LineWriter(output, 1_024);
   // Enough to fill the buffer several times: each fill tries a write, which meets EPIPE.
   t.notThrows(() => {
