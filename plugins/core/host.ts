@@ -23,7 +23,6 @@ export interface HostIO {
   exit(status: number, body: unknown, headers: Record<string, string>): unknown;
 }
 
-
 /**
  * Fixes the request id once per request: the first plugin that runs takes the client's
  * X-Request-ID (or makes one), sends it upstream and back to the client. Later plugins find it in
