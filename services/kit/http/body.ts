@@ -44,19 +44,7 @@ export function readJsonBody(req: IncomingMessage & { rawBody?: Buffer }, option
     req.resume();
     return Promise.reject(new ApiError(415, `Content-Type must be application/json (got "${contentType.slice(0, 60) || 'none'}")`, { param: 'Content-Type' }));
   }
-  return new Promise((resolve, reject) =>
-    collectBody(req, options.limit, (error, raw) => {
-      if (error) return reject(error);
-      if (options.keepRaw) req.rawBody = raw;
-      const text = raw.toString('utf8');
-      if (text.trim() === '') return resolve(undefined);
-      try {
-        resolve(parseJsonText(text, { maxDepth: options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH }));
-      } catch (parseError) {
-        reject(parseError);
-      }
-    }),
-  );
+  return new Promise((resolve, reject) => collectBody(req, options.limit, resolve, reject, options));
 }
 
 /**
@@ -65,18 +53,25 @@ export function readJsonBody(req: IncomingMessage & { rawBody?: Buffer }, option
  * read. For a route that parses its body itself (`body: 'stream'`), as the MCP endpoint does.
  */
 export function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => collectBody(req, limit, (error, raw) => (error ? reject(error) : resolve(raw))));
+  return new Promise<Buffer>((resolve, reject) => collectBody(req, limit, resolve as (value: unknown) => void, reject, null));
 }
 
 /**
- * One capped read for both readers. It answers `done` once, and makes no promise of its own: the
- * JSON reader, on every routed request, keeps to the one promise it returns.
+ * One capped read for both readers, settling their promise once: with the bytes, or (`json` set)
+ * with the parsed body. The parse happens here rather than in a callback of the JSON reader's, so
+ * the read on every routed request makes no closure beyond its listeners.
  */
-function collectBody(req: IncomingMessage, limit: number, done: (error: ApiError | null, raw: Buffer) => void): void {
+function collectBody(
+  req: IncomingMessage & { rawBody?: Buffer },
+  limit: number,
+  resolve: (value: unknown) => void,
+  reject: (error: unknown) => void,
+  json: ReadBodyOptions | null,
+): void {
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();
-    return done(bodyTooLarge(limit), EMPTY);
+    return reject(bodyTooLarge(limit));
   }
   const chunks: Buffer[] = [];
   let received = 0;
@@ -87,7 +82,7 @@ function collectBody(req: IncomingMessage, limit: number, done: (error: ApiError
     if (received > limit) {
       failed = true;
       chunks.length = 0;
-      done(bodyTooLarge(limit), EMPTY);
+      reject(bodyTooLarge(limit));
       return;
     }
     chunks.push(chunk);
@@ -95,7 +90,7 @@ function collectBody(req: IncomingMessage, limit: number, done: (error: ApiError
   req.on('error', (error) => {
     if (failed) return;
     failed = true;
-    done(new ApiError(400, 'The request body could not be read', { param: 'body', cause: error }), EMPTY);
+    reject(new ApiError(400, 'The request body could not be read', { param: 'body', cause: error }));
   });
   req.on('end', () => {
     if (failed) return;
@@ -103,11 +98,17 @@ function collectBody(req: IncomingMessage, limit: number, done: (error: ApiError
     // The listeners stay on the request for as long as it runs (a stream: minutes), and with them
     // this closure: the received chunks are let go now that they are copied.
     chunks.length = 0;
-    done(null, raw);
+    if (!json) return resolve(raw);
+    if (json.keepRaw) req.rawBody = raw;
+    const text = raw.toString('utf8');
+    if (text.trim() === '') return resolve(undefined);
+    try {
+      resolve(parseJsonText(text, { maxDepth: json.maxDepth ?? DEFAULT_JSON_MAX_DEPTH }));
+    } catch (error) {
+      reject(error);
+    }
   });
 }
-
-const EMPTY = Buffer.alloc(0);
 
 function hasBody(req: { headers: Record<string, string | string[] | undefined> }): boolean {
   const length = req.headers['content-length'];
