@@ -79,6 +79,9 @@ export function webhooksPage(root: HTMLElement) {
   function card(w: Webhook): HTMLElement {
     const slot = h('div', {});
     const deliveries = h('div', { class: 'deliveries' });
+    // The list stays on screen while a refresh is in flight (no flicker, and the Refresh button
+    // stays where it was); only a failed fetch shows here.
+    const deliveriesError = h('div', {});
     const act = (label: string, aria: string, action: () => Promise<unknown>, style = 'secondary') =>
       h('button', { type: 'button', class: style, 'aria-label': aria, onclick: () => void action() }, label);
     const rotate = async () => {
@@ -98,7 +101,7 @@ export function webhooksPage(root: HTMLElement) {
       if ((await attempt(slot, () => del(`/v1/admin/webhooks/${encodeURIComponent(w.id)}`))) !== undefined) await refresh();
     };
     async function showDeliveries() {
-      const list = await attempt(deliveries, () => get<List<Delivery>>(`/v1/admin/webhooks/${encodeURIComponent(w.id)}/deliveries?limit=20`));
+      const list = await attempt(deliveriesError, () => get<List<Delivery>>(`/v1/admin/webhooks/${encodeURIComponent(w.id)}/deliveries?limit=20`));
       if (!list) return;
       deliveries.replaceChildren(
         h('h4', {}, 'Deliveries ', act('Refresh', `Refresh deliveries of ${w.url}`, showDeliveries)),
@@ -154,6 +157,7 @@ export function webhooksPage(root: HTMLElement) {
         act('Delete', `Delete ${w.url}`, remove, 'danger'),
       ),
       slot,
+      deliveriesError,
       deliveries,
     );
   }
