@@ -6,6 +6,8 @@
  *   --seconds S (6)   --stream   --top N (30)   --dist DIR (compiled tree, default dist)
  *   --survivors   count only what outlived a young-generation collection (what the scavenger copies
  *                 and promotes), not every allocation
+ *   --mode embedded|production (default embedded: production runs on the local PostgreSQL,
+ *                 RabbitMQ and Redis, as `npm run bench` does)
  *   --file F (summarise a saved profile; needs --requests)
  * The garbage collector's share of CPU (bench/profile.ts) follows the allocation rate: this says where it comes from.
  */
@@ -14,10 +16,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { platformTarget, throughput } from './lib/load.js';
-import { probedWindow, startPlatform, startUpstream } from './lib/procs.js';
+import { probedWindow, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
-  options: { seconds: { type: 'string', default: '6' }, stream: { type: 'boolean', default: false }, top: { type: 'string', default: '30' }, dist: { type: 'string', default: 'dist' }, file: { type: 'string' }, requests: { type: 'string' }, survivors: { type: 'boolean', default: false } },
+  options: { seconds: { type: 'string', default: '6' }, stream: { type: 'boolean', default: false }, top: { type: 'string', default: '30' }, dist: { type: 'string', default: 'dist' }, file: { type: 'string' }, requests: { type: 'string' }, survivors: { type: 'boolean', default: false }, mode: { type: 'string', default: 'embedded' } },
 });
 
 interface SampleNode {
@@ -31,7 +33,8 @@ async function record(): Promise<{ file: string; requests: number }> {
   if (args.survivors) sampler.search = '?survivors';
   process.env.BENCH_PLATFORM_NODE_ARGS = `--import ${sampler.href}`;
   const upstream = await startUpstream();
-  const platform = await startPlatform('embedded', {}, 'embedded', `${args.dist}/services/platform/main.js`);
+  const mode = args.mode as PlatformMode;
+  const platform = await startPlatform(mode, {}, mode, `${args.dist}/services/platform/main.js`);
   const file = join(tmpdir(), `bench-alloc-${platform.pid}.json`);
   try {
     await platform.addProviders(upstream, [20]);

@@ -7,6 +7,8 @@
  * scavenges come every ~60 ms); what is promoted is work for the scavenger's copying and for the old
  * generation's collector, on the main thread and its helper threads.
  *   --seconds S (8)   --stream   --dist DIR (compiled tree, default dist)
+ *   --mode embedded|production (default embedded: production runs on the local PostgreSQL,
+ *   RabbitMQ and Redis, as `npm run bench` does)
  *   --env "KEY=value,…"   settings for the platform (an ablation)
  * Usually repeatable within ~0.5 KiB per request on an idle machine, but a run right after heavy load
  * can be an outlier (twice the promotion): repeat a surprising figure. bench/alloc.ts --survivors says
@@ -15,17 +17,18 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { percentile, platformTarget, throughput } from './lib/load.js';
-import { parseEnvPairs, startPlatform, startUpstream } from './lib/procs.js';
+import { parseEnvPairs, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
-  options: { seconds: { type: 'string', default: '8' }, stream: { type: 'boolean', default: false }, dist: { type: 'string', default: 'dist' }, env: { type: 'string', default: '' } },
+  options: { seconds: { type: 'string', default: '8' }, stream: { type: 'boolean', default: false }, dist: { type: 'string', default: 'dist' }, env: { type: 'string', default: '' }, mode: { type: 'string', default: 'embedded' } },
 });
 const seconds = Number(args.seconds);
 const env = parseEnvPairs(args.env);
 
 process.env.BENCH_PLATFORM_NODE_ARGS = `${process.env.BENCH_PLATFORM_NODE_ARGS ?? ''} --trace-gc-nvp`;
 const upstream = await startUpstream();
-const platform = await startPlatform('embedded', env, 'embedded', `${args.dist}/services/platform/main.js`);
+const mode = args.mode as PlatformMode;
+const platform = await startPlatform(mode, env, mode, `${args.dist}/services/platform/main.js`);
 const logFile = platform.logFile;
 let run;
 let log = '';
@@ -69,7 +72,7 @@ const scavenges = pauses.length;
 const pauseMs = pauses.reduce((sum, ms) => sum + ms, 0);
 const requests = run.rps * seconds;
 const perRequest = (bytes: number) => (bytes / requests / 1024).toFixed(2);
-console.log(`${args.dist}, ${args.stream ? 'stream' : 'non-stream'}${args.env ? `, ${args.env}` : ''}: ${run.rps.toFixed(0)} req/s for ${seconds} s, ${scavenges} scavenges`);
+console.log(`${args.dist}, ${mode}, ${args.stream ? 'stream' : 'non-stream'}${args.env ? `, ${args.env}` : ''}: ${run.rps.toFixed(0)} req/s for ${seconds} s, ${scavenges} scavenges`);
 pauses.sort((a, b) => a - b);
 const pauseAt = (p: number) => (scavenges ? percentile(pauses, p) : 0).toFixed(2);
 // Each pause delays every request in flight at once: it is what the event-loop delay's tail is made of.
