@@ -8,6 +8,7 @@
  *                 and promotes), not every allocation
  *   --mode embedded|production (default embedded: production runs on the local PostgreSQL,
  *                 RabbitMQ and Redis, as `npm run bench` does)
+ *   --env "KEY=value,…"   settings for the platform (an ablation)
  *   --file F (summarise a saved profile; needs --requests)
  * The garbage collector's share of CPU (bench/profile.ts) follows the allocation rate: this says where it comes from.
  */
@@ -16,10 +17,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { platformTarget, throughput } from './lib/load.js';
-import { probedWindow, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
+import { parseEnvPairs, probedWindow, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
-  options: { seconds: { type: 'string', default: '6' }, stream: { type: 'boolean', default: false }, top: { type: 'string', default: '30' }, dist: { type: 'string', default: 'dist' }, file: { type: 'string' }, requests: { type: 'string' }, survivors: { type: 'boolean', default: false }, mode: { type: 'string', default: 'embedded' } },
+  options: { seconds: { type: 'string', default: '6' }, stream: { type: 'boolean', default: false }, top: { type: 'string', default: '30' }, dist: { type: 'string', default: 'dist' }, file: { type: 'string' }, requests: { type: 'string' }, survivors: { type: 'boolean', default: false }, mode: { type: 'string', default: 'embedded' }, env: { type: 'string', default: '' } },
 });
 
 interface SampleNode {
@@ -34,7 +35,7 @@ async function record(): Promise<{ file: string; requests: number }> {
   process.env.BENCH_PLATFORM_NODE_ARGS = `--import ${sampler.href}`;
   const upstream = await startUpstream();
   const mode = args.mode as PlatformMode;
-  const platform = await startPlatform(mode, {}, mode, `${args.dist}/services/platform/main.js`);
+  const platform = await startPlatform(mode, parseEnvPairs(args.env), mode, `${args.dist}/services/platform/main.js`);
   const file = join(tmpdir(), `bench-alloc-${platform.pid}.json`);
   try {
     await platform.addProviders(upstream, [20]);
