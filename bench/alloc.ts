@@ -32,7 +32,7 @@ interface SampleNode {
 async function record(): Promise<{ file: string; requests: number }> {
   const sampler = new URL('./lib/alloc-sampler.mjs', import.meta.url);
   if (args.survivors) sampler.search = '?survivors';
-  process.env.BENCH_PLATFORM_NODE_ARGS = `--import ${sampler.href}`;
+  process.env.BENCH_PLATFORM_NODE_ARGS = `${process.env.BENCH_PLATFORM_NODE_ARGS ?? ''} --import ${sampler.href}`;
   const upstream = await startUpstream();
   const mode = args.mode as PlatformMode;
   const platform = await startPlatform(mode, parseEnvPairs(args.env), mode, `${args.dist}/services/platform/main.js`);
