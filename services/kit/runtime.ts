@@ -4,6 +4,7 @@ import { systemClock, type Clock } from './clock.js';
 import { ConfigError } from './config.js';
 import type { BaseConfig } from './settings/index.js';
 import { createDatabase, type Database } from './db/database.js';
+import { tuneHeapForRequests } from './heap-tuning.js';
 import { migrateAll, type MigrationSet } from './db/migrate.js';
 import { createUserDirectory, type UserDirectory } from './identity/directory.js';
 import { createUsersStore } from './identity/users-store.js';
@@ -41,6 +42,7 @@ export interface Runtime extends ProcessRuntime {
 
 /** A runtime without database or bus, for a stateless process (the edge started alone). */
 export function openProcessRuntime(config: BaseConfig, options: { name: string; clock?: Clock; logger?: Logger }): ProcessRuntime {
+  tuneHeapForRequests();
   const logger = options.logger ?? createLogger({ level: config.LOG_LEVEL, name: options.name });
   const revocations = config.REDIS_URL ? createRedisRevocations(config.REDIS_URL, { logger }) : createInProcessRevocations();
   return {
@@ -57,6 +59,7 @@ export async function openRuntime(
   config: BaseConfig,
   options: { name: string; migrations: MigrationSet[]; clock?: Clock; logger?: Logger },
 ): Promise<Runtime> {
+  tuneHeapForRequests();
   const logger = options.logger ?? createLogger({ level: config.LOG_LEVEL, name: options.name });
   const clock = options.clock ?? systemClock;
   const db = await createDatabase({
