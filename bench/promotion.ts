@@ -10,8 +10,9 @@
  *   --mode embedded|production (default embedded: production runs on the local PostgreSQL,
  *   RabbitMQ and Redis, as `npm run bench` does)
  *   --env "KEY=value,…"   settings for the platform (an ablation)
- * Usually repeatable within ~0.5 KiB per request on an idle machine, but a run right after heavy load
- * can be an outlier (twice the promotion): repeat a surprising figure. bench/alloc.ts --survivors says
+ * Usually repeatable within ~0.5 KiB per request on an idle machine. Before the platform turned V8's
+ * allocation-site pretenuring off (kit heap-tuning.ts), about one process in four promoted six times
+ * as much: repeat a surprising figure. bench/alloc.ts --survivors says
  * which allocation sites the survivors come from.
  */
 import { readFile } from 'node:fs/promises';
