@@ -4,8 +4,10 @@ import test from 'ava';
 // One place whose objects nearly all outlive young collections: with allocation-site pretenuring
 // on, V8 then allocates that place's next objects straight in the old generation. The check runs in
 // a child process (its own heap and V8 flags), which reports whether a fresh object is young. When V8
-// decides depends on its compiler's timing (round 6 on an idle machine, up to 22 seen under load), so
-// the child keeps going until a fresh object is old, or up to 300 rounds.
+// decides depends on its compiler's timing (round 6 on an idle machine, later or never under CI load),
+// so the child keeps going until a fresh object is old, or up to 300 rounds. Without the tuning the
+// same child reports "old" in most runs (the assertion below then fails), but not in every run, so
+// that direction is not a test of its own.
 const WORKLOAD = `
 const inYoungGeneration = new Function('o', 'return %InYoungGeneration(o)');
 function make(i) { return { a: i, b: [i, i + 1], c: { d: i } }; }
@@ -31,10 +33,6 @@ function freshObjectIn(prelude: string): string {
   if (child.status !== 0) throw new Error(`child failed: ${child.stderr}`);
   return child.stdout.trim().split('\n').at(-1)!;
 }
-
-test('without the tuning, the workload gets its objects pretenured (so the next test can fail)', (t) => {
-  t.is(freshObjectIn(''), 'old');
-});
 
 test('a process that opened its runtime keeps allocating such objects in the young generation', (t) => {
   const prelude = `
