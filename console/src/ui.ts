@@ -16,11 +16,16 @@ export function errorBox(error: unknown): HTMLElement {
   return h('div', { class: 'error', role: 'alert' }, error instanceof Error ? error.message : String(error));
 }
 
-/** Runs `action`, replacing `slot`'s content with the error (or nothing) so failures show where they happened. */
+/**
+ * Runs `action`, then replaces `slot`'s content with the error (or nothing) so failures show where
+ * they happened. The slot is cleared when the action ends, not when it starts: a list refreshed
+ * through its own slot stays on screen until its replacement arrives, with no empty flash between.
+ */
 export async function attempt<T>(slot: HTMLElement, action: () => Promise<T>): Promise<T | undefined> {
-  slot.replaceChildren();
   try {
-    return await action();
+    const result = await action();
+    slot.replaceChildren();
+    return result;
   } catch (error) {
     slot.replaceChildren(errorBox(error));
     return undefined;
