@@ -166,14 +166,19 @@ export async function ephemeralPorts(): Promise<number> {
 }
 
 /**
- * Why a ramp step did not hold all its streams, from what failed first: the descriptor limit (of the
- * platform or of this load generator), ephemeral ports, a refused or reset connection, or a stall
+ * Why a ramp step did not hold all its streams, from what failed first: the edge's connection
+ * bound, the descriptor limit (of the platform or of this load generator), ephemeral ports, a refused or reset connection, or a stall
  * (the streams completed but waited more than the stall limit between two chunks).
  */
 export function rampStopReason(step: HoldResult, stallMs: number, platformFdLimit: number): string {
   const error = step.firstError ?? '';
   if (/EMFILE|ENFILE|too many open files/i.test(error)) return `file descriptor limit (${error})`;
   if (/EADDRNOTAVAIL/i.test(error)) return `ephemeral ports exhausted (${error})`;
+  if (step.failed > 0 && /^status 503\b/.test(error)) {
+    // The edge answers 503 on connections beyond EDGE_MAX_CONNECTIONS (by default half of what its
+    // open-file limit leaves after a reserve), before the limit itself would cut them unanswered.
+    return `the edge's connection bound (${step.failed} streams answered 503, EDGE_MAX_CONNECTIONS; ${step.fdsPeak} of ${platformFdLimit} descriptors open)`;
+  }
   if (step.failed > 0 && Number.isFinite(platformFdLimit) && step.fdsPeak >= platformFdLimit - 16) {
     return `the platform reached its file descriptor limit (${step.fdsPeak} of ${platformFdLimit} open; ${step.failed} streams failed: ${error})`;
   }

@@ -46,6 +46,23 @@ export const edgeConfigShape = {
    * never-used connections are closed, oldest first.
    */
   EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS: int(0).default(32),
+  /**
+   * Connections the edge holds open at once, from every address. A request on a connection beyond
+   * it is answered 503 (`Retry-After: 1`) and the connection closed, where running out of open
+   * files would cut it without an answer. `auto`: half of what the process's open-file limit leaves
+   * after a reserve of 512 for its own files and pools, since each request in flight also holds a
+   * connection to its service or provider. `0`: no bound.
+   */
+  EDGE_MAX_CONNECTIONS: z
+    .string()
+    .default('auto')
+    .transform((v, ctx) => {
+      const value = v.trim();
+      if (value === 'auto') return 'auto' as const;
+      if (/^\d+$/.test(value)) return Number(value);
+      ctx.addIssue({ code: 'custom', message: 'must be a whole number (0: no bound), or auto' });
+      return z.NEVER;
+    }),
   /** What the limiter does when Redis fails mid-flight: allow (and log) or deny with 503. */
   EDGE_RATE_LIMIT_FAULT_POLICY: z.enum(['allow', 'deny']).default('allow'),
   /**

@@ -1,7 +1,9 @@
-import type { Server } from 'node:http';
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { ipv6Prefix } from '../../plugins/core/index.js';
-import { errorBody } from '../kit/core/index.js';
+import { acceptRequestId, errorBody } from '../kit/core/index.js';
+import { sendJson } from './proxy.js';
 
 const TIMEOUT_BODY = JSON.stringify(errorBody(408, 'The request headers did not arrive in time', { code: 'request_timeout' }));
 /** What a client that never completed its request head gets before the connection closes (as Node's own header timeout answers). */
@@ -20,6 +22,12 @@ function timeOut(socket: Socket): void {
 }
 
 export interface ConnectionLimits {
+  /**
+   * Connections the server holds open at once, from every address (trusted peers included: a load
+   * balancer in front carries every client). A request on a connection beyond it is answered 503
+   * and the connection closed after the answer. Unset: no bound.
+   */
+  maxOpen?: number;
   /** Open connections one client address may hold; a connection beyond it is closed at once. */
   maxPerAddress: number;
   /**
@@ -35,6 +43,8 @@ export interface ConnectionLimits {
   /** A connection that has not sent a complete request head within this long is closed (0: no bound). */
   firstRequestTimeoutMs?: number;
   onRefused?(): void;
+  /** A connection over `maxOpen` arrived (its request is answered 503). */
+  onOverCapacity?(): void;
 }
 
 interface Tracked {
@@ -76,6 +86,9 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
   const groups = new Map<string, AddressGroup>();
   const tracked = new Map<Socket, Tracked>();
   let refused = 0;
+  let open = 0;
+  const overCapacity = new WeakSet<Socket>();
+  if (limits.maxOpen !== undefined) answerOverCapacity(server, overCapacity);
 
   const keyOf = (peer: string) => (peer.includes(':') ? ipv6Prefix(peer, limits.ipv6PrefixLength) : peer);
 
@@ -89,6 +102,17 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
   }
 
   server.on('connection', (socket: Socket) => {
+    open++;
+    socket.once('close', () => open--);
+    if (limits.maxOpen !== undefined && open > limits.maxOpen) {
+      // Kept only long enough to answer its request: it is not an address's to keep.
+      overCapacity.add(socket);
+      limits.onOverCapacity?.();
+      const firstRequest = limits.firstRequestTimeoutMs ? setTimeout(() => timeOut(socket), limits.firstRequestTimeoutMs) : null;
+      firstRequest?.unref();
+      if (firstRequest) socket.once('close', () => clearTimeout(firstRequest));
+      return;
+    }
     const peer = socket.remoteAddress ?? '';
     if (limits.isTrusted(peer.startsWith('::ffff:') ? peer.slice(7) : peer)) return;
     const key = keyOf(peer);
@@ -147,8 +171,58 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
   return {
     /** Open connections per address (for metrics and tests). */
     openFrom: (peer: string) => groups.get(keyOf(peer))?.sockets.size ?? 0,
+    /** Open connections from every address. */
+    get open() {
+      return open;
+    },
     get refused() {
       return refused;
     },
   };
+}
+
+const BUSY_MESSAGE = 'The gateway holds as many connections as it may; retry shortly';
+
+/**
+ * A request on a connection over the open-connection bound gets a 503 in place of the server's own
+ * handling, and the connection closes after it. The request is read and answered (not cut at
+ * accept): a client whose request was already on the wire gets an answer it can retry on, where a
+ * close with its bytes unread would reach it as a reset. The server's request listeners are wrapped
+ * rather than joined because every listener of an event runs: one added beside them could answer,
+ * but not stop them.
+ */
+function answerOverCapacity(server: Server, overCapacity: WeakSet<Socket>): void {
+  const handlers = server.listeners('request') as RequestListener[];
+  server.removeAllListeners('request');
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (!overCapacity.has(req.socket)) {
+      for (const handler of handlers) handler.call(server, req, res);
+      return;
+    }
+    const requestId = acceptRequestId(req.headers['x-request-id'] as string | undefined);
+    res.shouldKeepAlive = false;
+    sendJson(res, 503, errorBody(503, BUSY_MESSAGE, { code: 'server_busy', requestId }), { 'retry-after': '1', 'x-request-id': requestId });
+  });
+}
+
+/** Reserved for what a process opens besides its connections: files, listeners, database and broker pools. */
+const RESERVED_FILES = 512;
+
+/**
+ * The open-connection bound `auto` stands for: half of what the process's open-file limit leaves
+ * after a reserve, since a request in flight holds two sockets (its client's, and its service's or
+ * provider's). Undefined (no bound) where the limit cannot be read (not Linux) or is unlimited.
+ */
+export function connectionsForOpenFileLimit(limits: string = readProcLimits()): number | undefined {
+  const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits)?.[1];
+  if (!soft || soft === 'unlimited') return undefined;
+  return Math.max(1, Math.floor((Number(soft) - RESERVED_FILES) / 2));
+}
+
+function readProcLimits(): string {
+  try {
+    return readFileSync('/proc/self/limits', 'utf8');
+  } catch {
+    return '';
+  }
 }

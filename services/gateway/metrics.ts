@@ -18,6 +18,7 @@ export function createEdgeMetrics() {
     registers: [registry],
   });
   const refusedConnections = new Counter({ name: 'edge_connections_refused_total', help: 'Connections closed at once by the per-address connection cap', registers: [registry] });
+  const overCapacity = new Counter({ name: 'edge_connections_over_capacity_total', help: 'Connections beyond EDGE_MAX_CONNECTIONS, whose request was answered 503', registers: [registry] });
   // One pair of cells per (route, status), looked up by one string key per request.
   const series = new Map<string, { count: CounterCell; duration: HistogramCell }>();
   return {
@@ -34,5 +35,6 @@ export function createEdgeMetrics() {
       bound.duration.observe(durationMs / 1000);
     },
     connectionRefused: () => refusedConnections.inc(),
+    connectionOverCapacity: () => overCapacity.inc(),
   };
 }

@@ -8,7 +8,7 @@ import type { ServiceDefinition } from '../kit/index.js';
 import { edgeConfigShape, loadEdgeConfig } from './config.js';
 import { deckVariables } from './deck-vars.js';
 import { trustedPeers } from './client-ip.js';
-import { guardConnections } from './connections.js';
+import { connectionsForOpenFileLimit, guardConnections } from './connections.js';
 import { loadDeck } from './deck.js';
 import { createEdge } from './edge.js';
 import { createEdgeMetrics } from './metrics.js';
@@ -81,13 +81,16 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
     // The server's request listener is the app built above.
     const app = server.listeners('request')[0] as unknown as Express;
     const metrics = app.locals?.edgeMetrics as ReturnType<typeof createEdgeMetrics> | undefined;
+    const maxOpen = config.EDGE_MAX_CONNECTIONS === 'auto' ? connectionsForOpenFileLimit() : config.EDGE_MAX_CONNECTIONS || undefined;
     guardConnections(server, {
+      maxOpen,
       maxPerAddress: config.EDGE_MAX_CONNECTIONS_PER_ADDRESS,
       maxIdlePerAddress: config.EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS,
       ipv6PrefixLength: config.EDGE_RATE_LIMIT_IPV6_PREFIX,
       isTrusted: trustedPeers(config.TRUSTED_PROXIES).isTrusted,
       firstRequestTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
       onRefused: () => metrics?.connectionRefused(),
+      onOverCapacity: () => metrics?.connectionOverCapacity(),
     });
   },
 };

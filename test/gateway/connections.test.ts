@@ -2,7 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
-import { guardConnections } from '../../services/gateway/connections.js';
+import { connectionsForOpenFileLimit, guardConnections } from '../../services/gateway/connections.js';
 import { listenBacklog, somaxconn } from '../helpers/listen-backlog.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { waitFor } from '../helpers/wait.js';
@@ -113,6 +113,68 @@ test('guardConnections: a client pool of 100 keep-alive connections from one add
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
+});
+
+test('guardConnections: a request on a connection beyond maxOpen (counting every address, trusted ones too) is answered 503 in the error shape and that connection closes; the server never sees it, and a connection within the bound is served again once one closes', async (t) => {
+  const held: Array<() => void> = [];
+  const server: Server = createServer((_req, res) => held.push(() => res.end('ok')));
+  const guard = guardConnections(server, { maxOpen: 2, maxPerAddress: 100, maxIdlePerAddress: 100, ipv6PrefixLength: 64, isTrusted: () => true });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  try {
+    const busy = await open(port);
+    const busyAnswer = received(busy);
+    busy.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await waitFor(() => held.length === 1, 5000, 'first request in flight');
+    const idle = await open(port);
+    const idleState = watchClose(idle);
+    const third = await open(port);
+    const answer = received(third);
+    const thirdState = watchClose(third);
+    third.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}');
+    await waitFor(() => thirdState.closed, 5000, 'the connection over the bound closed after its answer');
+    const [status, ...lines] = answer.text.split('\r\n\r\n')[0]!.split('\r\n');
+    const body = answer.text.split('\r\n\r\n')[1];
+    t.regex(status!, /^HTTP\/1\.1 503 /);
+    const header = (name: string) => lines.find((l) => l.toLowerCase().startsWith(`${name}: `))?.slice(name.length + 2);
+    t.is(header('connection'), 'close');
+    t.is(header('retry-after'), '1');
+    const requestId = header('x-request-id');
+    t.truthy(requestId);
+    const error = (JSON.parse(body!) as { error: Record<string, unknown> }).error;
+    t.like(error, { code: 'server_busy', param: null, request_id: requestId });
+    t.is(typeof error.message, 'string');
+    t.is(held.length, 1, "the server's own handler never saw the request");
+    t.false(idleState.closed, 'connections within the bound are untouched');
+    t.is(guard.open, 2);
+    // One closes: the next connection is within the bound and served.
+    idle.destroy();
+    await waitFor(() => guard.open === 1, 5000, 'the closed connection uncounted');
+    const next = await open(port);
+    const nextAnswer = received(next);
+    next.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await waitFor(() => held.length === 2, 5000, 'the next connection reached the server');
+    for (const release of held.splice(0)) release();
+    await waitFor(() => nextAnswer.text.endsWith('ok') && busyAnswer.text.endsWith('ok'), 5000, 'both answered');
+    t.regex(nextAnswer.text, /^HTTP\/1\.1 200 /);
+    for (const socket of [busy, next]) socket.destroy();
+  } finally {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+test('connectionsForOpenFileLimit: half of the soft open-file limit after a reserve of 512; no bound where the limit is unlimited or unreadable', (t) => {
+  const limits = (soft: string) =>
+    `Limit                     Soft Limit           Hard Limit           Units\nMax processes             unlimited            unlimited            processes\nMax open files            ${soft}                1048576              files\n`;
+  t.is(connectionsForOpenFileLimit(limits('20000')), 9744);
+  t.is(connectionsForOpenFileLimit(limits('1048576')), 524032);
+  t.is(connectionsForOpenFileLimit(limits('600')), 44);
+  t.is(connectionsForOpenFileLimit(limits('100')), 1, 'a limit below the reserve still admits one connection');
+  t.is(connectionsForOpenFileLimit(limits('unlimited')), undefined);
+  t.is(connectionsForOpenFileLimit(''), undefined);
+  // This process's own limit (Linux): a number.
+  t.true(Number.isInteger(connectionsForOpenFileLimit()));
 });
 
 let p: TestPlatform;
