@@ -89,6 +89,10 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
   let open = 0;
   const overCapacity = new WeakSet<Socket>();
   if (limits.maxOpen !== undefined) answerOverCapacity(server, overCapacity);
+  const markOverCapacity = (socket: Socket) => {
+    overCapacity.add(socket);
+    limits.onOverCapacity?.();
+  };
 
   const keyOf = (peer: string) => (peer.includes(':') ? ipv6Prefix(peer, limits.ipv6PrefixLength) : peer);
 
@@ -104,17 +108,19 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
   server.on('connection', (socket: Socket) => {
     open++;
     socket.once('close', () => open--);
-    if (limits.maxOpen !== undefined && open > limits.maxOpen) {
-      // Kept only long enough to answer its request: it is not an address's to keep.
-      overCapacity.add(socket);
-      limits.onOverCapacity?.();
-      const firstRequest = limits.firstRequestTimeoutMs ? setTimeout(() => timeOut(socket), limits.firstRequestTimeoutMs) : null;
-      firstRequest?.unref();
-      if (firstRequest) socket.once('close', () => clearTimeout(firstRequest));
+    // Beyond the bound a connection is kept only long enough to answer its request (503). It still
+    // counts against its address below, so that one address cannot hold more of them than of any other.
+    const over = limits.maxOpen !== undefined && open > limits.maxOpen;
+    const peer = socket.remoteAddress ?? '';
+    if (limits.isTrusted(peer.startsWith('::ffff:') ? peer.slice(7) : peer)) {
+      if (!over) return;
+      markOverCapacity(socket);
+      if (limits.firstRequestTimeoutMs) {
+        const firstRequest = setTimeout(() => timeOut(socket), limits.firstRequestTimeoutMs).unref();
+        socket.once('close', () => clearTimeout(firstRequest));
+      }
       return;
     }
-    const peer = socket.remoteAddress ?? '';
-    if (limits.isTrusted(peer.startsWith('::ffff:') ? peer.slice(7) : peer)) return;
     const key = keyOf(peer);
     let group = groups.get(key);
     if (!group) groups.set(key, (group = { key, sockets: new Set(), unused: new Set(), closing: 0 }));
@@ -124,6 +130,7 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
       socket.destroy();
       return;
     }
+    if (over) markOverCapacity(socket);
     group.sockets.add(socket);
     group.unused.add(socket);
     const firstRequest = limits.firstRequestTimeoutMs ? setTimeout(() => timeOut(socket), limits.firstRequestTimeoutMs) : null;

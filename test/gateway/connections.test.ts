@@ -164,6 +164,28 @@ test('guardConnections: a request on a connection beyond maxOpen (counting every
   }
 });
 
+test('guardConnections: connections beyond maxOpen still count against their address, so one address cannot hold more of them than its per-address bound', async (t) => {
+  const server: Server = createServer((_req, res) => res.end('ok'));
+  const guard = guardConnections(server, { maxOpen: 1, maxPerAddress: 2, maxIdlePerAddress: 10, ipv6PrefixLength: 64, isTrusted: () => false });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  try {
+    const within = await open(port);
+    const over = await open(port);
+    const overState = watchClose(over);
+    const third = await open(port);
+    const thirdState = watchClose(third);
+    await waitFor(() => thirdState.closed, 5000, 'the third connection from the address closed at once');
+    t.false(overState.closed, 'the connection over the bound waits for its request');
+    t.is(guard.refused, 1);
+    t.is(guard.openFrom('127.0.0.1'), 2);
+    for (const socket of [within, over]) socket.destroy();
+  } finally {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
 test('connectionsForOpenFileLimit: half of the soft open-file limit after a reserve of 512; no bound where the limit is unlimited or unreadable', (t) => {
   const limits = (soft: string) =>
     `Limit                     Soft Limit           Hard Limit           Units\nMax processes             unlimited            unlimited            processes\nMax open files            ${soft}                1048576              files\n`;
