@@ -213,6 +213,9 @@ async function main() {
         if (result.completed === step) ramp[n]!.fdsPerStream = fdsPerStream;
         if (result.completed !== step) {
           ramp[n]!.stoppedBy = rampStopReason(result, settings.hold.stallMs, limit);
+          // Streams refused (a 503 at the connection bound, a 502 at the descriptor limit) were never
+          // held; the others were, without a stall: the step's high-water mark is what it held.
+          if (result.stalled === 0 && result.maxOpen > ramp[n]!.held) ramp[n]!.held = result.maxOpen;
           break;
         }
         if (settings.hold.openPerSecond && result.maxOpen < step) {
