@@ -1,9 +1,10 @@
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { CounterFamily, HistogramFamily, createMetricsRegistry, type CounterCell, type HistogramCell } from '../kit/http/index.js';
 
 /**
  * The embedded edge's Prometheus metrics (`GET /metrics`, like Kong's status listener): requests by
- * decK route and status, latency, and connections refused by the per-address cap. The route label
+ * decK route and status, latency, connections refused by the per-address cap, and open connections
+ * against the edge's bound on them. The route label
  * is the decK route name (bounded), never the raw path. The Node process series come with the
  * kit's registry, as on every service.
  */
@@ -36,5 +37,10 @@ export function createEdgeMetrics() {
     },
     connectionRefused: () => refusedConnections.inc(),
     connectionOverCapacity: () => overCapacity.inc(),
+    /** Open connections and the bound on them (EDGE_MAX_CONNECTIONS), read at each scrape. */
+    watchConnections(open: () => number, bound: number | undefined) {
+      new Gauge({ name: 'edge_connections_open', help: 'Connections the edge holds open, from every address', registers: [registry], collect() { this.set(open()); } });
+      if (bound !== undefined) new Gauge({ name: 'edge_connections_max', help: 'The bound on open connections (EDGE_MAX_CONNECTIONS); beyond it requests are answered 503', registers: [registry] }).set(bound);
+    },
   };
 }

@@ -82,7 +82,7 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
     const app = server.listeners('request')[0] as unknown as Express;
     const metrics = app.locals?.edgeMetrics as ReturnType<typeof createEdgeMetrics> | undefined;
     const maxOpen = config.EDGE_MAX_CONNECTIONS === 'auto' ? connectionsForOpenFileLimit() : config.EDGE_MAX_CONNECTIONS || undefined;
-    guardConnections(server, {
+    const guard = guardConnections(server, {
       maxOpen,
       maxPerAddress: config.EDGE_MAX_CONNECTIONS_PER_ADDRESS,
       maxIdlePerAddress: config.EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS,
@@ -92,6 +92,7 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
       onRefused: () => metrics?.connectionRefused(),
       onOverCapacity: () => metrics?.connectionOverCapacity(),
     });
+    metrics?.watchConnections(() => guard.open, maxOpen);
   },
 };
 

@@ -64,4 +64,6 @@ test.serial('through the edge: with three connections open, a chat request on a 
   t.is(res.status, 200);
   const metrics = await (await fetch(`${p.url}/metrics`, { headers: { connection: 'close' } })).text();
   t.regex(metrics, /^edge_connections_over_capacity_total(\{[^}]*\})? [1-9]/m);
+  t.regex(metrics, /^edge_connections_max(\{[^}]*\})? 3$/m);
+  t.regex(metrics, /^edge_connections_open(\{[^}]*\})? [1-9]/m, "the scrape's own connection at least");
 });
