@@ -1,6 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import test from 'ava';
+import OpenAI from 'openai';
 import { loadEdgeConfig } from '../../services/gateway/config.js';
+import { randomBase62 } from '../../services/kit/secrets.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -26,9 +28,10 @@ function exchange(port: number, request: string): Promise<string> {
   });
 }
 
+const ADMIN_KEY = `sk_${randomBase62(32)}`;
 let p: TestPlatform;
 test.before(async () => {
-  p = await startTestPlatform({ env: { EDGE_MAX_CONNECTIONS: '3', EDGE_MAX_CONNECTIONS_PER_ADDRESS: '100' } });
+  p = await startTestPlatform({ env: { EDGE_MAX_CONNECTIONS: '3', EDGE_MAX_CONNECTIONS_PER_ADDRESS: '100', BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY } });
 });
 test.after.always(async () => {
   await p?.stop();
@@ -66,4 +69,27 @@ test.serial('through the edge: with three connections open, a chat request on a 
   t.regex(metrics, /^edge_connections_over_capacity_total(\{[^}]*\})? [1-9]/m);
   t.regex(metrics, /^edge_connections_max(\{[^}]*\})? 3$/m);
   t.regex(metrics, /^edge_connections_open(\{[^}]*\})? [1-9]/m, "the scrape's own connection at least");
+});
+
+test.serial('the openai SDK retries the 503 on its own, after the Retry-After it names, and succeeds once a connection is free', async (t) => {
+  const port = Number(new URL(p.url).port);
+  const held = [await open(port), await open(port), await open(port)];
+  for (const socket of held) socket.on('error', () => {});
+  const statuses: number[] = [];
+  const client = new OpenAI({
+    baseURL: `${p.url}/v1`,
+    apiKey: ADMIN_KEY,
+    maxRetries: 2,
+    // The SDK's own fetch, watched: the first answer is the bound's 503; the held connections are
+    // released then, so the SDK's retry finds room.
+    fetch: async (url, init) => {
+      const res = await fetch(url, init);
+      statuses.push(res.status);
+      if (res.status === 503) for (const socket of held) socket.destroy();
+      return res;
+    },
+  });
+  const models = await client.models.list();
+  t.true(Array.isArray(models.data));
+  t.deepEqual(statuses, [503, 200]);
 });
