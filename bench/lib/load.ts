@@ -167,8 +167,9 @@ export async function ephemeralPorts(): Promise<number> {
 
 /**
  * Why a ramp step did not hold all its streams, from what failed first: the edge's connection
- * bound, the descriptor limit (of the platform or of this load generator), ephemeral ports, a refused or reset connection, or a stall
- * (the streams completed but waited more than the stall limit between two chunks).
+ * bound, the descriptor limit (of the platform or of this load generator), ephemeral ports, a
+ * refused or reset connection, or a stall (the streams completed but waited more than the stall
+ * limit between two chunks).
  */
 export function rampStopReason(step: HoldResult, stallMs: number, platformFdLimit: number): string {
   const error = step.firstError ?? '';

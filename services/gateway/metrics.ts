@@ -4,9 +4,8 @@ import { CounterFamily, HistogramFamily, createMetricsRegistry, type CounterCell
 /**
  * The embedded edge's Prometheus metrics (`GET /metrics`, like Kong's status listener): requests by
  * decK route and status, latency, connections refused by the per-address cap, and open connections
- * against the edge's bound on them. The route label
- * is the decK route name (bounded), never the raw path. The Node process series come with the
- * kit's registry, as on every service.
+ * against the edge's bound on them. The route label is the decK route name (bounded), never the raw
+ * path. The Node process series come with the kit's registry, as on every service.
  */
 export function createEdgeMetrics() {
   const registry = createMetricsRegistry('gateway');
