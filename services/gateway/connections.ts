@@ -25,7 +25,8 @@ export interface ConnectionLimits {
   /**
    * Connections the server holds open at once, from every address (trusted peers included: a load
    * balancer in front carries every client). A request on a connection beyond it is answered 503
-   * and the connection closed after the answer. Unset: no bound.
+   * and the connection closed after the answer. Unset: no bound. The answer takes the place of the
+   * server's request listeners attached before `guardConnections` is called (attach them first).
    */
   maxOpen?: number;
   /** Open connections one client address may hold; a connection beyond it is closed at once. */
