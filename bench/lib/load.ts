@@ -8,6 +8,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
 import { rssMiB, sumOverProcesses, type Platform } from './procs.js';
+import { softOpenFileLimit } from '../../services/gateway/connections.js';
 
 // autocannon ships no types; loaded through require.
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
@@ -148,8 +149,7 @@ export function openFds(pids: number | readonly number[]): Promise<number> {
 /** The soft limit on open files of a process (`Max open files` in /proc/<pid>/limits), or NaN. */
 export async function fdLimit(pid: number): Promise<number> {
   try {
-    const limits = await readFile(`/proc/${pid}/limits`, 'utf8');
-    return Number(/^Max open files\s+(\d+)/m.exec(limits)?.[1]);
+    return softOpenFileLimit(await readFile(`/proc/${pid}/limits`, 'utf8'));
   } catch {
     return Number.NaN;
   }

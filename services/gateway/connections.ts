@@ -90,10 +90,6 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
   let open = 0;
   const overCapacity = new WeakSet<Socket>();
   if (limits.maxOpen !== undefined) answerOverCapacity(server, overCapacity);
-  const markOverCapacity = (socket: Socket) => {
-    overCapacity.add(socket);
-    limits.onOverCapacity?.();
-  };
 
   const keyOf = (peer: string) => (peer.includes(':') ? ipv6Prefix(peer, limits.ipv6PrefixLength) : peer);
 
@@ -113,29 +109,30 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
     // counts against its address below, so that one address cannot hold more of them than of any other.
     const over = limits.maxOpen !== undefined && open > limits.maxOpen;
     const peer = socket.remoteAddress ?? '';
-    if (limits.isTrusted(peer.startsWith('::ffff:') ? peer.slice(7) : peer)) {
-      if (!over) return;
-      markOverCapacity(socket);
-      if (limits.firstRequestTimeoutMs) {
-        const firstRequest = setTimeout(() => timeOut(socket), limits.firstRequestTimeoutMs).unref();
-        socket.once('close', () => clearTimeout(firstRequest));
+    const trusted = limits.isTrusted(peer.startsWith('::ffff:') ? peer.slice(7) : peer);
+    if (trusted && !over) return;
+    let group: AddressGroup | undefined;
+    if (!trusted) {
+      const key = keyOf(peer);
+      group = groups.get(key);
+      if (!group) groups.set(key, (group = { key, sockets: new Set(), unused: new Set(), closing: 0 }));
+      if (group.sockets.size >= limits.maxPerAddress) {
+        refused++;
+        limits.onRefused?.();
+        socket.destroy();
+        return;
       }
-      return;
     }
-    const key = keyOf(peer);
-    let group = groups.get(key);
-    if (!group) groups.set(key, (group = { key, sockets: new Set(), unused: new Set(), closing: 0 }));
-    if (group.sockets.size >= limits.maxPerAddress) {
-      refused++;
-      limits.onRefused?.();
-      socket.destroy();
-      return;
+    if (over) {
+      overCapacity.add(socket);
+      limits.onOverCapacity?.();
     }
-    if (over) markOverCapacity(socket);
-    group.sockets.add(socket);
-    group.unused.add(socket);
     const firstRequest = limits.firstRequestTimeoutMs ? setTimeout(() => timeOut(socket), limits.firstRequestTimeoutMs) : null;
     firstRequest?.unref();
+    // A trusted peer's connection over the bound: bounded in time only, not tracked per address.
+    if (!group) return void (firstRequest && socket.once('close', () => clearTimeout(firstRequest)));
+    group.sockets.add(socket);
+    group.unused.add(socket);
     const state: Tracked = { group, closing: false, firstRequest };
     tracked.set(socket, state);
     const owner = group;
@@ -222,9 +219,15 @@ const RESERVED_FILES = 512;
  * provider's). Undefined (no bound) where the limit cannot be read (not Linux) or is unlimited.
  */
 export function connectionsForOpenFileLimit(limits: string = readProcLimits()): number | undefined {
+  const soft = softOpenFileLimit(limits);
+  return Number.isFinite(soft) ? Math.max(1, Math.floor((soft - RESERVED_FILES) / 2)) : undefined;
+}
+
+/** The soft open-file limit in the text of a `/proc/<pid>/limits` file: Infinity when unlimited, NaN when absent. */
+export function softOpenFileLimit(limits: string): number {
   const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits)?.[1];
-  if (!soft || soft === 'unlimited') return undefined;
-  return Math.max(1, Math.floor((Number(soft) - RESERVED_FILES) / 2));
+  if (soft === 'unlimited') return Infinity;
+  return soft ? Number(soft) : Number.NaN;
 }
 
 function readProcLimits(): string {
