@@ -12,6 +12,8 @@
  *   --requests N (256)  --stream  --top N (40)  --dist DIR (compiled tree, default dist)
  *   --owners       label each object with what holds it (`Object <- ServiceRequest.params`)
  *   --expand PREFIX  for labels starting with PREFIX, also what holds the holder
+ *   --contexts     name each closure context by the variables it keeps (`Context{req,res,started}`),
+ *                  which tells whose anonymous closures a request keeps alive
  */
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -29,6 +31,7 @@ const { values: args } = parseArgs({
     dist: { type: 'string', default: 'dist' },
     owners: { type: 'boolean', default: false },
     expand: { type: 'string' },
+    contexts: { type: 'boolean', default: false },
   },
 });
 const count = Number(args.requests);
@@ -83,9 +86,26 @@ async function tally(path: string): Promise<Map<string, { objects: number; bytes
   const [typeAt, nameAt, sizeAt, edgesAt] = ['type', 'name', 'self_size', 'edge_count'].map((f) => meta.node_fields.indexOf(f)) as [number, number, number, number];
   const edgeWidth = meta.edge_fields.length;
   const [edgeTypeAt, edgeNameAt, edgeToAt] = ['type', 'name_or_index', 'to_node'].map((f) => meta.edge_fields.indexOf(f)) as [number, number, number];
+  const firstEdge = new Map<number, number>();
+  if (args.contexts) {
+    for (let node = 0, edge = 0; node < heap.nodes.length; node += width) {
+      firstEdge.set(node, edge);
+      edge += heap.nodes[node + edgesAt]! * edgeWidth;
+    }
+  }
+  // A closure's context by the variables it keeps (`Context{req,res,started}`): anonymous closures
+  // are otherwise all alike, and the names say whose they are.
+  const contextVariables = (node: number) => {
+    const names: string[] = [];
+    for (let left = heap.nodes[node + edgesAt]!, edge = firstEdge.get(node)!; left > 0; left--, edge += edgeWidth) {
+      if (meta.edge_types[0][heap.edges[edge + edgeTypeAt]!] === 'context') names.push(String(heap.strings[heap.edges[edge + edgeNameAt]!]));
+    }
+    return `{${names.join(',').slice(0, 120)}}`;
+  };
   const label = (node: number) => {
     const type = meta.node_types[0][heap.nodes[node + typeAt]!]!;
-    return `${type}:${type.includes('string') ? '(string)' : heap.strings[heap.nodes[node + nameAt]!]!.slice(0, 50)}`;
+    const name = type.includes('string') ? '(string)' : heap.strings[heap.nodes[node + nameAt]!]!.slice(0, 50);
+    return `${type}:${name}${args.contexts && name === 'system / Context' ? contextVariables(node) : ''}`;
   };
   // What first holds each node (weak references aside): enough to tell whose object it is.
   const holder = new Map<number, { node: number; via: string }>();
