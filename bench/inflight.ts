@@ -86,18 +86,16 @@ async function tally(path: string): Promise<Map<string, { objects: number; bytes
   const [typeAt, nameAt, sizeAt, edgesAt] = ['type', 'name', 'self_size', 'edge_count'].map((f) => meta.node_fields.indexOf(f)) as [number, number, number, number];
   const edgeWidth = meta.edge_fields.length;
   const [edgeTypeAt, edgeNameAt, edgeToAt] = ['type', 'name_or_index', 'to_node'].map((f) => meta.edge_fields.indexOf(f)) as [number, number, number];
-  const firstEdge = new Map<number, number>();
-  if (args.contexts) {
-    for (let node = 0, edge = 0; node < heap.nodes.length; node += width) {
-      firstEdge.set(node, edge);
-      edge += heap.nodes[node + edgesAt]! * edgeWidth;
-    }
+  // Where each node's edges start in `edges` (a node's edges follow the previous node's), by node ordinal.
+  const firstEdge = new Uint32Array(args.contexts ? heap.nodes.length / width : 0);
+  for (let ordinal = 1; ordinal < firstEdge.length; ordinal++) {
+    firstEdge[ordinal] = firstEdge[ordinal - 1]! + heap.nodes[(ordinal - 1) * width + edgesAt]! * edgeWidth;
   }
   // A closure's context by the variables it keeps (`Context{req,res,started}`): anonymous closures
   // are otherwise all alike, and the names say whose they are.
   const contextVariables = (node: number) => {
     const names: string[] = [];
-    for (let left = heap.nodes[node + edgesAt]!, edge = firstEdge.get(node)!; left > 0; left--, edge += edgeWidth) {
+    for (let left = heap.nodes[node + edgesAt]!, edge = firstEdge[node / width]!; left > 0; left--, edge += edgeWidth) {
       if (meta.edge_types[0][heap.edges[edge + edgeTypeAt]!] === 'context') names.push(String(heap.strings[heap.edges[edge + edgeNameAt]!]));
     }
     return `{${names.join(',').slice(0, 120)}}`;
