@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
-import { ChunkReader } from '../../services/llm-api/chat/chunk-reader.js';
 import { relayStream, type RelayOptions } from '../../services/llm-api/chat/stream.js';
+import { answerFrom } from './provider-answer.js';
 
 /**
  * The relay over a provider answer whose first read is `first` and whose rest is `body`, with the
@@ -9,7 +9,7 @@ import { relayStream, type RelayOptions } from '../../services/llm-api/chat/stre
 export function startRelay(first: string | Uint8Array, body: Readable, options: Partial<RelayOptions> = {}) {
   return relayStream({
     firstChunk: typeof first === 'string' ? Buffer.from(first) : first,
-    rest: new ChunkReader(body),
+    rest: answerFrom(body),
     clientWantsUsage: false,
     collect: false,
     requestId: 'req_test',

@@ -1,7 +1,7 @@
 import { ApiError, badRequest, isPending, notFound, type Cancellation, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { ClientClosed, type Attempt } from '../routing/failover.js';
-import { readCapped, type UpstreamResponse } from '../routing/upstream.js';
+import type { UpstreamResponse } from '../routing/upstream.js';
 import type { UsageMeter, UsageMeters } from '../usage/meter.js';
 import type { ChatLimits } from './config.js';
 import type { ChatDispatcher } from './dispatch.js';
@@ -256,7 +256,7 @@ function closeOnError(meter: UsageMeter, error: unknown): void {
 async function readAnswer(res: UpstreamResponse, max: number, signal: CancelSignal): Promise<ChatCompletion> {
   let text: string;
   try {
-    const read = await readCapped(res.body, max);
+    const read = await res.readAll(max);
     if (read.truncated) throw new ApiError(502, `The model provider's answer is larger than the limit of ${max} bytes`, { code: 'upstream_response_too_large' });
     text = read.bytes.toString('utf8');
   } catch (error) {

@@ -2,8 +2,8 @@ import { ApiError, type CancelSignal, type Logger } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { failover, planAttempts, type Attempt, type AttemptFailure, type Dispatched, type HealthTracker, type SendResult } from '../routing/failover.js';
 import type { Random } from '../routing/select.js';
-import { isTimeout, joinUrl, readCapped, type ProviderCall, type UpstreamResponse } from '../routing/upstream.js';
-import { ChunkReader } from './chunk-reader.js';
+import { isTimeout, joinUrl, type ProviderCall, type UpstreamResponse } from '../routing/upstream.js';
+import type { BodyChunks } from '../routing/provider-answer.js';
 import { clientErrorFor, redactSecrets } from './upstream-errors.js';
 
 /**
@@ -21,7 +21,7 @@ export interface OpenStream {
   res: UpstreamResponse;
   firstChunk: Uint8Array;
   /** The rest of the body, after `firstChunk`. */
-  rest: ChunkReader;
+  rest: BodyChunks;
 }
 
 export interface DispatchRequest {
@@ -51,6 +51,9 @@ export interface DispatcherDeps {
   knownFields: ReadonlySet<string>;
 }
 
+/** A failed attempt's body that is not an event stream: dropped, and the connection kept if it is short. */
+const DISCARD_UNEXPECTED_BODY = { maxMs: 2_000, maxBytes: 128 * 1024 };
+
 interface LoggedFailure extends AttemptFailure {
   upstreamStatus?: number;
   detail: string;
@@ -79,7 +82,7 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
     if (status >= 200 && status < 300) return { ok: true, value: res };
     let text = '';
     try {
-      text = (await readCapped(res.body, deps.errorBodyMaxBytes)).bytes.toString('utf8');
+      text = (await res.readAll(deps.errorBodyMaxBytes)).bytes.toString('utf8');
     } catch {
       if (request.signal.aborted) throw request.signal.reason;
     }
@@ -103,20 +106,19 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
     const res = sent.value;
     const contentType = String(res.headers['content-type'] ?? '');
     if (!contentType.includes('text/event-stream')) {
-      await res.body.dump().catch(() => {});
+      res.discardRest(DISCARD_UNEXPECTED_BODY);
       return fail(new ApiError(502, 'The model provider did not answer with an event stream'), { retry: true, unhealthy: true }, `content-type ${contentType.slice(0, 100)}`, res.statusCode);
     }
-    const rest = new ChunkReader(res.body);
     try {
-      let first = rest.read();
+      let first = res.read();
       while (first === undefined) {
-        await rest.readable();
-        first = rest.read();
+        await res.readable();
+        first = res.read();
       }
-      if (first !== null) return { ok: true, value: { res, firstChunk: first, rest } };
+      if (first !== null) return { ok: true, value: { res, firstChunk: first, rest: res } };
       return fail(new ApiError(502, 'The model provider ended the stream before sending anything'), { retry: true, unhealthy: true }, 'empty stream', res.statusCode);
     } catch (error) {
-      rest.release();
+      res.release();
       if (request.signal.aborted) throw request.signal.reason;
       return fail(new ApiError(502, 'The model provider failed before the stream started'), { retry: true, unhealthy: true }, (error as Error)?.message ?? '', res.statusCode);
     }

@@ -1,6 +1,6 @@
 import { errorBody, type CancelSignal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
-import type { ChunkReader } from './chunk-reader.js';
+import type { BodyChunks } from '../routing/provider-answer.js';
 import { SseEventTooLarge, SseSplitter } from './sse.js';
 import type { ChatCompletionChunk, ConversationRef, ErrorPayload, Usage } from './types.js';
 
@@ -34,7 +34,7 @@ export interface StreamOutcome {
 export interface RelayOptions {
   /** The provider's first body chunk (read before the client got its 200) and the rest. */
   firstChunk: Uint8Array;
-  rest: ChunkReader;
+  rest: BodyChunks;
   clientWantsUsage: boolean;
   collect: boolean;
   requestId: string;
@@ -134,7 +134,7 @@ class StreamRelay {
     let providerDone = false;
     try {
       try {
-        // The provider's chunks, taken as they are buffered (ChunkReader): a wait only when none is.
+        // The provider's chunks, taken as they are buffered (BodyChunks): a wait only when none is.
         let pending: Uint8Array | undefined = this.options.firstChunk;
         try {
           for (;;) {

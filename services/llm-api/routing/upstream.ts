@@ -1,7 +1,8 @@
-import { Agent, type Dispatcher } from 'undici';
+import { Agent } from 'undici';
 import type { CancelSignal, EgressGuard } from '../../kit/index.js';
 import { bearer, getProviderJson } from '../../../domains/catalog/index.js';
 import { createProviderPool } from './free-list-pool.js';
+import { ProviderAnswer } from './provider-answer.js';
 
 export { authHeaders, joinUrl, readCapped } from '../../../domains/catalog/index.js';
 
@@ -27,7 +28,7 @@ export interface UpstreamOptions {
   maxBodyBytes?: number;
 }
 
-export type UpstreamResponse = Dispatcher.ResponseData;
+export type UpstreamResponse = ProviderAnswer;
 
 export function createUpstream(options: UpstreamOptions) {
   const agent = new Agent({
@@ -59,28 +60,31 @@ export function createUpstream(options: UpstreamOptions) {
 
   return {
     agent,
-    // Not `async`: an async function returning undici's promise would wrap it in one more promise and
-    // resolve it two microtask turns later, on every completion.
+    // Not `async`: an async function would wrap the answer's promise in one more and resolve it two
+    // microtask turns later, on every completion.
     postJson(url: string, body: string, call: ProviderCall, signal?: CancelSignal): Promise<UpstreamResponse> {
       try {
         const { origin, path } = target(url);
-        return agent.request({
-          origin,
-          path,
-          method: 'POST',
-          // One literal, one shape for every request: built by spreading a per-request headers object,
-          // each request's headers got a hidden class of their own (docs/contributing.md). undici
-          // skips a header whose value is undefined (a provider without a key).
-          headers: {
-            'content-type': 'application/json',
-            accept: 'application/json, text/event-stream',
-            authorization: bearer(call.apiKey),
-            'x-request-id': call.requestId,
+        const answer = new ProviderAnswer(signal);
+        agent.dispatch(
+          {
+            origin,
+            path,
+            method: 'POST',
+            // One literal, one shape for every request: built by spreading a per-request headers object,
+            // each request's headers got a hidden class of their own (docs/contributing.md). undici
+            // skips a header whose value is undefined (a provider without a key).
+            headers: {
+              'content-type': 'application/json',
+              accept: 'application/json, text/event-stream',
+              authorization: bearer(call.apiKey),
+              'x-request-id': call.requestId,
+            },
+            body,
           },
-          body,
-          // undici takes any object with addEventListener as a signal (CancelSignal's contract).
-          signal: signal as AbortSignal | undefined,
-        });
+          answer,
+        );
+        return answer.started;
       } catch (error) {
         // A refused URL fails the promise, as it did when this was `async`.
         return Promise.reject(error);

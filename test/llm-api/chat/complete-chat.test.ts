@@ -1,7 +1,6 @@
 import { Readable } from 'node:stream';
 import test from 'ava';
 import { ApiError, ManualClock, type Principal } from '../../../services/kit/index.js';
-import { ChunkReader } from '../../../services/llm-api/chat/chunk-reader.js';
 import { completeChat, type ChatDeps, type MessageStep } from '../../../services/llm-api/chat/completions.js';
 import { defaultChatLimits } from '../../../services/llm-api/chat/config.js';
 import type { ChatDispatcher } from '../../../services/llm-api/chat/dispatch.js';
@@ -9,6 +8,7 @@ import type { ChatRequest } from '../../../services/llm-api/chat/schemas.js';
 import type { StreamEvent } from '../../../services/llm-api/chat/stream.js';
 import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
 import { createUsageMeters } from '../../../services/llm-api/usage/meter.js';
+import { answerFrom } from '../../helpers/provider-answer.js';
 
 // The domain function with narrow fakes: no HTTP server, no database.
 const principal: Principal = { userId: 'user_1', subject: 'user_1', email: null, username: null, authMethod: 'jwt', isAdmin: false, isGuest: false };
@@ -26,13 +26,13 @@ function fakeDispatcher(answer: { json?: unknown; sse?: string }, seen: { bodies
     async json(_attempts, request) {
       seen.bodies.push(request.bodies.get('up-model')!);
       const text = JSON.stringify(answer.json);
-      return { value: { statusCode: 200, headers: {}, body: Readable.from([Buffer.from(text)]) } as never, attempt, tries: 1 };
+      return { value: answerFrom(Readable.from([Buffer.from(text)])), attempt, tries: 1 };
     },
     async stream(_attempts, request) {
       seen.bodies.push(request.bodies.get('up-model')!);
       const bytes = Buffer.from(answer.sse!);
-      const rest = new ChunkReader(Readable.from((function* () { for (let i = 1; i < bytes.length; i++) yield bytes.subarray(i, i + 1); })(), { objectMode: false }));
-      return { value: { res: {} as never, firstChunk: bytes.subarray(0, 1), rest }, attempt, tries: 1 };
+      const rest = answerFrom(Readable.from((function* () { for (let i = 1; i < bytes.length; i++) yield bytes.subarray(i, i + 1); })(), { objectMode: false }));
+      return { value: { res: rest, firstChunk: bytes.subarray(0, 1), rest }, attempt, tries: 1 };
     },
     logStreamFailure() {},
   };
