@@ -4,7 +4,7 @@ import { bearer, getProviderJson } from '../../../domains/catalog/index.js';
 import { createProviderPool } from './free-list-pool.js';
 import { ProviderAnswer } from './provider-answer.js';
 
-export { authHeaders, joinUrl, readCapped } from '../../../domains/catalog/index.js';
+export { authHeaders, joinUrl } from '../../../domains/catalog/index.js';
 
 /** Who a completion is sent for: the provider's key (null: none) and the request id it carries upstream. */
 export interface ProviderCall {

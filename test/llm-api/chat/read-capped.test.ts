@@ -2,11 +2,12 @@ import type { RequestListener } from 'node:http';
 import { Readable } from 'node:stream';
 import test, { type ExecutionContext } from 'ava';
 import { request } from 'undici';
-import { readCapped } from '../../../services/llm-api/routing/upstream.js';
+import { readCapped } from '../../../domains/catalog/index.js';
 import { servedOnLoopback } from '../../helpers/loopback-server.js';
 
-// A provider's answer (and its error body) is read with a cap: whole when it fits, cut at the cap
-// when it does not, and a failure when the body ends early, as the stream would report it.
+// A provider's model list (and any other body read through a Node stream) is read with a cap: whole
+// when it fits, cut at the cap when it does not, and a failure when the body ends early, as the
+// stream would report it. Completions are read by routing/provider-answer.ts, with its own cap.
 
 async function serve(t: ExecutionContext, handler: RequestListener) {
   const { origin, agent } = await servedOnLoopback(t, handler);

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
-import { createServer } from 'node:http';
+import { createServer, type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { CancelToken } from '../../../services/kit/index.js';
 import { ProviderAnswer } from '../../../services/llm-api/routing/provider-answer.js';
 import { createUpstream } from '../../../services/llm-api/routing/upstream.js';
@@ -141,30 +141,72 @@ test('a signal that aborts cuts the request with its reason, before the connecti
   await t.throwsAsync(early.answer.started, { message: 'deadline' });
 });
 
+/** A provider on loopback with `handler`, and the upstream client llm-api uses to reach it. */
+async function provider(t: ExecutionContext, handler: RequestListener) {
+  const server = createServer(handler);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const upstream = createUpstream({ connections: 4, connectTimeoutMs: 5_000, headersTimeoutMs: 5_000, bodyTimeoutMs: 5_000 });
+  t.teardown(async () => {
+    await upstream.close();
+    server.closeAllConnections();
+    server.close();
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
+  return (requestId = 'req_1', signal?: CancelToken) => upstream.postJson(url, '{}', { apiKey: 'k', requestId }, signal);
+}
+
 test('over a real connection: each answer read whole, and the connections reused', async (t) => {
   const sockets = new Set<unknown>();
-  const server = createServer((req, res) => {
+  const post = await provider(t, (req, res) => {
     sockets.add(req.socket);
     req.resume();
     req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"id":"c1"}'));
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
-  const upstream = createUpstream({ connections: 4, connectTimeoutMs: 5_000, headersTimeoutMs: 5_000, bodyTimeoutMs: 5_000 });
-  try {
-    for (const id of ['r1', 'r2', 'r3', 'r4', 'r5', 'r6']) {
-      const answer = await upstream.postJson(url, '{}', { apiKey: 'k', requestId: id });
-      t.is(answer.statusCode, 200);
-      t.is(answer.headers['content-type'], 'application/json');
-      t.is((await answer.readAll(1024)).bytes.toString(), '{"id":"c1"}');
-    }
-    // The next request is dispatched before the previous connection is back in the free list, so two
-    // connections take turns; not one per request.
-    t.true(sockets.size <= 2, `${sockets.size} connections for six requests`);
-  } finally {
-    await upstream.close();
-    server.closeAllConnections();
-    server.close();
+  for (const id of ['r1', 'r2', 'r3', 'r4', 'r5', 'r6']) {
+    const answer = await post(id);
+    t.is(answer.statusCode, 200);
+    t.is(answer.headers['content-type'], 'application/json');
+    t.is((await answer.readAll(1024)).bytes.toString(), '{"id":"c1"}');
   }
+  // The next request is dispatched before the previous connection is back in the free list, so two
+  // connections take turns; not one per request.
+  t.true(sockets.size <= 2, `${sockets.size} connections for six requests`);
+});
+
+test('over a real connection: a body across chunks is read whole; one over the cap is cut there', async (t) => {
+  const post = await provider(t, (req, res) => {
+    req.resume();
+    if (req.headers['x-request-id'] === 'small') {
+      res.write('{"a":');
+      setImmediate(() => res.end('"b"}'));
+      return;
+    }
+    res.write('x'.repeat(600));
+    res.write('y'.repeat(600));
+    setImmediate(() => res.end('z'.repeat(600)));
+  });
+  t.deepEqual(await (await post('small')).readAll(1024), { bytes: Buffer.from('{"a":"b"}'), truncated: false });
+  const read = await (await post('large')).readAll(1000);
+  t.true(read.truncated);
+  t.is(read.bytes.toString('utf8'), `${'x'.repeat(600)}${'y'.repeat(400)}`);
+});
+
+test('over a real connection: a body cut before its end fails the read; a cancel before the head fails the request', async (t) => {
+  const post = await provider(t, (req, res) => {
+    req.resume();
+    if (req.headers['x-request-id'] === 'cut') {
+      res.writeHead(200, { 'content-length': '100' });
+      res.write('partial');
+      setImmediate(() => res.socket?.destroy());
+    }
+    // 'held': no answer until the client gives up.
+  });
+  const cut = await post('cut');
+  await t.throwsAsync(cut.readAll(1024));
+
+  const cancel = new CancelToken();
+  const held = post('held', cancel);
+  cancel.abort(new Error('client closed'));
+  await t.throwsAsync(held, { message: 'client closed' });
 });
