@@ -31,8 +31,9 @@ const HIGH_WATER_BYTES = 64 * 1024;
  *
  * Not undici's `request()`: that wraps every answer in a Readable stream (its state objects, its
  * events, a tick per `end`), and the chat path reads a body in one of two simple ways, whole
- * (`readAll`) or chunk by chunk (`read`/`readable`). Receiving the chunks directly was ~8 % of the
- * main thread's CPU per non-stream completion (bench/README.md, twenty-eighth pass).
+ * (`readAll`) or chunk by chunk (`read`/`readable`). Receiving the chunks directly took 0.88× the
+ * main thread's CPU per streamed completion, and ~0.95× per JSON one (bench/README.md,
+ * twenty-eighth pass).
  *
  * The outcomes are those of undici's body: the chunks in order, then the end; a connection cut or
  * a body timeout fails `read` with undici's error; `signal` aborting cuts the request and fails it.
