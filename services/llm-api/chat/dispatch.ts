@@ -18,7 +18,6 @@ import { clientErrorFor, redactSecrets } from './upstream-errors.js';
  * body with secrets redacted.
  */
 export interface OpenStream {
-  res: UpstreamResponse;
   firstChunk: Uint8Array;
   /** The rest of the body, after `firstChunk`. */
   rest: BodyChunks;
@@ -115,7 +114,7 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
         await res.readable();
         first = res.read();
       }
-      if (first !== null) return { ok: true, value: { res, firstChunk: first, rest: res } };
+      if (first !== null) return { ok: true, value: { firstChunk: first, rest: res } };
       return fail(new ApiError(502, 'The model provider ended the stream before sending anything'), { retry: true, unhealthy: true }, 'empty stream', res.statusCode);
     } catch (error) {
       res.release();

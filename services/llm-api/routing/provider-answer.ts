@@ -176,10 +176,8 @@ export class ProviderAnswer implements BodyChunks, Dispatcher.DispatchHandler {
     waiting?.();
   }
 
-  private readonly onAbort = () => {
-    // Before the request has a connection, onRequestStart aborts it when it gets one.
-    if (this.signal) this.controller?.abort(abortReason(this.signal));
-  };
+  // Before the request has a connection, onRequestStart aborts it when it gets one.
+  private readonly onAbort = () => this.controller?.abort(abortReason(this.signal!));
 }
 
 function abortReason(signal: CancelSignal): Error {

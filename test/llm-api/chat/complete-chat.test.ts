@@ -32,7 +32,7 @@ function fakeDispatcher(answer: { json?: unknown; sse?: string }, seen: { bodies
       seen.bodies.push(request.bodies.get('up-model')!);
       const bytes = Buffer.from(answer.sse!);
       const rest = answerFrom(Readable.from((function* () { for (let i = 1; i < bytes.length; i++) yield bytes.subarray(i, i + 1); })(), { objectMode: false }));
-      return { value: { res: rest, firstChunk: bytes.subarray(0, 1), rest }, attempt, tries: 1 };
+      return { value: { firstChunk: bytes.subarray(0, 1), rest }, attempt, tries: 1 };
     },
     logStreamFailure() {},
   };
