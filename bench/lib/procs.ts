@@ -187,8 +187,8 @@ export interface Upstream extends Proc {
 }
 
 /** A bench script in its own process that prints `{"port"}` once listening; its loopback URL. */
-async function startListening(name: string, args: string[]): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawnTracked(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+async function startListening(name: string, args: string[], env?: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawnTracked(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: env && { ...process.env, ...env } });
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
@@ -201,10 +201,22 @@ export async function startUpstream(): Promise<Upstream> {
   return { name: 'upstream', child, pid: child.pid!, url, base: (d) => `${url}/d${d}/v1`, stop: stopper(child) };
 }
 
+/**
+ * Work the floor adds to each request (`bench/cpu-budget.ts`): busy µs on the main thread, KiB
+ * allocated, KiB of it kept until the answer, and busy µs on a second thread (once a second).
+ */
+export interface FloorLoad {
+  spinMicros: number;
+  allocKiB: number;
+  keepKiB: number;
+  backgroundMicros: number;
+}
+
 /** The bare Node proxy (`bench/floor/proxy.mjs`) in front of the fake upstream: the floor path. */
-export async function startFloor(upstream: Upstream): Promise<Peer> {
-  const { child, url } = await startListening('floor', ['bench/floor/proxy.mjs', upstream.url]);
-  return { name: 'floor', child, pid: child.pid!, url, stop: stopper(child) };
+export async function startFloor(upstream: Upstream, load?: FloorLoad, name = 'floor'): Promise<Peer> {
+  const env = load && { FLOOR_SPIN_US: String(load.spinMicros), FLOOR_ALLOC_KB: String(load.allocKiB), FLOOR_KEEP_KB: String(load.keepKiB), FLOOR_BACKGROUND_US: String(load.backgroundMicros) };
+  const { child, url } = await startListening(name, ['bench/floor/proxy.mjs', upstream.url], env);
+  return { name, child, pid: child.pid!, url, stop: stopper(child) };
 }
 
 export type PlatformMode = 'embedded' | 'production';
