@@ -25,7 +25,7 @@
  */
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
-import { eventLoopP99, median, platformTarget, throughput, chatBody, type Target } from './lib/load.js';
+import { directTarget, eventLoopP99, median, platformTarget, relayTarget, throughput, type Target } from './lib/load.js';
 import { machineBusyMs, parseEnvPairs, startFloor, startPlatform, startUpstream, threadCpuMs, type Proc } from './lib/procs.js';
 
 const { values: args } = parseArgs({
@@ -70,7 +70,7 @@ async function main() {
     const upstream = await startUpstream();
     procs.push(upstream);
     const paths: Path[] = [
-      { target: { name: 'direct', chat: (d, stream, content) => ({ url: `${upstream.base(d)}/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) } },
+      { target: directTarget(upstream) },
     ];
     for (const spec of relaySpecs) {
       const [spinMicros = 0, allocKiB = 0, keepKiB = 0, backgroundMicros = 0] = spec.split('/').map(Number);
@@ -78,7 +78,7 @@ async function main() {
       procs.push(relay);
       paths.push({
         backgroundMicros,
-        target: { name: relay.name, chat: (d, stream, content) => ({ url: `${relay.url}/d${d}/v1/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) },
+        target: relayTarget(relay),
         pid: relay.pid,
         metricsUrl: `${relay.url}/metrics`,
       });

@@ -24,7 +24,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { chatBody, ephemeralPorts, platformTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
+import { chatBody, directTarget, relayTarget, ephemeralPorts, platformTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
 import { machineBusyMs, rssMiB, severalProcesses, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
@@ -89,7 +89,7 @@ async function main() {
   console.log(`# bench ${quick ? '(quick) ' : ''}— Node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   const upstream = await startUpstream();
   procs.push(upstream);
-  const direct: Target = { name: 'direct', chat: (d, stream, content) => ({ url: `${upstream.base(d)}/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) };
+  const direct = directTarget(upstream);
 
   const starting: Promise<Proc>[] = modes.map((m) => startPlatform(m));
   if (multi) starting.push(startPlatform('production', multi.env, multi.name));
@@ -117,7 +117,7 @@ async function main() {
     });
   }
   if (floor) {
-    targets.push({ name: 'floor', chat: (d, stream, content) => ({ url: `${floor.url}/d${d}/v1/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) });
+    targets.push(relayTarget(floor));
   }
   const pidOf = (name: string) => (name === 'direct' ? upstream.pid : procs.find((p) => p.name === name)!.pid);
   /** The processes that serve a path (a platform's copies under a supervisor; otherwise its one process). */

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
-import { rssMiB, sumOverProcesses, type Platform } from './procs.js';
+import { rssMiB, sumOverProcesses, type Peer, type Platform, type Upstream } from './procs.js';
 import { softOpenFileLimit } from '../../services/gateway/connections.js';
 
 // autocannon ships no types; loaded through require.
@@ -22,6 +22,16 @@ export interface Target {
 
 export const chatBody = (model: string, stream: boolean, content = 'Say hello to the benchmark.') =>
   JSON.stringify({ model, stream, messages: [{ role: 'user', content }] });
+
+/** The fake provider itself, with no gateway in front: the path every other is measured against. */
+export function directTarget(upstream: Upstream): Target {
+  return { name: 'direct', chat: (d, stream, content) => ({ url: `${upstream.base(d)}/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) };
+}
+
+/** A bare relay in front of the fake provider (`bench/floor/proxy.mjs`), which passes the path through. */
+export function relayTarget(relay: Peer): Target {
+  return { name: relay.name, chat: (d, stream, content) => ({ url: `${relay.url}/d${d}/v1/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) };
+}
 
 /** Our platform as a path: chat completions through its edge with the bootstrap admin key, model `bench-d<delay>`. */
 export function platformTarget(platform: Platform, name: string = platform.name): Target {
