@@ -60,6 +60,7 @@ async function forward(req, res, raw) {
   if (backgroundUs > 0) answered++;
   const body = JSON.parse(raw);
   if (spinNs > 0n) spin();
+  // Reachable from this frame while the request waits on the provider; let go once it is answered.
   let kept = null;
   if (allocKb > 0) {
     kept = allocate(keepKb);
