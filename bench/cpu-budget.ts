@@ -69,11 +69,11 @@ async function main() {
   try {
     const upstream = await startUpstream();
     procs.push(upstream);
-    const paths: Path[] = [
-      { target: directTarget(upstream) },
-    ];
+    const paths: Path[] = [{ target: directTarget(upstream) }];
     for (const spec of relaySpecs) {
-      const [spinMicros = 0, allocKiB = 0, keepKiB = 0, backgroundMicros = 0] = spec.split('/').map(Number);
+      const figures = spec.split('/').map(Number);
+      if (figures.length > 4 || !figures.every((n) => Number.isFinite(n) && n >= 0)) throw new Error(`--relays: "${spec}" is not µs or µs/KiB/KiB/µs`);
+      const [spinMicros = 0, allocKiB = 0, keepKiB = 0, backgroundMicros = 0] = figures;
       const relay = await startFloor(upstream, { spinMicros, allocKiB, keepKiB, backgroundMicros }, `relay ${spec}`);
       procs.push(relay);
       paths.push({
