@@ -27,7 +27,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { chatBody, eventLoopP99, median } from './lib/load.js';
-import { machineBusyMs, parseEnvPairs, startPlatform, startUpstream, threadCpuMs, type Platform } from './lib/procs.js';
+import { machineBusyMs, parseEnvPairs, processCpuMs, startPlatform, startUpstream, type Platform } from './lib/procs.js';
 
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
 
@@ -55,9 +55,7 @@ interface Counters {
 
 async function counters(pid: number): Promise<Counters> {
   const io = await readFile(`/proc/${pid}/io`, 'utf8').catch(() => '');
-  const threads = await threadCpuMs(pid);
-  const all = Object.values(threads).reduce((sum, ms) => sum + ms, 0);
-  return { main: threads[String(pid)] ?? 0, all, syscw: Number(/syscw:\s+(\d+)/.exec(io)?.[1]) };
+  return { ...(await processCpuMs(pid)), syscw: Number(/syscw:\s+(\d+)/.exec(io)?.[1]) };
 }
 
 /** Resident set size now and its peak so far (MiB), from /proc/<pid>/status. */

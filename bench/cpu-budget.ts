@@ -26,7 +26,7 @@
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { directTarget, eventLoopP99, median, platformTarget, relayTarget, throughput, type Target } from './lib/load.js';
-import { machineBusyMs, parseEnvPairs, startFloor, startPlatform, startUpstream, threadCpuMs, type Proc } from './lib/procs.js';
+import { machineBusyMs, parseEnvPairs, processCpuMs, startFloor, startPlatform, startUpstream, type Proc } from './lib/procs.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -97,11 +97,7 @@ async function main() {
     for (let r = 0; r < rounds; r++) {
       const rotated = paths.map((_, i) => paths[(i + r) % paths.length]!);
       for (const path of rotated) {
-        const cpuMs = async () => {
-          if (!path.pid) return { main: Number.NaN, all: Number.NaN };
-          const threads = await threadCpuMs(path.pid);
-          return { main: threads[String(path.pid)] ?? Number.NaN, all: Object.values(threads).reduce((a, b) => a + b, 0) };
-        };
+        const cpuMs = async () => (path.pid ? processCpuMs(path.pid) : { main: Number.NaN, all: Number.NaN });
         if (path.metricsUrl) await eventLoopP99(path.metricsUrl); // resets the window
         const before = await cpuMs();
         const machineBefore = await machineBusyMs();

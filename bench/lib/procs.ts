@@ -57,6 +57,12 @@ export async function threadCpuMs(pid: number): Promise<Record<string, number>> 
   return spent;
 }
 
+/** CPU (ms) a process has used so far: its main thread's, and all its threads' together. */
+export async function processCpuMs(pid: number): Promise<{ main: number; all: number }> {
+  const threads = await threadCpuMs(pid);
+  return { main: threads[String(pid)] ?? 0, all: Object.values(threads).reduce((sum, ms) => sum + ms, 0) };
+}
+
 /**
  * Busy CPU time of the whole machine so far, ms (every core: user, nice, system, irq, softirq,
  * steal, from /proc/stat): every process, the load generator and the fake provider included.
