@@ -494,8 +494,16 @@ test.serial('e-mail and password sign-in: a wrong password and a locked address 
   for (let attempt = 1; attempt <= 3; attempt++) {
     await form.getByLabel('E-mail').fill(locked);
     await form.getByLabel('Password').fill(`wrong-${attempt}`);
+    // Each attempt waits for its own answer and its own alert (by request id): the alert of the
+    // attempt before already reads "Error 401", and typing the next password before that answer
+    // arrived would see it cleared by the page, so the next submit would never be sent.
+    const answered = page.waitForResponse((r) => r.url().endsWith('/llm/auth/login') && r.request().method() === 'POST');
     await form.getByRole('button', { name: 'Sign in with password' }).click();
-    await form.getByRole('alert').filter({ hasText: attempt < 3 ? /^Error 401/ : /^Error 429/ }).waitFor();
+    const answer = await answered;
+    t.is(answer.status(), attempt < 3 ? 401 : 429);
+    const requestId = (await answer.headerValue('x-request-id')) ?? '';
+    t.regex(requestId, /\S{8,}/);
+    await form.getByRole('alert').filter({ hasText: requestId }).waitFor();
   }
   t.regex((await refusal.textContent()) ?? '', /^Error 429: /);
   await page.screenshot({ path: join(SHOTS, 'sign-in-locked.png'), fullPage: true });
