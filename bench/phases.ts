@@ -7,7 +7,7 @@
  * out (until the client's answer is finished). Mean, p50, p90 and p99 of each, in ms.
  *   --mode embedded|production (embedded)   --seconds S (8)   --connections N (64)   --stream
  *   --delay MS (the fake provider's delay before its answer; default 20)
- *   --dist DIR (compiled tree, default dist)
+ *   --dist DIR (compiled tree, default dist)   --env "KEY=value,…" (settings for the platform: an ablation)
  * The total minus the provider's 20 ms is what the platform added; `in` and `out` are its own
  * work, the rest is waiting (bench/README.md, "Sixteenth pass").
  */
@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { percentile, platformTarget, throughput } from './lib/load.js';
-import { probedWindow, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
+import { parseEnvPairs, probedWindow, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -27,6 +27,7 @@ const { values: args } = parseArgs({
     delay: { type: 'string', default: '20' },
     stream: { type: 'boolean', default: false },
     dist: { type: 'string', default: 'dist' },
+    env: { type: 'string', default: '' },
   },
 });
 
@@ -40,7 +41,7 @@ process.env.BENCH_PLATFORM_NODE_ARGS = `${process.env.BENCH_PLATFORM_NODE_ARGS ?
 
 const upstream = await startUpstream();
 const mode = args.mode as PlatformMode;
-const platform = await startPlatform(mode, {}, mode, `${args.dist}/services/platform/main.js`);
+const platform = await startPlatform(mode, parseEnvPairs(args.env), mode, `${args.dist}/services/platform/main.js`);
 try {
   const delayMs = Number(args.delay);
   await platform.addProviders(upstream, [delayMs]);
