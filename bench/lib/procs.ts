@@ -57,10 +57,21 @@ export async function threadCpuMs(pid: number): Promise<Record<string, number>> 
   return spent;
 }
 
-/** CPU (ms) a process has used so far: its main thread's, and all its threads' together. */
-export async function processCpuMs(pid: number): Promise<{ main: number; all: number }> {
+/** CPU (ms) a process has used so far: its main thread's, all its threads' together, and each thread's. */
+export async function processCpuMs(pid: number): Promise<{ main: number; all: number; threads: Record<string, number> }> {
   const threads = await threadCpuMs(pid);
-  return { main: threads[String(pid)] ?? 0, all: Object.values(threads).reduce((sum, ms) => sum + ms, 0) };
+  return { main: threads[String(pid)] ?? 0, all: Object.values(threads).reduce((sum, ms) => sum + ms, 0), threads };
+}
+
+/**
+ * The CPU (ms) between two `processCpuMs` readings of the busiest thread other than the main one:
+ * in the embedded platform its database worker (V8's helper threads each spend less), in a relay
+ * the background thread it was given, if any.
+ */
+export function busiestOtherThreadMs(pid: number, before: Record<string, number>, after: Record<string, number>): number {
+  let busiest = 0;
+  for (const [tid, ms] of Object.entries(after)) if (tid !== String(pid)) busiest = Math.max(busiest, ms - (before[tid] ?? 0));
+  return busiest;
 }
 
 /**
