@@ -424,6 +424,8 @@ test.serial('admin: recent requests — find one by its request id, all of a key
   await page.getByLabel('Request id').fill(chatId);
   await page.getByRole('button', { name: 'Find' }).click();
   const chatRow = page.locator(`tr[data-request-id="${chatId}"]`);
+  // The page opened on the newest requests of all, which may include this one: wait for the found list.
+  await page.locator('.page-range', { hasText: /^1–1 of 1$/ }).waitFor();
   await chatRow.waitFor();
   t.is(await page.locator('tr[data-request-id]').count(), 1);
   t.is(await chatRow.locator('td.status').textContent(), '200');
@@ -453,7 +455,10 @@ test.serial('admin: recent requests — find one by its request id, all of a key
   // By user: the same 22 requests (the user has no other credential).
   await page.getByLabel('Key id').fill('');
   await page.getByLabel('User id').fill(guest.user_id);
+  // The key's list read "1–20 of 22" too: wait for the answer to the user's query itself.
+  const byUser = page.waitForResponse((r) => r.url().includes('/v1/admin/requests?') && new URL(r.url()).searchParams.get('user_id') === guest.user_id);
   await page.getByRole('button', { name: 'Find' }).click();
+  t.is(((await (await byUser).json()) as { total_count: number }).total_count, 22);
   await page.locator('.page-range', { hasText: '1–20 of 22' }).waitFor();
   t.is(await page.locator(`tr[data-request-id="${prefix}-0"]`).count(), 0, 'the oldest is on the second page');
 
