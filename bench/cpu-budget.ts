@@ -11,8 +11,9 @@
  * fixed time per request on its main thread (`FLOOR_SPIN_US`), so only the CPU per request differs
  * between them; the embedded platform runs beside them in the same interleaved rounds. Each row
  * prints what was measured, the CPU per request of the main thread and of the process's other
- * threads included, and of the busiest of those alone (the platform's database worker; the spin is wall time: on a busy machine it costs more or less CPU than asked,
- * so the rows are read by their measured CPU). The budget is the costliest relay without work on a
+ * threads included, and of the busiest of those alone (the platform's database worker). The spin
+ * is wall time: on a busy machine it costs more or less CPU than asked, so the rows are read by
+ * their measured CPU. The budget is the costliest relay without work on a
  * second thread that met a target; our platform's distance from it is the cut still needed.
  *   --relays "0,100,200,300,450"  one relay each: busy µs per request, or `µs/KiB/KiB[/µs]` to also
  *                  allocate that many KiB per request in small objects, the second figure of which stay
