@@ -76,11 +76,16 @@ function signInView() {
     h('button', { type: 'submit' }, 'Sign in with password'),
     passwordSlot,
   );
+  const passwordSubmit = passwordForm.querySelector('button')!;
   passwordForm.addEventListener('submit', async (event) => {
     event.preventDefault();
+    // One sign-in at a time; and a password typed while the answer was on its way is not wiped by it.
+    passwordSubmit.disabled = true;
+    const submitted = password.value;
     // A wrong password (401), a locked address (429) or a platform without this sign-in (400) is shown here.
-    const pair = await attempt(passwordSlot, () => signInWithPassword(email.value.trim(), password.value));
-    password.value = '';
+    const pair = await attempt(passwordSlot, () => signInWithPassword(email.value.trim(), submitted));
+    passwordSubmit.disabled = false;
+    if (password.value === submitted) password.value = '';
     if (pair) await enter({ kind: 'token', access: pair.access_token, refresh: pair.refresh_token }, passwordSlot);
   });
 

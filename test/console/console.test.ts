@@ -500,8 +500,7 @@ test.serial('e-mail and password sign-in: a wrong password and a locked address 
     await form.getByLabel('E-mail').fill(locked);
     await form.getByLabel('Password').fill(`wrong-${attempt}`);
     // Each attempt waits for its own answer and its own alert (by request id): the alert of the
-    // attempt before already reads "Error 401", and typing the next password before that answer
-    // arrived would see it cleared by the page, so the next submit would never be sent.
+    // attempt before already reads "Error 401", so waiting for the text alone proves nothing.
     const answered = page.waitForResponse((r) => r.url().endsWith('/llm/auth/login') && r.request().method() === 'POST');
     await form.getByRole('button', { name: 'Sign in with password' }).click();
     const answer = await answered;

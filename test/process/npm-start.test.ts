@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import { waitFor } from '../helpers/wait.js';
 import { cleanEnv, freePort, startChild } from '../helpers/process.js';
+import { startNodeArgs } from '../../bench/lib/procs.js';
 
 // `npm start` on a clean data directory with no external dependency configured: the embedded
 // defaults (PGlite, the PostgreSQL queue) come up, every service answers /healthz, SIGTERM exits 0.
@@ -21,11 +22,8 @@ test('npm start brings every service up on embedded defaults; SIGTERM exits clea
   const env = cleanEnv({ DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])) });
   // npm start runs exactly this command; spawning it directly lets SIGTERM reach the platform
   // process as a process manager's would (npm itself re-raises signals instead of exiting 0).
-  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
-  const command = /^node((?: --[\w-]+(?:=\S+)?)*) scripts\/start\.mjs$/.exec(pkg.scripts.start);
-  t.truthy(command, `npm start is "node [Node flags] scripts/start.mjs", not ${pkg.scripts.start}`);
-  const nodeFlags = command![1]!.split(' ').filter(Boolean);
-  const child = startChild(process.execPath, [...nodeFlags, 'scripts/start.mjs'], { env });
+  // Its Node flags read as the bench reads them (it throws unless the script is "node [flags] scripts/start.mjs").
+  const child = startChild(process.execPath, [...startNodeArgs(), 'scripts/start.mjs'], { env });
   t.teardown(() => {
     child.process.kill('SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
