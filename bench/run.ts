@@ -139,7 +139,7 @@ async function main() {
   const rssBefore: Record<string, number> = {};
   for (const n of names) rssBefore[n] = await rssMiB(servingOf(n));
 
-  type Round = Record<string, { lat: number[]; stream: number[]; ttfc: number[]; rps1: number; tput: number; tputErrors: number; rssDuring: number; mainBusy: number; machineBusy: number; loopP99: number; quietLoopP99: number }>;
+  type Round = Record<string, { lat: number[]; stream: number[]; ttfc: number[]; rps1: number; tput: number; tputErrors: number; rssDuring: number; mainBusy: number; machineBusy: number; loopP99: number; quietLoopP99: number; pairAdded: number[] }>;
   const rounds: Round[] = [];
   for (let r = 0; r < settings.rounds; r++) {
     const round: Round = {};
@@ -165,7 +165,19 @@ async function main() {
         machineBusy: Number.NaN,
         loopP99: Number.NaN,
         quietLoopP99: quietLoop[n] ?? Number.NaN,
+        pairAdded: [Number.NaN, Number.NaN, Number.NaN],
       };
+    }
+    // The same, each path beside direct alone: above, every request of a path follows one to each
+    // of the other paths, whose processes have had the two cores (and their caches) in between;
+    // here only direct's. What a path's figure loses between the two is its share of that
+    // interleaving, not of its own work: a process with more code and data to bring back in loses more.
+    const direct = targets.find((t) => t.name === 'direct')!;
+    for (const t of rotated) {
+      if (t === direct) continue;
+      const pair = await interleavedLatency([direct, t], { n: settings.latencyN, warmup: settings.latencyWarmup, stream: false });
+      const [own, beside] = [pair.get(t.name)!.total, pair.get('direct')!.total];
+      round[t.name]!.pairAdded = [50, 90, 99].map((p) => percentile(own, p) - percentile(beside, p));
     }
     for (const t of rotated) {
       const loopUrl = loopUrls.get(t.name);
@@ -252,6 +264,7 @@ async function main() {
     figures[n] = {
       latencyMs: [0, 1, 2].map((i) => med(n, (r) => r.lat[i]!)),
       addedLatencyMs: addedLat,
+      addedLatencyBesideDirectMs: [0, 1, 2].map((i) => med(n, (r) => r.pairAdded[i]!)),
       rps1: med(n, (r) => r.rps1),
       streamMs: [0, 1, 2].map((i) => med(n, (r) => r.stream[i]!)),
       addedStreamMs: addedStream,
@@ -278,6 +291,7 @@ async function main() {
       ratios[`throughput ${m}/portkey`] = ratio(m, 'portkey', (r) => r.tput);
       ratios[`added p99 ${m}/portkey`] = ratio(m, 'portkey', (r, d) => r.lat[2]! - d.lat[2]!);
       ratios[`added p50 ${m}/portkey`] = ratio(m, 'portkey', (r, d) => r.lat[0]! - d.lat[0]!);
+      ratios[`added p99 beside direct alone ${m}/portkey`] = ratio(m, 'portkey', (r) => r.pairAdded[2]!);
       ratios[`added stream p99 ${m}/portkey`] = ratio(m, 'portkey', (r, d) => r.stream[2]! - d.stream[2]!);
     }
   }
@@ -302,6 +316,7 @@ async function main() {
   const cells = (f: (x: any, n: string) => string, only = names) => Object.fromEntries(only.map((n) => [n, f(figures[n], n)]));
   rows.push({ metric: 'latency non-stream, 1 conn, p50/p90/p99 ms', cells: cells((x) => triple(x.latencyMs[0], x.latencyMs[1], x.latencyMs[2])) });
   rows.push({ metric: 'added non-stream p50/p90/p99 ms', cells: cells((x) => triple(x.addedLatencyMs[0], x.addedLatencyMs[1], x.addedLatencyMs[2]), measured) });
+  rows.push({ metric: 'the same, each path beside direct alone', cells: cells((x) => triple(x.addedLatencyBesideDirectMs[0], x.addedLatencyBesideDirectMs[1], x.addedLatencyBesideDirectMs[2]), measured) });
   rows.push({ metric: 'requests/s, 1 conn, non-stream', cells: cells((x) => fmt(x.rps1, 0)) });
   rows.push({ metric: 'latency stream (whole), 1 conn, p50/p90/p99 ms', cells: cells((x) => triple(x.streamMs[0], x.streamMs[1], x.streamMs[2])) });
   rows.push({ metric: 'added stream p50/p90/p99 ms', cells: cells((x) => triple(x.addedStreamMs[0], x.addedStreamMs[1], x.addedStreamMs[2]), measured) });
@@ -328,6 +343,7 @@ async function main() {
     // A negative added latency is a sample too small to tell (a path beat direct by noise): no verdict.
     ratioRow(`added p99 ${m}/portkey`, '<= 0.5', TARGETS.addedP99OfPortkey);
     ratioRow(`added p50 ${m}/portkey`, '', () => true);
+    ratioRow(`added p99 beside direct alone ${m}/portkey`, '', () => true);
     ratioRow(`added stream p99 ${m}/portkey`, '', () => true);
     const abs = figures[m].addedLatencyMs[2];
     rows.push({ metric: `added p99 ${m} (absolute)`, cells: { [m]: fmt(abs) }, target: '<= 2 ms idle', verdict: verdict(TARGETS.addedP99Ms(abs)) });
