@@ -172,11 +172,10 @@ async function main() {
     // of the other paths, whose processes have had the two cores (and their caches) in between;
     // here only direct's. What a path's figure loses between the two is its share of that
     // interleaving, not of its own work: a process with more code and data to bring back in loses more.
-    const direct = targets.find((t) => t.name === 'direct')!;
     for (const t of rotated) {
       if (t === direct) continue;
       const pair = await interleavedLatency([direct, t], { n: settings.latencyN, warmup: settings.latencyWarmup, stream: false });
-      const [own, beside] = [pair.get(t.name)!.total, pair.get('direct')!.total];
+      const [own, beside] = [pair.get(t.name)!.total, pair.get(direct.name)!.total];
       round[t.name]!.pairAdded = [50, 90, 99].map((p) => percentile(own, p) - percentile(beside, p));
     }
     for (const t of rotated) {
