@@ -70,6 +70,7 @@ export async function openRuntime(
     queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
     connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
     embeddedBuffersMb: config.DATABASE_EMBEDDED_BUFFERS_MB,
+    embeddedPreparedStatements: config.DATABASE_EMBEDDED_PREPARED_STATEMENTS,
     logger,
   });
   try {

@@ -102,3 +102,23 @@ test('a data directory is opened, closed and reopened with its data, and each op
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+// Serial: a schema change in another test (create table) closes the named statements.
+test.serial('repeated statements stay prepared in the worker unless the setting is 0', async (t) => {
+  const preparedTexts = async (database: Database) =>
+    (await database.knex.raw('select statement from pg_prepared_statements where not from_sql')).rows.map((r: { statement: string }) => r.statement);
+  const lookup = (database: Database) => database.knex('things').where({ id: 'prepared-probe' }).first();
+  await lookup(db);
+  t.false((await preparedTexts(db)).some((text: string) => text.includes('prepared-probe') || /from "things" where "id" = \$1/.test(text)), 'once: unnamed');
+  await lookup(db);
+  t.true((await preparedTexts(db)).some((text: string) => /from "things" where "id" = \$1/.test(text)), 'twice: named');
+
+  const unprepared = await createDatabase({ dataDir: '.', inMemory: true, embeddedPreparedStatements: 0 });
+  try {
+    await unprepared.knex.raw('create table things (id text primary key)');
+    for (let i = 0; i < 3; i++) await lookup(unprepared);
+    t.deepEqual(await preparedTexts(unprepared), []);
+  } finally {
+    await unprepared.close();
+  }
+});

@@ -32,6 +32,15 @@ test("the embedded database's buffer pool: 16 MiB by default, 1–1024 accepted,
   }
 });
 
+test("the embedded database's prepared statements: 128 by default, 0 turns them off, anything else outside 0–1000 rejected naming the variable", (t) => {
+  t.is(loadBaseConfig({}).DATABASE_EMBEDDED_PREPARED_STATEMENTS, 128);
+  t.is(loadBaseConfig({ DATABASE_EMBEDDED_PREPARED_STATEMENTS: '0' }).DATABASE_EMBEDDED_PREPARED_STATEMENTS, 0);
+  for (const bad of ['-1', '1001', 'all', '2.5']) {
+    const error = t.throws(() => loadBaseConfig({ DATABASE_EMBEDDED_PREPARED_STATEMENTS: bad }), { instanceOf: ConfigError });
+    t.is(error!.variable, 'DATABASE_EMBEDDED_PREPARED_STATEMENTS', bad);
+  }
+});
+
 test('a service process with a malformed setting stops at once with one clear line', async (t) => {
   const child = startChild(process.execPath, ['--import', 'tsx', 'services/media-api/main.ts'], {
     env: cleanEnv({ MEDIA_API_PORT: 'not-a-port', GATEWAY_SHARED_SECRET: 'x'.repeat(40) }),

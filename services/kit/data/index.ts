@@ -4,6 +4,7 @@
  * the secret box for values sealed at rest.
  */
 export * from '../db/database.js';
+export { DEFAULT_EMBEDDED_PREPARED_STATEMENTS } from '../db/pglite-remote.js';
 export * from '../db/migrate.js';
 export * from '../db/column-arrays.js';
 export { vacuumWhereDue, type VacuumPass } from '../db/embedded-vacuum.js';

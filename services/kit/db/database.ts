@@ -5,7 +5,7 @@ import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
 import type { Logger } from '../logger.js';
 import { startEmbeddedVacuum } from './embedded-vacuum.js';
-import { DEFAULT_EMBEDDED_BUFFERS_MB, startPGliteWorker } from './pglite-remote.js';
+import { DEFAULT_EMBEDDED_BUFFERS_MB, DEFAULT_EMBEDDED_PREPARED_STATEMENTS, startPGliteWorker } from './pglite-remote.js';
 
 // node-pg returns int8 (count(*), bigserial) as strings; PGlite returns numbers. Make them agree.
 pg.types.setTypeParser(20, (value) => Number(value));
@@ -34,6 +34,12 @@ export interface DatabaseOptions {
    * system's page cache either way, so a miss in a small pool is a read from memory.
    */
   embeddedBuffersMb?: number;
+  /**
+   * PGlite only: how many repeated statements stay parsed and planned for the session (named
+   * prepared statements, `pglite-prepared.ts`). Default 128; 0: every statement is parsed and
+   * planned on each call.
+   */
+  embeddedPreparedStatements?: number;
   /** PGlite only: keep the database in memory (tests of the embedded driver). */
   inMemory?: boolean;
   /**
@@ -81,7 +87,10 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
   }
   // PGlite runs each query synchronously in WebAssembly; in a worker thread it never blocks the
   // requests this thread serves. knex-pglite drives it through the same three members.
-  const pglite = startPGliteWorker(dir, { buffersMb: options.embeddedBuffersMb ?? DEFAULT_EMBEDDED_BUFFERS_MB });
+  const pglite = startPGliteWorker(dir, {
+    buffersMb: options.embeddedBuffersMb ?? DEFAULT_EMBEDDED_BUFFERS_MB,
+    preparedStatements: options.embeddedPreparedStatements ?? DEFAULT_EMBEDDED_PREPARED_STATEMENTS,
+  });
   // Opening a data directory can take many seconds on a busy disk; wait for it here, so that the
   // acquire timeout below bounds waiting for the one connection, not PGlite's start.
   try {

@@ -22,14 +22,21 @@ export interface RemotePGlite {
 /** The embedded database's buffer pool when nothing sets it (`DATABASE_EMBEDDED_BUFFERS_MB`), in MiB. */
 export const DEFAULT_EMBEDDED_BUFFERS_MB = 16;
 
-/** What the worker opens: the data directory (unset: in memory) and PostgreSQL's buffer pool in MiB. */
+/** How many repeated statements the embedded database keeps planned when nothing sets it (`DATABASE_EMBEDDED_PREPARED_STATEMENTS`). */
+export const DEFAULT_EMBEDDED_PREPARED_STATEMENTS = 128;
+
+/**
+ * What the worker opens: the data directory (unset: in memory), PostgreSQL's buffer pool in MiB,
+ * and how many repeated statements it keeps prepared (0: none).
+ */
 export interface PGliteWorkerData {
   dataDir: string | undefined;
   buffersMb: number;
+  preparedStatements: number;
 }
 
-export function startPGliteWorker(dataDir: string | undefined, options: { buffersMb: number }): RemotePGlite {
-  const workerData: PGliteWorkerData = { dataDir, buffersMb: options.buffersMb };
+export function startPGliteWorker(dataDir: string | undefined, options: Omit<PGliteWorkerData, 'dataDir'>): RemotePGlite {
+  const workerData: PGliteWorkerData = { dataDir, ...options };
   const pending = new Map<number, { resolve(value: any): void; reject(error: Error): void }>();
   let nextId = 1;
   let exited: Error | undefined;

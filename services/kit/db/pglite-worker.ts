@@ -7,10 +7,11 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
+import { preparedStatements } from './pglite-prepared.js';
 import type { PGliteRequest, PGliteResponse, PGliteWorkerData } from './pglite-remote.js';
 
 const port = parentPort!;
-const { dataDir, buffersMb } = workerData as PGliteWorkerData;
+const { dataDir, buffersMb, preparedStatements: maxPrepared } = workerData as PGliteWorkerData;
 
 /**
  * Two settings of PostgreSQL's own differ here, both for memory: PGlite's WebAssembly memory never
@@ -29,6 +30,7 @@ const db = new PGlite({
   dataDir,
   startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${buffersMb}MB`, '-c', 'default_statistics_target=10'],
 });
+const statements = maxPrepared > 0 ? preparedStatements(db, { maxStatements: maxPrepared }) : db;
 db.waitReady.then(
   () => port.postMessage({ id: 0, result: { rows: [], fields: [], affectedRows: 0 } } satisfies PGliteResponse),
   (error: Error) => port.postMessage({ id: 0, error: serializeError(error) } satisfies PGliteResponse),
@@ -53,7 +55,7 @@ port.on('message', async (message: PGliteRequest) => {
       port.postMessage({ id: message.id, result: { rows: [], fields: [], affectedRows: 0 } } satisfies PGliteResponse);
       return;
     }
-    const r = await db.query(message.sql, message.params);
+    const r = await statements.query(message.sql, message.params);
     port.postMessage({ id: message.id, result: { rows: r.rows as unknown[], fields: r.fields, affectedRows: r.affectedRows ?? 0 } } satisfies PGliteResponse);
   } catch (error) {
     port.postMessage({ id: message.id, error: serializeError(error) } satisfies PGliteResponse);

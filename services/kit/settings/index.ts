@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { loadConfig } from '../config.js';
-import { DEFAULT_EMBEDDED_BUFFERS_MB } from '../db/pglite-remote.js';
+import { DEFAULT_EMBEDDED_BUFFERS_MB, DEFAULT_EMBEDDED_PREPARED_STATEMENTS } from '../db/pglite-remote.js';
 
 /**
  * kit/settings: the settings every service and worker shares (`baseConfigShape`), the zod helpers
@@ -38,6 +38,8 @@ export const baseConfigShape = {
   DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10000),
   /** The embedded database only (no DATABASE_URL): its buffer pool in MiB (PostgreSQL's `shared_buffers`). */
   DATABASE_EMBEDDED_BUFFERS_MB: z.coerce.number().int().min(1).max(1024).default(DEFAULT_EMBEDDED_BUFFERS_MB),
+  /** The embedded database only: how many repeated statements it keeps parsed and planned (named prepared statements). 0 = none. */
+  DATABASE_EMBEDDED_PREPARED_STATEMENTS: z.coerce.number().int().min(0).max(1000).default(DEFAULT_EMBEDDED_PREPARED_STATEMENTS),
   AMQP_URL: optionalUrl,
   BUS_EXCHANGE: z.string().min(1).default('platform.events'),
   BUS_QUEUE_PREFIX: z.string().default(''),
