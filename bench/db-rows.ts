@@ -8,20 +8,24 @@
  * and the embedded autovacuum do. Variants of the log's table show what its indexes and its write-
  * ahead log cost (each variant is SQL run after the migrations).
  * Prints process CPU per row (every thread: the worker's work, plus the batch's text built on the
- * main thread, ~2 µs a row), by step. The machine is idle here: under load the worker's CPU per
+ * main thread, ~2 µs a row), by step, and the median time one batch's statement takes (how long it
+ * holds the worker). The machine is idle here: under load the worker's CPU per
  * row read ~2.5× these (bench/README.md, "Thirtieth pass").
  *   --rows N (rows measured per variant, default 100 000)   --cap N (the log's row cap, default 100 000)
  *   --batch N (rows per batch, default 500)   --variants a,b (default: all)
+ *   --prepared N (statements the database keeps planned, as `DATABASE_EMBEDDED_PREPARED_STATEMENTS`;
+ *   default: the platform's; 0: each statement parsed and planned on every call)
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
-import { createDatabase, vacuumWhereDue, type ServedRequest } from '../services/kit/index.js';
+import { median } from './lib/load.js';
+import { servedRequest, usageRecord } from './lib/rows.js';
+import { createDatabase, DEFAULT_EMBEDDED_PREPARED_STATEMENTS, vacuumWhereDue } from '../services/kit/index.js';
 import { requestLogTable } from '../services/llm-api/requests/migrations.js';
 import { insertRequestLogBatch, pruneRequestLog } from '../services/llm-api/requests/store.js';
-import type { UsageRecord } from '../services/llm-api/usage/recorder.js';
 import { usageRollupTables, usageTables } from '../services/llm-api/usage/migrations.js';
 import { insertUsageBatch } from '../services/llm-api/usage/store.js';
 
@@ -31,14 +35,17 @@ const { values: args } = parseArgs({
     cap: { type: 'string', default: '100000' },
     batch: { type: 'string', default: '500' },
     variants: { type: 'string' },
+    prepared: { type: 'string', default: String(DEFAULT_EMBEDDED_PREPARED_STATEMENTS) },
   },
 });
 const ROWS = Number(args.rows);
 const CAP = Number(args.cap);
 const BATCH = Number(args.batch);
+const PREPARED = Number(args.prepared);
 for (const [name, value] of [['--rows', ROWS], ['--cap', CAP], ['--batch', BATCH]] as const) {
   if (!Number.isInteger(value) || value < 1) throw new Error(`${name} takes a whole number above 0`);
 }
+if (!Number.isInteger(PREPARED) || PREPARED < 0) throw new Error('--prepared takes a whole number, 0 or more');
 
 const LOG = 'llm_request_log';
 /** The log's table as migrated, then with its secondary indexes or its write-ahead log taken away. */
@@ -52,58 +59,12 @@ const VARIANTS: Record<string, string[]> = {
 const chosen = args.variants ? args.variants.split(',').map((v) => v.trim()) : Object.keys(VARIANTS);
 for (const v of chosen) if (!(v in VARIANTS)) throw new Error(`unknown variant "${v}"; known: ${Object.keys(VARIANTS).join(', ')}`);
 
-// Rows as a busy platform writes them: a few users and keys, one model, ids that never repeat.
-let sequence = 0;
-const requestId = () => `req_${(sequence++).toString(36).padStart(8, '0')}${Math.random().toString(36).slice(2, 14)}`;
-function servedRequest(): ServedRequest {
-  return {
-    request_id: requestId(),
-    method: 'POST',
-    path: '/v1/chat/completions',
-    route: '/v1/chat/completions',
-    status: 200,
-    duration_ms: Math.round(Math.random() * 3000) / 100,
-    aborted: false,
-    user_id: `usr_${sequence % 7}`,
-    auth_method: 'api_key',
-    api_key_id: `key_${sequence % 5}`,
-    usage: { model: 'gpt-4o-mini', provider: 'prov_1', prompt_tokens: 12, completion_tokens: 34, total_tokens: 46 },
-    ended_at: new Date(),
-  };
-}
-function usageRecord(): UsageRecord {
-  return {
-    request_id: requestId(),
-    user_id: `usr_${sequence % 7}`,
-    auth_method: 'api_key',
-    api_key_id: `key_${sequence % 5}`,
-    model: 'gpt-4o-mini',
-    provider_id: 'prov_1',
-    provider_model_id: 'pm_1',
-    endpoint: 'chat.completions',
-    stream: sequence % 2 === 0,
-    prompt_tokens: 12,
-    completion_tokens: 34,
-    reasoning_tokens: 0,
-    total_tokens: 46,
-    cost_micro_usd: 21,
-    latency_ms: 20,
-    ttfb_ms: 20,
-    attempts: 1,
-    status: 200,
-    outcome: 'ok',
-    metadata: null,
-    created_at: new Date(),
-    project_id: null,
-  };
-}
-
 const cpuMicros = () => {
   const { user, system } = process.cpuUsage();
   return user + system;
 };
 
-async function measure(knex: Knex, variant: string): Promise<Record<string, number>> {
+async function measure(knex: Knex, variant: string) {
   const isLog = variant !== 'usage';
   const write = isLog
     ? (n: number) => insertRequestLogBatch(knex, Array.from({ length: n }, servedRequest))
@@ -111,11 +72,13 @@ async function measure(knex: Knex, variant: string): Promise<Record<string, numb
   // Warm: the log at its cap (as after a day of traffic), the usage table at as many rows.
   for (let written = 0; written < CAP; written += BATCH) await write(BATCH);
   await knex.raw('vacuum (analyze)');
-  const spent = { insert: 0, prune: 0, vacuum: 0 };
+  const spent = { insert: 0, prune: 0, vacuum: 0, batchMs: [] as number[] };
   let sincePrune = 0;
   for (let written = 0; written < ROWS; written += BATCH) {
     let start = cpuMicros();
+    const began = performance.now();
     await write(BATCH);
+    spent.batchMs.push(performance.now() - began);
     spent.insert += cpuMicros() - start;
     sincePrune += BATCH;
     if (sincePrune < CAP / 10) continue;
@@ -130,18 +93,19 @@ async function measure(knex: Knex, variant: string): Promise<Record<string, numb
   return spent;
 }
 
-console.log(`${ROWS} rows per variant in batches of ${BATCH}, the log at a cap of ${CAP} rows; process CPU per row, µs (every thread)\n`);
-console.log('| table | insert | prune | vacuum | total |');
-console.log('|---|---|---|---|---|');
+console.log(`${ROWS} rows per variant in batches of ${BATCH}, the log at a cap of ${CAP} rows, ${PREPARED} statements kept prepared; process CPU per row, µs (every thread)\n`);
+console.log('| table | insert | prune | vacuum | total | one batch, median ms |');
+console.log('|---|---|---|---|---|---|');
 for (const variant of chosen) {
   const dir = await mkdtemp(join(tmpdir(), 'bench-db-rows-'));
-  const db = await createDatabase({ dataDir: dir, vacuumEveryMs: 0 });
+  const db = await createDatabase({ dataDir: dir, vacuumEveryMs: 0, embeddedPreparedStatements: PREPARED });
   try {
     for (const migration of variant === 'usage' ? [usageTables, usageRollupTables] : [requestLogTable]) await migration.up(db.knex);
     for (const sql of VARIANTS[variant]!) await db.knex.raw(sql);
     const spent = await measure(db.knex, variant);
     const perRow = (micros: number) => (micros / ROWS).toFixed(1);
-    console.log(`| ${variant} | ${perRow(spent.insert)} | ${perRow(spent.prune)} | ${perRow(spent.vacuum)} | **${perRow(spent.insert + spent.prune + spent.vacuum)}** |`);
+    const batchMs = median(spent.batchMs).toFixed(2);
+    console.log(`| ${variant} | ${perRow(spent.insert)} | ${perRow(spent.prune)} | ${perRow(spent.vacuum)} | **${perRow(spent.insert + spent.prune + spent.vacuum)}** | ${batchMs} |`);
   } finally {
     await db.close();
     await rm(dir, { recursive: true, force: true });
