@@ -4,6 +4,7 @@
  * request in flight for as long as it runs. Here it only blocks this thread. Messages are
  * `{ id, op: 'query' | 'close', sql?, params? }`; answers `{ id, result }` or `{ id, error }`.
  * The one session (and so knex's transactions) lives here, in order, as on the main thread.
+ * Repeated data statements run as named prepared statements (`pglite-prepared.ts`).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
