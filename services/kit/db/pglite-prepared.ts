@@ -7,7 +7,7 @@ const { serialize } = protocol;
  * `query()` sends every statement as an unnamed one, so PostgreSQL parses, analyses and plans it
  * again on each call. For a usage batch of 25 rows that was about half of the statement's time
  * (bench/README.md, "Thirty-first pass"), which made small batches cost more per row than large
- * ones. Here a data statement (select, insert, update, delete, with) seen `prepareAfter` times
+ * ones. Here a data statement (select, insert, update, delete, with) seen a second time
  * becomes a named prepared statement, as the `pg` driver does for a query given a name, and later
  * calls only bind and execute it; PostgreSQL's plan cache then chooses a generic plan where it
  * costs no more than the custom ones.
@@ -25,8 +25,6 @@ const { serialize } = protocol;
 export interface PreparedStatementsOptions {
   /** How many statements may be named in the session. Default 128. */
   maxStatements?: number;
-  /** A statement is named on this call of its text. Default 2: statements run once stay unnamed. */
-  prepareAfter?: number;
 }
 
 interface Prepared {
@@ -42,12 +40,13 @@ export interface PreparedStatements {
 
 const DATA_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
 const SCHEMA_CHANGE = /^\s*(create|alter|drop|comment|do|reindex|cluster)\b/i;
+/** A text is named on its second call: statements run once (migrations, one-off reads) stay unnamed. */
+const PREPARE_ON_CALL = 2;
 /** How many distinct texts are counted before the counts start over, so one-off texts cannot pile up. */
 const MAX_COUNTED = 1024;
 
 export function preparedStatements(db: PGlite, options: PreparedStatementsOptions = {}): PreparedStatements {
   const maxStatements = options.maxStatements ?? 128;
-  const prepareAfter = options.prepareAfter ?? 2;
   const named = new Map<string, Prepared>();
   const calls = new Map<string, number>();
   let sequence = 0;
@@ -57,7 +56,7 @@ export function preparedStatements(db: PGlite, options: PreparedStatementsOption
     if (calls.size >= MAX_COUNTED && !calls.has(sql)) calls.clear();
     const count = (calls.get(sql) ?? 0) + 1;
     calls.set(sql, count);
-    if (count < prepareAfter) return false;
+    if (count < PREPARE_ON_CALL) return false;
     calls.delete(sql);
     return true;
   };
