@@ -11,10 +11,9 @@
  */
 import { parseArgs } from 'node:util';
 import { createDatabase, DEFAULT_EMBEDDED_PREPARED_STATEMENTS, type Database } from '../services/kit/index.js';
-import { requestLogTable } from '../services/llm-api/requests/migrations.js';
 import { insertRequestLogBatch } from '../services/llm-api/requests/store.js';
-import { usageRawKeyOnly, usageRollupTables, usageTables } from '../services/llm-api/usage/migrations.js';
 import { insertUsageBatch } from '../services/llm-api/usage/store.js';
+import { requestLogMigrations, usageMigrations } from './lib/llm-tables.js';
 import { median } from './lib/load.js';
 import { threadCpuMs } from './lib/procs.js';
 import { servedRequest, usageRecord } from './lib/rows.js';
@@ -42,7 +41,7 @@ async function open(label: string, prepared: number): Promise<Side> {
   const before = new Set(Object.keys(await threadCpuMs(process.pid)));
   const db = await createDatabase({ dataDir: '.', inMemory: true, vacuumEveryMs: 0, embeddedPreparedStatements: prepared });
   const threads = Object.keys(await threadCpuMs(process.pid)).filter((tid) => !before.has(tid));
-  for (const migration of [usageTables, usageRollupTables, usageRawKeyOnly, requestLogTable]) await migration.up(db.knex);
+  for (const migration of [...usageMigrations, ...requestLogMigrations]) await migration.up(db.knex);
   return { label, db, threads };
 }
 

@@ -21,12 +21,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
+import { requestLogMigrations, usageMigrations } from './lib/llm-tables.js';
 import { median } from './lib/load.js';
 import { servedRequest, usageRecord } from './lib/rows.js';
 import { createDatabase, DEFAULT_EMBEDDED_PREPARED_STATEMENTS, vacuumWhereDue } from '../services/kit/index.js';
-import { requestLogTable } from '../services/llm-api/requests/migrations.js';
 import { insertRequestLogBatch, pruneRequestLog } from '../services/llm-api/requests/store.js';
-import { usageRawKeyOnly, usageRollupTables, usageTables } from '../services/llm-api/usage/migrations.js';
 import { insertUsageBatch } from '../services/llm-api/usage/store.js';
 
 const { values: args } = parseArgs({
@@ -100,7 +99,7 @@ for (const variant of chosen) {
   const dir = await mkdtemp(join(tmpdir(), 'bench-db-rows-'));
   const db = await createDatabase({ dataDir: dir, vacuumEveryMs: 0, embeddedPreparedStatements: PREPARED });
   try {
-    for (const migration of variant === 'usage' ? [usageTables, usageRollupTables, usageRawKeyOnly] : [requestLogTable]) await migration.up(db.knex);
+    for (const migration of variant === 'usage' ? usageMigrations : requestLogMigrations) await migration.up(db.knex);
     for (const sql of VARIANTS[variant]!) await db.knex.raw(sql);
     const spent = await measure(db.knex, variant);
     const perRow = (micros: number) => (micros / ROWS).toFixed(1);

@@ -23,23 +23,26 @@ test('defaults need no environment, and empty variables count as unset', (t) => 
   t.is(config.AMQP_URL, undefined);
 });
 
-test("the embedded database's buffer pool: 16 MiB by default, 1–1024 accepted, anything else rejected naming the variable", (t) => {
-  t.is(loadBaseConfig({}).DATABASE_EMBEDDED_BUFFERS_MB, 16);
-  t.is(loadBaseConfig({ DATABASE_EMBEDDED_BUFFERS_MB: '64' }).DATABASE_EMBEDDED_BUFFERS_MB, 64);
-  for (const bad of ['0', '2048', '16MB', '1.5']) {
-    const error = t.throws(() => loadBaseConfig({ DATABASE_EMBEDDED_BUFFERS_MB: bad }), { instanceOf: ConfigError });
-    t.is(error!.variable, 'DATABASE_EMBEDDED_BUFFERS_MB', bad);
+/** A whole-number setting: its default, a value it accepts, and values it refuses naming the variable. */
+const wholeNumberSetting = test.macro((t, variable: 'DATABASE_EMBEDDED_BUFFERS_MB' | 'DATABASE_EMBEDDED_PREPARED_STATEMENTS', byDefault: number, accepted: number, refused: string[]) => {
+  t.is(loadBaseConfig({})[variable], byDefault);
+  t.is(loadBaseConfig({ [variable]: String(accepted) })[variable], accepted);
+  for (const bad of refused) {
+    const error = t.throws(() => loadBaseConfig({ [variable]: bad }), { instanceOf: ConfigError });
+    t.is(error!.variable, variable, bad);
   }
 });
 
-test("the embedded database's prepared statements: 128 by default, 0 turns them off, anything else outside 0–1000 rejected naming the variable", (t) => {
-  t.is(loadBaseConfig({}).DATABASE_EMBEDDED_PREPARED_STATEMENTS, 128);
-  t.is(loadBaseConfig({ DATABASE_EMBEDDED_PREPARED_STATEMENTS: '0' }).DATABASE_EMBEDDED_PREPARED_STATEMENTS, 0);
-  for (const bad of ['-1', '1001', 'all', '2.5']) {
-    const error = t.throws(() => loadBaseConfig({ DATABASE_EMBEDDED_PREPARED_STATEMENTS: bad }), { instanceOf: ConfigError });
-    t.is(error!.variable, 'DATABASE_EMBEDDED_PREPARED_STATEMENTS', bad);
-  }
-});
+test("the embedded database's buffer pool: 16 MiB by default, 1–1024 accepted, anything else rejected naming the variable", wholeNumberSetting, 'DATABASE_EMBEDDED_BUFFERS_MB', 16, 64, ['0', '2048', '16MB', '1.5']);
+
+test(
+  "the embedded database's prepared statements: 128 by default, 0 turns them off, anything else outside 0–1000 rejected naming the variable",
+  wholeNumberSetting,
+  'DATABASE_EMBEDDED_PREPARED_STATEMENTS',
+  128,
+  0,
+  ['-1', '1001', 'all', '2.5'],
+);
 
 test('a service process with a malformed setting stops at once with one clear line', async (t) => {
   const child = startChild(process.execPath, ['--import', 'tsx', 'services/media-api/main.ts'], {

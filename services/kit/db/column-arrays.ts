@@ -32,15 +32,27 @@ export interface ColumnArrays<Row> {
   bind(rows: readonly Row[]): string[];
 }
 
+/** How a column's values travel: the array's element type, the element text, and the expression that reads the column back. */
+interface Transport {
+  arrayType: string;
+  element: (v: unknown) => string;
+  read: (name: string) => string;
+}
+
+const transportOf = (type: ColumnType): Transport =>
+  type === 'timestamptz'
+    ? { arrayType: 'bigint', element: epochMillisElement, read: (name) => `timestamptz 'epoch' + ${name} * interval '1 millisecond' as ${name}` }
+    : { arrayType: type, element, read: (name) => name };
+
 export function columnArrays<Row>(columns: readonly ArrayColumn<Row>[], alias = 'x'): ColumnArrays<Row> {
   const names = columns.map(([name]) => name).join(', ');
-  const arrays = columns.map(([, type]) => `?::${type === 'timestamptz' ? 'bigint' : type}[]`).join(', ');
-  const selected = columns.map(([name, type]) => (type === 'timestamptz' ? `timestamptz 'epoch' + ${name} * interval '1 millisecond' as ${name}` : name)).join(', ');
-  const elementOf = columns.map(([, type]) => (type === 'timestamptz' ? epochMillisElement : element));
+  const transports = columns.map(([, type]) => transportOf(type));
+  const arrays = transports.map((t) => `?::${t.arrayType}[]`).join(', ');
+  const selected = columns.map(([name], i) => transports[i]!.read(name)).join(', ');
   return {
     fromItem: `(select ${selected} from unnest(${arrays}) as u(${names})) as ${alias}`,
     names,
-    bind: (rows) => columns.map(([, , value], i) => arrayLiteral(rows, value, elementOf[i]!)),
+    bind: (rows) => columns.map(([, , value], i) => arrayLiteral(rows, value, transports[i]!.element)),
   };
 }
 
