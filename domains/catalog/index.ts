@@ -37,6 +37,7 @@ export {
   SyncError,
   type ModelListClient,
 } from './model-list.js';
+export { http2Only, providerConnectOptions, ProviderProtocolError, STREAMS_PER_HTTP2_CONNECTION, type Connector, type ProviderHttpVersion } from './provider-connections.js';
 export { PROVIDER_SYNC_QUEUE, syncProvider, type SyncDeps, type SyncResult } from './sync.js';
 
 /** What synchronisation needs, from the database, the secret box and a model-list client. */

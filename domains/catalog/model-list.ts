@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
 import { EgressRefusedError, type EgressGuard } from '../../services/kit/index.js';
+import { providerConnectOptions, type ProviderHttpVersion } from './provider-connections.js';
 import { endpointsOf, type ProviderRow } from './providers-store.js';
 
 /**
@@ -124,11 +125,8 @@ export function readCapped(body: Readable, max: number): Promise<{ bytes: Buffer
 }
 
 /** A client of its own (one keep-alive pool), guarded like every provider call (PROVIDER_URL_ALLOW). */
-export function createModelListClient(options: { connectTimeoutMs: number; guard?: EgressGuard }): ModelListClient & { close(): Promise<void> } {
-  const agent = new Agent({
-    keepAliveTimeout: 10_000,
-    connect: { timeout: options.connectTimeoutMs, ...(options.guard ? { lookup: options.guard.lookup } : {}) },
-  });
+export function createModelListClient(options: { connectTimeoutMs: number; guard?: EgressGuard; httpVersion?: ProviderHttpVersion }): ModelListClient & { close(): Promise<void> } {
+  const agent = new Agent({ keepAliveTimeout: 10_000, ...providerConnectOptions(options) });
   return {
     getJson: (url, headers, timeoutMs) => getProviderJson(agent, url, headers, { timeoutMs, guard: options.guard }),
     close: () => agent.close(),

@@ -178,6 +178,7 @@ export function upstreamFor(config: LlmApiConfig): Upstream {
     connectTimeoutMs: config.LLM_UPSTREAM_CONNECT_TIMEOUT_MS,
     headersTimeoutMs: config.LLM_UPSTREAM_HEADERS_TIMEOUT_MS,
     bodyTimeoutMs: config.LLM_UPSTREAM_BODY_TIMEOUT_MS,
+    httpVersion: config.LLM_UPSTREAM_HTTP_VERSION,
     guard: createEgressGuard({ allowHosts: config.PROVIDER_URL_ALLOW, exclusive: true }),
     maxBodyBytes: parseSize(config.LLM_MAX_RESPONSE_BYTES),
   });

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 
 /**
@@ -42,6 +43,12 @@ export interface FakeUpstreamOptions {
   name?: string;
   models?: Array<Record<string, unknown> & { id: string }>;
   apiKey?: string;
+  /**
+   * Speak HTTP/2 over cleartext (prior knowledge) instead of HTTP/1.1. `connectionsOpened` then
+   * counts HTTP/2 connections, each carrying many requests; the directives that cut the socket
+   * (`#midstream`, `streamsDieEarly`) cut the whole connection.
+   */
+  http2?: boolean;
 }
 
 export interface FakeUpstream {
@@ -298,15 +305,17 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     res.end('data: [DONE]\n\n');
   }
 
-  const server = http.createServer((req, res) => {
+  const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
     handler(req, res).catch((error) => {
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: { message: String(error), type: 'server_error', param: null, code: null } }));
     });
-  });
-  server.keepAliveTimeout = 65_000;
+  };
+  // HTTP/2's compatibility API gives the handler the same request and response methods it uses.
+  const server = options.http2 ? http2.createServer(serve as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void) : http.createServer(serve);
+  if (server instanceof http.Server) server.keepAliveTimeout = 65_000;
   let connectionsOpened = 0;
-  server.on('connection', (s) => {
+  server.on('connection', (s: import('node:net').Socket) => {
     connectionsOpened++;
     sockets.add(s);
     s.on('close', () => sockets.delete(s));

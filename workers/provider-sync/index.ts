@@ -37,6 +37,7 @@ export function modelListClientFor(platform: BaseConfig) {
   const config = loadCatalogConfig(platform.env);
   return createModelListClient({
     connectTimeoutMs: config.LLM_UPSTREAM_CONNECT_TIMEOUT_MS,
+    httpVersion: config.LLM_UPSTREAM_HTTP_VERSION,
     guard: createEgressGuard({ allowHosts: config.PROVIDER_URL_ALLOW, exclusive: true }),
   });
 }

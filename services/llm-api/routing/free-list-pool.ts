@@ -18,6 +18,8 @@ import { Client, Pool, type Dispatcher } from 'undici';
  * plain Pool, and `freeListPoolAvailable` is false (a test checks it is true with ours).
  */
 interface PoolInternals {
+  /** A connection's requests, queued and in flight (undici's core symbols). */
+  kSize: symbol;
   kClients: symbol;
   kNeedDrain: symbol;
   kAddClient: symbol;
@@ -26,12 +28,14 @@ interface PoolInternals {
 
 function loadInternals(): PoolInternals | null {
   try {
-    const found = createRequire(import.meta.url)('undici/lib/dispatcher/pool-base.js') as Partial<PoolInternals>;
+    const require = createRequire(import.meta.url);
+    const found = require('undici/lib/dispatcher/pool-base.js') as Partial<PoolInternals>;
     const { kClients, kNeedDrain, kAddClient, kGetDispatcher } = found;
-    if (typeof kClients !== 'symbol' || typeof kNeedDrain !== 'symbol' || typeof kAddClient !== 'symbol' || typeof kGetDispatcher !== 'symbol') return null;
+    const { kSize } = require('undici/lib/core/symbols.js') as Partial<PoolInternals>;
+    if (typeof kSize !== 'symbol' || typeof kClients !== 'symbol' || typeof kNeedDrain !== 'symbol' || typeof kAddClient !== 'symbol' || typeof kGetDispatcher !== 'symbol') return null;
     const proto = Pool.prototype as unknown as Record<symbol, unknown>;
     if (typeof proto[kGetDispatcher] !== 'function' || typeof proto[kAddClient] !== 'function') return null;
-    return { kClients, kNeedDrain, kAddClient, kGetDispatcher };
+    return { kSize, kClients, kNeedDrain, kAddClient, kGetDispatcher };
   } catch {
     return null;
   }
@@ -45,7 +49,7 @@ export const freeListPoolAvailable = internals !== null;
 type Connection = Dispatcher & { closed: boolean; destroyed: boolean } & Record<symbol, unknown>;
 type ClientOptions = ConstructorParameters<typeof Client>[1];
 
-function defineFreeListPool({ kClients, kNeedDrain, kAddClient, kGetDispatcher }: PoolInternals) {
+function defineFreeListPool({ kSize, kClients, kNeedDrain, kAddClient, kGetDispatcher }: PoolInternals) {
   class FreeListPool extends Pool {
     /** Connections last seen free, the last freed on top; busy or closed ones are dropped when met. */
     readonly #free: Connection[] = [];
@@ -54,6 +58,8 @@ function defineFreeListPool({ kClients, kNeedDrain, kAddClient, kGetDispatcher }
     /** Connections Pool dropped after they failed to connect: never listed again (see constructor). */
     readonly #dropped = new WeakSet<Connection>();
     readonly #limit: number;
+    /** Requests one connection carries at once: 1, or HTTP/2's streams per connection (`pipelining`). */
+    readonly #perConnection: number;
     /** What Pool passes its factory, kept from its first call so later connections skip its walk. */
     #template: { origin: string | URL; options: ClientOptions } | undefined;
 
@@ -69,6 +75,7 @@ function defineFreeListPool({ kClients, kNeedDrain, kAddClient, kGetDispatcher }
       });
       template = (o, opts) => (this.#template ??= { origin: o, options: opts });
       this.#limit = options.connections;
+      this.#perConnection = Math.max(1, options.pipelining ?? 1);
       // Pool drops a connection that failed to connect from its list without closing it. undici
       // resumes such a connection after failing its requests, and a `drain` from it then must not
       // list it again: it would serve requests outside the pool (uncounted against the bound, left
@@ -93,9 +100,20 @@ function defineFreeListPool({ kClients, kNeedDrain, kAddClient, kGetDispatcher }
       if (at >= 0) this.#free.splice(at, 1);
     }
 
+    /**
+     * Whether a connection takes another request now. undici's Client calls itself busy while it
+     * connects (it has requests pending), so under HTTP/2 a burst would open a connection per
+     * request; a multiplexed connection takes requests up to its stream limit, connected or not.
+     */
+    #hasRoom(connection: Connection): boolean {
+      if (connection.closed || connection.destroyed) return false;
+      if (!connection[kNeedDrain]) return true;
+      return this.#perConnection > 1 && (connection[kSize] as number) < this.#perConnection;
+    }
+
     [kGetDispatcher](): Dispatcher | undefined {
       for (let top = this.#free.at(-1); top !== undefined; top = this.#free.at(-1)) {
-        if (!top[kNeedDrain] && !top.closed && !top.destroyed) return top;
+        if (this.#hasRoom(top)) return top;
         this.#free.pop();
         this.#listed.delete(top);
       }

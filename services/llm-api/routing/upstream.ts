@@ -1,6 +1,6 @@
 import { Agent } from 'undici';
 import type { CancelSignal, EgressGuard } from '../../kit/index.js';
-import { bearer, getProviderJson } from '../../../domains/catalog/index.js';
+import { bearer, getProviderJson, providerConnectOptions, type ProviderHttpVersion } from '../../../domains/catalog/index.js';
 import { createProviderPool } from './free-list-pool.js';
 import { ProviderAnswer } from './provider-answer.js';
 
@@ -26,18 +26,25 @@ export interface UpstreamOptions {
   guard?: EgressGuard;
   /** Largest body `getJson` reads (model lists, probes); larger: the connection is cut and it throws. Default 16 MiB. */
   maxBodyBytes?: number;
+  /**
+   * `'2'`: every provider connection speaks HTTP/2 and completions share a connection (the
+   * catalog's `providerConnectOptions`). Default `'1.1'`: one completion per connection at a time.
+   */
+  httpVersion?: ProviderHttpVersion;
 }
 
 export type UpstreamResponse = ProviderAnswer;
 
 export function createUpstream(options: UpstreamOptions) {
+  const http2 = options.httpVersion === '2';
   const agent = new Agent({
-    // A connection is busy for a whole stream: the pool finds a free one without walking them all.
+    // A connection is busy for a whole stream (HTTP/1.1) or at its stream limit (HTTP/2): the pool
+    // finds a free one without walking them all.
     factory: createProviderPool,
     connections: options.connections,
     keepAliveTimeout: 60_000,
     keepAliveMaxTimeout: 600_000,
-    connect: { timeout: options.connectTimeoutMs, ...(options.guard ? { lookup: options.guard.lookup } : {}) },
+    ...providerConnectOptions(options),
     headersTimeout: options.headersTimeoutMs,
     bodyTimeout: options.bodyTimeoutMs,
   });
@@ -81,6 +88,11 @@ export function createUpstream(options: UpstreamOptions) {
               'x-request-id': call.requestId,
             },
             body,
+            // undici holds a request that is not idempotent until its connection has nothing else
+            // in flight, lest a failure take others with it: over HTTP/2 that would serialise every
+            // completion on a connection. A completion is never retried by undici either way, and
+            // under HTTP/1.1 (no pipelining) the flag changes nothing.
+            idempotent: http2,
           },
           answer,
         );

@@ -1,0 +1,218 @@
+import test from 'ava';
+import http from 'node:http';
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { Duplex } from 'node:stream';
+import { createModelListClient, http2Only, ProviderProtocolError, STREAMS_PER_HTTP2_CONNECTION, type Connector } from '../../../domains/catalog/index.js';
+import { createEgressGuard, type Resolver } from '../../../services/kit/index.js';
+import { createUpstream } from '../../../services/llm-api/routing/upstream.js';
+import { startFakeUpstream } from '../../fakes/openai-upstream.js';
+import { bootstrapAdmin, startTestPlatform } from '../../helpers/platform.js';
+import { randomBase62 } from '../../../services/kit/secrets.js';
+
+// LLM_UPSTREAM_HTTP_VERSION=2: provider connections speak HTTP/2 and carry several completions at
+// once. The provider here is a Node HTTP/2 server on loopback (cleartext, prior knowledge), which
+// holds every stream until the test has seen what it waits for: nothing is timed.
+
+interface H2Provider {
+  url: string;
+  /** HTTP/2 connections accepted, with the most streams each had open at once. */
+  sessions: Array<{ open: number; peak: number }>;
+  /** Resolves once `n` streams closed before the provider answered them (reset by the client). */
+  resetCount(n: number): Promise<void>;
+  /** Resolves once `n` streams are open at the same time. */
+  openAtOnce(n: number): Promise<void>;
+  /** Answers every held stream, and from now on every new one at once. */
+  answerAll(): void;
+  close(): Promise<void>;
+}
+
+async function startH2Provider(): Promise<H2Provider> {
+  const server = http2.createServer();
+  const sessions: H2Provider['sessions'] = [];
+  const held = new Set<http2.ServerHttp2Stream>();
+  const waiters: Array<{ n: number; resolve: () => void }> = [];
+  const resetWaiters: Array<{ n: number; resolve: () => void }> = [];
+  let answering = false;
+  let reset = 0;
+  const wake = (list: typeof waiters, count: number) => {
+    for (const w of list.filter((x) => count >= x.n)) {
+      list.splice(list.indexOf(w), 1);
+      w.resolve();
+    }
+  };
+  const answer = (stream: http2.ServerHttp2Stream) => {
+    held.delete(stream);
+    if (stream.destroyed) return;
+    stream.respond({ ':status': 200, 'content-type': 'application/json' });
+    stream.end(JSON.stringify({ id: 'chatcmpl-h2', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'over h2' }, finish_reason: 'stop' }] }));
+  };
+  server.on('session', (session) => {
+    const counts = { open: 0, peak: 0 };
+    sessions.push(counts);
+    session.on('stream', (stream) => {
+      counts.open++;
+      counts.peak = Math.max(counts.peak, counts.open);
+      stream.on('close', () => {
+        counts.open--;
+        if (held.delete(stream)) wake(resetWaiters, ++reset);
+      });
+      stream.resume();
+      if (answering) return answer(stream);
+      held.add(stream);
+      wake(waiters, held.size);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`,
+    sessions,
+    resetCount: (n) => (reset >= n ? Promise.resolve() : new Promise((resolve) => resetWaiters.push({ n, resolve }))),
+    openAtOnce: (n) => (held.size >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve }))),
+    answerAll() {
+      answering = true;
+      for (const stream of [...held]) answer(stream);
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+const options = { connections: 64, connectTimeoutMs: 5_000, headersTimeoutMs: 10_000, bodyTimeoutMs: 10_000, httpVersion: '2' as const };
+const call = (i: number) => ({ apiKey: 'sk-provider', requestId: `req-${i}` });
+
+test('250 completions at once travel together over 3 HTTP/2 connections, none carrying more than 100', async (t) => {
+  const provider = await startH2Provider();
+  const upstream = createUpstream(options);
+  try {
+    const answers = Array.from({ length: 250 }, (_, i) => upstream.postJson(provider.url, '{"model":"m"}', call(i)).then((a) => a.readAll(1 << 20)));
+    // Only reached when all 250 are open at the provider at the same time: one connection per
+    // completion at a time would need 250 connections, one completion at a time per connection
+    // would never get there.
+    await provider.openAtOnce(250);
+    provider.answerAll();
+    const bodies = await Promise.all(answers);
+    t.true(bodies.every((b) => JSON.parse(b.bytes.toString()).choices[0].message.content === 'over h2'));
+    t.is(provider.sessions.length, Math.ceil(250 / STREAMS_PER_HTTP2_CONNECTION));
+    t.deepEqual(provider.sessions.map((s) => s.peak).sort((a, b) => b - a), [100, 100, 50]);
+  } finally {
+    await upstream.close();
+    await provider.close();
+  }
+});
+
+test('a completion its caller cancels resets its own stream; the others on the connection go on', async (t) => {
+  const provider = await startH2Provider();
+  const upstream = createUpstream(options);
+  try {
+    const cancel = new AbortController();
+    const kept = upstream.postJson(provider.url, '{"model":"m"}', call(1));
+    const cancelled = upstream.postJson(provider.url, '{"model":"m"}', call(2), cancel.signal);
+    await provider.openAtOnce(2);
+    cancel.abort(new Error('the client left'));
+    await t.throwsAsync(cancelled, { message: 'the client left' });
+    // Reached only when the provider sees the cancelled stream end unanswered.
+    await provider.resetCount(1);
+    provider.answerAll();
+    const body = await (await kept).readAll(1 << 20);
+    t.is(JSON.parse(body.bytes.toString()).choices[0].message.content, 'over h2');
+    t.is(provider.sessions.length, 1, 'both rode one connection, which the cancel did not close');
+  } finally {
+    await upstream.close();
+    await provider.close();
+  }
+});
+
+test('a cleartext provider that speaks only HTTP/1.1 fails the completion rather than hanging it', async (t) => {
+  let requests = 0;
+  const server = http.createServer((_req, res) => {
+    requests++;
+    res.end('{}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const upstream = createUpstream(options);
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
+    await t.throwsAsync(upstream.postJson(url, '{"model":"m"}', call(1)));
+    t.is(requests, 0, 'the HTTP/1.1 server never saw a request it could serve');
+  } finally {
+    await upstream.close();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+test('over TLS, a connection that negotiated HTTP/1.1 is closed and fails with ProviderProtocolError; one that negotiated h2 is used', async (t) => {
+  // undici's connector, as far as the check sees it: a socket and what ALPN chose.
+  const negotiating = (alpnProtocol: string | false): Connector => (_options: unknown, callback: Parameters<Connector>[1]) => {
+    const socket = Object.assign(new Duplex({ read() {}, write(_c, _e, done) { done(); } }), { alpnProtocol });
+    callback(null, socket as never);
+  };
+  const outcome = (connector: Connector) =>
+    new Promise<{ error: Error | null; socket: (Duplex & { alpnProtocol?: string }) | null }>((resolve) =>
+      connector({ hostname: 'provider.example', host: 'provider.example', protocol: 'https:', port: '443' }, (error: Error | null, socket: unknown) => resolve({ error, socket: socket as never })),
+    );
+  for (const negotiated of ['http/1.1', false] as const) {
+    const sockets: Duplex[] = [];
+    const recording: Connector = (o: Parameters<Connector>[0], cb: Parameters<Connector>[1]) => negotiating(negotiated)(o, (e: Error | null, s: unknown) => (sockets.push(s as Duplex), cb(e as never, s as never)));
+    const { error, socket } = await outcome(http2Only(recording));
+    t.true(error instanceof ProviderProtocolError);
+    t.is((error as ProviderProtocolError).code, 'UPSTREAM_NOT_HTTP2');
+    t.is(socket, null);
+    t.true(sockets[0]!.destroyed, `the ${negotiated || 'plain'} connection is closed, not pooled`);
+  }
+  const { error, socket } = await outcome(http2Only(negotiating('h2')));
+  t.is(error, null);
+  t.is(socket!.alpnProtocol, 'h2');
+});
+
+test('the egress guard still checks the address at connect time under HTTP/2', async (t) => {
+  const provider = await startH2Provider();
+  // A name that resolves to loopback: public-only rules refuse it when the connection is made.
+  const resolver: Resolver = async () => [{ address: '127.0.0.1', family: 4 }];
+  const upstream = createUpstream({ ...options, guard: createEgressGuard({ exclusive: true, resolver }) });
+  try {
+    const url = provider.url.replace('127.0.0.1', 'provider.test');
+    const error = await t.throwsAsync(upstream.postJson(url, '{"model":"m"}', call(1)));
+    t.regex(error!.message, /not allowed|refused|private|loopback/i);
+    t.is(provider.sessions.length, 0, 'no connection reached the provider');
+  } finally {
+    await upstream.close();
+    await provider.close();
+  }
+});
+
+test('the provider-sync worker reads model lists over HTTP/2 too', async (t) => {
+  const fake = await startFakeUpstream({ http2: true, models: [{ id: 'h2-model' }] });
+  const client = createModelListClient({ connectTimeoutMs: 5_000, httpVersion: '2' });
+  try {
+    const { status, body } = await client.getJson(`${fake.url}/models`, {}, 5_000);
+    t.is(status, 200);
+    t.deepEqual((body as { data: Array<{ id: string }> }).data.map((m) => m.id), ['h2-model']);
+  } finally {
+    await client.close();
+    await fake.close();
+  }
+});
+
+test('through the edge with the openai SDK: 20 streamed completions at once share one HTTP/2 provider connection', async (t) => {
+  const adminKey = `sk_${randomBase62(32)}`;
+  const fake = await startFakeUpstream({ http2: true, name: 'alpha', models: [{ id: 'model-a' }] });
+  const p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: adminKey, LLM_HEALTH_PROBE_INTERVAL_MS: '0', LLM_UPSTREAM_HTTP_VERSION: '2' } });
+  try {
+    const { client } = await bootstrapAdmin(p, adminKey, fake.url);
+    const before = fake.connectionsOpened();
+    const texts = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const stream = await client.chat.completions.create({ model: 'model-a', stream: true, messages: [{ role: 'user', content: `hello ${i} #words:4` }] });
+        let text = '';
+        for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+        return text;
+      }),
+    );
+    t.deepEqual(texts, Array.from({ length: 20 }, () => 'Hello from alpha w1 w2 w3'));
+    // Over HTTP/1.1 twenty streams at once take twenty connections.
+    t.true(fake.connectionsOpened() - before <= 1, `${fake.connectionsOpened() - before} new provider connections`);
+  } finally {
+    await p.stop();
+    await fake.close();
+  }
+});
