@@ -16,6 +16,9 @@
  *   --ramp-floor       also ramp the floor: how many streams a bare Node relay holds on this machine
  *   --processes N      also run the production drivers with PLATFORM_PROCESSES=N ("production-xN"; default 2,
  *                      1 = not): several copies of the platform behind one set of ports, in the same rounds
+ *   --http2 MODE       also run MODE with LLM_UPSTREAM_HTTP_VERSION=2 ("MODE-h2"; default production, none = not):
+ *                      its provider connections speak HTTP/2 to the fake's h2c listener, ~100 streams on each,
+ *                      so a held stream costs the process one descriptor instead of two
  *   --hop              also run the embedded platform with EDGE_IN_PROCESS_DISPATCH=false ("embedded-hop"):
  *                      the loopback HTTP hop from the edge to the services, measured in the same rounds
  */
@@ -38,6 +41,7 @@ const { values: args } = parseArgs({
     'no-ramp': { type: 'boolean', default: false },
     ramp: { type: 'string' },
     hop: { type: 'boolean', default: false },
+    http2: { type: 'string', default: 'production' },
     processes: { type: 'string', default: '2' },
     'no-floor': { type: 'boolean', default: false },
     'ramp-floor': { type: 'boolean', default: false },
@@ -61,8 +65,11 @@ const settings = {
 const modes = args.modes!.split(',').filter(Boolean) as PlatformMode[];
 for (const m of modes) if (m !== 'embedded' && m !== 'production') throw new Error(`unknown mode ${m}`);
 const multi = severalProcesses(args.processes);
-/** Every path of ours: the two modes (whose targets the issue sets) and the several-process one. */
-const ours: string[] = [...modes, ...(multi ? [multi.name] : [])];
+const http2Mode = args.http2 === 'none' ? undefined : (args.http2 as PlatformMode);
+if (http2Mode && http2Mode !== 'embedded' && http2Mode !== 'production') throw new Error(`--http2 takes embedded, production or none, not ${http2Mode}`);
+const http2Path = http2Mode && `${http2Mode}-h2`;
+/** Every path of ours: the two modes (whose targets the issue sets), the several-process one and HTTP/2 to the provider. */
+const ours: string[] = [...modes, ...(multi ? [multi.name] : []), ...(http2Path ? [http2Path] : [])];
 
 const procs: Proc[] = [];
 async function stopAll() {
@@ -93,6 +100,7 @@ async function main() {
 
   const starting: Promise<Proc>[] = modes.map((m) => startPlatform(m));
   if (multi) starting.push(startPlatform('production', multi.env, multi.name));
+  if (http2Mode) starting.push(startPlatform(http2Mode, { LLM_UPSTREAM_HTTP_VERSION: '2' }, http2Path));
   if (args.hop) starting.push(startPlatform('embedded', { EDGE_IN_PROCESS_DISPATCH: 'false' }, 'embedded-hop'));
   if (!args['no-peer']) starting.push(startPortkey());
   if (!args['no-floor']) starting.push(startFloor(upstream));
@@ -239,11 +247,13 @@ async function main() {
         ramp[n]!.held = step;
         await sleep(1000); // closed sockets leave TIME_WAIT and timers behind; let them settle
       }
-      const perStream = ramp[n]!.fdsPerStream;
+      // Whole descriptors per stream: 2 for HTTP/1.1 to the provider, 1 for HTTP/2 (its ~100 streams
+      // per connection add ~0.01), whatever else a step's count caught in passing.
+      const perStream = ramp[n]!.fdsPerStream && Math.max(1, Math.ceil(ramp[n]!.fdsPerStream! - 0.1));
       // What bounds the ramp on this machine, whatever the CPU: descriptors per stream against the process's limit.
-      if (perStream && perStream > 0.5 && Number.isFinite(limit)) ramp[n]!.ceiling = Math.floor((limit - (ramp[n]!.steps[0]?.fdsBefore ?? 0)) / Math.ceil(perStream));
+      if (perStream && perStream > 0.5 && Number.isFinite(limit)) ramp[n]!.ceiling = Math.floor((limit - (ramp[n]!.steps[0]?.fdsBefore ?? 0)) / perStream);
       console.log(
-        `ramp ${n}: held ${ramp[n]!.held}, stopped by ${ramp[n]!.stoppedBy}; descriptor limit ${limit}${ramp[n]!.ceiling ? ` → at most ~${ramp[n]!.ceiling} streams at ${Math.ceil(perStream!)} descriptors each` : ''}; ${ports} ephemeral ports per destination`,
+        `ramp ${n}: held ${ramp[n]!.held}, stopped by ${ramp[n]!.stoppedBy}; descriptor limit ${limit}${ramp[n]!.ceiling ? ` → at most ~${ramp[n]!.ceiling} streams at ${perStream} descriptors each` : ''}; ${ports} ephemeral ports per destination`,
       );
     }
   }

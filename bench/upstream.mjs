@@ -5,8 +5,11 @@
 //   stream: false  one small chat.completion (JSON)
 //   stream: true   5 content chunks, a usage chunk and `data: [DONE]`, written back to back
 //   "#slow:<ms> #chunks:<n>" in the last message: n chunks, one every <ms> (held-stream ramp)
-// `GET /d<ms>/v1/models` lists the model `bench-d<ms>`. Prints {"port"} once listening.
+// `GET /d<ms>/v1/models` lists the model `bench-d<ms>`. The same answers over HTTP/2 by prior
+// knowledge (h2c) on a second port, for a platform with LLM_UPSTREAM_HTTP_VERSION=2. Prints
+// {"port","h2Port"} once both listen.
 import { createServer } from 'node:http';
+import { createServer as createH2Server } from 'node:http2';
 
 const completion = (model) =>
   JSON.stringify({
@@ -58,7 +61,7 @@ function answer(req, res, delay, raw) {
   res.write(chunk(model, { role: 'assistant', content: '' }));
   let sent = 0;
   const timer = setInterval(() => {
-    if (res.destroyed) return clearInterval(timer);
+    if (res.destroyed || res.stream?.destroyed) return clearInterval(timer); // HTTP/1.1 or HTTP/2
     res.write(chunk(model, { content: `w${sent} ` }));
     if (++sent === total) {
       clearInterval(timer);
@@ -68,7 +71,7 @@ function answer(req, res, delay, raw) {
   res.on('close', () => clearInterval(timer));
 }
 
-const server = createServer((req, res) => {
+function route(req, res) {
   const match = /^\/d(\d+)(\/.*)$/.exec(req.url ?? '');
   const delay = match ? Number(match[1]) : 0;
   const path = match ? match[2] : req.url;
@@ -90,11 +93,15 @@ const server = createServer((req, res) => {
     if (delay > 0) setTimeout(answer, delay, req, res, delay, raw);
     else answer(req, res, delay, raw);
   });
-});
+}
+
+const server = createServer(route);
 server.keepAliveTimeout = 65_000;
 server.headersTimeout = 66_000;
 server.maxConnections = 30_000;
-server.listen(Number(process.env.BENCH_UPSTREAM_PORT ?? 0), '127.0.0.1', () =>
-  process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`),
-);
+// HTTP/2's compatibility API hands `route` the same request and response methods.
+const h2Server = createH2Server(route);
+const listening = (s, port) => new Promise((resolve) => s.listen(port, '127.0.0.1', resolve));
+await Promise.all([listening(server, Number(process.env.BENCH_UPSTREAM_PORT ?? 0)), listening(h2Server, 0)]);
+process.stdout.write(`${JSON.stringify({ port: server.address().port, h2Port: h2Server.address().port })}\n`);
 process.once('SIGTERM', () => process.exit(0));

@@ -199,23 +199,25 @@ async function waitHttp(url: string, child: ChildProcess, what: string, log: () 
 
 export interface Upstream extends Proc {
   url: string;
-  /** Base URL of the fake provider with this delay before the response head. */
-  base(delayMs: number): string;
+  /** Base URL of the fake provider with this delay before the response head (over h2c: `http2`). */
+  base(delayMs: number, http2?: boolean): string;
 }
 
 /** A bench script in its own process that prints `{"port"}` once listening; its loopback URL. */
-async function startListening(name: string, args: string[], env?: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+async function startListening(name: string, args: string[], env?: Record<string, string>): Promise<{ child: ChildProcess; url: string; printed: Record<string, number> }> {
   const child = spawnTracked(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: env && { ...process.env, ...env } });
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
   });
-  return { child, url: `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` };
+  const printed = JSON.parse(line) as { port: number } & Record<string, number>;
+  return { child, url: `http://127.0.0.1:${printed.port}`, printed };
 }
 
 export async function startUpstream(): Promise<Upstream> {
-  const { child, url } = await startListening('upstream', ['bench/upstream.mjs']);
-  return { name: 'upstream', child, pid: child.pid!, url, base: (d) => `${url}/d${d}/v1`, stop: stopper(child) };
+  const { child, url, printed } = await startListening('upstream', ['bench/upstream.mjs']);
+  const h2Url = `http://127.0.0.1:${printed.h2Port}`;
+  return { name: 'upstream', child, pid: child.pid!, url, base: (d, http2) => `${http2 ? h2Url : url}/d${d}/v1`, stop: stopper(child) };
 }
 
 /**
@@ -325,7 +327,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     EDGE_RATE_LIMIT_IP_PER_MINUTE: '100000000',
     EDGE_RATE_LIMIT_PRO_PER_MINUTE: '100000000',
     EDGE_RATE_LIMIT_PRO_PER_DAY: '100000000',
-    // Held-stream ramp: one upstream connection per stream, as a provider would need.
+    // Held-stream ramp: one upstream connection per stream over HTTP/1.1, as a provider would need.
     LLM_UPSTREAM_CONNECTIONS: '20000',
     // Production mode on purpose, including the embedded defaults `npm start` would refuse there.
     PRODUCTION_ALLOW: 'pglite,local-rate-limits,generated-gateway-secret,generated-master-key',
@@ -387,7 +389,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
         const res = await fetch(`${edgeUrl}/v1/admin/providers`, {
           method: 'POST',
           headers: { 'x-api-key': adminKey, 'content-type': 'application/json' },
-          body: JSON.stringify({ name: `bench-d${delay}`, vendor: 'fake', base_url: upstream.base(delay) }),
+          body: JSON.stringify({ name: `bench-d${delay}`, vendor: 'fake', base_url: upstream.base(delay, env.LLM_UPSTREAM_HTTP_VERSION === '2') }),
         });
         if (res.status !== 201) throw new Error(`provider registration on ${mode} failed: ${res.status} ${await res.text()}`);
       }

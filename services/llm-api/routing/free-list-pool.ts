@@ -101,14 +101,16 @@ function defineFreeListPool({ kSize, kClients, kNeedDrain, kAddClient, kGetDispa
     }
 
     /**
-     * Whether a connection takes another request now. undici's Client calls itself busy while it
-     * connects (it has requests pending), so under HTTP/2 a burst would open a connection per
-     * request; a multiplexed connection takes requests up to its stream limit, connected or not.
+     * Whether a connection takes another request now. One that carries a request at a time: when
+     * undici has not marked it busy. A multiplexed one (HTTP/2): while it holds fewer requests than
+     * its stream limit, connected or not, read from its count. Its busy mark is no guide there:
+     * undici calls a connecting connection busy (so a burst would open one per request), and its
+     * `drain` is emitted a microtask late, clearing the mark after the connection filled up again.
      */
     #hasRoom(connection: Connection): boolean {
       if (connection.closed || connection.destroyed) return false;
-      if (!connection[kNeedDrain]) return true;
-      return this.#perConnection > 1 && (connection[kSize] as number) < this.#perConnection;
+      if (this.#perConnection === 1) return !connection[kNeedDrain];
+      return (connection[kSize] as number) < this.#perConnection;
     }
 
     [kGetDispatcher](): Dispatcher | undefined {
