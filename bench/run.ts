@@ -224,7 +224,9 @@ async function main() {
       for (const step of settings.ramp) {
         const result = await holdStreams(t, { n: step, ...settings.hold, watchPid: servingOf(n) });
         ramp[n]!.steps.push(result);
-        const fdsPerStream = (result.fdsPeak - result.fdsBefore) / step;
+        // Over the streams open at once: a step whose first streams ended before its last began
+        // held fewer than it served.
+        const fdsPerStream = (result.fdsPeak - result.fdsBefore) / Math.max(1, Math.min(step, result.maxOpen));
         console.log(
           `held streams ${n}: ${step} → ${result.completed} clean, ${result.stalled} stalled, ${result.failed} failed, longest gap ${result.maxGapMs} ms, slowest first chunk ${result.maxFirstMs} ms, ` +
             `${fmt(((result.rssPeak - result.rssBefore) * 1024) / step, 1)} KiB and ${fmt(fdsPerStream, 2)} descriptors per stream, ${result.maxOpen} open at once${result.firstError ? ` (${result.firstError})` : ''}`,

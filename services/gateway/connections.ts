@@ -214,13 +214,14 @@ function answerOverCapacity(server: Server, overCapacity: WeakSet<Socket>): void
 const RESERVED_FILES = 512;
 
 /**
- * The open-connection bound `auto` stands for: half of what the process's open-file limit leaves
- * after a reserve, since a request in flight holds two sockets (its client's, and its service's or
- * provider's). Undefined (no bound) where the limit cannot be read (not Linux) or is unlimited.
+ * The open-connection bound `auto` stands for: what the process's open-file limit leaves after a
+ * reserve, over the sockets a request in flight holds (`socketsPerRequest`, default 2: its client's,
+ * and its service's or provider's). Undefined (no bound) where the limit cannot be read (not Linux)
+ * or is unlimited.
  */
-export function connectionsForOpenFileLimit(limits: string = readProcLimits()): number | undefined {
+export function connectionsForOpenFileLimit(limits: string = readProcLimits(), socketsPerRequest = 2): number | undefined {
   const soft = softOpenFileLimit(limits);
-  return Number.isFinite(soft) ? Math.max(1, Math.floor((soft - RESERVED_FILES) / 2)) : undefined;
+  return Number.isFinite(soft) ? Math.max(1, Math.floor((soft - RESERVED_FILES) / socketsPerRequest)) : undefined;
 }
 
 /** The soft open-file limit in the text of a `/proc/<pid>/limits` file: Infinity when unlimited, NaN when absent. */

@@ -3,8 +3,9 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
+import { loadCatalogConfig, STREAMS_PER_HTTP2_CONNECTION } from '../../domains/catalog/index.js';
 import { acceptRequestId, accessLogger, adoptRequestObjects, errorBody, metricsPage, startsWithAny, type ProcessRuntime } from '../kit/index.js';
-import type { ServiceDefinition } from '../kit/index.js';
+import type { ServiceContext, ServiceDefinition } from '../kit/index.js';
 import { edgeConfigShape, loadEdgeConfig } from './config.js';
 import { deckVariables } from './deck-vars.js';
 import { trustedPeers } from './client-ip.js';
@@ -13,6 +14,18 @@ import { loadDeck } from './deck.js';
 import { createEdge } from './edge.js';
 import { createEdgeMetrics } from './metrics.js';
 import { sendJson } from './proxy.js';
+
+/**
+ * Sockets a chat request in flight holds in the edge's process, which `EDGE_MAX_CONNECTIONS=auto`
+ * divides the open-file limit by: its client's, and either the hop to llm-api or, when llm-api runs
+ * in this process and is reached in process, its provider connection, which under HTTP/2 it shares
+ * with up to STREAMS_PER_HTTP2_CONNECTION others.
+ */
+function socketsPerChatRequest(config: { EDGE_IN_PROCESS_DISPATCH: boolean; env: NodeJS.ProcessEnv }, ctx: ServiceContext<ProcessRuntime>): number {
+  const chatInProcess = config.EDGE_IN_PROCESS_DISPATCH && ctx.inProcess?.has(ctx.urls.llmApi) === true;
+  if (!chatInProcess || loadCatalogConfig(config.env).LLM_UPSTREAM_HTTP_VERSION !== '2') return 2;
+  return 1 + 1 / STREAMS_PER_HTTP2_CONNECTION;
+}
 
 /** A relative EDGE_DECK_FILE: from the working directory, else from the repository root (npm start elsewhere). */
 function deckPath(file: string): string {
@@ -81,7 +94,7 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
     // The server's request listener is the app built above.
     const app = server.listeners('request')[0] as unknown as Express;
     const metrics = app.locals?.edgeMetrics as ReturnType<typeof createEdgeMetrics> | undefined;
-    const maxOpen = config.EDGE_MAX_CONNECTIONS === 'auto' ? connectionsForOpenFileLimit() : config.EDGE_MAX_CONNECTIONS || undefined;
+    const maxOpen = config.EDGE_MAX_CONNECTIONS === 'auto' ? connectionsForOpenFileLimit(undefined, socketsPerChatRequest(config, ctx)) : config.EDGE_MAX_CONNECTIONS || undefined;
     const guard = guardConnections(server, {
       maxOpen,
       maxPerAddress: config.EDGE_MAX_CONNECTIONS_PER_ADDRESS,

@@ -195,6 +195,8 @@ test('connectionsForOpenFileLimit: half of the soft open-file limit after a rese
   t.is(connectionsForOpenFileLimit(limits('100')), 1, 'a limit below the reserve still admits one connection');
   t.is(connectionsForOpenFileLimit(limits('unlimited')), undefined);
   t.is(connectionsForOpenFileLimit(''), undefined);
+  // A request that holds its client's socket and a hundredth of a shared provider connection (HTTP/2).
+  t.is(connectionsForOpenFileLimit(limits('20000'), 1.01), 19295);
   // This process's own limit (Linux): a number.
   t.true(Number.isInteger(connectionsForOpenFileLimit()));
 });

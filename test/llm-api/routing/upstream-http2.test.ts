@@ -4,6 +4,7 @@ import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { Duplex } from 'node:stream';
 import { createModelListClient, http2Only, ProviderProtocolError, STREAMS_PER_HTTP2_CONNECTION, type Connector } from '../../../domains/catalog/index.js';
+import { connectionsForOpenFileLimit } from '../../../services/gateway/connections.js';
 import { createEgressGuard, type Resolver } from '../../../services/kit/index.js';
 import { createUpstream } from '../../../services/llm-api/routing/upstream.js';
 import { startFakeUpstream } from '../../fakes/openai-upstream.js';
@@ -218,6 +219,12 @@ test('through the edge with the openai SDK: 20 streamed completions at once shar
     t.deepEqual(texts, Array.from({ length: 20 }, () => 'Hello from alpha w1 w2 w3'));
     // Over HTTP/1.1 twenty streams at once take twenty connections.
     t.true(fake.connectionsOpened() - before <= 1, `${fake.connectionsOpened() - before} new provider connections`);
+    // A held stream costs this process one socket, not two: the edge's default bound on open
+    // connections (EDGE_MAX_CONNECTIONS=auto) divides the open-file limit by 1.01 instead of 2.
+    const metrics = await (await fetch(`${p.url}/metrics`, { headers: { connection: 'close' } })).text();
+    const bound = Number(/^edge_connections_max(?:\{[^}]*\})? (\d+)$/m.exec(metrics)?.[1]);
+    t.is(bound, connectionsForOpenFileLimit(undefined, 1.01)!);
+    t.true(bound > connectionsForOpenFileLimit()!);
   } finally {
     await p.stop();
     await fake.close();
