@@ -6,6 +6,7 @@
  *   --seconds S   load per kind (default 10)   --mode embedded|production (default embedded)
  *   --top N       functions listed (default 30)   --kind both|json|stream (default both)
  *   --file F      summarise an existing profile instead of recording one
+ *   --env "K=v,…" settings for the platform (e.g. LLM_UPSTREAM_HTTP_VERSION=2: HTTP/2 to the fake provider)
  *   --interval US sampling interval of the recording, µs (Node's default 1000; asking for 100 gave ~250 here,
  *                 fine enough to tell turns of a few ms apart)
  *   --stretches MS  also the main thread's busy stretches (samples in a row with no idle one between:
@@ -21,10 +22,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { percentile, platformTarget, throughput } from './lib/load.js';
-import { startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
+import { parseEnvPairs, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
-  options: { seconds: { type: 'string', default: '10' }, mode: { type: 'string', default: 'embedded' }, top: { type: 'string', default: '30' }, kind: { type: 'string', default: 'both' }, file: { type: 'string' }, interval: { type: 'string' }, stretches: { type: 'string' } },
+  options: { seconds: { type: 'string', default: '10' }, mode: { type: 'string', default: 'embedded' }, top: { type: 'string', default: '30' }, kind: { type: 'string', default: 'both' }, file: { type: 'string' }, env: { type: 'string', default: '' }, interval: { type: 'string' }, stretches: { type: 'string' } },
 });
 
 interface ProfileNode {
@@ -54,7 +55,7 @@ async function record(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'bench-profile-'));
   const upstream = await startUpstream();
   process.env.BENCH_PLATFORM_NODE_ARGS = `--cpu-prof --cpu-prof-dir=${dir}${args.interval ? ` --cpu-prof-interval=${Number(args.interval)}` : ''}`;
-  const platform = await startPlatform(args.mode as PlatformMode);
+  const platform = await startPlatform(args.mode as PlatformMode, parseEnvPairs(args.env!));
   try {
     await platform.addProviders(upstream, [20]);
     const target = platformTarget(platform);
