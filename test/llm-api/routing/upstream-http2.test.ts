@@ -6,7 +6,7 @@ import { Duplex } from 'node:stream';
 import { createModelListClient, http2Only, ProviderProtocolError, STREAMS_PER_HTTP2_CONNECTION, type Connector } from '../../../domains/catalog/index.js';
 import { connectionsForOpenFileLimit } from '../../../services/gateway/connections.js';
 import { createEgressGuard, type Resolver } from '../../../services/kit/index.js';
-import { createUpstream } from '../../../services/llm-api/routing/upstream.js';
+import { createUpstream, isTimeout } from '../../../services/llm-api/routing/upstream.js';
 import { startFakeUpstream } from '../../fakes/openai-upstream.js';
 import { bootstrapAdmin, startTestPlatform } from '../../helpers/platform.js';
 import { randomBase62 } from '../../../services/kit/secrets.js';
@@ -124,6 +124,22 @@ test('a completion its caller cancels resets its own stream; the others on the c
     const body = await (await kept).readAll(1 << 20);
     t.is(JSON.parse(body.bytes.toString()).choices[0].message.content, 'over h2');
     t.is(provider.sessions.length, 1, 'both rode one connection, which the cancel did not close');
+  } finally {
+    await upstream.close();
+    await provider.close();
+  }
+});
+
+test('a stream the provider never answers fails at LLM_UPSTREAM_HEADERS_TIMEOUT_MS, alone: its connection carries the next', async (t) => {
+  const provider = await startH2Provider();
+  const upstream = createUpstream({ ...options, headersTimeoutMs: 300 });
+  try {
+    const error = await t.throwsAsync(upstream.postJson(provider.url, '{"model":"m"}', call(1)));
+    t.true(isTimeout(error), `${(error as { code?: string }).code}: ${error!.message}`);
+    provider.answerAll();
+    const body = await (await upstream.postJson(provider.url, '{"model":"m"}', call(2))).readAll(1 << 20);
+    t.is(JSON.parse(body.bytes.toString()).choices[0].message.content, 'over h2');
+    t.is(provider.sessions.length, 1, 'the timeout reset one stream, not the connection');
   } finally {
     await upstream.close();
     await provider.close();
