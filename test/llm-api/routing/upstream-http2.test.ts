@@ -80,12 +80,23 @@ async function startH2Provider(): Promise<H2Provider> {
 
 const options = { connections: 64, connectTimeoutMs: 5_000, headersTimeoutMs: 10_000, bodyTimeoutMs: 10_000, httpVersion: '2' as const };
 const call = (i: number) => ({ apiKey: 'sk-provider', requestId: `req-${i}` });
+const contentOf = (body: { bytes: Buffer }) => JSON.parse(body.bytes.toString()).choices[0].message.content as string;
+
+/** An HTTP/2 provider and llm-api's provider pool for one test, both closed however it ends. */
+async function withH2Provider(overrides: Partial<Parameters<typeof createUpstream>[0]>, run: (provider: H2Provider, upstream: ReturnType<typeof createUpstream>) => Promise<void>) {
+  const provider = await startH2Provider();
+  const upstream = createUpstream({ ...options, ...overrides });
+  try {
+    await run(provider, upstream);
+  } finally {
+    await upstream.close();
+    await provider.close();
+  }
+}
 
 test('250 completions at once travel together over 3 HTTP/2 connections, none carrying more than 100', async (t) => {
   t.timeout(20_000, 'a completion was queued behind a full connection');
-  const provider = await startH2Provider();
-  const upstream = createUpstream(options);
-  try {
+  await withH2Provider({}, async (provider, upstream) => {
     // In bursts of 50, with a turn of the event loop between them, as requests arrive: undici's
     // late `drain` of a connection that has since filled up must not draw the 101st onto it.
     const answers: Array<Promise<{ bytes: Buffer }>> = [];
@@ -99,19 +110,14 @@ test('250 completions at once travel together over 3 HTTP/2 connections, none ca
     await provider.openAtOnce(250);
     provider.answerAll();
     const bodies = await Promise.all(answers);
-    t.true(bodies.every((b) => JSON.parse(b.bytes.toString()).choices[0].message.content === 'over h2'));
+    t.true(bodies.every((b) => contentOf(b) === 'over h2'));
     t.is(provider.sessions.length, Math.ceil(250 / STREAMS_PER_HTTP2_CONNECTION));
     t.deepEqual(provider.sessions.map((s) => s.peak).sort((a, b) => b - a), [100, 100, 50]);
-  } finally {
-    await upstream.close();
-    await provider.close();
-  }
+  });
 });
 
 test('a completion its caller cancels resets its own stream; the others on the connection go on', async (t) => {
-  const provider = await startH2Provider();
-  const upstream = createUpstream(options);
-  try {
+  await withH2Provider({}, async (provider, upstream) => {
     const cancel = new AbortController();
     const kept = upstream.postJson(provider.url, '{"model":"m"}', call(1));
     const cancelled = upstream.postJson(provider.url, '{"model":"m"}', call(2), cancel.signal);
@@ -121,29 +127,19 @@ test('a completion its caller cancels resets its own stream; the others on the c
     // Reached only when the provider sees the cancelled stream end unanswered.
     await provider.resetCount(1);
     provider.answerAll();
-    const body = await (await kept).readAll(1 << 20);
-    t.is(JSON.parse(body.bytes.toString()).choices[0].message.content, 'over h2');
+    t.is(contentOf(await (await kept).readAll(1 << 20)), 'over h2');
     t.is(provider.sessions.length, 1, 'both rode one connection, which the cancel did not close');
-  } finally {
-    await upstream.close();
-    await provider.close();
-  }
+  });
 });
 
 test('a stream the provider never answers fails at LLM_UPSTREAM_HEADERS_TIMEOUT_MS, alone: its connection carries the next', async (t) => {
-  const provider = await startH2Provider();
-  const upstream = createUpstream({ ...options, headersTimeoutMs: 300 });
-  try {
+  await withH2Provider({ headersTimeoutMs: 300 }, async (provider, upstream) => {
     const error = await t.throwsAsync(upstream.postJson(provider.url, '{"model":"m"}', call(1)));
     t.true(isTimeout(error), `${(error as { code?: string }).code}: ${error!.message}`);
     provider.answerAll();
-    const body = await (await upstream.postJson(provider.url, '{"model":"m"}', call(2))).readAll(1 << 20);
-    t.is(JSON.parse(body.bytes.toString()).choices[0].message.content, 'over h2');
+    t.is(contentOf(await (await upstream.postJson(provider.url, '{"model":"m"}', call(2))).readAll(1 << 20)), 'over h2');
     t.is(provider.sessions.length, 1, 'the timeout reset one stream, not the connection');
-  } finally {
-    await upstream.close();
-    await provider.close();
-  }
+  });
 });
 
 test('a cleartext provider that speaks only HTTP/1.1 fails the completion rather than hanging it', async (t) => {
@@ -189,19 +185,14 @@ test('over TLS, a connection that negotiated HTTP/1.1 is closed and fails with P
 });
 
 test('the egress guard still checks the address at connect time under HTTP/2', async (t) => {
-  const provider = await startH2Provider();
   // A name that resolves to loopback: public-only rules refuse it when the connection is made.
   const resolver: Resolver = async () => [{ address: '127.0.0.1', family: 4 }];
-  const upstream = createUpstream({ ...options, guard: createEgressGuard({ exclusive: true, resolver }) });
-  try {
+  await withH2Provider({ guard: createEgressGuard({ exclusive: true, resolver }) }, async (provider, upstream) => {
     const url = provider.url.replace('127.0.0.1', 'provider.test');
     const error = await t.throwsAsync(upstream.postJson(url, '{"model":"m"}', call(1)));
     t.regex(error!.message, /not allowed|refused|private|loopback/i);
     t.is(provider.sessions.length, 0, 'no connection reached the provider');
-  } finally {
-    await upstream.close();
-    await provider.close();
-  }
+  });
 });
 
 test('the provider-sync worker reads model lists over HTTP/2 too', async (t) => {
