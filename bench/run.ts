@@ -231,7 +231,9 @@ async function main() {
           `held streams ${n}: ${step} → ${result.completed} clean, ${result.stalled} stalled, ${result.failed} failed, longest gap ${result.maxGapMs} ms, slowest first chunk ${result.maxFirstMs} ms, ` +
             `${fmt(((result.rssPeak - result.rssBefore) * 1024) / step, 1)} KiB and ${fmt(fdsPerStream, 2)} descriptors per stream, ${result.maxOpen} open at once${result.firstError ? ` (${result.firstError})` : ''}`,
         );
-        if (result.completed === step) ramp[n]!.fdsPerStream = fdsPerStream;
+        // The most a completed step needed: a later step reuses the provider connections an earlier
+        // one left open, and would read fewer.
+        if (result.completed === step) ramp[n]!.fdsPerStream = Math.max(ramp[n]!.fdsPerStream ?? 0, fdsPerStream);
         if (result.completed !== step) {
           ramp[n]!.stoppedBy = rampStopReason(result, settings.hold.stallMs, limit);
           // Streams refused (a 503 at the connection bound, a 502 at the descriptor limit) were never
@@ -253,7 +255,7 @@ async function main() {
       // per connection add ~0.01), whatever else a step's count caught in passing.
       const perStream = ramp[n]!.fdsPerStream && Math.max(1, Math.ceil(ramp[n]!.fdsPerStream! - 0.1));
       // What bounds the ramp on this machine, whatever the CPU: descriptors per stream against the process's limit.
-      if (perStream && perStream > 0.5 && Number.isFinite(limit)) ramp[n]!.ceiling = Math.floor((limit - (ramp[n]!.steps[0]?.fdsBefore ?? 0)) / perStream);
+      if (perStream && Number.isFinite(limit)) ramp[n]!.ceiling = Math.floor((limit - (ramp[n]!.steps[0]?.fdsBefore ?? 0)) / perStream);
       console.log(
         `ramp ${n}: held ${ramp[n]!.held}, stopped by ${ramp[n]!.stoppedBy}; descriptor limit ${limit}${ramp[n]!.ceiling ? ` → at most ~${ramp[n]!.ceiling} streams at ${perStream} descriptors each` : ''}; ${ports} ephemeral ports per destination`,
       );

@@ -25,23 +25,36 @@ interface H2Provider {
   openAtOnce(n: number): Promise<void>;
   /** Answers every held stream, and from now on every new one at once. */
   answerAll(): void;
+  /** Cuts every connection, with the streams on it. */
+  dropConnections(): void;
   close(): Promise<void>;
+}
+
+/** A count, and promises that settle once it reaches a value. */
+function watched() {
+  let value = 0;
+  const waiters: Array<{ n: number; resolve: () => void }> = [];
+  return {
+    set(next: number) {
+      value = next;
+      for (const w of waiters.filter((x) => value >= x.n)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    },
+    get: () => value,
+    reached: (n: number) => (value >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ n, resolve }))),
+  };
 }
 
 async function startH2Provider(): Promise<H2Provider> {
   const server = http2.createServer();
   const sessions: H2Provider['sessions'] = [];
+  const live = new Set<http2.ServerHttp2Session>();
   const held = new Set<http2.ServerHttp2Stream>();
-  const waiters: Array<{ n: number; resolve: () => void }> = [];
-  const resetWaiters: Array<{ n: number; resolve: () => void }> = [];
+  const heldCount = watched();
+  const resets = watched();
   let answering = false;
-  let reset = 0;
-  const wake = (list: typeof waiters, count: number) => {
-    for (const w of list.filter((x) => count >= x.n)) {
-      list.splice(list.indexOf(w), 1);
-      w.resolve();
-    }
-  };
   const answer = (stream: http2.ServerHttp2Stream) => {
     held.delete(stream);
     if (stream.destroyed) return;
@@ -51,28 +64,33 @@ async function startH2Provider(): Promise<H2Provider> {
   server.on('session', (session) => {
     const counts = { open: 0, peak: 0 };
     sessions.push(counts);
+    live.add(session);
+    session.on('close', () => live.delete(session));
     session.on('stream', (stream) => {
       counts.open++;
       counts.peak = Math.max(counts.peak, counts.open);
       stream.on('close', () => {
         counts.open--;
-        if (held.delete(stream)) wake(resetWaiters, ++reset);
+        if (held.delete(stream)) resets.set(resets.get() + 1);
       });
       stream.resume();
       if (answering) return answer(stream);
       held.add(stream);
-      wake(waiters, held.size);
+      heldCount.set(held.size);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`,
     sessions,
-    resetCount: (n) => (reset >= n ? Promise.resolve() : new Promise((resolve) => resetWaiters.push({ n, resolve }))),
-    openAtOnce: (n) => (held.size >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve }))),
+    resetCount: resets.reached,
+    openAtOnce: heldCount.reached,
     answerAll() {
       answering = true;
       for (const stream of [...held]) answer(stream);
+    },
+    dropConnections() {
+      for (const session of live) session.destroy();
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
@@ -129,6 +147,19 @@ test('a completion its caller cancels resets its own stream; the others on the c
     provider.answerAll();
     t.is(contentOf(await (await kept).readAll(1 << 20)), 'over h2');
     t.is(provider.sessions.length, 1, 'both rode one connection, which the cancel did not close');
+  });
+});
+
+test('a connection that drops fails every completion on it that has not been answered, and the next one opens a new connection', async (t) => {
+  await withH2Provider({}, async (provider, upstream) => {
+    const waiting = [1, 2, 3].map((i) => upstream.postJson(provider.url, '{"model":"m"}', call(i)));
+    await provider.openAtOnce(3);
+    provider.dropConnections();
+    const outcomes = await Promise.allSettled(waiting);
+    t.deepEqual(outcomes.map((o) => o.status), ['rejected', 'rejected', 'rejected']);
+    provider.answerAll();
+    t.is(contentOf(await (await upstream.postJson(provider.url, '{"model":"m"}', call(4))).readAll(1 << 20)), 'over h2');
+    t.is(provider.sessions.length, 2);
   });
 });
 
