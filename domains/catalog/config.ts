@@ -18,8 +18,8 @@ export const catalogConfigShape = {
     }
   }),
   LLM_UPSTREAM_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(5000),
-  /** '2': provider connections speak HTTP/2 only, several requests on each (provider-connections.ts). */
-  LLM_UPSTREAM_HTTP_VERSION: z.enum(['1.1', '2']).default('1.1'),
+  /** '2': provider connections speak HTTP/2 only, several requests on each; 'auto': HTTP/2 where TLS negotiates it (provider-connections.ts). */
+  LLM_UPSTREAM_HTTP_VERSION: z.enum(['1.1', '2', 'auto']).default('1.1'),
   LLM_MODELS_TIMEOUT_MS: z.coerce.number().int().min(1).default(15000),
   /** How often each llm-api process checks whether the catalog changed elsewhere. */
   LLM_CATALOG_POLL_MS: z.coerce.number().int().min(0).default(2000),

@@ -20,6 +20,8 @@ import { Client, Pool, type Dispatcher } from 'undici';
 interface PoolInternals {
   /** A connection's requests, queued and in flight (undici's core symbols). */
   kSize: symbol;
+  /** A connected connection's protocol handler, whose `version` is 'h1' or 'h2' (core symbols). */
+  kHTTPContext: symbol;
   kClients: symbol;
   kNeedDrain: symbol;
   kAddClient: symbol;
@@ -31,11 +33,11 @@ function loadInternals(): PoolInternals | null {
     const require = createRequire(import.meta.url);
     const found = require('undici/lib/dispatcher/pool-base.js') as Partial<PoolInternals>;
     const { kClients, kNeedDrain, kAddClient, kGetDispatcher } = found;
-    const { kSize } = require('undici/lib/core/symbols.js') as Partial<PoolInternals>;
-    if (typeof kSize !== 'symbol' || typeof kClients !== 'symbol' || typeof kNeedDrain !== 'symbol' || typeof kAddClient !== 'symbol' || typeof kGetDispatcher !== 'symbol') return null;
+    const { kSize, kHTTPContext } = require('undici/lib/core/symbols.js') as Partial<PoolInternals>;
+    if (typeof kSize !== 'symbol' || typeof kHTTPContext !== 'symbol' || typeof kClients !== 'symbol' || typeof kNeedDrain !== 'symbol' || typeof kAddClient !== 'symbol' || typeof kGetDispatcher !== 'symbol') return null;
     const proto = Pool.prototype as unknown as Record<symbol, unknown>;
     if (typeof proto[kGetDispatcher] !== 'function' || typeof proto[kAddClient] !== 'function') return null;
-    return { kSize, kClients, kNeedDrain, kAddClient, kGetDispatcher };
+    return { kSize, kHTTPContext, kClients, kNeedDrain, kAddClient, kGetDispatcher };
   } catch {
     return null;
   }
@@ -46,10 +48,18 @@ const internals = loadInternals();
 /** True when this undici's internals are the ones the free list relies on. */
 export const freeListPoolAvailable = internals !== null;
 
-type Connection = Dispatcher & { closed: boolean; destroyed: boolean } & Record<symbol, unknown>;
+type Connection = Dispatcher & { closed: boolean; destroyed: boolean; pipelining: number } & Record<symbol, unknown>;
 type ClientOptions = ConstructorParameters<typeof Client>[1];
 
-function defineFreeListPool({ kSize, kClients, kNeedDrain, kAddClient, kGetDispatcher }: PoolInternals) {
+/**
+ * How a provider pool's connections share their requests. `fixed`: as `pipelining` says, for every
+ * connection (1, or HTTP/2's streams where HTTP/2 is required). `negotiated`: HTTP/2 where the TLS
+ * handshake chose it, and then `pipelining` requests at once; one at a time on a connection that
+ * speaks HTTP/1.1, where several would be pipelined behind each other.
+ */
+export type ProviderPoolProtocol = 'fixed' | 'negotiated';
+
+function defineFreeListPool({ kSize, kHTTPContext, kClients, kNeedDrain, kAddClient, kGetDispatcher }: PoolInternals) {
   class FreeListPool extends Pool {
     /** Connections last seen free, the last freed on top; busy or closed ones are dropped when met. */
     readonly #free: Connection[] = [];
@@ -60,22 +70,33 @@ function defineFreeListPool({ kSize, kClients, kNeedDrain, kAddClient, kGetDispa
     readonly #limit: number;
     /** Requests one connection carries at once: 1, or HTTP/2's streams per connection (`pipelining`). */
     readonly #perConnection: number;
+    readonly #negotiated: boolean;
+    /** Under `negotiated`: whether each connected connection speaks HTTP/2 (absent: not connected yet). */
+    readonly #speaksHttp2 = new WeakMap<Connection, boolean>();
+    /**
+     * Whether this origin's last connection to connect speaks HTTP/2, so that a new one will too and
+     * may be given requests while it connects. Under `negotiated` it starts false: until the first
+     * handshake a burst opens one connection per request, as HTTP/1.1 does.
+     */
+    #originSpeaksHttp2: boolean;
     /** What Pool passes its factory, kept from its first call so later connections skip its walk. */
     #template: { origin: string | URL; options: ClientOptions } | undefined;
 
-    constructor(origin: string | URL, options: Pool.Options & { connections: number }) {
+    constructor(origin: string | URL, options: Pool.Options & { connections: number }, protocol: ProviderPoolProtocol) {
       // The factory runs only after construction, when the first request needs a connection.
       let template: (origin: string | URL, options: ClientOptions) => void = () => {};
       super(origin, {
         ...options,
         factory: (o, opts) => {
           template(o, opts as ClientOptions);
-          return new Client(o, opts as ClientOptions);
+          return this.#connection(o, opts as ClientOptions);
         },
       });
       template = (o, opts) => (this.#template ??= { origin: o, options: opts });
       this.#limit = options.connections;
       this.#perConnection = Math.max(1, options.pipelining ?? 1);
+      this.#negotiated = protocol === 'negotiated' && this.#perConnection > 1;
+      this.#originSpeaksHttp2 = !this.#negotiated;
       // Pool drops a connection that failed to connect from its list without closing it. undici
       // resumes such a connection after failing its requests, and a `drain` from it then must not
       // list it again: it would serve requests outside the pool (uncounted against the bound, left
@@ -86,6 +107,25 @@ function defineFreeListPool({ kSize, kClients, kNeedDrain, kAddClient, kGetDispa
           this.#unlist(target as Connection);
         }
       });
+    }
+
+    /**
+     * A new connection. Under `negotiated` it carries one request until its handshake shows HTTP/2.
+     * Its `connect` listener runs before Pool's and before undici sends what the connection holds.
+     */
+    #connection(origin: string | URL, options: ClientOptions): Connection {
+      if (!this.#negotiated) return new Client(origin, options) as unknown as Connection;
+      const connection = new Client(origin, { ...options, pipelining: 1 }) as unknown as Connection;
+      connection.on('connect', () => {
+        const http2 = (connection[kHTTPContext] as { version?: string } | null)?.version === 'h2';
+        this.#speaksHttp2.set(connection, http2);
+        this.#originSpeaksHttp2 = http2;
+        // A provider that stopped offering HTTP/2 gets, on this connection, the requests given to
+        // it while it connected one after another.
+        connection.pipelining = http2 ? this.#perConnection : 1;
+      });
+      connection.on('disconnect', () => this.#speaksHttp2.delete(connection));
+      return connection;
     }
 
     #list(connection: Connection): void {
@@ -100,6 +140,13 @@ function defineFreeListPool({ kSize, kClients, kNeedDrain, kAddClient, kGetDispa
       if (at >= 0) this.#free.splice(at, 1);
     }
 
+    /** Whether a connection carries several requests at once: connected over HTTP/2, or connecting to an origin that speaks it. */
+    #multiplexes(connection: Connection): boolean {
+      if (this.#perConnection === 1) return false;
+      if (!this.#negotiated) return true;
+      return this.#speaksHttp2.get(connection) ?? this.#originSpeaksHttp2;
+    }
+
     /**
      * Whether a connection takes another request now. One that carries a request at a time: when
      * undici has not marked it busy. A multiplexed one (HTTP/2): while it holds fewer requests than
@@ -109,7 +156,7 @@ function defineFreeListPool({ kSize, kClients, kNeedDrain, kAddClient, kGetDispa
      */
     #hasRoom(connection: Connection): boolean {
       if (connection.closed || connection.destroyed) return false;
-      if (this.#perConnection === 1) return !connection[kNeedDrain];
+      if (!this.#multiplexes(connection)) return !connection[kNeedDrain];
       return (connection[kSize] as number) < this.#perConnection;
     }
 
@@ -123,7 +170,7 @@ function defineFreeListPool({ kSize, kClients, kNeedDrain, kAddClient, kGetDispa
       // None free. Pool's own lookup would walk every connection to find that out, then add one.
       if (this.#template === undefined) return (Pool.prototype as unknown as Record<symbol, () => Dispatcher | undefined>)[kGetDispatcher]!.call(this);
       if ((self[kClients] as unknown[]).length >= this.#limit) return undefined;
-      const connection = new Client(this.#template.origin, this.#template.options);
+      const connection = this.#connection(this.#template.origin, this.#template.options);
       (self[kAddClient] as (client: Dispatcher) => void).call(this, connection);
       return connection;
     }
@@ -142,12 +189,13 @@ function defineFreeListPool({ kSize, kClients, kNeedDrain, kAddClient, kGetDispa
 const FreeListPool = internals ? defineFreeListPool(internals) : null;
 
 /**
- * The pool of one provider origin (the Agent's `factory`): the free-list pool when `connections`
- * bounds it and this undici has the internals it needs, Pool otherwise.
+ * The pool of one provider origin (an Agent's `factory`): the free-list pool when `connections`
+ * bounds it and this undici has the internals it needs, Pool otherwise. A plain Pool cannot tell
+ * a connection's protocol, so under `negotiated` it carries one request per connection.
  */
-export function createProviderPool(origin: string | URL, options: Pool.Options): Pool {
+export function createProviderPool(origin: string | URL, options: Pool.Options, protocol: ProviderPoolProtocol = 'fixed'): Pool {
   if (FreeListPool && typeof options.connections === 'number' && options.connections > 0 && options.clientTtl == null) {
-    return new FreeListPool(origin, { ...options, connections: options.connections });
+    return new FreeListPool(origin, { ...options, connections: options.connections }, protocol);
   }
-  return new Pool(origin, options);
+  return new Pool(origin, protocol === 'negotiated' ? { ...options, pipelining: 1 } : options);
 }

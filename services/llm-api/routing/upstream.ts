@@ -1,7 +1,7 @@
 import { Agent } from 'undici';
 import type { CancelSignal, EgressGuard } from '../../kit/index.js';
-import { bearer, getProviderJson, providerConnectOptions, type ProviderHttpVersion } from '../../../domains/catalog/index.js';
-import { createProviderPool } from './free-list-pool.js';
+import { bearer, getProviderJson, providerConnectOptions, STREAMS_PER_HTTP2_CONNECTION, type ProviderHttpVersion } from '../../../domains/catalog/index.js';
+import { createProviderPool, type ProviderPoolProtocol } from './free-list-pool.js';
 import { ProviderAnswer } from './provider-answer.js';
 
 export { authHeaders, joinUrl } from '../../../domains/catalog/index.js';
@@ -28,7 +28,9 @@ export interface UpstreamOptions {
   maxBodyBytes?: number;
   /**
    * `'2'`: every provider connection speaks HTTP/2 and completions share a connection (the
-   * catalog's `providerConnectOptions`). Default `'1.1'`: one completion per connection at a time.
+   * catalog's `providerConnectOptions`). `'auto'`: they share the connections whose TLS handshake
+   * chose HTTP/2, and the others carry one at a time. Default `'1.1'`: one completion per
+   * connection at a time.
    */
   httpVersion?: ProviderHttpVersion;
 }
@@ -36,15 +38,17 @@ export interface UpstreamOptions {
 export type UpstreamResponse = ProviderAnswer;
 
 export function createUpstream(options: UpstreamOptions) {
-  const http2 = options.httpVersion === '2';
+  const http2 = options.httpVersion === '2' || options.httpVersion === 'auto';
+  const protocol: ProviderPoolProtocol = options.httpVersion === 'auto' ? 'negotiated' : 'fixed';
   const agent = new Agent({
     // A connection is busy for a whole stream (HTTP/1.1) or at its stream limit (HTTP/2): the pool
     // finds a free one without walking them all.
-    factory: createProviderPool,
+    factory: (origin, poolOptions) => createProviderPool(origin, poolOptions, protocol),
     connections: options.connections,
     keepAliveTimeout: 60_000,
     keepAliveMaxTimeout: 600_000,
     ...providerConnectOptions(options),
+    ...(protocol === 'negotiated' ? { pipelining: STREAMS_PER_HTTP2_CONNECTION } : {}),
     headersTimeout: options.headersTimeoutMs,
     bodyTimeout: options.bodyTimeoutMs,
   });
@@ -91,7 +95,7 @@ export function createUpstream(options: UpstreamOptions) {
             // undici holds a request that is not idempotent until its connection has nothing else
             // in flight, lest a failure take others with it: over HTTP/2 that would serialise every
             // completion on a connection. A completion is never retried by undici either way, and
-            // under HTTP/1.1 (no pipelining) the flag changes nothing.
+            // on an HTTP/1.1 connection (one request at a time) the flag changes nothing.
             idempotent: http2,
           },
           answer,

@@ -239,6 +239,31 @@ test('the provider-sync worker reads model lists over HTTP/2 too', async (t) => 
   }
 });
 
+test('auto: a cleartext provider is spoken to over HTTP/1.1, for completions and model lists', async (t) => {
+  const versions: string[] = [];
+  const server = http.createServer((req, res) => {
+    versions.push(req.httpVersion);
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(req.url === '/v1/models' ? JSON.stringify({ object: 'list', data: [{ id: 'plain-model' }] }) : JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'over 1.1' }, finish_reason: 'stop' }] }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  const upstream = createUpstream({ ...options, httpVersion: 'auto' });
+  const models = createModelListClient({ connectTimeoutMs: 5_000, httpVersion: 'auto' });
+  try {
+    const answers = await Promise.all([1, 2, 3].map((i) => upstream.postJson(`${base}/chat/completions`, '{"model":"m"}', call(i))));
+    for (const answer of answers) t.is(contentOf(await answer.readAll(1 << 20)), 'over 1.1');
+    const { status, body } = await models.getJson(`${base}/models`, {}, 5_000);
+    t.is(status, 200);
+    t.deepEqual((body as { data: Array<{ id: string }> }).data.map((m) => m.id), ['plain-model']);
+    t.deepEqual(versions, ['1.1', '1.1', '1.1', '1.1']);
+  } finally {
+    await models.close();
+    await upstream.close();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
 test('through the edge with the openai SDK: 20 streamed completions at once share one HTTP/2 provider connection', async (t) => {
   const adminKey = `sk_${randomBase62(32)}`;
   const fake = await startFakeUpstream({ http2: true, name: 'alpha', models: [{ id: 'model-a' }] });
