@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import type { Http2Session, Settings as Http2Settings } from 'node:http2';
 import { Client, Pool, type Dispatcher } from 'undici';
 
 /**
@@ -22,6 +23,8 @@ interface PoolInternals {
   kSize: symbol;
   /** A connected connection's protocol handler, whose `version` is 'h1' or 'h2' (core symbols). */
   kHTTPContext: symbol;
+  /** A connected HTTP/2 connection's session (core symbols). */
+  kHTTP2Session: symbol;
   kClients: symbol;
   kNeedDrain: symbol;
   kAddClient: symbol;
@@ -33,11 +36,11 @@ function loadInternals(): PoolInternals | null {
     const require = createRequire(import.meta.url);
     const found = require('undici/lib/dispatcher/pool-base.js') as Partial<PoolInternals>;
     const { kClients, kNeedDrain, kAddClient, kGetDispatcher } = found;
-    const { kSize, kHTTPContext } = require('undici/lib/core/symbols.js') as Partial<PoolInternals>;
-    if (typeof kSize !== 'symbol' || typeof kHTTPContext !== 'symbol' || typeof kClients !== 'symbol' || typeof kNeedDrain !== 'symbol' || typeof kAddClient !== 'symbol' || typeof kGetDispatcher !== 'symbol') return null;
+    const { kSize, kHTTPContext, kHTTP2Session } = require('undici/lib/core/symbols.js') as Partial<PoolInternals>;
+    if (typeof kSize !== 'symbol' || typeof kHTTPContext !== 'symbol' || typeof kHTTP2Session !== 'symbol' || typeof kClients !== 'symbol' || typeof kNeedDrain !== 'symbol' || typeof kAddClient !== 'symbol' || typeof kGetDispatcher !== 'symbol') return null;
     const proto = Pool.prototype as unknown as Record<symbol, unknown>;
     if (typeof proto[kGetDispatcher] !== 'function' || typeof proto[kAddClient] !== 'function') return null;
-    return { kSize, kHTTPContext, kClients, kNeedDrain, kAddClient, kGetDispatcher };
+    return { kSize, kHTTPContext, kHTTP2Session, kClients, kNeedDrain, kAddClient, kGetDispatcher };
   } catch {
     return null;
   }
@@ -59,7 +62,7 @@ type ClientOptions = ConstructorParameters<typeof Client>[1];
  */
 export type ProviderPoolProtocol = 'fixed' | 'negotiated';
 
-function defineFreeListPool({ kSize, kHTTPContext, kClients, kNeedDrain, kAddClient, kGetDispatcher }: PoolInternals) {
+function defineFreeListPool({ kSize, kHTTPContext, kHTTP2Session, kClients, kNeedDrain, kAddClient, kGetDispatcher }: PoolInternals) {
   class FreeListPool extends Pool {
     /** Connections last seen free, the last freed on top; busy or closed ones are dropped when met. */
     readonly #free: Connection[] = [];
@@ -79,6 +82,12 @@ function defineFreeListPool({ kSize, kHTTPContext, kClients, kNeedDrain, kAddCli
      * handshake a burst opens one connection per request, as HTTP/1.1 does.
      */
     #originSpeaksHttp2: boolean;
+    /**
+     * The streams this origin's server allows on a connection (at most `pipelining`), as its last
+     * connection read them from the server's SETTINGS: what a new connection is given while it
+     * connects.
+     */
+    #originStreamLimit: number;
     /** What Pool passes its factory, kept from its first call so later connections skip its walk. */
     #template: { origin: string | URL; options: ClientOptions } | undefined;
 
@@ -97,6 +106,7 @@ function defineFreeListPool({ kSize, kHTTPContext, kClients, kNeedDrain, kAddCli
       this.#perConnection = Math.max(1, options.pipelining ?? 1);
       this.#negotiated = protocol === 'negotiated' && this.#perConnection > 1;
       this.#originSpeaksHttp2 = !this.#negotiated;
+      this.#originStreamLimit = this.#perConnection;
       // Pool drops a connection that failed to connect from its list without closing it. undici
       // resumes such a connection after failing its requests, and a `drain` from it then must not
       // list it again: it would serve requests outside the pool (uncounted against the bound, left
@@ -110,21 +120,31 @@ function defineFreeListPool({ kSize, kHTTPContext, kClients, kNeedDrain, kAddCli
     }
 
     /**
-     * A new connection. Under `negotiated` it carries one request until its handshake shows HTTP/2.
-     * Its `connect` listener runs before Pool's and before undici sends what the connection holds.
+     * A new connection. One that speaks HTTP/2 carries as many requests at once (its `pipelining`,
+     * which undici's busy mark and `drain` follow) as its server's SETTINGS allow streams, up to
+     * `pipelining`, so that the pool opens another connection rather than queue completions behind
+     * the server's limit. Under `negotiated` it carries one until its handshake shows HTTP/2. Its
+     * listeners run before Pool's and before undici sends what the connection holds.
      */
     #connection(origin: string | URL, options: ClientOptions): Connection {
-      if (!this.#negotiated) return new Client(origin, options) as unknown as Connection;
-      const connection = new Client(origin, { ...options, pipelining: 1 }) as unknown as Connection;
+      const connection = new Client(origin, this.#negotiated ? { ...options, pipelining: 1 } : options) as unknown as Connection;
+      if (this.#perConnection === 1) return connection;
       connection.on('connect', () => {
-        const http2 = (connection[kHTTPContext] as { version?: string } | null)?.version === 'h2';
-        this.#speaksHttp2.set(connection, http2);
-        this.#originSpeaksHttp2 = http2;
+        const session = connection[kHTTP2Session] as Http2Session | null;
+        if (this.#negotiated) {
+          this.#speaksHttp2.set(connection, session != null);
+          this.#originSpeaksHttp2 = session != null;
+        }
         // A provider that stopped offering HTTP/2 gets, on this connection, the requests given to
         // it while it connected one after another.
-        connection.pipelining = http2 ? this.#perConnection : 1;
+        connection.pipelining = session != null ? this.#originStreamLimit : 1;
+        session?.on('remoteSettings', (settings: Http2Settings) => {
+          const limit = Math.max(1, Math.min(this.#perConnection, settings.maxConcurrentStreams ?? this.#perConnection));
+          this.#originStreamLimit = limit;
+          if (connection.pipelining !== limit) connection.pipelining = limit;
+        });
       });
-      connection.on('disconnect', () => this.#speaksHttp2.delete(connection));
+      if (this.#negotiated) connection.on('disconnect', () => this.#speaksHttp2.delete(connection));
       return connection;
     }
 
@@ -157,7 +177,9 @@ function defineFreeListPool({ kSize, kHTTPContext, kClients, kNeedDrain, kAddCli
     #hasRoom(connection: Connection): boolean {
       if (connection.closed || connection.destroyed) return false;
       if (!this.#multiplexes(connection)) return !connection[kNeedDrain];
-      return (connection[kSize] as number) < this.#perConnection;
+      // Connected: its own limit. Connecting: what its origin's server last allowed.
+      const limit = connection[kHTTPContext] == null ? this.#originStreamLimit : connection.pipelining;
+      return (connection[kSize] as number) < limit;
     }
 
     [kGetDispatcher](): Dispatcher | undefined {

@@ -25,6 +25,8 @@ interface H2Provider {
   openAtOnce(n: number): Promise<void>;
   /** Answers every held stream, and from now on every new one at once. */
   answerAll(): void;
+  /** Answers the streams held now; new ones are held again. */
+  answerHeld(): void;
   /** Cuts every connection, with the streams on it. */
   dropConnections(): void;
   close(): Promise<void>;
@@ -47,8 +49,8 @@ function watched() {
   };
 }
 
-async function startH2Provider(): Promise<H2Provider> {
-  const server = http2.createServer();
+async function startH2Provider(settings: http2.Settings = {}): Promise<H2Provider> {
+  const server = http2.createServer({ settings });
   const sessions: H2Provider['sessions'] = [];
   const live = new Set<http2.ServerHttp2Session>();
   const held = new Set<http2.ServerHttp2Stream>();
@@ -89,6 +91,10 @@ async function startH2Provider(): Promise<H2Provider> {
       answering = true;
       for (const stream of [...held]) answer(stream);
     },
+    answerHeld() {
+      for (const stream of [...held]) answer(stream);
+      heldCount.set(0);
+    },
     dropConnections() {
       for (const session of live) session.destroy();
     },
@@ -101,8 +107,8 @@ const call = (i: number) => ({ apiKey: 'sk-provider', requestId: `req-${i}` });
 const contentOf = (body: { bytes: Buffer }) => JSON.parse(body.bytes.toString()).choices[0].message.content as string;
 
 /** An HTTP/2 provider and llm-api's provider pool for one test, both closed however it ends. */
-async function withH2Provider(overrides: Partial<Parameters<typeof createUpstream>[0]>, run: (provider: H2Provider, upstream: ReturnType<typeof createUpstream>) => Promise<void>) {
-  const provider = await startH2Provider();
+async function withH2Provider(overrides: Partial<Parameters<typeof createUpstream>[0]>, run: (provider: H2Provider, upstream: ReturnType<typeof createUpstream>) => Promise<void>, settings?: http2.Settings) {
+  const provider = await startH2Provider(settings);
   const upstream = createUpstream({ ...options, ...overrides });
   try {
     await run(provider, upstream);
@@ -132,6 +138,27 @@ test('250 completions at once travel together over 3 HTTP/2 connections, none ca
     t.is(provider.sessions.length, Math.ceil(250 / STREAMS_PER_HTTP2_CONNECTION));
     t.deepEqual(provider.sessions.map((s) => s.peak).sort((a, b) => b - a), [100, 100, 50]);
   });
+});
+
+test('a provider whose server allows 10 streams at once gets another connection for the 11th, not a queue behind the limit', async (t) => {
+  t.timeout(20_000, 'completions were queued behind the server\'s stream limit');
+  await withH2Provider(
+    {},
+    async (provider, upstream) => {
+      // The first completion's connection reads the server's SETTINGS before its answer.
+      const first = upstream.postJson(provider.url, '{"model":"m"}', call(0)).then((a) => a.readAll(1 << 20));
+      await provider.openAtOnce(1);
+      provider.answerHeld();
+      t.is(contentOf(await first), 'over h2');
+      const answers = Array.from({ length: 30 }, (_, i) => upstream.postJson(provider.url, '{"model":"m"}', call(i + 1)).then((a) => a.readAll(1 << 20)));
+      // Reached only with all 30 open at the provider at once, 10 on each of 3 connections.
+      await provider.openAtOnce(30);
+      provider.answerAll();
+      t.true((await Promise.all(answers)).every((b) => contentOf(b) === 'over h2'));
+      t.deepEqual(provider.sessions.map((s) => s.peak), [10, 10, 10]);
+    },
+    { maxConcurrentStreams: 10 },
+  );
 });
 
 test('a completion its caller cancels resets its own stream; the others on the connection go on', async (t) => {
