@@ -18,6 +18,7 @@ import { seededRandom } from './routing/select.js';
 import { createUpstream, type Upstream } from './routing/upstream.js';
 import { createUsageRecorder } from './usage/recorder.js';
 import { createUsageMetrics } from './usage/metrics.js';
+import { registerProviderConnectionMetrics } from './routing/connection-metrics.js';
 import type { WebhooksDeps } from './webhooks/index.js';
 import { admitRequest, createSpendLimitsCache, type SpendDeps, type UsageReportDeps } from './usage/index.js';
 
@@ -89,6 +90,7 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   const random = config.LLM_ROUTING_SEED === undefined ? Math.random : seededRandom(config.LLM_ROUTING_SEED);
   const metricsRegistry = new Registry();
   const usageMetrics = createUsageMetrics(metricsRegistry, health);
+  registerProviderConnectionMetrics(metricsRegistry, upstream.agent);
   const usage = createUsageRecorder({ knex, logger, flushMs: config.LLM_USAGE_FLUSH_MS, batchSize: config.LLM_USAGE_BATCH_SIZE });
   const sync = catalogSyncDeps({ knex, box, clock, upstream, modelsTimeoutMs: config.LLM_MODELS_TIMEOUT_MS });
 

@@ -81,6 +81,8 @@ test('llm-api: tokens and cost by model and provider, upstream latency by endpoi
   t.is(find(text, 'llm_requests_total', { model: 'model-a', provider: providerId, outcome: 'ok' })[0]?.value, 2);
   const endpoint = new URL(fake.url).origin;
   t.is(find(text, 'llm_upstream_latency_seconds_count', { provider: providerId, endpoint, status: '200' })[0]?.value, 2);
+  t.true((find(text, 'llm_upstream_connections_opened_total', { endpoint, protocol: 'http/1.1' })[0]?.value ?? 0) >= 1);
+  t.true(text.includes('# TYPE llm_upstream_connections gauge'));
   t.true(text.includes('# TYPE llm_upstream_errors_total counter'));
   t.true(text.includes('# TYPE llm_upstream_endpoint_unhealthy gauge'));
 });

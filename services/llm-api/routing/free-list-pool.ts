@@ -210,6 +210,12 @@ function defineFreeListPool({ kSize, kHTTPContext, kHTTP2Session, kClients, kNee
 
 const FreeListPool = internals ? defineFreeListPool(internals) : null;
 
+/** What a connected provider connection speaks: `h2`, `http/1.1`, or `unknown` (not connected, or another undici). */
+export function connectionProtocol(connection: Dispatcher): 'h2' | 'http/1.1' | 'unknown' {
+  const version = internals ? ((connection as unknown as Record<symbol, { version?: string } | null>)[internals.kHTTPContext]?.version) : undefined;
+  return version === 'h2' ? 'h2' : version === 'h1' ? 'http/1.1' : 'unknown';
+}
+
 /**
  * The pool of one provider origin (an Agent's `factory`): the free-list pool when `connections`
  * bounds it and this undici has the internals it needs, Pool otherwise. A plain Pool cannot tell

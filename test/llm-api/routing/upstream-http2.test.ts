@@ -2,10 +2,13 @@ import test from 'ava';
 import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { once } from 'node:events';
 import { Duplex } from 'node:stream';
+import { Registry } from 'prom-client';
 import { createModelListClient, http2Only, ProviderProtocolError, STREAMS_PER_HTTP2_CONNECTION, type Connector } from '../../../domains/catalog/index.js';
 import { connectionsForOpenFileLimit } from '../../../services/gateway/connections.js';
 import { createEgressGuard, type Resolver } from '../../../services/kit/index.js';
+import { registerProviderConnectionMetrics } from '../../../services/llm-api/routing/connection-metrics.js';
 import { createUpstream, isTimeout } from '../../../services/llm-api/routing/upstream.js';
 import { startFakeUpstream } from '../../fakes/openai-upstream.js';
 import { bootstrapAdmin, startTestPlatform } from '../../helpers/platform.js';
@@ -286,6 +289,43 @@ test('auto: a cleartext provider is spoken to over HTTP/1.1, for completions and
     t.deepEqual(versions, ['1.1', '1.1', '1.1', '1.1']);
   } finally {
     await models.close();
+    await upstream.close();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+test('provider connections are counted by endpoint and protocol: opened, and open now', async (t) => {
+  const sample = (text: string, name: string, endpoint: string, protocol: string) =>
+    Number(new RegExp(`^${name}\\{endpoint="${endpoint}",protocol="${protocol}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+  await withH2Provider({}, async (provider, upstream) => {
+    const registry = new Registry();
+    registerProviderConnectionMetrics(registry, upstream.agent);
+    provider.answerAll();
+    for (let i = 0; i < 3; i++) t.is(contentOf(await (await upstream.postJson(provider.url, '{"model":"m"}', call(i))).readAll(1 << 20)), 'over h2');
+    const endpoint = new URL(provider.url).origin;
+    t.is(sample(await registry.metrics(), 'llm_upstream_connections_opened_total', endpoint, 'h2'), 1);
+    t.is(sample(await registry.metrics(), 'llm_upstream_connections', endpoint, 'h2'), 1);
+    const gone = once(upstream.agent, 'disconnect');
+    provider.dropConnections();
+    await gone;
+    t.is(sample(await registry.metrics(), 'llm_upstream_connections', endpoint, 'h2'), 0);
+    t.is(sample(await registry.metrics(), 'llm_upstream_connections_opened_total', endpoint, 'h2'), 1);
+  });
+  const server = http.createServer((_req, res) => res.end(JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: 'over 1.1' } }] })));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const upstream = createUpstream({ ...options, httpVersion: '1.1' });
+  try {
+    const registry = new Registry();
+    registerProviderConnectionMetrics(registry, upstream.agent);
+    const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    for (let i = 0; i < 2; i++) {
+      t.is(contentOf(await (await upstream.postJson(`${endpoint}/v1/chat/completions`, '{"model":"m"}', call(i))).readAll(1 << 20)), 'over 1.1');
+      // undici frees an HTTP/1.1 connection for its next request a turn of the event loop after an
+      // answer ends (a request from a client arrives in a later turn anyway).
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    t.is(sample(await registry.metrics(), 'llm_upstream_connections_opened_total', endpoint, 'http/1.1'), 1, 'the second reused the first one\'s connection');
+  } finally {
     await upstream.close();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
