@@ -26,7 +26,7 @@ export function registerProviderConnectionMetrics(registry: Registry, agent: Age
   const live = new Map<Dispatcher, { endpoint: string; protocol: string }>();
   agent.on('connect', (origin, targets) => {
     const connection = targets.at(-1)!;
-    const labels = { endpoint: new URL(origin).origin, protocol: connectionProtocol(connection) };
+    const labels = { endpoint: origin.origin, protocol: connectionProtocol(connection) };
     opened.series(labels).inc();
     open.inc(labels);
     live.set(connection, labels);
