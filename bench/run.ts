@@ -19,6 +19,10 @@
  *   --http2 MODE       also run MODE with LLM_UPSTREAM_HTTP_VERSION=2 ("MODE-h2"; default production, none = not):
  *                      its provider connections speak HTTP/2 to the fake's h2c listener, ~100 streams on each,
  *                      so a held stream costs the process one descriptor instead of two
+ *   --tls MODE         also run MODE against the fake's TLS listener twice (default none): "MODE-tls" over HTTP/1.1
+ *                      (a TLS connection per stream held) and "MODE-tls-auto" with LLM_UPSTREAM_HTTP_VERSION=auto
+ *                      (HTTP/2 negotiated in the handshake, ~100 streams on a connection). Their share of direct
+ *                      includes TLS on both ends, which direct (cleartext) does not pay: compare them with each other
  *   --hop              also run the embedded platform with EDGE_IN_PROCESS_DISPATCH=false ("embedded-hop"):
  *                      the loopback HTTP hop from the edge to the services, measured in the same rounds
  */
@@ -28,7 +32,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { chatBody, directTarget, relayTarget, ephemeralPorts, platformTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
-import { machineBusyMs, rssMiB, severalProcesses, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { BENCH_PROVIDER_TLS, machineBusyMs, rssMiB, severalProcesses, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
 const { values: args } = parseArgs({
@@ -42,6 +46,7 @@ const { values: args } = parseArgs({
     ramp: { type: 'string' },
     hop: { type: 'boolean', default: false },
     http2: { type: 'string', default: 'production' },
+    tls: { type: 'string', default: 'none' },
     processes: { type: 'string', default: '2' },
     'no-floor': { type: 'boolean', default: false },
     'ramp-floor': { type: 'boolean', default: false },
@@ -68,8 +73,11 @@ const multi = severalProcesses(args.processes);
 const http2Mode = args.http2 === 'none' ? undefined : (args.http2 as PlatformMode);
 if (http2Mode && http2Mode !== 'embedded' && http2Mode !== 'production') throw new Error(`--http2 takes embedded, production or none, not ${http2Mode}`);
 const http2Path = http2Mode && `${http2Mode}-h2`;
-/** Every path of ours: the two modes (whose targets the issue sets), the several-process one and HTTP/2 to the provider. */
-const ours: string[] = [...modes, ...(multi ? [multi.name] : []), ...(http2Path ? [http2Path] : [])];
+const tlsMode = args.tls === 'none' ? undefined : (args.tls as PlatformMode);
+if (tlsMode && tlsMode !== 'embedded' && tlsMode !== 'production') throw new Error(`--tls takes embedded, production or none, not ${tlsMode}`);
+const tlsPaths = tlsMode ? [`${tlsMode}-tls`, `${tlsMode}-tls-auto`] : [];
+/** Every path of ours: the two modes (whose targets the issue sets), the several-process one, HTTP/2 and TLS to the provider. */
+const ours: string[] = [...modes, ...(multi ? [multi.name] : []), ...(http2Path ? [http2Path] : []), ...tlsPaths];
 
 const procs: Proc[] = [];
 async function stopAll() {
@@ -101,6 +109,10 @@ async function main() {
   const starting: Promise<Proc>[] = modes.map((m) => startPlatform(m));
   if (multi) starting.push(startPlatform('production', multi.env, multi.name));
   if (http2Mode) starting.push(startPlatform(http2Mode, { LLM_UPSTREAM_HTTP_VERSION: '2' }, http2Path));
+  if (tlsMode) {
+    starting.push(startPlatform(tlsMode, { [BENCH_PROVIDER_TLS]: '1' }, tlsPaths[0]));
+    starting.push(startPlatform(tlsMode, { [BENCH_PROVIDER_TLS]: '1', LLM_UPSTREAM_HTTP_VERSION: 'auto' }, tlsPaths[1]));
+  }
   if (args.hop) starting.push(startPlatform('embedded', { EDGE_IN_PROCESS_DISPATCH: 'false' }, 'embedded-hop'));
   if (!args['no-peer']) starting.push(startPortkey());
   if (!args['no-floor']) starting.push(startFloor(upstream));

@@ -6,10 +6,13 @@
 //   stream: true   5 content chunks, a usage chunk and `data: [DONE]`, written back to back
 //   "#slow:<ms> #chunks:<n>" in the last message: n chunks, one every <ms> (held-stream ramp)
 // `GET /d<ms>/v1/models` lists the model `bench-d<ms>`. The same answers over HTTP/2 by prior
-// knowledge (h2c) on a second port, for a platform with LLM_UPSTREAM_HTTP_VERSION=2. Prints
-// {"port","h2Port"} once both listen.
+// knowledge (h2c) on a second port, for a platform with LLM_UPSTREAM_HTTP_VERSION=2. Given a key and
+// certificate (BENCH_UPSTREAM_TLS_KEY, BENCH_UPSTREAM_TLS_CERT: files), the same over TLS on a third,
+// offering HTTP/2 and HTTP/1.1 in the handshake (HTTP/2 preferred), as hosted providers do. Prints
+// {"port","h2Port"[,"tlsPort"]} once all listen.
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { createServer as createH2Server } from 'node:http2';
+import { createServer as createH2Server, createSecureServer } from 'node:http2';
 
 const completion = (model) =>
   JSON.stringify({
@@ -101,7 +104,17 @@ server.headersTimeout = 66_000;
 server.maxConnections = 30_000;
 // HTTP/2's compatibility API hands `route` the same request and response methods.
 const h2Server = createH2Server(route);
+const tls = process.env.BENCH_UPSTREAM_TLS_KEY && process.env.BENCH_UPSTREAM_TLS_CERT;
+const tlsServer = tls
+  ? createSecureServer({ key: readFileSync(process.env.BENCH_UPSTREAM_TLS_KEY), cert: readFileSync(process.env.BENCH_UPSTREAM_TLS_CERT), allowHTTP1: true }, route)
+  : null;
+if (tlsServer) {
+  // The HTTP/1.1 connections it accepts keep alive as the cleartext listener's do.
+  tlsServer.keepAliveTimeout = 65_000;
+  tlsServer.maxConnections = 30_000;
+}
 const listening = (s, port) => new Promise((resolve) => s.listen(port, '127.0.0.1', resolve));
-await Promise.all([listening(server, Number(process.env.BENCH_UPSTREAM_PORT ?? 0)), listening(h2Server, 0)]);
-process.stdout.write(`${JSON.stringify({ port: server.address().port, h2Port: h2Server.address().port })}\n`);
+await Promise.all([listening(server, Number(process.env.BENCH_UPSTREAM_PORT ?? 0)), listening(h2Server, 0), tlsServer && listening(tlsServer, 0)]);
+const ports = { port: server.address().port, h2Port: h2Server.address().port, ...(tlsServer ? { tlsPort: tlsServer.address().port } : {}) };
+process.stdout.write(`${JSON.stringify(ports)}\n`);
 process.once('SIGTERM', () => process.exit(0));

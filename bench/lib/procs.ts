@@ -3,7 +3,7 @@
  * production mode (compiled JavaScript from `npm run build`, NODE_ENV=production, LOG_LEVEL=info)
  * on the embedded defaults or on the local PostgreSQL / RabbitMQ / Redis, and the peer gateway.
  */
-import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -197,10 +197,41 @@ async function waitHttp(url: string, child: ChildProcess, what: string, log: () 
   throw new Error(`${what} did not answer ${url} within ${timeoutMs} ms:\n${(await log()).slice(-3000)}`);
 }
 
+/** How a platform reaches the fake provider: cleartext HTTP/1.1, h2c, or TLS (HTTP/2 or HTTP/1.1 by ALPN). */
+export type ProviderTransport = 'http' | 'h2c' | 'tls';
+
 export interface Upstream extends Proc {
   url: string;
-  /** Base URL of the fake provider with this delay before the response head (over h2c: `http2`). */
-  base(delayMs: number, http2?: boolean): string;
+  /** Base URL of the fake provider with this delay before the response head, over `transport` (default http). */
+  base(delayMs: number, transport?: ProviderTransport): string;
+  /** The certificate its TLS listener presents (PEM file), for NODE_EXTRA_CA_CERTS; undefined without openssl. */
+  certFile: string | undefined;
+}
+
+/**
+ * A platform setting of the bench's own, not the platform's: `BENCH_PROVIDER_TLS=1` registers the
+ * fake provider by its TLS address, and the platform trusts the fake's certificate.
+ */
+export const BENCH_PROVIDER_TLS = 'BENCH_PROVIDER_TLS';
+
+/** What the platform started with `env` uses to reach the fake provider. */
+function transportOf(env: Record<string, string>): ProviderTransport {
+  if (env[BENCH_PROVIDER_TLS] === '1') return 'tls';
+  return env.LLM_UPSTREAM_HTTP_VERSION === '2' ? 'h2c' : 'http';
+}
+
+/** A key and a self-signed certificate for 127.0.0.1 in a directory of their own, or undefined without openssl. */
+async function loopbackCertificate(): Promise<{ key: string; cert: string; dir: string } | undefined> {
+  const dir = await mkdtemp(join(tmpdir(), 'bench-tls-'));
+  const key = join(dir, 'key.pem');
+  const cert = join(dir, 'cert.pem');
+  try {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    return { key, cert, dir };
+  } catch {
+    await rm(dir, { recursive: true, force: true });
+    return undefined;
+  }
 }
 
 /** A bench script in its own process that prints `{"port"}` once listening; its loopback URL. */
@@ -214,10 +245,35 @@ async function startListening(name: string, args: string[], env?: Record<string,
   return { child, url: `http://127.0.0.1:${printed.port}`, printed };
 }
 
+/** The certificate of the fake provider this bench started, which platforms reaching it over TLS trust. */
+let providerCertFile: string | undefined;
+
 export async function startUpstream(): Promise<Upstream> {
-  const { child, url, printed } = await startListening('upstream', ['bench/upstream.mjs']);
-  const h2Url = `http://127.0.0.1:${printed.h2Port}`;
-  return { name: 'upstream', child, pid: child.pid!, url, base: (d, http2) => `${http2 ? h2Url : url}/d${d}/v1`, stop: stopper(child) };
+  const tls = await loopbackCertificate();
+  providerCertFile = tls?.cert;
+  const { child, url, printed } = await startListening('upstream', ['bench/upstream.mjs'], tls && { BENCH_UPSTREAM_TLS_KEY: tls.key, BENCH_UPSTREAM_TLS_CERT: tls.cert });
+  const bases: Record<ProviderTransport, string | undefined> = {
+    http: url,
+    h2c: `http://127.0.0.1:${printed.h2Port}`,
+    tls: printed.tlsPort ? `https://127.0.0.1:${printed.tlsPort}` : undefined,
+  };
+  const stop = stopper(child);
+  return {
+    name: 'upstream',
+    child,
+    pid: child.pid!,
+    url,
+    certFile: tls?.cert,
+    base: (d, transport = 'http') => {
+      const base = bases[transport];
+      if (!base) throw new Error('the fake provider has no TLS listener: openssl was not found to make its certificate');
+      return `${base}/d${d}/v1`;
+    },
+    async stop() {
+      await stop();
+      if (tls) await rm(tls.dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /**
@@ -339,6 +395,8 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
     ...drivers,
     ...extraEnv,
+    // Node reads the extra trusted certificates once, when the process starts.
+    ...(transportOf(extraEnv) === 'tls' && providerCertFile ? { NODE_EXTRA_CA_CERTS: providerCertFile } : {}),
   };
   const logFile = join(dir, 'platform.log');
   // npm start's Node flags first, so the bench measures what users run; BENCH_PLATFORM_NODE_ARGS
@@ -389,7 +447,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
         const res = await fetch(`${edgeUrl}/v1/admin/providers`, {
           method: 'POST',
           headers: { 'x-api-key': adminKey, 'content-type': 'application/json' },
-          body: JSON.stringify({ name: `bench-d${delay}`, vendor: 'fake', base_url: upstream.base(delay, env.LLM_UPSTREAM_HTTP_VERSION === '2') }),
+          body: JSON.stringify({ name: `bench-d${delay}`, vendor: 'fake', base_url: upstream.base(delay, transportOf(env)) }),
         });
         if (res.status !== 201) throw new Error(`provider registration on ${mode} failed: ${res.status} ${await res.text()}`);
       }
