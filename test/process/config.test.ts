@@ -1,4 +1,5 @@
 import test from 'ava';
+import { loadCatalogConfig } from '../../domains/catalog/index.js';
 import { ConfigError, loadBaseConfig } from '../../services/kit/index.js';
 import { cleanEnv, startChild } from '../helpers/process.js';
 
@@ -43,6 +44,15 @@ test(
   0,
   ['-1', '1001', 'all', '2.5'],
 );
+
+test('the HTTP version of provider connections: 1.1 by default, 2 and auto accepted, anything else rejected naming the variable', (t) => {
+  t.is(loadCatalogConfig({}).LLM_UPSTREAM_HTTP_VERSION, '1.1');
+  for (const version of ['1.1', '2', 'auto'] as const) t.is(loadCatalogConfig({ LLM_UPSTREAM_HTTP_VERSION: version }).LLM_UPSTREAM_HTTP_VERSION, version);
+  for (const bad of ['3', 'h2', 'HTTP/2', 'AUTO']) {
+    const error = t.throws(() => loadCatalogConfig({ LLM_UPSTREAM_HTTP_VERSION: bad }), { instanceOf: ConfigError });
+    t.is(error!.variable, 'LLM_UPSTREAM_HTTP_VERSION', bad);
+  }
+});
 
 test('a service process with a malformed setting stops at once with one clear line', async (t) => {
   const child = startChild(process.execPath, ['--import', 'tsx', 'services/media-api/main.ts'], {
