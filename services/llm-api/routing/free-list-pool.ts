@@ -130,15 +130,17 @@ function defineFreeListPool({ kSize, kHTTPContext, kHTTP2Session, kClients, kNee
       const connection = new Client(origin, this.#negotiated ? { ...options, pipelining: 1 } : options) as unknown as Connection;
       if (this.#perConnection === 1) return connection;
       connection.on('connect', () => {
-        const session = connection[kHTTP2Session] as Http2Session | null;
+        // The protocol handler is made anew on each connect; the session is not cleared on close.
+        const http2 = (connection[kHTTPContext] as { version?: string } | null)?.version === 'h2';
         if (this.#negotiated) {
-          this.#speaksHttp2.set(connection, session != null);
-          this.#originSpeaksHttp2 = session != null;
+          this.#speaksHttp2.set(connection, http2);
+          this.#originSpeaksHttp2 = http2;
         }
         // A provider that stopped offering HTTP/2 gets, on this connection, the requests given to
         // it while it connected one after another.
-        connection.pipelining = session != null ? this.#originStreamLimit : 1;
-        session?.on('remoteSettings', (settings: Http2Settings) => {
+        connection.pipelining = http2 ? this.#originStreamLimit : 1;
+        if (!http2) return;
+        (connection[kHTTP2Session] as Http2Session).on('remoteSettings', (settings: Http2Settings) => {
           const limit = Math.max(1, Math.min(this.#perConnection, settings.maxConcurrentStreams ?? this.#perConnection));
           this.#originStreamLimit = limit;
           if (connection.pipelining !== limit) connection.pipelining = limit;
