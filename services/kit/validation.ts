@@ -168,6 +168,16 @@ export function jsonDepth(text: string, stopAbove = Infinity): number {
  * decode (`%E0%A4`) or decodes to an unstorable string is a 400 naming `path`, or the query key.
  */
 export function assertStorableRequestStrings(path: string, query: unknown): void {
+  // Without percent-encoding each segment is the path's own text, and a NUL or an unpaired
+  // surrogate is in a segment exactly when it is in the path (a '/' between two halves of a pair
+  // leaves both unpaired): one check of the whole path, without splitting it, on every request.
+  if (!path.includes('%')) {
+    if (unstorableStringReason(path)) throw badPath();
+  } else assertStorableSegments(path);
+  if (query && typeof query === 'object') assertStorableQuery(query as Record<string, unknown>, []);
+}
+
+function assertStorableSegments(path: string): void {
   for (const segment of path.split('/')) {
     if (!segment.includes('%')) {
       if (unstorableStringReason(segment)) throw badPath();
@@ -181,7 +191,6 @@ export function assertStorableRequestStrings(path: string, query: unknown): void
     }
     if (unstorableStringReason(decoded)) throw badPath();
   }
-  if (query && typeof query === 'object') assertStorableQuery(query as Record<string, unknown>, []);
 }
 
 const badPath = () => new ApiError(400, 'The request path contains a NUL character or an unpaired UTF-16 surrogate', { param: 'path' });

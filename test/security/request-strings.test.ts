@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createServiceApp, listen, parseSize, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
 import { createLogger } from '../../services/kit/logger.js';
-import { jsonDepth, parseJsonText } from '../../services/kit/validation.js';
+import { assertStorableRequestStrings, jsonDepth, parseJsonText } from '../../services/kit/validation.js';
 
 /**
  * The kit's rule for hostile input, on a bare service app: strings no database can store (NUL,
@@ -103,6 +103,17 @@ for (const [what, path, param] of pathRefusals) {
     t.is(handled, before);
   });
 }
+
+test('a path with no percent-encoding is checked whole, with the same verdict as segment by segment', (t) => {
+  for (const path of ['/v1/chat/completions', '/things/😀', '/', '']) t.notThrows(() => assertStorableRequestStrings(path, {}), path);
+  for (const path of ['/things/a\u0000b', '/things/\ud800', '/things/\udc00x', '/things/\ud800/\udc00']) {
+    const error = t.throws(() => assertStorableRequestStrings(path, {}));
+    t.is((error as { param?: string }).param, 'path', JSON.stringify(path));
+  }
+  // With percent-encoding, a segment's decoded text counts.
+  t.notThrows(() => assertStorableRequestStrings('/things/%F0%9F%98%80/x', {}));
+  t.throws(() => assertStorableRequestStrings('/things/ok/a%00', {}));
+});
 
 test('jsonDepth counts structure outside strings and stops early', (t) => {
   t.is(jsonDepth('{"a":[1,{"b":"[[[{{"}]}'), 3);
