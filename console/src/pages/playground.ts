@@ -166,7 +166,9 @@ export function playgroundPage(root: HTMLElement) {
   /**
    * Shows the active branch of the open conversation. The API stores a streamed answer as the
    * stream ends, a moment after the last byte reached the page, so with `expected` it asks again
-   * (briefly, with growing pauses) until that many items are there.
+   * (with growing pauses, for up to about 25 s on a busy server) until that many items are there.
+   * Should they still be missing, the transcript stays as streamed, with a notice: showing the
+   * stored items then would drop the answer the user just read.
    */
   async function sync(expected = 0) {
     if (!conversationId) return;
@@ -174,7 +176,11 @@ export function playgroundPage(root: HTMLElement) {
     let page: ItemPage | undefined;
     for (let pause = 50; ; pause *= 2) {
       page = await attempt(notice, () => get<ItemPage>(`/v1/conversations/${encodeURIComponent(id)}/items?order=desc&limit=${ITEMS_SHOWN}`));
-      if (!page || (page.total_count ?? page.data.length) >= expected || pause > 3200) break;
+      if (!page || (page.total_count ?? page.data.length) >= expected) break;
+      if (pause > 12_800) {
+        if (conversationId === id) notice.replaceChildren(h('p', { class: 'badge' }, 'The answer is not stored yet: reopen the conversation in a moment to see it saved.'));
+        return;
+      }
       await new Promise((resolve) => setTimeout(resolve, pause));
     }
     if (!page || conversationId !== id) return;
