@@ -48,6 +48,15 @@ function loadInternals(): PoolInternals | null {
 
 const internals = loadInternals();
 
+/**
+ * undici's protocol handler of a connected connection says what it speaks (`h1`, `h2`); it is made
+ * on each connect and cleared when the connection closes: undefined while connecting or closed.
+ */
+function versionOf(connection: Dispatcher): string | undefined {
+  if (!internals) return undefined;
+  return ((connection as unknown as Record<symbol, { version?: string } | null | undefined>)[internals.kHTTPContext] ?? undefined)?.version;
+}
+
 /** True when this undici's internals are the ones the free list relies on. */
 export const freeListPoolAvailable = internals !== null;
 
@@ -62,7 +71,7 @@ type ClientOptions = ConstructorParameters<typeof Client>[1];
  */
 export type ProviderPoolProtocol = 'fixed' | 'negotiated';
 
-function defineFreeListPool({ kSize, kHTTPContext, kHTTP2Session, kClients, kNeedDrain, kAddClient, kGetDispatcher }: PoolInternals) {
+function defineFreeListPool({ kSize, kHTTP2Session, kClients, kNeedDrain, kAddClient, kGetDispatcher }: PoolInternals) {
   class FreeListPool extends Pool {
     /** Connections last seen free, the last freed on top; busy or closed ones are dropped when met. */
     readonly #free: Connection[] = [];
@@ -74,8 +83,6 @@ function defineFreeListPool({ kSize, kHTTPContext, kHTTP2Session, kClients, kNee
     /** Requests one connection carries at once: 1, or HTTP/2's streams per connection (`pipelining`). */
     readonly #perConnection: number;
     readonly #negotiated: boolean;
-    /** Under `negotiated`: whether each connected connection speaks HTTP/2 (absent: not connected yet). */
-    readonly #speaksHttp2 = new WeakMap<Connection, boolean>();
     /**
      * Whether this origin's last connection to connect speaks HTTP/2, so that a new one will too and
      * may be given requests while it connects. Under `negotiated` it starts false: until the first
@@ -131,11 +138,8 @@ function defineFreeListPool({ kSize, kHTTPContext, kHTTP2Session, kClients, kNee
       if (this.#perConnection === 1) return connection;
       connection.on('connect', () => {
         // The protocol handler is made anew on each connect; the session is not cleared on close.
-        const http2 = (connection[kHTTPContext] as { version?: string } | null)?.version === 'h2';
-        if (this.#negotiated) {
-          this.#speaksHttp2.set(connection, http2);
-          this.#originSpeaksHttp2 = http2;
-        }
+        const http2 = versionOf(connection) === 'h2';
+        this.#originSpeaksHttp2 = http2;
         // A provider that stopped offering HTTP/2 gets, on this connection, the requests given to
         // it while it connected one after another.
         connection.pipelining = http2 ? this.#originStreamLimit : 1;
@@ -146,7 +150,6 @@ function defineFreeListPool({ kSize, kHTTPContext, kHTTP2Session, kClients, kNee
           if (connection.pipelining !== limit) connection.pipelining = limit;
         });
       });
-      if (this.#negotiated) connection.on('disconnect', () => this.#speaksHttp2.delete(connection));
       return connection;
     }
 
@@ -166,7 +169,8 @@ function defineFreeListPool({ kSize, kHTTPContext, kHTTP2Session, kClients, kNee
     #multiplexes(connection: Connection): boolean {
       if (this.#perConnection === 1) return false;
       if (!this.#negotiated) return true;
-      return this.#speaksHttp2.get(connection) ?? this.#originSpeaksHttp2;
+      const version = versionOf(connection);
+      return version === undefined ? this.#originSpeaksHttp2 : version === 'h2';
     }
 
     /**
@@ -180,7 +184,7 @@ function defineFreeListPool({ kSize, kHTTPContext, kHTTP2Session, kClients, kNee
       if (connection.closed || connection.destroyed) return false;
       if (!this.#multiplexes(connection)) return !connection[kNeedDrain];
       // Connected: its own limit. Connecting: what its origin's server last allowed.
-      const limit = connection[kHTTPContext] == null ? this.#originStreamLimit : connection.pipelining;
+      const limit = versionOf(connection) === undefined ? this.#originStreamLimit : connection.pipelining;
       return (connection[kSize] as number) < limit;
     }
 
@@ -214,7 +218,7 @@ const FreeListPool = internals ? defineFreeListPool(internals) : null;
 
 /** What a connected provider connection speaks: `h2`, `http/1.1`, or `unknown` (not connected, or another undici). */
 export function connectionProtocol(connection: Dispatcher): 'h2' | 'http/1.1' | 'unknown' {
-  const version = internals ? ((connection as unknown as Record<symbol, { version?: string } | null>)[internals.kHTTPContext]?.version) : undefined;
+  const version = versionOf(connection);
   return version === 'h2' ? 'h2' : version === 'h1' ? 'http/1.1' : 'unknown';
 }
 
