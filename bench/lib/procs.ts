@@ -3,7 +3,7 @@
  * production mode (compiled JavaScript from `npm run build`, NODE_ENV=production, LOG_LEVEL=info)
  * on the embedded defaults or on the local PostgreSQL / RabbitMQ / Redis, and the peer gateway.
  */
-import { execFileSync, spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import knexFactory from 'knex';
 import { deleteAmqpTopology } from '../../test/helpers/amqp.js';
 import { deleteRedisKeys } from '../../test/helpers/redis.js';
+import { loopbackCertificate, type LoopbackCertificate } from '../../test/helpers/certificate.js';
 import { TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from '../../test/helpers/servers.js';
 import { freePort } from '../../scripts/free-port.mjs';
 
@@ -204,8 +205,6 @@ export interface Upstream extends Proc {
   url: string;
   /** Base URL of the fake provider with this delay before the response head, over `transport` (default http). */
   base(delayMs: number, transport?: ProviderTransport): string;
-  /** The certificate its TLS listener presents (PEM file), for NODE_EXTRA_CA_CERTS; undefined without openssl. */
-  certFile: string | undefined;
 }
 
 /**
@@ -220,16 +219,11 @@ function transportOf(env: Record<string, string>): ProviderTransport {
   return env.LLM_UPSTREAM_HTTP_VERSION === '2' ? 'h2c' : 'http';
 }
 
-/** A key and a self-signed certificate for 127.0.0.1 in a directory of their own, or undefined without openssl. */
-async function loopbackCertificate(): Promise<{ key: string; cert: string; dir: string } | undefined> {
-  const dir = await mkdtemp(join(tmpdir(), 'bench-tls-'));
-  const key = join(dir, 'key.pem');
-  const cert = join(dir, 'cert.pem');
+/** The fake provider's certificate, or undefined where openssl is missing (no TLS listener then). */
+function providerCertificate(): LoopbackCertificate | undefined {
   try {
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-    return { key, cert, dir };
+    return loopbackCertificate();
   } catch {
-    await rm(dir, { recursive: true, force: true });
     return undefined;
   }
 }
@@ -249,9 +243,9 @@ async function startListening(name: string, args: string[], env?: Record<string,
 let providerCertFile: string | undefined;
 
 export async function startUpstream(): Promise<Upstream> {
-  const tls = await loopbackCertificate();
-  providerCertFile = tls?.cert;
-  const { child, url, printed } = await startListening('upstream', ['bench/upstream.mjs'], tls && { BENCH_UPSTREAM_TLS_KEY: tls.key, BENCH_UPSTREAM_TLS_CERT: tls.cert });
+  const tls = providerCertificate();
+  providerCertFile = tls?.certFile;
+  const { child, url, printed } = await startListening('upstream', ['bench/upstream.mjs'], tls && { BENCH_UPSTREAM_TLS_KEY: tls.keyFile, BENCH_UPSTREAM_TLS_CERT: tls.certFile });
   const bases: Record<ProviderTransport, string | undefined> = {
     http: url,
     h2c: `http://127.0.0.1:${printed.h2Port}`,
@@ -263,7 +257,6 @@ export async function startUpstream(): Promise<Upstream> {
     child,
     pid: child.pid!,
     url,
-    certFile: tls?.cert,
     base: (d, transport = 'http') => {
       const base = bases[transport];
       if (!base) throw new Error('the fake provider has no TLS listener: openssl was not found to make its certificate');
@@ -271,7 +264,7 @@ export async function startUpstream(): Promise<Upstream> {
     },
     async stop() {
       await stop();
-      if (tls) await rm(tls.dir, { recursive: true, force: true });
+      tls?.remove();
     },
   };
 }

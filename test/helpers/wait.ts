@@ -26,3 +26,20 @@ export async function waitFor<T>(
  */
 export const minuteWindowWithTimeLeft = (leftMs: number) =>
   waitFor(() => 60_000 - (Date.now() % 60_000) >= leftMs, 90_000, `a minute window with ${leftMs / 1000} s left`, 250);
+
+/** A count, and promises that settle once it reaches a value. */
+export function watched() {
+  let value = 0;
+  const waiters: Array<{ n: number; resolve: () => void }> = [];
+  return {
+    set(next: number) {
+      value = next;
+      for (const w of waiters.filter((x) => value >= x.n)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    },
+    get: () => value,
+    reached: (n: number) => (value >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ n, resolve }))),
+  };
+}

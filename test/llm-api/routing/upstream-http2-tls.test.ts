@@ -1,12 +1,13 @@
 import test from 'ava';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http2 from 'node:http2';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loopbackCertificate } from '../../helpers/certificate.js';
 import { cleanEnv, startChild } from '../../helpers/process.js';
+import { watched } from '../../helpers/wait.js';
 
 // LLM_UPSTREAM_HTTP_VERSION=2 and auto against providers over TLS, as the hosted APIs are reached:
 // HTTP/2 is chosen in the TLS handshake (ALPN). Under 2 a provider whose server offers only HTTP/1.1
@@ -21,11 +22,8 @@ test.after.always(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A key and a self-signed certificate of the test's own (the tests of this file run at once). */
 function certificate(): { key: Buffer; cert: Buffer; file: string } {
-  const own = mkdtempSync(join(dir, 'cert-'));
-  const key = join(own, 'key.pem');
-  const file = join(own, 'cert.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', file, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-  return { key: readFileSync(key), cert: readFileSync(file), file };
+  const { keyFile, certFile } = loopbackCertificate(dir);
+  return { key: readFileSync(keyFile), cert: readFileSync(certFile), file: certFile };
 }
 
 const answer = JSON.stringify({ id: 'chatcmpl-tls', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'over TLS' }, finish_reason: 'stop' }] });
@@ -68,13 +66,6 @@ test('over TLS, HTTP/2 is negotiated with a provider that offers it, and a provi
   }
 });
 
-/** Resolves once `n` of the values `count()` returns have been seen: call `check()` after each change. */
-function reaching(n: number, count: () => number) {
-  let resolve!: () => void;
-  const reached = new Promise<void>((r) => (resolve = r));
-  return { reached, check: () => count() >= n && resolve() };
-}
-
 test('auto: a provider whose handshake offers HTTP/2 gets 20 completions at once on one connection', async (t) => {
   const { key, cert, file } = certificate();
   const server = http2.createSecureServer({ key, cert });
@@ -83,7 +74,7 @@ test('auto: a provider whose handshake offers HTTP/2 gets 20 completions at once
   const held: http2.ServerHttp2Stream[] = [];
   const versions = new Set<string>();
   let first = true;
-  const all = reaching(20, () => held.length);
+  const heldCount = watched();
   const respond = (stream: http2.ServerHttp2Stream) => {
     stream.respond({ ':status': 200, 'content-type': 'application/json' });
     stream.end(answer);
@@ -93,9 +84,9 @@ test('auto: a provider whose handshake offers HTTP/2 gets 20 completions at once
     stream.resume();
     if (first) return ((first = false), respond(stream));
     held.push(stream);
-    all.check();
+    heldCount.set(held.length);
   });
-  void all.reached.then(() => held.forEach(respond));
+  void heldCount.reached(20).then(() => held.forEach(respond));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   try {
     const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
@@ -116,7 +107,7 @@ test('auto: a provider that offers only HTTP/1.1 is spoken to over HTTP/1.1, one
   let first = true;
   // Node's server reads a pipelined request only after answering the one before it on the same
   // connection: four held at once means four connections.
-  const all = reaching(4, () => held.length);
+  const heldCount = watched();
   const server = https.createServer({ key, cert, ALPNProtocols: ['http/1.1'] }, (req, res) => {
     sockets.add(req.socket);
     versions.add(req.httpVersion);
@@ -126,9 +117,9 @@ test('auto: a provider that offers only HTTP/1.1 is spoken to over HTTP/1.1, one
     };
     if (first) return ((first = false), respond());
     held.push(respond);
-    all.check();
+    heldCount.set(held.length);
   });
-  void all.reached.then(() => held.forEach((respond) => respond()));
+  void heldCount.reached(4).then(() => held.forEach((respond) => respond()));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   try {
     const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;

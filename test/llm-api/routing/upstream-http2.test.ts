@@ -11,6 +11,7 @@ import { createEgressGuard, type Resolver } from '../../../services/kit/index.js
 import { registerProviderConnectionMetrics } from '../../../services/llm-api/routing/connection-metrics.js';
 import { createUpstream, isTimeout } from '../../../services/llm-api/routing/upstream.js';
 import { startFakeUpstream } from '../../fakes/openai-upstream.js';
+import { watched } from '../../helpers/wait.js';
 import { bootstrapAdmin, startTestPlatform } from '../../helpers/platform.js';
 import { randomBase62 } from '../../../services/kit/secrets.js';
 
@@ -33,23 +34,6 @@ interface H2Provider {
   /** Cuts every connection, with the streams on it. */
   dropConnections(): void;
   close(): Promise<void>;
-}
-
-/** A count, and promises that settle once it reaches a value. */
-function watched() {
-  let value = 0;
-  const waiters: Array<{ n: number; resolve: () => void }> = [];
-  return {
-    set(next: number) {
-      value = next;
-      for (const w of waiters.filter((x) => value >= x.n)) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve();
-      }
-    },
-    get: () => value,
-    reached: (n: number) => (value >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ n, resolve }))),
-  };
 }
 
 async function startH2Provider(settings: http2.Settings = {}): Promise<H2Provider> {
