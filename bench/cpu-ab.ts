@@ -1,6 +1,6 @@
 /**
  * `node --import tsx bench/cpu-ab.ts --a <build dir> --b <build dir>`: CPU and write syscalls per
- * request of two builds of the embedded platform, side by side in the same run. Throughput and
+ * request of two builds of the platform (embedded by default), side by side in the same run. Throughput and
  * latency on a shared machine are noise; the CPU a process spends per request it answered is not
  * (it counts only the process's own time, whatever else runs), nor is the number of write syscalls.
  *
@@ -21,13 +21,15 @@
  *                    young generation npm start sets with the default; BENCH_PLATFORM_NODE_ARGS applies to both
  *   --a-env, --b-env "KEY=value,…"  settings of one side only (an ablation: the same build twice, one side
  *                    with a feature off, says what the feature costs per request)
+ *   --mode embedded|production (embedded)  the drivers of both sides: nothing configured, or the local
+ *                    PostgreSQL, RabbitMQ and Redis (each side in a schema, exchange and key prefix of its own)
  *   --rounds N (5)  --seconds S (4)  --connections C (64)
  */
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { chatBody, eventLoopP99, median } from './lib/load.js';
-import { machineBusyMs, parseEnvPairs, processCpuMs, startPlatform, startUpstream, type Platform } from './lib/procs.js';
+import { machineBusyMs, parseEnvPairs, processCpuMs, startPlatform, startUpstream, type Platform, type PlatformMode } from './lib/procs.js';
 
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
 
@@ -42,8 +44,11 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '5' },
     seconds: { type: 'string', default: '4' },
     connections: { type: 'string', default: '64' },
+    mode: { type: 'string', default: 'embedded' },
   },
 });
+if (args.mode !== 'embedded' && args.mode !== 'production') throw new Error(`--mode takes embedded or production, not ${args.mode}`);
+const mode: PlatformMode = args.mode;
 
 const metricsUrl = (platform: Platform) => `${platform.llmUrl}/metrics`;
 
@@ -75,7 +80,7 @@ const platforms: Array<{ label: string; dir: string; platform: Platform }> = [];
 try {
   for (const build of builds) {
     process.env.BENCH_PLATFORM_NODE_ARGS = `${sharedNodeArgs} ${build.nodeArgs}`.trim();
-    const platform = await startPlatform('embedded', build.env, `${build.label} (${build.dir})`, `${build.dir}/services/platform/main.js`);
+    const platform = await startPlatform(mode, build.env, `${build.label} (${build.dir})`, `${build.dir}/services/platform/main.js`);
     await platform.addProviders(upstream, [20]);
     platforms.push({ ...build, platform });
   }
@@ -96,7 +101,7 @@ try {
   // Warm-up (JIT, caches, connection pools), not counted.
   for (const { platform } of platforms) {
     for (const stream of [false, true]) {
-      await autocannon({ url: `${platform.edgeUrl}/v1/chat/completions`, method: 'POST', connections: Number(args.connections), duration: 2, headers: { 'content-type': 'application/json', 'x-api-key': platform.adminKey }, body: chatBody('bench-d20', stream) });
+      await autocannon({ url: `${platform.edgeUrl}/v1/chat/completions`, method: 'POST', connections: Number(args.connections), duration: 2, headers: { 'content-type': 'application/json', 'x-api-key': platform.clientKey }, body: chatBody('bench-d20', stream) });
     }
   }
   const samples = new Map<string, { main: number[]; all: number[]; machine: number[]; syscw: number[]; rps: number[]; loop: number[] }>();
@@ -114,7 +119,7 @@ try {
           method: 'POST',
           connections: Number(args.connections),
           duration: Number(args.seconds),
-          headers: { 'content-type': 'application/json', 'x-api-key': platform.adminKey },
+          headers: { 'content-type': 'application/json', 'x-api-key': platform.clientKey },
           body: chatBody('bench-d20', stream),
         });
         const machineAfter = await machineBusyMs();

@@ -45,7 +45,7 @@ const platform = await startPlatform('embedded', {}, 'inflight', `${args.dist}/s
 const chat = (delayMs: number) =>
   fetch(`${platform.edgeUrl}/v1/chat/completions`, {
     method: 'POST',
-    headers: { 'x-api-key': platform.adminKey, 'content-type': 'application/json' },
+    headers: { 'x-api-key': platform.clientKey, 'content-type': 'application/json' },
     body: chatBody(`bench-d${delayMs}`, args.stream),
   }).then(async (res) => {
     const text = await res.text();

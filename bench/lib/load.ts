@@ -33,9 +33,9 @@ export function relayTarget(relay: Peer): Target {
   return { name: relay.name, chat: (d, stream, content) => ({ url: `${relay.url}/d${d}/v1/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) };
 }
 
-/** Our platform as a path: chat completions through its edge with the bootstrap admin key, model `bench-d<delay>`. */
+/** Our platform as a path: chat completions through its edge with the bench's client key (a user's), model `bench-d<delay>`. */
 export function platformTarget(platform: Platform, name: string = platform.name): Target {
-  return { name, chat: (d, stream, content) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.adminKey }, body: chatBody(`bench-d${d}`, stream, content) }) };
+  return { name, chat: (d, stream, content) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.clientKey }, body: chatBody(`bench-d${d}`, stream, content) }) };
 }
 
 export const percentile = (sorted: number[], p: number) =>

@@ -293,7 +293,15 @@ export interface Platform extends Proc {
   mode: PlatformMode;
   edgeUrl: string;
   llmUrl: string;
+  /** The bootstrap administrator's key: registers the providers, and the bench's client when `BENCH_CLIENT_KEY=admin`. */
   adminKey: string;
+  /**
+   * The key the bench's load presents: by default a regular user's (a verified account's key of the
+   * `pro` tier, made at start), which takes the path most clients take: counted per address before
+   * authentication and per key after it. `BENCH_CLIENT_KEY=admin` (in `--env`, or the bench's own
+   * environment) presents the administrator's key instead, which skips the per-address count.
+   */
+  clientKey: string;
   /**
    * The processes that serve: the platform's own pid, or under `PLATFORM_PROCESSES` > 1 its copies
    * (the supervisor serves nothing). Memory, descriptors and main-thread CPU are theirs, summed.
@@ -391,6 +399,8 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     // Node reads the extra trusted certificates once, when the process starts.
     ...(transportOf(extraEnv) === 'tls' && providerCertFile ? { NODE_EXTRA_CA_CERTS: providerCertFile } : {}),
   };
+  const client = extraEnv.BENCH_CLIENT_KEY ?? process.env.BENCH_CLIENT_KEY ?? 'user';
+  if (client !== 'user' && client !== 'admin') throw new Error(`BENCH_CLIENT_KEY is user or admin, not ${client}`);
   const logFile = join(dir, 'platform.log');
   // npm start's Node flags first, so the bench measures what users run; BENCH_PLATFORM_NODE_ARGS
   // comes after them and wins for a flag given twice (V8 keeps the last value).
@@ -408,6 +418,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
   const llmUrl = `http://127.0.0.1:${ports.LLM_API_PORT}`;
   const stopChild = stopper(child);
   let serving = [child.pid!];
+  let clientKey = adminKey;
   try {
     await waitHttp(`${edgeUrl}/healthz`, child, `platform (${name})`, readLog);
     // Several copies: the supervisor names them once all serve (the first answers /healthz sooner).
@@ -421,6 +432,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
         if (Date.now() > deadline || child.exitCode !== null) throw new Error(`platform (${name}): its copies did not all start:\n${(await readLog()).slice(-3000)}`);
       }
     }
+    if (client === 'user') clientKey = await createUserKey(edgeUrl, adminKey);
   } catch (error) {
     await stopChild();
     throw error;
@@ -433,6 +445,7 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     edgeUrl,
     llmUrl,
     adminKey,
+    clientKey,
     serving,
     logFile,
     async addProviders(upstream, delays) {
@@ -471,6 +484,24 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
       if (mode === 'production') await cleanupServers(prefix, drivers);
     },
   };
+}
+
+/**
+ * A regular user's API key, made through the edge as a client and an operator would: a guest login,
+ * the guest upgraded to an account, the account verified by the administrator (so the user tier
+ * applies, not the unverified one), and a `pro` key issued for it by the administrator.
+ */
+async function createUserKey(edgeUrl: string, adminKey: string): Promise<string> {
+  const call = async <T>(path: string, headers: Record<string, string>, body?: unknown, method = 'POST'): Promise<T> => {
+    const res = await fetch(`${edgeUrl}${path}`, { method, headers: { ...headers, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+    if (!res.ok) throw new Error(`${method} ${path} while making the bench's user key: ${res.status} ${await res.text()}`);
+    return (await res.json()) as T;
+  };
+  const guest = await call<{ access_token: string; user_id: string }>('/llm/auth/guest-login', {});
+  await call('/llm/auth/upgrade', { authorization: `Bearer ${guest.access_token}` }, { email: `bench-${randomBytes(4).toString('hex')}@example.com` });
+  const admin = { 'x-api-key': adminKey };
+  await call(`/v1/admin/users/${guest.user_id}`, admin, { email_verified: true }, 'PATCH');
+  return (await call<{ key: string }>('/v1/admin/api-keys', admin, { user_id: guest.user_id, name: 'bench client', tier: 'pro' })).key;
 }
 
 /** Removes what a production-mode run created on the shared servers (schema, exchange and queues, Redis keys). */
