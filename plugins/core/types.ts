@@ -54,6 +54,11 @@ export interface SharedContext {
    * carries an API key, and keys of some tiers are exempt from the per-address limit).
    */
   deferredIpRefusal?: { status: number; message: string; code: string; headers: Record<string, string> };
+  /**
+   * The rate limiter left the per-address count of this request to the access phase (its API key
+   * was seen valid in the last minute), where it goes to the counters with the tier count at once.
+   */
+  ipCountAtAccess?: boolean;
 }
 
 export interface CredentialFailure {
@@ -88,7 +93,7 @@ export interface Continue {
   /** Why a presented credential was refused while falling back to `anonymous`. */
   failure?: CredentialFailure;
   /** Facts for the plugins that run later in this request (merged into the shared context). */
-  share?: Pick<SharedContext, 'deferredIpRefusal'>;
+  share?: Pick<SharedContext, 'deferredIpRefusal' | 'ipCountAtAccess'>;
 }
 
 export interface Respond {

@@ -43,7 +43,10 @@ const FACTORIES: Record<string, Factory> = {
   'identity-headers': async (config) => ({ priority: IDENTITY_PRIORITY, core: createIdentityHeaders(parseIdentityHeadersConfig(config)) }),
   'tiered-rate-limit': async (config, deps) => {
     const parsed = parseTieredRateLimitConfig(config);
-    return { priority: RATE_LIMIT_PRIORITY, core: createTieredRateLimit(parsed, { store: createCounterStore(parsed), clock: deps.clock, logger: deps.logger }) };
+    const core = createTieredRateLimit(parsed, { store: createCounterStore(parsed), clock: deps.clock, logger: deps.logger });
+    // Revocations make it forget keys at once, which lets a known key's two counts take one call.
+    await core.attach(deps.revocations);
+    return { priority: RATE_LIMIT_PRIORITY, core };
   },
   cors: async (config) => ({ priority: CORS_PRIORITY, core: createCors(config as CorsConfig) }),
   'request-termination': async (config) => ({ priority: TERMINATION_PRIORITY, core: createRequestTermination(config as RequestTerminationConfig) }),

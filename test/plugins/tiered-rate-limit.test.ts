@@ -5,6 +5,7 @@ import { createTieredRateLimit, HEADERS } from '../../plugins/tiered-rate-limit/
 import { createLocalStore, createRedisStore, type CounterStore } from '../../plugins/tiered-rate-limit/policies/index.js';
 import { parseTieredRateLimitConfig } from '../../plugins/tiered-rate-limit/schema.js';
 import { ManualClock } from '../../services/kit/clock.js';
+import { createInProcessRevocations, sha256Hex, type RevocationChannel } from '../../services/kit/core/index.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
 import { deleteRedisKeys } from '../helpers/redis.js';
 import { startFaultProxy } from '../helpers/fault-proxy.js';
@@ -193,6 +194,83 @@ for (const [name, makeStore] of stores) {
     t.is(headersOf(await raised.core.access(req(freshIp(), { jwt: { ...jwt(false), emailVerified: false } })))[HEADERS.limit], '60');
     await store.close();
     await raised.store.close();
+  });
+
+  test(`${name}: a key seen valid has its per-address count moved to the access phase, one counter call for both, until a revocation names it`, async (t) => {
+    const clock = new ManualClock(T0);
+    const inner = await makeStore();
+    let calls = 0;
+    const store: CounterStore = { name: inner.name, hit: (windows, now) => (calls++, inner.hit(windows, now)), close: () => inner.close() };
+    const config = parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_${name}_${randomBytes(3).toString('hex')}`, ip_per_minute: 3 });
+    const core = createTieredRateLimit(config, { store, clock });
+    const revocations = createInProcessRevocations();
+    await core.attach(revocations);
+    const apiKey = `sk_${randomBytes(16).toString('hex')}`;
+    const hash = sha256Hex(apiKey);
+    const identity: VerifiedIdentity = { ...key('pro', `user_${randomBytes(4).toString('hex')}`), bucket: `key:${hash}` };
+    const ip = freshIp();
+    /** One request through both phases as a host runs them: the rewrite's shared facts, then the key's identity. */
+    const send = async (headers: Record<string, string> = { 'x-api-key': apiKey }) => {
+      calls = 0;
+      const request: EdgeRequest = { ...req(ip), headers };
+      const rewrite = await core.rewrite!(request);
+      if (rewrite.kind === 'respond') return { rewrite, calls };
+      Object.assign(request.shared, rewrite.share);
+      request.shared.apikey = identity;
+      return { rewrite, access: await core.access(request), calls };
+    };
+
+    const first = await send();
+    t.is(first.calls, 2, 'a key not seen yet: the address counted before authentication, the tier after it');
+    t.is(headersOf(first.rewrite)[HEADERS.ipRemaining], '2');
+    const second = await send();
+    t.is(second.calls, 1, 'a key seen valid: both counts in one call');
+    t.deepEqual(second.rewrite, { kind: 'continue', share: { ipCountAtAccess: true } });
+    t.is(headersOf(second.access!)[HEADERS.ipRemaining], '1', 'the address is still counted');
+    t.is(headersOf(second.access!)[HEADERS.remaining], '58');
+    t.is((await send()).calls, 1);
+    const over = await send();
+    t.is(over.access?.kind === 'respond' ? over.access.status : 0, 429, 'the per-address limit holds in the access phase');
+    t.regex((over.access as { body: { error: { message: string } } }).body.error.message, /3 requests per minute from this address/);
+
+    t.is((await send({ 'x-api-key': apiKey, authorization: 'Bearer eyJ.a.b' })).calls, 2, 'another credential beside the key: counted before authentication');
+    await revocations.publish(hash);
+    const revoked = await send();
+    t.is(revoked.calls, 2, 'a revoked key is counted before authentication again');
+    t.is((await send()).calls, 1, 'and moved again once it is seen valid');
+    await revocations.publish(`user:${identity.userId}`);
+    t.is((await send()).calls, 2, "a revocation of the key's user forgets it too");
+    await core.close!();
+  });
+
+  test(`${name}: without the revocation channel, or when the subscription is lost, a known key is counted before authentication`, async (t) => {
+    const clock = new ManualClock(T0);
+    const inner = await makeStore();
+    let calls = 0;
+    const store: CounterStore = { name: inner.name, hit: (windows, now) => (calls++, inner.hit(windows, now)), close: () => inner.close() };
+    const config = parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_${name}_${randomBytes(3).toString('hex')}` });
+    const apiKey = `sk_${randomBytes(16).toString('hex')}`;
+    const identity: VerifiedIdentity = { ...key('pro'), bucket: `key:${sha256Hex(apiKey)}` };
+    const send = async (core: ReturnType<typeof createTieredRateLimit>) => {
+      calls = 0;
+      const request: EdgeRequest = { ...req(freshIp()), headers: { authorization: `Bearer ${apiKey}` } };
+      const rewrite = await core.rewrite!(request);
+      Object.assign(request.shared, rewrite.kind === 'continue' ? rewrite.share : {});
+      request.shared.apikey = identity;
+      await core.access(request);
+      return calls;
+    };
+    const alone = createTieredRateLimit(config, { store, clock });
+    t.deepEqual([await send(alone), await send(alone)], [2, 2]);
+    let handlers: Parameters<RevocationChannel['subscribe']>[0] | undefined;
+    const channel: RevocationChannel = { publish: async () => {}, subscribe: async (h) => ((handlers = h), async () => {}), close: async () => {} };
+    const following = createTieredRateLimit(config, { store, clock });
+    await following.attach(channel);
+    t.deepEqual([await send(following), await send(following)], [2, 1], 'a Bearer key counts as the only credential');
+    handlers!.onResync();
+    t.is(await send(following), 2, 'a lost subscription forgets every key');
+    await following.close!();
+    await alone.close!();
   });
 
   test(`${name}: exempt paths count nowhere; ip_per_hour; IPv6 clients bucketed by /64 (configurable)`, async (t) => {
