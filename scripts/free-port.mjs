@@ -8,11 +8,17 @@ import { readFileSync } from 'node:fs';
  * EADDRINUSE in the cluster test under load), while a port outside that range is only ever taken by
  * a process that asks for it by number.
  */
+/** Every port this process was given, so two servers it starts at once never get the same one. */
+const handedOut = new Set();
+
 export async function freePort() {
   const [low, high] = portRange();
   for (let attempt = 0; attempt < 100; attempt++) {
     const port = low + Math.floor(Math.random() * (high - low));
-    if (await bindable(port)) return port;
+    // A port handed out earlier may not be bound yet (a platform still starting): never twice.
+    if (handedOut.has(port) || !(await bindable(port)) || handedOut.has(port)) continue;
+    handedOut.add(port);
+    return port;
   }
   throw new Error(`no free port between ${low} and ${high} after 100 tries`);
 }

@@ -357,7 +357,24 @@ export function severalProcesses(value: string | undefined): SeveralProcesses | 
   return copies > 1 ? { copies, name: `production-x${copies}`, env: { PLATFORM_PROCESSES: String(copies) } } : undefined;
 }
 
+/**
+ * Starts the platform, once more (up to three tries, each on new ports and a new directory) when a
+ * try fails: several platforms start at once, and a port drawn free for one can be bound by another
+ * process before the platform binds it (the platform then exits naming the port, or for a moment
+ * forwards to a service of another platform, whose gateway token does not match).
+ */
 export async function startPlatform(mode: PlatformMode, extraEnv: Record<string, string> = {}, name: string = mode, entry = 'dist/services/platform/main.js'): Promise<Platform> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startPlatformOnce(mode, extraEnv, name, entry);
+    } catch (error) {
+      if (attempt === 3) throw error;
+      process.stderr.write(`platform (${name}) did not start, trying again on other ports: ${String((error as Error).message).split('\n').slice(-2).join(' ').slice(0, 300)}\n`);
+    }
+  }
+}
+
+async function startPlatformOnce(mode: PlatformMode, extraEnv: Record<string, string>, name: string, entry: string): Promise<Platform> {
   // A name may hold a build's path (`bench/cpu-ab.ts --a /tmp/other/dist`): one path segment only.
   const dir = await mkdtemp(join(tmpdir(), `bench-${name.replace(/[^\w.-]+/g, '-')}-`));
   const adminKey = `sk_${Array.from({ length: 32 }, () => BASE62[randomInt(62)]).join('')}`;
@@ -435,6 +452,9 @@ export async function startPlatform(mode: PlatformMode, extraEnv: Record<string,
     if (client === 'user') clientKey = await createUserKey(edgeUrl, adminKey);
   } catch (error) {
     await stopChild();
+    await output.close();
+    await rm(dir, { recursive: true, force: true });
+    if (mode === 'production') await cleanupServers(prefix, drivers);
     throw error;
   }
   return {
