@@ -359,9 +359,8 @@ export function severalProcesses(value: string | undefined): SeveralProcesses | 
 
 /**
  * Starts the platform, once more (up to three tries, each on new ports and a new directory) when a
- * try fails: several platforms start at once, and a port drawn free for one can be bound by another
- * process before the platform binds it (the platform then exits naming the port, or for a moment
- * forwards to a service of another platform, whose gateway token does not match).
+ * try fails: a port drawn free can be bound by another process before the platform binds it (the
+ * platform then exits naming the port, and until then another server may answer the bench there).
  */
 export async function startPlatform(mode: PlatformMode, extraEnv: Record<string, string> = {}, name: string = mode, entry = 'dist/services/platform/main.js'): Promise<Platform> {
   for (let attempt = 1; ; attempt++) {

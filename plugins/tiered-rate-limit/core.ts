@@ -156,7 +156,7 @@ export function createTieredRateLimit(
 
   const exempt = new Set(config.exempt_paths);
   const exemptTiers = new Set(config.ip_exempt_tiers);
-  /** Key hash → until when it is known without being checked again, and whether it was exempt (insertion order = age). */
+  /** Key hash → until when it is known without being checked again, and whether it was exempt (insertion order: first seen, the first evicted past the bound). */
   const knownKeys = new Map<string, { until: number; exempt: boolean; userId: string }>();
   const unsubscribers: Array<() => Promise<void>> = [];
   /** The rewrite's answer for a known key that is not exempt: count the address in the access phase. */
@@ -183,8 +183,15 @@ export function createTieredRateLimit(
     return undefined;
   }
 
+  /** Every accepted request of a key renews its entry in place (no allocation per request). */
   function remember(hash: string, exempt: boolean, userId: string, now: number): void {
-    knownKeys.delete(hash);
+    const known = knownKeys.get(hash);
+    if (known !== undefined) {
+      known.until = now + KEY_MEMORY_MS;
+      known.exempt = exempt;
+      known.userId = userId;
+      return;
+    }
     knownKeys.set(hash, { until: now + KEY_MEMORY_MS, exempt, userId });
     if (knownKeys.size > KEY_MEMORY_MAX) knownKeys.delete(knownKeys.keys().next().value!);
   }
