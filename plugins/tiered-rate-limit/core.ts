@@ -213,19 +213,32 @@ export function createTieredRateLimit(
   }
 
   /** Synchronous when the counters are (in-process); a promise when they answer over the network (Redis). */
-  function check(request: EdgeRequest, phase: 'rewrite' | 'access', options: { countIp: boolean; deferrable?: boolean }): MaybePromise<Decision> {
+  /**
+   * `staged`: the address windows (first) and the tier windows are counted as the two hits of the
+   * rewrite and access phases would count them, one after the other, in one call to the counters.
+   */
+  function check(request: EdgeRequest, phase: 'rewrite' | 'access', options: { countIp: boolean; deferrable?: boolean; staged?: boolean }): MaybePromise<Decision> {
     if (exempt.has(request.path)) return CONTINUE;
     const now = clock.now();
     const windows = windowsFor(request, now, phase, options.countIp);
     if (windows.length === 0) return CONTINUE;
+    let addressWindows = 0;
+    if (options.staged) while (addressWindows < windows.length && windows[addressWindows]!.scope === 'ip') addressWindows++;
     let hit: MaybePromise<HitResult>;
     try {
-      hit = deps.store.hit(windows, now);
+      hit = addressWindows > 0 ? deps.store.hit(windows, now, addressWindows) : deps.store.hit(windows, now);
     } catch (error) {
       return storeFailed(error);
     }
-    if (!isPending(hit)) return decide(windows, hit, now, options.deferrable === true);
-    return hit.then((result) => decide(windows, result, now, options.deferrable === true), storeFailed);
+    const deferrable = options.deferrable === true;
+    if (!isPending(hit)) return addressWindows > 0 ? decideStaged(windows, addressWindows, hit, now) : decide(windows, hit, now, deferrable);
+    return hit.then((result) => (addressWindows > 0 ? decideStaged(windows, addressWindows, result, now) : decide(windows, result, now, deferrable)), storeFailed);
+  }
+
+  /** A refusal by the address windows reads as the rewrite phase's would (their headers only). */
+  function decideStaged(windows: Window[], addressWindows: number, result: HitResult, now: number): MaybePromise<Decision> {
+    if (result.allowed || result.blocked >= addressWindows) return decide(windows, result, now, false);
+    return decide(windows.slice(0, addressWindows), { ...result, counts: result.counts.slice(0, addressWindows) }, now, false);
   }
 
   function storeFailed(error: unknown): Decision {
@@ -278,8 +291,8 @@ export function createTieredRateLimit(
     if (key?.bucket.startsWith('key:')) remember(key.bucket.slice(4), keyExempt, key.userId, clock.now());
     const deferred = request.shared.deferredIpRefusal;
     if (deferred && !keyExempt) return deny(deferred.status, deferred.message, { code: deferred.code, headers: deferred.headers });
-    const countIp = !keyExempt && (config.ip_limit_phase === 'access' || request.shared.ipCountAtAccess === true);
-    return check(request, 'access', { countIp });
+    const moved = !keyExempt && request.shared.ipCountAtAccess === true;
+    return check(request, 'access', { countIp: moved || (!keyExempt && config.ip_limit_phase === 'access'), staged: moved });
   }
 
   /** Follows the revocation channel, which lets a known key's per-address count move to the access phase. */

@@ -243,6 +243,45 @@ for (const [name, makeStore] of stores) {
     await core.close!();
   });
 
+  test(`${name}: a staged hit counts as two hits one after the other: the first stage's increments stay when the second is refused`, async (t) => {
+    const store = await makeStore();
+    const at = `${PREFIX}_${name}_stages_${randomBytes(3).toString('hex')}`;
+    const windows = [
+      { key: `${at}:address`, limit: 3, ttlMs: 60_000 },
+      { key: `${at}:tier`, limit: 1, ttlMs: 60_000 },
+    ];
+    t.like(await store.hit(windows, T0, 1), { allowed: true, counts: [1, 1] });
+    t.like(await store.hit(windows, T0, 1), { allowed: false, blocked: 1, counts: [2, 1] }, 'the tier refused, the address counted');
+    t.like(await store.hit(windows, T0), { allowed: false, blocked: 1, counts: [2, 1] }, 'one stage: a refusal increments nothing');
+    t.like(await store.hit(windows, T0, 1), { allowed: false, blocked: 1, counts: [3, 1] });
+    t.like(await store.hit(windows, T0, 1), { allowed: false, blocked: 0, counts: [3, 1] }, 'the address refused: nothing counted');
+    await store.close();
+  });
+
+  test(`${name}: a known key refused by its tier still counts against its address, as the two phases would`, async (t) => {
+    const clock = new ManualClock(T0);
+    const store = await makeStore();
+    const config = parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_${name}_${randomBytes(3).toString('hex')}` });
+    const core = createTieredRateLimit(config, { store, clock });
+    await core.attach(createInProcessRevocations());
+    const apiKey = `sk_${randomBytes(16).toString('hex')}`;
+    const identity: VerifiedIdentity = { ...key('free', `user_${randomBytes(4).toString('hex')}`), bucket: `key:${sha256Hex(apiKey)}` };
+    const ip = freshIp();
+    const answers: Decision[] = [];
+    for (let i = 0; i < 5; i++) {
+      const request: EdgeRequest = { ...req(ip), headers: { 'x-api-key': apiKey } };
+      const rewrite = await core.rewrite!(request);
+      Object.assign(request.shared, rewrite.kind === 'continue' ? rewrite.share : {});
+      request.shared.apikey = identity;
+      answers.push(await core.access(request));
+    }
+    t.deepEqual(answers.map((d) => d.kind), ['continue', 'continue', 'continue', 'respond', 'respond'], 'free: 3 a minute');
+    t.is(headersOf(answers[3]!)[HEADERS.ipRemaining], '96', 'the fourth request counted against its address though its tier refused it');
+    t.is(headersOf(answers[4]!)[HEADERS.ipRemaining], '95');
+    t.is(headersOf(answers[4]!)[HEADERS.remaining], '0');
+    await core.close!();
+  });
+
   test(`${name}: without the revocation channel, or when the subscription is lost, a known key is counted before authentication`, async (t) => {
     const clock = new ManualClock(T0);
     const inner = await makeStore();

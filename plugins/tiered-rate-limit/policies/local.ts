@@ -11,21 +11,24 @@ export function createLocalStore(): CounterStore {
 
   return {
     name: 'local',
-    hit(windows: CounterWindow[], now: number): HitResult {
+    hit(windows: CounterWindow[], now: number, firstStage = windows.length): HitResult {
       if (++hits % 10_000 === 0) sweep(now);
-      const current = windows.map((w) => {
+      const counts = windows.map((w) => {
         const entry = counters.get(w.key);
         return entry && entry.expiresAt > now ? entry.count : 0;
       });
-      const blocked = windows.findIndex((w, i) => current[i]! >= w.limit);
-      if (blocked >= 0) return { allowed: false, counts: current, blocked };
-      const counts = windows.map((w, i) => {
-        const count = current[i]! + 1;
-        const entry = counters.get(w.key);
-        if (entry && entry.expiresAt > now) entry.count = count;
-        else counters.set(w.key, { count, expiresAt: now + w.ttlMs });
-        return count;
-      });
+      const split = firstStage > 0 && firstStage < windows.length ? firstStage : windows.length;
+      for (const [from, to] of split < windows.length ? [[0, split], [split, windows.length]] : [[0, windows.length]]) {
+        for (let i = from!; i < to!; i++) if (counts[i]! >= windows[i]!.limit) return { allowed: false, counts, blocked: i };
+        for (let i = from!; i < to!; i++) {
+          const w = windows[i]!;
+          const count = counts[i]! + 1;
+          const entry = counters.get(w.key);
+          if (entry && entry.expiresAt > now) entry.count = count;
+          else counters.set(w.key, { count, expiresAt: now + w.ttlMs });
+          counts[i] = count;
+        }
+      }
       return { allowed: true, counts, blocked: -1 };
     },
     async close() {

@@ -3,27 +3,35 @@ import type { CounterStore, CounterWindow, HitResult } from './types.js';
 
 /**
  * Check-all-then-increment-all in one Lua script, so every edge node sharing this Redis sees one
- * counter and none overshoots. ARGV holds limit and TTL per key.
+ * counter and none overshoots. ARGV holds limit and TTL per key, then where the second stage starts
+ * (a key index; past the last key when there is one stage): each stage is checked and incremented
+ * before the next is looked at.
  */
 const HIT_SCRIPT = `
 local n = #KEYS
-local current = {}
+local split = tonumber(ARGV[2 * n + 1])
+local counts = {}
 for i = 1, n do
-  current[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
+  counts[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
 end
-for i = 1, n do
-  if current[i] >= tonumber(ARGV[2 * i - 1]) then
-    local out = {0, i}
-    for j = 1, n do out[#out + 1] = current[j] end
-    return out
+local stages = {{1, n}}
+if split > 1 and split <= n then stages = {{1, split - 1}, {split, n}} end
+for _, stage in ipairs(stages) do
+  for i = stage[1], stage[2] do
+    if counts[i] >= tonumber(ARGV[2 * i - 1]) then
+      local out = {0, i}
+      for j = 1, n do out[#out + 1] = counts[j] end
+      return out
+    end
+  end
+  for i = stage[1], stage[2] do
+    local c = redis.call('INCR', KEYS[i])
+    if c == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[2 * i]) end
+    counts[i] = c
   end
 end
 local out = {1, 0}
-for i = 1, n do
-  local c = redis.call('INCR', KEYS[i])
-  if c == 1 then redis.call('PEXPIRE', KEYS[i], ARGV[2 * i]) end
-  out[#out + 1] = c
-end
+for i = 1, n do out[#out + 1] = counts[i] end
 return out
 `;
 
@@ -59,9 +67,11 @@ export function createRedisStore(options: RedisStoreOptions): CounterStore & { r
             client.once('ready', () => resolve());
             client.once('end', () => reject(new Error('redis connection ended')));
           }),
-    async hit(windows: CounterWindow[]): Promise<HitResult> {
+    async hit(windows: CounterWindow[], _now: number, firstStage = windows.length): Promise<HitResult> {
       const args: Array<string | number> = windows.map((w) => w.key);
       for (const w of windows) args.push(w.limit, w.ttlMs);
+      // Lua indexes from 1: the second stage's first key, or past the last key for one stage.
+      args.push(firstStage > 0 && firstStage < windows.length ? firstStage + 1 : windows.length + 1);
       const out = await hitCommand(windows.length, ...args);
       return { allowed: out[0] === 1, blocked: Number(out[1]) - 1, counts: out.slice(2).map(Number) };
     },

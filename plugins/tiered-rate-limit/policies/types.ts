@@ -22,7 +22,12 @@ export interface HitResult {
 
 export interface CounterStore {
   readonly name: string;
-  /** A plain result when the counters are in process (no turn of the event loop per request), a promise otherwise. */
-  hit(windows: CounterWindow[], nowMs: number): MaybePromise<HitResult>;
+  /**
+   * A plain result when the counters are in process (no turn of the event loop per request), a promise otherwise.
+   * With `firstStage` (0 < firstStage < windows.length), the first `firstStage` windows are one hit and
+   * the rest another, taken in that order in one atomic step: the first stage's increments stay when
+   * the second is refused, exactly as two hits one after the other, in one call.
+   */
+  hit(windows: CounterWindow[], nowMs: number, firstStage?: number): MaybePromise<HitResult>;
   close(): Promise<void>;
 }
