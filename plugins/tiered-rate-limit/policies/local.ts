@@ -5,6 +5,20 @@ export function createLocalStore(): CounterStore {
   const counters = new Map<string, { count: number; expiresAt: number }>();
   let hits = 0;
 
+  /** Windows `from`..`to` (exclusive) as one hit: the first at its limit, or -1 and each counted (`counts` updated). */
+  function countStage(windows: CounterWindow[], counts: number[], from: number, to: number, now: number): number {
+    for (let i = from; i < to; i++) if (counts[i]! >= windows[i]!.limit) return i;
+    for (let i = from; i < to; i++) {
+      const w = windows[i]!;
+      const count = counts[i]! + 1;
+      const entry = counters.get(w.key);
+      if (entry && entry.expiresAt > now) entry.count = count;
+      else counters.set(w.key, { count, expiresAt: now + w.ttlMs });
+      counts[i] = count;
+    }
+    return -1;
+  }
+
   function sweep(now: number) {
     for (const [key, entry] of counters) if (entry.expiresAt <= now) counters.delete(key);
   }
@@ -18,18 +32,9 @@ export function createLocalStore(): CounterStore {
         return entry && entry.expiresAt > now ? entry.count : 0;
       });
       const split = firstStage > 0 && firstStage < windows.length ? firstStage : windows.length;
-      for (const [from, to] of split < windows.length ? [[0, split], [split, windows.length]] : [[0, windows.length]]) {
-        for (let i = from!; i < to!; i++) if (counts[i]! >= windows[i]!.limit) return { allowed: false, counts, blocked: i };
-        for (let i = from!; i < to!; i++) {
-          const w = windows[i]!;
-          const count = counts[i]! + 1;
-          const entry = counters.get(w.key);
-          if (entry && entry.expiresAt > now) entry.count = count;
-          else counters.set(w.key, { count, expiresAt: now + w.ttlMs });
-          counts[i] = count;
-        }
-      }
-      return { allowed: true, counts, blocked: -1 };
+      let blocked = countStage(windows, counts, 0, split, now);
+      if (blocked < 0 && split < windows.length) blocked = countStage(windows, counts, split, windows.length, now);
+      return blocked < 0 ? { allowed: true, counts, blocked: -1 } : { allowed: false, counts, blocked };
     },
     async close() {
       counters.clear();
