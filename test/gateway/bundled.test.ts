@@ -82,3 +82,32 @@ ${plugins}
   t.is(await statusOf(r1![1]), 403, 'route-level config wins');
   t.is(await statusOf(r2![1]), 402, 'service-level config beats the global one');
 });
+
+test("plugin chains: the embedded gateway's rate limiter follows the revocation channel, so a key it saw valid is counted once, in the access phase", async (t) => {
+  const { buildChains } = await import('../../services/gateway/chain.js');
+  const { parseDeck } = await import('../../services/gateway/deck.js');
+  const { createInProcessRevocations, sha256Hex } = await import('../../services/kit/core/index.js');
+  const revocations = createInProcessRevocations();
+  const deps = { clock: { now: () => 0 }, logger: { warn() {}, error() {} }, revocations };
+  const deck = parseDeck(`
+_format_version: "3.0"
+services:
+  - name: s
+    url: http://127.0.0.1:1
+    routes: [{ name: r, paths: ['~/a'] }]
+plugins:
+  - { name: tiered-rate-limit, config: { policy: local } }
+`, {});
+  const { rewriteChain, close } = await buildChains(deck, deps);
+  const limiter = rewriteChain.find((e) => e.name === 'tiered-rate-limit')!.core;
+  const apiKey = `sk_${'k'.repeat(32)}`;
+  const identity = { authMethod: 'apikey' as const, userId: 'user_chain', subject: 'user_chain', email: null, username: null, isGuest: false, tier: 'pro', limits: null, bucket: `key:${sha256Hex(apiKey)}` };
+  const request = () => ({ method: 'GET', path: '/a', headers: { 'x-api-key': apiKey }, clientIp: '192.0.2.7', shared: {} });
+  const first = request();
+  t.is((await limiter.rewrite!(first)).kind, 'continue');
+  await limiter.access({ ...first, shared: { apikey: identity } });
+  t.deepEqual(await limiter.rewrite!(request()), { kind: 'continue', share: { ipCountAtAccess: true } });
+  await revocations.publish(sha256Hex(apiKey));
+  t.like(await limiter.rewrite!(request()), { kind: 'continue', responseHeaders: { 'X-RateLimit-Remaining-minute': '98' } }, 'forgotten on revocation: counted before authentication again');
+  await close();
+});
