@@ -15,7 +15,9 @@ let admin: TestUser;
 const revoked: string[] = [];
 
 test.before(async () => {
-  svc = await startTestService(llmApiService, { clock, env: { API_KEYS_MAX_PER_USER: '3' } });
+  // The timed sweep stays out of the way (about 23 days): the tests call it themselves, and a sweep
+  // firing inside the validation test's listening window would add its statements to the count.
+  svc = await startTestService(llmApiService, { clock, env: { API_KEYS_MAX_PER_USER: '3', API_KEY_SWEEP_INTERVAL_MS: '2000000000' } });
   admin = await createTestUser(svc.runtime.db.knex, { admin: true });
   await svc.runtime.revocations.subscribe({ onRevoked: (m) => void revoked.push(m), onResync: () => {} });
 });
