@@ -212,8 +212,8 @@ export function createTieredRateLimit(
     return authorization === undefined || BEARER_KEY.test(authorization);
   }
 
-  /** Synchronous when the counters are (in-process); a promise when they answer over the network (Redis). */
   /**
+   * Synchronous when the counters are (in-process); a promise when they answer over the network (Redis).
    * `staged`: the address windows (first) and the tier windows are counted as the two hits of the
    * rewrite and access phases would count them, one after the other, in one call to the counters.
    */
@@ -226,7 +226,8 @@ export function createTieredRateLimit(
     if (options.staged) while (addressWindows < windows.length && windows[addressWindows]!.scope === 'ip') addressWindows++;
     let hit: MaybePromise<HitResult>;
     try {
-      hit = addressWindows > 0 ? deps.store.hit(windows, now, addressWindows) : deps.store.hit(windows, now);
+      // No address window (or not staged) reads as one stage to the stores.
+      hit = deps.store.hit(windows, now, addressWindows);
     } catch (error) {
       return storeFailed(error);
     }

@@ -26,7 +26,8 @@ export interface CounterStore {
    * A plain result when the counters are in process (no turn of the event loop per request), a promise otherwise.
    * With `firstStage` (0 < firstStage < windows.length), the first `firstStage` windows are one hit and
    * the rest another, taken in that order in one atomic step: the first stage's increments stay when
-   * the second is refused, exactly as two hits one after the other, in one call.
+   * the second is refused, exactly as two hits one after the other, in one call. Without it, or outside
+   * that range (0 included), all windows are one hit.
    */
   hit(windows: CounterWindow[], nowMs: number, firstStage?: number): MaybePromise<HitResult>;
   close(): Promise<void>;
