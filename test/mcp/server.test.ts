@@ -53,9 +53,12 @@ test('python_exec prints 42 for print(6*7), with structured output and a text re
 test('python_exec passes stdin and reports a non-zero exit code with stderr', async (t) => {
   const client = await p.client(key);
   const echoed: any = await client.callTool({ name: 'python_exec', arguments: { code: 'import sys; print(sys.stdin.read().upper())', stdin: 'otter' } });
-  t.is(echoed.structuredContent.stdout, 'OTTER\n');
+  t.falsy(echoed.isError, JSON.stringify(echoed.content));
+  t.is(echoed.structuredContent?.stdout, 'OTTER\n');
   const failed: any = await client.callTool({ name: 'python_exec', arguments: { code: 'raise SystemExit("bad")' } });
-  t.is(failed.structuredContent.exit_code, 1);
+  // A program's failure is a result (exit code and stderr), not a tool error.
+  t.falsy(failed.isError, JSON.stringify(failed.content));
+  t.is(failed.structuredContent?.exit_code, 1);
   t.regex(failed.structuredContent.stderr, /bad/);
 });
 
