@@ -8,7 +8,9 @@ import { createTestUser, type TestUser } from '../helpers/users.js';
 
 /**
  * The whole platform behind the embedded edge for the MCP tests, with an admin API key (the
- * operator's bootstrap key) to mint keys for ordinary test users.
+ * operator's bootstrap key) to mint keys for ordinary test users. The bound on python_exec runs in
+ * flight is raised out of the way (16), as the edge's limits are: a file's tests run at once, and
+ * past the default of 4 a run is answered "busy" by design. A test of that bound sets its own.
  */
 export interface McpPlatform extends TestPlatform {
   adminKey: string;
@@ -23,7 +25,7 @@ export interface McpPlatform extends TestPlatform {
 
 export async function startMcpPlatform(env: Record<string, string | undefined> = {}): Promise<McpPlatform> {
   const adminKey = `sk_${randomBase62(32)}`;
-  const p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: adminKey, ...env } });
+  const p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: adminKey, MCP_MAX_CONCURRENT_PYTHON: '16', ...env } });
   const clients: Client[] = [];
   const api = async (key: string, method: string, path: string, body?: unknown) => {
     const res = await fetch(`${p.url}${path}`, {

@@ -13,9 +13,7 @@ test.before(async () => {
     '/article': { type: 'text/html; charset=utf-8', body: ARTICLE_HTML },
     '/data.json': { type: 'application/json', body: '{"otters": 3}' },
   });
-  // This file's tests run at once, with up to five python_exec runs in flight: past the default
-  // bound of 4 a run is answered "busy" by design (test/mcp/sandbox.test.ts checks that on purpose).
-  p = await startMcpPlatform({ EGRESS_ALLOW_HOSTS: '127.0.0.1', MCP_MAX_CONCURRENT_PYTHON: '16' });
+  p = await startMcpPlatform({ EGRESS_ALLOW_HOSTS: '127.0.0.1' });
   ({ key } = await p.newUser());
 });
 test.after.always(async () => {

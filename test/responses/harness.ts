@@ -18,7 +18,7 @@ export const REASONING_MODEL = 'fake-reasoner';
 
 export async function startResponsesPlatform(env: Record<string, string | undefined> = {}): Promise<ResponsesPlatform> {
   const fake = await startFakeUpstream({ name: 'scripted', models: [{ id: MODEL }, { id: REASONING_MODEL, supported_parameters: ['reasoning', 'tools'] }] });
-  const p = await startMcpPlatform({ LLM_HEALTH_PROBE_INTERVAL_MS: '0', RESPONSES_CANCEL_POLL_MS: '50', MCP_MAX_CONCURRENT_PYTHON: '16', ...env });
+  const p = await startMcpPlatform({ LLM_HEALTH_PROBE_INTERVAL_MS: '0', RESPONSES_CANCEL_POLL_MS: '50', ...env });
   const created = await p.api(p.adminKey, 'POST', '/v1/admin/providers', { name: 'Scripted', vendor: 'fake', base_url: fake.url });
   if (created.status !== 201) throw new Error(`provider: ${created.status} ${JSON.stringify(created.json)}`);
   const stop = p.stop.bind(p);
