@@ -20,8 +20,26 @@ export interface Target {
   chat(delayMs: number, stream: boolean, content?: string): { url: string; headers: Record<string, string>; body: string };
 }
 
+/**
+ * A chat completion's JSON body: one short user message, or with `BENCH_PROMPT_KIB=N` a conversation
+ * of about N KiB (a system prompt and turns of ~1 KiB, some of them not ASCII, the last the user's):
+ * what a chat client sends once a conversation has a history, where a gateway's cost per request
+ * grows with the body it parses, checks and forwards.
+ */
 export const chatBody = (model: string, stream: boolean, content = 'Say hello to the benchmark.') =>
-  JSON.stringify({ model, stream, messages: [{ role: 'user', content }] });
+  JSON.stringify({ model, stream, messages: [...history(Number(process.env.BENCH_PROMPT_KIB ?? 0)), { role: 'user', content }] });
+
+const TURN = 'The gateway relays a conversation to the model provider and streams the answer back; ';
+function history(kib: number): Array<{ role: string; content: string }> {
+  if (!(kib > 0)) return [];
+  const turns: Array<{ role: string; content: string }> = [{ role: 'system', content: `You are a helpful assistant. ${TURN.repeat(6)}` }];
+  for (let bytes = 600, i = 0; bytes < kib * 1024; i++) {
+    const text = `${TURN.repeat(11)}${i % 4 === 3 ? 'Ça marche — «ok» ✓ ' : ''}(turn ${i})`;
+    turns.push({ role: i % 2 ? 'assistant' : 'user', content: text });
+    bytes += Buffer.byteLength(text) + 40;
+  }
+  return turns;
+}
 
 /** The fake provider itself, with no gateway in front: the path every other is measured against. */
 export function directTarget(upstream: Upstream): Target {

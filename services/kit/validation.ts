@@ -112,9 +112,10 @@ const where = (path: readonly PropertyKey[]) => (path.length ? `'${printablePath
  * thousands of levels deep is refused before anything recursive (`JSON.stringify`, a validator,
  * a database driver) touches it. Then applies `assertStorable`. Every failure is a 400 on `body`.
  */
-export function parseJsonText(text: string, options: { maxDepth?: number } = {}): unknown {
+export function parseJsonText(text: string, options: { maxDepth?: number; depth?: number } = {}): unknown {
   const maxDepth = options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
-  if (jsonDepth(text, maxDepth) > maxDepth) {
+  // `depth`: the nesting measured already, on the bytes the text was decoded from (scanJsonMembers).
+  if ((options.depth ?? jsonDepth(text, maxDepth)) > maxDepth) {
     throw new ApiError(400, `The JSON body is nested deeper than ${maxDepth} levels`, { param: 'body', code: 'json_too_deep' });
   }
   let value: unknown;

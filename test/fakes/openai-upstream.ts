@@ -37,6 +37,8 @@ export interface FakeRequest {
   path: string;
   headers: http.IncomingHttpHeaders;
   body: any;
+  /** The body as it arrived (UTF-8). */
+  raw: string;
 }
 
 export interface FakeUpstreamOptions {
@@ -122,7 +124,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const raw = Buffer.concat(chunks).toString('utf8');
     const body = raw ? JSON.parse(raw) : undefined;
     const path = (req.url ?? '').split('?')[0]!;
-    requests.push({ path, headers: req.headers, body });
+    requests.push({ path, headers: req.headers, body, raw });
     if (requests.length > 5000) requests.splice(0, requests.length - 5000);
 
     const sendError = (status: number, message: string, extra: Record<string, string> = {}) => {

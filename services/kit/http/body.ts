@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../errors.js';
 import { DEFAULT_JSON_MAX_DEPTH, assertStorableRequestStrings, parseJsonText } from '../validation.js';
+import { scanJsonMembers, type RawJsonMembers } from './raw-members.js';
 
 /**
  * Reads JSON bodies with a per-route size limit. Each failure has its own answer in shape A
@@ -22,6 +23,8 @@ export interface ReadBodyOptions {
   keepRaw?: boolean;
   /** Deepest nesting of arrays/objects accepted (`JSON_MAX_DEPTH`, default 64). */
   maxDepth?: number;
+  /** Keep the bytes of these top-level members on `req.rawMembers`, where they can stand for them (`scanJsonMembers`). */
+  rawMembers?: readonly string[];
 }
 
 /**
@@ -36,7 +39,7 @@ export function checkRequestStrings(path: string, query: unknown): void {
  * The parsed JSON body of `req`, or undefined when there is none (GET, HEAD, OPTIONS, empty body).
  * Rejects with the ApiError to answer.
  */
-export function readJsonBody(req: IncomingMessage & { rawBody?: Buffer }, options: ReadBodyOptions): Promise<unknown> {
+export function readJsonBody(req: BodyRequest, options: ReadBodyOptions): Promise<unknown> {
   const method = req.method;
   if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS' || !hasBody(req)) return Promise.resolve(undefined);
   const contentType = req.headers['content-type'] ?? '';
@@ -61,8 +64,10 @@ export function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer
  * with the parsed body. The parse happens here rather than in a callback of the JSON reader's, so
  * the read on every routed request makes no closure beyond its listeners.
  */
+type BodyRequest = IncomingMessage & { rawBody?: Buffer; rawMembers?: RawJsonMembers };
+
 function collectBody(
-  req: IncomingMessage & { rawBody?: Buffer },
+  req: BodyRequest,
   limit: number,
   resolve: (value: unknown) => void,
   reject: (error: unknown) => void,
@@ -102,8 +107,14 @@ function collectBody(
     if (json.keepRaw) req.rawBody = raw;
     const text = raw.toString('utf8');
     if (text.trim() === '') return resolve(undefined);
+    const maxDepth = json.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
     try {
-      resolve(parseJsonText(text, { maxDepth: json.maxDepth ?? DEFAULT_JSON_MAX_DEPTH }));
+      if (!json.rawMembers) return resolve(parseJsonText(text, { maxDepth }));
+      // One pass over the bytes measures the nesting and finds the members, before the parse.
+      const scanned = scanJsonMembers(raw, maxDepth, json.rawMembers);
+      const value = parseJsonText(text, { maxDepth, depth: scanned.depth });
+      req.rawMembers = scanned.members;
+      resolve(value);
     } catch (error) {
       reject(error);
     }

@@ -1,4 +1,5 @@
 import type { Principal } from '../identity/principal.js';
+import type { RawJsonMembers } from './raw-members.js';
 
 declare module 'express-serve-static-core' {
   interface Request {
@@ -8,6 +9,8 @@ declare module 'express-serve-static-core' {
     principal?: Principal;
     /** The raw request body bytes, kept by `readJsonBody` with `keepRaw` (signature verification). */
     rawBody?: Buffer;
+    /** The bytes of the body's members a route names in `rawMembers`, where they stand for the parsed ones. */
+    rawMembers?: RawJsonMembers;
   }
 }
 

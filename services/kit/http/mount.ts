@@ -167,7 +167,7 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       // Express 5 parses the query string again on every read of `req.query`: read once.
       const rawQuery = req.query;
       checkRequestStrings(req.path, rawQuery);
-      const rawBody = route.body === 'stream' ? undefined : await readJsonBody(req, { limit, maxDepth: options.jsonMaxDepth });
+      const rawBody = route.body === 'stream' ? undefined : await readJsonBody(req, { limit, maxDepth: options.jsonMaxDepth, rawMembers: route.rawMembers });
       if (route.body !== 'stream') req.body = rawBody;
       const schemas = route.request ?? {};
       const body = schemas.body ? parseInput(schemas.body, rawBody) : rawBody;

@@ -71,6 +71,11 @@ export interface Route<B = any, Q = any, P = any> {
   body?: 'json' | 'stream';
   /** Body limit in bytes; default: the service's `JSON_BODY_LIMIT`. */
   bodyLimit?: number;
+  /**
+   * Top-level members of a `json` body that the handler forwards as they are: their bytes are kept
+   * on `req.rawMembers` (`RawJsonMembers`), so they need not be serialised again.
+   */
+  rawMembers?: readonly string[];
   request?: {
     body?: z.ZodType<B>;
     query?: z.ZodType<Q>;

@@ -1,4 +1,4 @@
-import { ApiError, badRequest, isPending, notFound, type Cancellation, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, encodeWithRawMembers, isPending, notFound, type Cancellation, type RawJsonMembers, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { ClientClosed, type Attempt } from '../routing/failover.js';
 import type { UpstreamResponse } from '../routing/upstream.js';
@@ -7,7 +7,7 @@ import type { ChatLimits } from './config.js';
 import type { ChatDispatcher } from './dispatch.js';
 import { normalizeCompletion } from './normalize.js';
 import { deepResearch, type ResearchDeps } from './research.js';
-import { upstreamBody, type ChatRequest } from './schemas.js';
+import { FORWARDED_MEMBERS, upstreamBody, type ChatRequest } from './schemas.js';
 import { relayStream, type StreamEvent, type StreamOutcome } from './stream.js';
 import type { ChatCompletion, ConversationRef, Usage } from './types.js';
 import type { UsageReport } from '../../kit/index.js';
@@ -65,6 +65,8 @@ export interface ChatInput {
   requestId: string;
   /** `performance.now()` when the request arrived (latency in the usage record counts from there). */
   startedAt?: number;
+  /** The bytes `request`'s FORWARDED_MEMBERS arrived as, when they stand for them: sent on instead of serialised again. */
+  rawMembers?: RawJsonMembers;
 }
 
 /**
@@ -105,12 +107,14 @@ export function chooseModel(registry: ChatDeps['registry'], input: ChatRequest):
  * that cannot be built (e.g. JSON nested so deep that serialising it overflows the stack) is the
  * request's fault: 400, and no provider is contacted or marked.
  */
-function buildBodies(attempts: Attempt[], input: ChatRequest, disableThinking: boolean): Map<string, string> {
-  const bodies = new Map<string, string>();
+function buildBodies(attempts: Attempt[], effective: ChatRequest, disableThinking: boolean, received: ChatInput): Map<string, string | Buffer> {
+  const bodies = new Map<string, string | Buffer>();
   try {
     for (const { candidate } of attempts) {
       const key = candidate.pm.provider_original_model_id;
-      if (!bodies.has(key)) bodies.set(key, JSON.stringify(upstreamBody(input, { upstreamModel: key, disableThinking })));
+      if (bodies.has(key)) continue;
+      const body = upstreamBody(effective, { upstreamModel: key, disableThinking });
+      bodies.set(key, encodeWithRawMembers(body, received.request, FORWARDED_MEMBERS, received.rawMembers));
     }
   } catch (error) {
     throw new ApiError(400, 'The request could not be encoded for the model provider (is a value nested too deeply?)', { code: 'invalid_request_body', cause: error });
@@ -151,7 +155,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   deps.promptLog?.info({ request_id: input.requestId, model: model.publicId, messages }, 'chat prompt');
 
   const attempts = deps.dispatcher.plan(model);
-  const bodies = buildBodies(attempts, effective, disableThinking);
+  const bodies = buildBodies(attempts, effective, disableThinking, input);
 
   // Budgets and allow-lists refuse here, before anything goes upstream (and before timers start).
   let ticket = deps.admission ? deps.admission.admit(principal, request.model) : null;

@@ -25,7 +25,7 @@ export interface OpenStream {
 
 export interface DispatchRequest {
   /** The upstream body per provider model (`provider_original_model_id`), built before any attempt. */
-  bodies: ReadonlyMap<string, string>;
+  bodies: ReadonlyMap<string, string | Buffer>;
   requestId: string;
   /** Aborted with the reason to report: `ClientClosed`, or an ApiError (the deadline). */
   signal: CancelSignal;
@@ -40,7 +40,7 @@ export interface ChatDispatcher {
 }
 
 export interface DispatcherDeps {
-  upstream: { postJson(url: string, body: string, call: ProviderCall, signal?: CancelSignal): Promise<UpstreamResponse> };
+  upstream: { postJson(url: string, body: string | Buffer, call: ProviderCall, signal?: CancelSignal): Promise<UpstreamResponse> };
   health: HealthTracker;
   random: Random;
   logger: Pick<Logger, 'warn'>;

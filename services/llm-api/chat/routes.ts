@@ -2,8 +2,8 @@ import type { Response } from 'express';
 import { edgeWantsUsageReport, encodeUsageReport, parseSize, USAGE_REPORT_HEADER, type UsageReport } from '../../kit/index.js';
 import { route, usageReportHandOver, type Route, type RouteCall } from '../../kit/http/index.js';
 import { ClientClosed } from '../routing/failover.js';
-import { completeChat, type ChatDeps } from './completions.js';
-import { chatCompletionSchema, chatRequestSchema, checkCrossFieldRules, type ChatRequest } from './schemas.js';
+import { completeChat, type ChatDeps, type ChatInput } from './completions.js';
+import { chatCompletionSchema, chatRequestSchema, checkCrossFieldRules, FORWARDED_MEMBERS, type ChatRequest } from './schemas.js';
 import type { StreamEvent } from './stream.js';
 
 /**
@@ -29,6 +29,7 @@ export function routes(deps: ChatDeps, settings: ChatRouteSettings = defaultChat
       summary: 'Create a chat completion (OpenAI-compatible; JSON or server-sent events with `stream: true`)',
       access: 'user',
       bodyLimit: settings.bodyLimit,
+      rawMembers: FORWARDED_MEMBERS,
       request: { body: chatRequestSchema },
       response: { schema: chatCompletionSchema, description: 'A chat.completion object; with `stream: true`, a text/event-stream of chat.completion.chunk objects ending with `data: [DONE]`' },
       handler: (call) => handleCompletion(deps, settings, call),
@@ -39,11 +40,15 @@ export function routes(deps: ChatDeps, settings: ChatRouteSettings = defaultChat
 async function handleCompletion(deps: ChatDeps, settings: ChatRouteSettings, call: RouteCall<ChatRequest>): Promise<unknown> {
   checkCrossFieldRules(call.body);
   let result;
+  const input: ChatInput = { request: call.body, requestId: call.req.requestId, rawMembers: call.req.rawMembers };
   try {
-    result = await completeChat(deps, call.principal, { request: call.body, requestId: call.req.requestId }, call.cancellation);
+    result = await completeChat(deps, call.principal, input, call.cancellation);
   } catch (error) {
     if (error instanceof ClientClosed) return undefined; // nobody left to answer
     throw error;
+  } finally {
+    // The providers' bodies are built: a stream held for minutes need not keep the request's bytes.
+    input.rawMembers = call.req.rawMembers = undefined;
   }
   // The embedded edge logs model, provider and tokens from the report and keeps it from the client:
   // in process it is handed over as it is, over HTTP it is a header (or trailer) the edge removes.

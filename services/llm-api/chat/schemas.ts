@@ -114,6 +114,14 @@ const GATEWAY_FIELDS = ['store', 'store_reasoning', 'conversation', 'metadata', 
  * max_completion_tokens, functions → tools, function_call → tool_choice), usage always asked for
  * on streams (captured for accounting; the usage chunk is dropped again unless the client asked).
  */
+/**
+ * The members `upstreamBody` passes on as the request gave them, unless a step replaced them (a
+ * conversation's history, media references): the chat route keeps their bytes, and a provider's
+ * body carries those bytes instead of serialising the parsed value again (`encodeWithRawMembers`).
+ * Their schemas transform nothing, so the bytes and the validated value say the same.
+ */
+export const FORWARDED_MEMBERS = ['messages', 'tools'] as const;
+
 export function upstreamBody(input: ChatRequest, options: { upstreamModel: string; disableThinking: boolean }): Record<string, unknown> {
   const body: Record<string, unknown> = { ...input };
   for (const field of GATEWAY_FIELDS) delete body[field];

@@ -73,7 +73,7 @@ export function createUpstream(options: UpstreamOptions) {
     agent,
     // Not `async`: an async function would wrap the answer's promise in one more and resolve it two
     // microtask turns later, on every completion.
-    postJson(url: string, body: string, call: ProviderCall, signal?: CancelSignal): Promise<UpstreamResponse> {
+    postJson(url: string, body: string | Buffer, call: ProviderCall, signal?: CancelSignal): Promise<UpstreamResponse> {
       try {
         const { origin, path } = target(url);
         const answer = new ProviderAnswer(signal);

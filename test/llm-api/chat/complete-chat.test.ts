@@ -24,12 +24,12 @@ function fakeDispatcher(answer: { json?: unknown; sse?: string }, seen: { bodies
   return {
     plan: () => [attempt],
     async json(_attempts, request) {
-      seen.bodies.push(request.bodies.get('up-model')!);
+      seen.bodies.push(request.bodies.get('up-model')!.toString());
       const text = JSON.stringify(answer.json);
       return { value: answerFrom(Readable.from([Buffer.from(text)])), attempt, tries: 1 };
     },
     async stream(_attempts, request) {
-      seen.bodies.push(request.bodies.get('up-model')!);
+      seen.bodies.push(request.bodies.get('up-model')!.toString());
       const bytes = Buffer.from(answer.sse!);
       const rest = answerFrom(Readable.from((function* () { for (let i = 1; i < bytes.length; i++) yield bytes.subarray(i, i + 1); })(), { objectMode: false }));
       return { value: { firstChunk: bytes.subarray(0, 1), rest }, attempt, tries: 1 };
