@@ -20,7 +20,7 @@ test.after.always(async () => {
 /** Posts `text` as it is and returns the status and what the provider received for it (found by `marker`). */
 async function send(text: string, marker: string) {
   const res = await fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: { ...h.headers(h.user), 'content-type': 'application/json' }, body: text });
-  const answer = await res.json();
+  const answer = (await res.json()) as any;
   const received = fake.requests.find((r) => r.raw.includes(marker));
   return { status: res.status, answer, received };
 }
