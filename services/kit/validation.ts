@@ -65,13 +65,15 @@ export const DEFAULT_JSON_MAX_DEPTH = 64;
  * surrogates in strings and keys, `__proto__` keys, and numbers that do not fit a double (JSON
  * `1e400` parses to Infinity). The 400 names the offending field (`metadata.title`, `items[0].content`).
  * `value` must already be depth-checked (see `parseJsonText`), so the walk is bounded.
+ * `stringsChecked`: every string and key is known to be storable already; only keys and numbers are checked.
  */
-export function assertStorable(value: unknown, root: readonly PropertyKey[] = []): void {
+export function assertStorable(value: unknown, root: readonly PropertyKey[] = [], stringsChecked = false): void {
   // The path holds the keys as they are; only an error message makes them printable, so a body
   // that passes (every request) costs no rewrite of its keys.
   const path: PropertyKey[] = [...root];
   const walk = (node: unknown): void => {
     if (typeof node === 'string') {
+      if (stringsChecked) return;
       const reason = unstorableStringReason(node);
       if (reason) throw new ApiError(400, `Invalid value for ${where(path)}: the string ${reason}.`, { param: paramOf(path) });
       return;
@@ -91,7 +93,7 @@ export function assertStorable(value: unknown, root: readonly PropertyKey[] = []
     if (node && typeof node === 'object') {
       for (const key of Object.keys(node)) {
         path.push(key);
-        const reason = FORBIDDEN_KEYS.has(key) ? 'is a reserved name' : unstorableStringReason(key);
+        const reason = FORBIDDEN_KEYS.has(key) ? 'is a reserved name' : stringsChecked ? null : unstorableStringReason(key);
         if (reason) throw new ApiError(400, `Invalid parameter name ${where(path)}: the name ${reason}.`, { param: paramOf(path) });
         walk((node as Record<string, unknown>)[key]);
         path.pop();
@@ -111,8 +113,9 @@ const where = (path: readonly PropertyKey[]) => (path.length ? `'${printablePath
  * Parses JSON text after checking its nesting depth in one linear pass, so a document nested
  * thousands of levels deep is refused before anything recursive (`JSON.stringify`, a validator,
  * a database driver) touches it. Then applies `assertStorable`. Every failure is a 400 on `body`.
+ * `bytes`: the UTF-8 bytes `text` was decoded from (a request body), when there are any.
  */
-export function parseJsonText(text: string, options: { maxDepth?: number; depth?: number } = {}): unknown {
+export function parseJsonText(text: string, options: { maxDepth?: number; depth?: number; bytes?: Buffer } = {}): unknown {
   const maxDepth = options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
   // `depth`: the nesting measured already, on the bytes the text was decoded from (scanJsonMembers).
   if ((options.depth ?? jsonDepth(text, maxDepth)) > maxDepth) {
@@ -124,9 +127,17 @@ export function parseJsonText(text: string, options: { maxDepth?: number; depth?
   } catch (error) {
     throw new ApiError(400, `Malformed JSON in request body: ${printable((error as Error).message)}`, { param: 'body' });
   }
-  assertStorable(value);
+  assertStorable(value, [], options.bytes !== undefined && options.bytes.indexOf(UNICODE_ESCAPE) === -1);
   return value;
 }
+
+/**
+ * Text decoded from UTF-8 holds no unpaired surrogate (the decoder makes U+FFFD of what is not
+ * UTF-8) and JSON text no raw NUL (JSON allows no raw control character): a parsed string can hold
+ * either only through a `\u` escape. Bytes without one need no check of each string, which costs
+ * more than the search (a chat's history is most of its body).
+ */
+const UNICODE_ESCAPE = Buffer.from('\\u');
 
 /**
  * The deepest nesting of arrays and objects in JSON text, scanning outside string literals; stops

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { ApiError, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, secretMatcher, sha256Hex, startsWithAny } from '../../services/kit/index.js';
+import { ApiError, decodeUtf8, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, secretMatcher, sha256Hex, startsWithAny } from '../../services/kit/index.js';
 
 test('ids carry their prefix, are URL-safe and do not repeat', (t) => {
   const seen = new Set<string>();
@@ -71,4 +71,15 @@ test('startsWithAny: any prefix of the list, none of an empty list', (t) => {
   t.false(startsWithAny('x-api-key', ['x-gateway-', 'x-user-']));
   t.false(startsWithAny('x-user-id', []));
   t.true(startsWithAny('/v1/chat', ['/v1/chat', '/v1']));
+});
+
+test('decodeUtf8 reads bytes as toString does, for large and small, valid and invalid text', (t) => {
+  const samples = [
+    Buffer.from('plain ascii '.repeat(1000)),
+    Buffer.from('Ça marche — «ok» ✓ 😀 '.repeat(600)),
+    Buffer.from('\ufeff{"bom":"é"}' + 'x'.repeat(9000)),
+    Buffer.concat([Buffer.from('é'.repeat(5000)), Buffer.from([0xc3, 0x28, 0xed, 0xa0, 0x80, 0xf0, 0x9f]), Buffer.from('ok')]),
+    Buffer.from('short é'),
+  ];
+  for (const bytes of samples) t.is(decodeUtf8(bytes), bytes.toString('utf8'));
 });

@@ -125,3 +125,19 @@ test('jsonDepth counts structure outside strings and stops early', (t) => {
   t.throws(() => parseJsonText('['.repeat(65) + ']'.repeat(65)), { message: /deeper than 64/ });
   t.deepEqual(parseJsonText('['.repeat(64) + ']'.repeat(64)), JSON.parse('['.repeat(64) + ']'.repeat(64)));
 });
+
+test('parseJsonText: bytes without a \\u escape need no check of each string; every other text gets one', (t) => {
+  const param = (text: string, bytes?: Buffer) => (t.throws(() => parseJsonText(text, { bytes })) as { param?: string }).param;
+  // Text handed over by code (no bytes) may hold an unpaired surrogate as itself.
+  t.is(param('{"a":[1,{"b":"x\ud800"}]}'), 'a[1].b');
+  t.is(param('{"a":{"k\udc00":1}}'), 'a.k\ufffd');
+  // Decoded bytes cannot; with an escape every string is checked, whatever else the bytes hold.
+  const escaped = '{"ok":"C:\\\\users","bad":"\\u0000"}';
+  t.is(param(escaped, Buffer.from(escaped)), 'bad');
+  const broken = Buffer.concat([Buffer.from('{"s":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')]);
+  t.deepEqual(parseJsonText(broken.toString('utf8'), { bytes: broken }), { s: '\ufffd\ufffd\ufffd' });
+  // Keys and numbers are checked either way.
+  for (const text of ['{"a":{"__proto__":{}}}', '{"a":[1e400]}']) t.truthy(param(text, Buffer.from(text)));
+  const plain = '{"t":"Ça marche — ✓ 😀","n":[1.5,{"k":"v"}]}';
+  t.deepEqual(parseJsonText(plain, { bytes: Buffer.from(plain) }), { t: 'Ça marche — ✓ 😀', n: [1.5, { k: 'v' }] });
+});

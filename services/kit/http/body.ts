@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../errors.js';
 import { DEFAULT_JSON_MAX_DEPTH, assertStorableRequestStrings, parseJsonText } from '../validation.js';
 import { scanJsonMembers, type RawJsonMembers } from './raw-members.js';
+import { decodeUtf8 } from '../strings.js';
 
 /**
  * Reads JSON bodies with a per-route size limit. Each failure has its own answer in shape A
@@ -105,14 +106,14 @@ function collectBody(
     chunks.length = 0;
     if (!json) return resolve(raw);
     if (json.keepRaw) req.rawBody = raw;
-    const text = raw.toString('utf8');
+    const text = decodeUtf8(raw);
     if (text.trim() === '') return resolve(undefined);
     const maxDepth = json.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
     try {
-      if (!json.rawMembers) return resolve(parseJsonText(text, { maxDepth }));
+      if (!json.rawMembers) return resolve(parseJsonText(text, { maxDepth, bytes: raw }));
       // One pass over the bytes measures the nesting and finds the members, before the parse.
       const scanned = scanJsonMembers(raw, maxDepth, json.rawMembers);
-      const value = parseJsonText(text, { maxDepth, depth: scanned.depth });
+      const value = parseJsonText(text, { maxDepth, depth: scanned.depth, bytes: raw });
       req.rawMembers = scanned.members;
       resolve(value);
     } catch (error) {

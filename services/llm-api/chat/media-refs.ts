@@ -23,10 +23,10 @@ const INLINE_IMAGE = /^data:[\w.+-]+\/[\w.+-]+(;[\w.+-]+=[^;,]*)*;base64,/i;
  * JSON, nested no deeper than the body's depth limit.
  */
 function mentionsMedia(value: unknown): boolean {
-  if (typeof value === 'string') return REFERENCE.test(value);
+  if (typeof value === 'string') return value.includes('jan_') && REFERENCE.test(value);
   if (Array.isArray(value)) return value.some(mentionsMedia);
   if (value !== null && typeof value === 'object') {
-    for (const key in value) if (REFERENCE.test(key) || mentionsMedia((value as Record<string, unknown>)[key])) return true;
+    for (const key in value) if (mentionsMedia(key) || mentionsMedia((value as Record<string, unknown>)[key])) return true;
   }
   return false;
 }

@@ -1,6 +1,6 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Request, Response } from 'express';
-import { ApiError, parseJsonText, readRawBody, whenClosed, type Logger } from '../../kit/index.js';
+import { ApiError, decodeUtf8, parseJsonText, readRawBody, whenClosed, type Logger } from '../../kit/index.js';
 import { JSONRPC, sendJsonRpcError } from './jsonrpc.js';
 import { createRequestServer, type McpServerDeps } from './mcp-server.js';
 
@@ -33,7 +33,7 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
   }
   let message: unknown;
   try {
-    message = parseJsonText(raw.toString('utf8'), { maxDepth: deps.jsonMaxDepth });
+    message = parseJsonText(decodeUtf8(raw), { maxDepth: deps.jsonMaxDepth, bytes: raw });
   } catch (error) {
     if (error instanceof ApiError && error.code === 'json_too_deep') return sendJsonRpcError(res, 400, JSONRPC.invalidRequest, `Invalid Request: ${error.message}`);
     return sendJsonRpcError(res, 400, JSONRPC.parseError, `Parse error: ${(error as Error).message}`);
