@@ -100,8 +100,8 @@ const ESCAPED = '\\';
 
 /** The wanted name `bytes[start, end)` spells, ESCAPED, or undefined for any other name. */
 function memberName(bytes: Buffer, start: number, end: number, wanted: readonly string[]): string | undefined {
-  const escaped = bytes.indexOf(BACKSLASH, start);
-  if (escaped !== -1 && escaped < end) return ESCAPED;
+  // A loop over the name, not `indexOf`: that would search the rest of the body when the name has no escape.
+  for (let i = start; i < end; i++) if (bytes[i] === BACKSLASH) return ESCAPED;
   for (const name of wanted) {
     if (name.length === end - start && bytes.toString('latin1', start, end) === name) return name;
   }
