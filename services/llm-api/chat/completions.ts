@@ -1,4 +1,4 @@
-import { ApiError, badRequest, encodeWithRawMembers, isPending, notFound, type Cancellation, type RawJsonMembers, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, decodeUtf8, encodeWithRawMembers, isPending, notFound, type Cancellation, type RawJsonMembers, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { ClientClosed, type Attempt } from '../routing/failover.js';
 import type { UpstreamResponse } from '../routing/upstream.js';
@@ -262,7 +262,7 @@ async function readAnswer(res: UpstreamResponse, max: number, signal: CancelSign
   try {
     const read = await res.readAll(max);
     if (read.truncated) throw new ApiError(502, `The model provider's answer is larger than the limit of ${max} bytes`, { code: 'upstream_response_too_large' });
-    text = read.bytes.toString('utf8');
+    text = decodeUtf8(read.bytes);
   } catch (error) {
     if (signal.aborted) throw signal.reason;
     if (error instanceof ApiError) throw error;

@@ -1,10 +1,10 @@
 import { Readable } from 'node:stream';
 import test from 'ava';
-import { ApiError, ManualClock, type Principal } from '../../../services/kit/index.js';
+import { ApiError, ManualClock, scanJsonMembers, type Principal } from '../../../services/kit/index.js';
 import { completeChat, type ChatDeps, type MessageStep } from '../../../services/llm-api/chat/completions.js';
 import { defaultChatLimits } from '../../../services/llm-api/chat/config.js';
 import type { ChatDispatcher } from '../../../services/llm-api/chat/dispatch.js';
-import type { ChatRequest } from '../../../services/llm-api/chat/schemas.js';
+import { FORWARDED_MEMBERS, type ChatRequest } from '../../../services/llm-api/chat/schemas.js';
 import type { StreamEvent } from '../../../services/llm-api/chat/stream.js';
 import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
 import { createUsageMeters } from '../../../services/llm-api/usage/meter.js';
@@ -101,4 +101,20 @@ test('stream: typed events from a byte-by-byte CRLF upstream; usage captured, us
   t.is(records.length, 1);
   t.like(records[0], { status: 200, outcome: 'ok', completion_tokens: 2, stream: true });
   t.true(JSON.parse(seen.bodies[0]!).stream_options.include_usage);
+});
+
+test("the request's own messages go on as their bytes; a step's replacement is serialised; a large non-ASCII answer is read intact", async (t) => {
+  const text = '{"model":"m","messages":[ {"role":"user","content":"hi \\u00e9"} ]}';
+  const raw = Buffer.from(text);
+  const { members } = scanJsonMembers(raw, 64, FORWARDED_MEMBERS);
+  const content = 'Ça marche — «ok» ✓ '.repeat(1000);
+  const answer = { choices: [{ message: { content } }], usage: { prompt_tokens: 3, completion_tokens: 2 } };
+  const asSent = { bodies: [] as string[] };
+  const result = await completeChat(deps(fakeDispatcher({ json: answer }, asSent), []), principal, { request: JSON.parse(text), requestId: 'r-raw', rawMembers: members }, new AbortController());
+  t.true(asSent.bodies[0]!.startsWith('{"messages":[ {"role":"user","content":"hi \\u00e9"} ],'), asSent.bodies[0]);
+  t.is(result.kind === 'json' ? result.body.choices[0]!.message.content : null, content);
+  const upper: MessageStep = (_p, messages) => messages.map((m) => ({ ...m, content: String(m.content).toUpperCase() }) as typeof m);
+  const stepped = { bodies: [] as string[] };
+  await completeChat(deps(fakeDispatcher({ json: answer }, stepped), [], [upper]), principal, { request: JSON.parse(text), requestId: 'r-step', rawMembers: members }, new AbortController());
+  t.deepEqual(JSON.parse(stepped.bodies[0]!).messages, [{ role: 'user', content: 'HI É' }]);
 });
