@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { ApiError } from './errors.js';
+import { scanJsonMembers } from './json-members.js';
 
 /**
  * Request schemas are zod schemas; a violation becomes a 400 in shape A whose `param` names the
@@ -117,8 +118,8 @@ const where = (path: readonly PropertyKey[]) => (path.length ? `'${printablePath
  */
 export function parseJsonText(text: string, options: { maxDepth?: number; depth?: number; bytes?: Buffer } = {}): unknown {
   const maxDepth = options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
-  // `depth`: the nesting measured already, on the bytes the text was decoded from (scanJsonMembers).
-  if ((options.depth ?? jsonDepth(text, maxDepth)) > maxDepth) {
+  // `depth`: the nesting measured already (scanJsonMembers, by the body reader).
+  if ((options.depth ?? jsonDepth(options.bytes ?? text, maxDepth)) > maxDepth) {
     throw new ApiError(400, `The JSON body is nested deeper than ${maxDepth} levels`, { param: 'body', code: 'json_too_deep' });
   }
   let value: unknown;
@@ -140,39 +141,15 @@ export function parseJsonText(text: string, options: { maxDepth?: number; depth?
 const UNICODE_ESCAPE = Buffer.from('\\u');
 
 /**
- * The deepest nesting of arrays and objects in JSON text, scanning outside string literals; stops
- * counting as soon as `stopAbove` is exceeded. Malformed text is left to `JSON.parse` to report.
+ * The deepest nesting of arrays and objects in JSON, outside string literals; stops counting as
+ * soon as `stopAbove` is exceeded. Malformed JSON is left to `JSON.parse` to report. Counted on the
+ * UTF-8 bytes (text is encoded first), by the scanner the body reader uses.
  */
-export function jsonDepth(text: string, stopAbove = Infinity): number {
-  let depth = 0;
-  let deepest = 0;
-  const length = text.length;
-  for (let i = 0; i < length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22) {
-      // A string: jump to its closing quote (one not escaped by an odd run of backslashes).
-      let from = i + 1;
-      for (;;) {
-        const quote = text.indexOf('"', from);
-        if (quote === -1) return deepest; // unterminated: JSON.parse reports it
-        let backslashes = 0;
-        for (let k = quote - 1; k > i && text.charCodeAt(k) === 0x5c; k--) backslashes++;
-        if (backslashes % 2 === 0) {
-          i = quote;
-          break;
-        }
-        from = quote + 1;
-      }
-    } else if (c === 0x7b || c === 0x5b) {
-      depth++;
-      if (depth > deepest) {
-        deepest = depth;
-        if (deepest > stopAbove) return deepest;
-      }
-    } else if (c === 0x7d || c === 0x5d) depth--;
-  }
-  return deepest;
+export function jsonDepth(json: string | Buffer, stopAbove = Infinity): number {
+  return scanJsonMembers(typeof json === 'string' ? Buffer.from(json) : json, stopAbove, NO_MEMBERS).depth;
 }
+
+const NO_MEMBERS: readonly string[] = [];
 
 /**
  * Checks the parts of a request that reach handlers as strings outside the body: the path

@@ -14,6 +14,7 @@ export * from '../cancel.js';
 export * from '../maybe-async.js';
 export * from '../strings.js';
 export * from '../validation.js';
+export * from '../json-members.js';
 export * from '../config.js';
 export * from '../identity/principal.js';
 export * from '../revocations.js';

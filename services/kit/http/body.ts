@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../errors.js';
 import { DEFAULT_JSON_MAX_DEPTH, assertStorableRequestStrings, parseJsonText } from '../validation.js';
-import { scanJsonMembers, type RawJsonMembers } from './raw-members.js';
+import { scanJsonMembers, type RawJsonMembers } from '../json-members.js';
 import { decodeUtf8 } from '../strings.js';
 
 /**
@@ -110,17 +110,18 @@ function collectBody(
     if (text.trim() === '') return resolve(undefined);
     const maxDepth = json.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
     try {
-      if (!json.rawMembers) return resolve(parseJsonText(text, { maxDepth, bytes: raw }));
-      // One pass over the bytes measures the nesting and finds the members, before the parse.
-      const scanned = scanJsonMembers(raw, maxDepth, json.rawMembers);
+      // One pass over the bytes measures the nesting and finds the route's members, before the parse.
+      const scanned = scanJsonMembers(raw, maxDepth, json.rawMembers ?? NO_MEMBERS);
       const value = parseJsonText(text, { maxDepth, depth: scanned.depth, bytes: raw });
-      req.rawMembers = scanned.members;
+      if (json.rawMembers) req.rawMembers = scanned.members;
       resolve(value);
     } catch (error) {
       reject(error);
     }
   });
 }
+
+const NO_MEMBERS: readonly string[] = [];
 
 function hasBody(req: { headers: Record<string, string | string[] | undefined> }): boolean {
   const length = req.headers['content-length'];

@@ -1,5 +1,5 @@
 import type { Principal } from '../identity/principal.js';
-import type { RawJsonMembers } from './raw-members.js';
+import type { RawJsonMembers } from '../json-members.js';
 
 declare module 'express-serve-static-core' {
   interface Request {

@@ -10,7 +10,6 @@ export { createMetricsRegistry, oneReadPerScrape, stateGauge } from './metrics.j
 export { metricsPage, serveMetricsGroup } from './metrics-group.js';
 export { CounterFamily, HistogramFamily, type CounterCell, type HistogramCell } from './series.js';
 export { bodyTooLarge, readJsonBody, readRawBody, checkRequestStrings, parseSize } from './body.js';
-export { encodeWithRawMembers, RawJsonMembers, scanJsonMembers } from './raw-members.js';
 export { mountRoutes, ROUTE_TABLE, type MountOptions } from './mount.js';
 export * from './route-table.js';
 export { conversationRefSchema, requestMetadataSchema } from './openai-fields.js';

@@ -12,9 +12,11 @@ test('finds the bytes of the wanted object and array members, as they were writt
   t.deepEqual(JSON.parse(member(text, 'messages')!), JSON.parse(text).messages);
 });
 
-test('measures the nesting as jsonDepth does, and stops above the bound', (t) => {
-  for (const text of ['{}', '{"messages":[[[{"a":"[[[["}]]]]}', '[1,[2,[3]]]', '{"a":"\\\\","b":{"c":[]}}']) {
-    t.is(scan(text).depth, jsonDepth(text), text);
+test('measures the nesting outside strings, and stops above the bound', (t) => {
+  const depths: Array<[string, number]> = [['{}', 1], ['{"messages":[[[{"a":"[[[["}]]]]}', 5], ['[1,[2,[3]]]', 3], ['{"a":"\\\\","b":{"c":[]}}', 3], ['{"a":"x\\"[[","b":[1]}', 2]];
+  for (const [text, depth] of depths) {
+    t.is(scan(text).depth, depth, text);
+    t.is(jsonDepth(text), depth, text);
   }
   const deep = `{"messages":${'['.repeat(100)}${']'.repeat(100)}}`;
   const scanned = scan(deep, 10);

@@ -35,9 +35,9 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
 /**
- * The deepest nesting of arrays and objects in `bytes` (as `jsonDepth` counts it in text; it stops
- * counting above `stopAbove`), and the bytes of the values of `wanted` top-level members that are
- * objects or arrays. Every byte that matters here is ASCII, which never occurs inside a multi-byte
+ * The deepest nesting of arrays and objects in `bytes`, outside string literals (it stops counting
+ * above `stopAbove`), and the bytes of the values of `wanted` top-level members that are objects or
+ * arrays (none wanted: the depth alone, what `jsonDepth` reports). Every byte that matters here is ASCII, which never occurs inside a multi-byte
  * UTF-8 sequence, so the bytes are scanned without decoding. Malformed JSON is left to the parse.
  */
 export function scanJsonMembers(bytes: Buffer, stopAbove: number, wanted: readonly string[]): ScannedJson {
