@@ -1,5 +1,5 @@
 import { ApiError, type Principal, type ServiceContext } from '../../kit/index.js';
-import { appendItems, createConversation, loadHistory, type ConversationDeps, type ItemObject } from '../conversations/index.js';
+import { appendItems, createConversation, openHistory, type ConversationDeps, type ItemObject } from '../conversations/index.js';
 import { findProject } from '../projects/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import type { ConversationSession, ConversationSessions } from './completions.js';
@@ -46,48 +46,49 @@ function imageOf(part: ContentPart | null): { url: string; detail?: string } | n
 }
 
 /**
- * Stored message items → chat messages (other item types are not replayed). A user message that
- * stored images (the only role whose chat content takes them) is replayed with them as `image_url` parts holding what was
- * stored (a `jan_` id or `data:<mime>;jan_…` placeholder), so the media step resolves them to
- * download URLs exactly as on the turn that sent them; text-only messages stay plain strings.
+ * A stored message item → a chat message, or null (other item types, and messages without text or
+ * images, are not replayed). A user message that stored images (the only role whose chat content
+ * takes them) is replayed with them as `image_url` parts holding what was stored (a `jan_` id or
+ * `data:<mime>;jan_…` placeholder), so the media step resolves them to download URLs exactly as on
+ * the turn that sent them; text-only messages stay plain strings.
  */
-function historyMessages(items: ItemObject[]): Message[] {
-  const out: Message[] = [];
-  for (const item of items) {
-    if (item.type !== 'message') continue;
-    const role = item.role as Message['role'];
-    if (!['user', 'assistant', 'system', 'developer'].includes(role)) continue;
-    const text = textOf(item.content);
-    const images = role === 'user' && Array.isArray(item.content) ? (item.content as ContentPart[]).map(imageOf).filter((image) => image !== null) : [];
-    if (images.length > 0) {
-      const parts = (item.content as ContentPart[]).flatMap((part): Record<string, unknown>[] => {
-        const image = imageOf(part);
-        if (image) return [{ type: 'image_url', image_url: image }];
-        const partText = textOf([part]);
-        return partText ? [{ type: 'text', text: partText }] : [];
-      });
-      out.push({ role, content: parts } as Message);
-      continue;
-    }
-    if (!text) continue;
-    out.push({ role, content: text } as Message);
+function historyMessage(item: ItemObject): Message | null {
+  if (item.type !== 'message') return null;
+  const role = item.role as Message['role'];
+  if (!['user', 'assistant', 'system', 'developer'].includes(role)) return null;
+  const images = role === 'user' && Array.isArray(item.content) ? (item.content as ContentPart[]).map(imageOf).filter((image) => image !== null) : [];
+  if (images.length > 0) {
+    const parts = (item.content as ContentPart[]).flatMap((part): Record<string, unknown>[] => {
+      const image = imageOf(part);
+      if (image) return [{ type: 'image_url', image_url: image }];
+      const partText = textOf([part]);
+      return partText ? [{ type: 'text', text: partText }] : [];
+    });
+    return { role, content: parts } as Message;
   }
-  return out;
+  const text = textOf(item.content);
+  return text ? ({ role, content: text } as Message) : null;
 }
 
 const estimate = (m: Message) => Math.ceil((textOf(m.content) || JSON.stringify(m.content ?? '')).length / CHARS_PER_TOKEN) + 4;
 
-/** Keeps system messages and the request's own messages; drops the oldest stored turns until it fits. */
-export function fitToContext(system: Message[], history: Message[], current: Message[], budget: number): Message[] {
+/**
+ * Keeps system messages and the request's own messages, then the stored turns newest first while
+ * they fit: the oldest are dropped, and the history is read no further than the first that does not
+ * fit (a conversation longer than the context costs what the context holds, not its length).
+ */
+export async function fitToContext(system: Message[], newestFirst: AsyncIterable<ItemObject>, current: Message[], budget: number): Promise<Message[]> {
   let used = [...system, ...current].reduce((sum, m) => sum + estimate(m), 0);
   const kept: Message[] = [];
-  for (let i = history.length - 1; i >= 0; i--) {
-    const cost = estimate(history[i]!);
+  for await (const item of newestFirst) {
+    const message = historyMessage(item);
+    if (!message) continue;
+    const cost = estimate(message);
     if (used + cost > budget) break;
     used += cost;
-    kept.unshift(history[i]!);
+    kept.push(message);
   }
-  return [...system, ...kept, ...current];
+  return [...system, ...kept.reverse(), ...current];
 }
 
 /** The chat form of a message → an item the conversations domain accepts. */
@@ -127,7 +128,7 @@ export function createStoreHooks(
         const title = textOf(latest.content).slice(0, 80) || null;
         conversationId = (await createConversation(options.conversations, principal.userId, { title } as never)).id;
       }
-      const { conversation, items } = await loadHistory(knex, { conversationId, userId: principal.userId });
+      const { conversation, newestFirst } = await openHistory(knex, { conversationId, userId: principal.userId });
       const system: Message[] = [];
       if (conversation.project_id) {
         const project = await findProject(knex, conversation.project_id, principal.userId);
@@ -136,7 +137,7 @@ export function createStoreHooks(
       const pm = model.candidates[0]!.pm;
       const context = pm.token_limits.context_length ?? model.catalog.context_length ?? Number.POSITIVE_INFINITY;
       const reserve = input.max_completion_tokens ?? input.max_tokens ?? 0;
-      const messages = fitToContext(system, historyMessages(items), input.messages, context - reserve);
+      const messages = await fitToContext(system, newestFirst(), input.messages, context - reserve);
       const session: ConversationSession = {
         messages,
         conversation: { id: conversation.id, title: conversation.title },

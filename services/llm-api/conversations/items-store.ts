@@ -144,28 +144,24 @@ export async function findItemBefore(db: Db, branchId: number, position: number,
 
 /**
  * The page query over one branch (exported so the index test can EXPLAIN exactly what runs).
- * Fetches `limit + 1` rows so the caller knows `has_more` exactly.
+ * Fetches `limit + 1` rows so the caller knows `has_more` exactly. The page's references are chosen
+ * first and only they are joined to their items: whatever plan the database picks for the branch's
+ * references (a table whose statistics lag its growth gets a sort of the whole branch), it never
+ * fetches the items of a whole long conversation to keep a page of them.
  */
 export function itemPageQuery(db: Db, params: { branchId: number; order: 'asc' | 'desc'; afterPosition?: number; offset?: number; limit: number }) {
-  const query = db('branch_items as bi')
-    .join('conversation_items as i', 'i.id', 'bi.item_id')
-    .where('bi.branch_id', params.branchId)
-    .select(ITEM_COLUMNS)
-    .orderBy('bi.position', params.order)
+  const refs = db('branch_items')
+    .where('branch_id', params.branchId)
+    .select('position', 'item_id')
+    .orderBy('position', params.order)
     .limit(params.limit + 1)
     .offset(params.offset ?? 0);
-  if (params.afterPosition !== undefined) query.where('bi.position', params.order === 'asc' ? '>' : '<', params.afterPosition);
-  return query;
-}
-
-/** Every item of a branch in order (for chat history). */
-export async function allBranchItems(db: Db, branchId: number): Promise<BranchItemRow[]> {
-  const rows = await db('branch_items as bi')
+  if (params.afterPosition !== undefined) refs.where('position', params.order === 'asc' ? '>' : '<', params.afterPosition);
+  return db
+    .from(refs.as('bi'))
     .join('conversation_items as i', 'i.id', 'bi.item_id')
-    .where('bi.branch_id', branchId)
     .select(ITEM_COLUMNS)
-    .orderBy('bi.position', 'asc');
-  return (rows as BranchItemRow[]).map(normalizeItem);
+    .orderBy('bi.position', params.order);
 }
 
 export async function positionOf(db: Db, branchId: number, itemId: string): Promise<number | undefined> {

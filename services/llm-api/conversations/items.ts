@@ -3,7 +3,6 @@ import { badRequest, newId, recordEvent, systemClock, unixSeconds, type Clock } 
 import { itemNotFound, loadConversation, resolveBranch } from './access.js';
 import { normalizeItem, type StoredItemBody } from './item-schema.js';
 import {
-  allBranchItems,
   appendRefs,
   findBranchItem,
   insertItems,
@@ -232,11 +231,33 @@ export async function getItem(
   return toItemObject(row, branch.name, new Set(options.include));
 }
 
-/** The active branch's items in order, as API objects (chat completions prepends them as history). */
-export async function loadHistory(db: Db, input: { conversationId: string; userId: string }): Promise<{ conversation: ConversationRow; items: ItemObject[] }> {
+/** Items read per page by `openHistory`: the first page, then twice the last, up to the largest. */
+export const HISTORY_PAGE_FIRST = 32;
+export const HISTORY_PAGE_MAX = 1024;
+
+/**
+ * The active branch's items newest first, as API objects, for a caller that keeps only the most
+ * recent (chat completions sends the history trimmed to the model's context). Pages are read on
+ * demand, each twice the last, so a conversation far longer than what is kept costs a few pages and
+ * a short one a single query; stopping the iteration stops the reading. Each page continues below
+ * the last position read, so items appended meanwhile (above it) never shift or repeat what is read.
+ */
+export async function openHistory(
+  db: Db,
+  input: { conversationId: string; userId: string },
+): Promise<{ conversation: ConversationRow; newestFirst: () => AsyncGenerator<ItemObject, void, undefined> }> {
   const conversation = await loadConversation(db, input.conversationId, input.userId);
   const branch = await resolveBranch(db, conversation);
-  const rows = await allBranchItems(db, branch.id);
   const include = new Set<string>(INCLUDE_VALUES);
-  return { conversation, items: rows.map((r) => toItemObject(r, branch.name, include)) };
+  async function* newestFirst(): AsyncGenerator<ItemObject, void, undefined> {
+    let below: number | undefined;
+    for (let size = HISTORY_PAGE_FIRST; ; size = Math.min(size * 2, HISTORY_PAGE_MAX)) {
+      // The page query reads one row more than its limit (for has_more): that row is a page's too.
+      const rows = (await itemPageQuery(db, { branchId: branch.id, order: 'desc', afterPosition: below, limit: size - 1 })) as BranchItemRow[];
+      for (const row of rows) yield toItemObject(normalizeRow(row), branch.name, include);
+      if (rows.length < size) return;
+      below = Number(rows.at(-1)!.position);
+    }
+  }
+  return { conversation, newestFirst };
 }

@@ -1,5 +1,6 @@
 import test from 'ava';
-import { appendItems, loadHistory } from '../../../services/llm-api/conversations/index.js';
+import { appendItems, openHistory } from '../../../services/llm-api/conversations/index.js';
+import { HISTORY_PAGE_FIRST } from '../../../services/llm-api/conversations/items.js';
 import type { TestService } from '../../helpers/env.js';
 import { assertBadRequest, eventsOf, startWithTwoUsers, text, type Client } from './client.js';
 
@@ -307,8 +308,10 @@ test('appendItems (the domain function chat completions calls) stores to the act
     }),
     { message: 'caller failed' },
   );
-  const history = await loadHistory(knex, { conversationId: id, userId: alice.user.id });
-  t.deepEqual(history.items.map((i) => i.id), result.items.map((i) => i.id));
+  const history = await openHistory(knex, { conversationId: id, userId: alice.user.id });
+  const read: string[] = [];
+  for await (const item of history.newestFirst()) read.push(item.id);
+  t.deepEqual(read, result.items.map((i) => i.id).reverse());
   t.is((await eventsOf(knex, 'message.sent', id)).length, 2);
   await t.throwsAsync(appendItems(knex, { conversationId: id, userId: bob.user.id, items: [text('x')] }), { message: /not found/ });
   await t.throwsAsync(appendItems(knex, { conversationId: id, userId: alice.user.id, items: [{ type: 'nope' }] }), { message: /items\[0\]\.type/ });
@@ -321,4 +324,54 @@ test('item ids are never reused: every created id is new', async (t) => {
   t.is(ids.size, 20);
   const existing = await svc.runtime.db.knex('conversation_items').whereIn('id', [...ids] as string[]);
   t.is(existing.length, 20);
+});
+
+// Serial (AVA runs serial tests before the rest): the knex query count is this test's alone.
+test.serial('openHistory reads the branch newest first in growing pages, only as far as asked, unshaken by appends', async (t) => {
+  const knex = svc.runtime.db.knex;
+  const id = await newConversation();
+  const total = HISTORY_PAGE_FIRST * 3 + 5; // three pages: 32, 64, then a short one
+  for (let written = 0; written < total; written += 20) {
+    const r = await alice.post(`/v1/conversations/${id}/items`, { items: Array.from({ length: Math.min(20, total - written) }, (_, k) => text(`m${written + k}`)) });
+    t.is(r.status, 200);
+  }
+  const textOf = (item: Record<string, unknown>) => (item.content as Array<{ text: string }>)[0]!.text;
+  let queries = 0;
+  const count = () => queries++;
+  knex.on('query', count);
+  try {
+    const history = await openHistory(knex, { conversationId: id, userId: alice.user.id });
+    const all: string[] = [];
+    const sequence: number[] = [];
+    let appended = false;
+    for await (const item of history.newestFirst()) {
+      all.push(textOf(item));
+      sequence.push(item.sequence_number as number);
+      if (!appended) {
+        // Appended while the first page is being read: above every position read, so never seen.
+        await appendItems(knex, { conversationId: id, userId: alice.user.id, items: [text('late')] });
+        appended = true;
+      }
+    }
+    t.deepEqual(all, Array.from({ length: total }, (_, i) => `m${total - 1 - i}`), 'every item once, newest first');
+    t.deepEqual(sequence, Array.from({ length: total }, (_, i) => total - i));
+    await appendItems(knex, { conversationId: id, userId: alice.user.id, items: [text('another')] });
+
+    queries = 0;
+    const first: string[] = [];
+    for await (const item of history.newestFirst()) {
+      first.push(textOf(item));
+      if (first.length === 10) break;
+    }
+    t.deepEqual(first.slice(0, 2), ['another', 'late']);
+    t.is(queries, 1, 'stopping within the first page reads no further page');
+
+    queries = 0;
+    let n = 0;
+    for await (const _ of history.newestFirst()) n++;
+    t.is(n, total + 2);
+    t.is(queries, 3, 'a conversation of three pages is read in three queries');
+  } finally {
+    knex.off('query', count);
+  }
 });
