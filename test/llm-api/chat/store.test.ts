@@ -10,12 +10,15 @@ let fake: FakeUpstream;
 let client: OpenAI;
 
 test.before(async () => {
-  fake = await startFakeUpstream({ name: 'store', models: [{ id: 'store-model' }, { id: 'tiny-model' }] });
+  fake = await startFakeUpstream({ name: 'store', models: [{ id: 'store-model' }, { id: 'tiny-model' }, { id: 'paged-model' }] });
   h = await startLlmHarness();
   const provider = (await h.call('POST', '/v1/admin/providers', { name: 'Store', vendor: 'fake', base_url: fake.url })).body.id;
   const pms = (await h.call('GET', `/v1/admin/models/provider-models?provider_id=${provider}`)).body.data;
   const tiny = pms.find((m: any) => m.model_public_id === 'tiny-model');
   await h.call('PATCH', `/v1/admin/models/provider-models/${tiny.id}`, { token_limits: { context_length: 40 } });
+  const paged = pms.find((m: any) => m.model_public_id === 'paged-model');
+  // 70 stored turns of 13 estimated tokens each, plus the 7 of the request's own message.
+  await h.call('PATCH', `/v1/admin/models/provider-models/${paged.id}`, { token_limits: { context_length: 7 + 70 * 13 } });
   client = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'x', maxRetries: 0, defaultHeaders: h.headers(h.user) });
 });
 test.after.always(async () => {
@@ -76,6 +79,20 @@ test.serial('history is trimmed to the context length, keeping system and latest
   t.is(sent.at(-1).content, 'trim-1');
   t.true(sent.some((m: any) => m.content === 'sys'));
   t.true(sent.slice(0, -2).every((m: any) => /turn [5-9]/.test(m.content)));
+});
+
+test.serial('a conversation longer than the context sends exactly the newest turns that fit, read across pages', async (t) => {
+  const conv = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
+  // 150 turns of 36 characters (ceil(36 / 4) + 4 = 13 tokens each): 70 fit, which spans the
+  // history's first pages (32, then 64 items), and 80 older ones must not be sent.
+  const turn = (i: number) => `turn ${String(i).padStart(3, '0')} ${'x'.repeat(27)}`;
+  for (let i = 0; i < 150; i += 20) {
+    const r = await h.call('POST', `/v1/conversations/${conv}/items`, { items: Array.from({ length: Math.min(20, 150 - i) }, (_, k) => ({ type: 'message', role: (i + k) % 2 ? 'assistant' : 'user', content: turn(i + k) })) }, h.user);
+    t.is(r.status, 200);
+  }
+  await client.chat.completions.create({ model: 'paged-model', messages: [{ role: 'user', content: 'trim-long' }], conversation: conv } as any);
+  const sent = sentBody('trim-long').messages.map((m: any) => m.content);
+  t.deepEqual(sent, [...Array.from({ length: 70 }, (_, k) => turn(80 + k)), 'trim-long']);
 });
 
 test.serial('stream with store: the conversation rides on a chunk with choices; a disconnect leaves an incomplete answer', async (t) => {
