@@ -8,14 +8,18 @@
  * The platform as `npm start` runs it (or `--mode production`), the fake provider (0 ms) as its one
  * provider, the model's context length set by the administrator. Each conversation is filled
  * through the items API (user and assistant messages of `--item-bytes` each), then turns are sent
- * one at a time on one connection, once the platform is idle again after the fill, with `conversation` and without `store` (the conversation lends
- * its history and is not written, so its size holds). Sizes alternate by round so drift hits all.
+ * one at a time on one connection, once the platform is idle again after the fill, with
+ * `conversation` and without `store` (the conversation lends its history and is not written, so its
+ * size holds), or with `--store` as a chat client that keeps its conversations sends them (each turn
+ * stores its message and the answer: two items, two `message.sent` events, which the pipeline
+ * carries while the turns go on). Sizes alternate by round so drift hits all.
  * Prints per size: the turn's latency p50 / p99, the process's CPU per turn (main thread, and all
  * threads, and the busiest thread other than the main one: in the embedded platform its database's worker).
  *   --sizes a,b,… (items per conversation, default 20,200,2000,6000)   --item-bytes N (1024)
  *   --context N (the model's context length in tokens, default 32768: ~128 KiB of text)
  *   --turns N (per size and round, default 60)   --rounds N (3)   --mode embedded|production
  *   --dist DIR (the build to run, default dist: another build's, to compare)   --env "KEY=value,…" (the platform's settings)
+ *   --store (turns with `store: true`)
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -33,6 +37,7 @@ const { values: args } = parseArgs({
     mode: { type: 'string', default: 'embedded' },
     dist: { type: 'string', default: 'dist' },
     env: { type: 'string', default: '' },
+    store: { type: 'boolean', default: false },
   },
 });
 const SIZES = args.sizes.split(',').map(Number);
@@ -93,6 +98,7 @@ try {
     await call('POST', '/v1/chat/completions', {
       model: 'bench-d0',
       conversation: id,
+      ...(args.store ? { store: true } : {}),
       messages: [{ role: 'user', content: 'And what comes next?' }],
     });
     return performance.now() - started;
@@ -120,7 +126,7 @@ try {
     process.stderr.write(`round ${round + 1}/${ROUNDS} done\n`);
   }
 
-  console.log(`\n${MODE}, context ${CONTEXT} tokens, items of ${ITEM_BYTES} bytes, ${TURNS} turns × ${ROUNDS} rounds (medians of rounds)`);
+  console.log(`\n${MODE}${args.store ? ', store: true' : ''}, context ${CONTEXT} tokens, items of ${ITEM_BYTES} bytes, ${TURNS} turns × ${ROUNDS} rounds (medians of rounds)`);
   console.log('| items in the conversation | turn p50 ms | turn p99 ms | main-thread CPU ms / turn | all threads CPU ms / turn | busiest other thread ms / turn |');
   console.log('|---|---|---|---|---|---|');
   for (const size of SIZES) {

@@ -4,6 +4,7 @@
 // `/d20/v1/...`. Chat bodies:
 //   stream: false  one small chat.completion (JSON)
 //   stream: true   5 content chunks, a usage chunk and `data: [DONE]`, written back to back
+//                  ("#chunks:<n>" in the last message: n content chunks, as a long answer from a fast provider)
 //   "#slow:<ms> #chunks:<n>" in the last message: n chunks, one every <ms> (held-stream ramp)
 // `GET /d<ms>/v1/models` lists the model `bench-d<ms>`. The same answers over HTTP/2 by prior
 // knowledge (h2c) on a second port, for a platform with LLM_UPSTREAM_HTTP_VERSION=2. Given a key and
@@ -54,7 +55,8 @@ function answer(req, res, delay, raw) {
   const last = body.messages?.[body.messages.length - 1]?.content ?? '';
   const slow = typeof last === 'string' && last.startsWith('#slow:') ? /#slow:(\d+) #chunks:(\d+)/.exec(last) : null;
   if (!slow) {
-    const sse = streamBody(model, 5);
+    const many = typeof last === 'string' ? /#chunks:(\d+)/.exec(last) : null;
+    const sse = streamBody(model, many ? Math.min(Number(many[1]), 100_000) : 5);
     res.writeHead(200, SSE_HEAD); // chunked, as real providers stream
     return res.end(sse);
   }

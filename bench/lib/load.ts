@@ -27,7 +27,17 @@ export interface Target {
  * grows with the body it parses, checks and forwards.
  */
 export const chatBody = (model: string, stream: boolean, content = 'Say hello to the benchmark.') =>
-  JSON.stringify({ model, stream, messages: [...history(Number(process.env.BENCH_PROMPT_KIB ?? 0)), { role: 'user', content }] });
+  JSON.stringify({ model, stream, messages: [...history(Number(process.env.BENCH_PROMPT_KIB ?? 0)), { role: 'user', content: withChunks(stream, content) }] });
+
+/**
+ * With `BENCH_STREAM_CHUNKS=N`, a stream's answer is N content chunks written back to back (the fake
+ * provider reads `#chunks:N` in the message) instead of 5: a long answer from a fast provider, where
+ * a gateway's cost per chunk adds up. Paced streams (`#slow:…`) keep their own count.
+ */
+function withChunks(stream: boolean, content: string): string {
+  const chunks = Number(process.env.BENCH_STREAM_CHUNKS ?? 0);
+  return stream && chunks > 0 && !content.startsWith('#slow:') ? `${content} #chunks:${chunks}` : content;
+}
 
 const TURN = 'The gateway relays a conversation to the model provider and streams the answer back; ';
 function history(kib: number): Array<{ role: string; content: string }> {

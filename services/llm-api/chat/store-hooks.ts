@@ -1,5 +1,5 @@
 import { ApiError, type Principal, type ServiceContext } from '../../kit/index.js';
-import { appendItems, createConversation, openHistory, type ConversationDeps, type ItemObject } from '../conversations/index.js';
+import { appendItems, createConversation, openHistory, type ConversationDeps, type HistoryItem } from '../conversations/index.js';
 import { findProject } from '../projects/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import type { ConversationSession, ConversationSessions } from './completions.js';
@@ -52,7 +52,7 @@ function imageOf(part: ContentPart | null): { url: string; detail?: string } | n
  * `data:<mime>;jan_…` placeholder), so the media step resolves them to download URLs exactly as on
  * the turn that sent them; text-only messages stay plain strings.
  */
-function historyMessage(item: ItemObject): Message | null {
+function historyMessage(item: HistoryItem): Message | null {
   if (item.type !== 'message') return null;
   const role = item.role as Message['role'];
   if (!['user', 'assistant', 'system', 'developer'].includes(role)) return null;
@@ -77,7 +77,7 @@ const estimate = (m: Message) => Math.ceil((textOf(m.content) || JSON.stringify(
  * they fit: the oldest are dropped, and the history is read no further than the first that does not
  * fit (a conversation longer than the context costs what the context holds, not its length).
  */
-export async function fitToContext(system: Message[], newestFirst: AsyncIterable<ItemObject>, current: Message[], budget: number): Promise<Message[]> {
+export async function fitToContext(system: Message[], newestFirst: AsyncIterable<HistoryItem>, current: Message[], budget: number): Promise<Message[]> {
   let used = [...system, ...current].reduce((sum, m) => sum + estimate(m), 0);
   const kept: Message[] = [];
   for await (const item of newestFirst) {

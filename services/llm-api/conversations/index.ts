@@ -24,7 +24,7 @@ export const conversationsResource: LlmApiResource = {
 };
 
 // The domain API other llm-api resources use (chat completions with `store: true`); see docs/conversations.md.
-export { appendItems, openHistory, type AppendItemsInput, type AppendItemsResult, type ItemObject, type TokensUsed } from './items.js';
+export { appendItems, openHistory, type AppendItemsInput, type HistoryItem, type AppendItemsResult, type ItemObject, type TokensUsed } from './items.js';
 export { createConversation, detachProjectConversations, getConversation, patchConversation, toConversationObject, type ConversationDeps, type ConversationObject, type ProjectLookup } from './conversations.js';
 export { conversationsConfigShape } from './config.js';
 export { purgeDeletedConversations } from './purge.js';

@@ -118,6 +118,9 @@ export async function copyRefs(
 }
 
 const ITEM_COLUMNS = ['i.id', 'i.conversation_id', 'i.type', 'i.role', 'i.body', 'i.created_at', 'bi.position'];
+/** What a history reader needs of an item (`HistoryRow`). */
+export const HISTORY_COLUMNS = ['i.type', 'i.role', 'i.body', 'bi.position'] as const;
+export type HistoryRow = Pick<BranchItemRow, 'type' | 'role' | 'body' | 'position'>;
 
 /** One item as seen through a branch, or undefined when the branch does not reference it. */
 export async function findBranchItem(db: Db, branchId: number, itemId: string): Promise<BranchItemRow | undefined> {
@@ -149,7 +152,11 @@ export async function findItemBefore(db: Db, branchId: number, position: number,
  * references (a table whose statistics lag its growth gets a sort of the whole branch), it never
  * fetches the items of a whole long conversation to keep a page of them.
  */
-export function itemPageQuery(db: Db, params: { branchId: number; order: 'asc' | 'desc'; afterPosition?: number; offset?: number; limit: number }) {
+export function itemPageQuery(
+  db: Db,
+  params: { branchId: number; order: 'asc' | 'desc'; afterPosition?: number; offset?: number; limit: number },
+  columns: readonly string[] = ITEM_COLUMNS,
+) {
   const refs = db('branch_items')
     .where('branch_id', params.branchId)
     .select('position', 'item_id')
@@ -160,7 +167,7 @@ export function itemPageQuery(db: Db, params: { branchId: number; order: 'asc' |
   return db
     .from(refs.as('bi'))
     .join('conversation_items as i', 'i.id', 'bi.item_id')
-    .select(ITEM_COLUMNS)
+    .select(columns)
     .orderBy('bi.position', params.order);
 }
 

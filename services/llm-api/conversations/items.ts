@@ -7,7 +7,9 @@ import {
   findBranchItem,
   insertItems,
   countBranchItems,
+  HISTORY_COLUMNS,
   itemPageQuery,
+  type HistoryRow,
   normalizeItem as normalizeRow,
   positionOf,
   touchBranch,
@@ -235,26 +237,33 @@ export async function getItem(
 export const HISTORY_PAGE_FIRST = 32;
 export const HISTORY_PAGE_MAX = 1024;
 
+/** A stored item as history: its kind, role and content, and its place on the branch. */
+export interface HistoryItem {
+  type: string;
+  role: string | null;
+  content: unknown;
+  position: number;
+}
+
 /**
- * The active branch's items newest first, as API objects, for a caller that keeps only the most
- * recent (chat completions sends the history trimmed to the model's context). Pages are read on
- * demand, each twice the last, so a conversation far longer than what is kept costs a few pages and
- * a short one a single query; stopping the iteration stops the reading. Each page continues below
- * the last position read, so items appended meanwhile (above it) never shift or repeat what is read.
+ * The active branch's items newest first, for a caller that keeps only the most recent (chat
+ * completions sends the history trimmed to the model's context). Pages are read on demand, each
+ * twice the last, so a conversation far longer than what is kept costs a few pages and a short one
+ * a single query; stopping the iteration stops the reading. Each page continues below the last
+ * position read, so items appended meanwhile (above it) never shift or repeat what is read.
  */
 export async function openHistory(
   db: Db,
   input: { conversationId: string; userId: string },
-): Promise<{ conversation: ConversationRow; newestFirst: () => AsyncGenerator<ItemObject, void, undefined> }> {
+): Promise<{ conversation: ConversationRow; newestFirst: () => AsyncGenerator<HistoryItem, void, undefined> }> {
   const conversation = await loadConversation(db, input.conversationId, input.userId);
   const branch = await resolveBranch(db, conversation);
-  const include = new Set<string>(INCLUDE_VALUES);
-  async function* newestFirst(): AsyncGenerator<ItemObject, void, undefined> {
+  async function* newestFirst(): AsyncGenerator<HistoryItem, void, undefined> {
     let below: number | undefined;
     for (let size = HISTORY_PAGE_FIRST; ; size = Math.min(size * 2, HISTORY_PAGE_MAX)) {
       // The page query reads one row more than its limit (for has_more): that row is a page's too.
-      const rows = (await itemPageQuery(db, { branchId: branch.id, order: 'desc', afterPosition: below, limit: size - 1 })) as BranchItemRow[];
-      for (const row of rows) yield toItemObject(normalizeRow(row), branch.name, include);
+      const rows = (await itemPageQuery(db, { branchId: branch.id, order: 'desc', afterPosition: below, limit: size - 1 }, HISTORY_COLUMNS)) as HistoryRow[];
+      for (const row of rows) yield { type: row.type, role: row.role, content: row.body.content, position: Number(row.position) };
       if (rows.length < size) return;
       below = Number(rows.at(-1)!.position);
     }
