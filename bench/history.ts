@@ -84,7 +84,8 @@ try {
 
   // Each stored user or assistant message is an event (`message.sent`) the platform's pipeline
   // carries to webhooks after the fill; turns are measured once it is done (CPU ≤ 10 % of a core for 2 s).
-  const cpuNow = async () => (await Promise.all(platform.serving.map((pid) => processCpuMs(pid)))).reduce((sum, cpu) => sum + cpu.all, 0);
+  const cpuOfServing = () => Promise.all(platform.serving.map((pid) => processCpuMs(pid)));
+  const cpuNow = async () => (await cpuOfServing()).reduce((sum, cpu) => sum + cpu.all, 0);
   for (let quiet = 0, last = await cpuNow(), deadline = Date.now() + 600_000; quiet < 4; ) {
     await sleep(500);
     const now = await cpuNow();
@@ -109,10 +110,10 @@ try {
     const order = round % 2 === 0 ? SIZES : [...SIZES].reverse();
     for (const size of order) {
       const id = conversations.get(size)!;
-      const before = await Promise.all(platform.serving.map((pid) => processCpuMs(pid)));
+      const before = await cpuOfServing();
       const ms: number[] = [];
       for (let i = 0; i < TURNS; i++) ms.push(await turn(id));
-      const after = await Promise.all(platform.serving.map((pid) => processCpuMs(pid)));
+      const after = await cpuOfServing();
       const spent = (read: (cpu: { main: number; all: number }) => number) => after.reduce((sum, cpu, i) => sum + read(cpu) - read(before[i]!), 0) / TURNS;
       ms.sort((a, b) => a - b);
       const f = figures.get(size) ?? { p50: [], p99: [], mainMs: [], allMs: [], otherMs: [] };

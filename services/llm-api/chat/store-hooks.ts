@@ -56,8 +56,7 @@ function historyMessage(item: HistoryItem): Message | null {
   if (item.type !== 'message') return null;
   const role = item.role as Message['role'];
   if (!['user', 'assistant', 'system', 'developer'].includes(role)) return null;
-  const images = role === 'user' && Array.isArray(item.content) ? (item.content as ContentPart[]).map(imageOf).filter((image) => image !== null) : [];
-  if (images.length > 0) {
+  if (role === 'user' && Array.isArray(item.content) && (item.content as ContentPart[]).some((part) => imageOf(part) !== null)) {
     const parts = (item.content as ContentPart[]).flatMap((part): Record<string, unknown>[] => {
       const image = imageOf(part);
       if (image) return [{ type: 'image_url', image_url: image }];

@@ -235,7 +235,7 @@ export async function getItem(
 
 /** Items read per page by `openHistory`: the first page, then twice the last, up to the largest. */
 export const HISTORY_PAGE_FIRST = 32;
-export const HISTORY_PAGE_MAX = 1024;
+const HISTORY_PAGE_MAX = 1024;
 
 /** A stored item as history: its kind, role and content, and its place on the branch. */
 export interface HistoryItem {
