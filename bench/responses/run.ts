@@ -45,7 +45,8 @@ async function engine(): Promise<number[]> {
       return { choices: [{ message, finish_reason: turns < 2 ? 'tool_calls' : 'stop' }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } };
     },
     appendConversationItems: async () => {},
-    conversationItems: async () => [],
+    conversationHistory: async function* () {},
+    contextLength: async () => null,
   };
   const session: ToolSession = { list: async () => [], call: async () => ({ output: 'ok', isError: false }), close: async () => {} };
   const plan: LoopPlan = {
@@ -112,7 +113,9 @@ function timedLlm(llm: LlmPort, watch: ReturnType<typeof stopwatch>): LlmPort {
   return {
     complete: (principal, body, signal) => watch.time(() => llm.complete(principal, body, signal)),
     appendConversationItems: (principal, id, items) => watch.time(() => llm.appendConversationItems(principal, id, items)),
-    conversationItems: (principal, id) => watch.time(() => llm.conversationItems(principal, id)),
+    // Pages are read as the history is iterated; the bench's responses name no conversation.
+    conversationHistory: (principal, id) => llm.conversationHistory(principal, id),
+    contextLength: (principal, model, signal) => watch.time(() => llm.contextLength(principal, model, signal)),
   };
 }
 

@@ -1,7 +1,7 @@
-import { ApiError, type Principal, type ServiceContext } from '../../kit/index.js';
+import { ApiError, estimateTokens, keepNewest, type Principal, type ServiceContext } from '../../kit/index.js';
 import { appendItems, createConversation, openHistory, type ConversationDeps, type HistoryItem } from '../conversations/index.js';
 import { findProject } from '../projects/index.js';
-import type { ResolvedModel } from '../models/registry.js';
+import { contextLengthOf, type ResolvedModel } from '../models/registry.js';
 import type { ConversationSession, ConversationSessions } from './completions.js';
 import type { ChatRequest } from './schemas.js';
 
@@ -14,8 +14,6 @@ import type { ChatRequest } from './schemas.js';
  */
 
 type Message = ChatRequest['messages'][number];
-
-const CHARS_PER_TOKEN = 4;
 
 /** A content part as it may appear in a chat message or a stored item (only these fields are read). */
 interface ContentPart {
@@ -69,25 +67,22 @@ function historyMessage(item: HistoryItem): Message | null {
   return text ? ({ role, content: text } as Message) : null;
 }
 
-const estimate = (m: Message) => Math.ceil((textOf(m.content) || JSON.stringify(m.content ?? '')).length / CHARS_PER_TOKEN) + 4;
-
 /**
  * Keeps system messages and the request's own messages, then the stored turns newest first while
  * they fit: the oldest are dropped, and the history is read no further than the first that does not
  * fit (a conversation longer than the context costs what the context holds, not its length).
  */
 export async function fitToContext(system: Message[], newestFirst: AsyncIterable<HistoryItem>, current: Message[], budget: number): Promise<Message[]> {
-  let used = [...system, ...current].reduce((sum, m) => sum + estimate(m), 0);
-  const kept: Message[] = [];
+  const used = [...system, ...current].reduce((sum, m) => sum + estimateTokens(m), 0);
+  const kept = await keepNewest(replayed(newestFirst), estimateTokens, budget - used);
+  return [...system, ...kept, ...current];
+}
+
+async function* replayed(newestFirst: AsyncIterable<HistoryItem>): AsyncGenerator<Message> {
   for await (const item of newestFirst) {
     const message = historyMessage(item);
-    if (!message) continue;
-    const cost = estimate(message);
-    if (used + cost > budget) break;
-    used += cost;
-    kept.push(message);
+    if (message) yield message;
   }
-  return [...system, ...kept.reverse(), ...current];
 }
 
 /** The chat form of a message → an item the conversations domain accepts. */
@@ -133,8 +128,7 @@ export function createStoreHooks(
         const project = await findProject(knex, conversation.project_id, principal.userId);
         if (project?.instruction) system.push({ role: 'system', content: project.instruction } as Message);
       }
-      const pm = model.candidates[0]!.pm;
-      const context = pm.token_limits.context_length ?? model.catalog.context_length ?? Number.POSITIVE_INFINITY;
+      const context = contextLengthOf(model) ?? Number.POSITIVE_INFINITY;
       const reserve = input.max_completion_tokens ?? input.max_tokens ?? 0;
       const messages = await fitToContext(system, newestFirst(), input.messages, context - reserve);
       const session: ConversationSession = {

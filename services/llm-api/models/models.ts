@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { diff, type CatalogRow, type ModelsStore, type ProviderModelRow, type ProvidersStore } from '../../../domains/catalog/index.js';
 import { badRequest, notFound, recordEvent, type Clock, type Page, listEnvelope } from '../../kit/index.js';
 import type { ModelRegistry } from './registry.js';
-import { catalogView, modelSummary, providerModelView } from './types.js';
+import { catalogView, modelEntry, providerModelView } from './types.js';
 import type { PatchCatalogInput, PatchProviderModelInput } from './schemas.js';
 
 /** Models: the public list and lookup (from memory), the catalog and provider-model administration. */
@@ -22,9 +22,10 @@ const nowIso = (deps: ModelDeps) => new Date(deps.clock.now()).toISOString();
 export function listModels(deps: ModelDeps, withProvider: boolean) {
   return {
     object: 'list',
-    data: deps.registry.listing().map(({ pm, provider }) => {
-      const entry: Record<string, unknown> = modelSummary(pm);
+    data: deps.registry.listing().map((model) => {
+      const entry: Record<string, unknown> = modelEntry(model);
       if (withProvider) {
+        const { provider } = model.candidates[0]!;
         entry.provider_id = provider.row.id;
         entry.provider_name = provider.row.name;
         entry.provider_vendor = provider.row.vendor;
@@ -37,7 +38,7 @@ export function listModels(deps: ModelDeps, withProvider: boolean) {
 export function retrieveModel(deps: ModelDeps, publicId: string) {
   const model = deps.registry.resolve(publicId);
   if (!model) throw modelNotFound(publicId);
-  return modelSummary(model.candidates[0]!.pm);
+  return modelEntry(model);
 }
 
 export async function getCatalog(deps: ModelDeps, publicId: string) {

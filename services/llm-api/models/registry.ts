@@ -35,12 +35,21 @@ export interface ResolvedModel {
   candidates: Candidate[];
 }
 
+/**
+ * The context window a model's requests are fitted to: its best provider's token limit, else its
+ * catalog entry's; null when neither says.
+ */
+export function contextLengthOf(model: ResolvedModel): number | null {
+  return model.candidates[0]!.pm.token_limits.context_length ?? model.catalog.context_length ?? null;
+}
+
 interface Snapshot {
   version: number;
   providers: Map<string, ProviderRuntime>;
   models: Map<string, ResolvedModel>;
   /** Best candidate per model, in list order (GET /v1/models). */
-  listing: Candidate[];
+  /** Each model once, best first by its best candidate. */
+  listing: ResolvedModel[];
 }
 
 export function createModelRegistry(deps: {
@@ -89,14 +98,13 @@ export function createModelRegistry(deps: {
       if (!entry) models.set(pm.model_public_id, (entry = { publicId: pm.model_public_id, catalog, candidates: [] }));
       entry.candidates.push({ pm, provider });
     }
-    const listing = [...models.values()]
-      .map((m) => m.candidates[0]!)
-      .sort(
-        (a, b) =>
-          a.pm.category_order_number - b.pm.category_order_number ||
-          a.pm.model_order_number - b.pm.model_order_number ||
-          a.pm.model_public_id.localeCompare(b.pm.model_public_id),
-      );
+    const best = (m: ResolvedModel) => m.candidates[0]!.pm;
+    const listing = [...models.values()].sort(
+      (a, b) =>
+        best(a).category_order_number - best(b).category_order_number ||
+        best(a).model_order_number - best(b).model_order_number ||
+        a.publicId.localeCompare(b.publicId),
+    );
     snapshot = { version, providers, models, listing };
   }
 
@@ -136,7 +144,7 @@ export function createModelRegistry(deps: {
       timer = undefined;
     },
     resolve: (publicId: string): ResolvedModel | undefined => snapshot.models.get(publicId),
-    listing: (): Candidate[] => snapshot.listing,
+    listing: (): ResolvedModel[] => snapshot.listing,
     provider: (id: string): ProviderRuntime | undefined => snapshot.providers.get(id),
     providers: (): ProviderRuntime[] => [...snapshot.providers.values()],
   };

@@ -120,8 +120,9 @@ export const modelSummarySchema = z.object({
   category_order_number: z.number().int(),
   model_order_number: z.number().int(),
 });
-/** `GET /v1/models`: with `X-Provider-Data: true`, also which provider serves the model. */
+/** `GET /v1/models` and `/v1/models/{model}`: with the context window; with `X-Provider-Data: true`, also which provider serves the model. */
 export const modelEntrySchema = modelSummarySchema.extend({
+  context_length: z.number().nullable(),
   provider_id: z.string().optional(),
   provider_name: z.string().optional(),
   provider_vendor: z.string().optional(),

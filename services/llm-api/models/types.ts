@@ -1,4 +1,5 @@
 import type { CatalogRow, ProviderModelRow } from '../../../domains/catalog/index.js';
+import { contextLengthOf, type ResolvedModel } from './registry.js';
 
 /** How the API shows catalog rows (the rows themselves belong to domains/catalog). */
 export type { CatalogRow, EndpointConfig, PricingLine, ProviderModelRow, ProviderRow } from '../../../domains/catalog/index.js';
@@ -15,6 +16,14 @@ export function modelSummary(pm: ProviderModelRow) {
     category_order_number: pm.category_order_number,
     model_order_number: pm.model_order_number,
   };
+}
+
+/**
+ * A model as `GET /v1/models` and `GET /v1/models/{model}` show it: the summary, and the context
+ * window requests to it are fitted to (what a client needs to size a history; null when unknown).
+ */
+export function modelEntry(model: ResolvedModel) {
+  return { ...modelSummary(model.candidates[0]!.pm), context_length: contextLengthOf(model) };
 }
 
 /** SPEC.md 2.7 provider model. */

@@ -16,7 +16,13 @@ export interface LlmPort {
   complete(principal: Principal, body: Record<string, unknown>, signal: AbortSignal): Promise<ChatCompletion>;
   /** Appends items to a conversation of the caller (llm-api's conversation store). */
   appendConversationItems(principal: Principal, conversationId: string, items: unknown[]): Promise<void>;
-  conversationItems(principal: Principal, conversationId: string): Promise<Array<Record<string, any>>>;
+  /**
+   * A conversation's items, newest first, read page by page as the caller iterates: leaving the
+   * loop early reads no further page.
+   */
+  conversationHistory(principal: Principal, conversationId: string): AsyncIterable<Record<string, any>>;
+  /** The context window llm-api fits requests to the model to; null when it does not know one. */
+  contextLength(principal: Principal, model: string, signal: AbortSignal): Promise<number | null>;
 }
 
 export interface ToolDescription {
@@ -72,17 +78,25 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
         if (res.status !== 200 && res.status !== 201) relay(res.status, res.body, 'Writing conversation items');
       }
     },
-    async conversationItems(principal, conversationId) {
-      const items: Array<Record<string, any>> = [];
+    async *conversationHistory(principal, conversationId) {
+      // Newest first, continuing after the last item read: an item appended meanwhile is not seen
+      // and does not shift the pages. 100 is the most the items API gives per page.
       let after: string | undefined;
       for (;;) {
-        const query = `limit=100&order=asc${after ? `&after=${encodeURIComponent(after)}` : ''}`;
+        const query = `limit=100&order=desc${after ? `&after=${encodeURIComponent(after)}` : ''}`;
         const res = await client.get().call<any>('GET', `/v1/conversations/${encodeURIComponent(conversationId)}/items?${query}`, { principal });
         if (res.status !== 200) relay(res.status, res.body, 'Reading the conversation');
-        items.push(...res.body.data);
-        if (!res.body.has_more || res.body.data.length === 0) return items;
+        yield* res.body.data as Array<Record<string, any>>;
+        if (!res.body.has_more || res.body.data.length === 0) return;
         after = res.body.last_id;
       }
+    },
+    async contextLength(principal, model, signal) {
+      // Model ids may hold slashes, which the route takes as they are.
+      const path = model.split('/').map(encodeURIComponent).join('/');
+      const res = await client.get().call<any>('GET', `/v1/models/${path}`, { principal, signal });
+      if (res.status !== 200) relay(res.status, res.body, 'Reading the model');
+      return typeof res.body.context_length === 'number' ? res.body.context_length : null;
     },
     close: () => client.close(),
   };

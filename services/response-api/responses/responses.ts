@@ -1,4 +1,4 @@
-import { ApiError, badRequest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, estimateTokens, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
 import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
 import { CancelledError, runLoop, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
@@ -39,20 +39,31 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
   const store = input.store !== false;
   if (input.background && !store) throw badRequest('background responses must be stored (store: true)', 'background');
 
+  const inputItems = toInputItems(input.input);
+  const current = toChatMessages(inputItems);
+  const truncation = input.truncation ?? 'disabled';
   let history: ChatMessage[] = [];
   let conversationId = typeof input.conversation === 'string' ? input.conversation : (input.conversation?.id ?? null);
   if (input.previous_response_id) {
     const previous = await deps.store.find(principal.userId, input.previous_response_id);
     if (!previous) throw new ApiError(400, `Previous response with id '${input.previous_response_id}' not found.`, { code: 'previous_response_not_found', param: 'previous_response_id' });
     if (RUNNING.has(previous.status)) throw badRequest(`Previous response '${previous.id}' has not finished yet`, 'previous_response_id');
-    history = previous.context as ChatMessage[];
     conversationId = previous.body.conversation?.id ?? null;
+    const context = previous.context as ChatMessage[];
+    history = truncation === 'auto' ? fitted(await keepNewest<ChatMessage>(context.toReversed(), estimateTokens, await historyBudget(deps, principal, input, current, options.signal))) : context;
   } else if (conversationId) {
-    history = toChatMessages(await deps.llm.conversationItems(principal, conversationId));
+    const items = deps.llm.conversationHistory(principal, conversationId);
+    if (truncation === 'auto') {
+      const budget = await historyBudget(deps, principal, input, current, options.signal);
+      history = fitted(toChatMessages(await keepNewest(items, itemTokens, budget)));
+    } else {
+      const all: Array<Record<string, any>> = [];
+      for await (const item of items) all.push(item);
+      history = toChatMessages(all.reverse());
+    }
   }
-  const inputItems = toInputItems(input.input);
   await deps.media.checkReferences(principal, inputItems, options.signal);
-  const messages = [...history, ...toChatMessages(inputItems)];
+  const messages = [...history, ...current];
   if (messages.length === 0) throw badRequest('input is required', 'input');
 
   const wantsTools = input.tool_choice !== 'none' && input.tools?.length !== 0;
@@ -89,7 +100,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     tool_choice: input.tool_choice ?? 'auto',
     tools: (input.tools ?? []).map((t) => (typeof t === 'string' ? { type: 'mcp', server_label: 'jan', allowed_tools: [t] } : t)),
     text: { format: { type: 'text' } },
-    truncation: 'disabled',
+    truncation,
     metadata: input.metadata ?? {},
     conversation: conversationId ? { id: conversationId } : null,
     usage: null,
@@ -154,6 +165,31 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     return structuredClone({ ...response, status: 'queued' });
   }
   return done;
+}
+
+/**
+ * `truncation: "auto"`: the tokens the history may take, i.e. the model's context window less the
+ * output reserved by `max_output_tokens`, the instructions and the request's own input (which are
+ * always sent whole). Unbounded when llm-api knows no context window for the model.
+ */
+async function historyBudget(deps: ResponsesDeps, principal: Principal, input: CreateResponseRequest, current: ChatMessage[], signal: AbortSignal): Promise<number> {
+  const context = await deps.llm.contextLength(principal, input.model, signal);
+  if (context === null) return Number.POSITIVE_INFINITY;
+  const instructions = input.instructions ? estimateTokens({ content: input.instructions }) : 0;
+  return context - (input.max_output_tokens ?? 0) - instructions - current.reduce((sum, m) => sum + estimateTokens(m), 0);
+}
+
+/** What a stored item costs as the chat messages it is replayed as. */
+const itemTokens = (item: Record<string, any>) => toChatMessages([item]).reduce((sum, m) => sum + estimateTokens(m), 0);
+
+/**
+ * A truncated history starts with a message, never with a tool output whose call was dropped
+ * (providers refuse a tool message that answers no call).
+ */
+function fitted(history: ChatMessage[]): ChatMessage[] {
+  let start = 0;
+  while (history[start]?.role === 'tool') start++;
+  return start === 0 ? history : history.slice(start);
 }
 
 /** Reads the cancel flag while the loop runs (a cancel may arrive at any process). */

@@ -40,6 +40,8 @@ export const createResponseSchema = z.looseObject({
   store: z.boolean().nullable().optional(),
   previous_response_id: z.string().min(1).max(128).nullable().optional(),
   conversation: conversationRefSchema,
+  /** `auto` drops the history's oldest items to fit the model's context window; `disabled` sends it whole. */
+  truncation: z.enum(['auto', 'disabled']).nullable().optional(),
   metadata: requestMetadataSchema,
 });
 export type CreateResponseRequest = z.infer<typeof createResponseSchema>;

@@ -27,6 +27,9 @@ test.serial('GET /v1/models lists active models; X-PROVIDER-DATA adds provider f
   const entry = plain.body.data.find((m: any) => m.id === SLASHED);
   t.like(entry, { object: 'model', owned_by: 'cat', category: 'llm', category_order_number: 0, model_order_number: 0 });
   t.false('provider_id' in entry);
+  // The context window requests are fitted to: the catalog's (from the provider's listing), or null.
+  t.is(entry.context_length, 4096);
+  t.is(plain.body.data.find((m: any) => m.id === 'plain').context_length, null);
   const rich = await h.call('GET', '/v1/models', undefined, h.user, { 'X-PROVIDER-DATA': 'true' });
   t.like(rich.body.data.find((m: any) => m.id === SLASHED), { provider_id: providerId, provider_name: 'Cat', provider_vendor: 'cat' });
   const off = await h.call('GET', '/v1/models', undefined, h.user, { 'X-PROVIDER-DATA': 'false' });
@@ -109,6 +112,8 @@ test.serial('provider model get/patch: pricing, token limits, ordering, instruct
   t.deepEqual(patch.body.token_limits, { context_length: 2048, max_completion_tokens: 512 });
   // Ordering reaches the list at once (cache invalidated): -5 puts it first.
   t.is((await h.call('GET', '/v1/models', undefined, h.user)).body.data[0].id, 'plain');
+  // The provider model's token limit is the context window the model shows.
+  t.like((await h.call('GET', '/v1/models/plain', undefined, h.user)).body, { id: 'plain', object: 'model', context_length: 2048 });
 
   await h.call('POST', `/v1/admin/providers/${providerId}/sync`);
   t.is((await h.call('GET', `/v1/admin/models/provider-models/${pm.id}`)).body.model_display_name, 'Plain Model');

@@ -1,0 +1,48 @@
+/**
+ * Fitting a history to a model's context window: chat completions do it for a stored
+ * conversation, the Responses API for `truncation: "auto"`. Tokens are estimated, not counted (no
+ * tokenizer is loaded for every model a provider serves): 4 characters of text per token, plus 4
+ * per message for the framing providers add, plus the JSON of any tool calls. A part without text
+ * (an image) costs its JSON only when the message has no text at all.
+ */
+
+const CHARS_PER_TOKEN = 4;
+const TOKENS_PER_MESSAGE = 4;
+
+/** A chat message as far as the estimate reads it (other fields are not read). */
+export interface EstimatedMessage {
+  content?: unknown;
+  tool_calls?: unknown;
+  [field: string]: unknown;
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  let text = '';
+  for (const part of content) if (typeof part?.text === 'string') text += part.text;
+  return text;
+}
+
+export function estimateTokens(message: EstimatedMessage): number {
+  const text = textOf(message.content) || JSON.stringify(message.content ?? '');
+  const calls = message.tool_calls ? JSON.stringify(message.tool_calls).length : 0;
+  return Math.ceil((text.length + calls) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE;
+}
+
+/**
+ * The newest entries whose costs add up to at most `budget`, oldest first. Reading stops at the
+ * first entry that does not fit, so a lazy source (a history read page by page) is read no further
+ * than what is kept: a history longer than the context costs what the context holds.
+ */
+export async function keepNewest<T>(newestFirst: AsyncIterable<T> | Iterable<T>, cost: (entry: T) => number, budget: number): Promise<T[]> {
+  const kept: T[] = [];
+  let used = 0;
+  for await (const entry of newestFirst) {
+    const entryCost = cost(entry);
+    if (used + entryCost > budget) break;
+    used += entryCost;
+    kept.push(entry);
+  }
+  return kept.reverse();
+}

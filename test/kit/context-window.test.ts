@@ -1,0 +1,23 @@
+import test from 'ava';
+import { estimateTokens, keepNewest } from '../../services/kit/index.js';
+
+test('the estimate: 4 characters per token of text, 4 per message, tool calls by their JSON', (t) => {
+  t.is(estimateTokens({ content: 'x'.repeat(40) }), 14);
+  t.is(estimateTokens({ content: [{ type: 'text', text: 'abcd' }, { type: 'image_url', image_url: { url: 'jan_1' } }, { type: 'text', text: 'efg' }] }), 6);
+  const calls = [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }];
+  t.is(estimateTokens({ content: null, tool_calls: calls }), Math.ceil((2 + JSON.stringify(calls).length) / 4) + 4);
+});
+
+test('keepNewest keeps the newest that fit, oldest first, and reads no further than the first that does not', async (t) => {
+  let pulled = 0;
+  async function* newestFirst() {
+    for (const cost of [3, 3, 5, 1, 1]) {
+      pulled++;
+      yield cost;
+    }
+  }
+  t.deepEqual(await keepNewest(newestFirst(), (c) => c, 8), [3, 3]);
+  t.is(pulled, 3, 'the entry that did not fit is the last one read');
+  t.deepEqual(await keepNewest([2, 2], (c) => c, 0), []);
+  t.deepEqual(await keepNewest(['c', 'b', 'a'], () => 1, Number.POSITIVE_INFINITY), ['a', 'b', 'c']);
+});
