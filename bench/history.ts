@@ -20,6 +20,9 @@
  *   --turns N (per size and round, default 60)   --rounds N (3)   --mode embedded|production
  *   --dist DIR (the build to run, default dist: another build's, to compare)   --env "KEY=value,…" (the platform's settings)
  *   --store (turns with `store: true`)
+ *   --api chat|responses (default chat: `POST /v1/chat/completions`; responses: `POST /v1/responses`
+ *     with `conversation`, no tools, and `store: false` unless --store)   --truncation auto|disabled
+ *     (the Responses request's `truncation`, default auto; chat always fits the history)
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -38,6 +41,8 @@ const { values: args } = parseArgs({
     dist: { type: 'string', default: 'dist' },
     env: { type: 'string', default: '' },
     store: { type: 'boolean', default: false },
+    api: { type: 'string', default: 'chat' },
+    truncation: { type: 'string', default: 'auto' },
   },
 });
 const SIZES = args.sizes.split(',').map(Number);
@@ -48,6 +53,8 @@ const ROUNDS = Number(args.rounds);
 const MODE = args.mode as PlatformMode;
 for (const size of SIZES) if (!Number.isInteger(size) || size < 1) throw new Error('--sizes takes whole numbers above 0');
 if (MODE !== 'embedded' && MODE !== 'production') throw new Error('--mode is embedded or production');
+if (args.api !== 'chat' && args.api !== 'responses') throw new Error('--api is chat or responses');
+if (args.truncation !== 'auto' && args.truncation !== 'disabled') throw new Error('--truncation is auto or disabled');
 
 const upstream = await startUpstream();
 const platform = await startPlatform(MODE, parseEnvPairs(args.env), MODE, `${args.dist}/services/platform/main.js`);
@@ -94,14 +101,14 @@ try {
     if (Date.now() > deadline) throw new Error('the platform did not settle within 10 minutes of the fill');
   }
 
+  const QUESTION = 'And what comes next?';
   const turn = async (id: string) => {
     const started = performance.now();
-    await call('POST', '/v1/chat/completions', {
-      model: 'bench-d0',
-      conversation: id,
-      ...(args.store ? { store: true } : {}),
-      messages: [{ role: 'user', content: 'And what comes next?' }],
-    });
+    if (args.api === 'responses') {
+      await call('POST', '/v1/responses', { model: 'bench-d0', conversation: id, input: QUESTION, truncation: args.truncation, tools: [], store: args.store });
+    } else {
+      await call('POST', '/v1/chat/completions', { model: 'bench-d0', conversation: id, ...(args.store ? { store: true } : {}), messages: [{ role: 'user', content: QUESTION }] });
+    }
     return performance.now() - started;
   };
   const figures = new Map<number, { p50: number[]; p99: number[]; mainMs: number[]; allMs: number[]; otherMs: number[] }>();
@@ -127,7 +134,8 @@ try {
     process.stderr.write(`round ${round + 1}/${ROUNDS} done\n`);
   }
 
-  console.log(`\n${MODE}${args.store ? ', store: true' : ''}, context ${CONTEXT} tokens, items of ${ITEM_BYTES} bytes, ${TURNS} turns × ${ROUNDS} rounds (medians of rounds)`);
+  const api = args.api === 'responses' ? `, Responses API (truncation: ${args.truncation})` : '';
+  console.log(`\n${MODE}${api}${args.store ? ', store: true' : ''}, context ${CONTEXT} tokens, items of ${ITEM_BYTES} bytes, ${TURNS} turns × ${ROUNDS} rounds (medians of rounds)`);
   console.log('| items in the conversation | turn p50 ms | turn p99 ms | main-thread CPU ms / turn | all threads CPU ms / turn | busiest other thread ms / turn |');
   console.log('|---|---|---|---|---|---|');
   for (const size of SIZES) {

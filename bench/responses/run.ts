@@ -17,7 +17,7 @@
  * Env: BENCH_REQUESTS (default 300), BENCH_ENGINE (5000). Needs the test databases (PostgreSQL).
  */
 import { Agent, request } from 'undici';
-import { createServiceApp, serviceAppOptions, startService, type ServiceDefinition } from '../../services/kit/index.js';
+import { createServiceApp, serviceAppOptions, startService, systemClock, type ServiceDefinition } from '../../services/kit/index.js';
 import { buildResponsesDeps } from '../../services/response-api/deps.js';
 import { responseApiService } from '../../services/response-api/service.js';
 import { runLoop, type LoopPlan } from '../../services/response-api/responses/loop.js';
@@ -143,7 +143,7 @@ const timedService: ServiceDefinition = {
   name: 'response-api-timed',
   port: () => 0,
   createApp(ctx) {
-    const llm = createLlmPort({ baseUrl: () => ctx.urls.llmApi, gatewayToken: ctx.gatewaySecret, timeoutMs: 60_000 });
+    const llm = createLlmPort({ baseUrl: () => ctx.urls.llmApi, gatewayToken: ctx.gatewaySecret, timeoutMs: 60_000, clock: systemClock, modelCacheMs: 30_000 });
     const tools = createToolsPort({ baseUrl: () => ctx.urls.mcpTools, gatewayToken: ctx.gatewaySecret });
     const deps = buildResponsesDeps(ctx, { llm: timedLlm(llm, watch), tools: timedTools(tools, watch) });
     ctx.onStop(() => llm.close());

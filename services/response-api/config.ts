@@ -17,6 +17,11 @@ export const responsesConfigShape = {
   RESPONSES_STEP_TIMEOUT_MS: int(100, 1_800_000, 300_000),
   /** How often a running loop reads the cancel flag from the database (cancels sent to another process). */
   RESPONSES_CANCEL_POLL_MS: int(20, 60_000, 250),
+  /**
+   * How long a model's context window, read from llm-api for `truncation: "auto"`, is reused
+   * before it is read again (0: read for every response).
+   */
+  RESPONSES_MODEL_CACHE_MS: int(0, 3_600_000, 30_000),
 };
 
 export type ResponsesConfig = z.infer<z.ZodObject<typeof responsesConfigShape>>;

@@ -15,7 +15,13 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
   const { runtime } = ctx;
   const config: ResponsesConfig = loadConfig(responsesConfigShape, runtime.config.env);
   const store = createResponseStore(runtime.db.knex);
-  const llm = overrides.llm ?? createLlmPort({ baseUrl: () => ctx.urls.llmApi, gatewayToken: ctx.gatewaySecret, timeoutMs: config.RESPONSES_STEP_TIMEOUT_MS });
+  const llm = overrides.llm ?? createLlmPort({
+      baseUrl: () => ctx.urls.llmApi,
+      gatewayToken: ctx.gatewaySecret,
+      timeoutMs: config.RESPONSES_STEP_TIMEOUT_MS,
+      clock: runtime.clock,
+      modelCacheMs: config.RESPONSES_MODEL_CACHE_MS,
+    });
   const tools = overrides.tools ?? createToolsPort({ baseUrl: () => ctx.urls.mcpTools, gatewayToken: ctx.gatewaySecret });
   const media = overrides.media ?? createMediaPort({ baseUrl: () => ctx.urls.mediaApi, gatewayToken: ctx.gatewaySecret, timeoutMs: runtime.config.INTERNAL_HTTP_TIMEOUT_MS });
   const running: ResponsesDeps['running'] = new Map();

@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ApiError, createInternalClient, GATEWAY_TOKEN_HEADER, identityHeadersFor, type InternalClient, type Principal } from '../../kit/index.js';
+import { ApiError, createInternalClient, GATEWAY_TOKEN_HEADER, identityHeadersFor, type Clock, type InternalClient, type Principal } from '../../kit/index.js';
 
 /**
  * What the loop needs from the other services, both reached directly at their internal address
@@ -63,8 +63,11 @@ function relay(status: number, body: any, what: string): never {
   throw new ApiError(502, message, { code: 'upstream_error' });
 }
 
-export function createLlmPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number }): LlmPort & { close(): Promise<void> | undefined } {
+export function createLlmPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number; clock: Clock; modelCacheMs: number }): LlmPort & { close(): Promise<void> | undefined } {
   const client = lazyClient(options.baseUrl, options.gatewayToken, options.timeoutMs);
+  // Context windows by model, each reused for `modelCacheMs`: models every user may see, and only
+  // those llm-api knows (a lookup that fails is not kept), so the map stays as small as the catalog.
+  const contextLengths = new Map<string, { value: number | null; expires: number }>();
   return {
     async complete(principal, body, signal) {
       const res = await client.get().call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
@@ -92,11 +95,15 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
       }
     },
     async contextLength(principal, model, signal) {
+      const cached = contextLengths.get(model);
+      if (cached && cached.expires > options.clock.now()) return cached.value;
       // Model ids may hold slashes, which the route takes as they are.
       const path = model.split('/').map(encodeURIComponent).join('/');
       const res = await client.get().call<any>('GET', `/v1/models/${path}`, { principal, signal });
       if (res.status !== 200) relay(res.status, res.body, 'Reading the model');
-      return typeof res.body.context_length === 'number' ? res.body.context_length : null;
+      const value = typeof res.body.context_length === 'number' ? res.body.context_length : null;
+      if (options.modelCacheMs > 0) contextLengths.set(model, { value, expires: options.clock.now() + options.modelCacheMs });
+      return value;
     },
     close: () => client.close(),
   };

@@ -1,0 +1,83 @@
+import test from 'ava';
+import { ManualClock, type Principal } from '../../services/kit/index.js';
+import { createLlmPort } from '../../services/response-api/responses/ports.js';
+import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
+import { startLlmHarness, type LlmHarness } from '../fakes/llm-harness.js';
+
+// response-api's client of llm-api, against a real llm-api: the model's context window is read
+// from llm-api's model entry and reused for RESPONSES_MODEL_CACHE_MS by the clock; a conversation
+// is read newest first, page by page, as far as the caller iterates.
+let h: LlmHarness;
+let fake: FakeUpstream;
+let principal: Principal;
+
+test.before(async () => {
+  fake = await startFakeUpstream({ name: 'port', models: [{ id: 'org/windowed' }, { id: 'unbounded' }] });
+  h = await startLlmHarness();
+  await h.call('POST', '/v1/admin/providers', { name: 'Port', vendor: 'fake', base_url: fake.url });
+  principal = { userId: h.user.id, subject: h.user.id, email: h.user.email, username: h.user.username, authMethod: 'apikey', isAdmin: false, isGuest: false };
+});
+test.after.always(async () => {
+  await h?.close();
+  await fake?.close();
+});
+
+const setContext = async (model: string, contextLength: number) => {
+  const pms = (await h.call('GET', '/v1/admin/models/provider-models')).body.data;
+  const pm = pms.find((m: any) => m.model_public_id === model);
+  const patched = await h.call('PATCH', `/v1/admin/models/provider-models/${pm.id}`, { token_limits: { context_length: contextLength } });
+  if (patched.status !== 200) throw new Error(`patch: ${patched.status}`);
+};
+
+test.serial('the context window is reused until the cache time has passed, by the clock', async (t) => {
+  const clock = new ManualClock(1_000_000);
+  const port = createLlmPort({ baseUrl: () => h.url, gatewayToken: h.service.gatewaySecret, timeoutMs: 10_000, clock, modelCacheMs: 30_000 });
+  const signal = new AbortController().signal;
+  await setContext('org/windowed', 1000);
+  t.is(await port.contextLength(principal, 'org/windowed', signal), 1000, 'a model id with a slash');
+  t.is(await port.contextLength(principal, 'unbounded', signal), null);
+  await setContext('org/windowed', 2000);
+  clock.advance(29_999);
+  t.is(await port.contextLength(principal, 'org/windowed', signal), 1000, 'still the cached window');
+  clock.advance(1);
+  t.is(await port.contextLength(principal, 'org/windowed', signal), 2000, 'read again once the cache time has passed');
+  const missing: any = await t.throwsAsync(port.contextLength(principal, 'no-such-model', signal));
+  t.is(missing.status, 404);
+
+  const uncached = createLlmPort({ baseUrl: () => h.url, gatewayToken: h.service.gatewaySecret, timeoutMs: 10_000, clock, modelCacheMs: 0 });
+  t.is(await uncached.contextLength(principal, 'org/windowed', signal), 2000);
+  await setContext('org/windowed', 3000);
+  t.is(await uncached.contextLength(principal, 'org/windowed', signal), 3000, '0 reads it for every response');
+  await Promise.all([port.close(), uncached.close()]);
+});
+
+test.serial('a conversation is read newest first, a page of 100 at a time, no further than the caller goes', async (t) => {
+  const port = createLlmPort({ baseUrl: () => h.url, gatewayToken: h.service.gatewaySecret, timeoutMs: 10_000, clock: new ManualClock(), modelCacheMs: 0 });
+  const conversation = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
+  for (let i = 0; i < 250; i += 20) {
+    const items = Array.from({ length: Math.min(20, 250 - i) }, (_, k) => ({ type: 'message', role: 'user', content: `m${i + k}` }));
+    t.is((await h.call('POST', `/v1/conversations/${conversation}/items`, { items }, h.user)).status, 200);
+  }
+  // Statements that read the branch's item references, counted on llm-api's database.
+  let reads = 0;
+  const onQuery = (query: { sql: string }) => void (query.sql.includes('"branch_items"') && reads++);
+  h.service.runtime.db.knex.on('query', onQuery);
+  const readUpTo = async (count: number) => {
+    reads = 0;
+    const texts: string[] = [];
+    for await (const item of port.conversationHistory(principal, conversation)) {
+      texts.push(item.content[0].text);
+      if (texts.length === count) break;
+    }
+    return { texts, reads };
+  };
+  const onePage = await readUpTo(50);
+  const twoPages = await readUpTo(120);
+  const all = await readUpTo(Number.POSITIVE_INFINITY);
+  h.service.runtime.db.knex.off('query', onQuery);
+  t.deepEqual(twoPages.texts, Array.from({ length: 120 }, (_, k) => `m${249 - k}`));
+  t.deepEqual(all.texts, Array.from({ length: 250 }, (_, k) => `m${249 - k}`));
+  t.true(twoPages.reads > onePage.reads && onePage.reads > 0);
+  t.is(all.reads - twoPages.reads, twoPages.reads - onePage.reads, 'the third page is read only by the caller that goes on');
+  await port.close();
+});
