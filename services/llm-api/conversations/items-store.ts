@@ -47,14 +47,22 @@ export async function findBranch(db: Db, conversationId: string, name: string): 
 export async function listBranches(db: Db, conversationId: string): Promise<(BranchRow & { item_count: number })[]> {
   const rows = await db('conversation_branches as b')
     .where('b.conversation_id', conversationId)
-    .select('b.*', db.raw('(select count(*) from branch_items bi where bi.branch_id = b.id) as item_count'))
+    .select('b.*', db.raw('(select coalesce(max(position), 0) from branch_items bi where bi.branch_id = b.id) as item_count'))
     .orderBy('b.id', 'asc');
   return (rows as (BranchRow & { item_count: number })[]).map((r) => ({ ...normalizeBranch(r), item_count: Number(r.item_count) }));
 }
 
+/**
+ * How many items a branch holds (and so the position an append continues after): its last
+ * position, one index entry where a `count(*)` reads every
+ * reference (an item page asks it for `total_count`, so a count grew with the conversation).
+ * Positions are 1..n by construction: appends continue after the last, and a delete, edit or fork
+ * copies the references to a new branch renumbered 1..n (`copyRefs`); no reference is ever removed
+ * from a branch alone.
+ */
 export async function countBranchItems(db: Db, branchId: number): Promise<number> {
-  const row = (await db('branch_items').where({ branch_id: branchId }).count<{ count: number }[]>({ count: '*' }))[0];
-  return Number(row?.count ?? 0);
+  const row = (await db('branch_items').where({ branch_id: branchId }).max<{ last: number | null }[]>({ last: 'position' }))[0];
+  return Number(row?.last ?? 0);
 }
 
 export async function renameBranch(db: Db, branchId: number, name: string, now: number): Promise<void> {
@@ -82,8 +90,7 @@ export async function deleteUnreferencedItems(db: Db, conversationId: string): P
 /** Appends references at the end of a branch (caller holds the conversation lock). */
 export async function appendRefs(db: Db, branchId: number, itemIds: string[]): Promise<number[]> {
   if (itemIds.length === 0) return [];
-  const row = (await db('branch_items').where({ branch_id: branchId }).max<{ max: number | null }[]>({ max: 'position' }))[0];
-  const start = Number(row?.max ?? 0);
+  const start = await countBranchItems(db, branchId);
   const positions = itemIds.map((_, i) => start + i + 1);
   await db('branch_items').insert(itemIds.map((item_id, i) => ({ branch_id: branchId, position: positions[i], item_id })));
   return positions;

@@ -36,6 +36,7 @@ test('deleting an item removes only that item from MAIN; the old MAIN survives a
   t.deepEqual(await ids(id), [items[0], items[1], items[3], items[4]], 'every other item, in order, same ids');
   const main = await alice.get(`/v1/conversations/${id}/items?order=asc`);
   t.deepEqual(main.body.data.map((i: any) => i.sequence_number), [1, 2, 3, 4]);
+  t.is(main.body.total_count, 4, 'the count the page shows is the renumbered branch');
   // Items are references: the survivors are the very same stored items.
   for (const item of main.body.data) {
     const old = before.body.data.find((b: any) => b.id === item.id);
