@@ -49,13 +49,16 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     if (!previous) throw new ApiError(400, `Previous response with id '${input.previous_response_id}' not found.`, { code: 'previous_response_not_found', param: 'previous_response_id' });
     if (RUNNING.has(previous.status)) throw badRequest(`Previous response '${previous.id}' has not finished yet`, 'previous_response_id');
     conversationId = previous.body.conversation?.id ?? null;
-    const context = previous.context as ChatMessage[];
-    history = truncation === 'auto' ? fitted(await keepNewest<ChatMessage>(context.toReversed(), estimateTokens, await historyBudget(deps, principal, input, current, options.signal))) : context;
+    history = previous.context as ChatMessage[];
+    if (truncation === 'auto') {
+      const budget = await historyBudget(deps, principal, input, current, options.signal);
+      history = withoutOrphanedOutputs(await keepNewest<ChatMessage>(history.toReversed(), estimateTokens, budget));
+    }
   } else if (conversationId) {
     const items = deps.llm.conversationHistory(principal, conversationId);
     if (truncation === 'auto') {
       const budget = await historyBudget(deps, principal, input, current, options.signal);
-      history = fitted(toChatMessages(await keepNewest(items, itemTokens, budget)));
+      history = withoutOrphanedOutputs(toChatMessages(await keepNewest(items, itemTokens, budget)));
     } else {
       const all: Array<Record<string, any>> = [];
       for await (const item of items) all.push(item);
@@ -186,7 +189,7 @@ const itemTokens = (item: Record<string, any>) => toChatMessages([item]).reduce(
  * A truncated history starts with a message, never with a tool output whose call was dropped
  * (providers refuse a tool message that answers no call).
  */
-function fitted(history: ChatMessage[]): ChatMessage[] {
+function withoutOrphanedOutputs(history: ChatMessage[]): ChatMessage[] {
   let start = 0;
   while (history[start]?.role === 'tool') start++;
   return start === 0 ? history : history.slice(start);
