@@ -30,6 +30,13 @@ export function estimateTokens(message: EstimatedMessage): number {
   return Math.ceil((text.length + calls) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE;
 }
 
+/** The estimate of several messages together. */
+export function estimateTokensOf(messages: Iterable<EstimatedMessage>): number {
+  let tokens = 0;
+  for (const message of messages) tokens += estimateTokens(message);
+  return tokens;
+}
+
 /**
  * The newest entries whose costs add up to at most `budget`, oldest first. Reading stops at the
  * first entry that does not fit, so a lazy source (a history read page by page) is read no further

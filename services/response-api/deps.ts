@@ -15,7 +15,9 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
   const { runtime } = ctx;
   const config: ResponsesConfig = loadConfig(responsesConfigShape, runtime.config.env);
   const store = createResponseStore(runtime.db.knex);
-  const llm = overrides.llm ?? createLlmPort({
+  const llm =
+    overrides.llm ??
+    createLlmPort({
       baseUrl: () => ctx.urls.llmApi,
       gatewayToken: ctx.gatewaySecret,
       timeoutMs: config.RESPONSES_STEP_TIMEOUT_MS,

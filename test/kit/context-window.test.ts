@@ -1,11 +1,12 @@
 import test from 'ava';
-import { estimateTokens, keepNewest } from '../../services/kit/index.js';
+import { estimateTokens, estimateTokensOf, keepNewest } from '../../services/kit/index.js';
 
 test('the estimate: 4 characters per token of text, 4 per message, tool calls by their JSON', (t) => {
   t.is(estimateTokens({ content: 'x'.repeat(40) }), 14);
   t.is(estimateTokens({ content: [{ type: 'text', text: 'abcd' }, { type: 'image_url', image_url: { url: 'jan_1' } }, { type: 'text', text: 'efg' }] }), 6);
   const calls = [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }];
   t.is(estimateTokens({ content: null, tool_calls: calls }), Math.ceil((2 + JSON.stringify(calls).length) / 4) + 4);
+  t.is(estimateTokensOf([{ content: 'abcd' }, { content: 'x'.repeat(40) }]), 5 + 14);
 });
 
 test('keepNewest keeps the newest that fit, oldest first, and reads no further than the first that does not', async (t) => {

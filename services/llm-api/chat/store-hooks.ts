@@ -1,4 +1,4 @@
-import { ApiError, estimateTokens, keepNewest, type Principal, type ServiceContext } from '../../kit/index.js';
+import { ApiError, estimateTokens, estimateTokensOf, keepNewest, type Principal, type ServiceContext } from '../../kit/index.js';
 import { appendItems, createConversation, openHistory, type ConversationDeps, type HistoryItem } from '../conversations/index.js';
 import { findProject } from '../projects/index.js';
 import { contextLengthOf, type ResolvedModel } from '../models/registry.js';
@@ -73,7 +73,7 @@ function historyMessage(item: HistoryItem): Message | null {
  * fit (a conversation longer than the context costs what the context holds, not its length).
  */
 export async function fitToContext(system: Message[], newestFirst: AsyncIterable<HistoryItem>, current: Message[], budget: number): Promise<Message[]> {
-  const used = [...system, ...current].reduce((sum, m) => sum + estimateTokens(m), 0);
+  const used = estimateTokensOf(system) + estimateTokensOf(current);
   const kept = await keepNewest(replayed(newestFirst), estimateTokens, budget - used);
   return [...system, ...kept, ...current];
 }

@@ -1,4 +1,4 @@
-import { ApiError, badRequest, estimateTokens, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, estimateTokens, estimateTokensOf, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
 import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
 import { CancelledError, runLoop, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
@@ -179,11 +179,11 @@ async function historyBudget(deps: ResponsesDeps, principal: Principal, input: C
   const context = await deps.llm.contextLength(principal, input.model, signal);
   if (context === null) return Number.POSITIVE_INFINITY;
   const instructions = input.instructions ? estimateTokens({ content: input.instructions }) : 0;
-  return context - (input.max_output_tokens ?? 0) - instructions - current.reduce((sum, m) => sum + estimateTokens(m), 0);
+  return context - (input.max_output_tokens ?? 0) - instructions - estimateTokensOf(current);
 }
 
 /** What a stored item costs as the chat messages it is replayed as. */
-const itemTokens = (item: Record<string, any>) => toChatMessages([item]).reduce((sum, m) => sum + estimateTokens(m), 0);
+const itemTokens = (item: Record<string, any>) => estimateTokensOf(toChatMessages([item]));
 
 /**
  * A truncated history starts with a message, never with a tool output whose call was dropped
