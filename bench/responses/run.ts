@@ -111,7 +111,7 @@ function stopwatch() {
 
 function timedLlm(llm: LlmPort, watch: ReturnType<typeof stopwatch>): LlmPort {
   return {
-    complete: (principal, body, signal) => watch.time(() => llm.complete(principal, body, signal)),
+    complete: (principal, body, signal, onText) => watch.time(() => llm.complete(principal, body, signal, onText)),
     appendConversationItems: (principal, id, items) => watch.time(() => llm.appendConversationItems(principal, id, items)),
     // Pages are read as the history is iterated; the bench's responses name no conversation.
     conversationHistory: (principal, id) => llm.conversationHistory(principal, id),

@@ -300,7 +300,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     const chunk = (delta: unknown, finish_reason: string | null, extra: Record<string, unknown> = {}) =>
       `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [{ index: 0, delta, logprobs: null, finish_reason }], ...extra })}\n\n`;
-    res.write(chunk({ role: 'assistant', content: content ?? '' }, null));
+    // The text in word-sized pieces, as providers stream it.
+    res.write(chunk({ role: 'assistant', content: '' }, null));
+    for (const piece of (content ?? '').split(/(?<= )/)) if (piece) res.write(chunk({ content: piece }, null));
     if (calls.length) res.write(chunk({ tool_calls: calls.map((c, index) => ({ index, ...c })) }, null));
     res.write(chunk({}, finish));
     if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [], usage })}\n\n`);

@@ -1,3 +1,4 @@
+import type { ExecutionContext } from 'ava';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startMcpPlatform, type McpPlatform } from '../mcp/helpers.js';
@@ -37,3 +38,49 @@ export async function startResponsesPlatform(env: Record<string, string | undefi
 
 /** The text of the last tool message the model was sent. */
 export const lastToolOutput = (messages: any[]) => String([...messages].reverse().find((m) => m.role === 'tool')?.content ?? '');
+
+const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+
+/** The rules of the Responses event stream, checked on a whole recorded stream; returns the terminal event's response. */
+export function checkStream(t: ExecutionContext, events: any[]) {
+  t.is(events[0]?.type, 'response.created', 'response.created comes first');
+  t.is(events[1]?.type, 'response.in_progress');
+  const id = events[0].response.id;
+  t.deepEqual(events[0].response.output, []);
+  events.forEach((event, index) => {
+    t.is(event.sequence_number, index, `sequence_number of event ${index} (${event.type})`);
+    if (event.response) t.is(event.response.id, id, `${event.type} carries the same response id`);
+  });
+  const terminal = events.filter((e) => TERMINAL.has(e.type));
+  t.is(terminal.length, 1, 'exactly one terminal event');
+  t.is(events.at(-1), terminal[0], 'the terminal event is the last');
+
+  // Every event about an item falls between that item's output_item.added and .done, and items are announced in order.
+  const open = new Map<number, any>();
+  const closed = new Set<number>();
+  let nextIndex = 0;
+  const openParts = new Set<string>();
+  for (const event of events.slice(2, -1)) {
+    if (event.type === 'response.output_item.added') {
+      t.is(event.output_index, nextIndex++, 'output indices are announced in order');
+      open.set(event.output_index, event.item);
+      continue;
+    }
+    t.true(open.has(event.output_index), `${event.type} refers to an announced, unfinished item (${event.output_index})`);
+    if (event.item_id) t.is(event.item_id, open.get(event.output_index).id, `${event.type} names its item`);
+    const partKey = `${event.output_index}:${event.content_index}`;
+    if (event.type === 'response.content_part.added') openParts.add(partKey);
+    if (event.type === 'response.output_text.delta' || event.type === 'response.output_text.done') t.true(openParts.has(partKey), `${event.type} inside its content part`);
+    if (event.type === 'response.content_part.done') openParts.delete(partKey);
+    if (event.type === 'response.output_item.done') {
+      t.is(event.item.id, open.get(event.output_index).id);
+      if (event.item.type === 'message') t.false([...openParts].some((k) => k.startsWith(`${event.output_index}:`)), 'content parts close before their item');
+      open.delete(event.output_index);
+      closed.add(event.output_index);
+    }
+  }
+  t.is(open.size, 0, 'every item is done before the terminal event');
+  const final = terminal[0].response;
+  t.is(final.output.length, closed.size);
+  return final;
+}

@@ -1,5 +1,4 @@
-import { ApiError, createInternalClient, type CancelSignal, type InternalClient, type Principal } from '../../kit/index.js';
-import { SseSplitter } from './sse.js';
+import { ApiError, createInternalClient, sseData, type CancelSignal, type InternalClient, type Principal } from '../../kit/index.js';
 
 /**
  * Deep research runs on response-api's tool loop: `POST /v1/responses` with `stream: true`, called
@@ -58,22 +57,5 @@ export function createResearchPort(options: { baseUrl: () => string; gatewayToke
 
 /** `event: <type>` / `data: <json>` blocks → the parsed `data` objects. */
 async function* parseEvents(body: AsyncIterable<Uint8Array>, maxEventBytes: number): AsyncGenerator<ResponsesEvent> {
-  const splitter = new SseSplitter(maxEventBytes);
-  const parse = function* (events: string) {
-    for (const event of events.split('\n\n')) {
-      const data = event
-        .split('\n')
-        .filter((line) => line.startsWith('data:'))
-        .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
-        .join('\n');
-      if (!data.trim()) continue;
-      yield JSON.parse(data) as ResponsesEvent;
-    }
-  };
-  for await (const bytes of body) {
-    const complete = splitter.push(bytes);
-    if (complete !== null) yield* parse(complete);
-  }
-  const tail = splitter.end().trim();
-  if (tail) yield* parse(tail);
+  for await (const data of sseData(body, maxEventBytes)) yield JSON.parse(data) as ResponsesEvent;
 }

@@ -1,7 +1,6 @@
-import { errorBody, type CancelSignal } from '../../kit/index.js';
+import { errorBody, SseEventTooLarge, SseSplitter, type CancelSignal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import type { BodyChunks } from '../routing/provider-answer.js';
-import { SseEventTooLarge, SseSplitter } from './sse.js';
 import type { ChatCompletionChunk, ConversationRef, ErrorPayload, Usage } from './types.js';
 
 /**

@@ -90,7 +90,9 @@ export async function runLoop(
     }
     let completion: ChatCompletion;
     try {
-      completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, AbortSignal.timeout(deps.stepTimeoutMs)]));
+      // A streaming caller sees the text as the provider writes it; a non-streaming one gets the step whole.
+      const onText = recorder.streaming ? (delta: string) => recorder.textDelta(delta) : undefined;
+      completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, AbortSignal.timeout(deps.stepTimeoutMs)]), onText);
     } catch (error) {
       if (abort.aborted) throw new CancelledError();
       throw error;
@@ -104,7 +106,7 @@ export async function runLoop(
     const calls = plan.parallelToolCalls ? asked : asked.slice(0, 1);
 
     if (calls.length === 0) {
-      recorder.message(content);
+      recorder.endText(content, true);
       messages.push({ role: 'assistant', content });
       if (choice?.finish_reason === 'length') {
         response.status = 'incomplete';
@@ -113,7 +115,7 @@ export async function runLoop(
       return { messages, steps };
     }
 
-    if (content.trim()) recorder.message(content);
+    recorder.endText(content, false);
     messages.push({ role: 'assistant', content: content || null, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: c.function })) });
 
     // Platform tools run now; calls of the client's own functions are returned to it.

@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ApiError, createInternalClient, GATEWAY_TOKEN_HEADER, identityHeadersFor, type Clock, type InternalClient, type Principal } from '../../kit/index.js';
+import { ApiError, createInternalClient, GATEWAY_TOKEN_HEADER, identityHeadersFor, sseData, type Clock, type InternalClient, type Principal } from '../../kit/index.js';
 
 /**
  * What the loop needs from the other services, both reached directly at their internal address
@@ -13,7 +13,11 @@ export interface ChatCompletion {
 }
 
 export interface LlmPort {
-  complete(principal: Principal, body: Record<string, unknown>, signal: AbortSignal): Promise<ChatCompletion>;
+  /**
+   * One step's chat completion. With `onText` it is streamed from llm-api and each piece of its
+   * text is handed over as it arrives; the result is the same completion either way.
+   */
+  complete(principal: Principal, body: Record<string, unknown>, signal: AbortSignal, onText?: (delta: string) => void): Promise<ChatCompletion>;
   /** Appends items to a conversation of the caller (llm-api's conversation store). */
   appendConversationItems(principal: Principal, conversationId: string, items: unknown[]): Promise<void>;
   /**
@@ -63,16 +67,80 @@ function relay(status: number, body: any, what: string): never {
   throw new ApiError(502, message, { code: 'upstream_error' });
 }
 
+function parsedOrNull(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * llm-api already bounds each provider event (`LLM_SSE_MAX_EVENT_BYTES`) before relaying it; this
+ * only keeps a misbehaving peer from growing one event without end.
+ */
+const MAX_STEP_EVENT_BYTES = 16 * 1024 * 1024;
+
+/**
+ * A streamed chat completion read into the completion it stands for: the text's pieces handed to
+ * `onText` as they arrive, tool calls assembled from their deltas by index, the finish reason and
+ * the usage of the last chunk. An error event (llm-api's, after the stream started) or a stream that
+ * ends without `[DONE]` fails the step.
+ */
+async function collectStream(body: AsyncIterable<Uint8Array>, onText: (delta: string) => void): Promise<ChatCompletion> {
+  let content = '';
+  const calls: Array<{ id: string; function: { name: string; arguments: string } }> = [];
+  let finishReason: string | null = null;
+  let usage: ChatCompletion['usage'];
+  for await (const data of sseData(body, MAX_STEP_EVENT_BYTES)) {
+    if (data === '[DONE]') {
+      const message = { content, ...(calls.length > 0 ? { tool_calls: calls.filter(Boolean) } : {}) };
+      return { choices: [{ message, finish_reason: finishReason }], ...(usage ? { usage } : {}) };
+    }
+    const chunk = JSON.parse(data);
+    if (chunk.error) relay(502, chunk, 'The chat completion');
+    if (chunk.usage) usage = chunk.usage;
+    const choice = chunk.choices?.[0];
+    if (!choice) continue;
+    if (choice.finish_reason) finishReason = choice.finish_reason;
+    const delta = choice.delta ?? {};
+    if (typeof delta.content === 'string' && delta.content !== '') {
+      content += delta.content;
+      onText(delta.content);
+    }
+    for (const piece of delta.tool_calls ?? []) {
+      const call = (calls[piece.index ?? 0] ??= { id: '', function: { name: '', arguments: '' } });
+      if (piece.id) call.id = piece.id;
+      if (piece.function?.name) call.function.name += piece.function.name;
+      if (piece.function?.arguments) call.function.arguments += piece.function.arguments;
+    }
+  }
+  throw new ApiError(502, 'The chat completion ended before it was complete', { code: 'upstream_error' });
+}
+
 export function createLlmPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number; clock: Clock; modelCacheMs: number }): LlmPort & { close(): Promise<void> | undefined } {
   const client = lazyClient(options.baseUrl, options.gatewayToken, options.timeoutMs);
   // Context windows by model, each reused for `modelCacheMs`: models every user may see, and only
   // those llm-api knows (a lookup that fails is not kept), so the map stays as small as the catalog.
   const contextLengths = new Map<string, { value: number | null; expires: number }>();
   return {
-    async complete(principal, body, signal) {
-      const res = await client.get().call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
-      if (res.status !== 200) relay(res.status, res.body, 'The chat completion');
-      return res.body as ChatCompletion;
+    async complete(principal, body, signal, onText) {
+      if (!onText) {
+        const res = await client.get().call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
+        if (res.status !== 200) relay(res.status, res.body, 'The chat completion');
+        return res.body as ChatCompletion;
+      }
+      const res = await client.get().open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
+      if (res.status !== 200) {
+        const text = await res.body.text().catch(() => '');
+        relay(res.status, parsedOrNull(text), 'The chat completion');
+      }
+      try {
+        return await collectStream(res.body, onText);
+      } catch (error) {
+        if (signal.aborted) throw signal.reason;
+        throw error instanceof ApiError ? error : new ApiError(502, 'The chat completion stream broke off', { code: 'upstream_error', cause: error });
+      }
     },
     async appendConversationItems(principal, conversationId, items) {
       // The conversation API takes at most 20 items per call.

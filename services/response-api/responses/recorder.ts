@@ -11,18 +11,32 @@ export type StreamEvent = Record<string, any> & { type: string; sequence_number:
 
 export const itemId = (prefix: string) => `${prefix}_${randomBase62(24)}`;
 
-/** Text is streamed in pieces of about this size (the upstream step answers whole). */
+/** Text that arrives whole (a step not streamed from the provider) is sent in pieces of this size. */
 const DELTA_CHARS = 64;
+
+interface OpenMessage {
+  item: Record<string, any> & { content: any[] };
+  part: { type: string; text: string; annotations: unknown[]; logprobs: unknown[] };
+  at: { item_id: string; output_index: number; content_index: number };
+}
 
 export class ResponseRecorder {
   private sequence = 0;
+  /** The message a streamed step is writing into, and blank text received before it opened. */
+  private streamed: OpenMessage | null = null;
+  private blankPrefix = '';
   constructor(
     readonly response: ResponseObject,
-    private readonly emit: (event: StreamEvent) => void = () => {},
+    private readonly emit?: (event: StreamEvent) => void,
   ) {}
 
+  /** Someone receives the events (a streaming caller): steps are then worth streaming from the provider. */
+  get streaming(): boolean {
+    return this.emit !== undefined;
+  }
+
   private send(type: string, fields: Record<string, unknown>): void {
-    this.emit({ type, sequence_number: this.sequence++, ...fields } as StreamEvent);
+    this.emit?.({ type, sequence_number: this.sequence++, ...fields } as StreamEvent);
   }
 
   private snapshot(): ResponseObject {
@@ -35,7 +49,50 @@ export class ResponseRecorder {
     this.send('response.in_progress', { response: this.snapshot() });
   }
 
+  /**
+   * A whole step's text as one message item (a non-streaming caller, or a step answered at once),
+   * streamed in pieces of `DELTA_CHARS`.
+   */
   message(text: string): void {
+    const open = this.openMessage();
+    for (let i = 0; i < text.length; i += DELTA_CHARS) this.appendText(open, text.slice(i, i + DELTA_CHARS));
+    this.closeMessage(open, 'completed');
+  }
+
+  /**
+   * A piece of the step's text as the provider streams it. The message item opens with the first
+   * piece that is not blank: a step that only calls tools may send whitespace first, and a blank
+   * message is not kept beside tool calls (the same rule as `endText`).
+   */
+  textDelta(delta: string): void {
+    if (this.streamed) return this.appendText(this.streamed, delta);
+    this.blankPrefix += delta;
+    if (!this.blankPrefix.trim()) return;
+    this.streamed = this.openMessage();
+    this.appendText(this.streamed, this.blankPrefix);
+    this.blankPrefix = '';
+  }
+
+  /**
+   * The step's text is complete: a message streamed by `textDelta` is closed; otherwise the whole
+   * text becomes a message when `keepBlank` (a step that ends the response) or when it is not blank.
+   */
+  endText(text: string, keepBlank: boolean): void {
+    const open = this.streamed;
+    this.streamed = null;
+    this.blankPrefix = '';
+    if (open) this.closeMessage(open, 'completed');
+    else if (keepBlank || text.trim()) this.message(text);
+  }
+
+  /** The loop stopped inside a streamed text (cancelled, failed): its message ends `incomplete`, the text so far kept. */
+  interruptText(): void {
+    if (this.streamed) this.closeMessage(this.streamed, 'incomplete');
+    this.streamed = null;
+    this.blankPrefix = '';
+  }
+
+  private openMessage(): OpenMessage {
     const id = itemId('msg');
     const outputIndex = this.response.output.length;
     const item = { id, type: 'message', role: 'assistant', status: 'in_progress', content: [] as any[] };
@@ -45,15 +102,21 @@ export class ResponseRecorder {
     item.content.push(part);
     const at = { item_id: id, output_index: outputIndex, content_index: 0 };
     this.send('response.content_part.added', { ...at, part: { ...part } });
-    for (let i = 0; i < text.length; i += DELTA_CHARS) {
-      const delta = text.slice(i, i + DELTA_CHARS);
-      part.text += delta;
-      this.send('response.output_text.delta', { ...at, delta, logprobs: [] });
-    }
-    this.send('response.output_text.done', { ...at, text, logprobs: [] });
+    return { item, part, at };
+  }
+
+  private appendText(open: OpenMessage, delta: string): void {
+    open.part.text += delta;
+    this.send('response.output_text.delta', { ...open.at, delta, logprobs: [] });
+  }
+
+  /** `incomplete`: the step stopped inside its text (cancelled, failed); the text so far is kept. */
+  private closeMessage(open: OpenMessage, status: 'completed' | 'incomplete'): void {
+    const { item, part, at } = open;
+    this.send('response.output_text.done', { ...at, text: part.text, logprobs: [] });
     this.send('response.content_part.done', { ...at, part: { ...part } });
-    item.status = 'completed';
-    this.send('response.output_item.done', { output_index: outputIndex, item: structuredClone(item) });
+    item.status = status;
+    this.send('response.output_item.done', { output_index: at.output_index, item: structuredClone(item) });
   }
 
   /** A call the client executes itself: announced and finished at once. */

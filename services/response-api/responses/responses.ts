@@ -139,6 +139,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       context = result.messages;
       if (response.status === 'completed' || response.status === 'incomplete') response.completed_at = unix(deps.clock.now());
     } catch (error) {
+      recorder.interruptText();
       if (error instanceof CancelledError || abort.signal.aborted) response.status = 'cancelled';
       else {
         response.status = 'failed';

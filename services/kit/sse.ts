@@ -80,3 +80,31 @@ function lastBlankLine(text: string): number {
   while (text.charCodeAt(found + 2) === 10) found++;
   return found;
 }
+
+/**
+ * The `data` of each event of a server-sent-event body, as it arrives (multi-line data joined by
+ * LF, as the format says; comments, `event:` and `id:` lines and data-less events skipped). The
+ * reader of another service's or a provider's stream: JSON parsing, `[DONE]` and errors are the
+ * caller's. An event larger than `maxEventBytes` throws `SseEventTooLarge`.
+ */
+export async function* sseData(body: AsyncIterable<Uint8Array>, maxEventBytes: number): AsyncGenerator<string> {
+  const splitter = new SseSplitter(maxEventBytes);
+  for await (const bytes of body) {
+    const events = splitter.push(bytes);
+    if (events !== null) yield* dataOf(events);
+  }
+  const tail = splitter.end();
+  if (tail.trim()) yield* dataOf(tail);
+}
+
+function* dataOf(events: string): Generator<string> {
+  for (const event of events.split('\n\n')) {
+    let data: string | null = null;
+    for (const line of event.split('\n')) {
+      if (!line.startsWith('data:')) continue;
+      const value = line.slice(line.startsWith('data: ') ? 6 : 5);
+      data = data === null ? value : `${data}\n${value}`;
+    }
+    if (data !== null && data.trim()) yield data;
+  }
+}

@@ -1,6 +1,6 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { SseEventTooLarge, SseSplitter } from '../../../services/llm-api/chat/sse.js';
+import { SseEventTooLarge, SseSplitter, sseData } from '../../services/kit/index.js';
 
 // The splitter must give the same events however the network cuts the bytes.
 const eventsOf = (pieces: Uint8Array[], max = 1 << 20): string[] => {
@@ -58,4 +58,19 @@ test('a large event arriving in small pieces is handled in linear time (figure p
   const ms = performance.now() - started;
   t.is(complete?.length, 32 * 1024 * 1024);
   t.log(`32 MiB event in 16 KiB chunks: ${ms.toFixed(0)} ms`);
+});
+
+test('sseData yields each event\'s data as it arrives: lines joined, comments and event names skipped, an unclosed last event kept', async (t) => {
+  const body = async function* () {
+    for (const piece of everyByte('event: a\ndata: {"x":\r\ndata: 1}\n\n: keep-alive\n\nid: 7\nevent: b\n\ndata:[DONE]\n\ndata: tail')) yield piece;
+  };
+  const seen: string[] = [];
+  for await (const data of sseData(body(), 1 << 20)) seen.push(data);
+  t.deepEqual(seen, ['{"x":\n1}', '[DONE]', 'tail']);
+  const huge = async function* () {
+    yield bytesOf(`data: ${'x'.repeat(2048)}`);
+  };
+  await t.throwsAsync(async () => {
+    for await (const _ of sseData(huge(), 1024));
+  }, { instanceOf: SseEventTooLarge });
 });
