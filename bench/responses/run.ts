@@ -13,6 +13,10 @@
  *      b. a 3-step loop whose tool calls name a tool that does not exist (the MCP session is
  *         opened and listed, no tool runs);
  *      c. a 3-step loop with two python_exec steps (the sandbox run counts as tool time).
+ *   3. time to the first text: a streamed one-step response over a provider that writes its answer
+ *      over time (20 words, 25 ms apart), when its first `response.output_text.delta` arrives and
+ *      when it ends, beside a chat completion streamed from llm-api directly; and the same 20
+ *      words from a zero-delay provider, where the whole time is what streaming a step costs.
  *   For scale, the chat completion asked from llm-api directly is printed too.
  * Env: BENCH_REQUESTS (default 300), BENCH_ENGINE (5000). Needs the test databases (PostgreSQL).
  */
@@ -74,6 +78,29 @@ async function engine(): Promise<number[]> {
     if (i >= 200) perStep.push((now() - t0) / 3);
   }
   return perStep;
+}
+
+/**
+ * A streamed request, one at a time: when the first bytes matching `marker` arrived (the first text
+ * of the answer) and when the stream ended.
+ */
+async function firstText(url: string, headers: Record<string, string>, body: unknown, marker: RegExp, n: number): Promise<{ first: number[]; whole: number[] }> {
+  const agent = new Agent({ connections: 1 });
+  const first: number[] = [];
+  const whole: number[] = [];
+  for (let i = 0; i < n + 5; i++) {
+    const t0 = now();
+    const res = await request(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body), dispatcher: agent });
+    if (res.statusCode !== 200) throw new Error(`${res.statusCode} from ${url}: ${(await res.body.text()).slice(0, 300)}`);
+    let seen = -1;
+    for await (const bytes of res.body) if (seen < 0 && marker.test(bytes.toString())) seen = now() - t0;
+    if (i < 5) continue;
+    if (seen < 0) throw new Error(`no ${marker} in the stream of ${url}`);
+    first.push(seen);
+    whole.push(now() - t0);
+  }
+  await agent.close();
+  return { first, whole };
 }
 
 async function timed(url: string, headers: Record<string, string>, body: unknown, n: number, divide = 1, inner?: { reset(): void; ms(): number }): Promise<{ total: number[]; own: number[] }> {
@@ -169,6 +196,17 @@ try {
   console.log(`    response-api's own cost per step (minus upstream+tools): ${fmt(three.own)}`);
   console.log(`2c. 3-step loop with two python_exec runs, per step:        ${fmt(python.total)}`);
   console.log(`    response-api's own cost per step (minus upstream+tools): ${fmt(python.own)}`);
+  // A provider that writes its answer over time: 20 words, 25 ms apart (~0.5 s per answer).
+  const slow = { model: 'fake-model', stream: true };
+  const paced = 'tell me #slow:25 #words:20';
+  const chatFirst = await firstText(`${p.serviceUrl('llm-api')}/v1/chat/completions`, headers, { ...slow, messages: [{ role: 'user', content: paced }] }, /"content":"[^"]/, Math.ceil(REQUESTS / 10));
+  const streamed = await firstText(url, headers, { ...slow, input: paced, tools: [] }, /response\.output_text\.delta/, Math.ceil(REQUESTS / 10));
+  console.log(`3. a streamed answer from a provider writing 20 words 25 ms apart, one step (tools: []):`);
+  console.log(`   (for scale) chat completion streamed from llm-api, first text: ${fmt(chatFirst.first)}   whole: ${fmt(chatFirst.whole)}`);
+  console.log(`   streamed response, first output_text.delta:                  ${fmt(streamed.first)}   whole: ${fmt(streamed.whole)}`);
+  // The price of streaming a step: the same 20 words from a provider that answers at once.
+  const instant = await firstText(url, headers, { ...slow, input: 'tell me #words:20', tools: [] }, /response\.output_text\.delta/, REQUESTS);
+  console.log(`   the same from a zero-delay provider (what streaming a step costs), whole: ${fmt(instant.whole)}`);
 } finally {
   await timedApi.server.close(5_000);
   await timedApi.stop();

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
  *   #midstream:<k>       stream k content chunks, then destroy the socket
  *   #errorevent:<k>      stream k chunks, then send `data: {"error":…}` and close (no [DONE])
  *   #hold                stream one chunk, then keep the stream open until the client leaves
- *   #slow:<ms>           wait <ms> between chunks
+ *   #slow:<ms>           wait <ms> between chunks (not streamed: <ms> per word before the answer)
  *   #words:<k>           answer with k words
  *   #reason              also return reasoning (`reasoning_content`), as reasoning models do
  * Instance-wide switches (`failAll`, `down`) act on every request (failover tests).
@@ -164,6 +164,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const model = body.model;
 
     if (!body.stream) {
+      // A provider takes as long to write an answer it does not stream: one `#slow` interval per word.
+      const slow = Number(directive(text, 'slow') ?? 0);
+      if (slow) await new Promise((r) => setTimeout(r, slow * wordCount));
       const choices = Array.from({ length: n }, (_, index) =>
         tools
           ? {
