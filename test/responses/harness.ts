@@ -39,6 +39,14 @@ export async function startResponsesPlatform(env: Record<string, string | undefi
 /** The text of the last tool message the model was sent. */
 export const lastToolOutput = (messages: any[]) => String([...messages].reverse().find((m) => m.role === 'tool')?.content ?? '');
 
+/** Creates a streamed response, records every event and checks the stream's rules; returns the events and the terminal response. */
+export async function streamResponse(t: ExecutionContext, client: OpenAI, body: Omit<OpenAI.Responses.ResponseCreateParamsStreaming, 'stream'>) {
+  const stream = await client.responses.create({ ...body, stream: true });
+  const events: any[] = [];
+  for await (const event of stream) events.push(event);
+  return { events, final: checkStream(t, events) };
+}
+
 const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
 /** The rules of the Responses event stream, checked on a whole recorded stream; returns the terminal event's response. */

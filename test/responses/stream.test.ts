@@ -1,5 +1,5 @@
 import test from 'ava';
-import { checkStream, lastToolOutput, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+import { checkStream, lastToolOutput, streamResponse, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
 import { waitFor } from '../helpers/wait.js';
 
 // The Responses event stream through the edge with the official openai SDK, validated event by
@@ -21,10 +21,7 @@ test('a 3-step loop streams exactly the Responses events; the terminal response 
     { content: (m) => `Final: ${lastToolOutput(m).trim()} and a longer tail of text so that it spans more than one delta piece of sixty-four characters.` },
   ]);
   const { client } = await p.newClient();
-  const stream = await client.responses.create({ model: MODEL, input: 'go #script:three-steps', stream: true });
-  const events: any[] = [];
-  for await (const event of stream) events.push(event);
-  const final = checkStream(t, events);
+  const { events, final } = await streamResponse(t, client, { model: MODEL, input: 'go #script:three-steps' });
   t.is(final.status, 'completed');
   t.deepEqual(
     final.output.map((i: any) => i.type),

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { checkStream, lastToolOutput, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+import { checkStream, lastToolOutput, streamResponse, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
 import { waitFor } from '../helpers/wait.js';
 
 // A streaming caller's steps are streamed from the provider: each piece of text reaches the client
@@ -48,10 +48,7 @@ test('text before tool calls streams as its own message; blank text makes none; 
   steps('plan-streamed');
   steps('plan-whole');
   const { client } = await p.newClient();
-  const stream = await client.responses.create({ model: MODEL, input: 'compute #script:plan-streamed', stream: true });
-  const events: any[] = [];
-  for await (const event of stream) events.push(event);
-  const final = checkStream(t, events);
+  const { events, final } = await streamResponse(t, client, { model: MODEL, input: 'compute #script:plan-streamed' });
   t.is(final.status, 'completed');
   t.deepEqual(
     final.output.map((i: any) => i.type),
@@ -73,10 +70,7 @@ test('text before tool calls streams as its own message; blank text makes none; 
 
 test('a provider error in the middle of a streamed step fails the response and keeps the text so far', async (t) => {
   const { client } = await p.newClient();
-  const stream = await client.responses.create({ model: MODEL, input: 'say something #errorevent:2', tools: [], stream: true });
-  const events: any[] = [];
-  for await (const event of stream) events.push(event);
-  const final = checkStream(t, events);
+  const { events, final } = await streamResponse(t, client, { model: MODEL, input: 'say something #errorevent:2', tools: [] });
   t.is(events.at(-1).type, 'response.failed');
   t.is(final.status, 'failed');
   t.is(final.error.code, 'server_error');
