@@ -10,15 +10,19 @@
  *      is known and subtracted: what is left is response-api's own cost (routing, validation,
  *      storage of the response and its progress, events, JSON), divided by the steps, p50/p99:
  *      a. one step (tools: []);
- *      b. a 3-step loop whose tool calls name a tool that does not exist (the MCP session is
- *         opened and listed, no tool runs);
- *      c. a 3-step loop with two python_exec steps (the sandbox run counts as tool time).
+ *      b. one step with the platform tools offered (the default) and none called: what reading
+ *         the tool list costs a response (its client time counts as tool time, so compare totals);
+ *      c. a 3-step loop whose tool calls name a tool that does not exist (the tool list is read,
+ *         no tool runs);
+ *      d. a 3-step loop with two python_exec steps (the sandbox run counts as tool time).
  *   3. time to the first text: a streamed one-step response over a provider that writes its answer
  *      over time (20 words, 25 ms apart), when its first `response.output_text.delta` arrives and
- *      when it ends, beside a chat completion streamed from llm-api directly; and the same 20
- *      words from a zero-delay provider, where the whole time is what streaming a step costs.
+ *      when it ends, with `tools: []` and with the platform tools offered, beside a chat
+ *      completion streamed from llm-api directly; and the same 20 words from a zero-delay
+ *      provider, where the whole time is what streaming a step costs.
  *   For scale, the chat completion asked from llm-api directly is printed too.
- * Env: BENCH_REQUESTS (default 300), BENCH_ENGINE (5000). Needs the test databases (PostgreSQL).
+ * Env: BENCH_REQUESTS (default 300), BENCH_ENGINE (5000), BENCH_TOOLS_CACHE_MS (30000: the tool
+ * list's reuse, RESPONSES_TOOLS_CACHE_MS; 0 reads it for every response). Needs the test databases (PostgreSQL).
  */
 import { Agent, request } from 'undici';
 import { createServiceApp, serviceAppOptions, startService, systemClock, type ServiceDefinition } from '../../services/kit/index.js';
@@ -33,6 +37,8 @@ import { edgeHeaders } from '../../test/helpers/users.js';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 300);
 const ENGINE = Number(process.env.BENCH_ENGINE ?? 5000);
+/** The timed response-api's RESPONSES_TOOLS_CACHE_MS (0: the tool list read for every response). */
+const TOOLS_CACHE_MS = Number(process.env.BENCH_TOOLS_CACHE_MS ?? 30_000);
 const pct = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -171,7 +177,7 @@ const timedService: ServiceDefinition = {
   port: () => 0,
   createApp(ctx) {
     const llm = createLlmPort({ baseUrl: () => ctx.urls.llmApi, gatewayToken: ctx.gatewaySecret, timeoutMs: 60_000, clock: systemClock, modelCacheMs: 30_000 });
-    const tools = createToolsPort({ baseUrl: () => ctx.urls.mcpTools, gatewayToken: ctx.gatewaySecret });
+    const tools = createToolsPort({ baseUrl: () => ctx.urls.mcpTools, gatewayToken: ctx.gatewaySecret, clock: systemClock, listCacheMs: TOOLS_CACHE_MS });
     const deps = buildResponsesDeps(ctx, { llm: timedLlm(llm, watch), tools: timedTools(tools, watch) });
     ctx.onStop(() => llm.close());
     return createServiceApp({ ...serviceAppOptions(ctx, 'response-api'), routeTable: responsesRoutes(() => deps.responses) });
@@ -187,23 +193,28 @@ try {
   p.fake.script('bench-python', [{ tool_calls: [{ name: 'python_exec', arguments: { code: 'print(1)' } }] }, { tool_calls: [{ name: 'python_exec', arguments: { code: 'print(2)' } }] }, { content: 'ok' }]);
   const chat = await timed(`${p.serviceUrl('llm-api')}/v1/chat/completions`, headers, { model: 'fake-model', messages: [{ role: 'user', content: 'x #script:bench-one' }] }, REQUESTS);
   const one = await timed(url, headers, { model: 'fake-model', input: 'x #script:bench-one', tools: [] }, REQUESTS, 1, watch);
+  const offered = await timed(url, headers, { model: 'fake-model', input: 'x #script:bench-one' }, REQUESTS, 1, watch);
   const three = await timed(url, headers, { model: 'fake-model', input: 'x #script:bench-three' }, Math.ceil(REQUESTS / 3), 3, watch);
   const python = await timed(url, headers, { model: 'fake-model', input: 'x #script:bench-python' }, Math.ceil(REQUESTS / 10), 3, watch);
   console.log(`   (for scale) llm-api chat completion asked directly:      ${fmt(chat.total)}`);
   console.log(`2a. one step (tools: []), whole request:                    ${fmt(one.total)}`);
   console.log(`    response-api's own cost per step (minus upstream):      ${fmt(one.own)}`);
-  console.log(`2b. 3-step loop, MCP session opened and listed, per step:   ${fmt(three.total)}`);
+  console.log(`2b. one step, the platform tools offered, none called, whole: ${fmt(offered.total)}`);
+  console.log(`    response-api's own cost (minus upstream+tools):         ${fmt(offered.own)}`);
+  console.log(`2c. 3-step loop, tool list read, no tool run, per step:     ${fmt(three.total)}`);
   console.log(`    response-api's own cost per step (minus upstream+tools): ${fmt(three.own)}`);
-  console.log(`2c. 3-step loop with two python_exec runs, per step:        ${fmt(python.total)}`);
+  console.log(`2d. 3-step loop with two python_exec runs, per step:        ${fmt(python.total)}`);
   console.log(`    response-api's own cost per step (minus upstream+tools): ${fmt(python.own)}`);
   // A provider that writes its answer over time: 20 words, 25 ms apart (~0.5 s per answer).
   const slow = { model: 'fake-model', stream: true };
   const paced = 'tell me #slow:25 #words:20';
   const chatFirst = await firstText(`${p.serviceUrl('llm-api')}/v1/chat/completions`, headers, { ...slow, messages: [{ role: 'user', content: paced }] }, /"content":"[^"]/, Math.ceil(REQUESTS / 10));
   const streamed = await firstText(url, headers, { ...slow, input: paced, tools: [] }, /response\.output_text\.delta/, Math.ceil(REQUESTS / 10));
-  console.log(`3. a streamed answer from a provider writing 20 words 25 ms apart, one step (tools: []):`);
+  const streamedOffered = await firstText(url, headers, { ...slow, input: paced }, /response\.output_text\.delta/, Math.ceil(REQUESTS / 10));
+  console.log(`3. a streamed answer from a provider writing 20 words 25 ms apart, one step:`);
   console.log(`   (for scale) chat completion streamed from llm-api, first text: ${fmt(chatFirst.first)}   whole: ${fmt(chatFirst.whole)}`);
-  console.log(`   streamed response, first output_text.delta:                  ${fmt(streamed.first)}   whole: ${fmt(streamed.whole)}`);
+  console.log(`   streamed response (tools: []), first output_text.delta:      ${fmt(streamed.first)}   whole: ${fmt(streamed.whole)}`);
+  console.log(`   the same with the platform tools offered (none called):       ${fmt(streamedOffered.first)}   whole: ${fmt(streamedOffered.whole)}`);
   // The price of streaming a step: the same 20 words from a provider that answers at once.
   const instant = await firstText(url, headers, { ...slow, input: 'tell me #words:20', tools: [] }, /response\.output_text\.delta/, REQUESTS);
   console.log(`   the same from a zero-delay provider (what streaming a step costs), whole: ${fmt(instant.whole)}`);

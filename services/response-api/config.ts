@@ -22,6 +22,11 @@ export const responsesConfigShape = {
    * before it is read again (0: read for every response).
    */
   RESPONSES_MODEL_CACHE_MS: int(0, 3_600_000, 30_000),
+  /**
+   * How long the platform tools' list, read from mcp-tools, is reused before it is read again
+   * (0: read for every response that offers tools).
+   */
+  RESPONSES_TOOLS_CACHE_MS: int(0, 3_600_000, 30_000),
 };
 
 export type ResponsesConfig = z.infer<z.ZodObject<typeof responsesConfigShape>>;

@@ -24,7 +24,14 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
       clock: runtime.clock,
       modelCacheMs: config.RESPONSES_MODEL_CACHE_MS,
     });
-  const tools = overrides.tools ?? createToolsPort({ baseUrl: () => ctx.urls.mcpTools, gatewayToken: ctx.gatewaySecret });
+  const tools =
+    overrides.tools ??
+    createToolsPort({
+      baseUrl: () => ctx.urls.mcpTools,
+      gatewayToken: ctx.gatewaySecret,
+      clock: runtime.clock,
+      listCacheMs: config.RESPONSES_TOOLS_CACHE_MS,
+    });
   const media = overrides.media ?? createMediaPort({ baseUrl: () => ctx.urls.mediaApi, gatewayToken: ctx.gatewaySecret, timeoutMs: runtime.config.INTERNAL_HTTP_TIMEOUT_MS });
   const running: ResponsesDeps['running'] = new Map();
   const purge = startRetentionPurge({ store, clock: runtime.clock, logger: runtime.logger, intervalMs: config.RESPONSES_PURGE_INTERVAL_MS });

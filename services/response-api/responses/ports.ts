@@ -177,26 +177,50 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
   };
 }
 
-/** MCP client sessions to mcp-tools' `/v1/mcp` (stateless: each call is its own HTTP request). */
-export function createToolsPort(options: { baseUrl: () => string; gatewayToken: string }): ToolsPort {
+/**
+ * MCP client sessions to mcp-tools' `/v1/mcp` (stateless: each call is its own HTTP request).
+ *
+ * The tool list is the same for every caller (mcp-tools filters it only by the administrator's
+ * switches), so one copy is reused for `listCacheMs` across responses; and a session connects
+ * (`initialize`) only when it first needs mcp-tools: a response whose model answers without calling
+ * a tool, with the list cached, costs mcp-tools no request at all.
+ */
+export function createToolsPort(options: { baseUrl: () => string; gatewayToken: string; clock: Clock; listCacheMs: number }): ToolsPort {
+  let cachedList: { tools: ToolDescription[]; expires: number } | null = null;
   return {
-    async open(principal, signal) {
-      const headers = { [GATEWAY_TOKEN_HEADER]: options.gatewayToken, ...identityHeadersFor(principal) };
-      const transport = new StreamableHTTPClientTransport(new URL('/v1/mcp', options.baseUrl()), { requestInit: { headers } });
-      const client = new Client({ name: 'response-api', version: '1.0.0' });
-      await client.connect(transport, { signal });
+    async open(principal, openSignal) {
+      let connecting: Promise<{ client: Client; transport: StreamableHTTPClientTransport }> | null = null;
+      const connect = (signal: AbortSignal) => {
+        if (connecting) return connecting;
+        const attempt = (async () => {
+          const headers = { [GATEWAY_TOKEN_HEADER]: options.gatewayToken, ...identityHeadersFor(principal) };
+          const transport = new StreamableHTTPClientTransport(new URL('/v1/mcp', options.baseUrl()), { requestInit: { headers } });
+          const client = new Client({ name: 'response-api', version: '1.0.0' });
+          await client.connect(transport, { signal });
+          return { client, transport };
+        })();
+        // A failed connect is not kept: the response's next tool call tries again.
+        attempt.catch(() => {
+          if (connecting === attempt) connecting = null;
+        });
+        return (connecting = attempt);
+      };
       return {
         async list() {
+          if (cachedList && cachedList.expires > options.clock.now()) return cachedList.tools;
+          const { client } = await connect(openSignal);
           const tools: ToolDescription[] = [];
           let cursor: string | undefined;
           do {
-            const page = await client.listTools(cursor ? { cursor } : {}, { signal });
+            const page = await client.listTools(cursor ? { cursor } : {}, { signal: openSignal });
             tools.push(...page.tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as Record<string, unknown> })));
             cursor = page.nextCursor;
           } while (cursor);
+          if (options.listCacheMs > 0) cachedList = { tools, expires: options.clock.now() + options.listCacheMs };
           return tools;
         },
         async call(name, args, { signal: callSignal, timeoutMs }) {
+          const { client, transport } = await connect(callSignal);
           // The server is stateless, so a `notifications/cancelled` cannot reach the running call:
           // closing the transport aborts its HTTP request, and mcp-tools stops the tool when its client leaves.
           const closeOnAbort = () => void transport.close().catch(() => {});
@@ -212,7 +236,10 @@ export function createToolsPort(options: { baseUrl: () => string; gatewayToken: 
           const output = text || (result.structuredContent ? JSON.stringify(result.structuredContent) : '');
           return { output, isError: result.isError === true };
         },
-        close: () => client.close(),
+        async close() {
+          const session = await connecting?.catch(() => null);
+          await session?.client.close();
+        },
       };
     },
   };
