@@ -210,7 +210,7 @@ try {
   const paced = 'tell me #slow:25 #words:20';
   const chatFirst = await firstText(`${p.serviceUrl('llm-api')}/v1/chat/completions`, headers, { ...slow, messages: [{ role: 'user', content: paced }] }, /"content":"[^"]/, Math.ceil(REQUESTS / 10));
   const streamed = await firstText(url, headers, { ...slow, input: paced, tools: [] }, /response\.output_text\.delta/, Math.ceil(REQUESTS / 10));
-  const streamedOffered = await firstText(url, headers, { ...slow, input: paced }, /response\.output_text\.delta/, Math.ceil(REQUESTS / 10));
+  const streamedOffered = await firstText(url, headers, { ...slow, input: `${paced} #notools` }, /response\.output_text\.delta/, Math.ceil(REQUESTS / 10));
   console.log(`3. a streamed answer from a provider writing 20 words 25 ms apart, one step:`);
   console.log(`   (for scale) chat completion streamed from llm-api, first text: ${fmt(chatFirst.first)}   whole: ${fmt(chatFirst.whole)}`);
   console.log(`   streamed response (tools: []), first output_text.delta:      ${fmt(streamed.first)}   whole: ${fmt(streamed.whole)}`);

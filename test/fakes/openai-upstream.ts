@@ -16,7 +16,8 @@ import type { AddressInfo } from 'node:net';
  *   #reason              also return reasoning (`reasoning_content`), as reasoning models do
  * Instance-wide switches (`failAll`, `down`) act on every request (failover tests).
  * Tool calls: when the request has tools and tool_choice is not "none", the answer calls the
- * first tool (parallel: every tool) with argument deltas.
+ * first tool (parallel: every tool) with argument deltas; `#notools` answers text instead (a model
+ * that chooses not to call the tools it was offered).
  * Scripted conversations (tool loops): `script(name, steps)`, then `#script:<name>` in the last user
  * message. The answer to a request is the step whose index is the number of assistant turns after
  * that user message (the last step repeats). A step calls tools, answers text (a function of the
@@ -155,7 +156,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     const wordCount = Number(directive(text, 'words') ?? 5);
     const answer = Array.from({ length: wordCount }, (_, i) => (i === 0 ? `Hello from ${name}` : `w${i}`)).join(' ');
     const promptTokens = (body.messages ?? []).reduce((sum: number, m: any) => sum + (typeof m.content === 'string' ? words(m.content) : 1), 0);
-    const tools = Array.isArray(body.tools) && body.tools.length > 0 && body.tool_choice !== 'none' ? body.tools : null;
+    const tools = Array.isArray(body.tools) && body.tools.length > 0 && body.tool_choice !== 'none' && directive(text, 'notools') === undefined ? body.tools : null;
     const calls = tools ? (body.parallel_tool_calls === false ? tools.slice(0, 1) : tools) : [];
     const completionTokens = tools ? calls.length * 6 : words(answer);
     const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens, completion_tokens_details: { reasoning_tokens: 0 } };
