@@ -52,6 +52,37 @@ test('with a conversation, the input, tool items and answer become items of that
   t.is(after.at(-1).content[0].text, 'third');
 });
 
+test('a foreground response that does not stream is written once, when it ends; a streamed one as it runs', async (t) => {
+  const steps = [{ tool_calls: [{ name: 'not_a_tool', arguments: {} }] }, { tool_calls: [{ name: 'not_a_tool', arguments: {} }] }, { content: 'done' }];
+  p.fake.script('writes-whole', steps);
+  p.fake.script('writes-streamed', steps);
+  // Statements on the responses table, told apart by the response id among their bindings.
+  const writes: Array<{ method: string; bindings: unknown[] }> = [];
+  const onQuery = (query: { method: string; sql: string; bindings?: unknown[] }) => {
+    if (query.sql.includes('"responses"') && (query.method === 'insert' || query.method === 'update')) writes.push({ method: query.method, bindings: query.bindings ?? [] });
+  };
+  const knex = p.runtime.db.knex;
+  knex.on('query', onQuery);
+  const { client } = await p.newClient();
+  let whole: Awaited<ReturnType<typeof client.responses.create>>;
+  let streamedId = '';
+  try {
+    whole = await client.responses.create({ model: MODEL, input: 'x #script:writes-whole' });
+    const stream = await client.responses.create({ model: MODEL, input: 'x #script:writes-streamed', stream: true });
+    for await (const event of stream) if (event.type === 'response.completed') streamedId = event.response.id;
+  } finally {
+    knex.off('query', onQuery);
+  }
+  const of = (id: string) => writes.filter((w) => w.bindings.includes(id)).map((w) => w.method);
+  t.is(whole.status, 'completed');
+  t.deepEqual(of(whole.id), ['insert'], 'one insert of the finished response');
+  t.deepEqual(of(streamedId), ['insert', ...Array(5).fill('update')], 'written first, as each of the two tool steps starts its calls and ends, and at the end');
+  const stored = await client.responses.retrieve(whole.id);
+  t.deepEqual(stored, whole);
+  const items = await client.responses.inputItems.list(whole.id);
+  t.is(items.data.length, 1);
+});
+
 test('previous_response_id together with conversation is a 400', async (t) => {
   const { client } = await p.newClient();
   const error: any = await t.throwsAsync(client.responses.create({ model: MODEL, input: 'x', conversation: 'conv_x', previous_response_id: 'resp_x' }));

@@ -109,32 +109,36 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     usage: null,
     step_usage: [],
   };
-  if (store) {
-    await deps.store.insert({
-      id,
-      user_id: principal.userId,
-      status: response.status,
-      background: response.background,
-      cancel_requested: false,
-      body: response,
-      context: messages,
-      input_items: inputItems,
-      created_at: new Date(now),
-      expires_at: new Date(now + deps.retentionDays * 86_400_000),
-    });
-  }
+  // A foreground response that does not stream is seen by no one while it runs: its id reaches the
+  // caller with the finished response, so nothing can retrieve or cancel it before. It is written
+  // once, when it ends. A streamed or background response is written first (and after each step),
+  // so retrieve and cancel reach it while it runs.
+  const seenWhileRunning = store && (response.background || options.onEvent !== undefined);
+  const row = (context: unknown[]): ResponseRow => ({
+    id,
+    user_id: principal.userId,
+    status: response.status,
+    background: response.background,
+    cancel_requested: false,
+    body: response,
+    context,
+    input_items: inputItems,
+    created_at: new Date(now),
+    expires_at: new Date(now + deps.retentionDays * 86_400_000),
+  });
+  if (seenWhileRunning) await deps.store.insert(row(messages));
 
   const recorder = new ResponseRecorder(response, options.onEvent);
   const abort = new AbortController();
   let callerGone = false;
   if (!input.background) options.signal.addEventListener('abort', () => void (callerGone = true), { once: true });
   const execute = async () => {
-    if (response.status === 'queued' && store) await deps.store.save(id, { status: 'in_progress', body: { ...response, status: 'in_progress' } });
+    if (response.status === 'queued' && seenWhileRunning) await deps.store.save(id, { status: 'in_progress', body: { ...response, status: 'in_progress' } });
     recorder.start();
-    const watcher = store ? watchCancel(deps, id, abort) : null;
+    const watcher = seenWhileRunning ? watchCancel(deps, id, abort) : null;
     let context: ChatMessage[] | undefined;
     try {
-      const progress = store ? () => deps.store.save(id, { status: response.status, body: response }) : async () => {};
+      const progress = seenWhileRunning ? () => deps.store.save(id, { status: response.status, body: response }) : async () => {};
       const result = await runLoop(deps, plan, recorder, abort.signal, () => callerGone, progress);
       context = result.messages;
       if (response.status === 'completed' || response.status === 'incomplete') response.completed_at = unix(deps.clock.now());
@@ -152,7 +156,8 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       await session?.close().catch(() => {});
     }
     if (store) {
-      await deps.store.save(id, { status: response.status, body: response, context: context ?? messages });
+      if (seenWhileRunning) await deps.store.save(id, { status: response.status, body: response, context: context ?? messages });
+      else await deps.store.insert(row(context ?? messages));
       if (conversationId && response.status === 'completed') {
         await deps.llm
           .appendConversationItems(principal, conversationId, [...inputItems, ...response.output].map(conversationItem))
