@@ -79,12 +79,15 @@ export async function openRuntime(
     await db.close();
     throw error;
   }
+  // Polls that exist for other processes' writes back off while idle where there are none.
+  const idlePollMaxMs = db.soleClient && config.EMBEDDED_IDLE_POLL_MAX_MS > 0 ? config.EMBEDDED_IDLE_POLL_MAX_MS : undefined;
   const bus = await createBus({
     amqpUrl: config.AMQP_URL,
     exchange: config.BUS_EXCHANGE,
     queuePrefix: config.BUS_QUEUE_PREFIX,
     prefetch: config.BUS_PREFETCH,
     pollMs: config.BUS_POLL_MS,
+    idleLookMaxMs: idlePollMaxMs,
     knex: db.knex,
     clock,
     logger,
@@ -93,7 +96,7 @@ export async function openRuntime(
     throw error;
   });
   const users = createUserDirectory(createUsersStore(db.knex), { ttlMs: config.IDENTITY_CACHE_TTL_MS, clock });
-  const relay = createOutboxRelay({ knex: db.knex, bus, clock, logger, pollMs: config.OUTBOX_POLL_MS });
+  const relay = createOutboxRelay({ knex: db.knex, bus, clock, logger, pollMs: config.OUTBOX_POLL_MS, idlePollMaxMs });
   logger.info({ database: db.driver, bus: bus.driver }, 'runtime ready');
   const revocations = config.REDIS_URL ? createRedisRevocations(config.REDIS_URL, { logger }) : createInProcessRevocations();
   // A user disabled or changed in another process reaches this process's user cache at once.

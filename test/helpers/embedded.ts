@@ -32,6 +32,8 @@ export async function startEmbeddedPlatform(env: Record<string, string> = {}): P
     MCP_TOOLS_PORT: '0',
     BUS_POLL_MS: '20',
     OUTBOX_POLL_MS: '20',
+    // The idle backoff stays on (it is the default), bounded to keep retries found soon after a test's clock moves.
+    EMBEDDED_IDLE_POLL_MAX_MS: '160',
     PROVIDER_URL_ALLOW: '127.0.0.1',
     ...env,
   });

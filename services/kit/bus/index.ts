@@ -16,6 +16,8 @@ export async function createBus(options: {
   queuePrefix?: string;
   prefetch?: number;
   pollMs?: number;
+  /** The PostgreSQL-backed queue where it is its queues' only writer: see `PgQueueBus`. */
+  idleLookMaxMs?: number;
   knex: Knex;
   clock: Clock;
   logger: Logger;
@@ -35,6 +37,7 @@ export async function createBus(options: {
     queuePrefix: options.queuePrefix,
     prefetch: options.prefetch,
     pollMs: options.pollMs,
+    idleLookMaxMs: options.idleLookMaxMs,
     clock: options.clock,
     logger: options.logger,
   });

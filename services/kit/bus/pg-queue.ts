@@ -13,9 +13,11 @@ import { busExchangeName, topicMatches, type Bus, type BusMessage, type ConsumeO
  * delays. A consumer claims at once when woken (a publish or send in this process, a finished job);
  * otherwise one shared look per `pollMs` (a read of which of this bus's queues have ready jobs)
  * tells the idle consumers whether to claim, instead of one claiming update per consumer per period
- * — on the embedded default that was most of an idle platform's CPU. Emits `poll` each time a
- * consumer looked for work (a claim, or the shared look finding none for it) so tests can wait on
- * polls instead of time.
+ * — on the embedded default that was most of an idle platform's CPU. When this bus is the only
+ * writer of its queues (`idleLookMaxMs`), the look backs off while it finds nothing and comes early
+ * for the delayed jobs this bus wrote. Emits `poll` each time a consumer looked for work (a claim,
+ * or the shared look finding none for it) so tests can wait on polls instead of time, and `look`
+ * with the wait before each shared look.
  */
 
 export interface PgQueueBusOptions {
@@ -26,6 +28,15 @@ export interface PgQueueBusOptions {
   queuePrefix?: string;
   prefetch?: number;
   pollMs?: number;
+  /**
+   * Set where nothing but this bus writes its queues (the embedded database, which one process
+   * owns): a job ready now then always announces itself (a publish or send here wakes its
+   * consumer), and the shared look only has to find jobs whose time came later. Each look that finds
+   * nothing doubles the wait before the next, from `pollMs` up to this; a look that finds work
+   * brings it back to `pollMs`, and a delayed job written here is looked for when it is due. Unset
+   * (other processes write the queues): one look per `pollMs`.
+   */
+  idleLookMaxMs?: number;
   /** How long a claimed job stays invisible to other consumers before it is offered again. */
   leaseMs?: number;
   handlerErrorDelayMs?: number;
@@ -52,12 +63,23 @@ export class PgQueueBus extends EventEmitter implements Bus {
   private look: Promise<Set<string> | null> | undefined;
   private lookTimer: NodeJS.Timeout | undefined;
   private endLook: (() => void) | undefined;
+  /** When the scheduled look fires, on `performance.now()`'s time line. */
+  private lookFiresAt = 0;
+  /** The wait before the next look while idle (`idleLookMaxMs`): `pollMs`, doubled by each look that found nothing. */
+  private idleWaitMs: number;
+  /** When the delayed jobs this bus wrote become due (its clock), soonest first; bounded, the rest wait for the backoff. */
+  private readonly dueTimes: number[] = [];
 
   private readonly exchange: string;
 
   constructor(private readonly options: PgQueueBusOptions) {
     super();
     this.exchange = busExchangeName(options.queuePrefix, options.exchange);
+    this.idleWaitMs = this.pollMs;
+  }
+
+  private get pollMs(): number {
+    return this.options.pollMs ?? 250;
   }
 
   private q(name: string): string {
@@ -83,7 +105,8 @@ export class PgQueueBus extends EventEmitter implements Bus {
     const target = this.q(queue);
     const runAt = this.options.clock.now() + Math.max(0, options.delayMs ?? 0);
     await this.options.knex('bus_jobs').insert(this.row(target, options.routingKey ?? queue, body, options, runAt));
-    if (!options.delayMs) this.wake(target);
+    if (options.delayMs) this.expectDue(runAt);
+    else this.wake(target);
   }
 
   private row(queue: string, routingKey: string, body: unknown, options: PublishOptions, runAt: number) {
@@ -172,8 +195,8 @@ export class PgQueueBus extends EventEmitter implements Bus {
    */
   private nextLook(): Promise<Set<string> | null> {
     this.look ??= new Promise<void>((resolve) => {
-      this.lookTimer = setTimeout(resolve, this.options.pollMs ?? 250);
       this.endLook = resolve;
+      this.scheduleLook(this.waitBeforeLook());
     }).then(async () => {
       this.lookTimer = undefined;
       this.endLook = undefined;
@@ -181,6 +204,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
         const consumed = [...this.wakers].filter(([, wakers]) => wakers.size > 0).map(([queue]) => queue);
         if (this.closed || consumed.length === 0) return new Set<string>();
         const now = this.options.clock.now();
+        while (this.dueTimes.length > 0 && this.dueTimes[0]! <= now) this.dueTimes.shift();
         const rows: Array<{ queue: string }> = await this.options
           .knex('bus_jobs')
           .distinct('queue')
@@ -188,6 +212,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
           .andWhere('state', 'ready')
           .andWhere('run_at', '<=', now)
           .andWhere('locked_until', '<', now);
+        this.idleWaitMs = rows.length > 0 ? this.pollMs : Math.min(this.idleWaitMs * 2, Math.max(this.pollMs, this.options.idleLookMaxMs ?? 0));
         return new Set(rows.map((r) => r.queue));
       } catch {
         return null;
@@ -196,6 +221,33 @@ export class PgQueueBus extends EventEmitter implements Bus {
       }
     });
     return this.look;
+  }
+
+  /** `pollMs`; while idle with `idleLookMaxMs`, the backed-off wait, shortened to the first delayed job due. */
+  private waitBeforeLook(): number {
+    if (this.options.idleLookMaxMs === undefined) return this.pollMs;
+    const due = this.dueTimes[0];
+    return due === undefined ? this.idleWaitMs : Math.min(this.idleWaitMs, Math.max(0, due - this.options.clock.now()));
+  }
+
+  private scheduleLook(waitMs: number): void {
+    clearTimeout(this.lookTimer);
+    this.lookTimer = setTimeout(this.endLook!, waitMs);
+    this.lookFiresAt = performance.now() + waitMs;
+    this.emit('look', { waitMs });
+  }
+
+  /** A delayed job written here is due at `runAt`: with `idleLookMaxMs`, the look comes for it then. */
+  private expectDue(runAt: number): void {
+    if (this.options.idleLookMaxMs === undefined) return;
+    if (this.dueTimes.length >= MAX_DUE_TIMES && runAt >= this.dueTimes[this.dueTimes.length - 1]!) return;
+    let at = this.dueTimes.length;
+    while (at > 0 && this.dueTimes[at - 1]! > runAt) at--;
+    this.dueTimes.splice(at, 0, runAt);
+    if (this.dueTimes.length > MAX_DUE_TIMES) this.dueTimes.pop();
+    // A look already waiting longer than this job needs is brought forward.
+    const waitMs = Math.max(0, runAt - this.options.clock.now());
+    if (this.endLook && performance.now() + waitMs < this.lookFiresAt) this.scheduleLook(waitMs);
   }
 
   private async claim(queue: string, limit: number): Promise<JobRow[]> {
@@ -230,17 +282,19 @@ export class PgQueueBus extends EventEmitter implements Bus {
       ack: () => settle(() => knex('bus_jobs').where({ id: job.id }).delete()),
       deadLetter: () => settle(() => knex('bus_jobs').where({ id: job.id }).update({ state: 'dead', locked_until: 0 })),
       retryAfter: (delayMs, extra) =>
-        settle(() =>
-          knex('bus_jobs')
+        settle(async () => {
+          const runAt = this.options.clock.now() + Math.max(0, delayMs);
+          await knex('bus_jobs')
             .where({ id: job.id })
             .update({
-              run_at: this.options.clock.now() + Math.max(0, delayMs),
+              run_at: runAt,
               locked_until: 0,
               // A retry is a new hand-out, as on RabbitMQ (where it is a new message): not "redelivered".
               deliveries: 0,
               headers: JSON.stringify({ ...job.headers, ...extra }),
-            }),
-        ),
+            });
+          this.expectDue(runAt);
+        }),
     };
     await yieldToEventLoop();
     const message: BusMessage = {
@@ -306,6 +360,9 @@ export class PgQueueBus extends EventEmitter implements Bus {
     this.endLook?.();
   }
 }
+
+/** Due times of delayed jobs kept for the look (`expectDue`); beyond them, the idle backoff bounds how late one is found. */
+const MAX_DUE_TIMES = 1024;
 
 /**
  * Lets timers and I/O run. On PGlite a query runs synchronously and resolves as a microtask, so a

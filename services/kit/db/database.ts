@@ -57,6 +57,12 @@ export interface Database {
    * not hold a transaction while other work runs (pollers, relays) checks this to stay short.
    */
   singleConnection: boolean;
+  /**
+   * Only this process reaches the database (PGlite: one process owns its data directory), so every
+   * write is made here and one announced in the process needs no poll to be found. Pollers that
+   * exist for other processes' writes (the queue's shared look, the outbox relay) back off while idle.
+   */
+  soleClient: boolean;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -154,6 +160,7 @@ function wrap(knex: Knex, driver: Database['driver'], beforeClose?: () => Promis
     knex,
     driver,
     singleConnection: driver === 'pglite',
+    soleClient: driver === 'pglite',
     async ping() {
       await knex.raw('select 1');
     },

@@ -60,6 +60,13 @@ export interface OutboxRelayOptions {
   clock: Clock;
   logger: Logger;
   pollMs?: number;
+  /**
+   * Set where this process is the database's only client (the embedded database): every event is
+   * then recorded here and wakes the relay, so the poll only catches what a failed pass left behind.
+   * Each pass that publishes nothing doubles the wait before the next, from `pollMs` up to this; one
+   * that publishes brings it back. Unset: one pass per `pollMs`.
+   */
+  idlePollMaxMs?: number;
   batchSize?: number;
   /** How long a claimed batch is reserved for this relay before another may take it. */
   leaseMs?: number;
@@ -71,6 +78,8 @@ export interface OutboxRelay {
   drain(): Promise<number>;
   /** Ask for a pass soon. Commits that record events do it by themselves (`recordEvent`). */
   kick(): void;
+  /** The wait between passes while nothing is published: `pollMs`, or what it backed off to (`idlePollMaxMs`). */
+  readonly idleWaitMs: number;
   stop(): Promise<void>;
 }
 
@@ -90,6 +99,8 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
   let timer: NodeJS.Timeout | undefined;
   let current: Promise<unknown> = Promise.resolve();
   let failures = 0;
+  const pollMs = options.pollMs ?? 500;
+  let idleWaitMs = pollMs;
   /** A pass is running; a kick meanwhile asks for another right after it instead of a second pass at once. */
   let passing = false;
   let kickedDuringPass = false;
@@ -159,16 +170,17 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     passing = true;
     kickedDuringPass = false;
     current = drain()
-      .then(() => {
+      .then((published) => {
         failures = 0;
         passing = false;
-        schedule(kickedDuringPass ? 0 : options.pollMs ?? 500);
+        idleWaitMs = published > 0 ? pollMs : Math.min(idleWaitMs * 2, Math.max(pollMs, options.idlePollMaxMs ?? 0));
+        schedule(kickedDuringPass ? 0 : idleWaitMs);
       })
       .catch((error: Error) => {
         failures++;
         passing = false;
         if (failures === 1 || failures % 20 === 0) logger.warn({ err: error.message, failures }, 'outbox relay could not publish; events wait in the outbox');
-        schedule(Math.min((options.pollMs ?? 500) * 2 ** Math.min(failures, 5), 10_000));
+        schedule(Math.min(pollMs * 2 ** Math.min(failures, 5), 10_000));
       });
   }
 
@@ -188,6 +200,9 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     },
     drain: () => drain(),
     kick,
+    get idleWaitMs() {
+      return idleWaitMs;
+    },
     async stop() {
       running = false;
       startedRelays.delete(kick);

@@ -46,6 +46,12 @@ export const baseConfigShape = {
   BUS_PREFETCH: z.coerce.number().int().min(1).max(1000).default(32),
   BUS_POLL_MS: z.coerce.number().int().min(10).default(250),
   OUTBOX_POLL_MS: z.coerce.number().int().min(10).default(500),
+  /**
+   * The embedded database only (one process owns it, so every job and event is announced in the
+   * process): the queue's shared look and the outbox relay back off while they find nothing,
+   * doubling their wait up to this. 0 = no backoff.
+   */
+  EMBEDDED_IDLE_POLL_MAX_MS: z.coerce.number().int().min(0).max(60_000).default(2000),
   REDIS_URL: optionalUrl,
   GATEWAY_SHARED_SECRET: z.string().min(32, 'at least 32 characters').optional(),
   GATEWAY_PORT: port(8000),
