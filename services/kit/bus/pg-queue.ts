@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
+import { idleBackoff, type IdleBackoff } from '../db/idle-backoff.js';
 import type { Logger } from '../logger.js';
 import { busExchangeName, topicMatches, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions, type QueueBacklog } from './types.js';
 
@@ -65,8 +66,8 @@ export class PgQueueBus extends EventEmitter implements Bus {
   private endLook: (() => void) | undefined;
   /** When the scheduled look fires, on `performance.now()`'s time line. */
   private lookFiresAt = 0;
-  /** The wait before the next look while idle (`idleLookMaxMs`): `pollMs`, doubled by each look that found nothing. */
-  private idleWaitMs: number;
+  /** The wait before the next look while idle (`idleLookMaxMs`). */
+  private readonly idleWait: IdleBackoff;
   /** When the delayed jobs this bus wrote become due (its clock), soonest first; bounded, the rest wait for the backoff. */
   private readonly dueTimes: number[] = [];
 
@@ -75,7 +76,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
   constructor(private readonly options: PgQueueBusOptions) {
     super();
     this.exchange = busExchangeName(options.queuePrefix, options.exchange);
-    this.idleWaitMs = this.pollMs;
+    this.idleWait = idleBackoff(this.pollMs, options.idleLookMaxMs);
   }
 
   private get pollMs(): number {
@@ -212,7 +213,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
           .andWhere('state', 'ready')
           .andWhere('run_at', '<=', now)
           .andWhere('locked_until', '<', now);
-        this.idleWaitMs = rows.length > 0 ? this.pollMs : Math.min(this.idleWaitMs * 2, Math.max(this.pollMs, this.options.idleLookMaxMs ?? 0));
+        this.idleWait.polled(rows.length > 0);
         return new Set(rows.map((r) => r.queue));
       } catch {
         return null;
@@ -223,11 +224,11 @@ export class PgQueueBus extends EventEmitter implements Bus {
     return this.look;
   }
 
-  /** `pollMs`; while idle with `idleLookMaxMs`, the backed-off wait, shortened to the first delayed job due. */
+  /** `pollMs`, or what it backed off to while idle (`idleLookMaxMs`), shortened to the first delayed job due. */
   private waitBeforeLook(): number {
-    if (this.options.idleLookMaxMs === undefined) return this.pollMs;
     const due = this.dueTimes[0];
-    return due === undefined ? this.idleWaitMs : Math.min(this.idleWaitMs, Math.max(0, due - this.options.clock.now()));
+    const waitMs = this.idleWait.waitMs;
+    return due === undefined ? waitMs : Math.min(waitMs, Math.max(0, due - this.options.clock.now()));
   }
 
   private scheduleLook(waitMs: number): void {

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Bus } from '../bus/types.js';
 import type { Clock } from '../clock.js';
+import { idleBackoff } from '../db/idle-backoff.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../logger.js';
 
@@ -100,7 +101,7 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
   let current: Promise<unknown> = Promise.resolve();
   let failures = 0;
   const pollMs = options.pollMs ?? 500;
-  let idleWaitMs = pollMs;
+  const idleWait = idleBackoff(pollMs, options.idlePollMaxMs);
   /** A pass is running; a kick meanwhile asks for another right after it instead of a second pass at once. */
   let passing = false;
   let kickedDuringPass = false;
@@ -173,8 +174,8 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       .then((published) => {
         failures = 0;
         passing = false;
-        idleWaitMs = published > 0 ? pollMs : Math.min(idleWaitMs * 2, Math.max(pollMs, options.idlePollMaxMs ?? 0));
-        schedule(kickedDuringPass ? 0 : idleWaitMs);
+        const waitMs = idleWait.polled(published > 0);
+        schedule(kickedDuringPass ? 0 : waitMs);
       })
       .catch((error: Error) => {
         failures++;
@@ -201,7 +202,7 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     drain: () => drain(),
     kick,
     get idleWaitMs() {
-      return idleWaitMs;
+      return idleWait.waitMs;
     },
     async stop() {
       running = false;
