@@ -3,20 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import {
-  createDatabase,
   createLogger,
   createOutboxRelay,
-  kitMigrations,
   ManualClock,
-  migrateAll,
   openRuntime,
   PgQueueBus,
   recordEvent,
   systemClock,
-  type Database,
 } from '../../services/kit/index.js';
 import { openTestRuntime, testConfig } from '../helpers/env.js';
 import { inbox } from '../helpers/inbox.js';
+import { inMemoryKitDatabase } from '../helpers/kit-database.js';
 
 // Where the embedded database is the only one (one process owns it), every job and event is
 // announced in the process, and the queue's shared look and the outbox relay's poll only catch what
@@ -24,15 +21,7 @@ import { inbox } from '../helpers/inbox.js';
 // up to a bound) instead of reading the database several times a second for ever. What each waits
 // is observed where it is decided (the bus's `look` event, the relay's `idleWaitMs` as each pass
 // claims), never timed. Tests run one at a time: the relay test reads the statements sent.
-let db: Database;
-
-test.before(async () => {
-  db = await createDatabase({ dataDir: '.', inMemory: true });
-  await migrateAll(db.knex, [kitMigrations]);
-});
-test.after.always(async () => {
-  await db?.close();
-});
+const database = inMemoryKitDatabase(test);
 
 const logger = createLogger({ level: 'silent', name: 't' });
 
@@ -51,7 +40,7 @@ function looks(bus: PgQueueBus, n: number): Promise<number[]> {
 }
 
 test.serial('a sole writer\'s idle look doubles its wait up to the bound, and comes back to the period when it finds work', async (t) => {
-  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'backoff.', clock: systemClock, logger, pollMs: 10, idleLookMaxMs: 80 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'backoff.', clock: systemClock, logger, pollMs: 10, idleLookMaxMs: 80 });
   t.teardown(() => bus.close());
   const delivered = inbox<unknown>((r) => r.delivery.ack());
   const idle = looks(bus, 6);
@@ -60,7 +49,7 @@ test.serial('a sole writer\'s idle look doubles its wait up to the bound, and co
 
   // A job no wake-up announces (as one whose lease ran out): the backed-off look finds it, and the
   // look after its delivery waits the period again.
-  const other = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'backoff.', clock: systemClock, logger, pollMs: 10 });
+  const other = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'backoff.', clock: systemClock, logger, pollMs: 10 });
   t.teardown(() => other.close());
   const afterDelivery = new Promise<number>((resolve) => {
     const listener = (event: { waitMs: number }) => {
@@ -77,7 +66,7 @@ test.serial('a sole writer\'s idle look doubles its wait up to the bound, and co
 });
 
 test.serial('without a bound the look keeps its period (other processes write the queues)', async (t) => {
-  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'period.', clock: systemClock, logger, pollMs: 10 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'period.', clock: systemClock, logger, pollMs: 10 });
   t.teardown(() => bus.close());
   const idle = looks(bus, 5);
   await bus.consume({ queue: 'q' }, async (_message, delivery) => delivery.ack());
@@ -87,7 +76,7 @@ test.serial('without a bound the look keeps its period (other processes write th
 test.serial('a delayed job written by a sole writer is looked for when it is due, however far the look had backed off', async (t) => {
   const clock = new ManualClock(Date.now());
   // Both the period and the bound are longer than the test: only the due time can bring the look.
-  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'due.', clock, logger, pollMs: 600_000, idleLookMaxMs: 600_000 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'due.', clock, logger, pollMs: 600_000, idleLookMaxMs: 600_000 });
   t.teardown(() => bus.close());
   const delivered = inbox<unknown>((r) => r.delivery.ack());
   const first = looks(bus, 1);
@@ -103,7 +92,7 @@ test.serial('a delayed job written by a sole writer is looked for when it is due
 });
 
 test.serial('a retry asked of a sole writer is looked for when it is due', async (t) => {
-  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'retry.', clock: systemClock, logger, pollMs: 600_000, idleLookMaxMs: 600_000 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'retry.', clock: systemClock, logger, pollMs: 600_000, idleLookMaxMs: 600_000 });
   t.teardown(() => bus.close());
   const seen: Array<{ id: string; attempt: string | undefined }> = [];
   const done = new Promise<void>((resolve) =>
@@ -123,11 +112,11 @@ test.serial('a retry asked of a sole writer is looked for when it is due', async
 });
 
 test.serial('a sole client\'s outbox relay backs off while nothing is published, and a commit brings it back', async (t) => {
-  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'relay.', clock: systemClock, logger, pollMs: 10 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'relay.', clock: systemClock, logger, pollMs: 10 });
   t.teardown(() => bus.close());
   const box = inbox<unknown>((r) => r.delivery.ack());
   await bus.consume({ queue: 'events', bindings: ['relay.#'] }, box.handler);
-  const relay = createOutboxRelay({ knex: db.knex, bus, clock: systemClock, logger, pollMs: 10, idlePollMaxMs: 80 });
+  const relay = createOutboxRelay({ knex: database().knex, bus, clock: systemClock, logger, pollMs: 10, idlePollMaxMs: 80 });
   await relay.drain(); // what earlier tests left is out of the way
   // The wait that came before each pass, read as the pass claims.
   const waits: number[] = [];
@@ -137,9 +126,9 @@ test.serial('a sole client\'s outbox relay backs off while nothing is published,
     waits.push(relay.idleWaitMs);
     onWait();
   };
-  db.knex.on('query', onQuery);
+  database().knex.on('query', onQuery);
   t.teardown(async () => {
-    db.knex.off('query', onQuery);
+    database().knex.off('query', onQuery);
     await relay.stop();
   });
   const idle = new Promise<void>((resolve) => (onWait = () => waits.length >= 6 && resolve()));
@@ -149,7 +138,7 @@ test.serial('a sole client\'s outbox relay backs off while nothing is published,
 
   const from = waits.length;
   const backedOffAgain = new Promise<void>((resolve) => (onWait = () => waits.slice(from).includes(20) && resolve()));
-  const id = await recordEvent(db.knex, 'relay.created', { n: 1 });
+  const id = await recordEvent(database().knex, 'relay.created', { n: 1 });
   const [event] = await box.until((items) => items.length >= 1);
   t.is(event!.message.id, id);
   await backedOffAgain;

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import test from 'ava';
-import { createDatabase, createLogger, kitMigrations, migrateAll, PgQueueBus, systemClock, type Database } from '../../services/kit/index.js';
+import { createLogger, PgQueueBus, systemClock } from '../../services/kit/index.js';
+import { inMemoryKitDatabase } from '../helpers/kit-database.js';
 import { waitFor } from '../helpers/wait.js';
 
 // How the embedded queue schedules its consumers on PGlite.
@@ -12,20 +13,12 @@ import { waitFor } from '../helpers/wait.js';
 //   update (on the embedded default that polling was most of an idle platform's CPU); work that no
 //   wake-up announces (a job another process queued) is still found by the look.
 // The file's tests run one at a time: the idle test counts the statements sent to the database.
-let db: Database;
-
-test.before(async () => {
-  db = await createDatabase({ dataDir: '.', inMemory: true });
-  await migrateAll(db.knex, [kitMigrations]);
-});
-test.after.always(async () => {
-  await db?.close();
-});
+const database = inMemoryKitDatabase(test);
 
 const logger = createLogger({ level: 'silent', name: 't' });
 
 test.serial('the embedded queue yields to timers and I/O while it works through a backlog', async (t) => {
-  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'yield.', clock: systemClock, logger, pollMs: 10_000 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'yield.', clock: systemClock, logger, pollMs: 10_000 });
   t.teardown(() => bus.close());
   const total = 300;
   for (let i = 0; i < total; i++) await bus.send('work', { i }, { messageId: `m${i}` });
@@ -38,7 +31,7 @@ test.serial('the embedded queue yields to timers and I/O while it works through 
   };
   await bus.consume({ queue: 'work', prefetch: 32 }, async (_message, delivery) => {
     // A handler that only talks to the database, like the webhook fan-out.
-    await db.knex.raw('select 1');
+    await database().knex.raw('select 1');
     handled++;
     await delivery.ack();
   });
@@ -65,7 +58,7 @@ function polls(bus: PgQueueBus, queue: string, n: number): Promise<void> {
 }
 
 test.serial('idle consumers make one shared read per period and no claims; a job queued elsewhere is found by it and delivered', async (t) => {
-  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'idle.', clock: systemClock, logger, pollMs: 20 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'idle.', clock: systemClock, logger, pollMs: 20 });
   t.teardown(() => bus.close());
   const delivered: string[] = [];
   for (const queue of ['a', 'b', 'c']) {
@@ -78,16 +71,16 @@ test.serial('idle consumers make one shared read per period and no claims; a job
   await Promise.all(['a', 'b', 'c'].map((q) => polls(bus, `idle.${q}`, 1)));
   const statements: string[] = [];
   const onQuery = (query: { sql: string }) => statements.push(query.sql);
-  db.knex.on('query', onQuery);
+  database().knex.on('query', onQuery);
   await Promise.all(['a', 'b', 'c'].map((q) => polls(bus, `idle.${q}`, 5)));
-  db.knex.off('query', onQuery);
+  database().knex.off('query', onQuery);
   const claims = statements.filter((sql) => /^update bus_jobs/i.test(sql.trim()));
   const looks = statements.filter((sql) => /select distinct "queue" from "bus_jobs"/i.test(sql));
   t.is(claims.length, 0, `no consumer claimed while nothing was ready: ${JSON.stringify(claims)}`);
   t.true(looks.length >= 5 && looks.length <= 7, `one look served the three consumers each period (${looks.length} looks for 15 polls)`);
 
   // Another bus on the same database (another process) queues a job: nothing wakes this bus.
-  const other = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'idle.', clock: systemClock, logger, pollMs: 20 });
+  const other = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'idle.', clock: systemClock, logger, pollMs: 20 });
   t.teardown(() => other.close());
   await other.send('b', { n: 1 }, { messageId: 'from-elsewhere' });
   while (!delivered.includes('b:from-elsewhere')) await once(bus, 'poll');
@@ -96,7 +89,7 @@ test.serial('idle consumers make one shared read per period and no claims; a job
 
 test.serial('a wake-up (a send in this process) is delivered at once, without waiting for the shared look', async (t) => {
   // A period far longer than the test: only the wake-up can deliver in time.
-  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'wake.', clock: systemClock, logger, pollMs: 600_000 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'wake.', clock: systemClock, logger, pollMs: 600_000 });
   t.teardown(() => bus.close());
   const delivered = new Promise<string>((resolve) =>
     void bus.consume({ queue: 'w' }, async (message, delivery) => {
