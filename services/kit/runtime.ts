@@ -87,7 +87,7 @@ export async function openRuntime(
     queuePrefix: config.BUS_QUEUE_PREFIX,
     prefetch: config.BUS_PREFETCH,
     pollMs: config.BUS_POLL_MS,
-    idleLookMaxMs: idlePollMaxMs,
+    idlePollMaxMs,
     knex: db.knex,
     clock,
     logger,

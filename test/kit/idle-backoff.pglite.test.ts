@@ -15,8 +15,8 @@ import { openTestRuntime, testConfig } from '../helpers/env.js';
 import { inbox } from '../helpers/inbox.js';
 import { inMemoryKitDatabase } from '../helpers/kit-database.js';
 
-// Where the embedded database is the only one (one process owns it), every job and event is
-// announced in the process, and the queue's shared look and the outbox relay's poll only catch what
+// Where this process is the database's only client (the embedded database, which one process
+// owns), every job and event is announced in the process, and the queue's shared look and the outbox relay's poll only catch what
 // no announcement covers: delayed jobs, expired leases, a failed pass. Idle, they back off (doubling
 // up to a bound) instead of reading the database several times a second for ever. What each waits
 // is observed where it is decided (the bus's `look` event, the relay's `idleWaitMs` as each pass
@@ -40,7 +40,7 @@ function looks(bus: PgQueueBus, n: number): Promise<number[]> {
 }
 
 test.serial('a sole writer\'s idle look doubles its wait up to the bound, and comes back to the period when it finds work', async (t) => {
-  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'backoff.', clock: systemClock, logger, pollMs: 10, idleLookMaxMs: 80 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'backoff.', clock: systemClock, logger, pollMs: 10, idlePollMaxMs: 80 });
   t.teardown(() => bus.close());
   const delivered = inbox<unknown>((r) => r.delivery.ack());
   const idle = looks(bus, 6);
@@ -76,7 +76,7 @@ test.serial('without a bound the look keeps its period (other processes write th
 test.serial('a delayed job written by a sole writer is looked for when it is due, however far the look had backed off', async (t) => {
   const clock = new ManualClock(Date.now());
   // Both the period and the bound are longer than the test: only the due time can bring the look.
-  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'due.', clock, logger, pollMs: 600_000, idleLookMaxMs: 600_000 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'due.', clock, logger, pollMs: 600_000, idlePollMaxMs: 600_000 });
   t.teardown(() => bus.close());
   const delivered = inbox<unknown>((r) => r.delivery.ack());
   const first = looks(bus, 1);
@@ -92,7 +92,7 @@ test.serial('a delayed job written by a sole writer is looked for when it is due
 });
 
 test.serial('a retry asked of a sole writer is looked for when it is due', async (t) => {
-  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'retry.', clock: systemClock, logger, pollMs: 600_000, idleLookMaxMs: 600_000 });
+  const bus = new PgQueueBus({ knex: database().knex, exchange: 'events', queuePrefix: 'retry.', clock: systemClock, logger, pollMs: 600_000, idlePollMaxMs: 600_000 });
   t.teardown(() => bus.close());
   const seen: Array<{ id: string; attempt: string | undefined }> = [];
   const done = new Promise<void>((resolve) =>

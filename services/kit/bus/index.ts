@@ -17,7 +17,7 @@ export async function createBus(options: {
   prefetch?: number;
   pollMs?: number;
   /** The PostgreSQL-backed queue where it is its queues' only writer: see `PgQueueBus`. */
-  idleLookMaxMs?: number;
+  idlePollMaxMs?: number;
   knex: Knex;
   clock: Clock;
   logger: Logger;
@@ -37,7 +37,7 @@ export async function createBus(options: {
     queuePrefix: options.queuePrefix,
     prefetch: options.prefetch,
     pollMs: options.pollMs,
-    idleLookMaxMs: options.idleLookMaxMs,
+    idlePollMaxMs: options.idlePollMaxMs,
     clock: options.clock,
     logger: options.logger,
   });

@@ -15,7 +15,7 @@ import { busExchangeName, topicMatches, type Bus, type BusMessage, type ConsumeO
  * otherwise one shared look per `pollMs` (a read of which of this bus's queues have ready jobs)
  * tells the idle consumers whether to claim, instead of one claiming update per consumer per period
  * — on the embedded default that was most of an idle platform's CPU. When this bus is the only
- * writer of its queues (`idleLookMaxMs`), the look backs off while it finds nothing and comes early
+ * writer of its queues (`idlePollMaxMs`), the look backs off while it finds nothing and comes early
  * for the delayed jobs this bus wrote. Emits `poll` each time a consumer looked for work (a claim,
  * or the shared look finding none for it) so tests can wait on polls instead of time, and `look`
  * with the wait before each shared look.
@@ -37,7 +37,7 @@ export interface PgQueueBusOptions {
    * brings it back to `pollMs`, and a delayed job written here is looked for when it is due. Unset
    * (other processes write the queues): one look per `pollMs`.
    */
-  idleLookMaxMs?: number;
+  idlePollMaxMs?: number;
   /** How long a claimed job stays invisible to other consumers before it is offered again. */
   leaseMs?: number;
   handlerErrorDelayMs?: number;
@@ -66,7 +66,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
   private endLook: (() => void) | undefined;
   /** When the scheduled look fires, on `performance.now()`'s time line. */
   private lookFiresAt = 0;
-  /** The wait before the next look while idle (`idleLookMaxMs`). */
+  /** The wait before the next look while idle (`idlePollMaxMs`). */
   private readonly idleWait: IdleBackoff;
   /** When the delayed jobs this bus wrote become due (its clock), soonest first; bounded, the rest wait for the backoff. */
   private readonly dueTimes: number[] = [];
@@ -76,7 +76,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
   constructor(private readonly options: PgQueueBusOptions) {
     super();
     this.exchange = busExchangeName(options.queuePrefix, options.exchange);
-    this.idleWait = idleBackoff(this.pollMs, options.idleLookMaxMs);
+    this.idleWait = idleBackoff(this.pollMs, options.idlePollMaxMs);
   }
 
   private get pollMs(): number {
@@ -224,7 +224,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
     return this.look;
   }
 
-  /** `pollMs`, or what it backed off to while idle (`idleLookMaxMs`), shortened to the first delayed job due. */
+  /** `pollMs`, or what it backed off to while idle (`idlePollMaxMs`), shortened to the first delayed job due. */
   private waitBeforeLook(): number {
     const due = this.dueTimes[0];
     const waitMs = this.idleWait.waitMs;
@@ -238,9 +238,9 @@ export class PgQueueBus extends EventEmitter implements Bus {
     this.emit('look', { waitMs });
   }
 
-  /** A delayed job written here is due at `runAt`: with `idleLookMaxMs`, the look comes for it then. */
+  /** A delayed job written here is due at `runAt`: with `idlePollMaxMs`, the look comes for it then. */
   private expectDue(runAt: number): void {
-    if (this.options.idleLookMaxMs === undefined) return;
+    if (this.options.idlePollMaxMs === undefined) return;
     if (this.dueTimes.length >= MAX_DUE_TIMES && runAt >= this.dueTimes[this.dueTimes.length - 1]!) return;
     let at = this.dueTimes.length;
     while (at > 0 && this.dueTimes[at - 1]! > runAt) at--;
