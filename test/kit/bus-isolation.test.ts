@@ -26,8 +26,8 @@ test.after.always(async () => {
   for (const bus of buses) await bus.close().catch(() => {});
   await db?.close();
   await dropSchema(name);
-  await deleteAmqpTopology(prefixA);
-  await deleteAmqpTopology(prefixB);
+  await deleteAmqpTopology(prefixA, sharedExchange);
+  await deleteAmqpTopology(prefixB, sharedExchange);
 });
 
 async function spy(bus: Bus) {
