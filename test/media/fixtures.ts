@@ -3,8 +3,13 @@ import sharp from 'sharp';
 
 /** Images built in memory for the media tests (no binary fixtures in the repository). */
 
-/** A solid-colour image of the given format; `seed` changes the colour (different bytes). */
+/**
+ * A solid-colour image of the given format; each `seed` from 0 to 255 gives its own colour (different
+ * bytes). The colour repeats every 256 seeds, so a seed outside that range is refused: two tests with
+ * seeds 256 apart would share one stored object without knowing it.
+ */
 export async function solidImage(format: 'png' | 'jpeg' | 'webp' | 'gif', width = 32, height = 24, seed = 0): Promise<Buffer> {
+  if (!Number.isInteger(seed) || seed < 0 || seed > 255) throw new RangeError(`solidImage: seed ${seed} is outside 0–255`);
   const background = { r: (seed * 37) % 256, g: (seed * 91 + 40) % 256, b: (seed * 53 + 80) % 256 };
   const base = sharp({ create: { width, height, channels: 3, background } });
   return base.toFormat(format).toBuffer();
