@@ -5,7 +5,8 @@
  *
  *   --quick            about a minute: small samples, a short stream ramp (CI smoke run; no timing asserted)
  *   --rounds N         rounds of the interleaved phases (default 5, quick 2)
- *   --seconds S        autocannon duration per path per round (default 8, quick 2)
+ *   --seconds S        load generator's duration per path per round (default 8, quick 2); the generator is
+ *                      autocannon, or wrk with BENCH_LOAD=wrk
  *   --modes a,b        platform modes to run: embedded, production (default both)
  *   --no-peer          skip the peer gateway
  *   --no-ramp          skip the held-stream ramp
@@ -31,7 +32,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { chatBody, directTarget, relayTarget, ephemeralPorts, platformTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
+import { chatBody, directTarget, relayTarget, ephemeralPorts, platformTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, loadGenerator, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
 import { BENCH_PROVIDER_TLS, machineBusyMs, rssMiB, severalProcesses, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
@@ -101,7 +102,9 @@ const TARGETS = {
 
 async function main() {
   const started = Date.now();
-  console.log(`# bench ${quick ? '(quick) ' : ''}— Node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  console.log(
+    `# bench ${quick ? '(quick) ' : ''}— Node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}, 64 connections driven by ${loadGenerator()}`,
+  );
   const upstream = await startUpstream();
   procs.push(upstream);
   const direct = directTarget(upstream);
@@ -430,7 +433,7 @@ async function main() {
   const date = new Date().toISOString().replace(/[:.]/g, '-');
   const file = join('bench', 'results', `${date}${quick ? '-quick' : ''}.json`);
   await mkdir(join('bench', 'results'), { recursive: true });
-  await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), node: process.version, cores: cpus().length, loadavg: loadavg(), quick, settings, modes, figures, ratios, rows, reading, ramp, rounds }, null, 2)}\n`);
+  await writeFile(file, `${JSON.stringify({ date: new Date().toISOString(), node: process.version, cores: cpus().length, loadavg: loadavg(), loadGenerator: loadGenerator(), quick, settings, modes, figures, ratios, rows, reading, ramp, rounds }, null, 2)}\n`);
   console.log(`figures written to ${file} (${((Date.now() - started) / 1000).toFixed(0)} s)`);
 }
 

@@ -1,10 +1,14 @@
 /**
  * The load generator, the same code for every path: sequential requests on one keep-alive
- * connection (latency, time to first chunk), autocannon at 64 connections (throughput), and a
- * ramp of concurrently held streams.
+ * connection (latency, time to first chunk), autocannon (or wrk) at 64 connections (throughput),
+ * and a ramp of concurrently held streams.
  */
+import { execFile, execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
 import { rssMiB, sumOverProcesses, type Peer, type Platform, type Upstream } from './procs.js';
@@ -133,7 +137,89 @@ export interface ThroughputResult {
   rssPeak: number;
 }
 
-export async function throughput(target: Target, options: { connections: number; seconds: number; delayMs: number; stream?: boolean; watchPid?: number | readonly number[] }): Promise<ThroughputResult> {
+/**
+ * What drives the 64-connection phase: autocannon (Node, in this process), or with `BENCH_LOAD=wrk`
+ * wrk (C, one thread; Debian's package). The generator shares the two cores with every path it
+ * measures; `bench/generators.ts` runs both in alternating rounds, and neither moved the ratios
+ * beyond the rounds' own spread (bench/README.md, "Forty-sixth pass").
+ */
+export type LoadGenerator = 'wrk' | 'autocannon';
+
+let chosen: LoadGenerator | undefined;
+export function loadGenerator(): LoadGenerator {
+  if (chosen) return chosen;
+  const asked = process.env.BENCH_LOAD ?? 'autocannon';
+  if (asked !== 'wrk' && asked !== 'autocannon') throw new Error(`BENCH_LOAD takes wrk or autocannon, not ${asked}`);
+  if (asked === 'wrk' && !wrkInstalled()) throw new Error('BENCH_LOAD=wrk, but wrk is not installed (apt-get install wrk)');
+  chosen = asked;
+  return chosen;
+}
+
+function wrkInstalled(): boolean {
+  try {
+    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch (error) {
+    // wrk prints its version and exits 1; only a missing binary is ENOENT.
+    return (error as NodeJS.ErrnoException).code !== 'ENOENT';
+  }
+}
+
+/**
+ * wrk's script for one call: the request from files beside it (no escaping of the body into Lua),
+ * and at the end one JSON line of what `throughput` reports. wrk counts a status outside 2xx/3xx
+ * as `errors.status`, and a request still unanswered after `--timeout` as `errors.timeout`.
+ */
+const WRK_SCRIPT = `
+local dir = os.getenv("BENCH_WRK_DIR")
+local function slurp(name) local f = assert(io.open(dir .. "/" .. name, "rb")); local s = f:read("*a"); f:close(); return s end
+wrk.method = "POST"
+wrk.body = slurp("body")
+for line in slurp("headers"):gmatch("[^\\n]+") do
+  local k, v = line:match("^([^:]+): (.*)$")
+  wrk.headers[k] = v
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('\\n{"requests":%d,"micros":%d,"p50":%d,"p99":%d,"errors":%d}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.status + e.timeout))
+end
+`;
+
+async function wrkRun(call: { url: string; headers: Record<string, string>; body: string }, connections: number, seconds: number) {
+  const dir = await mkdtemp(join(tmpdir(), 'bench-wrk-'));
+  try {
+    await writeFile(join(dir, 'script.lua'), WRK_SCRIPT);
+    await writeFile(join(dir, 'body'), call.body);
+    await writeFile(join(dir, 'headers'), Object.entries({ 'content-type': 'application/json', ...call.headers }).map(([k, v]) => `${k}: ${v}\n`).join(''));
+    const { stdout } = await promisify(execFile)('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', join(dir, 'script.lua'), call.url], {
+      env: { ...process.env, BENCH_WRK_DIR: dir },
+    });
+    const line = stdout.trim().split('\n').at(-1)!;
+    const r = JSON.parse(line) as { requests: number; micros: number; p50: number; p99: number; errors: number };
+    return { rps: r.requests / (r.micros / 1e6), p50: r.p50 / 1000, p99: r.p99 / 1000, errors: r.errors };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function autocannonRun(call: { url: string; headers: Record<string, string>; body: string }, connections: number, seconds: number) {
+  const result = await autocannon({
+    url: call.url,
+    method: 'POST',
+    connections,
+    duration: seconds,
+    headers: { 'content-type': 'application/json', ...call.headers },
+    body: call.body,
+  });
+  return { rps: result.requests.average as number, p50: result.latency.p50 as number, p99: result.latency.p99 as number, errors: (result.errors + result.non2xx + result.timeouts) as number };
+}
+
+export async function throughput(
+  target: Target,
+  options: { connections: number; seconds: number; delayMs: number; stream?: boolean; watchPid?: number | readonly number[]; generator?: LoadGenerator },
+): Promise<ThroughputResult> {
   const call = target.chat(options.delayMs, options.stream ?? false);
   let rssPeak = Number.NaN;
   let sampling = true;
@@ -145,15 +231,8 @@ export async function throughput(target: Target, options: { connections: number;
     }
   })();
   try {
-    const result = await autocannon({
-      url: call.url,
-      method: 'POST',
-      connections: options.connections,
-      duration: options.seconds,
-      headers: { 'content-type': 'application/json', ...call.headers },
-      body: call.body,
-    });
-    return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx + result.timeouts, rssPeak };
+    const run = (options.generator ?? loadGenerator()) === 'wrk' ? wrkRun : autocannonRun;
+    return { ...(await run(call, options.connections, options.seconds)), rssPeak };
   } finally {
     sampling = false;
     await sampler;
