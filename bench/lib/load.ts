@@ -145,12 +145,14 @@ export interface ThroughputResult {
  */
 export type LoadGenerator = 'wrk' | 'autocannon';
 
+const WRK_MISSING = 'wrk is not installed (apt-get install wrk)';
+
 let chosen: LoadGenerator | undefined;
 export function loadGenerator(): LoadGenerator {
   if (chosen) return chosen;
   const asked = process.env.BENCH_LOAD ?? 'autocannon';
   if (asked !== 'wrk' && asked !== 'autocannon') throw new Error(`BENCH_LOAD takes wrk or autocannon, not ${asked}`);
-  if (asked === 'wrk' && !wrkInstalled()) throw new Error('BENCH_LOAD=wrk, but wrk is not installed (apt-get install wrk)');
+  if (asked === 'wrk' && !wrkInstalled()) throw new Error(`BENCH_LOAD=wrk: ${WRK_MISSING}`);
   chosen = asked;
   return chosen;
 }
@@ -195,6 +197,8 @@ async function wrkRun(call: { url: string; headers: Record<string, string>; body
     await writeFile(join(dir, 'headers'), Object.entries({ 'content-type': 'application/json', ...call.headers }).map(([k, v]) => `${k}: ${v}\n`).join(''));
     const { stdout } = await promisify(execFile)('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', join(dir, 'script.lua'), call.url], {
       env: { ...process.env, BENCH_WRK_DIR: dir },
+    }).catch((error: NodeJS.ErrnoException) => {
+      throw error.code === 'ENOENT' ? new Error(WRK_MISSING) : error;
     });
     const line = stdout.trim().split('\n').at(-1)!;
     const r = JSON.parse(line) as { requests: number; micros: number; p50: number; p99: number; errors: number };
