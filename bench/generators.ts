@@ -8,15 +8,12 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { chatBody, directTarget, median, platformTarget, throughput, type Target } from './lib/load.js';
+import { directTarget, LOAD_GENERATORS, median, platformTarget, portkeyTarget, throughput, type LoadGenerator, type Target } from './lib/load.js';
 import { startPlatform, startPortkey, startUpstream, type PlatformMode, type Proc } from './lib/procs.js';
 
 const { values: args } = parseArgs({
   options: { rounds: { type: 'string', default: '4' }, seconds: { type: 'string', default: '6' }, modes: { type: 'string', default: 'embedded,production' } },
 });
-
-const GENERATORS = ['wrk', 'autocannon'] as const;
-type Generator = (typeof GENERATORS)[number];
 
 /**
  * The generator's CPU, ms: this process's own (autocannon runs in it) plus that of its ended
@@ -40,19 +37,12 @@ try {
   const targets: Target[] = [
     directTarget(upstream),
     ...platforms.map((p) => platformTarget(p)),
-    {
-      name: 'portkey',
-      chat: (d, stream, content) => ({
-        url: `${peer.url}/v1/chat/completions`,
-        headers: { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstream.base(d), authorization: 'Bearer sk-bench' },
-        body: chatBody(`bench-d${d}`, stream, content),
-      }),
-    },
+    portkeyTarget(peer, upstream),
   ];
   const rps = new Map<string, number[]>();
-  const cpuPerRequest = new Map<Generator, number[]>();
+  const cpuPerRequest = new Map<LoadGenerator, number[]>();
   for (let r = 0; r < Number(args.rounds); r++) {
-    const order = r % 2 ? [...GENERATORS].reverse() : [...GENERATORS];
+    const order = r % 2 ? [...LOAD_GENERATORS].reverse() : [...LOAD_GENERATORS];
     for (const generator of order) {
       const line: string[] = [];
       for (const t of targets) {
@@ -67,12 +57,12 @@ try {
       console.log(`round ${r + 1} ${generator}: ${line.join(' | ')}`);
     }
   }
-  const perRound = (generator: Generator, name: string, over: string) =>
+  const perRound = (generator: LoadGenerator, name: string, over: string) =>
     median(rps.get(`${generator} ${name}`)!.map((v, i) => v / rps.get(`${generator} ${over}`)![i]!));
-  for (const generator of GENERATORS) console.log(`${generator}: ${(1000 * median(cpuPerRequest.get(generator)!)).toFixed(1)} µs of its own CPU per request (median over paths and rounds)`);
+  for (const generator of LOAD_GENERATORS) console.log(`${generator}: ${(1000 * median(cpuPerRequest.get(generator)!)).toFixed(1)} µs of its own CPU per request (median over paths and rounds)`);
   console.log('\npath           generator    req/s (median)  share of direct  ×Portkey');
   for (const t of targets) {
-    for (const generator of GENERATORS) {
+    for (const generator of LOAD_GENERATORS) {
       console.log(
         `${t.name.padEnd(14)} ${generator.padEnd(12)} ${median(rps.get(`${generator} ${t.name}`)!).toFixed(0).padStart(14)}  ${(100 * perRound(generator, t.name, 'direct')).toFixed(0).padStart(14)} %  ${perRound(generator, t.name, 'portkey').toFixed(2).padStart(8)}`,
       );

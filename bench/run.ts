@@ -32,7 +32,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { chatBody, directTarget, relayTarget, ephemeralPorts, platformTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, loadGenerator, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
+import { directTarget, relayTarget, ephemeralPorts, platformTarget, portkeyTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, loadGenerator, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
 import { BENCH_PROVIDER_TLS, machineBusyMs, rssMiB, severalProcesses, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
@@ -129,16 +129,7 @@ async function main() {
   for (const p of platforms) await p.addProviders(upstream, [0, settings.slowDelayMs]);
 
   const targets: Target[] = [direct, ...platforms.map((p) => platformTarget(p))];
-  if (peer) {
-    targets.push({
-      name: 'portkey',
-      chat: (d, stream, content) => ({
-        url: `${peer.url}/v1/chat/completions`,
-        headers: { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstream.base(d), authorization: 'Bearer sk-bench' },
-        body: chatBody(`bench-d${d}`, stream, content),
-      }),
-    });
-  }
+  if (peer) targets.push(portkeyTarget(peer, upstream));
   if (floor) {
     targets.push(relayTarget(floor));
   }

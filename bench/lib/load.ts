@@ -65,6 +65,18 @@ export function relayTarget(relay: Peer): Target {
   return { name: relay.name, chat: (d, stream, content) => ({ url: `${relay.url}/d${d}/v1/chat/completions`, headers: {}, body: chatBody(`bench-d${d}`, stream, content) }) };
 }
 
+/** Portkey's gateway as a path: the OpenAI provider at the fake's address, through its custom-host header. */
+export function portkeyTarget(peer: Peer, upstream: Upstream): Target {
+  return {
+    name: 'portkey',
+    chat: (d, stream, content) => ({
+      url: `${peer.url}/v1/chat/completions`,
+      headers: { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstream.base(d), authorization: 'Bearer sk-bench' },
+      body: chatBody(`bench-d${d}`, stream, content),
+    }),
+  };
+}
+
 /** Our platform as a path: chat completions through its edge with the bench's client key (a user's), model `bench-d<delay>`. */
 export function platformTarget(platform: Platform, name: string = platform.name): Target {
   return { name, chat: (d, stream, content) => ({ url: `${platform.edgeUrl}/v1/chat/completions`, headers: { 'x-api-key': platform.clientKey }, body: chatBody(`bench-d${d}`, stream, content) }) };
@@ -143,15 +155,16 @@ export interface ThroughputResult {
  * measures; `bench/generators.ts` runs both in alternating rounds, and neither moved the ratios
  * beyond the rounds' own spread (bench/README.md, "Forty-sixth pass").
  */
-export type LoadGenerator = 'wrk' | 'autocannon';
+export const LOAD_GENERATORS = ['autocannon', 'wrk'] as const;
+export type LoadGenerator = (typeof LOAD_GENERATORS)[number];
 
 const WRK_MISSING = 'wrk is not installed (apt-get install wrk)';
 
 let chosen: LoadGenerator | undefined;
 export function loadGenerator(): LoadGenerator {
   if (chosen) return chosen;
-  const asked = process.env.BENCH_LOAD ?? 'autocannon';
-  if (asked !== 'wrk' && asked !== 'autocannon') throw new Error(`BENCH_LOAD takes wrk or autocannon, not ${asked}`);
+  const asked = (process.env.BENCH_LOAD ?? 'autocannon') as LoadGenerator;
+  if (!LOAD_GENERATORS.includes(asked)) throw new Error(`BENCH_LOAD takes ${LOAD_GENERATORS.join(' or ')}, not ${asked}`);
   if (asked === 'wrk' && !wrkInstalled()) throw new Error(`BENCH_LOAD=wrk: ${WRK_MISSING}`);
   chosen = asked;
   return chosen;
@@ -194,7 +207,7 @@ async function wrkRun(call: { url: string; headers: Record<string, string>; body
   try {
     await writeFile(join(dir, 'script.lua'), WRK_SCRIPT);
     await writeFile(join(dir, 'body'), call.body);
-    await writeFile(join(dir, 'headers'), Object.entries({ 'content-type': 'application/json', ...call.headers }).map(([k, v]) => `${k}: ${v}\n`).join(''));
+    await writeFile(join(dir, 'headers'), Object.entries(call.headers).map(([k, v]) => `${k}: ${v}\n`).join(''));
     const { stdout } = await promisify(execFile)('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', join(dir, 'script.lua'), call.url], {
       env: { ...process.env, BENCH_WRK_DIR: dir },
     }).catch((error: NodeJS.ErrnoException) => {
@@ -214,7 +227,7 @@ async function autocannonRun(call: { url: string; headers: Record<string, string
     method: 'POST',
     connections,
     duration: seconds,
-    headers: { 'content-type': 'application/json', ...call.headers },
+    headers: call.headers,
     body: call.body,
   });
   return { rps: result.requests.average as number, p50: result.latency.p50 as number, p99: result.latency.p99 as number, errors: (result.errors + result.non2xx + result.timeouts) as number };
@@ -224,7 +237,8 @@ export async function throughput(
   target: Target,
   options: { connections: number; seconds: number; delayMs: number; stream?: boolean; watchPid?: number | readonly number[]; generator?: LoadGenerator },
 ): Promise<ThroughputResult> {
-  const call = target.chat(options.delayMs, options.stream ?? false);
+  const chat = target.chat(options.delayMs, options.stream ?? false);
+  const call = { ...chat, headers: { 'content-type': 'application/json', ...chat.headers } };
   let rssPeak = Number.NaN;
   let sampling = true;
   const sampler = (async () => {
