@@ -2,10 +2,15 @@
 // Tests that stop and start a server of their own (never a shared one) run afterwards, alone
 // (ava.serial.config.mjs: test/serial and test/reliability/*-restart): booting and restarting a
 // node is heavy, and their bounds must hold without other files competing for the CPU.
+// `npm test` runs them from a compiled copy of the repository (TEST_TREE=compiled, set by
+// scripts/test.mjs: plain JavaScript with source maps); run directly, ava loads the TypeScript
+// through tsx.
+const compiled = process.env.TEST_TREE === 'compiled';
+export const ext = compiled ? 'js' : 'ts';
+
 export default {
-  files: ['test/**/*.test.ts', '!test/serial/**', '!test/reliability/**/*-restart.test.ts'],
-  extensions: { ts: 'module' },
-  nodeArguments: ['--import=tsx'],
+  files: [`test/**/*.test.${ext}`, '!test/serial/**', `!test/reliability/**/*-restart.test.${ext}`],
+  ...(compiled ? { nodeArguments: ['--enable-source-maps'] } : { extensions: { ts: 'module' }, nodeArguments: ['--import=tsx'] }),
   workerThreads: false,
   concurrency: 2,
   timeout: '90s',

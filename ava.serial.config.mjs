@@ -1,3 +1,3 @@
-import base from './ava.config.mjs';
+import base, { ext } from './ava.config.mjs';
 
-export default { ...base, files: ['test/serial/**/*.test.ts', 'test/reliability/**/*-restart.test.ts'], concurrency: 1, serial: true, timeout: '180s' };
+export default { ...base, files: [`test/serial/**/*.test.${ext}`, `test/reliability/**/*-restart.test.${ext}`], concurrency: 1, serial: true, timeout: '180s' };

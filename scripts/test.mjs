@@ -3,6 +3,8 @@
 // run the suite (parallel files, then the serial restart tests), print the reliability figures
 // (test/reliability) as one table, and end with `N passed, N failed`.
 // `npm run test:reliability` runs test/reliability only (same table, same last line).
+// The files run from a compiled copy of the repository (scripts/test-tree.mjs: no TypeScript
+// loader in the test processes); `TEST_TREE=source` runs them from the repository through tsx.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -17,15 +19,25 @@ if (servers.status !== 0) {
 
 const extra = process.argv.slice(2).map((a) => (a === '--reliability' ? 'test/reliability/**/*.test.ts' : a));
 const { clearFigures, readFigures, renderTable } = await import('./reliability-table.mjs');
+const { buildTestTree, removeTestTree } = await import('./test-tree.mjs');
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs');
+const compiled = process.env.TEST_TREE !== 'source';
+const tree = compiled ? await buildTestTree(root) : root;
+// The tree goes with the run, however it ends.
+process.on('exit', () => {
+  if (compiled) removeTestTree(tree);
+});
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(130));
+// In the compiled tree a test file is its JavaScript: `test/kit/x.test.ts` names `test/kit/x.test.js`.
+const inTree = (arg) => (compiled && !arg.startsWith('-') ? arg.replace(/\.ts$/, '.js') : arg);
 let passed = 0;
 let failed = 0;
 
 function run(configFile, args) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [ava, '--config', configFile, '--tap', ...args], {
-      cwd: root,
-      env: { ...process.env, NODE_ENV: 'test' },
+    const child = spawn(process.execPath, [ava, '--config', join(tree, configFile), '--tap', ...args.map(inTree)], {
+      cwd: tree,
+      env: { ...process.env, NODE_ENV: 'test', TEST_TREE: compiled ? 'compiled' : 'source', TEST_SOURCE_ROOT: root },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let buffer = '';
@@ -67,15 +79,15 @@ const flags = extra.filter((a) => a.startsWith('-'));
 if (onlyFiles.length > 0) {
   const parallelFiles = onlyFiles.filter((f) => !isRestartSuite(f));
   const serialFilters = onlyFiles.filter(coversRestartSuites);
-  if (parallelFiles.length > 0) await run(join(root, 'ava.config.mjs'), [...flags, ...parallelFiles]);
-  if (serialFilters.length > 0) await run(join(root, 'ava.serial.config.mjs'), [...flags, ...serialFilters]);
+  if (parallelFiles.length > 0) await run('ava.config.mjs', [...flags, ...parallelFiles]);
+  if (serialFilters.length > 0) await run('ava.serial.config.mjs', [...flags, ...serialFilters]);
 } else {
-  await run(join(root, 'ava.config.mjs'), extra);
+  await run('ava.config.mjs', extra);
   const serialDir = join(root, 'test', 'serial');
   const serialFiles = existsSync(serialDir) ? readdirSync(serialDir, { recursive: true }).filter((f) => String(f).endsWith('.test.ts')) : [];
   const reliabilityDir = join(root, 'test', 'reliability');
   const restartFiles = existsSync(reliabilityDir) ? readdirSync(reliabilityDir, { recursive: true }).filter((f) => isRestartSuite(`test/reliability/${f}`)) : [];
-  if (serialFiles.length + restartFiles.length > 0) await run(join(root, 'ava.serial.config.mjs'), extra);
+  if (serialFiles.length + restartFiles.length > 0) await run('ava.serial.config.mjs', extra);
 }
 const figures = readFigures();
 if (figures.length > 0) console.log('\nReliability figures (test/reliability)\n' + renderTable(figures) + '\n');

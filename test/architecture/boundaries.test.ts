@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import test from 'ava';
+import { REPOSITORY_ROOT } from '../helpers/repository.js';
 import { importGraph, isEntry, KIT_ENTRIES, sameUnit, sourceFiles, unitOf, type ImportEdge } from './import-graph.js';
 
 // The layering the architecture page states, checked over the TypeScript import graph on every
 // run (ARCHITECTURE.md, "Service layout"). Each failure names the importing file and the import.
-const ROOT = process.cwd();
+const ROOT = REPOSITORY_ROOT;
 const graph = importGraph(ROOT);
 const internal = graph.filter((e) => !e.external);
 const show = (edges: ImportEdge[]) => edges.map((e) => `${e.from} -> ${e.to}`);

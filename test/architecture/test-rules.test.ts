@@ -1,11 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import test from 'ava';
+import { REPOSITORY_ROOT } from '../helpers/repository.js';
 
 // The contributor guide forbids sleeps as synchronisation: on a loaded 2-core CI machine a fixed
 // pause is either too short (flaky) or too long (slow). Waits go through test/helpers/wait.ts
 // (a bounded poll on a condition), an event, or an injectable clock. This test keeps the rule.
-const ROOT = process.cwd();
+const ROOT = REPOSITORY_ROOT;
 
 /** Files whose timers simulate something rather than synchronise a test, with why. */
 const SIMULATIONS: Record<string, string> = {

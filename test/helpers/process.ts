@@ -59,9 +59,18 @@ export function stackEnv(config: BaseConfig, extra: Record<string, string | unde
   };
 }
 
-/** One of the gateway's own entry points (a service's or worker's `main.ts`) in a child process, through tsx. */
+/**
+ * The node arguments that run one of our TypeScript entry points (a service's or worker's
+ * `main.ts`, a fixture): its JavaScript where `npm test` runs from the compiled copy of the
+ * repository (TEST_TREE=compiled, scripts/test-tree.mjs), else the source through tsx.
+ */
+export function entryArgs(entry: string): string[] {
+  return process.env.TEST_TREE === 'compiled' ? ['--enable-source-maps', entry.replace(/\.ts$/, '.js')] : ['--import', 'tsx', entry];
+}
+
+/** One of the gateway's own entry points (a service's or worker's `main.ts`) in a child process. */
 export function startEntryPoint(entry: string, env: NodeJS.ProcessEnv): Child {
-  return startChild(process.execPath, ['--import', 'tsx', entry], { env });
+  return startChild(process.execPath, entryArgs(entry), { env });
 }
 
 /** The JSON log lines `child` has printed so far (other output skipped). */

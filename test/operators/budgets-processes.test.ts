@@ -6,7 +6,7 @@ import OpenAI, { type APIError } from 'openai';
 import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, randomBase62 } from '../../services/kit/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
-import { cleanEnv, freePort, startChild, type Child } from '../helpers/process.js';
+import { cleanEnv, entryArgs, freePort, startChild, type Child } from '../helpers/process.js';
 import { waitFor } from '../helpers/wait.js';
 
 // One budget, two llm-api OS processes (`node services/llm-api/main.ts`, as deployed) sharing the
@@ -39,7 +39,7 @@ async function startLlmApiProcess(): Promise<string> {
   };
   if (config.AMQP_URL) Object.assign(env, { AMQP_URL: config.AMQP_URL, BUS_EXCHANGE: config.BUS_EXCHANGE, BUS_QUEUE_PREFIX: config.BUS_QUEUE_PREFIX });
   if (config.MASTER_KEY) env.MASTER_KEY = config.MASTER_KEY;
-  const child = startChild(process.execPath, ['--import', 'tsx', 'services/llm-api/main.ts'], { env: cleanEnv(env) });
+  const child = startChild(process.execPath, entryArgs('services/llm-api/main.ts'), { env: cleanEnv(env) });
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
   const early = child.exited.then((r) => {

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { loadCatalogConfig } from '../../domains/catalog/index.js';
 import { ConfigError, loadBaseConfig } from '../../services/kit/index.js';
-import { cleanEnv, startChild } from '../helpers/process.js';
+import { cleanEnv, entryArgs, startChild } from '../helpers/process.js';
 
 test('a malformed setting is rejected naming the variable', (t) => {
   const error = t.throws(() => loadBaseConfig({ LLM_API_PORT: 'eighty' }), { instanceOf: ConfigError });
@@ -55,7 +55,7 @@ test('the HTTP version of provider connections: 1.1 by default, 2 and auto accep
 });
 
 test('a service process with a malformed setting stops at once with one clear line', async (t) => {
-  const child = startChild(process.execPath, ['--import', 'tsx', 'services/media-api/main.ts'], {
+  const child = startChild(process.execPath, entryArgs('services/media-api/main.ts'), {
     env: cleanEnv({ MEDIA_API_PORT: 'not-a-port', GATEWAY_SHARED_SECRET: 'x'.repeat(40) }),
   });
   const { code } = await child.exited;
@@ -66,7 +66,7 @@ test('a service process with a malformed setting stops at once with one clear li
 });
 
 test('a service started alone refuses to start without GATEWAY_SHARED_SECRET', async (t) => {
-  const child = startChild(process.execPath, ['--import', 'tsx', 'services/mcp-tools/main.ts'], { env: cleanEnv() });
+  const child = startChild(process.execPath, entryArgs('services/mcp-tools/main.ts'), { env: cleanEnv() });
   const { code } = await child.exited;
   t.is(code, 1);
   t.regex(child.stderr().trim(), /^invalid configuration: GATEWAY_SHARED_SECRET: required when a service runs on its own/);

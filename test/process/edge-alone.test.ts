@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { waitFor } from '../helpers/wait.js';
-import { cleanEnv, freePort, startChild } from '../helpers/process.js';
+import { cleanEnv, entryArgs, freePort, startChild } from '../helpers/process.js';
 
 // The edge keeps no state: started alone it opens no database and no bus. Both point at a port
 // that records every connection attempt; the edge must answer without ever dialling them.
@@ -19,7 +19,7 @@ test('the edge started alone answers without opening a database or a bus', async
   const trapPort = (trap.address() as net.AddressInfo).port;
   const dataDir = mkdtempSync(join(tmpdir(), 'edge-alone-'));
   const port = await freePort();
-  const child = startChild(process.execPath, ['--import', 'tsx', 'services/gateway/main.ts'], {
+  const child = startChild(process.execPath, entryArgs('services/gateway/main.ts'), {
     env: cleanEnv({
       GATEWAY_PORT: String(port),
       GATEWAY_SHARED_SECRET: 'e'.repeat(40),
@@ -50,7 +50,7 @@ test('the edge started alone answers without opening a database or a bus', async
 });
 
 test('a bad edge setting stops npm start with one line naming it', async (t) => {
-  const child = startChild(process.execPath, ['--import', 'tsx', 'services/platform/main.ts'], {
+  const child = startChild(process.execPath, entryArgs('services/platform/main.ts'), {
     env: cleanEnv({ EDGE_RATE_LIMIT_IP_PER_MINUTE: 'lots' }),
   });
   const { code } = await child.exited;

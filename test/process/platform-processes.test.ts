@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { deleteAmqpTopology } from '../helpers/amqp.js';
 import { dropSchema, uniqueName, TEST_AMQP_URL, TEST_DATABASE_URL, TEST_REDIS_URL } from '../helpers/env.js';
-import { cleanEnv, freePort, jsonLogLines, processAlive, startChild, waitWhileRunning, type Child } from '../helpers/process.js';
+import { cleanEnv, entryArgs, freePort, jsonLogLines, processAlive, startChild, waitWhileRunning, type Child } from '../helpers/process.js';
 import { createTestUser } from '../helpers/users.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -18,7 +18,7 @@ import { waitFor } from '../helpers/wait.js';
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const MODEL = 'fake-model';
-const mainTs = ['--import', 'tsx', 'services/platform/main.ts'];
+const mainTs = entryArgs('services/platform/main.ts');
 
 interface Started {
   child: Child;

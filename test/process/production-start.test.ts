@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { cleanEnv, startChild } from '../helpers/process.js';
+import { cleanEnv, entryArgs, startChild } from '../helpers/process.js';
 
 // NODE_ENV=production refuses the laptop conveniences, one line each, unless PRODUCTION_ALLOW names them.
-const start = (env: Record<string, string>) => startChild(process.execPath, ['--import', 'tsx', 'services/platform/main.ts'], { env: cleanEnv(env) });
+const start = (env: Record<string, string>) => startChild(process.execPath, entryArgs('services/platform/main.ts'), { env: cleanEnv(env) });
 
 test('a production start without settings refuses PGlite, local rate limits, generated secret and master key, one line each', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'prod-start-'));

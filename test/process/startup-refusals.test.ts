@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { waitFor } from '../helpers/wait.js';
-import { cleanEnv, freePort, startChild, type Child } from '../helpers/process.js';
+import { cleanEnv, entryArgs, freePort, startChild, type Child } from '../helpers/process.js';
 
 /**
  * What an operator sees when the platform cannot start for a reason they can fix: one clear line
  * on stderr and exit code 1, never a stack trace. Real child processes run the platform's entry
- * point (through tsx, which `npm start` replaces with a tsc build).
+ * point (`entryArgs`: compiled as in `npm start`, or through tsx when the suite runs from source).
  */
 
 async function portsEnv(): Promise<Record<string, string>> {
@@ -23,7 +23,7 @@ async function portsEnv(): Promise<Record<string, string>> {
 }
 
 function platformChild(env: Record<string, string>): Child {
-  return startChild(process.execPath, ['--import', 'tsx', 'services/platform/main.ts'], { env: cleanEnv({ LOG_LEVEL: 'warn', ...env }) });
+  return startChild(process.execPath, entryArgs('services/platform/main.ts'), { env: cleanEnv({ LOG_LEVEL: 'warn', ...env }) });
 }
 
 /** stderr without Node's own warnings (e.g. experimental loader notices). */

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { cleanEnv, freePort, jsonLogLines, processAlive, startChild, waitWhileRunning, type Child } from '../helpers/process.js';
+import { cleanEnv, entryArgs, freePort, jsonLogLines, processAlive, startChild, waitWhileRunning, type Child } from '../helpers/process.js';
 
 // The supervisor of PLATFORM_PROCESSES never settles for fewer copies than it was asked for: a
 // replacement that fails as it starts (the database briefly unreachable, say) is tried again, later
@@ -28,7 +28,7 @@ async function startSupervisor(t: ExecutionContext, mode: 'serve' | 'slow', env:
   const controlFile = join(dir, 'control');
   const control = (m: string) => writeFile(controlFile, m);
   await control(mode);
-  const supervisor = startChild(process.execPath, ['--import', 'tsx', 'test/process/fixtures/supervisor.ts'], {
+  const supervisor = startChild(process.execPath, entryArgs('test/process/fixtures/supervisor.ts'), {
     env: cleanEnv({ NODE_ENV: 'test', COPY_CONTROL_FILE: controlFile, ...env }),
   });
   t.teardown(async () => {

@@ -5,6 +5,7 @@ import { decodeJwt, decodeProtectedHeader, errors as joseErrors } from 'jose';
 import { ConfigError, ManualClock } from '../../../services/kit/index.js';
 import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { startTestService, TEST_DATABASE_URL, type TestService } from '../../helpers/env.js';
+import { entryArgs } from '../../helpers/process.js';
 import { call, verifyAsEdge } from './helpers.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 
@@ -37,7 +38,7 @@ test.serial('rotation: new tokens use the new key; old tokens stay valid until e
   const oldKid = decodeProtectedHeader(before.body.access_token).kid;
 
   // The rotation command, as an operator runs it, against this test's schema.
-  const run = spawnSync(process.execPath, ['--import=tsx', 'services/llm-api/identity/rotate-key.ts'], {
+  const run = spawnSync(process.execPath, entryArgs('services/llm-api/identity/rotate-key.ts'), {
     env: { ...process.env, DATABASE_URL: TEST_DATABASE_URL, DATABASE_SCHEMA: svc.runtime.config.DATABASE_SCHEMA, AMQP_URL: '', LOG_LEVEL: 'silent' },
     encoding: 'utf8',
     timeout: 30_000,

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loopbackCertificate } from '../../helpers/certificate.js';
-import { cleanEnv, startChild } from '../../helpers/process.js';
+import { cleanEnv, entryArgs, startChild } from '../../helpers/process.js';
 import { watched } from '../../helpers/wait.js';
 
 // LLM_UPSTREAM_HTTP_VERSION=2 and auto against providers over TLS, as the hosted APIs are reached:
@@ -29,7 +29,7 @@ function certificate(): { key: Buffer; cert: Buffer; file: string } {
 const answer = JSON.stringify({ id: 'chatcmpl-tls', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'over TLS' }, finish_reason: 'stop' }] });
 
 async function call(url: string, certFile: string, httpVersion: string, more: Record<string, string> = {}): Promise<{ contents?: string[]; error?: string; code?: string }> {
-  const child = startChild(process.execPath, ['--import', 'tsx', 'test/fakes/provider-call.ts'], {
+  const child = startChild(process.execPath, entryArgs('test/fakes/provider-call.ts'), {
     env: cleanEnv({ PROVIDER_URL: url, HTTP_VERSION: httpVersion, NODE_EXTRA_CA_CERTS: certFile, ...more }),
   });
   const { code } = await child.exited;
