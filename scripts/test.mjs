@@ -6,7 +6,8 @@
 // The files run from a compiled copy of the repository (scripts/test-tree.mjs: no TypeScript
 // loader in the test processes); `TEST_TREE=source` runs them from the repository through tsx.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -23,9 +24,14 @@ const { buildTestTree, removeTestTree } = await import('./test-tree.mjs');
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs');
 const compiled = process.env.TEST_TREE !== 'source';
 const tree = compiled ? await buildTestTree(root) : root;
-// The tree goes with the run, however it ends.
+// Where the files' cleanups record their RabbitMQ queue prefixes (test/helpers/amqp.ts): the run
+// lists and deletes those queues once, at its end, instead of once per cleanup.
+const scratch = mkdtempSync(join(tmpdir(), 'ai-gateway-test-run-'));
+const queueLedger = join(scratch, 'amqp-queue-prefixes');
+// The tree and the ledger go with the run, however it ends.
 process.on('exit', () => {
   if (compiled) removeTestTree(tree);
+  rmSync(scratch, { recursive: true, force: true });
 });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(130));
 // In the compiled tree a test file is its JavaScript: `test/kit/x.test.ts` names `test/kit/x.test.js`.
@@ -37,7 +43,7 @@ function run(configFile, args) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [ava, '--config', join(tree, configFile), '--tap', ...args.map(inTree)], {
       cwd: tree,
-      env: { ...process.env, NODE_ENV: 'test', TEST_TREE: compiled ? 'compiled' : 'source', TEST_SOURCE_ROOT: root },
+      env: { ...process.env, NODE_ENV: 'test', TEST_TREE: compiled ? 'compiled' : 'source', TEST_SOURCE_ROOT: root, TEST_AMQP_QUEUE_LEDGER: queueLedger },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let buffer = '';
@@ -89,6 +95,8 @@ if (onlyFiles.length > 0) {
   const restartFiles = existsSync(reliabilityDir) ? readdirSync(reliabilityDir, { recursive: true }).filter((f) => isRestartSuite(`test/reliability/${f}`)) : [];
   if (serialFiles.length + restartFiles.length > 0) await run('ava.serial.config.mjs', extra);
 }
+const sweep = compiled ? ['--enable-source-maps', 'test/helpers/amqp-sweep.js'] : ['--import', 'tsx', 'test/helpers/amqp-sweep.ts'];
+spawnSync(process.execPath, [...sweep, queueLedger], { cwd: tree, stdio: 'inherit', timeout: 120_000 });
 const figures = readFigures();
 if (figures.length > 0) console.log('\nReliability figures (test/reliability)\n' + renderTable(figures) + '\n');
 console.log(`${passed} passed, ${failed} failed`);

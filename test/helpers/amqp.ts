@@ -1,3 +1,4 @@
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import amqp, { type ChannelModel } from 'amqplib';
@@ -7,25 +8,54 @@ import { TEST_AMQP_URL } from './servers.js';
 const run = promisify(execFile);
 
 /**
- * Deletes every queue whose name starts with `prefix` and the bus's exchange (`exchange` under that
- * prefix, the one exchange a bus declares); tests leave no durable garbage behind. Queues are listed
- * with one `rabbitmqctl` call, which boots an Erlang VM (~0.4 s and as much CPU): the exchange is
- * named, not listed, so each cleanup pays that once.
+ * Set by `npm test` (scripts/test.mjs): the file where cleanups record their queue prefixes, so
+ * that the queues of the whole run are listed once, when it ends (`sweepRecordedQueues`).
+ */
+const QUEUE_LEDGER = process.env.TEST_AMQP_QUEUE_LEDGER;
+
+/**
+ * Deletes the bus's exchange (`exchange` under `prefix`, the one exchange a bus declares) and every
+ * queue whose name starts with `prefix`; tests leave no durable garbage behind. Queues can only be
+ * listed with `rabbitmqctl`, which boots an Erlang VM (~0.4 s and ~0.55 s of CPU): under `npm test`
+ * the prefix is recorded instead and the run lists its queues once at the end; alone (ava run
+ * directly), the queues are listed and deleted now.
  */
 export async function deleteAmqpTopology(prefix: string, exchange: string): Promise<void> {
-  let names: string[];
+  if (QUEUE_LEDGER && prefix) appendFileSync(QUEUE_LEDGER, `${prefix}\n`);
+  const names = QUEUE_LEDGER ? [] : await queuesStartingWith([prefix]);
+  await deleteTopology(names, [busExchangeName(prefix, exchange)]);
+}
+
+/** `npm test`'s last step: deletes the queues of every prefix the run's cleanups recorded. */
+export async function sweepRecordedQueues(ledger: string): Promise<{ prefixes: number; queues: number }> {
+  const prefixes = existsSync(ledger) ? readFileSync(ledger, 'utf8').split('\n').filter(Boolean) : [];
+  const names = await queuesStartingWith(prefixes);
+  await deleteTopology(names, []);
+  return { prefixes: prefixes.length, queues: names.length };
+}
+
+async function queuesStartingWith(prefixes: string[]): Promise<string[]> {
+  const wanted = prefixes.filter(Boolean);
+  if (wanted.length === 0) return [];
   try {
     const { stdout } = await run('rabbitmqctl', ['list_queues', '-q', '--no-table-headers', 'name'], { timeout: 20_000 });
-    names = stdout.split('\n').map((s) => s.trim()).filter((n) => prefix && n.startsWith(prefix));
+    return stdout
+      .split('\n')
+      .map((s) => s.trim())
+      .filter((n) => wanted.some((prefix) => n.startsWith(prefix)));
   } catch {
-    return; // best effort: cleanup must never fail a test
+    return []; // best effort: cleanup must never fail a test
   }
+}
+
+async function deleteTopology(queues: string[], exchanges: string[]): Promise<void> {
+  if (queues.length + exchanges.length === 0) return;
   const connection = await amqp.connect(TEST_AMQP_URL).catch(() => undefined);
   if (!connection) return;
   try {
     const channel = await connection.createChannel();
-    for (const name of names) await channel.deleteQueue(name).catch(() => {});
-    await channel.deleteExchange(busExchangeName(prefix, exchange)).catch(() => {});
+    for (const name of queues) await channel.deleteQueue(name).catch(() => {});
+    for (const name of exchanges) await channel.deleteExchange(name).catch(() => {});
     await channel.close().catch(() => {});
   } finally {
     await connection.close().catch(() => {});
