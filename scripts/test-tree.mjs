@@ -3,10 +3,10 @@
 // the fly, with the same settings and an inline source map naming the repository's file).
 //
 // Why: under `--import tsx`, Node 20 resolves and loads every module of a test process through
-// loader hooks on a separate thread, one round trip per module. A file that starts the whole
-// platform paid ~1 s of wall time and ~1.8 s of CPU for it (3.5 s of CPU against 1.7 to import the
-// same modules as JavaScript), and the suite is bound by the CPU of a 2-core machine. Transforming
-// all ~650 files once costs well under a second.
+// loader hooks on a separate thread, one round trip per module. Importing the whole platform took
+// ~2.2 s and ~3.3 s of CPU that way, against ~1.45 s and ~1.9 s compiled (source maps on), and the
+// suite is bound by the CPU of a 2-core machine. Copying the tree and transforming its ~650 files
+// takes ~2 s once per run.
 //
 // The copy holds everything the tests read by path (deck, docs, fixtures, package.json) and the
 // TypeScript sources too, so a child process a test starts with `--import tsx …/main.ts` still runs
