@@ -34,8 +34,9 @@ process.on('exit', () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(130));
-// In the compiled tree a test file is its JavaScript: `test/kit/x.test.ts` names `test/kit/x.test.js`.
-const inTree = (arg) => (compiled && !arg.startsWith('-') ? arg.replace(/\.ts$/, '.js') : arg);
+// In the compiled tree a test file is its JavaScript: `test/kit/x.test.ts` (or ava's
+// `test/kit/x.test.ts:12`, the test at that line) names `test/kit/x.test.js`.
+const inTree = (arg) => (compiled && !arg.startsWith('-') ? arg.replace(/\.ts(?=$|:[\d,-]+$)/, '.js') : arg);
 let passed = 0;
 let failed = 0;
 
