@@ -1,5 +1,5 @@
 import test from 'ava';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, createSecretBox, loadMasterKey, parseMasterKey } from '../../../services/kit/index.js';
@@ -37,6 +37,7 @@ test('MASTER_KEY: hex or base64 of 32 bytes; anything else is a config error', (
 
 test('embedded default: generated once under DATA_DIR (0600) and reused', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'mk-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const first = loadMasterKey({ DATA_DIR: dir });
   const second = loadMasterKey({ DATA_DIR: dir });
   t.deepEqual(first, second);
