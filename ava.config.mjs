@@ -5,12 +5,15 @@
 // `npm test` runs them from a compiled copy of the repository (TEST_TREE=compiled, set by
 // scripts/test.mjs: plain JavaScript with source maps); run directly, ava loads the TypeScript
 // through tsx.
+// The extension and node arguments of a test file (scripts/test.mjs starts its last step the same way).
 const compiled = process.env.TEST_TREE === 'compiled';
 export const ext = compiled ? 'js' : 'ts';
+export const nodeArguments = compiled ? ['--enable-source-maps'] : ['--import=tsx'];
 
 export default {
   files: [`test/**/*.test.${ext}`, '!test/serial/**', `!test/reliability/**/*-restart.test.${ext}`],
-  ...(compiled ? { nodeArguments: ['--enable-source-maps'] } : { extensions: { ts: 'module' }, nodeArguments: ['--import=tsx'] }),
+  ...(compiled ? {} : { extensions: { ts: 'module' } }),
+  nodeArguments,
   workerThreads: false,
   concurrency: 2,
   timeout: '90s',

@@ -23,6 +23,9 @@ const { clearFigures, readFigures, renderTable } = await import('./reliability-t
 const { buildTestTree, removeTestTree } = await import('./test-tree.mjs');
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs');
 const compiled = process.env.TEST_TREE !== 'source';
+// Read by ava.config.mjs (here and in every test process) and by test/helpers/process.ts.
+process.env.TEST_TREE = compiled ? 'compiled' : 'source';
+const { ext, nodeArguments } = await import('../ava.config.mjs');
 const tree = compiled ? await buildTestTree(root) : root;
 // Where the files' cleanups record their RabbitMQ queue prefixes (test/helpers/amqp.ts): the run
 // lists and deletes those queues once, at its end, instead of once per cleanup.
@@ -36,7 +39,7 @@ process.on('exit', () => {
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(130));
 // In the compiled tree a test file is its JavaScript: `test/kit/x.test.ts` (or ava's
 // `test/kit/x.test.ts:12`, the test at that line) names `test/kit/x.test.js`.
-const inTree = (arg) => (compiled && !arg.startsWith('-') ? arg.replace(/\.ts(?=$|:[\d,-]+$)/, '.js') : arg);
+const inTree = (arg) => (arg.startsWith('-') ? arg : arg.replace(/\.ts(?=$|:[\d,-]+$)/, `.${ext}`));
 let passed = 0;
 let failed = 0;
 
@@ -44,7 +47,7 @@ function run(configFile, args) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [ava, '--config', join(tree, configFile), '--tap', ...args.map(inTree)], {
       cwd: tree,
-      env: { ...process.env, NODE_ENV: 'test', TEST_TREE: compiled ? 'compiled' : 'source', TEST_SOURCE_ROOT: root, TEST_AMQP_QUEUE_LEDGER: queueLedger },
+      env: { ...process.env, NODE_ENV: 'test', TEST_SOURCE_ROOT: root, TEST_AMQP_QUEUE_LEDGER: queueLedger },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let buffer = '';
@@ -96,8 +99,7 @@ if (onlyFiles.length > 0) {
   const restartFiles = existsSync(reliabilityDir) ? readdirSync(reliabilityDir, { recursive: true }).filter((f) => isRestartSuite(`test/reliability/${f}`)) : [];
   if (serialFiles.length + restartFiles.length > 0) await run('ava.serial.config.mjs', extra);
 }
-const sweep = compiled ? ['--enable-source-maps', 'test/helpers/amqp-sweep.js'] : ['--import', 'tsx', 'test/helpers/amqp-sweep.ts'];
-spawnSync(process.execPath, [...sweep, queueLedger], { cwd: tree, stdio: 'inherit', timeout: 120_000 });
+spawnSync(process.execPath, [...nodeArguments, `test/helpers/amqp-sweep.${ext}`, queueLedger], { cwd: tree, stdio: 'inherit', timeout: 120_000 });
 const figures = readFigures();
 if (figures.length > 0) console.log('\nReliability figures (test/reliability)\n' + renderTable(figures) + '\n');
 console.log(`${passed} passed, ${failed} failed`);

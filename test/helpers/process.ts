@@ -62,7 +62,8 @@ export function stackEnv(config: BaseConfig, extra: Record<string, string | unde
 /**
  * The node arguments that run one of our TypeScript entry points (a service's or worker's
  * `main.ts`, a fixture): its JavaScript where `npm test` runs from the compiled copy of the
- * repository (TEST_TREE=compiled, scripts/test-tree.mjs), else the source through tsx.
+ * repository (TEST_TREE=compiled, scripts/test-tree.mjs), else the source through tsx: the way
+ * ava.config.mjs runs the test files themselves.
  */
 export function entryArgs(entry: string): string[] {
   return process.env.TEST_TREE === 'compiled' ? ['--enable-source-maps', entry.replace(/\.ts$/, '.js')] : ['--import', 'tsx', entry];
