@@ -29,18 +29,14 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { chatBody, eventLoopP99, median } from './lib/load.js';
-import { machineBusyMs, parseEnvPairs, processCpuMs, startPlatform, startUpstream, type Platform, type PlatformMode } from './lib/procs.js';
+import { machineBusyMs, processCpuMs, startUpstream, type Platform, type PlatformMode } from './lib/procs.js';
+import { SIDE_OPTIONS, startSides, type Side } from './lib/sides.js';
 
 const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<any>;
 
 const { values: args } = parseArgs({
   options: {
-    a: { type: 'string', default: 'dist-before' },
-    b: { type: 'string', default: 'dist' },
-    'a-node-args': { type: 'string', default: '' },
-    'b-node-args': { type: 'string', default: '' },
-    'a-env': { type: 'string', default: '' },
-    'b-env': { type: 'string', default: '' },
+    ...SIDE_OPTIONS,
     rounds: { type: 'string', default: '5' },
     seconds: { type: 'string', default: '4' },
     connections: { type: 'string', default: '64' },
@@ -71,19 +67,9 @@ async function memory(pid: number): Promise<{ rss: number; peak: number }> {
 }
 
 const upstream = await startUpstream();
-const builds = [
-  { label: 'A', dir: args.a!, nodeArgs: args['a-node-args']!, env: parseEnvPairs(args['a-env']!) },
-  { label: 'B', dir: args.b!, nodeArgs: args['b-node-args']!, env: parseEnvPairs(args['b-env']!) },
-];
-const sharedNodeArgs = process.env.BENCH_PLATFORM_NODE_ARGS ?? '';
-const platforms: Array<{ label: string; dir: string; platform: Platform }> = [];
+const platforms: Side[] = [];
 try {
-  for (const build of builds) {
-    process.env.BENCH_PLATFORM_NODE_ARGS = `${sharedNodeArgs} ${build.nodeArgs}`.trim();
-    const platform = await startPlatform(mode, build.env, `${build.label} (${build.dir})`, `${build.dir}/services/platform/main.js`);
-    await platform.addProviders(upstream, [20]);
-    platforms.push({ ...build, platform });
-  }
+  await startSides(args, mode, upstream, [20], platforms);
   // Background work (bus and outbox polls, the PGlite worker) runs with or without requests: its
   // rate, measured idle, is subtracted so a slow round does not inflate the per-request figure.
   const idle = new Map<string, { main: number; all: number }>();

@@ -1,0 +1,60 @@
+/**
+ * `node --import tsx bench/tail-ab.ts` (after `npm run build`): the 1-connection latency of two
+ * embedded platforms that differ in build, Node flags or settings, each measured beside direct alone
+ * (the bench's "beside direct alone" reading: one request to direct, one to the platform, in turn),
+ * the two sides alternating round by round so drift hits both alike. Prints each round's added
+ * p50 / p90 / p99 / p99.9 over direct and the medians over rounds: what a change does to the tail that
+ * `npm run bench` reads at 1 connection, where throughput figures cannot see it.
+ *   --a DIR --b DIR                    compiled trees (default: dist for both)
+ *   --a-node-args=…, --b-node-args=…   Node flags of one side, after npm start's own (they win)
+ *   --a-env, --b-env "KEY=value,…"     settings of one side
+ *   --rounds N (6)   --requests N (2000 per side per round)   --stream
+ */
+import { parseArgs } from 'node:util';
+import { directTarget, interleavedLatency, median, percentile, platformTarget } from './lib/load.js';
+import { parseEnvPairs, startUpstream } from './lib/procs.js';
+import { SIDE_OPTIONS, startSides, type Side } from './lib/sides.js';
+
+const { values: args } = parseArgs({
+  options: {
+    ...SIDE_OPTIONS,
+    a: { type: 'string', default: 'dist' },
+    rounds: { type: 'string', default: '6' },
+    requests: { type: 'string', default: '2000' },
+    stream: { type: 'boolean', default: false },
+  },
+});
+
+/** What sets a side apart, for its rows. */
+const describe = (side: Side) => {
+  const env = side.label === 'A' ? args['a-env']! : args['b-env']!;
+  return [side.label, side.dir, side.nodeArgs, Object.keys(parseEnvPairs(env)).length ? env : ''].filter(Boolean).join(' ');
+};
+
+const upstream = await startUpstream();
+const sides: Side[] = [];
+try {
+  await startSides(args, 'embedded', upstream, [0], sides);
+  const direct = directTarget(upstream);
+  const n = Number(args.requests);
+  const quantiles = [0.5, 0.9, 0.99, 0.999];
+  const added = new Map<Side, number[][]>(sides.map((side) => [side, []]));
+  for (let round = 0; round < Number(args.rounds); round++) {
+    const order = round % 2 === 0 ? sides : [...sides].reverse();
+    const line: string[] = [];
+    for (const side of order) {
+      const samples = await interleavedLatency([direct, platformTarget(side.platform, side.label)], { n, warmup: 200, stream: args.stream!, delayMs: 0 });
+      const base = samples.get('direct')!.total;
+      const ours = samples.get(side.label)!.total;
+      const row = quantiles.map((q) => percentile(ours, q * 100) - percentile(base, q * 100));
+      added.get(side)!.push(row);
+      line.push(`${side.label} ${row.map((v) => v.toFixed(2)).join(' / ')}`);
+    }
+    console.log(`round ${round + 1}, added p50 / p90 / p99 / p99.9 ms: ${line.join(' | ')}`);
+  }
+  console.log('\nmedians over rounds, added ms (p50 / p90 / p99 / p99.9):');
+  for (const side of sides) console.log(`  ${describe(side)}: ${quantiles.map((_, i) => median(added.get(side)!.map((row) => row[i]!)).toFixed(2)).join(' / ')}`);
+} finally {
+  for (const side of sides) await side.platform.stop();
+  await upstream.stop();
+}
