@@ -12,7 +12,7 @@
  */
 import { parseArgs } from 'node:util';
 import { directTarget, interleavedLatency, median, percentile, platformTarget } from './lib/load.js';
-import { parseEnvPairs, startUpstream } from './lib/procs.js';
+import { startUpstream } from './lib/procs.js';
 import { SIDE_OPTIONS, startSides, type Side } from './lib/sides.js';
 
 const { values: args } = parseArgs({
@@ -26,10 +26,7 @@ const { values: args } = parseArgs({
 });
 
 /** What sets a side apart, for its rows. */
-const describe = (side: Side) => {
-  const env = side.label === 'A' ? args['a-env']! : args['b-env']!;
-  return [side.label, side.dir, side.nodeArgs, Object.keys(parseEnvPairs(env)).length ? env : ''].filter(Boolean).join(' ');
-};
+const describe = (side: Side) => [side.label, side.dir, side.nodeArgs, side.label === 'A' ? args['a-env'] : args['b-env']].filter(Boolean).join(' ');
 
 const upstream = await startUpstream();
 const sides: Side[] = [];
