@@ -23,7 +23,8 @@ export interface Side {
 /**
  * Starts side A, then side B, each from its tree with its own Node flags (after npm start's and
  * BENCH_PLATFORM_NODE_ARGS's, so they win for a flag given twice) and settings, with providers at
- * `delays` ms on `upstream`. A side's label names what sets it apart.
+ * `delays` ms on `upstream`. Each side is added to `started` as soon as it runs, so the caller's
+ * `finally` stops it even when the other fails to start.
  */
 export async function startSides(
   args: { a?: string; b?: string; 'a-node-args'?: string; 'b-node-args'?: string; 'a-env'?: string; 'b-env'?: string },
@@ -31,7 +32,7 @@ export async function startSides(
   upstream: Upstream,
   delays: number[],
   started: Side[],
-): Promise<Side[]> {
+): Promise<void> {
   const shared = process.env.BENCH_PLATFORM_NODE_ARGS ?? '';
   try {
     for (const label of ['A', 'B'] as const) {
@@ -46,5 +47,4 @@ export async function startSides(
   } finally {
     process.env.BENCH_PLATFORM_NODE_ARGS = shared;
   }
-  return started;
 }
