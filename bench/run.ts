@@ -32,7 +32,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { directTarget, relayTarget, ephemeralPorts, platformTarget, portkeyTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, loadGenerator, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
+import { addedBesideDirect, directTarget, relayTarget, ephemeralPorts, platformTarget, portkeyTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, loadGenerator, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
 import { BENCH_PROVIDER_TLS, machineBusyMs, rssMiB, severalProcesses, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
@@ -188,9 +188,7 @@ async function main() {
     // interleaving, not of its own work: a process with more code and data to bring back in loses more.
     for (const t of rotated) {
       if (t === direct) continue;
-      const pair = await interleavedLatency([direct, t], { n: settings.latencyN, warmup: settings.latencyWarmup, stream: false });
-      const [own, beside] = [pair.get(t.name)!.total, pair.get(direct.name)!.total];
-      round[t.name]!.pairAdded = [50, 90, 99].map((p) => percentile(own, p) - percentile(beside, p));
+      round[t.name]!.pairAdded = await addedBesideDirect(direct, t, { n: settings.latencyN, warmup: settings.latencyWarmup, stream: false, percentiles: [50, 90, 99] });
     }
     for (const t of rotated) {
       const loopUrl = loopUrls.get(t.name);

@@ -11,7 +11,7 @@
  *   --rounds N (6)   --requests N (2000 per side per round)   --stream
  */
 import { parseArgs } from 'node:util';
-import { directTarget, interleavedLatency, median, percentile, platformTarget } from './lib/load.js';
+import { addedBesideDirect, directTarget, median, platformTarget } from './lib/load.js';
 import { startUpstream } from './lib/procs.js';
 import { SIDE_OPTIONS, startSides, type Side } from './lib/sides.js';
 
@@ -25,6 +25,8 @@ const { values: args } = parseArgs({
   },
 });
 
+const PERCENTILES = [50, 90, 99, 99.9];
+
 /** What sets a side apart, for its rows. */
 const describe = (side: Side) => [side.label, side.dir, side.nodeArgs, side.label === 'A' ? args['a-env'] : args['b-env']].filter(Boolean).join(' ');
 
@@ -34,23 +36,19 @@ try {
   await startSides(args, 'embedded', upstream, [0], sides);
   const direct = directTarget(upstream);
   const n = Number(args.requests);
-  const quantiles = [0.5, 0.9, 0.99, 0.999];
   const added = new Map<Side, number[][]>(sides.map((side) => [side, []]));
   for (let round = 0; round < Number(args.rounds); round++) {
     const order = round % 2 === 0 ? sides : [...sides].reverse();
     const line: string[] = [];
     for (const side of order) {
-      const samples = await interleavedLatency([direct, platformTarget(side.platform, side.label)], { n, warmup: 200, stream: args.stream!, delayMs: 0 });
-      const base = samples.get('direct')!.total;
-      const ours = samples.get(side.label)!.total;
-      const row = quantiles.map((q) => percentile(ours, q * 100) - percentile(base, q * 100));
+      const row = await addedBesideDirect(direct, platformTarget(side.platform, side.label), { n, warmup: 200, stream: args.stream!, percentiles: PERCENTILES });
       added.get(side)!.push(row);
       line.push(`${side.label} ${row.map((v) => v.toFixed(2)).join(' / ')}`);
     }
     console.log(`round ${round + 1}, added p50 / p90 / p99 / p99.9 ms: ${line.join(' | ')}`);
   }
   console.log('\nmedians over rounds, added ms (p50 / p90 / p99 / p99.9):');
-  for (const side of sides) console.log(`  ${describe(side)}: ${quantiles.map((_, i) => median(added.get(side)!.map((row) => row[i]!)).toFixed(2)).join(' / ')}`);
+  for (const side of sides) console.log(`  ${describe(side)}: ${PERCENTILES.map((_, i) => median(added.get(side)!.map((row) => row[i]!)).toFixed(2)).join(' / ')}`);
 } finally {
   for (const side of sides) await side.platform.stop();
   await upstream.stop();

@@ -140,6 +140,16 @@ export async function interleavedLatency(targets: Target[], options: { n: number
   return samples;
 }
 
+/**
+ * A path's latency beside direct alone: `n` requests to direct and to `target` in turn (after
+ * `warmup`), and the path's percentiles `percentiles` minus direct's in the same run, ms.
+ */
+export async function addedBesideDirect(direct: Target, target: Target, options: { n: number; warmup: number; stream: boolean; percentiles: number[] }): Promise<number[]> {
+  const pair = await interleavedLatency([direct, target], { n: options.n, warmup: options.warmup, stream: options.stream });
+  const [own, beside] = [pair.get(target.name)!.total, pair.get(direct.name)!.total];
+  return options.percentiles.map((p) => percentile(own, p) - percentile(beside, p));
+}
+
 export interface ThroughputResult {
   rps: number;
   p50: number;
