@@ -349,7 +349,17 @@ export function rampStopReason(step: HoldResult, stallMs: number, platformFdLimi
  */
 export async function holdStreams(
   target: Target,
-  options: { n: number; intervalMs: number; chunks: number; stallMs: number; watchPid?: number | readonly number[]; openPerSecond?: number; holdMs?: number },
+  options: {
+    n: number;
+    intervalMs: number;
+    chunks: number;
+    stallMs: number;
+    watchPid?: number | readonly number[];
+    openPerSecond?: number;
+    holdMs?: number;
+    /** Called once, when all `n` streams have had their first chunk (all are held at once). */
+    onAllOpen?: () => void;
+  },
 ): Promise<HoldResult> {
   const batch = options.openPerSecond ? 50 : 250;
   const pauseMs = options.openPerSecond ? (batch * 1000) / options.openPerSecond : 25;
@@ -380,7 +390,10 @@ export async function holdStreams(
       const now = Date.now();
       if (!last) {
         result.maxFirstMs = Math.max(result.maxFirstMs, now - opened);
-        if (++open > result.maxOpen) result.maxOpen = open;
+        if (++open > result.maxOpen) {
+          result.maxOpen = open;
+          if (open === options.n) options.onAllOpen?.();
+        }
       } else {
         const waited = now - last;
         if (waited > result.maxGapMs) result.maxGapMs = waited;
@@ -424,6 +437,27 @@ export async function holdStreams(
   result.rssPeak = rssPeak;
   result.fdsPeak = fdsPeak;
   return result;
+}
+
+/**
+ * `streams` held at once (a chunk each every `intervalMs`), and `during` run once all of them are
+ * open, so what it measures is the held streams and their chunks, not their admission. The streams
+ * get chunks enough for an admission of up to 2 ms a stream (plus 2 s) and the window after it;
+ * a path that has not opened them all by then fails the call.
+ */
+export async function whileHeld<T>(target: Target, options: { streams: number; intervalMs: number; windowMs: number }, during: () => Promise<T>): Promise<{ value: T; held: HoldResult }> {
+  const admissionMs = options.streams * 2 + 2000;
+  const chunks = Math.ceil((admissionMs + options.windowMs + 1000) / options.intervalMs);
+  let allOpen!: () => void;
+  const opened = new Promise<void>((resolve) => (allOpen = resolve));
+  const holding = holdStreams(target, { n: options.streams, intervalMs: options.intervalMs, chunks, stallMs: 1000, onAllOpen: allOpen });
+  const first = await Promise.race([opened.then(() => 'open' as const), holding.then(() => 'ended' as const)]);
+  if (first === 'ended') {
+    const held = await holding;
+    throw new Error(`${target.name}: only ${held.maxOpen} of ${options.streams} streams were open at once (${held.failed} failed${held.firstError ? `: ${held.firstError}` : ''})`);
+  }
+  const value = await during();
+  return { value, held: await holding };
 }
 
 /**
