@@ -443,18 +443,20 @@ export async function holdStreams(
  * `streams` held at once (a chunk each every `intervalMs`), and `during` run once all of them are
  * open, so what it measures is the held streams and their chunks, not their admission. The streams
  * get chunks enough for an admission of up to 2 ms a stream (plus 2 s) and the window after it;
- * a path that has not opened them all by then fails the call.
+ * a path that has not opened them all by then fails the call (the first streams would end inside
+ * the window, and a count of chunks relayed in it would be wrong).
  */
 export async function whileHeld<T>(target: Target, options: { streams: number; intervalMs: number; windowMs: number }, during: () => Promise<T>): Promise<{ value: T; held: HoldResult }> {
   const admissionMs = options.streams * 2 + 2000;
   const chunks = Math.ceil((admissionMs + options.windowMs + 1000) / options.intervalMs);
   let allOpen!: () => void;
   const opened = new Promise<void>((resolve) => (allOpen = resolve));
+  const started = Date.now();
   const holding = holdStreams(target, { n: options.streams, intervalMs: options.intervalMs, chunks, stallMs: 1000, onAllOpen: allOpen });
   const first = await Promise.race([opened.then(() => 'open' as const), holding.then(() => 'ended' as const)]);
-  if (first === 'ended') {
+  if (first === 'ended' || Date.now() - started > admissionMs) {
     const held = await holding;
-    throw new Error(`${target.name}: only ${held.maxOpen} of ${options.streams} streams were open at once (${held.failed} failed${held.firstError ? `: ${held.firstError}` : ''})`);
+    throw new Error(`${target.name}: ${held.maxOpen} of ${options.streams} streams open at once within ${admissionMs} ms (${held.failed} failed${held.firstError ? `: ${held.firstError}` : ''})`);
   }
   const value = await during();
   return { value, held: await holding };
