@@ -14,6 +14,9 @@
  *                 two turns, so a stretch bounds the event-loop delay from above, it is not the
  *                 delay), their quantiles, and self time inside the stretches of at least MS ms
  *                 against overall: are the long ones made of different work, or of more of the same?
+ *   --within NAME the function whose first and last samples bound the load window (default completeChat,
+ *                 the chat handler; `--within writeEventStream` reaches to the end of the last stream, so a
+ *                 profile of held streams, e.g. from `bench/held-cpu.ts`, counts their relay too)
  * Only the load window counts (first to last sample in the chat handler): start-up and shutdown are left out.
  */
 import { readdir, readFile } from 'node:fs/promises';
@@ -25,7 +28,7 @@ import { percentile, platformTarget, throughput } from './lib/load.js';
 import { parseEnvPairs, startPlatform, startUpstream, type PlatformMode } from './lib/procs.js';
 
 const { values: args } = parseArgs({
-  options: { seconds: { type: 'string', default: '10' }, mode: { type: 'string', default: 'embedded' }, top: { type: 'string', default: '30' }, kind: { type: 'string', default: 'both' }, file: { type: 'string' }, env: { type: 'string', default: '' }, interval: { type: 'string' }, stretches: { type: 'string' } },
+  options: { seconds: { type: 'string', default: '10' }, mode: { type: 'string', default: 'embedded' }, top: { type: 'string', default: '30' }, kind: { type: 'string', default: 'both' }, file: { type: 'string' }, env: { type: 'string', default: '' }, interval: { type: 'string' }, stretches: { type: 'string' }, within: { type: 'string', default: 'completeChat' } },
 });
 
 interface ProfileNode {
@@ -84,7 +87,7 @@ const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const inChat = new Set<number>();
 const mark = (id: number, inside: boolean) => {
   const node = byId.get(id)!;
-  const now = inside || node.callFrame.functionName === 'completeChat';
+  const now = inside || node.callFrame.functionName === args.within;
   if (now) inChat.add(id);
   for (const child of node.children ?? []) mark(child, now);
 };
