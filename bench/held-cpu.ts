@@ -1,8 +1,9 @@
 /**
  * `node --import tsx bench/held-cpu.ts` (after `npm run build`): what relaying one chunk of a held
  * stream costs. `npm run bench`'s ramp finds how many streams a path holds before one stalls; on two
- * cores that ceiling is the CPU the relayed chunks take (each held stream gets a chunk every 500 ms,
- * so 10 000 streams are 20 000 chunks a second). Here every path holds the same `--streams` at once
+ * cores the CPU the relayed chunks take is part of that ceiling (each held stream gets a chunk every
+ * 500 ms, so 10 000 streams are 20 000 chunks a second), beside descriptors and the CPU of admitting
+ * new streams. Here every path holds the same `--streams` at once
  * (opened in bursts of 250), and once all are open the CPU of the serving process is read over
  * `--window` seconds: main thread and whole process, per relayed chunk, beside the floor (a bare Node
  * relay, `bench/floor/proxy.mjs`) in the same rounds. Two sides of the platform (builds, Node flags,
