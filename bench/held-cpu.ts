@@ -16,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { median, platformTarget, relayTarget, whileHeld, type Target } from './lib/load.js';
 import { processCpuMs, startFloor, startUpstream, type PlatformMode } from './lib/procs.js';
-import { SIDE_OPTIONS, startSides, type Side } from './lib/sides.js';
+import { describeSide, SIDE_OPTIONS, startSides, type Side } from './lib/sides.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -46,7 +46,7 @@ const floor = await startFloor(upstream);
 try {
   await startSides(args, args.mode as PlatformMode, upstream, [0], sides);
   const paths: Path[] = [
-    ...sides.map((side) => ({ label: `${side.label} ${[side.dir, side.nodeArgs, side.label === 'A' ? args['a-env'] : args['b-env']].filter(Boolean).join(' ')}`, target: platformTarget(side.platform, side.label), pid: side.platform.pid })),
+    ...sides.map((side) => ({ label: describeSide(side), target: platformTarget(side.platform, side.label), pid: side.platform.pid })),
     { label: 'floor', target: relayTarget(floor), pid: floor.pid },
   ];
   const perChunk = new Map<Path, { main: number[]; all: number[] }>(paths.map((path) => [path, { main: [], all: [] }]));

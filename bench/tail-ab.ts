@@ -13,7 +13,7 @@
 import { parseArgs } from 'node:util';
 import { addedBesideDirect, directTarget, median, platformTarget } from './lib/load.js';
 import { startUpstream } from './lib/procs.js';
-import { SIDE_OPTIONS, startSides, type Side } from './lib/sides.js';
+import { describeSide, SIDE_OPTIONS, startSides, type Side } from './lib/sides.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -26,9 +26,6 @@ const { values: args } = parseArgs({
 });
 
 const PERCENTILES = [50, 90, 99, 99.9];
-
-/** What sets a side apart, for its rows. */
-const describe = (side: Side) => [side.label, side.dir, side.nodeArgs, side.label === 'A' ? args['a-env'] : args['b-env']].filter(Boolean).join(' ');
 
 const upstream = await startUpstream();
 const sides: Side[] = [];
@@ -48,7 +45,7 @@ try {
     console.log(`round ${round + 1}, added p50 / p90 / p99 / p99.9 ms: ${line.join(' | ')}`);
   }
   console.log('\nmedians over rounds, added ms (p50 / p90 / p99 / p99.9):');
-  for (const side of sides) console.log(`  ${describe(side)}: ${PERCENTILES.map((_, i) => median(added.get(side)!.map((row) => row[i]!)).toFixed(2)).join(' / ')}`);
+  for (const side of sides) console.log(`  ${describeSide(side)}: ${PERCENTILES.map((_, i) => median(added.get(side)!.map((row) => row[i]!)).toFixed(2)).join(' / ')}`);
 } finally {
   for (const side of sides) await side.platform.stop();
   await upstream.stop();

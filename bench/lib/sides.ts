@@ -17,8 +17,13 @@ export interface Side {
   label: string;
   dir: string;
   nodeArgs: string;
+  /** Its settings as given (`--a-env`/`--b-env`). */
+  env: string;
   platform: Platform;
 }
+
+/** What sets a side apart, for the rows that report it: label, tree, Node flags, settings. */
+export const describeSide = (side: Side): string => [side.label, side.dir, side.nodeArgs, side.env].filter(Boolean).join(' ');
 
 /**
  * Starts side A, then side B, each from its tree with its own Node flags (after npm start's and
@@ -38,10 +43,10 @@ export async function startSides(
     for (const label of ['A', 'B'] as const) {
       const dir = (label === 'A' ? args.a : args.b) ?? 'dist';
       const nodeArgs = (label === 'A' ? args['a-node-args'] : args['b-node-args']) ?? '';
-      const env = parseEnvPairs((label === 'A' ? args['a-env'] : args['b-env']) ?? '');
+      const settings = (label === 'A' ? args['a-env'] : args['b-env']) ?? '';
       process.env.BENCH_PLATFORM_NODE_ARGS = `${shared} ${nodeArgs}`.trim();
-      const platform = await startPlatform(mode, env, `${label} (${dir})`, `${dir}/services/platform/main.js`);
-      started.push({ label, dir, nodeArgs, platform });
+      const platform = await startPlatform(mode, parseEnvPairs(settings), `${label} (${dir})`, `${dir}/services/platform/main.js`);
+      started.push({ label, dir, nodeArgs, env: settings, platform });
       await platform.addProviders(upstream, delays);
     }
   } finally {
