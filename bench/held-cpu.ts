@@ -6,7 +6,9 @@
  * new streams. Here every path holds the same `--streams` at once
  * (opened in bursts of 250), and once all are open the CPU of the serving process is read over
  * `--window` seconds: main thread and whole process, per relayed chunk, beside the floor (a bare Node
- * relay, `bench/floor/proxy.mjs`) in the same rounds. Two sides of the platform (builds, Node flags,
+ * relay, `bench/floor/proxy.mjs`) in the same rounds. Each round's line also gives, per chunk, the
+ * CPU of the fake provider that writes it and of this process, the client that reads it: the rest of
+ * what a held stream costs the two shared cores. Two sides of the platform (builds, Node flags,
  * settings) as in `bench/cpu-ab.ts`; both default to `dist` (an A/A run shows the spread).
  *   --a DIR --b DIR   --a-node-args=…   --b-node-args=…   --a-env / --b-env "KEY=value,…"
  *   --streams N (2000)   --window S (4)   --interval MS (500, between two chunks of a stream)
@@ -57,9 +59,13 @@ try {
     for (const path of order) {
       const { value: spent, held: result } = await whileHeld(path.target, { streams, intervalMs, windowMs }, async () => {
         const before = await processCpuMs(path.pid);
+        const providerBefore = await processCpuMs(upstream.pid);
+        const generatorBefore = process.cpuUsage();
         await sleep(windowMs);
+        const generator = process.cpuUsage(generatorBefore);
+        const providerAfter = await processCpuMs(upstream.pid);
         const after = await processCpuMs(path.pid);
-        return { main: after.main - before.main, all: after.all - before.all };
+        return { main: after.main - before.main, all: after.all - before.all, provider: providerAfter.all - providerBefore.all, generator: (generator.user + generator.system) / 1000 };
       });
       const relayed = (streams * windowMs) / intervalMs;
       const main = (spent.main * 1000) / relayed;
@@ -67,7 +73,7 @@ try {
       perChunk.get(path)!.main.push(main);
       perChunk.get(path)!.all.push(all);
       const trouble = result.failed || result.stalled ? ` (${result.stalled} stalled, ${result.failed} failed)` : '';
-      line.push(`${path.label.split(' ')[0]} ${main.toFixed(1)} / ${all.toFixed(1)} µs${trouble}`);
+      line.push(`${path.label.split(' ')[0]} ${main.toFixed(1)} / ${all.toFixed(1)} µs (provider ${((spent.provider * 1000) / relayed).toFixed(1)}, generator ${((spent.generator * 1000) / relayed).toFixed(1)})${trouble}`);
     }
     console.log(`round ${round + 1}, main thread / process CPU per relayed chunk: ${line.join(' | ')}`);
   }

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { rssMiB, sumOverProcesses, type Peer, type Platform, type Upstream } from './procs.js';
 import { softOpenFileLimit } from '../../services/gateway/connections.js';
 
@@ -339,6 +339,40 @@ export function rampStopReason(step: HoldResult, stallMs: number, platformFdLimi
 }
 
 /**
+ * One streamed POST read chunk by chunk through undici's dispatch handler, without the Readable that
+ * `request()` wraps a body in: the ramp's client holds thousands of streams on the same two cores as
+ * the path it measures, and per relayed chunk the Readable, its async iterator and a decoded string
+ * cost it about as much as the fake provider's write of the chunk (`bench/held-cpu.ts` prints both),
+ * CPU taken from whichever path is being ramped. `onChunk` runs for each chunk of the body; the
+ * status and the body's last 32 bytes (where `[DONE]` stands) are what it returns.
+ */
+function readStream(agent: Agent, url: URL, headers: Record<string, string>, body: string, onChunk: () => void): Promise<{ statusCode: number; tail: string }> {
+  return new Promise((resolve, reject) => {
+    let statusCode = 0;
+    let last: Buffer | undefined;
+    let beforeLast: Buffer | undefined;
+    const handler: Dispatcher.DispatchHandler = {
+      // Its presence is how undici tells this handler API from the older one.
+      onRequestStart: () => {},
+      onResponseStart: (_controller, status) => {
+        statusCode = status;
+      },
+      onResponseData: (_controller, chunk) => {
+        onChunk();
+        beforeLast = last;
+        last = chunk;
+      },
+      onResponseEnd: () => {
+        const ending = beforeLast && last && last.length < 32 ? Buffer.concat([beforeLast, last]) : (last ?? Buffer.alloc(0));
+        resolve({ statusCode, tail: ending.subarray(-32).toString() });
+      },
+      onResponseError: (_controller, error) => reject(error),
+    };
+    agent.dispatch({ origin: url.origin, path: url.pathname + url.search, method: 'POST', headers, body, headersTimeout: 60_000, bodyTimeout: 60_000 }, handler);
+  });
+}
+
+/**
  * `n` streams held at once, each one chunk every `intervalMs`. Streams are opened in batches (a
  * burst of thousands of SYNs would overflow the listen backlog and measure that instead): 250
  * every 25 ms by default, or `openPerSecond` (paced: clients arriving over time, not all in the same
@@ -365,6 +399,8 @@ export async function holdStreams(
   const pauseMs = options.openPerSecond ? (batch * 1000) / options.openPerSecond : 25;
   const chunks = options.openPerSecond ? Math.ceil(((options.n / options.openPerSecond) * 1000 + (options.holdMs ?? 4000)) / options.intervalMs) : options.chunks;
   const call = target.chat(0, true, `#slow:${options.intervalMs} #chunks:${chunks}`);
+  const url = new URL(call.url);
+  const headers = { 'content-type': 'application/json', ...call.headers };
   const agent = new Agent({ connections: options.n + 16, keepAliveTimeout: 5_000, connectTimeout: 30_000 });
   const rssBefore = options.watchPid ? await rssMiB(options.watchPid) : Number.NaN;
   const fdsBefore = options.watchPid ? await openFds(options.watchPid) : Number.NaN;
@@ -402,20 +438,8 @@ export async function holdStreams(
       last = now;
     };
     try {
-      const res = await request(call.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...call.headers },
-        body: call.body,
-        dispatcher: agent,
-        headersTimeout: 60_000,
-        bodyTimeout: 60_000,
-      });
-      let tail = '';
-      for await (const chunk of res.body) {
-        gap();
-        tail = (tail + chunk.toString()).slice(-32);
-      }
-      if (res.statusCode !== 200 || !tail.includes('[DONE]')) throw new Error(`status ${res.statusCode}, tail ${JSON.stringify(tail)}`);
+      const { statusCode, tail } = await readStream(agent, url, headers, call.body, gap);
+      if (statusCode !== 200 || !tail.includes('[DONE]')) throw new Error(`status ${statusCode}, tail ${JSON.stringify(tail)}`);
       if (stalled) result.stalled++;
       else result.completed++;
     } catch (error) {
