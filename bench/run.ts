@@ -33,7 +33,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { addedBesideDirect, directTarget, relayTarget, ephemeralPorts, platformTarget, portkeyTarget, eventLoopP99, fdLimit, holdStreams, rampStopReason, interleavedLatency, loadGenerator, median, percentile, throughput, type HoldResult, type Target } from './lib/load.js';
-import { BENCH_PROVIDER_TLS, machineBusyMs, rssMiB, severalProcesses, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
+import { BENCH_PROVIDER_TLS, machineBusyMs, rssMiB, serversCpuMs, serversCpuSince, severalProcesses, startFloor, startPlatform, startPortkey, startUpstream, sumOverProcesses, threadCpuMs, type Peer, type Platform, type PlatformMode, type Proc } from './lib/procs.js';
 import { fmt, renderTable, triple, verdict, type Cell, type Row } from './lib/report.js';
 
 const { values: args } = parseArgs({
@@ -153,7 +153,7 @@ async function main() {
   const rssBefore: Record<string, number> = {};
   for (const n of names) rssBefore[n] = await rssMiB(servingOf(n));
 
-  type Round = Record<string, { lat: number[]; stream: number[]; ttfc: number[]; rps1: number; tput: number; tputErrors: number; rssDuring: number; mainBusy: number; machineBusy: number; loopP99: number; quietLoopP99: number; pairAdded: number[] }>;
+  type Round = Record<string, { lat: number[]; stream: number[]; ttfc: number[]; rps1: number; tput: number; tputErrors: number; rssDuring: number; mainBusy: number; machineBusy: number; serversBusy: number; loopP99: number; quietLoopP99: number; pairAdded: number[] }>;
   const rounds: Round[] = [];
   for (let r = 0; r < settings.rounds; r++) {
     const round: Round = {};
@@ -177,6 +177,7 @@ async function main() {
         rssDuring: Number.NaN,
         mainBusy: Number.NaN,
         machineBusy: Number.NaN,
+        serversBusy: Number.NaN,
         loopP99: Number.NaN,
         quietLoopP99: quietLoop[n] ?? Number.NaN,
         pairAdded: [Number.NaN, Number.NaN, Number.NaN],
@@ -197,14 +198,19 @@ async function main() {
       // stops short of direct while neither is saturated, what it waits for is one thread's turn.
       const mainBefore = await mainThreadMs(t.name);
       const machineBefore = await machineBusyMs();
+      // The production drivers' servers run on the same two cores: their CPU per request is part
+      // of what a path with them costs the machine (PostgreSQL's batched writes, Redis's counter).
+      const serversBefore = await serversCpuMs();
       const started = performance.now();
       const result = await throughput(t, { connections: settings.connections, seconds: settings.seconds, delayMs: settings.slowDelayMs, watchPid: servingOf(t.name) });
       const elapsedMs = performance.now() - started;
       const machineAfter = await machineBusyMs();
+      const serversSpent = await serversCpuSince(serversBefore);
       const mainAfter = await mainThreadMs(t.name);
       const row = round[t.name]!;
       row.mainBusy = (mainAfter - mainBefore) / elapsedMs;
       row.machineBusy = (machineAfter - machineBefore) / elapsedMs / cpus().length;
+      row.serversBusy = serversSpent / elapsedMs;
       row.tput = result.rps;
       row.tputErrors = result.errors;
       row.rssDuring = result.rssPeak;
@@ -290,7 +296,7 @@ async function main() {
       throughputRps: med(n, (r) => r.tput),
       throughputErrors: rounds.reduce((sum, r) => sum + r[n]!.tputErrors, 0),
       throughputOfDirect: med(n, (r, d) => r.tput / d.tput),
-      throughputBusy: { mainThread: med(n, (r) => r.mainBusy), machine: med(n, (r) => r.machineBusy), mainThreadMsPerRequest: med(n, (r) => (r.mainBusy * 1000) / r.tput) },
+      throughputBusy: { mainThread: med(n, (r) => r.mainBusy), machine: med(n, (r) => r.machineBusy), mainThreadMsPerRequest: med(n, (r) => (r.mainBusy * 1000) / r.tput), serversMsPerRequest: med(n, (r) => (r.serversBusy * 1000) / r.tput) },
       streamsHeld: ramp[n]?.held,
       memoryPerStreamKiB: heldStep ? ((heldStep.rssPeak - heldStep.rssBefore) * 1024) / heldStep.streams : undefined,
       rampStoppedBy: ramp[n]?.stoppedBy,
@@ -342,6 +348,7 @@ async function main() {
   rows.push({ metric: `throughput, ${settings.connections} conns, ${settings.slowDelayMs} ms upstream, req/s`, cells: cells((x) => `${fmt(x.throughputRps, 0)}${x.throughputErrors ? ` (${x.throughputErrors} err)` : ''}`) });
   rows.push({ metric: 'busy during it: main thread / machine, %', cells: cells((x) => `${fmt(x.throughputBusy.mainThread * 100, 0)} / ${fmt(x.throughputBusy.machine * 100, 0)}`) });
   rows.push({ metric: 'main-thread CPU per request during it, ms', cells: cells((x) => fmt(x.throughputBusy.mainThreadMsPerRequest, 3)) });
+  rows.push({ metric: 'CPU per request of PostgreSQL, Redis and RabbitMQ during it, ms', cells: cells((x) => fmt(x.throughputBusy.serversMsPerRequest, 3)) });
   rows.push({ metric: 'throughput of direct', cells: cells((x) => `${fmt(x.throughputOfDirect * 100, 0)} %`, measured), target: '>= 70 %', verdict: verdict(modes.length ? modes.every((m) => TARGETS.throughputOfDirect(figures[m].throughputOfDirect)) : undefined) });
   if (!args['no-ramp']) {
     rows.push({ metric: `streams held without a stall (ramp ${settings.ramp.join(',')})`, cells: cells((x) => String(x.streamsHeld ?? '—'), ramped), target: '>= 10000', verdict: verdict(modes.every((m) => TARGETS.streamsHeld(figures[m].streamsHeld))) });

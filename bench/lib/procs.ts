@@ -85,6 +85,33 @@ export async function machineBusyMs(): Promise<number> {
   return (user + nice + system + irq + softirq + steal) * 10; // USER_HZ = 100 on Linux
 }
 
+/** The local servers the production drivers use, by process name: PostgreSQL, Redis and RabbitMQ (Erlang's VM). */
+const SERVER_PROCESSES = ['postgres', 'redis-server', 'beam.smp'];
+
+/**
+ * CPU time so far of each process of the local servers, ms by pid. They are shared by every run on
+ * the machine, so a window's difference counts whatever else used them too. `serversCpuSince` takes
+ * the difference pid by pid: a process that started in the window counts whole, one that ended in
+ * it not at all.
+ */
+export async function serversCpuMs(): Promise<Map<number, number>> {
+  const spent = new Map<number, number>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const name = (await readFile(`/proc/${entry}/comm`, 'utf8').catch(() => '')).trim();
+    if (!SERVER_PROCESSES.some((server) => name.startsWith(server))) continue;
+    const threads = await threadCpuMs(Number(entry));
+    spent.set(Number(entry), Object.values(threads).reduce((sum, ms) => sum + ms, 0));
+  }
+  return spent;
+}
+
+export async function serversCpuSince(before: Map<number, number>): Promise<number> {
+  let total = 0;
+  for (const [pid, ms] of await serversCpuMs()) total += ms - (before.get(pid) ?? 0);
+  return total;
+}
+
 /**
  * A load window that a probe preloaded into the platform counts (`bench/alloc.ts`'s sampler,
  * `bench/phases.ts`'s probe): SIGUSR2 before `load` starts it, SIGUSR2 after it makes the probe write
