@@ -60,12 +60,12 @@ try {
       const { value: spent, held: result } = await whileHeld(path.target, { streams, intervalMs, windowMs }, async () => {
         const before = await processCpuMs(path.pid);
         const providerBefore = await processCpuMs(upstream.pid);
-        const generatorBefore = process.cpuUsage();
+        const clientBefore = process.cpuUsage();
         await sleep(windowMs);
-        const generator = process.cpuUsage(generatorBefore);
+        const client = process.cpuUsage(clientBefore);
         const providerAfter = await processCpuMs(upstream.pid);
         const after = await processCpuMs(path.pid);
-        return { main: after.main - before.main, all: after.all - before.all, provider: providerAfter.all - providerBefore.all, generator: (generator.user + generator.system) / 1000 };
+        return { main: after.main - before.main, all: after.all - before.all, provider: providerAfter.all - providerBefore.all, client: (client.user + client.system) / 1000 };
       });
       const relayed = (streams * windowMs) / intervalMs;
       const main = (spent.main * 1000) / relayed;
@@ -73,7 +73,7 @@ try {
       perChunk.get(path)!.main.push(main);
       perChunk.get(path)!.all.push(all);
       const trouble = result.failed || result.stalled ? ` (${result.stalled} stalled, ${result.failed} failed)` : '';
-      line.push(`${path.label.split(' ')[0]} ${main.toFixed(1)} / ${all.toFixed(1)} µs (provider ${((spent.provider * 1000) / relayed).toFixed(1)}, generator ${((spent.generator * 1000) / relayed).toFixed(1)})${trouble}`);
+      line.push(`${path.label.split(' ')[0]} ${main.toFixed(1)} / ${all.toFixed(1)} µs (provider ${((spent.provider * 1000) / relayed).toFixed(1)}, client ${((spent.client * 1000) / relayed).toFixed(1)})${trouble}`);
     }
     console.log(`round ${round + 1}, main thread / process CPU per relayed chunk: ${line.join(' | ')}`);
   }
