@@ -100,8 +100,7 @@ export async function serversCpuMs(): Promise<Map<number, number>> {
     if (!/^\d+$/.test(entry)) continue;
     const name = (await readFile(`/proc/${entry}/comm`, 'utf8').catch(() => '')).trim();
     if (!SERVER_PROCESSES.some((server) => name.startsWith(server))) continue;
-    const threads = await threadCpuMs(Number(entry));
-    spent.set(Number(entry), Object.values(threads).reduce((sum, ms) => sum + ms, 0));
+    spent.set(Number(entry), (await processCpuMs(Number(entry))).all);
   }
   return spent;
 }
