@@ -5,6 +5,8 @@ import test from 'ava';
 import { pino } from 'pino';
 import { z } from 'zod';
 import { Registry } from 'prom-client';
+import { createToolSwitchboard } from '../../services/mcp-tools/admin/tool-switches.js';
+import type { ToolSettingRow, ToolSettingsStore } from '../../services/mcp-tools/admin/store.js';
 import { chunkText } from '../../services/mcp-tools/file-search/chunking.js';
 import { reciprocalRankFusion } from '../../services/mcp-tools/file-search/embeddings.js';
 import { createBwrapSandbox } from '../../services/mcp-tools/sandbox/bwrap.js';
@@ -123,6 +125,32 @@ test('past MCP_MAX_CONCURRENT_CALLS a call is "busy" at once; log lines carry to
     t.is(typeof line.duration_ms, 'number');
   }
   t.false(JSON.stringify(lines).includes('hunter2'), 'no argument or output in the logs');
+});
+
+test('a switch flipped while a refresh is reading is not undone by that refresh; the next refresh takes the table again', async (t) => {
+  const row = (enabled: boolean): ToolSettingRow => ({ name: 'python_exec', enabled, reason: null, updated_by: 'usr_admin', updated_at: new Date(0) });
+  const reads: Array<(rows: ToolSettingRow[]) => void> = [];
+  const store = { all: () => new Promise<ToolSettingRow[]>((resolve) => reads.push(resolve)) } as unknown as ToolSettingsStore;
+  const board = createToolSwitchboard({ store, refreshMs: 60_000, logger: silent });
+
+  const starting = board.start();
+  reads.shift()!([row(false)]);
+  await starting;
+  t.false(board.isEnabled('python_exec'));
+
+  // A refresh reads the table before the flip commits; the flip is applied; the stale snapshot lands.
+  const stale = board.refresh();
+  board.apply(row(true));
+  reads.shift()!([row(false)]);
+  await stale;
+  t.true(board.isEnabled('python_exec'), 'the stale snapshot did not undo the flip');
+
+  // A refresh read after the flip is the table's word again (another process may flip it back).
+  const next = board.refresh();
+  reads.shift()!([row(false)]);
+  await next;
+  t.false(board.isEnabled('python_exec'));
+  board.stop();
 });
 
 test('chunks overlap, end at boundaries, stay within the size and cover every word', (t) => {

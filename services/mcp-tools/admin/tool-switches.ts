@@ -7,6 +7,8 @@ import type { ToolSettingRow, ToolSettingsStore } from './store.js';
  * wait on the database); the copy is refreshed from the shared table every MCP_TOOL_STATE_REFRESH_MS,
  * so a switch flipped through any process reaches every process within that interval, and at once
  * in the process that flipped it. When a refresh fails, the last known state stays in force.
+ * A refresh whose read began before a local flip may carry the row from before it; the flip wins
+ * over that snapshot, and the next refresh (read after the flip committed) takes the table again.
  */
 export interface ToolSwitchboard extends ToolSwitches {
   state(name: string): ToolSettingRow | undefined;
@@ -20,15 +22,25 @@ export function createToolSwitchboard(deps: { store: ToolSettingsStore; refreshM
   let rows = new Map<string, ToolSettingRow>();
   let timer: NodeJS.Timeout | undefined;
   let failing = false;
+  // Bumped by every local flip; a refresh keeps the rows flipped after its read began.
+  let generation = 0;
+  const flippedAt = new Map<string, number>();
   const board: ToolSwitchboard = {
     isEnabled: (name) => rows.get(name)?.enabled ?? true,
     state: (name) => rows.get(name),
     apply(row) {
       rows.set(row.name, row);
+      flippedAt.set(row.name, ++generation);
     },
     async refresh() {
-      const fresh = await deps.store.all();
-      rows = new Map(fresh.map((row) => [row.name, row]));
+      const readAt = generation;
+      const fresh = new Map((await deps.store.all()).map((row) => [row.name, row]));
+      for (const [name, at] of flippedAt) {
+        const flipped = rows.get(name);
+        if (at > readAt && flipped) fresh.set(name, flipped);
+        else flippedAt.delete(name);
+      }
+      rows = fresh;
     },
     async start() {
       await board.refresh();
