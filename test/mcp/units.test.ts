@@ -127,7 +127,7 @@ test('past MCP_MAX_CONCURRENT_CALLS a call is "busy" at once; log lines carry to
   t.false(JSON.stringify(lines).includes('hunter2'), 'no argument or output in the logs');
 });
 
-test('a switch flipped while a refresh is reading is not undone by that refresh; the next refresh takes the table again', async (t) => {
+test('a switch flipped while a refresh is reading is not undone by that refresh, nor a newer read by an older one; the next refresh takes the table again', async (t) => {
   const row = (enabled: boolean): ToolSettingRow => ({ name: 'python_exec', enabled, reason: null, updated_by: 'usr_admin', updated_at: new Date(0) });
   const reads: Array<(rows: ToolSettingRow[]) => void> = [];
   const store = { all: () => new Promise<ToolSettingRow[]>((resolve) => reads.push(resolve)) } as unknown as ToolSettingsStore;
@@ -150,6 +150,15 @@ test('a switch flipped while a refresh is reading is not undone by that refresh;
   reads.shift()!([row(false)]);
   await next;
   t.false(board.isEnabled('python_exec'));
+
+  // Two reads overlap (a database slower than the interval): the older one landing last is dropped.
+  const older = board.refresh();
+  const newer = board.refresh();
+  reads.pop()!([row(true)]);
+  await newer;
+  reads.shift()!([row(false)]);
+  await older;
+  t.true(board.isEnabled('python_exec'), 'the older read did not overwrite the newer one');
   board.stop();
 });
 

@@ -9,6 +9,8 @@ import type { ToolSettingRow, ToolSettingsStore } from './store.js';
  * in the process that flipped it. When a refresh fails, the last known state stays in force.
  * A refresh whose read began before a local flip may carry the row from before it; the flip wins
  * over that snapshot, and the next refresh (read after the flip committed) takes the table again.
+ * Reads can overlap when the database is slower than the interval: one that lands after a later
+ * read has landed is dropped.
  */
 export interface ToolSwitchboard extends ToolSwitches {
   state(name: string): ToolSettingRow | undefined;
@@ -25,6 +27,8 @@ export function createToolSwitchboard(deps: { store: ToolSettingsStore; refreshM
   // Bumped by every local flip; a refresh keeps the rows flipped after its read began.
   let generation = 0;
   const flippedAt = new Map<string, number>();
+  let reads = 0;
+  let landed = 0;
   const board: ToolSwitchboard = {
     isEnabled: (name) => rows.get(name)?.enabled ?? true,
     state: (name) => rows.get(name),
@@ -33,8 +37,11 @@ export function createToolSwitchboard(deps: { store: ToolSettingsStore; refreshM
       flippedAt.set(row.name, ++generation);
     },
     async refresh() {
+      const read = ++reads;
       const readAt = generation;
       const fresh = new Map((await deps.store.all()).map((row) => [row.name, row]));
+      if (read < landed) return;
+      landed = read;
       for (const [name, at] of flippedAt) {
         const flipped = rows.get(name);
         if (at > readAt && flipped) fresh.set(name, flipped);
@@ -44,8 +51,12 @@ export function createToolSwitchboard(deps: { store: ToolSettingsStore; refreshM
     },
     async start() {
       await board.refresh();
+      let refreshing = false;
       timer = setInterval(() => {
-        board.refresh().then(
+        // A tick while the last read is still out (a stalled database) adds no second one.
+        if (refreshing) return;
+        refreshing = true;
+        board.refresh().finally(() => (refreshing = false)).then(
           () => {
             if (failing) deps.logger.info('tool switches refreshed again');
             failing = false;
