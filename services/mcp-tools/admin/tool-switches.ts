@@ -24,27 +24,26 @@ export function createToolSwitchboard(deps: { store: ToolSettingsStore; refreshM
   let rows = new Map<string, ToolSettingRow>();
   let timer: NodeJS.Timeout | undefined;
   let failing = false;
-  // Bumped by every local flip; a refresh keeps the rows flipped after its read began.
-  let generation = 0;
-  const flippedAt = new Map<string, number>();
-  let reads = 0;
+  // One sequence orders local flips and the starts of reads: a read keeps the rows flipped after it
+  // began, and is dropped when a read that began after it has landed.
+  let sequence = 0;
   let landed = 0;
+  const flippedAt = new Map<string, number>();
   const board: ToolSwitchboard = {
     isEnabled: (name) => rows.get(name)?.enabled ?? true,
     state: (name) => rows.get(name),
     apply(row) {
       rows.set(row.name, row);
-      flippedAt.set(row.name, ++generation);
+      flippedAt.set(row.name, ++sequence);
     },
     async refresh() {
-      const read = ++reads;
-      const readAt = generation;
+      const read = ++sequence;
       const fresh = new Map((await deps.store.all()).map((row) => [row.name, row]));
       if (read < landed) return;
       landed = read;
       for (const [name, at] of flippedAt) {
         const flipped = rows.get(name);
-        if (at > readAt && flipped) fresh.set(name, flipped);
+        if (at > read && flipped) fresh.set(name, flipped);
         else flippedAt.delete(name);
       }
       rows = fresh;
