@@ -1,5 +1,7 @@
 import net from 'node:net';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 /**
  * A free TCP port on 127.0.0.1 for a process that will bind it later (a child process, a server of
@@ -7,20 +9,74 @@ import { readFileSync } from 'node:fs';
  * `listen(0)` released can be taken by any outgoing connection before the child binds it (seen as
  * EADDRINUSE in the cluster test under load), while a port outside that range is only ever taken by
  * a process that asks for it by number.
+ *
+ * Between the draw and the child's bind, another process drawing from the same range (the other
+ * test file running alongside, a second run on the same machine) could be handed the same port:
+ * seen as EADDRINUSE in the supervisor test. So each port handed out is also claimed, by a file in
+ * a directory every process on the machine shares, created exclusively and removed as the claiming
+ * process exits.
  */
-/** Every port this process was given, so two servers it starts at once never get the same one. */
-const handedOut = new Set();
-
 export async function freePort() {
   const [low, high] = portRange();
   for (let attempt = 0; attempt < 100; attempt++) {
     const port = low + Math.floor(Math.random() * (high - low));
-    // A port handed out earlier may not be bound yet (a platform still starting): never twice.
-    if (handedOut.has(port) || !(await bindable(port)) || handedOut.has(port)) continue;
-    handedOut.add(port);
-    return port;
+    if (claimPort(port) && (await bindable(port))) return port;
   }
   throw new Error(`no free port between ${low} and ${high} after 100 tries`);
+}
+
+export const claimsDir = join(tmpdir(), `free-port-claims-${process.getuid?.() ?? 'user'}`);
+/** The claim files of this process: removed as it exits (a port is never handed out twice). */
+const claims = new Set();
+process.on('exit', () => {
+  for (const file of claims) {
+    try {
+      unlinkSync(file);
+    } catch {
+      // Already gone: nothing to release.
+    }
+  }
+});
+
+/** True when this process now holds the claim on `port`; false when another (or this) one does. */
+export function claimPort(port) {
+  const file = join(claimsDir, String(port));
+  if (claims.has(file)) return false;
+  try {
+    mkdirSync(claimsDir, { recursive: true });
+    writeFileSync(file, String(process.pid), { flag: 'wx' });
+    claims.add(file);
+    return true;
+  } catch (error) {
+    if (error.code !== 'EEXIST') throw error;
+  }
+  // A claim left by a process that no longer runs (killed before it could remove it) is removed,
+  // but the port is not taken on this draw: two processes finding the same stale claim at once then
+  // cannot both take it.
+  let owner = 0;
+  try {
+    owner = Number(readFileSync(file, 'utf8'));
+  } catch {
+    // Removed meanwhile.
+  }
+  if (owner > 0 && !running(owner)) {
+    try {
+      unlinkSync(file);
+    } catch {
+      // Removed meanwhile.
+    }
+  }
+  return false;
+}
+
+function running(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: a process of another user has that pid now, so it runs.
+    return error.code === 'EPERM';
+  }
 }
 
 function portRange() {
