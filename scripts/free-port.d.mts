@@ -4,3 +4,5 @@ export function freePort(): Promise<number>;
 export const claimsDir: string;
 /** True when this process now holds the claim on `port`; false when another (or this) one does. */
 export function claimPort(port: number): boolean;
+/** True while a process with this pid exists, whoever owns it. */
+export function processRunning(pid: number): boolean;

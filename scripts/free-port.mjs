@@ -59,7 +59,7 @@ export function claimPort(port) {
   } catch {
     // Removed meanwhile.
   }
-  if (owner > 0 && !running(owner)) {
+  if (owner > 0 && !processRunning(owner)) {
     try {
       unlinkSync(file);
     } catch {
@@ -69,7 +69,8 @@ export function claimPort(port) {
   return false;
 }
 
-function running(pid) {
+/** True while a process with this pid exists (signal 0 checks without sending anything). */
+export function processRunning(pid) {
   try {
     process.kill(pid, 0);
     return true;

@@ -3,19 +3,12 @@ import { randomBytes } from 'node:crypto';
 import type { ExecutionContext } from 'ava';
 import type { BaseConfig } from '../../services/kit/index.js';
 import { waitFor } from './wait.js';
-import { freePort } from '../../scripts/free-port.mjs';
+import { freePort, processRunning } from '../../scripts/free-port.mjs';
 
 export { freePort };
 
-/** True while a process with this pid exists (signal 0 checks without sending anything). */
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** True while a process with this pid exists. */
+export const processAlive = processRunning;
 
 /** A minimal environment: nothing of the test's own configuration leaks into a child process. */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {

@@ -11,10 +11,18 @@ import { processAlive } from '../helpers/process.js';
 // freePort's claims: a port one process was handed is never handed to another process on the
 // machine while the first runs (two test files, or two runs, drawing the same port saw EADDRINUSE
 // as the second child bound it). The ports here lie below the range freePort draws from, so no
-// other process's draw meets them; each test takes its own.
+// other process's draw meets them; each test takes one nobody has claimed.
 
 const script = pathToFileURL(join(REPOSITORY_ROOT, 'scripts/free-port.mjs')).href;
-const testPort = (offset: number) => 5000 + (process.pid % 1000) * 4 + offset;
+const taken = new Set<number>();
+const unclaimedPort = () => {
+  for (;;) {
+    const port = 1024 + Math.floor(Math.random() * 8000);
+    if (taken.has(port) || existsSync(join(claimsDir, String(port)))) continue;
+    taken.add(port);
+    return port;
+  }
+};
 
 /** Another process that claims `port`, says whether it got it, and exits as its stdin closes. */
 async function otherClaimant(port: number) {
@@ -31,7 +39,7 @@ async function otherClaimant(port: number) {
 }
 
 test('a port claimed by a running process is not handed to another; its exit releases the claim', async (t) => {
-  const port = testPort(0);
+  const port = unclaimedPort();
   const other = await otherClaimant(port);
   t.teardown(other.release);
   t.true(other.got, 'the first claim wins');
@@ -45,7 +53,7 @@ test('a port claimed by a running process is not handed to another; its exit rel
 });
 
 test('a claim left by a process that was killed is removed, and the port taken on a later draw', async (t) => {
-  const port = testPort(1);
+  const port = unclaimedPort();
   const killed = await otherClaimant(port);
   t.true(killed.got);
   process.kill(killed.pid, 'SIGKILL');
@@ -59,7 +67,7 @@ test('a claim left by a process that was killed is removed, and the port taken o
 });
 
 test('a claim still being written (no owner yet) is left alone', (t) => {
-  const port = testPort(2);
+  const port = unclaimedPort();
   mkdirSync(claimsDir, { recursive: true });
   writeFileSync(join(claimsDir, String(port)), '');
   t.teardown(() => rmSync(join(claimsDir, String(port)), { force: true }));
