@@ -1,4 +1,4 @@
-import { isPending, systemClock, USER_REVOCATION_PREFIX, type Clock, type MaybePromise, type RevocationChannel } from '../../services/kit/core/index.js';
+import { isPending, MAX_RETRY_AFTER_SECONDS, SHOULD_RETRY_HEADER, systemClock, USER_REVOCATION_PREFIX, type Clock, type MaybePromise, type RevocationChannel } from '../../services/kit/core/index.js';
 import { apiKeyHash, deny, firstHeader } from '../core/index.js';
 import { CONTINUE, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type TierLimits, type VerifiedIdentity } from '../core/index.js';
 import { ipv6Prefix } from '../core/index.js';
@@ -15,7 +15,7 @@ export const HEADERS = {
   remaining: 'X-RateLimit-Remaining',
   reset: 'X-RateLimit-Reset',
   retryAfter: 'Retry-After',
-  shouldRetry: 'x-should-retry',
+  shouldRetry: SHOULD_RETRY_HEADER,
 } as const;
 
 /** The API key formats api-key-auth accepts (X-API-Key, or Authorization: Bearer sk_…). */
@@ -254,7 +254,7 @@ export function createTieredRateLimit(
     const blocked = windows[result.blocked]!;
     const waitSeconds = Math.max(1, Math.ceil((blocked.resetAt - now) / 1000));
     headers[HEADERS.retryAfter] = String(waitSeconds);
-    if (waitSeconds > 60) headers[HEADERS.shouldRetry] = 'false';
+    if (waitSeconds > MAX_RETRY_AFTER_SECONDS) headers[HEADERS.shouldRetry] = 'false';
     const daily = blocked.period === 'day';
     const message = daily
       ? `Daily quota of ${blocked.limit} requests exhausted; it resets in ${waitSeconds} seconds`

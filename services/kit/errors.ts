@@ -18,6 +18,7 @@ const STATUS_TABLE: Record<number, { type: string; code: string }> = {
   409: { type: 'invalid_request_error', code: 'conflict' },
   413: { type: 'invalid_request_error', code: 'payload_too_large' },
   415: { type: 'invalid_request_error', code: 'unsupported_media_type' },
+  431: { type: 'invalid_request_error', code: 'request_header_fields_too_large' },
   429: { type: 'rate_limit_error', code: 'rate_limit_exceeded' },
   500: { type: 'internal_error', code: 'server_error' },
   501: { type: 'invalid_request_error', code: 'not_implemented' },
@@ -28,6 +29,28 @@ const STATUS_TABLE: Record<number, { type: string; code: string }> = {
 
 export function errorTypeFor(status: number): { type: string; code: string } {
   return STATUS_TABLE[status] ?? (status >= 500 ? STATUS_TABLE[500]! : STATUS_TABLE[400]!);
+}
+
+/**
+ * The longest wait an answer may ask a client to retry after. The official OpenAI SDKs retry 409,
+ * 429 and 5xx answers on their own and sleep for whatever `Retry-After` says (openai-node 6 does so
+ * without a cap: a monthly budget's reset weeks away parks the call, and a wait past Node's timer
+ * range turns into instant retries), unless `x-should-retry: false` tells them not to.
+ */
+export const MAX_RETRY_AFTER_SECONDS = 60;
+export const SHOULD_RETRY_HEADER = 'x-should-retry';
+
+/**
+ * `headers` plus `x-should-retry: false` where a retry cannot succeed soon: a `Retry-After` longer
+ * than a minute (a spent budget or quota, a locked sign-in), 409 (every conflict here is the state
+ * of a resource, never a lock that frees itself) and 501 (a planned endpoint). A header the thrower
+ * set itself is kept.
+ */
+export function withRetryAdvice(status: number, headers: Record<string, string>): Record<string, string> {
+  if (SHOULD_RETRY_HEADER in headers) return headers;
+  const retryAfter = Number(headers['retry-after'] ?? headers['Retry-After']);
+  if (status === 409 || status === 501 || retryAfter > MAX_RETRY_AFTER_SECONDS) return { ...headers, [SHOULD_RETRY_HEADER]: 'false' };
+  return headers;
 }
 
 export interface ApiErrorOptions {
@@ -53,7 +76,7 @@ export class ApiError extends Error {
     this.type = defaults.type;
     this.code = options.code ?? defaults.code;
     this.param = options.param ?? null;
-    this.headers = options.headers ?? {};
+    this.headers = withRetryAdvice(status, options.headers ?? {});
   }
 
   toBody(requestId?: string): ErrorBody {

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { z } from 'zod';
-import { ApiError, isDependencyUnavailable, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
+import { ApiError, isDependencyUnavailable, plannedRoute, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
 import { listenKitApp } from '../helpers/kit-app.js';
 
 // An app built from the kit with a few routes that exercise every error class.
@@ -41,6 +41,16 @@ test.before(async () => {
       route({ method: 'get', path: '/model', summary: '404 model', access: 'user', handler: () => {
         throw new ApiError(404, 'The model x does not exist', { code: 'model_not_found', param: 'model' });
       } }),
+      route({ method: 'get', path: '/wait/:seconds', summary: '429 with a wait', access: 'user', handler: ({ params }) => {
+        throw new ApiError(429, 'wait', { headers: { 'retry-after': (params as { seconds: string }).seconds } });
+      } }),
+      route({ method: 'get', path: '/conflict', summary: '409', access: 'user', handler: () => {
+        throw new ApiError(409, 'taken', { param: 'name' });
+      } }),
+      route({ method: 'get', path: '/retry-anyway', summary: '409 the thrower wants retried', access: 'user', handler: () => {
+        throw new ApiError(409, 'busy', { headers: { 'x-should-retry': 'true' } });
+      } }),
+      plannedRoute({ method: 'get', path: '/planned', summary: 'not built' }),
     ],
   }));
 });
@@ -138,6 +148,21 @@ test('ApiError keeps its status, type and code overrides', async (t) => {
   const m = await call('/model');
   t.is(m.status, 404);
   assertShapeA(t, m.body, { type: 'not_found_error', code: 'model_not_found', param: 'model' });
+});
+
+test('answers a retry cannot change soon say x-should-retry: false (a wait over a minute, 409, 501); others leave the SDK its retries', async (t) => {
+  const advice = async (path: string) => {
+    const res = await fetch(base + path, { headers: auth });
+    await res.arrayBuffer();
+    return { status: res.status, retry: res.headers.get('x-should-retry'), after: res.headers.get('retry-after') };
+  };
+  t.deepEqual(await advice('/wait/60'), { status: 429, retry: null, after: '60' });
+  t.deepEqual(await advice('/wait/61'), { status: 429, retry: 'false', after: '61' });
+  t.deepEqual(await advice('/wait/2215221'), { status: 429, retry: 'false', after: '2215221' });
+  t.deepEqual(await advice('/conflict'), { status: 409, retry: 'false', after: null });
+  t.deepEqual(await advice('/retry-anyway'), { status: 409, retry: 'true', after: null });
+  t.deepEqual(await advice('/planned'), { status: 501, retry: 'false', after: null });
+  t.deepEqual(await advice('/forbidden'), { status: 403, retry: null, after: null });
 });
 
 test('missing gateway token is 401; missing identity is 401 except on public routes', async (t) => {

@@ -63,6 +63,27 @@ test.serial('a key over its daily budget gets 429 insufficient_quota with the re
   t.is(after.choices[0]!.finish_reason, 'stop');
 });
 
+test.serial('the SDK with its default retries gives up at once on a spent budget: x-should-retry false, one request', async (t) => {
+  const created = await newKey({ max_tokens: 5, budget_period: 'month' });
+  let sent = 0;
+  // openai-node sleeps for whatever Retry-After says before retrying a 429 (here, days), unless told not to retry.
+  const client = new OpenAI({
+    baseURL: `${p.url}/v1`,
+    apiKey: 'unused',
+    defaultHeaders: { 'X-API-Key': created.key, Authorization: null },
+    fetch: (input, init) => {
+      sent++;
+      return fetch(input, init);
+    },
+  });
+  await ask(client);
+  const refused = await t.throwsAsync(ask(client), { instanceOf: RateLimitError });
+  t.is((refused as APIError).code, 'insufficient_quota');
+  t.is((refused as APIError).headers?.get('x-should-retry'), 'false');
+  t.true(Number((refused as APIError).headers?.get('retry-after')) > 60);
+  t.is(sent, 2, 'the refused call was sent once, never retried');
+});
+
 test.serial('token budgets and monthly periods refuse the same way', async (t) => {
   const created = await newKey({ max_tokens: 5, budget_period: 'month' });
   const client = keyClient(created.key);
