@@ -53,6 +53,24 @@ export function apiKeyHash(request: EdgeRequest, key: string): string {
 
 export const headerRequestId = (request: EdgeRequest) => firstHeader(request.headers, 'x-request-id');
 
+/**
+ * The most header lines a request may carry through either host. Kong's PDK hands a plugin at most
+ * 1000 (`kong.request.get_headers(1000)`; 100 without the argument) and drops the rest silently:
+ * only Lua's first return value crosses to the plugin server, never its "truncated". A header past
+ * that count would still reach the upstream, unseen by identity-headers, which strips client-sent
+ * identity. So a request that reaches the count is refused (431) by both hosts alike.
+ */
+export const MAX_HEADER_LINES = 1000;
+
+/** The 431 both hosts answer a request of `MAX_HEADER_LINES` header lines or more with. */
+export function tooManyHeaderLines(requestId: string) {
+  return {
+    status: 431,
+    body: errorBody(431, `The request carries ${MAX_HEADER_LINES} header lines or more; the gateway reads fewer`, { param: 'headers', requestId }),
+    headers: { [REQUEST_ID_HEADER]: requestId },
+  };
+}
+
 /** Adds `request_id` to an error body (`{"error":{…}}`); other bodies pass unchanged. */
 export function stampRequestId(body: unknown, requestId: string): unknown {
   if (body && typeof body === 'object' && !Buffer.isBuffer(body) && 'error' in body && typeof (body as { error: unknown }).error === 'object') {

@@ -7,7 +7,7 @@
  * handler catches and answers 500 itself.
  */
 import { acceptRequestId, errorBody } from '../../services/kit/core/index.js';
-import { ensureRequestId, headerRequestId, REQUEST_ID_HEADER, runPlugin, stampRequestId, type HostIO } from './host.js';
+import { ensureRequestId, headerRequestId, MAX_HEADER_LINES, REQUEST_ID_HEADER, runPlugin, stampRequestId, tooManyHeaderLines, type HostIO } from './host.js';
 import type { EdgeRequest, HeaderMap, PluginCore, PluginLogger, SharedContext } from './types.js';
 
 /** The subset of the Kong PDK the adapters use, with the real wire shapes. */
@@ -57,12 +57,23 @@ export const processLogger: PluginLogger = {
 
 export async function readRequest(kong: KongPdk, needs: Needs): Promise<EdgeRequest> {
   // Sequential on purpose: one event's PDK calls share one pipe.
-  const headers = needs.headers ? ((await kong.request.getHeaders()) ?? {}) : {};
+  // The PDK's most: its default (100) would hide every header after the hundredth from the plugins.
+  const headers = needs.headers ? ((await kong.request.getHeaders(MAX_HEADER_LINES)) ?? {}) : {};
   const method = needs.method ? ((await kong.request.getMethod()) ?? 'GET') : 'GET';
   const path = needs.path ? ((await kong.request.getPath()) ?? '/') : '/';
   const clientIp = needs.ip ? ((await kong.client.getForwardedIp()) ?? '') : '';
   const shared = ((await kong.ctx.shared.get(SHARED_KEY)) ?? {}) as SharedContext;
   return { method, path, headers: headers as HeaderMap, clientIp, shared };
+}
+
+/** Header lines as Kong counts them: each value of a repeated header is a line of its own. */
+function headerLines(headers: EdgeRequest['headers']): number {
+  let lines = 0;
+  for (const name in headers) {
+    const value = headers[name];
+    lines += Array.isArray(value) ? value.length : 1;
+  }
+  return lines;
 }
 
 /**
@@ -113,6 +124,11 @@ export async function runPhase(kong: KongPdk, core: PluginCore, needs: Needs, na
   let requestId = '';
   try {
     const request = await readRequest(kong, needs);
+    if (needs.headers && headerLines(request.headers) >= MAX_HEADER_LINES) {
+      // The PDK may have dropped lines past its most; what the plugins did not see must not pass.
+      const refusal = tooManyHeaderLines(acceptRequestId(headerRequestId(request)));
+      return exitJson(kong, refusal.status, refusal.body, refusal.headers);
+    }
     requestId = await ensureRequestId(request, io, () => (needs.headers ? headerRequestId(request) : kong.request.getHeader('x-request-id')));
     await runPlugin(core, phase, request, io, { name, requestId, logger: kongLogger(kong) });
   } catch (error) {

@@ -1,5 +1,5 @@
 import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerResponse } from 'node:http';
-import { runPlugin, type HostIO } from '../../plugins/core/index.js';
+import { MAX_HEADER_LINES, runPlugin, tooManyHeaderLines, type HostIO } from '../../plugins/core/index.js';
 import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
 import { ServiceResponse, whenClosed } from '../kit/http/index.js';
 import { acceptRequestId, checkReadiness, errorBody, isPending, USAGE_REPORT_REQUEST_HEADER, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
@@ -130,6 +130,12 @@ export async function createEdge(options: EdgeOptions) {
     const headers = proxy.upstreamHeaders(req);
     const responseHeaders: Record<string, string> = { 'x-request-id': requestId };
     const io = new EmbeddedIO(res, headers, responseHeaders);
+    if (req.rawHeaders.length >= 2 * MAX_HEADER_LINES) {
+      // Kong's limit, kept here too, so both hosts answer such a request alike.
+      const refusal = tooManyHeaderLines(requestId);
+      sendJson(res, refusal.status, refusal.body, responseHeaders);
+      return;
+    }
 
     // Rewrite phase (global plugins, before routing): the per-IP limit counts every request.
     for (const entry of rewriteChain) {

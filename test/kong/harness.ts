@@ -11,7 +11,8 @@ import { waitFor } from '../helpers/wait.js';
  * Unix socket, `[0, msgid, "plugin.<Method>", [arg]]` → `[1, msgid, error, result]`, one request in
  * flight per connection, and the per-phase HandleEvent/Step loop backed by a scripted fake PDK
  * that reproduces Kong's semantics (../shared/reference/kong-plugin-server.md §3):
- *  - request/response header getters return a multimap (name → array of strings);
+ *  - request/response header getters return a multimap (name → array of strings); the request's
+ *    getters read only its first 100 header lines, or `max_headers` (at most 1000);
  *  - raw bodies travel as bytes (msgpack bin → Uint8Array);
  *  - only the first Lua return value crosses; nil means the `Data` key is absent;
  *  - `kong.response.exit/error` are never answered (Kong never sends another Step);
@@ -131,6 +132,32 @@ function multimap(headers: Record<string, string | string[]>): Record<string, st
 
 class LuaError extends Error {}
 
+/** `get_headers(max_headers)`'s argument as Kong checks it: 100 when absent, a number from 1 to 1000. */
+function maxHeaders(arg: unknown): number {
+  if (arg === undefined || arg === null) return 100;
+  if (typeof arg !== 'number') throw new LuaError('max_headers must be a number');
+  if (arg < 1) throw new LuaError('max_headers must be >= 1');
+  if (arg > 1000) throw new LuaError('max_headers must be <= 1000');
+  return arg;
+}
+
+/**
+ * `ngx.req.get_headers(max)`: the first `max` header lines in the order sent (each value of a
+ * repeated header is a line); the rest are dropped, and the "truncated" it also returns never
+ * crosses to the plugin server.
+ */
+function firstLines(headers: Record<string, string[]>, max: number): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  let lines = 0;
+  for (const [name, values] of Object.entries(headers)) {
+    for (const value of values) {
+      if (lines++ >= max) return out;
+      (out[name] ??= []).push(value);
+    }
+  }
+  return out;
+}
+
 export class FakeKong {
   readonly consumers = new Map<string, Record<string, unknown>>([['anonymous', { id: 'c0ffee00-0000-4000-8000-000000000001', username: 'anonymous' }]]);
 
@@ -180,9 +207,9 @@ export class FakeKong {
     const headers = multimap(request.headers ?? {});
     switch (method) {
       case 'kong.request.get_headers':
-        return headers;
+        return firstLines(headers, maxHeaders(args[0]));
       case 'kong.request.get_header':
-        return headers[str(0)]?.[0];
+        return firstLines(headers, 100)[str(0)]?.[0];
       case 'kong.request.get_method':
         return request.method ?? 'GET';
       case 'kong.request.get_path':

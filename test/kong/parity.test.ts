@@ -190,6 +190,19 @@ test.serial('both: same user accepted; different users 401; one refused beside o
   await same(t, { authorization: `Bearer ${stale}`, 'x-api-key': `sk_${'Q'.repeat(32)}` }, 401);
 });
 
+test.serial('spoofed identity headers after more header lines than Kong reads by default are still stripped; from 1000 lines on, 431 on both hosts', async (t) => {
+  const padding = (lines: number) => Object.fromEntries(Array.from({ length: lines }, (_, i) => [`h${i}`, '1']));
+  const key = edge.validator.add('user_parity_padded', 'pro');
+  const spoof = { 'x-user-email': 'root@x', 'x-user-username': 'root', 'x-auth-method': 'jwt' };
+  const answer = await same(t, { ...padding(150), 'x-api-key': key.key, ...spoof }, 200);
+  const upstream = (answer.body as { upstream: Record<string, string> }).upstream;
+  t.like(upstream, { 'x-user-id': 'user_parity_padded', 'x-auth-method': 'apikey' });
+  t.not(upstream['x-user-email'], 'root@x');
+  t.not(upstream['x-user-username'], 'root');
+  const refused = await same(t, { ...padding(1000), 'x-api-key': key.key, ...spoof }, 431);
+  t.like((refused.body as { error: object }).error, { type: 'invalid_request_error', code: 'request_header_fields_too_large', param: 'headers' });
+});
+
 test.serial('spoofed identity headers: stripped, replaced by the verified identity, or refused without a credential', async (t) => {
   const spoof = { 'x-user-id': 'admin', 'x-auth-method': 'jwt', 'x-user-email': 'root@x', 'x-gateway-token': 'forged' };
   const key = edge.validator.add('user_parity_honest', 'pro');
