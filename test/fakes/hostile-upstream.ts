@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
  *   #echotext:<status>  the same echo as plain text, not JSON
  *   #echostream         a stream that sends one chunk, then an error event echoing the Authorization header
  *   #bytes              a stream with CRLF line ends and two `data:` lines per event, written one byte at a time
+ *   #fields             a stream with events that carry no data: `event: ping`, `id: 7`, `retry: 10`,
+ *                       a comment, and `event: delta` beside data
  *   #bigevent:<bytes>   a stream whose second event is <bytes> long without a blank line
  *   #biganswer:<bytes>  a non-stream answer of about <bytes>
  *   #drip:<ms>          a stream that sends one chunk every <ms> and never ends on its own
@@ -120,6 +122,12 @@ export async function startHostileUpstream(options: { models: string[] }): Promi
         // Give each byte its own turn of the event loop so it leaves as its own segment.
         await new Promise((r) => setImmediate(r));
       }
+      return res.end();
+    }
+    if (directive(text, 'fields') !== undefined) {
+      res.write('event: ping\n\n');
+      res.write(`event: delta\ndata: ${JSON.stringify(chunk(' one'))}\n\n`);
+      res.write(`id: 7\n\nretry: 10\n\n: keep-alive\n\ndata: ${JSON.stringify(chunk(' two'))}\n\nevent: ping\n\ndata: [DONE]\n\n`);
       return res.end();
     }
     const bigEvent = directive(text, 'bigevent');

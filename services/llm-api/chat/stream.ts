@@ -45,6 +45,15 @@ export interface RelayOptions {
   onUpstreamError(detail: string, kind: Exclude<StreamOutcomeKind, 'ok' | 'client_closed'>): void;
 }
 
+/** A line of an SSE field other than `data` (the kit's splitter has made every line end LF). */
+const OTHER_FIELD = /(?:^|\n)(?:event|id|retry)(?::|\n|$)/;
+
+/** An event made of comment lines only (`: keep-alive`). */
+function isCommentsOnly(event: string): boolean {
+  for (const line of event.split('\n')) if (line !== '' && !line.startsWith(':')) return false;
+  return true;
+}
+
 /** What a provider may still send after its [DONE] before its connection is cut instead of reused. */
 const DISCARD_AFTER_DONE = { maxMs: 2_000, maxBytes: 64 * 1024 };
 
@@ -77,14 +86,20 @@ class StreamRelay {
     this.extraPending = options.firstChunkExtra;
   }
 
-  /** Only events that can carry usage, an error or [DONE] (or everything while collecting) are parsed. */
+  /**
+   * Only events that can carry usage, an error or [DONE] (or everything while collecting) are
+   * parsed, and events with a field other than `data` (`event:`, `id:`, `retry:`), which may have
+   * no data at all.
+   */
   private inspect(text: string): boolean {
-    return this.options.collect || this.extraPending !== undefined || text.includes('[DONE]') || text.includes('"error"') || /"usage":\s?\{/.test(text);
+    return this.options.collect || this.extraPending !== undefined || text.includes('[DONE]') || text.includes('"error"') || /"usage":\s?\{/.test(text) || OTHER_FIELD.test(text);
   }
 
   /** One event (its lines, without the blank line that ended it) → what to send, or null to drop it. */
   private handleEvent(event: string): StreamEvent | 'done' | 'error' | null {
-    if (!event.includes('data:')) return event.trim() ? { type: 'raw', text: event } : null;
+    // Without data, only comments (keep-alives) pass: the SDKs parse every other event's data as
+    // JSON, and an `event: ping` with none breaks their stream.
+    if (!event.includes('data:')) return event.trim() && isCommentsOnly(event) ? { type: 'raw', text: event } : null;
     const payload = event
       .split('\n')
       .filter((line) => line.startsWith('data:'))

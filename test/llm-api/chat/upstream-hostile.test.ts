@@ -98,6 +98,18 @@ test.serial('a stream split at every byte with CRLF line ends: each two-line eve
   t.true(raw.endsWith('data: [DONE]\n\n'));
 });
 
+test.serial('events without data (event: ping, id, retry) are dropped, comments pass: the SDK reads the stream to its end', async (t) => {
+  const stream = await client.chat.completions.create({ model: 'hostile-model', messages: [{ role: 'user', content: '#fields' }], stream: true });
+  let content = '';
+  for await (const chunk of stream) content += chunk.choices[0]?.delta.content ?? '';
+  t.is(content, 'Hello one two');
+  const raw = await (await client.chat.completions.create({ model: 'hostile-model', messages: [{ role: 'user', content: '#fields' }], stream: true }).asResponse()).text();
+  const events = raw.split('\n\n').filter(Boolean);
+  t.false(events.some((e) => !e.includes('data:') && !e.startsWith(':')), 'no event without data reaches the client');
+  t.true(events.includes(': keep-alive'));
+  t.true(raw.endsWith('data: [DONE]\n\n'));
+});
+
 test.serial('an event over LLM_SSE_MAX_EVENT_BYTES cuts the upstream; the client gets a clear error event', async (t) => {
   const cutBefore = hostile.cut();
   const raw = await (await client.chat.completions.create({ model: 'hostile-model', messages: [{ role: 'user', content: '#bigevent:8000000' }], stream: true }).asResponse()).text();
