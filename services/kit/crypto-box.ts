@@ -15,6 +15,7 @@ export interface SecretBox {
 }
 
 const VERSION = 'v1';
+const TAG_BYTES = 16;
 
 export function createSecretBox(key: Buffer): SecretBox {
   if (key.length !== 32) throw new Error('a secret box needs a 32-byte key');
@@ -30,9 +31,12 @@ export function createSecretBox(key: Buffer): SecretBox {
     open(sealed, aad) {
       const parts = sealed.split('.');
       if (parts.length !== 4 || parts[0] !== VERSION) throw new Error('not a sealed value');
-      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(parts[1]!, 'base64url'));
+      const tag = Buffer.from(parts[2]!, 'base64url');
+      // GCM would accept a tag cut to 4 bytes, which a forger can guess: only the full 16 open.
+      if (tag.length !== TAG_BYTES) throw new Error('not a sealed value');
+      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(parts[1]!, 'base64url'), { authTagLength: TAG_BYTES });
       if (aad) decipher.setAAD(Buffer.from(aad, 'utf8'));
-      decipher.setAuthTag(Buffer.from(parts[2]!, 'base64url'));
+      decipher.setAuthTag(tag);
       return Buffer.concat([decipher.update(Buffer.from(parts[3]!, 'base64url')), decipher.final()]).toString('utf8');
     },
   };

@@ -28,6 +28,15 @@ test('tampering, another owner (aad) or another key fails to open', (t) => {
   t.throws(() => box.open('not sealed'));
 });
 
+test('a tag cut short (GCM checks only the bytes it is given) does not open: only the full 16 bytes do', (t) => {
+  const box = createSecretBox(key);
+  const parts = box.seal('sk-secret', 'prov_1').split('.');
+  for (const bytes of [4, 8, 12, 15]) {
+    const short = Buffer.from(parts[2]!, 'base64url').subarray(0, bytes).toString('base64url');
+    t.throws(() => box.open([parts[0], parts[1], short, parts[3]].join('.'), 'prov_1'), { message: 'not a sealed value' });
+  }
+});
+
 test('MASTER_KEY: hex or base64 of 32 bytes; anything else is a config error', (t) => {
   t.deepEqual(parseMasterKey('07'.repeat(32)), key);
   t.deepEqual(parseMasterKey(key.toString('base64')), key);
