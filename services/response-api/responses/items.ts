@@ -3,7 +3,8 @@ import { itemId } from './recorder.js';
 
 /**
  * The caller's input as stored items (the shape `input_items` lists) and as chat messages (what
- * llm-api is asked). Unknown item types are a 400 naming the item.
+ * llm-api is asked). Unknown item types are a 400 naming the item. Every item this service puts in
+ * a response's `output` is accepted back as input (`input: [...previous, ...response.output, next]`).
  */
 export type ChatMessage = Record<string, any> & { role: string };
 export type InputItem = Record<string, any> & { id: string; type: string };
@@ -45,7 +46,12 @@ export function toInputItems(input: unknown): InputItem[] {
       if (!ROLES.has(item.role)) throw badRequest(`${param}.role must be one of user, assistant, system, developer`, `${param}.role`);
       const parts = typeof item.content === 'string' ? [{ type: item.role === 'assistant' ? 'output_text' : 'input_text', text: item.content }] : item.content;
       if (!Array.isArray(parts)) throw badRequest(`${param}.content must be a string or an array of parts`, `${param}.content`);
-      parts.forEach((part: unknown, k: number) => chatPart(part, `${param}.content[${k}]`));
+      parts.forEach((part: any, k: number) => {
+        // An assistant's refusal is part of its turn: replayed as that turn's text (see `textOf`).
+        if (item.role === 'assistant' && part?.type === 'refusal') {
+          if (typeof part.refusal !== 'string') throw badRequest(`${param}.content[${k}].refusal must be a string`, `${param}.content[${k}].refusal`);
+        } else chatPart(part, `${param}.content[${k}]`);
+      });
       return { id: typeof item.id === 'string' ? item.id : itemId('msg'), type: 'message', role: item.role, status: 'completed', content: parts };
     }
     if (type === 'function_call') {
@@ -57,11 +63,69 @@ export function toInputItems(input: unknown): InputItem[] {
       const output = typeof item.output === 'string' ? item.output : JSON.stringify(item.output ?? '');
       return { id: item.id ?? itemId('fco'), type, call_id: item.call_id, output, status: 'completed' };
     }
+    if (type === 'mcp_call') return mcpCallItem(item, param);
+    if (type === 'reasoning') {
+      // Kept in the stored input, never sent to the model (see `toChatMessages`).
+      if (item.summary !== undefined && !Array.isArray(item.summary)) throw badRequest(`${param}.summary must be an array of summary parts`, `${param}.summary`);
+      return {
+        id: typeof item.id === 'string' ? item.id : itemId('rs'),
+        type,
+        summary: item.summary ?? [],
+        ...(Array.isArray(item.content) ? { content: item.content } : {}),
+        ...(typeof item.encrypted_content === 'string' ? { encrypted_content: item.encrypted_content } : {}),
+        status: typeof item.status === 'string' ? item.status : 'completed',
+      };
+    }
+    if (type === 'mcp_list_tools') {
+      const tools = item.tools ?? [];
+      if (!Array.isArray(tools)) throw badRequest(`${param}.tools must be an array`, `${param}.tools`);
+      tools.forEach((tool: any, k: number) => {
+        if (typeof tool?.name !== 'string') throw badRequest(`${param}.tools[${k}].name must be a string`, `${param}.tools[${k}].name`);
+      });
+      return { id: typeof item.id === 'string' ? item.id : itemId('mcpl'), type, server_label: typeof item.server_label === 'string' ? item.server_label : 'jan', tools, error: errorText(item.error) };
+    }
+    if (type === 'item_reference') {
+      throw badRequest(
+        `${param}: item_reference is not supported (stored items are not looked up by id); send the item itself, e.g. from the previous response's output, or continue with previous_response_id`,
+        `${param}.type`,
+      );
+    }
     throw badRequest(`${param}.type '${String(type)}' is not supported`, `${param}.type`);
   });
 }
 
-/** Stored items (input or output) → chat messages, in order; consecutive tool calls share one assistant turn. */
+/** A tool error as the text the model sees: a string, or the `message` of an error object (`McpToolCallError`). */
+function errorText(error: unknown): string | null {
+  if (error === undefined || error === null || error === '') return null;
+  if (typeof error === 'string') return error;
+  const message = (error as { message?: unknown }).message;
+  return typeof message === 'string' ? message : JSON.stringify(error);
+}
+
+/** An `mcp_call` as this service emits it (the call and its output in one item): replayed as a tool call and its tool message. */
+function mcpCallItem(item: Record<string, any>, param: string): InputItem {
+  if (typeof item.name !== 'string' || !item.name) throw badRequest(`${param}.name is required`, `${param}.name`);
+  if (item.arguments !== undefined && typeof item.arguments !== 'string') throw badRequest(`${param}.arguments must be a JSON string`, `${param}.arguments`);
+  if (item.output !== undefined && item.output !== null && typeof item.output !== 'string') throw badRequest(`${param}.output must be a string`, `${param}.output`);
+  return {
+    id: typeof item.id === 'string' ? item.id : itemId('mcp'),
+    type: 'mcp_call',
+    server_label: typeof item.server_label === 'string' ? item.server_label : 'jan',
+    name: item.name,
+    arguments: item.arguments || '{}',
+    output: item.output ?? null,
+    error: errorText(item.error),
+    status: typeof item.status === 'string' ? item.status : 'completed',
+    ...(typeof item.approval_request_id === 'string' ? { approval_request_id: item.approval_request_id } : {}),
+  };
+}
+
+/**
+ * Stored items (input or output) → chat messages, in order; consecutive tool calls share one
+ * assistant turn. `reasoning` and `mcp_list_tools` items send nothing: a chat upstream takes no
+ * reasoning as input (a summary is not what the model thought, and replayed as text it would read
+ * as something said), and the tools offered are each step's `tools`.
+ */
 export function toChatMessages(items: Array<Record<string, any>>): ChatMessage[] {
   const messages: ChatMessage[] = [];
   const pendingOutputs: ChatMessage[] = [];

@@ -35,6 +35,7 @@ export interface LoopPlan {
   parallelToolCalls: boolean;
   maxToolCalls: number | null;
   maxSteps: number;
+  /** Passed to every step as they are: sampling, `max_completion_tokens`, `response_format`, `verbosity`, `reasoning_effort`. */
   sampling: Record<string, unknown>;
 }
 
@@ -106,9 +107,10 @@ export async function runLoop(
     const calls = plan.parallelToolCalls ? asked : asked.slice(0, 1);
 
     if (calls.length === 0) {
-      recorder.endText(content, true);
+      const cutOff = choice?.finish_reason === 'length';
+      recorder.endText(content, true, cutOff ? 'incomplete' : 'completed');
       messages.push({ role: 'assistant', content });
-      if (choice?.finish_reason === 'length') {
+      if (cutOff) {
         response.status = 'incomplete';
         response.incomplete_details = { reason: 'max_output_tokens' };
       } else response.status = 'completed';

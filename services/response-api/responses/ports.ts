@@ -61,9 +61,13 @@ function lazyClient(baseUrl: () => string, gatewayToken: string, timeoutMs: numb
   };
 }
 
-function relay(status: number, body: any, what: string): never {
+/** A refusal of the other service as this service's error: 4xx as it came (with when to retry), anything else a 502. */
+function relay(status: number, body: any, what: string, headers: Record<string, unknown> = {}): never {
   const message = typeof body?.error?.message === 'string' ? body.error.message : `${what} failed (${status})`;
-  if (status >= 400 && status < 500) throw new ApiError(status, message, { code: body?.error?.code, param: body?.error?.param ?? null });
+  if (status >= 400 && status < 500) {
+    const retry = Object.fromEntries(['retry-after', 'retry-after-ms'].filter((h) => typeof headers[h] === 'string').map((h) => [h, headers[h] as string]));
+    throw new ApiError(status, message, { code: body?.error?.code, param: body?.error?.param ?? null, headers: retry });
+  }
   throw new ApiError(502, message, { code: 'upstream_error' });
 }
 
@@ -127,13 +131,13 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
     async complete(principal, body, signal, onText) {
       if (!onText) {
         const res = await client.get().call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
-        if (res.status !== 200) relay(res.status, res.body, 'The chat completion');
+        if (res.status !== 200) relay(res.status, res.body, 'The chat completion', res.headers);
         return res.body as ChatCompletion;
       }
       const res = await client.get().open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
       if (res.status !== 200) {
         const text = await res.body.text().catch(() => '');
-        relay(res.status, parsedOrNull(text), 'The chat completion');
+        relay(res.status, parsedOrNull(text), 'The chat completion', res.headers);
       }
       try {
         return await collectStream(res.body, onText);

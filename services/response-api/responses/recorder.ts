@@ -53,10 +53,10 @@ export class ResponseRecorder {
    * A whole step's text as one message item (a non-streaming caller, or a step answered at once),
    * streamed in pieces of `DELTA_CHARS`.
    */
-  message(text: string): void {
+  message(text: string, status: 'completed' | 'incomplete' = 'completed'): void {
     const open = this.openMessage();
     for (let i = 0; i < text.length; i += DELTA_CHARS) this.appendText(open, text.slice(i, i + DELTA_CHARS));
-    this.closeMessage(open, 'completed');
+    this.closeMessage(open, status);
   }
 
   /**
@@ -76,13 +76,14 @@ export class ResponseRecorder {
   /**
    * The step's text is complete: a message streamed by `textDelta` is closed; otherwise the whole
    * text becomes a message when `keepBlank` (a step that ends the response) or when it is not blank.
+   * `incomplete`: the provider cut the text off (`finish_reason: "length"`).
    */
-  endText(text: string, keepBlank: boolean): void {
+  endText(text: string, keepBlank: boolean, status: 'completed' | 'incomplete' = 'completed'): void {
     const open = this.streamed;
     this.streamed = null;
     this.blankPrefix = '';
-    if (open) this.closeMessage(open, 'completed');
-    else if (keepBlank || text.trim()) this.message(text);
+    if (open) this.closeMessage(open, status);
+    else if (keepBlank || text.trim()) this.message(text, status);
   }
 
   /** The loop stopped inside a streamed text (cancelled, failed): its message ends `incomplete`, the text so far kept. */
@@ -110,7 +111,7 @@ export class ResponseRecorder {
     this.send('response.output_text.delta', { ...open.at, delta, logprobs: [] });
   }
 
-  /** `incomplete`: the step stopped inside its text (cancelled, failed); the text so far is kept. */
+  /** `incomplete`: the step stopped inside its text (cancelled, failed, cut off at the token limit); the text so far is kept. */
   private closeMessage(open: OpenMessage, status: 'completed' | 'incomplete'): void {
     const { item, part, at } = open;
     this.send('response.output_text.done', { ...at, text: part.text, logprobs: [] });

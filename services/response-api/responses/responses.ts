@@ -3,7 +3,7 @@ import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
 import { CancelledError, runLoop, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
 import { ResponseRecorder, type ResponseObject, type StreamEvent } from './recorder.js';
-import type { CreateResponseRequest } from './schemas.js';
+import type { CreateResponseRequest, TextFormat } from './schemas.js';
 import type { ResponseRow, ResponseStore } from './store.js';
 
 /**
@@ -102,7 +102,8 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     top_p: input.top_p ?? 1,
     tool_choice: input.tool_choice ?? 'auto',
     tools: (input.tools ?? []).map((t) => (typeof t === 'string' ? { type: 'mcp', server_label: 'jan', allowed_tools: [t] } : t)),
-    text: { format: { type: 'text' } },
+    text: { format: appliedFormat(input.text?.format), ...(input.text?.verbosity ? { verbosity: input.text.verbosity } : {}) },
+    reasoning: { effort: input.reasoning?.effort ?? null, summary: input.reasoning?.summary ?? null },
     truncation,
     metadata: input.metadata ?? {},
     conversation: conversationId ? { id: conversationId } : null,
@@ -137,6 +138,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     recorder.start();
     const watcher = seenWhileRunning ? watchCancel(deps, id, abort) : null;
     let context: ChatMessage[] | undefined;
+    let failure: unknown = null;
     try {
       const progress = seenWhileRunning ? () => deps.store.save(id, { status: response.status, body: response }) : async () => {};
       const result = await runLoop(deps, plan, recorder, abort.signal, () => callerGone, progress);
@@ -146,6 +148,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       recorder.interruptText();
       if (error instanceof CancelledError || abort.signal.aborted) response.status = 'cancelled';
       else {
+        failure = error;
         response.status = 'failed';
         const status = error instanceof ApiError ? error.status : 500;
         response.error = { code: status === 429 ? 'rate_limit_exceeded' : status < 500 ? 'invalid_prompt' : 'server_error', message: error instanceof ApiError ? error.message : 'The response failed' };
@@ -165,6 +168,10 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       }
     }
     recorder.finish();
+    // A foreground JSON caller whose response failed before any output gets the error itself (429,
+    // 400, 502 …, as from chat completions), so the SDK raises it and retries what it retries; the
+    // stored row still says `failed`. With output already produced, the partial response is the answer.
+    if (failure !== null && !response.background && !options.onEvent && response.output.length === 0) throw failure;
     return response;
   };
   const done = execute().finally(() => deps.running.delete(id));
@@ -244,6 +251,10 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
   if (input.temperature !== undefined && input.temperature !== null) sampling.temperature = input.temperature;
   if (input.top_p !== undefined && input.top_p !== null) sampling.top_p = input.top_p;
   if (input.max_output_tokens) sampling.max_completion_tokens = input.max_output_tokens;
+  const responseFormat = chatResponseFormat(appliedFormat(input.text?.format));
+  if (responseFormat) sampling.response_format = responseFormat;
+  if (input.text?.verbosity) sampling.verbosity = input.text.verbosity;
+  if (input.reasoning?.effort) sampling.reasoning_effort = input.reasoning.effort;
   let toolChoice: unknown = input.tool_choice ?? 'auto';
   if (toolChoice && typeof toolChoice === 'object') {
     const name = (toolChoice as { name?: string }).name;
@@ -267,6 +278,25 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
     maxSteps: input.max_steps ?? 8,
     sampling,
   };
+}
+
+/** The format a response applies, as requested (`strict` false when not given); `text` by default. */
+function appliedFormat(format: TextFormat | null | undefined): Record<string, unknown> & { type: string } {
+  if (!format || format.type === 'text') return { type: 'text' };
+  if (format.type === 'json_object') return { type: 'json_object' };
+  const { name, schema, strict, description } = format;
+  return { type: 'json_schema', name, schema, strict: strict ?? false, ...(description ? { description } : {}) };
+}
+
+/**
+ * The format as chat completions' `response_format`, sent with every step: the Responses API's
+ * flat `json_schema` fields go under `json_schema`; `text` sends nothing.
+ */
+function chatResponseFormat(applied: Record<string, unknown> & { type: string }): Record<string, unknown> | null {
+  if (applied.type === 'text') return null;
+  if (applied.type === 'json_object') return { type: 'json_object' };
+  const { type, ...jsonSchema } = applied;
+  return { type, json_schema: jsonSchema };
 }
 
 /** An item as llm-api's conversation store takes it: the store assigns its own ids. */

@@ -2,7 +2,7 @@ import type { Response } from 'express';
 import { routeGroup, type Route } from '../../kit/index.js';
 import { cancelResponse, createResponse, deleteResponse, getResponse, listInputItems, type ResponsesDeps } from './responses.js';
 import type { StreamEvent } from './recorder.js';
-import { createResponseSchema, inputItemsQuery, responseIdParams } from './schemas.js';
+import { createResponseSchema, inputItemsQuery, responseIdParams, retrieveQuery } from './schemas.js';
 
 const responses = routeGroup({ access: 'user' });
 
@@ -29,8 +29,8 @@ export function responsesRoutes(deps: () => ResponsesDeps & { cancelWaitMs: numb
       },
     }),
     responses.get('/v1/responses/:id', {
-      summary: 'A stored response of the caller (404 for anyone else)',
-      request: { params: responseIdParams },
+      summary: 'A stored response of the caller (404 for anyone else); JSON only (stream=true is a 400)',
+      request: { params: responseIdParams, query: retrieveQuery },
       handler: ({ principal, params }) => getResponse(deps(), principal, params.id),
     }),
     responses.get('/v1/responses/:id/input_items', {

@@ -20,6 +20,33 @@ const toolEntry = z.union([z.string().min(1).max(64), functionTool, mcpTool]);
 
 const inputItem = z.looseObject({ type: z.string().optional(), role: z.string().optional() });
 
+/**
+ * `text.format`, sent to each step as chat completions' `response_format` (`json_schema` with the
+ * Responses API's flat fields; `text` sends nothing). `text.verbosity` is chat completions' `verbosity`.
+ */
+const textFormat = z.discriminatedUnion(
+  'type',
+  [
+    z.looseObject({ type: z.literal('text') }),
+    z.looseObject({ type: z.literal('json_object') }),
+    z.looseObject({
+      type: z.literal('json_schema'),
+      name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'letters, digits, _ and - only, at most 64'),
+      schema: z.looseObject({}, { error: 'must be a JSON Schema object' }),
+      description: z.string().nullable().optional(),
+      strict: z.boolean().nullable().optional(),
+    }),
+  ],
+  { error: 'must be one of text, json_object, json_schema' },
+);
+const level = z.enum(['low', 'medium', 'high']);
+const textConfig = z.looseObject({ format: textFormat.nullable().optional(), verbosity: level.nullable().optional() });
+/** `reasoning.effort` is chat completions' `reasoning_effort` (the levels llm-api takes); `summary` is echoed only. */
+const reasoningConfig = z.looseObject({
+  effort: level.nullable().optional(),
+  summary: z.enum(['auto', 'concise', 'detailed']).nullable().optional(),
+});
+
 export const createResponseSchema = z.looseObject({
   model: z.string({ error: 'model is required' }).min(1).max(300),
   input: z.union([z.string(), z.array(inputItem).max(1000)]).optional(),
@@ -43,6 +70,8 @@ export const createResponseSchema = z.looseObject({
   /** `auto` drops the history's oldest items to fit the model's context window; `disabled` sends it whole. */
   truncation: z.enum(['auto', 'disabled']).nullable().optional(),
   metadata: requestMetadataSchema,
+  text: textConfig.nullable().optional(),
+  reasoning: reasoningConfig.nullable().optional(),
 });
 export type CreateResponseRequest = z.infer<typeof createResponseSchema>;
 export type ToolEntry = z.infer<typeof toolEntry>;
@@ -56,3 +85,13 @@ export const inputItemsQuery = z.object({
   include: z.unknown().optional(),
 });
 export const responseIdParams = z.object({ id: z.string().min(1).max(128) });
+/**
+ * GET /v1/responses/{id}: a stored response's events are not kept, so it cannot be streamed again;
+ * `stream=true` is a 400 naming `stream` rather than a JSON answer a streaming client would read as no events.
+ */
+export const retrieveQuery = z.object({
+  stream: z.enum(['false'], { error: 'a stored response cannot be streamed again (its events are not kept): retrieve it without stream' }).optional(),
+  'include[]': z.unknown().optional(),
+  include: z.unknown().optional(),
+});
+export type TextFormat = z.infer<typeof textFormat>;
