@@ -177,6 +177,19 @@ const withContent = (what: string) =>
     else if (item.content.length === 0) ctx.addIssue({ code: 'custom', message: 'content must not be empty', path: ['content'] });
   });
 
+/** Fields that say what an item is or how it stands, not what it holds. */
+const FRAME_FIELDS = new Set<string>(['type', 'role', 'status', ...SERVER_FIELDS]);
+
+/**
+ * Every item needs content (SPEC.md 4.3). Types without a rule of their own (`reasoning`,
+ * `mcp_call`, `web_search_call`, …) hold it in different fields, so they need at least one field
+ * besides their type and status: `{"type":"reasoning"}` alone is a 400 naming `content`.
+ */
+const withSubstance = itemBase.superRefine((item, ctx) => {
+  for (const key in item) if (!FRAME_FIELDS.has(key) && (item as Record<string, unknown>)[key] !== undefined) return;
+  ctx.addIssue({ code: 'custom', message: `a ${item.type} item needs content: at least one field besides its type and status`, path: ['content'] });
+});
+
 const SCHEMAS: Partial<Record<(typeof ITEM_TYPES)[number], z.ZodType>> = {
   message: withContent('message').superRefine((item, ctx) => {
     if (item.role === undefined) ctx.addIssue({ code: 'custom', message: 'a message needs a role', path: ['role'] });
@@ -199,7 +212,7 @@ export function normalizeItem(raw: unknown, param?: string): StoredItemBody {
   const input = { ...(raw as Record<string, unknown>) };
   if (input.type === undefined && input.role !== undefined) input.type = 'message';
   const type = parseInput(z.looseObject({ type: itemBase.shape.type }), input, param).type;
-  const parsed = parseInput(SCHEMAS[type] ?? itemBase, input, param) as Record<string, unknown>;
+  const parsed = parseInput(SCHEMAS[type] ?? withSubstance, input, param) as Record<string, unknown>;
   const body: Record<string, unknown> = { ...input };
   for (const key of SERVER_FIELDS) delete body[key];
   if (typeof input.content === 'string') {

@@ -60,10 +60,15 @@ test('items validation: count 1..20, valid type and content, each error naming t
   assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'x', logprobs: [{ token: 1 }] }] }] }), 'items[0].content[0].logprobs[0].token');
   assertBadRequest(t, await alice.post(url, { items: [{ type: 'tool_call' }] }), 'items[0].content');
   assertBadRequest(t, await alice.post(url, { items: [{ type: 'function_call_output', call_id: 'c1' }] }), 'items[0].output');
+  // Types without a rule of their own still need content: a field besides their type and status.
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'reasoning' }] }), 'items[0].content');
+  assertBadRequest(t, await alice.post(url, { items: [{ type: 'mcp_call', status: 'completed', id: 'mcp_1' }] }), 'items[0].content');
+  assertBadRequest(t, await alice.post(url, { items: [text('ok'), { type: 'web_search_call', status: 'completed' }] }), 'items[1].content');
   assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'user', content: 'x', max_output_length: 1.5 }] }), 'items[0].max_output_length');
   assertBadRequest(t, await alice.post(url, { items: [{ type: 'message', role: 'user', content: 'x', approve: 'yes' }] }), 'items[0].approve');
   // Nothing of the failed requests was stored: only the 20 good items.
   t.is((await alice.get(`${url}?limit=100`)).body.data.length, 20);
+  t.is((await alice.post(url, { items: [{ type: 'reasoning', summary: [] }, { type: 'mcp_call', name: 'web_search', arguments: '{}' }] })).status, 200);
 });
 
 // Every top-level field of SPEC.md 2.3 and every content-part kind.
