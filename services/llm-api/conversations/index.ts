@@ -5,7 +5,7 @@ import { conversationsMigrations } from './migrations.js';
 import { startPurgeJob } from './purge.js';
 import { conversationRoutes } from './routes.js';
 
-/** Conversations, their items and branches; soft-deleted conversations are erased after CONVERSATION_PURGE_AFTER_DAYS. */
+/** Conversations, their items and branches; soft-deleted conversations are kept, or erased after CONVERSATION_PURGE_AFTER_DAYS when set. */
 export const conversationsResource: LlmApiResource = {
   name: 'conversations',
   migrations: conversationsMigrations,

@@ -65,7 +65,7 @@ export function conversationRoutes(deps: { conversations: ConversationDeps }): R
       ...common,
       method: 'delete',
       path: '/v1/conversations/:conversationId',
-      summary: 'Delete a conversation (404 from then on; erased after CONVERSATION_PURGE_AFTER_DAYS)',
+      summary: 'Delete a conversation (404 from then on; kept stored, or erased after CONVERSATION_PURGE_AFTER_DAYS when set)',
       request: { params: conversation },
       handler: ({ principal, params }) => deleteConversation(deps.conversations, principal.userId, params.conversationId),
     }),
