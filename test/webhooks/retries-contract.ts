@@ -68,11 +68,20 @@ export function retryContract(bus: 'amqp' | 'pg') {
     for (let i = 1; i < got.length; i++) t.true(got[i]!.at - got[i - 1]!.at >= SCHEDULE[i - 1]! - 5, `gap before attempt ${i + 1}`);
     t.deepEqual(d.attempts.map((a: any) => a.outcome), ['retry', 'retry', 'retry', 'delivered']);
     t.deepEqual(d.attempts.map((a: any) => a.status_code), [500, 503, 500, 200]);
+    // The answer's times are Unix seconds (SPEC.md: every *_at of the LLM API), too coarse for a
+    // schedule in milliseconds: the recorded attempts give the milliseconds.
+    t.true(d.attempts.every((a: any) => Number.isInteger(a.attempted_at) && (a.next_attempt_at === null || Number.isInteger(a.next_attempt_at))));
+    const recorded = await stack.svc.runtime.db
+      .knex('webhook_delivery_attempts')
+      .where({ delivery_id: d.id })
+      .orderBy('attempt')
+      .select('attempted_at', 'next_attempt_at');
     t.deepEqual(
-      d.attempts.slice(0, 3).map((a: any) => Date.parse(a.next_attempt_at) - Date.parse(a.attempted_at)),
+      recorded.slice(0, 3).map((a: any) => new Date(a.next_attempt_at).getTime() - new Date(a.attempted_at).getTime()),
       SCHEDULE.slice(0, 3),
     );
     t.is(d.attempts[3].next_attempt_at, null);
+    t.is(d.attempts[0].attempted_at, Math.floor(new Date(recorded[0].attempted_at).getTime() / 1000));
     t.is(d.attempt_count, 4);
   });
 

@@ -82,8 +82,8 @@ export function presentDelivery(row: DeliveryRow, attempts: AttemptRow[]) {
       status_code: a.status_code,
       duration_ms: a.duration_ms,
       error: a.error,
-      attempted_at: new Date(a.attempted_at).toISOString(),
-      next_attempt_at: a.next_attempt_at ? new Date(a.next_attempt_at).toISOString() : null,
+      attempted_at: unix(a.attempted_at)!,
+      next_attempt_at: unix(a.next_attempt_at),
     })),
   };
 }

@@ -97,8 +97,8 @@ export const deliveryObjectSchema = z.object({
       status_code: z.number().int().nullable(),
       duration_ms: z.number().int(),
       error: z.string().nullable(),
-      attempted_at: z.string(),
-      next_attempt_at: z.string().nullable(),
+      attempted_at: z.number().int(),
+      next_attempt_at: z.number().int().nullable(),
     }),
   ),
 });
