@@ -366,7 +366,7 @@ test.serial('admin pages: users (disable, budget), webhooks (secret once, test, 
     await page.getByRole('button', { name: `Refresh deliveries of ${hookUrl}` }).click();
     return (await delivered.count()) === 1;
   }, 20_000, 'delivery shown as delivered');
-  t.regex((await delivered.locator('ol.attempts li').first().textContent()) ?? '', /^delivered 200/);
+  t.regex((await delivered.locator('ol.attempts li').first().textContent()) ?? '', /^delivered 200.*\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)$/);
   await page.screenshot({ path: join(SHOTS, 'webhooks.png'), fullPage: true });
   await delivered.getByRole('button', { name: /^Redeliver webhook\.test/ }).click();
   await receiver.until((rs) => rs.filter((r) => r.path === '/console' && r.headers['x-event-type'] === 'webhook.test').length === 2, 30_000, 'redelivered');

@@ -18,7 +18,8 @@ interface Attempt {
   status_code: number | null;
   duration_ms: number | null;
   error: string | null;
-  attempted_at: string;
+  /** Unix seconds. */
+  attempted_at: number;
 }
 interface Delivery {
   id: string;
@@ -132,7 +133,7 @@ export function webhooksPage(root: HTMLElement) {
                 h(
                   'ol',
                   { class: 'attempts' },
-                  ...d.attempts.map((a) => h('li', {}, `${a.outcome}${a.status_code ? ` ${a.status_code}` : ''}${a.duration_ms != null ? `, ${a.duration_ms} ms` : ''}${a.error ? `: ${a.error}` : ''} (${a.attempted_at.replace('T', ' ').slice(0, 19)})`)),
+                  ...d.attempts.map((a) => h('li', {}, `${a.outcome}${a.status_code ? ` ${a.status_code}` : ''}${a.duration_ms != null ? `, ${a.duration_ms} ms` : ''}${a.error ? `: ${a.error}` : ''} (${new Date(a.attempted_at * 1000).toISOString().replace('T', ' ').slice(0, 19)})`)),
                 ),
               ),
               h('td', {}, formatDate(d.created_at)),
