@@ -29,8 +29,15 @@ export function isValidPattern(pattern: string): boolean {
   return VALID_PATTERNS.has(pattern);
 }
 
-/** `*` matches every event; `family.*` every type of that family; anything else matches exactly. */
+const SUBSCRIBABLE = new Set<string>(EVENT_TYPES);
+
+/**
+ * `*` matches every event type above; `family.*` every type of that family; anything else matches
+ * exactly. Other types that travel on the same exchange (media's `media.*`, which carry a content
+ * hash for deduplication) are internal: no pattern reaches them.
+ */
 export function patternMatches(pattern: string, type: string): boolean {
+  if (!SUBSCRIBABLE.has(type)) return false;
   if (pattern === '*') return true;
   if (pattern.endsWith('.*')) return type.startsWith(pattern.slice(0, -1));
   return pattern === type;

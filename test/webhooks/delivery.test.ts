@@ -81,7 +81,7 @@ test.serial('a local receiver gets conversation.created with a valid signature a
   t.false(JSON.stringify(list.body).includes(secret));
 });
 
-test.serial('patterns: exact, family and * subscriptions match; inactive and non-matching ones get nothing', async (t) => {
+test.serial('patterns: exact, family and * subscriptions match; inactive and non-matching ones get nothing, nor does any an internal media event', async (t) => {
   const make = async (events: string[], active = true) => {
     const r = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/patterns'), events, active });
     t.is(r.status, 201);
@@ -94,6 +94,8 @@ test.serial('patterns: exact, family and * subscriptions match; inactive and non
   const other = await make(['model.added', 'mcp_tool.disabled']);
   const types = ['conversation.created', 'conversation.deleted', 'message.sent', 'model.updated', 'mcp_tool.enabled'];
   const ids: Record<string, string> = {};
+  // An internal type on the same exchange, first: `*` means the ten event types, not this one.
+  await stack.emit('media.deleted', { media_id: 'jan_x', sha256: 'a'.repeat(64) });
   for (const type of types) ids[type] = await stack.emit(type, { n: type });
 
   // `*` gets all five; fan-out made every delivery of an event in the same step, so once `*`
