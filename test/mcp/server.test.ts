@@ -107,7 +107,7 @@ test('the plain JSON-RPC form (Accept: application/json) gets plain JSON answers
   t.is(((await bare.json()) as any).result.tools.length, 5);
 });
 
-test('a JSON-RPC batch gets one answer per request, in one JSON array', async (t) => {
+test('a JSON-RPC batch gets one answer per request, in one JSON array, also a batch of one', async (t) => {
   const batch = await p.rpc(key, [
     { jsonrpc: '2.0', id: 1, method: 'tools/list' },
     { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'python_exec', arguments: { code: 'print(2+2)' } } },
@@ -118,6 +118,11 @@ test('a JSON-RPC batch gets one answer per request, in one JSON array', async (t
   t.is(byId.get(1).result.tools.length, 5);
   t.is(byId.get(2).result.structuredContent.stdout, '4\n');
   t.is(byId.get(3).error.code, -32601);
+  const ofOne = await p.rpc(key, [{ jsonrpc: '2.0', id: 4, method: 'tools/list' }]);
+  t.is(ofOne.status, 200);
+  t.true(Array.isArray(ofOne.json), 'a batch of one is answered with an array of one');
+  t.is((ofOne.json as any[])[0].id, 4);
+  t.is((ofOne.json as any[])[0].result.tools.length, 5);
 });
 
 test('JSON-RPC errors: parse error, method not found, invalid params naming the field, unknown tool', async (t) => {

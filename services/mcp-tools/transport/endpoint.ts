@@ -21,6 +21,9 @@ export interface McpEndpointDeps extends McpServerDeps {
   logger: Logger;
 }
 
+const OPEN_BRACKET = Buffer.from('[');
+const CLOSE_BRACKET = Buffer.from(']');
+
 export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: Request, res: Response): Promise<void> {
   let raw: Buffer;
   try {
@@ -52,9 +55,16 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
       if (typeof value === 'string') headers.set(name, value);
     }
     const response = await transport.handleRequest(new Request(`http://mcp-tools${req.originalUrl}`, { method: 'POST', headers }), { parsedBody: message });
+    let body = Buffer.from(await response.arrayBuffer());
+    // JSON-RPC 2.0 answers a batch with an array, a batch of one too; the SDK's transport sends a
+    // lone answer bare. (A batch of notifications only has no answer: 202, no body.)
+    const batchOfOne = Array.isArray(message) && body[0] === 0x7b && (response.headers.get('content-type') ?? '').startsWith('application/json');
+    if (batchOfOne) body = Buffer.concat([OPEN_BRACKET, body, CLOSE_BRACKET]);
     res.status(response.status);
-    response.headers.forEach((value, name) => res.setHeader(name, value));
-    res.end(Buffer.from(await response.arrayBuffer()));
+    response.headers.forEach((value, name) => {
+      if (!batchOfOne || name !== 'content-length') res.setHeader(name, value);
+    });
+    res.end(body);
   } finally {
     await server.close().catch((error: Error) => deps.logger.warn({ err: error.message }, 'mcp server close failed'));
   }
