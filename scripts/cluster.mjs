@@ -186,7 +186,8 @@ try {
     DATABASE_SCHEMA: prefix,
     DATABASE_POOL_MAX: process.env.DATABASE_POOL_MAX ?? '4',
     AMQP_URL,
-    BUS_EXCHANGE: `${prefix}.events`,
+    // The bus puts BUS_QUEUE_PREFIX before it: the exchange is `<prefix>.events`, as the cleanup expects.
+    BUS_EXCHANGE: 'events',
     BUS_QUEUE_PREFIX: `${prefix}.`,
     REDIS_URL,
     EDGE_REDIS_PREFIX: prefix,
