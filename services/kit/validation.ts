@@ -11,7 +11,17 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root?
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
   const param = formatPath(root ? [root, ...issue.path] : issue.path);
-  throw new ApiError(400, describe(issue, param), { param: param || null });
+  throw new ApiError(400, describe(issue, param, valueAt(input ?? {}, issue.path) !== undefined), { param: param || null });
+}
+
+/** The value at `path` in `input`, or undefined where the path leads nowhere (only read for a refusal). */
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let node = input;
+  for (const key of path) {
+    if (node === null || typeof node !== 'object' || !Object.prototype.hasOwnProperty.call(node, key)) return undefined;
+    node = (node as Record<PropertyKey, unknown>)[key];
+  }
+  return node;
 }
 
 export function formatPath(path: readonly PropertyKey[]): string {
@@ -23,11 +33,15 @@ export function formatPath(path: readonly PropertyKey[]): string {
   return out;
 }
 
-function describe(issue: z.core.$ZodIssue, param: string): string {
+/**
+ * `present`: the field is in the input. zod keeps no input on its issues unless asked, so a value of
+ * the wrong type would otherwise read as a missing one.
+ */
+function describe(issue: z.core.$ZodIssue, param: string, present: boolean): string {
   const where = param ? `'${param}'` : 'the request body';
   switch (issue.code) {
     case 'invalid_type':
-      return issue.input === undefined ? `Missing required parameter: ${where}.` : `Invalid type for ${where}: ${issue.message}.`;
+      return present ? `Invalid type for ${where}: ${issue.message}.` : `Missing required parameter: ${where}.`;
     case 'unrecognized_keys':
       return `Unrecognized parameter(s) in ${where}: ${issue.keys.join(', ')}.`;
     default:

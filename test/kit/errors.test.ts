@@ -121,6 +121,13 @@ test('schema violations name the offending field in param', async (t) => {
   t.is(missing.status, 400);
   assertShapeA(t, missing.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'name' });
   t.regex(missing.body.error.message, /Missing required parameter/);
+  // A value of the wrong type is there: it is named as such, not as missing (top level and nested).
+  const wrongType = await call('/echo', { method: 'POST', body: '{"name":3}', headers: { 'content-type': 'application/json' } });
+  assertShapeA(t, wrongType.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'name' });
+  t.regex(wrongType.body.error.message, /^Invalid type for 'name'/);
+  const wrongNested = await call('/echo', { method: 'POST', body: '{"name":"a","items":[{"type":"a"},7]}', headers: { 'content-type': 'application/json' } });
+  assertShapeA(t, wrongNested.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'items[1]' });
+  t.regex(wrongNested.body.error.message, /^Invalid type for 'items\[1\]'/);
   const nested = await call('/echo', {
     method: 'POST',
     body: JSON.stringify({ name: 'ok', items: [{ type: 'a' }, { type: 'z' }] }),
