@@ -15,6 +15,7 @@ const STATUS_TABLE: Record<number, { type: string; code: string }> = {
   403: { type: 'permission_error', code: 'forbidden' },
   404: { type: 'not_found_error', code: 'not_found' },
   405: { type: 'invalid_request_error', code: 'method_not_allowed' },
+  408: { type: 'invalid_request_error', code: 'request_timeout' },
   409: { type: 'invalid_request_error', code: 'conflict' },
   413: { type: 'invalid_request_error', code: 'payload_too_large' },
   415: { type: 'invalid_request_error', code: 'unsupported_media_type' },

@@ -1,5 +1,8 @@
-import http, { type Server } from 'node:http';
+import http, { STATUS_CODES, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Express } from 'express';
+import { errorBody } from './errors.js';
+import { acceptRequestId } from './ids.js';
 import type { Logger } from './logger.js';
 import { serviceHttpObjects } from './http/request-objects.js';
 
@@ -51,6 +54,7 @@ export function listen(app: Express, options: { host: string; port: number; time
       },
       app,
     );
+    server.on('clientError', answerClientError);
     server.once('error', reject);
     server.once('listening', () => {
       const address = server.address();
@@ -59,6 +63,34 @@ export function listen(app: Express, options: { host: string; port: number; time
     });
     server.listen({ port: options.port, host: options.host, backlog: options.backlog });
   });
+}
+
+const CLIENT_ERRORS: Record<string, { status: number; message: string }> = {
+  HPE_HEADER_OVERFLOW: { status: 431, message: 'The request headers are too large' },
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: { status: 413, message: 'The chunk extensions of the request body are too large' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, message: 'The request did not arrive in time' },
+};
+const MALFORMED = { status: 400, message: 'The request is not well-formed HTTP (its head, or its Content-Length and Transfer-Encoding)' };
+
+/**
+ * A request Node's parser refuses (a broken head, conflicting lengths, headers too large, too slow
+ * to arrive) is answered with the platform's error body and a request id, like every other
+ * refusal, where Node would write a bare status line; then the connection closes. As in Node, only
+ * a connection that has not been answered yet gets an answer.
+ */
+function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+  const net = socket as Duplex & { bytesWritten?: number };
+  if (error.code === 'ECONNRESET' || !socket.writable || (net.bytesWritten ?? 0) > 0) {
+    socket.destroy();
+    return;
+  }
+  const { status, message } = CLIENT_ERRORS[error.code ?? ''] ?? MALFORMED;
+  const requestId = acceptRequestId(undefined);
+  const body = JSON.stringify(errorBody(status, message, { requestId }));
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-ID: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+    () => socket.destroy(),
+  );
 }
 
 function drain(server: Server, timeoutMs: number): Promise<void> {

@@ -17,7 +17,12 @@ export interface ListEnvelope<T> {
 const intParam = (min: number, max: number) =>
   z.preprocess(
     (v) => (v === undefined || v === '' ? undefined : typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v),
-    z.number({ error: 'must be an integer' }).int().min(min).max(max).optional(),
+    z
+      .number({ error: 'must be an integer' })
+      .int({ error: 'must be an integer' })
+      .min(min, { error: `must be between ${min} and ${max}` })
+      .max(max, { error: `must be between ${min} and ${max}` })
+      .optional(),
   );
 
 export interface PageOptions {

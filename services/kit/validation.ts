@@ -10,8 +10,10 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root?
   const result = schema.safeParse(input ?? {});
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
-  const param = formatPath(root ? [root, ...issue.path] : issue.path);
-  throw new ApiError(400, describe(issue, param, valueAt(input ?? {}, issue.path) !== undefined), { param: param || null });
+  const at = formatPath(root ? [root, ...issue.path] : issue.path);
+  // An unknown field is the field to name, not the object that holds it.
+  const param = issue.code === 'unrecognized_keys' && issue.keys.length > 0 ? formatPath(root ? [root, ...issue.path, issue.keys[0]!] : [...issue.path, issue.keys[0]!]) : at;
+  throw new ApiError(400, describe(issue, at, valueAt(input ?? {}, issue.path) !== undefined), { param: param || null });
 }
 
 /** The value at `path` in `input`, or undefined where the path leads nowhere (only read for a refusal). */

@@ -51,6 +51,7 @@ test.before(async () => {
         throw new ApiError(409, 'busy', { headers: { 'x-should-retry': 'true' } });
       } }),
       plannedRoute({ method: 'get', path: '/planned', summary: 'not built' }),
+      route({ method: 'post', path: '/strict', summary: 'strict body', access: 'user', request: { body: z.object({ name: z.string(), nested: z.object({ a: z.number() }).strict().optional() }).strict() }, handler: ({ body }) => body }),
     ],
   }));
 });
@@ -128,6 +129,13 @@ test('schema violations name the offending field in param', async (t) => {
   const wrongNested = await call('/echo', { method: 'POST', body: '{"name":"a","items":[{"type":"a"},7]}', headers: { 'content-type': 'application/json' } });
   assertShapeA(t, wrongNested.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'items[1]' });
   t.regex(wrongNested.body.error.message, /^Invalid type for 'items\[1\]'/);
+  // An unknown field of a strict schema is named itself, not the object that holds it.
+  const unknown = await call('/strict', { method: 'POST', body: '{"name":"a","junk":1}', headers: { 'content-type': 'application/json' } });
+  assertShapeA(t, unknown.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'junk' });
+  t.regex(unknown.body.error.message, /^Unrecognized parameter\(s\) in the request body: junk/);
+  const unknownNested = await call('/strict', { method: 'POST', body: '{"name":"a","nested":{"a":1,"b":2}}', headers: { 'content-type': 'application/json' } });
+  assertShapeA(t, unknownNested.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'nested.b' });
+  t.regex(unknownNested.body.error.message, /^Unrecognized parameter\(s\) in 'nested': b/);
   const nested = await call('/echo', {
     method: 'POST',
     body: JSON.stringify({ name: 'ok', items: [{ type: 'a' }, { type: 'z' }] }),

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import test from 'ava';
 import { createInternalClient, createServiceApp, listen, parseSize, route, type UserDirectory, ApiError } from '../../services/kit/index.js';
 import { createLogger } from '../../services/kit/logger.js';
@@ -67,6 +68,38 @@ test('the server listens with the backlog asked for (the kernel caps it), and wi
   t.teardown(() => Promise.all([withBacklog.close(100), plain.close(100)]));
   t.is(listenBacklog(withBacklog.port), asked);
   t.is(listenBacklog(plain.port), Math.min(511, somaxconn()));
+});
+
+/** Sends `raw` on a fresh connection and reads until the server closes it. */
+function rawExchange(port: number, raw: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(raw));
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (answer += chunk));
+    socket.on('close', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+test('a request Node cannot parse gets the platform error body with a request id, then the connection closes', async (t) => {
+  const server = await listen(streamingApp(() => {}, Promise.resolve()), { host: '127.0.0.1', port: 0 });
+  t.teardown(() => server.close(1000));
+  const cases: Array<[string, number, string]> = [
+    ['GET /whoami HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n', 400, 'invalid_parameter'],
+    ['POST /whoami HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'invalid_parameter'],
+    [`GET /whoami HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'request_header_fields_too_large'],
+  ];
+  for (const [raw, status, code] of cases) {
+    const answer = await rawExchange(server.port, raw);
+    const [head, body] = answer.split('\r\n\r\n');
+    t.regex(head!, new RegExp(`^HTTP/1\\.1 ${status} `));
+    t.regex(head!, /\r\nConnection: close/);
+    const requestId = /\r\nX-Request-ID: (\S+)/.exec(head!)?.[1];
+    t.truthy(requestId);
+    const parsed = JSON.parse(body!);
+    t.like(parsed.error, { type: 'invalid_request_error', code, request_id: requestId });
+  }
 });
 
 test('close cuts streams that outlive the drain timeout', async (t) => {

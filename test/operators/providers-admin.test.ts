@@ -1,5 +1,5 @@
 import test from 'ava';
-import OpenAI, { APIError, ConflictError, NotFoundError } from 'openai';
+import OpenAI, { APIError, BadRequestError, ConflictError, NotFoundError } from 'openai';
 import { randomBase62 } from '../../services/kit/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -99,6 +99,17 @@ const finished = (id: string) => waitFor(async () => {
   const run = await runOf(id);
   return run.status === 'succeeded' || run.status === 'failed' ? run : undefined;
 }, 30_000, `sync run ${id} finished`);
+
+test.serial('a provider id that is not one string is a 400, never read as "every provider"', async (t) => {
+  const runs = async () => ((await admin.get('/admin/providers/sync')) as any).data.length;
+  const before = await runs();
+  const sync = await t.throwsAsync(admin.post('/admin/providers/sync', { body: { provider_id: 5 } }), { instanceOf: BadRequestError });
+  t.is((sync as any).param, 'provider_id');
+  t.is(await runs(), before, 'no sync run was queued');
+  const listed = await fetch(`${p.url}/v1/admin/models/provider-models?provider_id=a&provider_id=b`, { headers: { 'X-API-Key': ADMIN_KEY } });
+  t.is(listed.status, 400);
+  t.is(((await listed.json()) as any).error.param, 'provider_id');
+});
 
 test.serial('an on-demand sync returns an id whose run goes from queued to succeeded with its counts', async (t) => {
   const created = await register('Synced');

@@ -153,6 +153,19 @@ test('filters: user_id, key_id, model, provider_id, from/to; pagination', async 
   const bad = await t.throwsAsync(admin.get('/admin/usage', { query: { group_by: 'colour' } }), { instanceOf: BadRequestError });
   t.is((bad as any).param, 'group_by');
   await t.throwsAsync(admin.get('/admin/usage', { query: { from: 'yesterday' } }), { instanceOf: BadRequestError });
+  // Days of the right form that do not exist are 400s naming the field, never a database error.
+  for (const [name, value] of [['from', '2026-13-45'], ['to', '2026-02-30'], ['from', '0000-01-01']] as const) {
+    const impossible = await t.throwsAsync(admin.get('/admin/usage', { query: { [name]: value } }), { instanceOf: BadRequestError });
+    t.is((impossible as any).param, name);
+    t.regex((impossible as any).message, /must be a UTC day that exists/);
+  }
+  t.is((await admin.get('/admin/usage', { query: { from: '2024-02-29', to: '2024-02-29' } }) as any).object, 'list');
+  const exported = await fetch(`${p.url}/v1/admin/usage/export?format=csv&from=9999-99-99`, { headers: { 'X-API-Key': ADMIN_KEY } });
+  t.is(exported.status, 400);
+  t.is(((await exported.json()) as any).error.param, 'from');
+  const limits = await t.throwsAsync(admin.get('/admin/usage', { query: { limit: 0 } }), { instanceOf: BadRequestError });
+  t.is((limits as any).param, 'limit');
+  t.regex((limits as any).message, /must be between 1 and 1000/);
 });
 
 test("GET /v1/usage is the caller's own; the admin routes are admin-only", async (t) => {

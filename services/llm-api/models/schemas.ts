@@ -99,12 +99,14 @@ export const catalogBulkToggleSchema = z
 export type PatchCatalogInput = z.infer<typeof patchCatalogSchema>;
 export type PatchProviderModelInput = z.infer<typeof patchProviderModelSchema>;
 
-/** `GET /v1/admin/models/provider-models`: one provider's models, or all (an empty or non-string id counts as none). */
+/**
+ * `GET /v1/admin/models/provider-models`: one provider's models, or all (an empty id counts as
+ * none). Given twice it is a 400: read as none, it would widen the list to every provider.
+ */
 export const providerModelsQuery = pageQuery().extend({
   provider_id: z
-    .string()
+    .string({ error: 'must be given once' })
     .optional()
-    .catch(undefined)
     .transform((v) => v || undefined),
 });
 

@@ -52,8 +52,11 @@ export const patchProviderSchema = z
 export type RegisterProviderInput = z.infer<typeof registerProviderSchema>;
 export type PatchProviderInput = z.infer<typeof patchProviderSchema>;
 
-/** `POST /v1/admin/providers/sync`: one provider, or every active one (a non-string id counts as none). */
-export const requestSyncSchema = z.object({ provider_id: z.string().optional().catch(undefined) });
+/**
+ * `POST /v1/admin/providers/sync`: one provider, or every active one without `provider_id`. An id
+ * that is not a string is a 400: read as none, it would widen the run to every provider.
+ */
+export const requestSyncSchema = z.object({ provider_id: z.string({ error: 'must be a provider id (a string)' }).min(1).optional() });
 
 // What the API answers (the OpenAPI document is generated from these).
 export const providerObjectSchema = z.object({

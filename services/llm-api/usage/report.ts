@@ -12,7 +12,14 @@ export interface UsageReportDeps {
   knex: Knex;
 }
 
-const day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a UTC day, YYYY-MM-DD');
+/** A UTC day that exists (`2026-02-30` does not): the database would refuse it with a 500. */
+const day = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a UTC day, YYYY-MM-DD')
+  .refine((v) => {
+    const parsed = new Date(`${v}T00:00:00Z`);
+    return v >= '0001-01-01' && !Number.isNaN(parsed.getTime()) && parsed.toISOString().startsWith(v);
+  }, 'must be a UTC day that exists, YYYY-MM-DD');
 const groupBy = z
   .string()
   .optional()
