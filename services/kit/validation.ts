@@ -9,11 +9,32 @@ import { scanJsonMembers } from './json-members.js';
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root?: string): z.infer<S> {
   const result = schema.safeParse(input ?? {});
   if (result.success) return result.data;
-  const issue = result.error.issues[0]!;
-  const at = formatPath(root ? [root, ...issue.path] : issue.path);
+  const { issue, path } = decisive(result.error.issues[0]!);
+  const at = formatPath(root ? [root, ...path] : path);
   // An unknown field is the field to name, not the object that holds it.
-  const param = issue.code === 'unrecognized_keys' && issue.keys.length > 0 ? formatPath(root ? [root, ...issue.path, issue.keys[0]!] : [...issue.path, issue.keys[0]!]) : at;
-  throw new ApiError(400, describe(issue, at, valueAt(input ?? {}, issue.path) !== undefined), { param: param || null });
+  const param = issue.code === 'unrecognized_keys' && issue.keys.length > 0 ? formatPath(root ? [root, ...path, issue.keys[0]!] : [...path, issue.keys[0]!]) : at;
+  throw new ApiError(400, describe(issue, at, valueAt(input ?? {}, path) !== undefined), { param: param || null });
+}
+
+/**
+ * The issue to tell the caller. A value that fits no branch of a union is told by the branch that
+ * got furthest into it (`stop[0]` for `"stop": [1, 2]`, not zod's bare "Invalid input" on `stop`);
+ * where no branch got past the value itself, the union's own issue stays (see `describe`).
+ */
+function decisive(first: z.core.$ZodIssue): { issue: z.core.$ZodIssue; path: PropertyKey[] } {
+  let issue = first;
+  let path: PropertyKey[] = [...first.path];
+  while (issue.code === 'invalid_union' && issue.errors.length > 0) {
+    let furthest: z.core.$ZodIssue | undefined;
+    for (const branch of issue.errors) {
+      const candidate = branch[0];
+      if (candidate && candidate.path.length > (furthest?.path.length ?? 0)) furthest = candidate;
+    }
+    if (!furthest) break;
+    path = [...path, ...furthest.path];
+    issue = furthest;
+  }
+  return { issue, path };
 }
 
 /** The value at `path` in `input`, or undefined where the path leads nowhere (only read for a refusal). */
@@ -46,6 +67,12 @@ function describe(issue: z.core.$ZodIssue, param: string, present: boolean): str
       return present ? `Invalid type for ${where}: ${issue.message}.` : `Missing required parameter: ${where}.`;
     case 'unrecognized_keys':
       return `Unrecognized parameter(s) in ${where}: ${issue.keys.join(', ')}.`;
+    case 'invalid_union': {
+      // No branch got past the value: name the kinds of value the branches take.
+      const expected = issue.errors.map((branch) => (branch[0]?.code === 'invalid_type' && branch[0].path.length === 0 ? branch[0].expected : null));
+      if (expected.length > 0 && expected.every((kind) => kind !== null)) return `Invalid type for ${where}: expected ${[...new Set(expected)].join(' or ')}.`;
+      return `Invalid value for ${where}: ${issue.message}.`;
+    }
     default:
       return `Invalid value for ${where}: ${issue.message}.`;
   }

@@ -51,6 +51,7 @@ test.before(async () => {
         throw new ApiError(409, 'busy', { headers: { 'x-should-retry': 'true' } });
       } }),
       plannedRoute({ method: 'get', path: '/planned', summary: 'not built' }),
+      route({ method: 'post', path: '/union', summary: 'unions', access: 'user', request: { body: z.object({ stop: z.union([z.string(), z.array(z.string())]).optional(), input: z.union([z.string(), z.array(z.object({ type: z.string() }))]).optional() }) }, handler: ({ body }) => body }),
       route({ method: 'post', path: '/strict', summary: 'strict body', access: 'user', request: { body: z.object({ name: z.string(), nested: z.object({ a: z.number() }).strict().optional() }).strict() }, handler: ({ body }) => body }),
     ],
   }));
@@ -129,6 +130,16 @@ test('schema violations name the offending field in param', async (t) => {
   const wrongNested = await call('/echo', { method: 'POST', body: '{"name":"a","items":[{"type":"a"},7]}', headers: { 'content-type': 'application/json' } });
   assertShapeA(t, wrongNested.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'items[1]' });
   t.regex(wrongNested.body.error.message, /^Invalid type for 'items\[1\]'/);
+  // A value no branch of a union takes is told by the branch that got furthest, or by the kinds the branches take.
+  const union = (body: string) => call('/union', { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+  const stop = await union('{"stop":[1,2]}');
+  assertShapeA(t, stop.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'stop[0]' });
+  t.regex(stop.body.error.message, /^Invalid type for 'stop\[0\]'/);
+  const input = await union('{"input":5}');
+  assertShapeA(t, input.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'input' });
+  t.is(input.body.error.message, "Invalid type for 'input': expected string or array.");
+  const deep = await union('{"input":[{"type":3}]}');
+  assertShapeA(t, deep.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'input[0].type' });
   // An unknown field of a strict schema is named itself, not the object that holds it.
   const unknown = await call('/strict', { method: 'POST', body: '{"name":"a","junk":1}', headers: { 'content-type': 'application/json' } });
   assertShapeA(t, unknown.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'junk' });
