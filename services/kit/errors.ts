@@ -110,7 +110,8 @@ export const badRequest = (message: string, param?: string, code?: string) =>
   new ApiError(400, message, { param: param ?? null, code });
 export const unauthorized = (message = 'Missing or invalid credentials') => new ApiError(401, message);
 export const forbidden = (message = 'Access denied') => new ApiError(403, message);
-export const notFound = (message = 'Resource not found', code?: string) => new ApiError(404, message, { code });
+/** `param`: the request field that named what was not found, when it came from the body or the query. */
+export const notFound = (message = 'Resource not found', code?: string, param?: string) => new ApiError(404, message, { code, param: param ?? null });
 export const conflict = (message: string, param?: string) => new ApiError(409, message, { param: param ?? null });
 
 // Network failures (a dependency's server gone or refusing) and PostgreSQL's "connection exception"

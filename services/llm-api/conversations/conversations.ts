@@ -59,7 +59,7 @@ export function toConversationObject(row: ConversationRow): ConversationObject {
 }
 
 const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
-const projectNotFound = (id: string) => notFound(`Project with id '${id}' not found.`);
+const projectNotFound = (id: string) => notFound(`Project with id '${id}' not found.`, undefined, 'project_id');
 
 /** A project the caller owns, locked FOR SHARE so a concurrent project delete cannot slip between. */
 async function requireProject(deps: ConversationDeps, trx: Knex.Transaction, projectId: string, userId: string): Promise<void> {

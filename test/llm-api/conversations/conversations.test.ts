@@ -111,7 +111,9 @@ test('a project_id of another user (or unknown) is a 404; an own project links',
   const own = await alice.post('/v1/projects', { name: 'Mine' });
   const foreign = await bob.post('/v1/projects', { name: 'Bobs' });
   assertNotFound(t, await alice.post('/v1/conversations', { project_id: foreign.body.id }), 'foreign project');
-  assertNotFound(t, await alice.post('/v1/conversations', { project_id: 'proj_doesnotexist' }), 'unknown project');
+  const unknown = await alice.post('/v1/conversations', { project_id: 'proj_doesnotexist' });
+  assertNotFound(t, unknown, 'unknown project');
+  t.is(unknown.body.error.param, 'project_id', 'the 404 names the field that named the project');
   const linked = await alice.post('/v1/conversations', { project_id: own.body.id });
   t.is(linked.status, 200);
   t.is(linked.body.project_id, own.body.id);
