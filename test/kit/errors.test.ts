@@ -1,6 +1,6 @@
 import test from 'ava';
 import { z } from 'zod';
-import { ApiError, isDependencyUnavailable, plannedRoute, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
+import { ApiError, isDependencyUnavailable, pageQuery, plannedRoute, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
 import { listenKitApp } from '../helpers/kit-app.js';
 
 // An app built from the kit with a few routes that exercise every error class.
@@ -51,6 +51,8 @@ test.before(async () => {
         throw new ApiError(409, 'busy', { headers: { 'x-should-retry': 'true' } });
       } }),
       plannedRoute({ method: 'get', path: '/planned', summary: 'not built' }),
+      route({ method: 'get', path: '/offset-list', summary: 'offset paged', access: 'user', request: { query: pageQuery() }, handler: ({ query }) => query }),
+      route({ method: 'get', path: '/cursor-list', summary: 'cursor paged', access: 'user', request: { query: pageQuery().extend({ after: z.string().optional() }) }, handler: ({ query }) => query }),
       route({ method: 'post', path: '/union', summary: 'unions', access: 'user', request: { body: z.object({ stop: z.union([z.string(), z.array(z.string())]).optional(), input: z.union([z.string(), z.array(z.object({ type: z.string() }))]).optional() }) }, handler: ({ body }) => body }),
       route({ method: 'post', path: '/strict', summary: 'strict body', access: 'user', request: { body: z.object({ name: z.string(), nested: z.object({ a: z.number() }).strict().optional() }).strict() }, handler: ({ body }) => body }),
     ],
@@ -189,6 +191,19 @@ test('answers a retry cannot change soon say x-should-retry: false (a wait over 
   t.deepEqual(await advice('/retry-anyway'), { status: 409, retry: 'true', after: null });
   t.deepEqual(await advice('/planned'), { status: 501, retry: 'false', after: null });
   t.deepEqual(await advice('/forbidden'), { status: 403, retry: null, after: null });
+});
+
+test('a list paged by offset refuses cursors (naming them) instead of serving page one again; a list that takes after keeps it', async (t) => {
+  for (const key of ['after', 'before']) {
+    const refused = await call(`/offset-list?limit=2&${key}=item_9`);
+    t.is(refused.status, 400);
+    assertShapeA(t, refused.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: key });
+  }
+  t.deepEqual((await call('/offset-list?limit=2&offset=4')).body, { limit: 2, offset: 4 });
+  const cursor = await call('/cursor-list?limit=2&after=item_9');
+  t.is(cursor.status, 200);
+  t.is(cursor.body.after, 'item_9');
+  t.is((await call('/cursor-list?before=item_9')).body.error.param, 'before');
 });
 
 test('missing gateway token is 401; missing identity is 401 except on public routes', async (t) => {

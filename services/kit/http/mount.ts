@@ -154,9 +154,21 @@ function checkEntry(route: Route): void {
   }
 }
 
+const CURSOR_KEYS = ['after', 'before'] as const;
+
+/**
+ * The cursors a list paged by `limit` and `offset` does not take. Dropped like any unknown query
+ * parameter, `after` would hand a client that pages by cursor the first page again, forever.
+ */
+function refusedCursors(route: Route): readonly string[] {
+  const shape = (route.request?.query as { shape?: Record<string, unknown> } | undefined)?.shape;
+  return shape && 'offset' in shape ? CURSOR_KEYS.filter((key) => !(key in shape)) : [];
+}
+
 function routeHandler(route: Route, options: MountOptions): RequestHandler {
   const limit = route.bodyLimit ?? options.bodyLimit;
   const status = route.response?.status ?? 200;
+  const cursors = refusedCursors(route);
   return async (req, res, next) => {
     try {
       // Metrics label every request by the template it matched, aliases included in one series.
@@ -167,6 +179,9 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       // Express 5 parses the query string again on every read of `req.query`: read once.
       const rawQuery = req.query;
       checkRequestStrings(req.path, rawQuery);
+      for (const key of cursors) {
+        if ((rawQuery as Record<string, unknown>)[key] !== undefined) throw new ApiError(400, `This list pages by limit and offset; '${key}' is not supported`, { param: key });
+      }
       const rawBody = route.body === 'stream' ? undefined : await readJsonBody(req, { limit, maxDepth: options.jsonMaxDepth, rawMembers: route.rawMembers });
       if (route.body !== 'stream') req.body = rawBody;
       const schemas = route.request ?? {};
