@@ -1,4 +1,5 @@
 import { badRequest } from '../../kit/index.js';
+import { SERVER_LABEL } from './loop.js';
 import { itemId } from './recorder.js';
 
 /**
@@ -82,7 +83,7 @@ export function toInputItems(input: unknown): InputItem[] {
       tools.forEach((tool: any, k: number) => {
         if (typeof tool?.name !== 'string') throw badRequest(`${param}.tools[${k}].name must be a string`, `${param}.tools[${k}].name`);
       });
-      return { id: typeof item.id === 'string' ? item.id : itemId('mcpl'), type, server_label: typeof item.server_label === 'string' ? item.server_label : 'jan', tools, error: errorText(item.error) };
+      return { id: typeof item.id === 'string' ? item.id : itemId('mcpl'), type, server_label: typeof item.server_label === 'string' ? item.server_label : SERVER_LABEL, tools, error: errorText(item.error) };
     }
     if (type === 'item_reference') {
       throw badRequest(
@@ -110,7 +111,7 @@ function mcpCallItem(item: Record<string, any>, param: string): InputItem {
   return {
     id: typeof item.id === 'string' ? item.id : itemId('mcp'),
     type: 'mcp_call',
-    server_label: typeof item.server_label === 'string' ? item.server_label : 'jan',
+    server_label: typeof item.server_label === 'string' ? item.server_label : SERVER_LABEL,
     name: item.name,
     arguments: item.arguments || '{}',
     output: item.output ?? null,

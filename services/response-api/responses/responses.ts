@@ -1,6 +1,6 @@
 import { ApiError, badRequest, estimateTokens, estimateTokensOf, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
 import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
-import { CancelledError, runLoop, type LoopDeps, type LoopPlan } from './loop.js';
+import { CancelledError, runLoop, SERVER_LABEL, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
 import { ResponseRecorder, type ResponseObject, type StreamEvent } from './recorder.js';
 import type { CreateResponseRequest, TextFormat } from './schemas.js';
@@ -101,7 +101,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     temperature: input.temperature ?? 1,
     top_p: input.top_p ?? 1,
     tool_choice: input.tool_choice ?? 'auto',
-    tools: (input.tools ?? []).map((t) => (typeof t === 'string' ? { type: 'mcp', server_label: 'jan', allowed_tools: [t] } : t)),
+    tools: (input.tools ?? []).map((t) => (typeof t === 'string' ? { type: 'mcp', server_label: SERVER_LABEL, allowed_tools: [t] } : t)),
     text: { format: appliedFormat(input.text?.format), ...(input.text?.verbosity ? { verbosity: input.text.verbosity } : {}) },
     reasoning: { effort: input.reasoning?.effort ?? null, summary: input.reasoning?.summary ?? null },
     truncation,
