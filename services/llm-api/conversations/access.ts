@@ -7,7 +7,7 @@ export const MAIN = 'MAIN';
 
 export const conversationNotFound = (id: string) => notFound(`Conversation with id '${id}' not found.`);
 export const itemNotFound = (id: string) => notFound(`Item with id '${id}' not found.`);
-export const branchNotFound = (name: string) => notFound(`Branch '${name}' not found.`);
+export const branchNotFound = (name: string, param?: string) => notFound(`Branch '${name}' not found.`, undefined, param);
 
 /**
  * The caller's live conversation or 404 (another user's and soft-deleted ones alike: existence is
@@ -31,13 +31,13 @@ export function checkBranchName(name: string, param: string): string {
   return normalizeBranchName(name);
 }
 
-/** The named branch (default: the active one) or 404. */
-export async function resolveBranch(db: Db, conversation: ConversationRow, name?: string): Promise<BranchRow> {
+/** The named branch (default: the active one) or 404; `param` names the field the name came from. */
+export async function resolveBranch(db: Db, conversation: ConversationRow, name?: string, param?: string): Promise<BranchRow> {
   const wanted = name === undefined ? conversation.active_branch : normalizeBranchName(name);
   const branch = await findBranch(db, conversation.id, wanted);
   if (!branch) {
     if (name === undefined) throw new ApiError(500, `conversation ${conversation.id} has no active branch row`);
-    throw branchNotFound(wanted);
+    throw branchNotFound(wanted, param);
   }
   return branch;
 }

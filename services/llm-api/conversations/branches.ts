@@ -258,7 +258,7 @@ export async function createBranch(
   return withLockedConversation(deps, userId, conversationId, async (locked) => {
     const { trx, conversation, now } = locked;
     if (await findBranch(trx, conversation.id, name)) throw badRequest(`A branch named '${name}' already exists.`, 'name');
-    const parent = await resolveBranch(trx, conversation, input.parent_branch ?? undefined);
+    const parent = await resolveBranch(trx, conversation, input.parent_branch ?? undefined, 'parent_branch');
     let through: number | undefined;
     if (input.fork_from_item_id) {
       const item = await findBranchItem(trx, parent.id, input.fork_from_item_id);

@@ -203,7 +203,7 @@ export interface ItemList {
  */
 export async function listItems(db: Db, userId: string, conversationId: string, query: ItemListQuery): Promise<ItemList> {
   const conversation = await loadConversation(db, conversationId, userId);
-  const branch = await resolveBranch(db, conversation, query.branch);
+  const branch = await resolveBranch(db, conversation, query.branch, 'branch');
   let afterPosition: number | undefined;
   if (query.after !== undefined) {
     afterPosition = await positionOf(db, branch.id, query.after);
@@ -227,7 +227,7 @@ export async function getItem(
   options: { include: string[]; branch?: string },
 ): Promise<ItemObject> {
   const conversation = await loadConversation(db, conversationId, userId);
-  const branch = await resolveBranch(db, conversation, options.branch);
+  const branch = await resolveBranch(db, conversation, options.branch, 'branch');
   const row = await findBranchItem(db, branch.id, itemId);
   if (!row) throw itemNotFound(itemId);
   return toItemObject(row, branch.name, new Set(options.include));

@@ -205,7 +205,12 @@ test('branch endpoints: list, create (full or forked from an item), get, activat
     t.is(r.status, 400, JSON.stringify(body));
     t.is(r.body.error.param, param, JSON.stringify(body));
   }
-  t.is((await alice.post(`/v1/conversations/${id}/branches`, { name: 'x3', parent_branch: 'nope' })).status, 404);
+  const noParent = await alice.post(`/v1/conversations/${id}/branches`, { name: 'x3', parent_branch: 'nope' });
+  t.is(noParent.status, 404);
+  t.is(noParent.body.error.param, 'parent_branch', 'the 404 names the body field the unknown branch came from');
+  const noBranch = await alice.get(`/v1/conversations/${id}/items?branch=nope`);
+  t.is(noBranch.status, 404);
+  t.is(noBranch.body.error.param, 'branch');
 
   const dotted = await alice.post(`/v1/conversations/${id}/branches`, { name: 'v1.2-x_y', fork_from_item_id: items[0] });
   t.is(dotted.status, 201);
