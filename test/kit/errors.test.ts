@@ -1,5 +1,6 @@
 import test from 'ava';
 import { z } from 'zod';
+import { gzipSync } from 'node:zlib';
 import { ApiError, isDependencyUnavailable, pageQuery, plannedRoute, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
 import { listenKitApp } from '../helpers/kit-app.js';
 
@@ -112,6 +113,16 @@ test('a wrong content type is a 415', async (t) => {
   const r = await call('/echo', { method: 'POST', body: 'name=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   t.is(r.status, 415);
   assertShapeA(t, r.body, { type: 'invalid_request_error', code: 'unsupported_media_type', param: 'Content-Type' });
+});
+
+test('a compressed body is a 415 naming Content-Encoding; identity is a plain body', async (t) => {
+  const body = gzipSync(JSON.stringify({ name: 'x' }));
+  const r = await call('/echo', { method: 'POST', body, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+  t.is(r.status, 415);
+  assertShapeA(t, r.body, { type: 'invalid_request_error', code: 'unsupported_media_type', param: 'Content-Encoding' });
+  t.regex(r.body.error.message, /gzip/);
+  const plain = await call('/echo', { method: 'POST', body: '{"name":"x"}', headers: { 'content-type': 'application/json', 'content-encoding': 'Identity' } });
+  t.is(plain.status, 200);
 });
 
 test('an unknown route is a 404', async (t) => {

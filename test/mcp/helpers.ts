@@ -57,7 +57,7 @@ export async function startMcpPlatform(env: Record<string, string | undefined> =
       const res = await fetch(`${p.url}/v1/mcp`, {
         method: 'POST',
         headers: { 'x-api-key': key, 'content-type': 'application/json', accept: 'application/json', ...headers },
-        body: typeof body === 'string' ? body : JSON.stringify(body),
+        body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),
       });
       const text = await res.text();
       let json: unknown = null;

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { gzipSync } from 'node:zlib';
 import { Ajv } from 'ajv';
 import { startMcpPlatform, startSite, ARTICLE_HTML, type McpPlatform } from './helpers.js';
 
@@ -158,6 +159,10 @@ test('JSON-RPC errors: parse error, method not found, invalid params naming the 
   const wrongType = await p.rpc(key, { jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'python_exec', arguments: { code: 'x' } } }, { 'content-type': 'text/plain' });
   t.is(wrongType.status, 415);
   t.is(wrongType.json.error.code, -32000);
+  const compressed = await p.rpc(key, gzipSync(JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/list' })), { 'content-encoding': 'gzip' });
+  t.is(compressed.status, 415);
+  t.is(compressed.json.error.code, -32000);
+  t.regex(compressed.json.error.message, /Content-Encoding/);
 
   const deep = await p.rpc(key, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"file_search_index","arguments":{"text":"x","metadata":{"a":${'['.repeat(500)}${']'.repeat(500)}}}}}`);
   t.is(deep.status, 400);

@@ -7,8 +7,8 @@ import { decodeUtf8 } from '../strings.js';
 /**
  * Reads JSON bodies with a per-route size limit. Each failure has its own answer in shape A
  * (`{"error":{"type","code","message","param","request_id"}}`): 413 over the limit (checked against
- * Content-Length before reading, and while reading), 415 for a non-JSON content type, 400 for
- * malformed JSON, for JSON nested deeper than `maxDepth` (checked before parsing) and for strings no
+ * Content-Length before reading, and while reading), 415 for a non-JSON content type or a
+ * compressed body (a `Content-Encoding` other than identity), 400 for malformed JSON, for JSON nested deeper than `maxDepth` (checked before parsing) and for strings no
  * database can store (NUL, unpaired surrogates; see `parseJsonText`). `checkRequestStrings` applies the
  * same string rule to the path segments and the query. `mountRoutes` calls both for every route
  * whose entry does not leave the body unread (`body: 'stream'`: multipart uploads, proxies).
@@ -74,6 +74,13 @@ function collectBody(
   reject: (error: unknown) => void,
   json: ReadBodyOptions | null,
 ): void {
+  const encoding = req.headers['content-encoding'];
+  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
+    // The limit counts the bytes as read, and the parser reads them as they are: a compressed body
+    // would be refused as malformed JSON, or (inflated) slip past the size limit. Say which it is.
+    req.resume();
+    return reject(new ApiError(415, `Content-Encoding "${encoding.slice(0, 40)}" is not supported; send the body uncompressed`, { param: 'Content-Encoding' }));
+  }
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     req.resume();

@@ -29,9 +29,10 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
   try {
     raw = await readRawBody(req, deps.bodyLimit);
   } catch (error) {
-    // Too large is a JSON-RPC error like the parse errors below; a body that cannot be read at all
-    // is the platform's 400.
+    // Too large or compressed is a JSON-RPC error like the parse errors below; a body that cannot
+    // be read at all is the platform's 400.
     if (error instanceof ApiError && error.status === 413) return sendJsonRpcError(res, 413, JSONRPC.serverError, `Request body exceeds the limit of ${deps.bodyLimit} bytes`);
+    if (error instanceof ApiError && error.status === 415) return sendJsonRpcError(res, 415, JSONRPC.serverError, error.message);
     throw error;
   }
   let message: unknown;
