@@ -82,7 +82,13 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
   /** Synchronous for a key the cache holds (every request but a key's first in a while). */
   function access(request: EdgeRequest): MaybePromise<Decision> {
     if (!config.run_on_preflight && isPreflight(request)) return CONTINUE;
-    let apiKey = firstHeader(request.headers, header);
+    const sent = request.headers[header];
+    let apiKey = Array.isArray(sent) ? sent[0] : sent;
+    // Repeated, the header is a list of lines on Kong and one comma-joined line in Node: either way
+    // it names more than one key (a key holds no comma), and neither host picks one for the caller.
+    if ((Array.isArray(sent) && sent.length > 1) || (apiKey !== undefined && apiKey.includes(','))) {
+      return refuse(request, 401, `${config.header_name} must carry exactly one API key`, 'X-API-Key');
+    }
     const bearer = config.accept_bearer ? BEARER_KEY.exec(firstHeader(request.headers, 'authorization') ?? '') : null;
     const fromBearer = bearer !== null;
     if ((apiKey === undefined || apiKey === '') && bearer) apiKey = bearer[1]!;

@@ -175,6 +175,9 @@ test.serial('neither credential: 401 with the request id, identically', async (t
   t.like((answer.body as { error: object }).error, { type: 'auth_error', code: 'unauthorized' });
   await same(t, { authorization: 'Bearer not-a-key' }, 401);
   await same(t, { 'x-api-key': 'sk_malformed' }, 401);
+  const key = edge.validator.add('user_parity_repeated', 'pro');
+  const repeated = await same(t, { 'x-api-key': `${key.key}, ${key.key}` }, 401);
+  t.like((repeated.body as { error: object }).error, { param: 'X-API-Key' });
 });
 
 test.serial('both: same user accepted; different users 401; one refused beside one valid → the valid one (OR logic); both refused → 401', async (t) => {

@@ -74,6 +74,20 @@ test.serial('an unknown key is 401 unauthorized and is not cached; a malformed k
   t.is(validator.calls - before, 2);
 });
 
+test.serial('a repeated key header (a list on Kong, a comma-joined line in Node) is 401 naming X-API-Key, even when every copy is valid', async (t) => {
+  const { core } = plugin();
+  const key = validator.add('user_k_repeated');
+  const before = validator.calls;
+  for (const sent of [[key.key, key.key], `${key.key}, ${key.key}`]) {
+    const decision = await core.access(request({ 'x-api-key': sent as string }));
+    t.is(status(decision), 401);
+    t.regex(errorOf(decision)!.message, /exactly one API key/);
+    t.is((errorOf(decision) as { param?: string }).param, 'X-API-Key');
+  }
+  t.is(validator.calls, before, 'neither reaches the validator');
+  t.is((await core.access(request({ 'x-api-key': [key.key] as unknown as string }))).kind, 'continue', 'a list of one is one key');
+});
+
 test.serial('validator errors, timeouts and refusals → 503 service_unavailable, never a pass-through', async (t) => {
   const key = validator.add('user_k3');
   const unreachable = createApiKeyAuth(parseApiKeyAuthConfig({ validate_url: 'http://127.0.0.1:9/auth/validate-api-key', timeout_ms: 500 }));
