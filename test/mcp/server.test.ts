@@ -119,6 +119,20 @@ test('a JSON-RPC batch gets one answer per request, in one JSON array, also a ba
   t.is(byId.get(1).result.tools.length, 5);
   t.is(byId.get(2).result.structuredContent.stdout, '4\n');
   t.is(byId.get(3).error.code, -32601);
+  // One bad member does not sink the batch: it gets its own error, the rest are served.
+  const mixed = await p.rpc(key, [{ jsonrpc: '2.0', id: 5, method: 'ping' }, 1, { jsonrpc: '2.0', id: 6, method: 'tools/list', params: { cursor: 7 } }]);
+  t.is(mixed.status, 200);
+  t.deepEqual(
+    (mixed.json as any[]).map((answer) => [answer.id, answer.error?.code ?? 'ok']).sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    [[5, 'ok'], [6, -32602], [null, -32600]].sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+  );
+  const badWithNotification = await p.rpc(key, [{ jsonrpc: '2.0', method: 'notifications/initialized' }, { jsonrpc: '2.0', id: 8 }]);
+  t.is(badWithNotification.status, 200);
+  t.deepEqual((badWithNotification.json as any[]).map((answer) => answer.error.code), [-32600]);
+  // A refusal of the whole request by the transport stays one error object, batch or not.
+  const refused = await p.rpc(key, [{ jsonrpc: '2.0', id: 9, method: 'ping' }], { 'mcp-protocol-version': '1999-01-01' });
+  t.is(refused.status, 400);
+  t.false(Array.isArray(refused.json));
   const ofOne = await p.rpc(key, [{ jsonrpc: '2.0', id: 4, method: 'tools/list' }]);
   t.is(ofOne.status, 200);
   t.true(Array.isArray(ofOne.json), 'a batch of one is answered with an array of one');
@@ -133,8 +147,25 @@ test('JSON-RPC errors: parse error, method not found, invalid params naming the 
   t.is(malformed.json.error.code, -32700);
   t.is(malformed.json.id, null);
 
-  const notRpc = await p.rpc(key, { hello: 'world' });
-  t.is(notRpc.json.error.code, -32700);
+  // JSON that is not a JSON-RPC message is an invalid request (-32700 is for text that is not JSON).
+  for (const body of [{ hello: 'world' }, { jsonrpc: '2.0', id: 2, method: 1 }, { jsonrpc: '1.0', id: 2, method: 'ping' }, null, []]) {
+    const notRpc = await p.rpc(key, JSON.stringify(body));
+    t.is(notRpc.status, 400, JSON.stringify(body));
+    t.is(notRpc.json.error.code, -32600, JSON.stringify(body));
+    t.false(Array.isArray(notRpc.json), 'one error object, even for an empty batch');
+  }
+  const wrongVersion = await p.rpc(key, { jsonrpc: '1.0', id: 2, method: 'ping' });
+  t.is(wrongVersion.json.id, 2, 'a usable id is echoed');
+
+  // Params that do not fit a method we serve: invalid params, not an internal error.
+  const badInit = await p.rpc(key, { jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: 5, capabilities: {}, clientInfo: { name: 'x', version: '1' } } });
+  t.is(badInit.status, 200);
+  t.like(badInit.json, { id: 'i', error: { code: -32602, data: { param: 'params.protocolVersion' } } });
+  const badCursor = await p.rpc(key, { jsonrpc: '2.0', id: 'c', method: 'tools/list', params: { cursor: 5 } });
+  t.is(badCursor.json.error.code, -32602);
+  const unknownCursor = await p.rpc(key, { jsonrpc: '2.0', id: 'c2', method: 'tools/list', params: { cursor: 'garbage' } });
+  t.is(unknownCursor.json.error.code, -32602, 'a cursor tools/list never issued is refused, not ignored');
+  t.regex(unknownCursor.json.error.message, /cursor/);
 
   const unknownMethod = await p.rpc(key, { jsonrpc: '2.0', id: 3, method: 'tools/destroy', params: {} });
   t.is(unknownMethod.json.error.code, -32601);
@@ -179,11 +210,18 @@ test('JSON-RPC errors: parse error, method not found, invalid params naming the 
   t.is(((await get.json()) as any).error.code, -32000);
 });
 
-test('the SDK client sees a bad argument as an invalid-params error and a failing tool as an error result', async (t) => {
+test('the SDK client (protocol 2025-11-25) gets a bad argument as an error result naming the field, as it gets a failing tool', async (t) => {
   const client = await p.client(key);
-  const error = await t.throwsAsync(client.callTool({ name: 'scrape', arguments: { url: 'not a url' } }));
-  t.regex(error!.message, /-32602/);
-  t.regex(error!.message, /arguments\.url/);
+  t.is(client.getServerVersion()?.name, 'mcp-tools');
+  const invalid: any = await client.callTool({ name: 'scrape', arguments: { url: 'not a url' } });
+  t.true(invalid.isError, 'the model reads the message and can correct the call');
+  t.regex(invalid.content[0].text, /arguments\.url/);
+  // Before 2025-11-25 the same call is a JSON-RPC invalid-params error.
+  const older = await p.rpc(key, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'scrape', arguments: { url: 'not a url' } } }, { 'mcp-protocol-version': '2025-06-18' });
+  t.is(older.json.error.code, -32602);
+  t.is(older.json.error.data.param, 'arguments.url');
+  const unknownTool: any = await t.throwsAsync(client.callTool({ name: 'rm_rf', arguments: {} }));
+  t.regex(unknownTool.message, /-32602/, 'an unknown tool stays a protocol error in every revision');
   const failed: any = await client.callTool({ name: 'scrape', arguments: { url: site.url('/missing') } });
   t.true(failed.isError);
   t.regex(failed.content[0].text, /HTTP 404/);

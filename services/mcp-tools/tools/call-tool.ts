@@ -44,8 +44,10 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       const param = formatPath(['arguments', ...issue.path]);
+      const message = `Invalid arguments for tool ${name}: '${param}': ${issue.message}`;
+      if (ctx.argumentErrorsAsResults) return finish('invalid', errorResult(message), param);
       finish('invalid', errorResult(''), param);
-      throw new McpError(ErrorCode.InvalidParams, `Invalid arguments for tool ${name}: '${param}': ${issue.message}`, { param });
+      throw new McpError(ErrorCode.InvalidParams, message, { param });
     }
     if (!deps.switches.isEnabled(name)) return finish('disabled', errorResult(`The tool ${name} is disabled by an administrator`));
     const slot = slots.take();

@@ -2,7 +2,8 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import type { Request, Response } from 'express';
 import { ApiError, decodeUtf8, parseJsonText, readRawBody, whenClosed, type Logger } from '../../kit/index.js';
 import { JSONRPC, sendJsonRpcError } from './jsonrpc.js';
-import { createRequestServer, type McpServerDeps } from './mcp-server.js';
+import { ARGUMENT_ERRORS_AS_RESULTS_SINCE, createRequestServer, type McpServerDeps } from './mcp-server.js';
+import { screenMessages } from './screen.js';
 
 /**
  * POST /v1/mcp: one JSON-RPC message (or batch) in, one JSON answer out. The SDK's web-standard
@@ -42,11 +43,19 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
     if (error instanceof ApiError && error.code === 'json_too_deep') return sendJsonRpcError(res, 400, JSONRPC.invalidRequest, `Invalid Request: ${error.message}`);
     return sendJsonRpcError(res, 400, JSONRPC.parseError, `Parse error: ${(error as Error).message}`);
   }
+  const screened = screenMessages(message);
+  if (screened.forward === null) {
+    // Nothing left for the protocol server: the answers made here are the whole answer.
+    const answer = Array.isArray(message) && !screened.invalid ? screened.errors : screened.errors[0];
+    res.status(screened.invalid ? 400 : 200).json(answer);
+    return;
+  }
   const disconnected = new AbortController();
   whenClosed(res, () => {
     if (!res.writableFinished) disconnected.abort();
   });
-  const server = createRequestServer(deps, userId, disconnected.signal);
+  const version = req.headers['mcp-protocol-version'];
+  const server = createRequestServer(deps, userId, disconnected.signal, { argumentErrorsAsResults: typeof version === 'string' && version >= ARGUMENT_ERRORS_AS_RESULTS_SINCE });
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   try {
     await server.connect(transport);
@@ -55,11 +64,20 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
       const value = req.headers[name];
       if (typeof value === 'string') headers.set(name, value);
     }
-    const response = await transport.handleRequest(new Request(`http://mcp-tools${req.originalUrl}`, { method: 'POST', headers }), { parsedBody: message });
+    const response = await transport.handleRequest(new Request(`http://mcp-tools${req.originalUrl}`, { method: 'POST', headers }), { parsedBody: screened.forward });
     let body = Buffer.from(await response.arrayBuffer());
+    const answered = response.status === 200 && (response.headers.get('content-type') ?? '').startsWith('application/json');
+    if (screened.errors.length > 0 && (answered || response.status === 202)) {
+      // A batch with members answered here: theirs join the transport's answers (none when it
+      // served only notifications), in one array.
+      const served = answered ? (JSON.parse(body.toString('utf8')) as unknown) : [];
+      res.status(200).json([...(Array.isArray(served) ? served : [served]), ...screened.errors]);
+      return;
+    }
     // JSON-RPC 2.0 answers a batch with an array, a batch of one too; the SDK's transport sends a
-    // lone answer bare. (A batch of notifications only has no answer: 202, no body.)
-    const batchOfOne = Array.isArray(message) && body[0] === 0x7b && (response.headers.get('content-type') ?? '').startsWith('application/json');
+    // lone answer bare. (A batch of notifications only has no answer: 202, no body.) A transport
+    // refusal of the whole request (400, 406, 415) is one error object, never wrapped.
+    const batchOfOne = Array.isArray(message) && answered && body[0] === 0x7b;
     if (batchOfOne) body = Buffer.concat([OPEN_BRACKET, body, CLOSE_BRACKET]);
     res.status(response.status);
     response.headers.forEach((value, name) => {

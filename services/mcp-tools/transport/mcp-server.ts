@@ -1,5 +1,5 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { ListToolsRequestSchema, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import type { ToolCatalog } from '../tools/catalog.js';
@@ -9,7 +9,8 @@ import type { ToolCaller, ToolSwitches } from '../tools/call-tool.js';
  * The MCP protocol server for ONE request (stateless Streamable HTTP: no session survives the
  * request, so any mcp-tools process can answer any request). It is the SDK's low-level `Server`
  * rather than `McpServer`: the tool list is precomputed once per process, filtered by the enabled
- * switches, and argument errors become JSON-RPC invalid-params errors naming the field.
+ * switches, and argument errors name the field: as JSON-RPC invalid-params errors up to protocol
+ * 2025-06-18, as error results the model can read from 2025-11-25 on.
  */
 /**
  * tools/call is registered with a lenient schema: the SDK's protocol layer turns a schema mismatch
@@ -19,6 +20,18 @@ import type { ToolCaller, ToolSwitches } from '../tools/call-tool.js';
 const LenientCallToolRequest = z.object({ method: z.literal('tools/call'), params: z.unknown().optional() });
 
 export const SERVER_INFO = { name: 'mcp-tools', version: '1.0.0' };
+
+/**
+ * The protocol revision from which a tool's argument errors are a tool result (`isError: true`)
+ * the model can read and correct, not a JSON-RPC invalid-params error (SEP-1303, MCP 2025-11-25).
+ * Revisions are dates, so they compare as strings; a request without `MCP-Protocol-Version` is
+ * 2025-03-26 by the transport's rule.
+ */
+export const ARGUMENT_ERRORS_AS_RESULTS_SINCE = '2025-11-25';
+
+export interface RequestOptions {
+  argumentErrorsAsResults: boolean;
+}
 
 export interface McpServerDeps {
   catalog: ToolCatalog;
@@ -31,7 +44,7 @@ export interface McpServerDeps {
   jsonSchemaValidator: jsonSchemaValidator;
 }
 
-export function createRequestServer(deps: McpServerDeps, userId: string, requestSignal: AbortSignal): Server {
+export function createRequestServer(deps: McpServerDeps, userId: string, requestSignal: AbortSignal, options: RequestOptions): Server {
   const server = new Server(SERVER_INFO, {
     capabilities: { tools: { listChanged: false } },
     jsonSchemaValidator: deps.jsonSchemaValidator,
@@ -39,13 +52,17 @@ export function createRequestServer(deps: McpServerDeps, userId: string, request
       'Tools: google_search (web search), scrape (read a web page), file_search_index / file_search_query ' +
       '(index your own text and search it), python_exec (run Python in a sandbox without network).',
   });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
-    tools: deps.catalog.all.filter((tool) => deps.switches.isEnabled(tool.name)).map((tool) => deps.catalog.descriptor(tool.name)),
-  }));
+  server.setRequestHandler(ListToolsRequestSchema, (request) => {
+    // The list is one page and no cursor was ever handed out, so any cursor is not ours.
+    if (request.params?.cursor !== undefined) throw new McpError(ErrorCode.InvalidParams, 'Invalid cursor: tools/list has a single page and issues no cursors', { param: 'cursor' });
+    return {
+      tools: deps.catalog.all.filter((tool) => deps.switches.isEnabled(tool.name)).map((tool) => deps.catalog.descriptor(tool.name)),
+    };
+  });
   server.setRequestHandler(LenientCallToolRequest, (request, extra) => {
     // `Server` has validated the strict shape by now.
     const { name, arguments: args } = (request as unknown as CallToolRequest).params;
-    return deps.callTool({ userId, signal: AbortSignal.any([requestSignal, extra.signal]) }, name, args);
+    return deps.callTool({ userId, signal: AbortSignal.any([requestSignal, extra.signal]), argumentErrorsAsResults: options.argumentErrorsAsResults }, name, args);
   });
   return server;
 }

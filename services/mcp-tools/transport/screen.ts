@@ -1,0 +1,77 @@
+import {
+  CallToolRequestSchema,
+  InitializeRequestSchema,
+  JSONRPCMessageSchema,
+  ListToolsRequestSchema,
+  PingRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { JSONRPC, jsonRpcError } from './jsonrpc.js';
+
+/**
+ * Sorts a parsed POST body into what the SDK's transport may see and what is answered here, in
+ * JSON-RPC 2.0's terms. The transport alone would call every malformed message a parse error
+ * (-32700, which JSON-RPC keeps for text that is not JSON), refuse a whole batch for one bad
+ * member, accept an empty batch, and let the protocol layer answer bad `params` of the methods we
+ * serve as an internal error (-32603). Here instead:
+ * - a value that is not a JSON-RPC message is an invalid request (-32600), with its id when it has
+ *   a usable one;
+ * - an empty batch is one invalid request;
+ * - a request to a method we serve whose params do not fit that method is invalid params (-32602);
+ * - in a batch, each bad member gets its own error and the rest are still served.
+ */
+const PARAMS_OF: Record<string, { safeParse(value: unknown): { success: boolean; error?: { issues: Array<{ path: PropertyKey[]; message: string }> } } }> = {
+  initialize: InitializeRequestSchema,
+  ping: PingRequestSchema,
+  'tools/list': ListToolsRequestSchema,
+  'tools/call': CallToolRequestSchema,
+};
+
+type ErrorAnswer = ReturnType<typeof jsonRpcError>;
+
+export interface Screened {
+  /** What the transport gets: the served messages, an array when the body was one (null: none). */
+  forward: unknown;
+  /** Answers made here, in the body's order. */
+  errors: ErrorAnswer[];
+  /** The body was one message and it was not a JSON-RPC message: HTTP 400, as for a parse error. */
+  invalid: boolean;
+}
+
+export function screenMessages(body: unknown): Screened {
+  if (!Array.isArray(body)) {
+    const error = screenOne(body);
+    if (!error) return { forward: body, errors: [], invalid: false };
+    return { forward: null, errors: [error], invalid: error.error.code === JSONRPC.invalidRequest };
+  }
+  if (body.length === 0) return { forward: null, errors: [jsonRpcError(JSONRPC.invalidRequest, 'Invalid Request: an empty batch')], invalid: true };
+  const forward: unknown[] = [];
+  const errors: ErrorAnswer[] = [];
+  for (const item of body) {
+    const error = screenOne(item);
+    if (error) errors.push(error);
+    else forward.push(item);
+  }
+  return { forward: forward.length > 0 ? forward : null, errors, invalid: false };
+}
+
+function screenOne(message: unknown): ErrorAnswer | null {
+  if (!JSONRPCMessageSchema.safeParse(message).success) {
+    return jsonRpcError(JSONRPC.invalidRequest, 'Invalid Request: not a JSON-RPC 2.0 request, notification or response', usableId(message));
+  }
+  const { id, method } = message as { id?: string | number; method?: unknown };
+  // Notifications have no answer to carry an error; responses have no params.
+  if (id === undefined || typeof method !== 'string') return null;
+  const schema = PARAMS_OF[method];
+  if (!schema) return null;
+  const parsed = schema.safeParse(message);
+  if (parsed.success) return null;
+  const issue = parsed.error!.issues[0]!;
+  const where = issue.path.map(String).join('.');
+  return jsonRpcError(JSONRPC.invalidParams, `Invalid params for ${method}${where ? `: '${where}'` : ''}: ${issue.message}`, id, where ? { param: where } : undefined);
+}
+
+function usableId(message: unknown): string | number | null {
+  if (message === null || typeof message !== 'object' || Array.isArray(message)) return null;
+  const id = (message as { id?: unknown }).id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
+}
