@@ -1,5 +1,5 @@
 import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, startsWithAny } from '../../services/kit/core/index.js';
-import { deny, identityOf, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import { deny, identityOf, INVALID_TOKEN_CHALLENGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import type { Decision, EdgeRequest, PluginCore, SharedContext } from '../core/index.js';
 import type { IdentityHeadersConfig } from './schema.js';
 
@@ -44,8 +44,6 @@ export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore
   return { access };
 }
 
-const CHALLENGE = { 'WWW-Authenticate': 'Bearer error="invalid_token"' };
-
 /** 503 when a credential could not be checked (and none succeeded); otherwise 401 with the reasons. */
 function anonymousRefusal(shared: SharedContext): Decision {
   const failures = shared.failures ?? [];
@@ -54,7 +52,7 @@ function anonymousRefusal(shared: SharedContext): Decision {
   if (failures.length === 0) return deny(401, MISSING_CREDENTIALS_MESSAGE);
   const message = failures.map((f) => f.message).join('; ');
   const param = failures.length === 1 && failures[0]!.method === 'apikey' ? 'X-API-Key' : null;
-  return deny(401, message, { param, headers: failures.some((f) => f.method === 'jwt') ? CHALLENGE : undefined });
+  return deny(401, message, { param, headers: INVALID_TOKEN_CHALLENGE });
 }
 
 // Kept here too: the identity a request carries is this plugin's subject.

@@ -1,6 +1,6 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
 import { systemClock, type Clock, type MaybePromise } from '../../services/kit/core/index.js';
-import { deny, INVALID_CREDENTIALS_MESSAGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import { deny, INVALID_CREDENTIALS_MESSAGE, INVALID_TOKEN_CHALLENGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger } from '../core/index.js';
 import { JwksCache, JwksUnavailableError } from './jwks.js';
 import type { JwtAuthConfig } from './schema.js';
@@ -8,7 +8,6 @@ import type { JwtAuthConfig } from './schema.js';
 export const PRIORITY = 1450; // like Kong's bundled jwt plugin: after cors, before key auth
 const BEARER = /^Bearer\s+([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)\s*$/i;
 const API_KEY_BEARER = /^Bearer\s+sk_/i;
-const CHALLENGE = { 'WWW-Authenticate': 'Bearer error="invalid_token"' };
 
 export interface JwtAuthDeps {
   clock?: Clock;
@@ -39,7 +38,7 @@ export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): Pl
   const refuse = (message: string): Decision =>
     config.anonymous
       ? { kind: 'continue', anonymous: config.anonymous, failure: { method: 'jwt', status: 401, message } }
-      : deny(401, message, { headers: CHALLENGE });
+      : deny(401, message, { headers: INVALID_TOKEN_CHALLENGE });
 
   /** Synchronous when there is no token to verify (an API-key caller, or none at all). */
   function access(request: EdgeRequest): MaybePromise<Decision> {

@@ -68,6 +68,7 @@ test.serial('neither credential → 401 shape A before any service is reached', 
     const res = await call(path, { method: 'POST' });
     t.is(res.status, 401, path);
     t.like(res.json.error, { type: 'auth_error', code: 'unauthorized' });
+    t.is(res.headers.get('www-authenticate'), 'Bearer', 'every 401 names its scheme (RFC 9110)');
   }
   t.is(edge.upstream.seen.length, before);
 });
@@ -105,6 +106,7 @@ test.serial('OR logic: one valid credential suffices beside a refused one; both 
   const both = await call('/v1/models', { headers: { authorization: `Bearer ${stale}`, 'x-api-key': `sk_${'Z'.repeat(32)}` } });
   t.is(both.status, 401);
   t.like(both.json.error, { type: 'auth_error', code: 'unauthorized', message: 'Token expired; Invalid API key' });
+  t.is(both.headers.get('www-authenticate'), 'Bearer error="invalid_token"');
   t.is(both.json.error.request_id, both.headers.get('x-request-id'));
   const key = edge.validator.add('user_b');
   const mixed = await call('/v1/models', { headers: { authorization: `Bearer ${jwt}`, 'x-api-key': key.key } });
