@@ -20,7 +20,7 @@ import { createUsageRecorder } from './usage/recorder.js';
 import { createUsageMetrics } from './usage/metrics.js';
 import { registerProviderConnectionMetrics } from './routing/connection-metrics.js';
 import type { WebhooksDeps } from './webhooks/index.js';
-import { admitRequest, createSpendLimitsCache, type SpendDeps, type UsageReportDeps } from './usage/index.js';
+import { admitRequest, createSpendLimitsCache, spendLimitsPort, type SpendDeps, type UsageReportDeps } from './usage/index.js';
 
 /**
  * llm-api's composition root: every dependency of the app is built here, once per `createApp`,
@@ -57,9 +57,10 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   const config = loadLlmApiConfig(platform.env);
   const knex = db.knex;
 
+  // Budgets are written by identity (with a key or a user, in one transaction) and read by chat's admission.
+  const limitsCache = createSpendLimitsCache({ ttlMs: config.LLM_SPEND_LIMITS_CACHE_MS, clock });
   const identity: IdentityDeps = {
-    identity: createIdentity(ctx),
-    maxKeyTtlDays: config.API_KEY_MAX_TTL_DAYS,
+    identity: createIdentity(ctx, { spend: spendLimitsPort({ clock, limitsCache }) }),
     guestEmailDomain: config.GUEST_EMAIL_DOMAIN,
     guestLoginEnabled: config.GUEST_LOGIN_ENABLED,
   };
@@ -108,7 +109,7 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
     clock,
     logger,
     guestAllowedModels: config.GUEST_ALLOWED_MODELS,
-    limitsCache: createSpendLimitsCache({ ttlMs: config.LLM_SPEND_LIMITS_CACHE_MS, clock }),
+    limitsCache,
   };
   // Chat: narrow deps over the same registry, pool, health and usage recorder.
   const chat = buildChatDeps({

@@ -13,27 +13,32 @@ export interface UserRow {
   disabled: boolean;
 }
 
-const CORE_COLUMNS = ['id', 'subject', 'issuer', 'email', 'username', 'is_admin', 'is_guest', 'disabled'] as const;
+const CORE_COLUMNS: readonly string[] = ['id', 'subject', 'issuer', 'email', 'username', 'is_admin', 'is_guest', 'disabled'];
 
-export function createUsersStore(db: Knex) {
+/**
+ * Reads of the shared users table. A service that added columns (llm-api's identity) passes its
+ * row type and column list and builds its own queries on top, instead of writing these again.
+ */
+export function createUsersStore<Row extends UserRow = UserRow>(db: Knex, columns: readonly string[] = CORE_COLUMNS) {
+  const select = [...columns];
+  const byIssuerSubject = (issuer: string, subject: string): Promise<Row | undefined> => db('users').select(select).where({ issuer, subject }).first();
   return {
-    byId(id: string): Promise<UserRow | undefined> {
-      return db('users').select(CORE_COLUMNS).where({ id }).first();
+    /** `trx`: read inside the caller's transaction. */
+    byId(id: string, trx: Knex = db): Promise<Row | undefined> {
+      return trx('users').select(select).where({ id }).first();
     },
-    byIssuerSubject(issuer: string, subject: string): Promise<UserRow | undefined> {
-      return db('users').select(CORE_COLUMNS).where({ issuer, subject }).first();
-    },
+    byIssuerSubject,
     /** Creates the row for an external identity on first sight; concurrent first requests converge. */
-    async ensureExternal(input: { issuer: string; subject: string; email: string | null; username: string | null }): Promise<UserRow> {
+    async ensureExternal(input: { issuer: string; subject: string; email: string | null; username: string | null }): Promise<Row> {
       const inserted = await db('users')
         .insert({ id: newId('user'), ...input })
         .onConflict(['issuer', 'subject'])
         .ignore()
-        .returning(CORE_COLUMNS);
-      if (inserted[0]) return inserted[0] as UserRow;
-      const existing = await this.byIssuerSubject(input.issuer, input.subject);
+        .returning(select);
+      if (inserted[0]) return inserted[0] as Row;
+      const existing = await byIssuerSubject(input.issuer, input.subject);
       if (!existing) throw new Error('user row vanished after conflict');
-      return existing;
+      return existing as Row;
     },
   };
 }

@@ -1,12 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { ApiError, newId, randomBase62, type Runtime } from '../../kit/index.js';
+import type { Knex } from 'knex';
+import { ApiError, newId, randomBase62 } from '../../kit/index.js';
 import type { Passwords } from './passwords/domain.js';
 import type { IdentityProvider, TokenSet } from './providers/types.js';
 import { userView, type IdentityUsersStore, type UserRecord } from './store.js';
 
 /** Guest login, refresh and upgrade (SPEC.md 3 and 4.1), over whichever provider is configured. */
 export interface AuthDeps {
-  runtime: Runtime;
+  knex: Knex;
+  /** The kit's cached user rows: forgotten when an upgrade changes one. */
+  userCache: { invalidate(userId: string): void };
   provider: IdentityProvider;
   users: IdentityUsersStore;
   passwords: Passwords;
@@ -21,7 +24,7 @@ export interface LoginResult extends TokenSet {
 }
 
 export function createAuth(deps: AuthDeps) {
-  const { runtime, provider, users } = deps;
+  const { knex, provider, users } = deps;
 
   return {
     async guestLogin(): Promise<LoginResult> {
@@ -32,7 +35,7 @@ export function createAuth(deps: AuthDeps) {
         username: `guest_${randomBase62(12).toLowerCase()}`,
       };
       const account = await provider.createGuest(profile);
-      const user = await users.insert(runtime.db.knex, {
+      const user = await users.insert(knex, {
         id: userId,
         issuer: account.issuer,
         subject: account.subject,
@@ -41,7 +44,7 @@ export function createAuth(deps: AuthDeps) {
         is_guest: true,
       });
       // Outside any transaction: signing may read the key table (PGlite has a single connection).
-      const tokens = await account.tokens(runtime.db.knex, user);
+      const tokens = await account.tokens(knex, user);
       return { ...tokens, user_id: userId, username: profile.username };
     },
 
@@ -62,7 +65,7 @@ export function createAuth(deps: AuthDeps) {
     async upgrade(userId: string, change: { email: string; username?: string; fullName?: string; password?: string }) {
       // Hashed before the transaction: scrypt takes a while and must not hold the row locks.
       const passwordHash = change.password === undefined ? undefined : await deps.passwords.hashNew(change.password, 'password');
-      const user = await runtime.db.knex.transaction(async (trx) => {
+      const user = await knex.transaction(async (trx) => {
         await users.lockName(trx, change.email);
         if (change.username) await users.lockName(trx, change.username);
         const current = await users.lock(trx, userId);
@@ -83,7 +86,7 @@ export function createAuth(deps: AuthDeps) {
           ...(change.fullName !== undefined ? { full_name: change.fullName } : {}),
         });
       });
-      runtime.users.invalidate(userId);
+      deps.userCache.invalidate(userId);
       return userView(user as UserRecord);
     },
 

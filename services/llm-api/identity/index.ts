@@ -1,5 +1,6 @@
 import { loadIdentityConfig } from './config.js';
-import { createSecretBox, loadMasterKey, type ServiceContext } from '../../kit/index.js';
+import { createSecretBox, loadMasterKey, runEvery, type ServiceContext } from '../../kit/index.js';
+import { spendLimitsPort, type SpendLimitsPort } from '../usage/index.js';
 import type { LlmApiResource } from '../resource.js';
 import { createUserAdmin } from './admin-users/domain.js';
 import { createApiKeys } from './api-keys/domain.js';
@@ -21,9 +22,12 @@ import { createKeyRing } from './tokens/signing-keys.js';
 /**
  * Identity: guest login, password sign-in (embedded issuer), refresh, upgrade, API keys and their validation, user and key
  * administration, and — with the embedded provider — the token issuer's JWKS and discovery.
+ * `spend` writes keys' and users' budgets in their own transactions (the composition root passes
+ * the one whose cache admission reads; by default, an uncached one).
  */
-export function createIdentity(ctx: ServiceContext) {
+export function createIdentity(ctx: ServiceContext, options: { spend?: SpendLimitsPort } = {}) {
   const { runtime } = ctx;
+  const spend = options.spend ?? spendLimitsPort({ clock: runtime.clock });
   const config = { ...runtime.config, ...loadIdentityConfig(runtime.config.env) };
   const knex = runtime.db.knex;
   const users = createIdentityUsersStore(knex);
@@ -49,12 +53,18 @@ export function createIdentity(ctx: ServiceContext) {
     : createEmbeddedProvider({ issuer, refreshTokens, users });
   const keyStore = createApiKeyStore(knex);
   const apiKeys = createApiKeys({
-    runtime,
+    knex,
+    clock: runtime.clock,
+    logger: runtime.logger,
+    revocations: runtime.revocations,
+    userCache: runtime.users,
     store: keyStore,
     users,
     provider,
+    spend,
     maxPerUser: config.API_KEYS_MAX_PER_USER,
     defaultTier: config.API_KEY_DEFAULT_TIER,
+    maxTtlDays: config.API_KEY_MAX_TTL_DAYS,
   });
   const passwords = createPasswords({
     store: createPasswordStore(knex),
@@ -71,14 +81,15 @@ export function createIdentity(ctx: ServiceContext) {
     },
   });
   const auth = createAuth({
-    runtime,
+    knex,
+    userCache: runtime.users,
     provider,
     users,
     passwords,
     guestEmailDomain: config.GUEST_EMAIL_DOMAIN,
     upgradeVerifiesEmail: config.UPGRADE_VERIFIES_EMAIL,
   });
-  const userAdmin = createUserAdmin({ runtime, users, keyStore, apiKeys, refreshTokens, provider });
+  const userAdmin = createUserAdmin({ knex, userCache: runtime.users, spend, users, keyStore, apiKeys, refreshTokens, provider });
   return { provider, issuer: keycloak ? null : (issuer as TokenIssuer | null), keyRing, refreshTokens, apiKeys, auth, userAdmin, users, passwords };
 }
 
@@ -98,15 +109,20 @@ export const identityResource: LlmApiResource = {
       ctx.runtime.logger.info({ userId, created }, 'bootstrap admin API key ready');
     }
     // Expired API keys: deleted and their revocation published. Ended refresh families and
-    // sign-in failure counters that lock nothing any more: deleted.
-    const sweep = setInterval(() => {
-      const warn = (what: string) => (error: unknown) => ctx.runtime.logger.warn({ err: (error as Error).message }, `${what} failed`);
-      identity.apiKeys.sweepExpired().catch(warn('API key sweep'));
-      identity.refreshTokens.prune().catch(warn('refresh token prune'));
-      identity.passwords.prune().catch(warn('sign-in failure prune'));
-    }, config.API_KEY_SWEEP_INTERVAL_MS);
-    sweep.unref();
-    ctx.onStop(() => clearInterval(sweep));
+    // sign-in failure counters that lock nothing any more: deleted. One run at a time (the next
+    // starts an interval after the last ended); stopping waits for a run in progress.
+    const warn = (what: string) => (error: unknown) => ctx.runtime.logger.warn({ err: (error as Error).message }, `${what} failed`);
+    const sweeps = runEvery(
+      config.API_KEY_SWEEP_INTERVAL_MS,
+      () =>
+        Promise.all([
+          identity.apiKeys.sweepExpired().catch(warn('API key sweep')),
+          identity.refreshTokens.prune().catch(warn('refresh token prune')),
+          identity.passwords.prune().catch(warn('sign-in failure prune')),
+        ]),
+      warn('identity sweep'),
+    );
+    ctx.onStop(() => sweeps.stop());
   },
 };
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { ApiError, isId, listEnvelope, pageOf, pageQuery, route, type Principal, type Route } from '../../kit/index.js';
+import { ApiError, isId, listEnvelope, pageOf, pageQuery, route, type Route } from '../../kit/index.js';
 import type { NewKeyInput } from './api-keys/domain.js';
-import { getSpendLimits, hasSpendInput, setSpendLimits, type SpendDeps, type SpendInput } from '../usage/index.js';
+import type { SpendInput } from '../usage/index.js';
 import type { Identity } from './index.js';
 import {
   adminCreateKeyRequest,
@@ -20,8 +20,6 @@ import {
 /** What identity's routes need: the identity parts, and two settings read in handlers. */
 export interface IdentityDeps {
   identity: Identity;
-  /** API_KEY_MAX_TTL_DAYS: upper bound of `expires_in_days`. */
-  maxKeyTtlDays: number;
   /** GUEST_EMAIL_DOMAIN: addresses in it cannot become an account's e-mail. */
   guestEmailDomain: string;
   /** GUEST_LOGIN_ENABLED: off → guest login answers 403. */
@@ -31,7 +29,7 @@ export interface IdentityDeps {
 /** Bodies of /auth/* are small; the key validator's is one key. */
 const AUTH_BODY_LIMIT = 16 * 1024;
 const VALIDATE_BODY_LIMIT = 4 * 1024;
-/** The schemas accept the largest TTL any configuration allows; the configured bound is checked in the handler. */
+/** The schemas accept the largest TTL any configuration allows; the configured bound is checked by the domain. */
 const ANY_TTL_DAYS = 36500;
 
 const keyParams = z.object({ id: z.string() });
@@ -46,35 +44,23 @@ const userId = (value: string) => {
   return value;
 };
 
-/** API keys are managed with a bearer token: a key cannot mint or delete keys. */
-function bearerOnly(principal: Principal): Principal {
-  if (principal.authMethod !== 'jwt') throw new ApiError(403, 'API keys are managed with a bearer token, not with an API key', { param: 'Authorization' });
-  return principal;
-}
-
-function checkTtl(deps: IdentityDeps, days: number | undefined) {
-  if (days !== undefined && days > deps.maxKeyTtlDays) {
-    throw new ApiError(400, `Invalid value for 'expires_in_days': at most ${deps.maxKeyTtlDays} days.`, { param: 'expires_in_days' });
-  }
+/** The budget fields of a request body, as the domain takes them. */
+function spendOf(body: SpendInput): SpendInput {
+  return { budget_period: body.budget_period, max_budget_micro_usd: body.max_budget_micro_usd, max_tokens: body.max_tokens, allowed_models: body.allowed_models };
 }
 
 /** The request's key fields as the domain takes them (user and admin creation alike). */
-function createOptions(input: Omit<NewKeyInput, 'expiresInDays'> & { expires_in_days?: number }): NewKeyInput {
-  return { name: input.name, tier: input.tier, limits: input.limits, expiresInDays: input.expires_in_days };
+function createOptions(input: Omit<NewKeyInput, 'expiresInDays' | 'spend'> & SpendInput & { expires_in_days?: number }): NewKeyInput {
+  return { name: input.name, tier: input.tier, limits: input.limits, expiresInDays: input.expires_in_days, spend: spendOf(input) };
 }
 
 /**
  * Identity's HTTP surface: guest login, refresh, upgrade and profile; the caller's API keys
  * (bearer token only); the edge's key validator (internal: service-to-service, never forwarded by
  * a deck route); administration of keys and users; the embedded issuer's JWKS and discovery.
+ * Answers with a key or a user carry its budget and allow-list.
  */
-/** A key or user answer with its budget and allow-list (set when the request gave any of them). */
-async function withSpend<T extends { id: string }>(spend: SpendDeps, scope: 'key' | 'user', record: T, input: SpendInput): Promise<T> {
-  const view = hasSpendInput(input) ? await setSpendLimits(spend, scope, record.id, input) : await getSpendLimits(spend, scope, record.id);
-  return { ...record, ...view };
-}
-
-export function identityRoutes(deps: { identity: IdentityDeps; spend: SpendDeps }): Route[] {
+export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
   const auth = { tag: 'identity', bodyLimit: AUTH_BODY_LIMIT } as const;
   const admin = { tag: 'identity', access: 'admin' } as const;
   return [
@@ -183,18 +169,7 @@ export function identityRoutes(deps: { identity: IdentityDeps; spend: SpendDeps 
       access: 'user',
       request: { body: createKeyRequest(ANY_TTL_DAYS) },
       response: { status: 201 },
-      handler: async ({ principal, body }) => {
-        bearerOnly(principal);
-        const input = body ?? {};
-        if (principal.isGuest) throw new ApiError(403, 'Guest accounts cannot create API keys; upgrade the account first');
-        const defaultTier = deps.identity.identity.apiKeys.defaultTier;
-        if (!principal.isAdmin && input.tier !== undefined && input.tier !== defaultTier) {
-          throw new ApiError(403, `Only an administrator may choose a key's tier; your keys get the '${defaultTier}' tier`, { param: 'tier' });
-        }
-        if (!principal.isAdmin && input.limits != null) throw new ApiError(403, 'Only an administrator may set custom limits', { param: 'limits' });
-        checkTtl(deps.identity, input.expires_in_days);
-        return withSpend(deps.spend, 'key', await deps.identity.identity.apiKeys.create(principal.userId, createOptions(input)), input);
-      },
+      handler: ({ principal, body }) => deps.identity.identity.apiKeys.create(principal, createOptions(body ?? {})),
     }),
     route({
       ...auth,
@@ -205,7 +180,7 @@ export function identityRoutes(deps: { identity: IdentityDeps; spend: SpendDeps 
       request: { query: pageQuery() },
       handler: async ({ principal, query }) => {
         const page = pageOf(query);
-        const { rows, total } = await deps.identity.identity.apiKeys.listPage(bearerOnly(principal).userId, page);
+        const { rows, total } = await deps.identity.identity.apiKeys.listOwn(principal, page);
         return listEnvelope(rows, total, page);
       },
     }),
@@ -216,7 +191,10 @@ export function identityRoutes(deps: { identity: IdentityDeps; spend: SpendDeps 
       summary: 'Delete (revoke) one of the caller’s API keys',
       access: 'user',
       request: { params: keyParams },
-      handler: ({ principal, params }) => deps.identity.identity.apiKeys.remove(keyId(params.id), bearerOnly(principal).userId),
+      handler: ({ principal, params }) => {
+        const id = keyId(params.id);
+        return deps.identity.identity.apiKeys.removeOwn(principal, id);
+      },
     }),
     route({
       method: 'post',
@@ -242,10 +220,7 @@ export function identityRoutes(deps: { identity: IdentityDeps; spend: SpendDeps 
       summary: 'Create an API key for any user, any tier, custom limits',
       request: { body: adminCreateKeyRequest(ANY_TTL_DAYS) },
       response: { status: 201 },
-      handler: async ({ body }) => {
-        checkTtl(deps.identity, body.expires_in_days);
-        return withSpend(deps.spend, 'key', await deps.identity.identity.apiKeys.create(body.user_id, createOptions(body)), body);
-      },
+      handler: ({ body }) => deps.identity.identity.apiKeys.createFor(body.user_id, createOptions(body)),
     }),
     route({
       ...admin,
@@ -265,10 +240,7 @@ export function identityRoutes(deps: { identity: IdentityDeps; spend: SpendDeps 
       path: '/v1/admin/api-keys/:id',
       summary: "Change a key's tier, rate limits, budget or allowed models",
       request: { params: keyParams, body: adminPatchKeyRequest },
-      handler: async ({ params, body }) => {
-        const id = keyId(params.id);
-        return withSpend(deps.spend, 'key', await deps.identity.identity.apiKeys.update(id, { tier: body.tier, limits: body.limits }), body);
-      },
+      handler: ({ params, body }) => deps.identity.identity.apiKeys.update(keyId(params.id), { tier: body.tier, limits: body.limits, spend: spendOf(body) }),
     }),
     route({
       ...admin,
@@ -304,14 +276,9 @@ export function identityRoutes(deps: { identity: IdentityDeps; spend: SpendDeps 
       path: '/v1/admin/users/:id',
       summary: 'Set is_admin, disabled, email_verified, a budget or allowed models',
       request: { params: userParams, body: adminPatchUserRequest },
-      handler: async ({ principal, params, body }) => {
-        const id = userId(params.id);
+      handler: ({ principal, params, body }) => {
         const { is_admin, disabled, email_verified } = body;
-        const changesUser = is_admin !== undefined || disabled !== undefined || email_verified !== undefined;
-        const user = changesUser
-          ? await deps.identity.identity.userAdmin.patch(principal.userId, id, { is_admin, disabled, email_verified })
-          : await deps.identity.identity.userAdmin.get(id);
-        return withSpend(deps.spend, 'user', user as { id: string }, body);
+        return deps.identity.identity.userAdmin.patch(principal.userId, userId(params.id), { is_admin, disabled, email_verified, spend: spendOf(body) });
       },
     }),
     route({

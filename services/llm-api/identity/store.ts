@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Page } from '../../kit/index.js';
+import { createUsersStore, type Page } from '../../kit/index.js';
 
 /** The users table as identity sees it: the kit's columns plus email_verified and full_name. */
 export interface UserRecord {
@@ -21,18 +21,16 @@ const COLUMNS = ['id', 'issuer', 'subject', 'email', 'username', 'full_name', 'e
 
 export type UserPatch = Partial<Pick<UserRecord, 'email' | 'username' | 'full_name' | 'email_verified' | 'is_admin' | 'is_guest' | 'disabled'>>;
 
+/** The kit's users store with identity's columns, plus the queries only identity needs. */
 export function createIdentityUsersStore(knex: Knex) {
+  const core = createUsersStore<UserRecord>(knex, COLUMNS);
   return {
     knex,
-    byId(id: string, db: Knex = knex): Promise<UserRecord | undefined> {
-      return db('users').select(COLUMNS).where({ id }).first();
-    },
+    byId: core.byId,
+    byIssuerSubject: core.byIssuerSubject,
     /** Reads and locks the row for the rest of the transaction. */
     lock(db: Knex, id: string): Promise<UserRecord | undefined> {
       return db('users').select(COLUMNS).where({ id }).forUpdate().first();
-    },
-    byIssuerSubject(issuer: string, subject: string): Promise<UserRecord | undefined> {
-      return knex('users').select(COLUMNS).where({ issuer, subject }).first();
     },
     async insert(db: Knex, row: Pick<UserRecord, 'id' | 'issuer' | 'subject' | 'email' | 'username' | 'is_guest'> & Partial<UserRecord>): Promise<UserRecord> {
       const [inserted] = await db('users').insert(row).returning(COLUMNS);

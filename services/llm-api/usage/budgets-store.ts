@@ -12,23 +12,54 @@ export interface SpendLimitsRow {
   allowed_models: string[] | null;
 }
 
+const LIMIT_COLUMNS = ['scope', 'scope_id', 'period', 'max_budget_micro_usd', 'max_tokens', 'allowed_models'];
+const CHANGE_FIELDS = ['period', 'max_budget_micro_usd', 'max_tokens', 'allowed_models'] as const;
+
 export async function findSpendLimits(knex: Knex, scopes: Array<{ scope: SpendScope; id: string }>): Promise<SpendLimitsRow[]> {
   if (scopes.length === 0) return [];
   return knex('llm_spend_limits')
     .where((q) => {
       for (const s of scopes) q.orWhere({ scope: s.scope, scope_id: s.id });
     })
-    .select('scope', 'scope_id', 'period', 'max_budget_micro_usd', 'max_tokens', 'allowed_models');
+    .select(LIMIT_COLUMNS);
 }
 
+/** The fields of a limits row a change may set; an absent field keeps its stored value. */
+export interface SpendLimitsChange {
+  period?: SpendPeriod;
+  max_budget_micro_usd?: number | null;
+  max_tokens?: number | null;
+  allowed_models?: string[] | null;
+}
+
+/**
+ * Sets the given fields of one scope's limits in a single statement, creating the row (other
+ * fields at their defaults) when there is none, and returns the row as stored. Only the given
+ * columns are overwritten on conflict, so concurrent changes of different fields all survive
+ * (no read-modify-write). `db` may be a transaction.
+ */
 export async function upsertSpendLimits(
-  knex: Knex,
-  row: { scope: SpendScope; scope_id: string; period: SpendPeriod; max_budget_micro_usd: number | null; max_tokens: number | null; allowed_models: string[] | null; updated_at: Date },
-): Promise<void> {
-  await knex('llm_spend_limits')
-    .insert({ ...row, allowed_models: row.allowed_models === null ? null : JSON.stringify(row.allowed_models) })
+  db: Knex,
+  key: { scope: SpendScope; scopeId: string },
+  change: SpendLimitsChange,
+  updatedAt: Date,
+): Promise<SpendLimitsRow> {
+  const given = CHANGE_FIELDS.filter((field) => change[field] !== undefined);
+  const models = change.allowed_models;
+  const [row] = await db('llm_spend_limits')
+    .insert({
+      scope: key.scope,
+      scope_id: key.scopeId,
+      period: change.period ?? 'day',
+      max_budget_micro_usd: change.max_budget_micro_usd ?? null,
+      max_tokens: change.max_tokens ?? null,
+      allowed_models: models == null ? null : JSON.stringify(models),
+      updated_at: updatedAt,
+    })
     .onConflict(['scope', 'scope_id'])
-    .merge();
+    .merge([...given, 'updated_at'])
+    .returning(LIMIT_COLUMNS);
+  return row as SpendLimitsRow;
 }
 
 /**

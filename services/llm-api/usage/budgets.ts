@@ -114,18 +114,49 @@ export async function getSpendLimits(deps: SpendDeps, scope: SpendScope, id: str
   return viewOf(row);
 }
 
+/**
+ * Writes the fields given (others keep their value) and returns the resulting limits: one upsert
+ * statement, so concurrent changes of different fields never undo each other. `db` may be the
+ * caller's transaction (then the caller calls `limitsChanged` once it committed).
+ */
+export async function writeSpendLimits(db: Knex, clock: Clock, scope: SpendScope, id: string, input: SpendInput): Promise<SpendView> {
+  const row = await upsertSpendLimits(
+    db,
+    { scope, scopeId: id },
+    { period: input.budget_period, max_budget_micro_usd: input.max_budget_micro_usd, max_tokens: input.max_tokens, allowed_models: input.allowed_models },
+    new Date(clock.now()),
+  );
+  return viewOf(row);
+}
+
 /** Sets the fields given (others keep their value) and returns the resulting limits. */
 export async function setSpendLimits(deps: SpendDeps, scope: SpendScope, id: string, input: SpendInput): Promise<SpendView> {
-  const current = await getSpendLimits(deps, scope, id);
-  const next: SpendView = {
-    budget_period: input.budget_period ?? current.budget_period,
-    max_budget_micro_usd: input.max_budget_micro_usd === undefined ? current.max_budget_micro_usd : input.max_budget_micro_usd,
-    max_tokens: input.max_tokens === undefined ? current.max_tokens : input.max_tokens,
-    allowed_models: input.allowed_models === undefined ? current.allowed_models : input.allowed_models,
-  };
-  await upsertSpendLimits(deps.knex, { scope, scope_id: id, period: next.budget_period, max_budget_micro_usd: next.max_budget_micro_usd, max_tokens: next.max_tokens, allowed_models: next.allowed_models, updated_at: new Date(deps.clock.now()) });
+  const view = await writeSpendLimits(deps.knex, deps.clock, scope, id, input);
   deps.limitsCache?.invalidate(scope, id);
-  return next;
+  return view;
+}
+
+/**
+ * Budgets and allow-lists as identity writes them with a key or a user, inside its own
+ * transaction: `apply` writes the fields given (or reads the current limits when none is given)
+ * through `db`; `changed` drops this process's cached limits once that transaction committed.
+ */
+export interface SpendLimitsPort {
+  apply(db: Knex, scope: SpendScope, id: string, input: SpendInput): Promise<SpendView>;
+  changed(scope: SpendScope, id: string): void;
+}
+
+export function spendLimitsPort(deps: Pick<SpendDeps, 'clock' | 'limitsCache'>): SpendLimitsPort {
+  return {
+    async apply(db, scope, id, input) {
+      if (hasSpendInput(input)) return writeSpendLimits(db, deps.clock, scope, id, input);
+      const [row] = await findSpendLimits(db, [{ scope, id }]);
+      return viewOf(row);
+    },
+    changed(scope, id) {
+      deps.limitsCache?.invalidate(scope, id);
+    },
+  };
 }
 
 /** `*` matches any run of characters; everything else is literal. */

@@ -1,4 +1,6 @@
-import { ApiError, type Page, type Runtime } from '../../../kit/index.js';
+import type { Knex } from 'knex';
+import { ApiError, type Page } from '../../../kit/index.js';
+import type { SpendInput, SpendLimitsPort } from '../../usage/index.js';
 import type { ApiKeys } from '../api-keys/domain.js';
 import type { ApiKeyStore } from '../api-keys/store.js';
 import type { IdentityProvider } from '../providers/types.js';
@@ -10,15 +12,28 @@ import type { RefreshTokens } from '../tokens/refresh-tokens.js';
  * key (deleted, each hash published) and every refresh token of the user, and publishes
  * `user:<id>`; the kit's user directory forgets its cached row so the next request sees it.
  */
+export interface UserAdminPatch {
+  is_admin?: boolean;
+  disabled?: boolean;
+  email_verified?: boolean;
+  /** Budget fields given are set, others keep their value. */
+  spend?: SpendInput;
+}
+
 export function createUserAdmin(deps: {
-  runtime: Runtime;
+  /** Where a user's change and its budget commit together. */
+  knex: Knex;
+  /** The kit's cached user rows: forgotten when a row changes. */
+  userCache: { invalidate(userId: string): void };
+  /** Budgets and allow-lists of a user, written in the user's own transaction. */
+  spend: SpendLimitsPort;
   users: IdentityUsersStore;
   keyStore: ApiKeyStore;
   apiKeys: ApiKeys;
   refreshTokens: RefreshTokens;
   provider: IdentityProvider;
 }) {
-  const { runtime, users } = deps;
+  const { users } = deps;
   return {
     async list(page: Page, filter: { email?: string; isGuest?: boolean; isAdmin?: boolean; disabled?: boolean }) {
       const { rows, total } = await users.list(page, filter);
@@ -31,13 +46,17 @@ export function createUserAdmin(deps: {
       return userView(user);
     },
 
-    async patch(actorId: string, id: string, patch: { is_admin?: boolean; disabled?: boolean; email_verified?: boolean }) {
+    /**
+     * Sets is_admin, disabled, email_verified and the user's budget fields given, in one
+     * transaction (all or nothing); answers the user with its budget and allow-list.
+     */
+    async patch(actorId: string, id: string, patch: UserAdminPatch) {
       if (id === actorId && (patch.is_admin === false || patch.disabled === true)) {
         throw new ApiError(400, 'Administrators cannot remove their own admin rights or disable themselves', {
           param: patch.disabled === true ? 'disabled' : 'is_admin',
         });
       }
-      const { user, revokedKeys } = await runtime.db.knex.transaction(async (trx) => {
+      const { user, revokedKeys, spend } = await deps.knex.transaction(async (trx) => {
         const current = await users.lock(trx, id);
         if (!current) throw new ApiError(404, 'User not found', { param: 'id' });
         const change: UserPatch = {};
@@ -45,18 +64,22 @@ export function createUserAdmin(deps: {
         if (patch.disabled !== undefined) change.disabled = patch.disabled;
         // An administrator vouches for the address: the edge then applies the user tier.
         if (patch.email_verified !== undefined) change.email_verified = patch.email_verified;
-        const updated = await users.update(trx, id, change);
+        // Only a budget to change: the row itself (and its updated_at) stays as it is.
+        const updated = Object.keys(change).length > 0 ? await users.update(trx, id, change) : current;
         let revokedKeys: Awaited<ReturnType<ApiKeyStore['deleteAllOf']>> = [];
         if (patch.disabled === true && !current.disabled) {
           revokedKeys = await deps.keyStore.deleteAllOf(trx, id);
           await deps.refreshTokens.revokeUser(trx, id);
         }
+        const spend = await deps.spend.apply(trx, 'user', id, patch.spend ?? {});
+        // Last: the provider's side is the one step the transaction cannot undo.
         if (patch.disabled !== undefined && patch.disabled !== current.disabled) await deps.provider.setEnabled(current, !patch.disabled);
-        return { user: updated!, revokedKeys };
+        return { user: updated!, revokedKeys, spend };
       });
-      runtime.users.invalidate(id);
+      deps.userCache.invalidate(id);
+      deps.spend.changed('user', id);
       if (patch.disabled === true) await deps.apiKeys.revokeAllOf(revokedKeys, id);
-      return userView(user);
+      return { ...userView(user), ...spend };
     },
   };
 }

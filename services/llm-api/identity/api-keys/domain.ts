@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import {
   ApiError,
   newId,
@@ -5,9 +6,13 @@ import {
   safeEqual,
   sha256Hex,
   userRevocation,
+  type Clock,
+  type Logger,
   type Page,
-  type Runtime,
+  type Principal,
+  type RevocationChannel,
 } from '../../../kit/index.js';
+import type { SpendInput, SpendLimitsPort } from '../../usage/index.js';
 import type { IdentityProvider } from '../providers/types.js';
 import type { IdentityUsersStore } from '../store.js';
 import type { ApiKeyRow, ApiKeyStore } from './store.js';
@@ -25,13 +30,24 @@ const TOUCH_EVERY_MS = 60 * 1000;
 const ABSENT_HASH = sha256Hex('identity:absent-api-key');
 
 export interface ApiKeyDeps {
-  runtime: Runtime;
+  /** Where key changes and their budgets commit together. */
+  knex: Knex;
+  clock: Clock;
+  logger: Pick<Logger, 'error' | 'warn'>;
+  /** Edge caches hear of every revoked key hash here. */
+  revocations: Pick<RevocationChannel, 'publish'>;
+  /** The kit's cached user rows (the bootstrap admin's row changes). */
+  userCache: { invalidate(userId: string): void };
   store: ApiKeyStore;
   users: IdentityUsersStore;
   provider: IdentityProvider;
+  /** Budgets and allow-lists of a key, written in the key's own transaction. */
+  spend: SpendLimitsPort;
   maxPerUser: number;
   /** API_KEY_DEFAULT_TIER: the tier of a key created without one. */
   defaultTier: Tier;
+  /** API_KEY_MAX_TTL_DAYS: upper bound of `expiresInDays`. */
+  maxTtlDays: number;
 }
 
 export interface NewKeyInput {
@@ -39,6 +55,21 @@ export interface NewKeyInput {
   tier?: Tier;
   limits?: Partial<Limits> | null;
   expiresInDays?: number;
+  /** The key's budget and allow-list (absent fields: none). */
+  spend?: SpendInput;
+}
+
+export interface KeyPatch {
+  tier?: Tier;
+  limits?: Partial<Limits> | null;
+  /** Budget fields given are set, others keep their value. */
+  spend?: SpendInput;
+}
+
+/** API keys are managed with a bearer token: a key cannot mint, list or delete keys. */
+export function bearerOnly(principal: Principal): Principal {
+  if (principal.authMethod !== 'jwt') throw new ApiError(403, 'API keys are managed with a bearer token, not with an API key', { param: 'Authorization' });
+  return principal;
 }
 
 const seconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
@@ -64,13 +95,23 @@ export function generateApiKey(): string {
 }
 
 export function createApiKeys(deps: ApiKeyDeps) {
-  const { runtime, store, users, provider } = deps;
-  const clock = runtime.clock;
+  const { knex, clock, store, users, provider } = deps;
 
   const publish = (message: string) =>
-    runtime.revocations.publish(message).catch((error) => runtime.logger.error({ err: (error as Error).message }, 'revocation publish failed'));
+    deps.revocations.publish(message).catch((error) => deps.logger.error({ err: (error as Error).message }, 'revocation publish failed'));
 
+  function checkTtl(days: number | undefined) {
+    if (days !== undefined && days > deps.maxTtlDays) {
+      throw new ApiError(400, `Invalid value for 'expires_in_days': at most ${deps.maxTtlDays} days.`, { param: 'expires_in_days' });
+    }
+  }
+
+  /**
+   * The key, its budget and the provider's mirror in one transaction: when any part fails, no key
+   * exists afterwards (a retry does not leave a duplicate counting against the per-user cap).
+   */
   async function insertKey(userId: string, input: NewKeyInput, secret: string = generateApiKey()) {
+    checkTtl(input.expiresInDays);
     const now = clock.now();
     const row: ApiKeyRow = {
       id: newId('apiKey'),
@@ -86,7 +127,7 @@ export function createApiKeys(deps: ApiKeyDeps) {
       last_used_at: null,
       expires_at: input.expiresInDays ? now + input.expiresInDays * DAY_MS : null,
     };
-    await store.knex.transaction(async (trx) => {
+    const spend = await knex.transaction(async (trx) => {
       // The user row lock serialises concurrent creations, so the cap holds under races.
       const user = await users.lock(trx, userId);
       if (!user || user.disabled) throw new ApiError(404, 'User not found', { param: 'user_id' });
@@ -95,9 +136,12 @@ export function createApiKeys(deps: ApiKeyDeps) {
         throw new ApiError(400, `API key limit reached: at most ${deps.maxPerUser} active keys per user`, { code: 'api_key_limit_reached' });
       }
       await store.insert(trx, row);
+      const limits = await deps.spend.apply(trx, 'key', row.id, input.spend ?? {});
+      // Last: the provider's side is the one step the transaction cannot undo.
       await provider.apiKeyAdded(user, row.key_hash);
+      return limits;
     });
-    return { ...apiKeyView(row), key: secret };
+    return { ...apiKeyView(row), key: secret, ...spend };
   }
 
   async function removed(rows: ApiKeyRow[]) {
@@ -105,35 +149,69 @@ export function createApiKeys(deps: ApiKeyDeps) {
     for (const row of rows) {
       const user = await users.byId(row.user_id);
       if (user) await provider.apiKeyRemoved(user, row.key_hash).catch((error) =>
-        runtime.logger.warn({ err: (error as Error).message, key: row.id }, 'identity provider did not drop the key hash'));
+        deps.logger.warn({ err: (error as Error).message, key: row.id }, 'identity provider did not drop the key hash'));
     }
+  }
+
+  async function listPage(userId: string | undefined, page: Page) {
+    const now = clock.now();
+    const [rows, total] = await Promise.all([store.listActive(userId, now, page), store.countAll(userId, now)]);
+    return { rows: rows.map(apiKeyView), total };
+  }
+
+  /** Revokes and deletes; another user's key is a 404 (existence is not leaked). */
+  async function remove(keyId: string, userId?: string) {
+    const row = await store.delete(knex, keyId, userId);
+    if (!row) throw new ApiError(404, 'API key not found', { param: 'id' });
+    await removed([row]);
+    return { id: row.id, object: 'api_key.deleted' as const, deleted: true };
   }
 
   return {
     defaultTier: deps.defaultTier,
-    create: (userId: string, input: NewKeyInput) => insertKey(userId, input),
 
-    /** Active keys, paged: one user's (`/auth/api-keys`) or every user's (admin listing). */
-    async listPage(userId: string | undefined, page: Page) {
-      const now = clock.now();
-      const [rows, total] = await Promise.all([store.listActive(userId, now, page), store.countAll(userId, now)]);
-      return { rows: rows.map(apiKeyView), total };
+    /**
+     * The caller's own key (`POST /auth/api-keys`): with a bearer token, not as a guest; only an
+     * administrator may pick a tier other than the default or set custom limits.
+     */
+    async create(principal: Principal, input: NewKeyInput) {
+      bearerOnly(principal);
+      if (principal.isGuest) throw new ApiError(403, 'Guest accounts cannot create API keys; upgrade the account first');
+      if (!principal.isAdmin && input.tier !== undefined && input.tier !== deps.defaultTier) {
+        throw new ApiError(403, `Only an administrator may choose a key's tier; your keys get the '${deps.defaultTier}' tier`, { param: 'tier' });
+      }
+      if (!principal.isAdmin && input.limits != null) throw new ApiError(403, 'Only an administrator may set custom limits', { param: 'limits' });
+      return insertKey(principal.userId, input);
     },
 
-    /** Revokes and deletes; another user's key is a 404 (existence is not leaked). */
-    async remove(keyId: string, userId?: string) {
-      const row = await store.delete(store.knex, keyId, userId);
-      if (!row) throw new ApiError(404, 'API key not found', { param: 'id' });
-      await removed([row]);
-      return { id: row.id, object: 'api_key.deleted' as const, deleted: true };
-    },
+    /** An administrator's key for any user (`POST /v1/admin/api-keys`; the route admits administrators only). */
+    createFor: (userId: string, input: NewKeyInput) => insertKey(userId, input),
 
-    async update(keyId: string, patch: { tier?: Tier; limits?: Partial<Limits> | null }) {
-      const row = await store.update(store.knex, keyId, patch);
-      if (!row) throw new ApiError(404, 'API key not found', { param: 'id' });
-      // Edge caches hold the old tier: make them validate again.
+    /** The caller's active keys, paged (bearer token only). */
+    listOwn: (principal: Principal, page: Page) => listPage(bearerOnly(principal).userId, page),
+
+    /** Active keys, paged: one user's or every user's (admin listing). */
+    listPage,
+
+    /** The caller deletes one of its keys (bearer token only); another user's key is a 404. */
+    removeOwn: (principal: Principal, keyId: string) => remove(keyId, bearerOnly(principal).userId),
+
+    /** Revokes and deletes any user's key (admin). */
+    remove: (keyId: string) => remove(keyId),
+
+    /**
+     * An administrator's change of tier, limits, budget or allow-list: one transaction. Edge caches
+     * hold the old tier, so the key's hash is published (after the commit).
+     */
+    async update(keyId: string, patch: KeyPatch) {
+      const { row, spend } = await knex.transaction(async (trx) => {
+        const row = await store.update(trx, keyId, { tier: patch.tier, limits: patch.limits });
+        if (!row) throw new ApiError(404, 'API key not found', { param: 'id' });
+        return { row, spend: await deps.spend.apply(trx, 'key', row.id, patch.spend ?? {}) };
+      });
+      deps.spend.changed('key', row.id);
       await publish(row.key_hash);
-      return apiKeyView(row);
+      return { ...apiKeyView(row), ...spend };
     },
 
     /**
@@ -187,14 +265,14 @@ export function createApiKeys(deps: ApiKeyDeps) {
      */
     async ensureBootstrapAdmin(secret: string): Promise<{ userId: string; created: boolean }> {
       const hash = sha256Hex(secret);
-      return store.knex.transaction(async (trx) => {
-        await trx.raw('select pg_advisory_xact_lock(hashtext(?))', ['identity:bootstrap-admin']);
+      return knex.transaction(async (trx) => {
+        await store.lockBootstrapAdmin(trx);
         const existing = await store.byHash(hash, trx);
         if (existing) {
           const user = await users.update(trx, existing.user_id, { is_admin: true, disabled: false });
           await store.update(trx, existing.id, { tier: 'enterprise', limits: null });
-          runtime.users.invalidate(existing.user_id);
-          if (existing.expires_at !== null) await trx('identity_api_keys').where({ id: existing.id }).update({ expires_at: null });
+          deps.userCache.invalidate(existing.user_id);
+          if (existing.expires_at !== null) await store.clearExpiry(trx, existing.id);
           return { userId: user!.id, created: false };
         }
         const userId = newId('user');

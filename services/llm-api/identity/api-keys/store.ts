@@ -82,6 +82,14 @@ export function createApiKeyStore(knex: Knex) {
       const [row] = await db('identity_api_keys').where({ id }).update(values).returning(KEY_COLUMNS);
       return row as ApiKeyRow | undefined;
     },
+    /** The key never expires any more (the bootstrap admin's key). */
+    async clearExpiry(db: Knex, id: string): Promise<void> {
+      await db('identity_api_keys').where({ id }).update({ expires_at: null });
+    },
+    /** Serialises concurrent starts that make sure the bootstrap admin exists (until the transaction ends). */
+    async lockBootstrapAdmin(db: Knex): Promise<void> {
+      await db.raw('select pg_advisory_xact_lock(hashtext(?))', ['identity:bootstrap-admin']);
+    },
     /** The validation lookup: same statement for every key, found or not. */
     forValidation(hash: string): Promise<ValidationRow | undefined> {
       return knex('identity_api_keys as k')

@@ -52,8 +52,9 @@ export function createPasswords(deps: PasswordDeps) {
   const { store, users, provider, refreshTokens, clock, settings } = deps;
   const lockoutMs = settings.lockoutSeconds * 1000;
 
-  function requireEmbedded(): void {
-    if (provider.kind !== 'embedded') {
+  /** Passwords are the platform's only when the provider says so (the embedded issuer); otherwise a 400 pointing to the provider. */
+  function requirePasswordSignIn(): void {
+    if (provider.passwordSignIn !== true) {
       throw new ApiError(
         400,
         `Sign-in and passwords are handled by the identity provider (${settings.externalSignInUrl}): sign in there and call the API with its access token`,
@@ -116,12 +117,12 @@ export function createPasswords(deps: PasswordDeps) {
   }
 
   return {
-    requireEmbedded,
+    requirePasswordSignIn,
     checkNew,
 
     /** A new password's hash, checked first (for upgrade, which stores it inside its own transaction). */
     async hashNew(password: string, param: string): Promise<string> {
-      requireEmbedded();
+      requirePasswordSignIn();
       checkNew(password, param);
       return hashPassword(password);
     },
@@ -130,7 +131,7 @@ export function createPasswords(deps: PasswordDeps) {
 
     /** `POST /auth/login`: the same token pair guest login and refresh give. */
     async login(email: string, password: string): Promise<SignedIn> {
-      requireEmbedded();
+      requirePasswordSignIn();
       const account = await store.accountByEmail(email);
       const usable = account && !account.disabled && !account.is_guest ? account.hash : null;
       const result = await check(emailKey(email), password, usable);
@@ -146,7 +147,7 @@ export function createPasswords(deps: PasswordDeps) {
      * token pair for the caller.
      */
     async change(userId: string, current: string | undefined, next: string): Promise<SignedIn> {
-      requireEmbedded();
+      requirePasswordSignIn();
       checkNew(next, 'new_password');
       const user = await users.byId(userId);
       if (!user || user.disabled) throw new ApiError(401, 'Unknown or disabled user');
@@ -174,7 +175,7 @@ export function createPasswords(deps: PasswordDeps) {
      * refresh token of the user.
      */
     async resetLogin(userId: string) {
-      requireEmbedded();
+      requirePasswordSignIn();
       const user = await users.byId(userId);
       if (!user) throw new ApiError(404, 'User not found', { param: 'id' });
       if (user.is_guest || !user.email) {

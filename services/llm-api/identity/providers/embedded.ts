@@ -24,6 +24,7 @@ export function createEmbeddedProvider(deps: { issuer: TokenIssuer; refreshToken
 
   return {
     kind: 'embedded',
+    passwordSignIn: true,
     async createGuest(profile) {
       return {
         issuer: EMBEDDED_ISSUER,

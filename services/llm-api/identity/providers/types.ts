@@ -36,6 +36,12 @@ export interface UpgradeChange {
  */
 export interface IdentityProvider {
   readonly kind: 'embedded' | 'keycloak';
+  /**
+   * Capability: the platform itself keeps passwords and signs users in with them (`/auth/login`,
+   * `/auth/password`, reset-login, a password at upgrade). Absent or false: sign-in and passwords
+   * belong to the provider, and those endpoints answer 400 pointing to it.
+   */
+  readonly passwordSignIn?: boolean;
   createGuest(profile: GuestProfile): Promise<GuestAccount>;
   /** Exchanges a refresh token; 401 ApiError when it is invalid, expired, reused or its user is disabled. */
   refresh(refreshToken: string): Promise<{ userId: string; tokens: TokenSet }>;

@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Knex } from 'knex';
 import type { Clock, SecretBox } from '../../../kit/index.js';
+import { createSigningKeyStore, type SigningAlg, type SigningKeyRow as KeyRow } from './signing-keys-store.js';
+
+export type { SigningAlg } from './signing-keys-store.js';
 
 /**
  * The embedded issuer's signing keys, kept in the database so every llm-api process signs with
@@ -9,19 +12,6 @@ import type { Clock, SecretBox } from '../../../kit/index.js';
  * secret box under MASTER_KEY (bound to its kid), so a database dump alone cannot mint tokens. One key signs (retired_at null); retired keys
  * stay in the JWKS until every token they signed has expired, then they are pruned.
  */
-export type SigningAlg = 'ES256' | 'RS256';
-
-interface KeyRow {
-  kid: string;
-  alg: SigningAlg;
-  public_jwk: JWK;
-  /** Plaintext only in rows written before sealing; `sealPlaintextKeys` clears it. */
-  private_jwk: JWK | null;
-  private_jwk_sealed: string | null;
-  created_at: number;
-  retired_at: number | null;
-}
-
 export interface ActiveKey {
   kid: string;
   alg: SigningAlg;
@@ -33,10 +23,10 @@ export const MAX_TOKEN_LIFETIME_MS = 3600 * 1000;
 const RETENTION_SLACK_MS = 5 * 60 * 1000;
 /** How long a process keeps using its cached signing key before re-reading (another process may have rotated). */
 const RELOAD_MS = 60 * 1000;
-const LOCK_KEY = 0x1d3471; // advisory lock serialising key creation across processes
 
 export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningAlg; box: SecretBox }) {
   const { knex, clock, box } = options;
+  const store = createSigningKeyStore(knex);
   let cached: { key: ActiveKey; loadedAt: number } | null = null;
 
   async function generate(trx: Knex, alg: SigningAlg): Promise<KeyRow> {
@@ -53,7 +43,7 @@ export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningA
       created_at: clock.now(),
       retired_at: null,
     };
-    await trx('identity_signing_keys').insert({ ...row, public_jwk: JSON.stringify(row.public_jwk) });
+    await store.insert(trx, row);
     return row;
   }
 
@@ -69,17 +59,10 @@ export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningA
 
   /** Seals every private key still stored in plaintext (rows from before sealing) and clears the plaintext. */
   async function sealPlaintextKeys(trx: Knex): Promise<number> {
-    const rows = (await trx('identity_signing_keys').whereNotNull('private_jwk').select('kid', 'private_jwk')) as Pick<KeyRow, 'kid' | 'private_jwk'>[];
-    for (const row of rows) {
-      await trx('identity_signing_keys')
-        .where({ kid: row.kid })
-        .update({ private_jwk_sealed: box.seal(JSON.stringify(row.private_jwk), row.kid), private_jwk: null });
-    }
+    const rows = await store.plaintext(trx);
+    for (const row of rows) await store.seal(trx, row.kid, box.seal(JSON.stringify(row.private_jwk), row.kid));
     return rows.length;
   }
-
-  const activeRow = (db: Knex) =>
-    db('identity_signing_keys').whereNull('retired_at').orderBy('created_at', 'desc').first();
 
   return {
     /**
@@ -88,9 +71,9 @@ export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningA
      */
     async ensureKey(): Promise<number> {
       return knex.transaction(async (trx) => {
-        await trx.raw('select pg_advisory_xact_lock(?)', [LOCK_KEY]);
+        await store.lock(trx);
         const sealed = await sealPlaintextKeys(trx);
-        if (!(await activeRow(trx))) await generate(trx, options.alg);
+        if (!(await store.active(trx))) await generate(trx, options.alg);
         return sealed;
       });
     },
@@ -98,10 +81,10 @@ export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningA
     async signingKey(): Promise<ActiveKey> {
       const now = clock.now();
       if (cached && now - cached.loadedAt < RELOAD_MS && now >= cached.loadedAt) return cached.key;
-      let row = await activeRow(knex);
+      let row = await store.active();
       if (!row) {
         await this.ensureKey();
-        row = await activeRow(knex);
+        row = await store.active();
       }
       if (!row) throw new Error('no signing key');
       const previous = cached;
@@ -113,11 +96,7 @@ export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningA
     /** Public keys that may still have valid tokens: the signing key and recently retired ones. */
     async publicKeys(): Promise<JWK[]> {
       const cutoff = clock.now() - MAX_TOKEN_LIFETIME_MS - RETENTION_SLACK_MS;
-      const rows = await knex('identity_signing_keys')
-        .select('public_jwk', 'created_at')
-        .where((q) => q.whereNull('retired_at').orWhere('retired_at', '>', cutoff))
-        .orderBy('created_at', 'desc');
-      return rows.map((r) => r.public_jwk);
+      return store.publicKeys(cutoff);
     },
 
     /**
@@ -126,14 +105,12 @@ export function createKeyRing(options: { knex: Knex; clock: Clock; alg: SigningA
      */
     async rotate(alg: SigningAlg = options.alg): Promise<{ kid: string; retired: string[]; pruned: number }> {
       const result = await knex.transaction(async (trx) => {
-        await trx.raw('select pg_advisory_xact_lock(?)', [LOCK_KEY]);
+        await store.lock(trx);
         const now = clock.now();
-        const retired = await trx('identity_signing_keys').whereNull('retired_at').update({ retired_at: now }).returning('kid');
+        const retired = await store.retireActive(trx, now);
         const created = await generate(trx, alg);
-        const pruned = await trx('identity_signing_keys')
-          .where('retired_at', '<=', now - MAX_TOKEN_LIFETIME_MS - RETENTION_SLACK_MS)
-          .delete();
-        return { kid: created.kid, retired: retired.map((r: { kid: string }) => r.kid), pruned };
+        const pruned = await store.pruneRetired(trx, now - MAX_TOKEN_LIFETIME_MS - RETENTION_SLACK_MS);
+        return { kid: created.kid, retired, pruned };
       });
       cached = null;
       return result;
