@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import { randomBase62 } from '../../services/kit/secrets.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
-import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+import { keyClient, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { freePort } from '../helpers/process.js';
 import { createTestUser } from '../helpers/users.js';
 import { registerE2eCore } from './core-suite.js';
@@ -31,12 +31,7 @@ test.before(async () => {
       MEDIA_PUBLIC_URL: `http://127.0.0.1:${port}`,
     },
   });
-  const res = await fetch(`${p.url}/v1/admin/providers`, {
-    method: 'POST',
-    headers: { 'x-api-key': ADMIN_KEY, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'Core', vendor: 'fake', base_url: fake.url }),
-  });
-  if (res.status !== 201) throw new Error(`provider: ${res.status} ${await res.text()}`);
+  await keyClient(p, ADMIN_KEY).post('/admin/providers', { body: { name: 'Core', vendor: 'fake', base_url: fake.url } });
 });
 test.after.always(async () => {
   await p?.stop();
@@ -50,12 +45,7 @@ registerE2eCore('single process', () => ({
   upstreamName: fake.name,
   async newKey() {
     const user = await createTestUser(p.runtime.db.knex);
-    const res = await fetch(`${p.url}/v1/admin/api-keys`, {
-      method: 'POST',
-      headers: { 'x-api-key': ADMIN_KEY, 'content-type': 'application/json' },
-      body: JSON.stringify({ user_id: user.id, name: 'e2e-core', tier: 'pro' }),
-    });
-    if (res.status !== 201) throw new Error(`key create: ${res.status} ${await res.text()}`);
-    return ((await res.json()) as { key: string }).key;
+    const created = (await keyClient(p, ADMIN_KEY).post('/admin/api-keys', { body: { user_id: user.id, name: 'e2e-core', tier: 'pro' } })) as { key: string };
+    return created.key;
   },
 }));

@@ -1,9 +1,10 @@
 import test from 'ava';
+import OpenAI, { AuthenticationError, RateLimitError } from 'openai';
 import { waitFor } from '../helpers/wait.js';
 import { offsetClock, offsetToNextMinute } from '../../services/kit/clock.js';
 import { randomBase62 } from '../../services/kit/secrets.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
-import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+import { keyClient, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 
 // The platform with REDIS_URL: revocations travel over Redis pub/sub (the runtime's Redis
 // driver) and the edge's counters live in Redis (atomic script), as with many edge nodes.
@@ -20,33 +21,44 @@ test.after.always(async () => {
   await p?.stop();
 });
 
-const call = (path: string, headers: Record<string, string> = {}, method = 'GET') => fetch(`${p.url}${path}`, { method, headers });
+// The official SDK: its generic post/get/delete for the platform routes (guest login, API keys,
+// conversations listing).
+const withToken = (token: string) => new OpenAI({ baseURL: p.url, apiKey: token, maxRetries: 0 });
 
 async function guestWithKey(tier: string) {
-  const login = (await (await call('/llm/auth/guest-login', {}, 'POST')).json()) as { access_token: string; user_id: string };
-  const res = await fetch(`${p.url}/v1/admin/api-keys`, {
-    method: 'POST',
-    headers: { 'x-api-key': ADMIN_KEY, 'content-type': 'application/json' },
-    body: JSON.stringify({ user_id: login.user_id, name: 'redis-e2e', tier }),
-  });
-  const created = (await res.json()) as { id: string; key: string };
+  const anonymous = new OpenAI({ baseURL: p.url, apiKey: 'unused', maxRetries: 0, defaultHeaders: { Authorization: null } });
+  const login = (await anonymous.post('/llm/auth/guest-login')) as { access_token: string; user_id: string };
+  const created = (await keyClient(p, ADMIN_KEY).post('/admin/api-keys', { body: { user_id: login.user_id, name: 'redis-e2e', tier } })) as { id: string; key: string };
   return { ...login, ...created };
 }
 
+/** The status of the request: the SDK's answer, or the status of the error it threw. */
+const statusOf = (request: { withResponse(): Promise<{ response: Response }> }) =>
+  request.withResponse().then(
+    ({ response }) => response.status,
+    (error: { status?: number }) => {
+      if (typeof error.status !== 'number') throw error;
+      return error.status;
+    },
+  );
+
 test.serial('revocation over Redis: the deleted key is refused (cache purged by the pub/sub message)', async (t) => {
   const user = await guestWithKey('pro');
+  const keyed = keyClient(p, user.key);
   // One keyed call warms the edge's key cache. The guest's user bucket (free: 2 per minute here)
   // counts every credential, so the deletion below is its second request.
-  t.is((await call('/v1/conversations', { 'x-api-key': user.key })).status, 200);
-  t.is((await call(`/auth/api-keys/${user.id}`, { authorization: `Bearer ${user.access_token}` }, 'DELETE')).status, 200);
+  t.is(await statusOf(keyed.get('/conversations')), 200);
+  t.is(await statusOf(withToken(user.access_token).delete(`/auth/api-keys/${user.id}`)), 200);
   // Pub/sub is asynchronous even within one process: wait (bounded) for the subscriber.
-  const refused = await waitFor(async () => (await call('/v1/conversations', { 'x-api-key': user.key })).status === 401, 1000, 'the revocation', 20);
+  const refused = await waitFor(() => keyed.get('/conversations').then(() => false, (error) => error instanceof AuthenticationError), undefined, 'the revocation');
   t.true(refused);
 });
 
 test.serial('free keys limited through Redis counters: 2 per minute, then 429', async (t) => {
   const user = await guestWithKey('free');
+  const keyed = keyClient(p, user.key);
   const statuses = [];
-  for (let i = 0; i < 3; i++) statuses.push((await call('/v1/conversations', { 'x-api-key': user.key })).status);
+  for (let i = 0; i < 3; i++) statuses.push(await statusOf(keyed.get('/conversations')));
   t.deepEqual(statuses, [200, 200, 429]);
+  await t.throwsAsync(keyed.get('/conversations'), { instanceOf: RateLimitError });
 });

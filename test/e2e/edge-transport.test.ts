@@ -1,6 +1,6 @@
 import test from 'ava';
 import { randomBase62 } from '../../services/kit/secrets.js';
-import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+import { keyClient, startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 
 // Which transport the embedded edge uses to reach a co-located service: in process by default
 // (llm-api's own HTTP server never sees the request), loopback HTTP when EDGE_IN_PROCESS_DISPATCH=false.
@@ -21,9 +21,10 @@ async function requestsOnLlmApiServer(p: TestPlatform, run: () => Promise<void>)
   return requests;
 }
 
+/** `GET /v1/models` with the official SDK (extra request headers per call). */
 async function listModels(p: TestPlatform, headers: Record<string, string> = {}) {
-  const res = await fetch(`${p.url}/v1/models`, { headers: { 'x-api-key': ADMIN_KEY, ...headers } });
-  return { status: res.status, requestId: res.headers.get('x-request-id'), cors: res.headers.get('access-control-allow-origin'), body: await res.json() };
+  const { data: page, response } = await keyClient(p, ADMIN_KEY).models.list({ headers }).withResponse();
+  return { status: response.status, requestId: response.headers.get('x-request-id'), cors: response.headers.get('access-control-allow-origin'), body: page };
 }
 
 for (const transport of ['in-process', 'http'] as const) {
@@ -37,7 +38,7 @@ for (const transport of ['in-process', 'http'] as const) {
         answer = await listModels(p, { 'x-request-id': 'transport-check-1', origin: 'https://app.example' });
       });
       t.is(answer!.status, 200);
-      t.is((answer!.body as { object?: string }).object, "list");
+      t.is(answer!.body.object, 'list');
       // The request id the client chose reaches the service and comes back; the edge's CORS header is on the answer.
       t.is(answer!.requestId, 'transport-check-1');
       t.truthy(answer!.cors);

@@ -60,8 +60,15 @@ export interface FakeUpstream {
   name: string;
   requests: FakeRequest[];
   chatCount(): number;
-  /** Streams the client abandoned (the socket closed before the stream ended). */
+  /**
+   * Streams the client abandoned (the socket closed before the stream ended), across every request.
+   * Tests running at the same time share it: to check one request of your own, use `abortsOf`.
+   */
   aborted(): number;
+  /** Abandoned streams whose last user message contains `marker` (a string unique to one test). */
+  abortsOf(marker: string): number;
+  /** Settles once a stream whose last user message contains `marker` has been abandoned. */
+  abortedFor(marker: string): Promise<void>;
   /** TCP connections accepted so far (a client that reuses its connections keeps this low). */
   connectionsOpened(): number;
   setModels(models: FakeUpstreamOptions['models']): void;
@@ -115,6 +122,17 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   const requests: FakeRequest[] = [];
   let chats = 0;
   let aborted = 0;
+  // The last user message of every abandoned stream, and the tests waiting for one (by marker).
+  const abortedTexts: string[] = [];
+  const abortWaiters: Array<{ marker: string; resolve: () => void }> = [];
+  const recordAbort = (text: string) => {
+    aborted++;
+    abortedTexts.push(text);
+    for (const w of abortWaiters.filter((x) => text.includes(x.marker))) {
+      abortWaiters.splice(abortWaiters.indexOf(w), 1);
+      w.resolve();
+    }
+  };
   const sockets = new Set<import('node:net').Socket>();
   const scripts = new Map<string, ScriptStep[]>();
   let held = 0;
@@ -202,7 +220,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     res.on('close', () => {
       if (!res.writableFinished) {
         closed = true;
-        aborted++;
+        recordAbort(text);
       }
     });
     const slow = Number(directive(text, 'slow') ?? 0);
@@ -281,7 +299,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       return new Promise<void>((resolve) =>
         res.on('close', () => {
           held--;
-          aborted++;
+          recordAbort(lastUserText(messages));
           resolve();
         }),
       );
@@ -339,6 +357,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     requests,
     chatCount: () => chats,
     aborted: () => aborted,
+    abortsOf: (marker) => abortedTexts.filter((text) => text.includes(marker)).length,
+    abortedFor: (marker) =>
+      abortedTexts.some((text) => text.includes(marker)) ? Promise.resolve() : new Promise<void>((resolve) => abortWaiters.push({ marker, resolve })),
     connectionsOpened: () => connectionsOpened,
     script(scriptName, steps) {
       scripts.set(scriptName, steps);

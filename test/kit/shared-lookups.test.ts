@@ -83,18 +83,30 @@ test('a cached user is resolved without a promise; a disabled one is null, as af
   t.is(await relooked, null);
 });
 
-/** A stand-in for the one query `findSpendLimits` makes: counts calls, answers the rows given. */
+/**
+ * A stand-in for the one query `findSpendLimits` makes: counts calls, answers the rows given. Raw
+ * statements (a budget's counter reservation) are recorded and answered as granted (one row).
+ */
 function fakeKnex(rows: () => unknown[]) {
   let queries = 0;
-  const knex = (() => ({
-    where: () => ({
-      select: async () => {
-        queries++;
-        return rows();
-      },
+  const raws: Array<{ sql: string; bindings: unknown[] }> = [];
+  const knex = Object.assign(
+    () => ({
+      where: () => ({
+        select: async () => {
+          queries++;
+          return rows();
+        },
+      }),
     }),
-  })) as unknown as Knex;
-  return { knex, queries: () => queries };
+    {
+      raw: async (sql: string, bindings: unknown[]) => {
+        raws.push({ sql, bindings });
+        return { rows: [{ in_flight: 1 }] };
+      },
+    },
+  ) as unknown as Knex;
+  return { knex, queries: () => queries, raws };
 }
 
 test('budgets and allow-lists are read once per caller and period, and again at once after a change here', async (t) => {
@@ -157,10 +169,14 @@ test('admission with cached limits that set no budget answers at once (no promis
   // A budget needs its counter reserved: never answered without the database.
   stored = [{ scope: 'key', scope_id: 'key_1', period: 'day', max_budget_micro_usd: 10, max_tokens: null, allowed_models: null }];
   limitsCache.invalidate('key', 'key_1');
-  // (The stand-in database has no spend counters, so the reservation itself fails: only its kind is checked.)
-  await Promise.resolve(admitRequest(deps, principal, 'model-a')).catch(() => undefined);
+  const reservations = () => db.raws.filter((r) => /insert into llm_spend_counters/.test(r.sql)).map((r) => r.bindings.slice(0, 2));
+  const ticket = await admitRequest(deps, principal, 'model-a');
   t.is(db.queries(), 3);
+  t.is(typeof ticket?.settle, 'function', 'admitted with a ticket to settle');
+  t.deepEqual(reservations(), [['key', 'key_1']], "the key's counter reserved");
   const reserving = admitRequest(deps, principal, 'model-a');
   t.true(reserving instanceof Promise, 'cached limits with a budget still go to the counters');
-  await Promise.resolve(reserving).catch(() => undefined);
+  t.is(typeof (await reserving)?.settle, 'function');
+  t.is(db.queries(), 3, 'the limits came from the cache');
+  t.deepEqual(reservations(), [['key', 'key_1'], ['key', 'key_1']], 'reserved again, through the database');
 });

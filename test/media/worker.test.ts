@@ -146,20 +146,27 @@ for (const step of FINALIZE_STEPS) {
   });
 }
 
-for (const step of ['staging-read', 'object-touched', 'object-written', 'committed']) {
-  test.serial(`finalising an upload that duplicates the user's media: a crash after "${step}" → merged, one object, no orphan`, async (t) => {
+// A merging finalize writes no object (the user already has these bytes): the object checkpoints
+// are reached only by the first upload, whose crash the client retries.
+const MERGE_CRASHES = [
+  ['staging-read', 'the merging finalize'],
+  ['object-touched', 'the first upload'],
+  ['object-written', 'the first upload'],
+  ['committed', 'the merging finalize'],
+] as const;
+for (const [step, where] of MERGE_CRASHES) {
+  test.serial(`finalising an upload that duplicates the user's media: a crash after "${step}" (in ${where}) → merged, one object, no orphan`, async (t) => {
     const dir = join(root, `merge-${step}`);
     const user = await createTestUser(runtime.db.knex);
     const deps = depsFor(dir, step);
     const bytes = await solidImage('jpeg', 16, 16, 7);
-    const existing = await storeImage(deps, user.id, await sanitize(deps, bytes), null).catch(async (error) => {
-      // The crash may hit this first upload's own checkpoints: retry it like a client would.
-      t.regex((error as Error).message, /injected crash/);
-      return storeImage(deps, user.id, await sanitize(deps, bytes), null);
-    });
+    const upload = async () => storeImage(deps, user.id, await sanitize(deps, bytes), null);
+    if (where === 'the first upload') await t.throwsAsync(upload(), { message: `injected crash at ${step}` });
+    const existing = await upload();
     const id = await reserveCompleted(deps, user.id, bytes);
-    const outcome = await finalizeUpload(deps, id).catch(() => null);
-    const retried = outcome ?? (await finalizeUpload(deps, id));
+    if (where === 'the merging finalize') await t.throwsAsync(finalizeUpload(deps, id), { message: `injected crash at ${step}` });
+    t.true(deps.crashed(), 'the crash was injected');
+    const retried = await finalizeUpload(deps, id);
     t.like(retried, { deduped: true, row: { id: existing.row.id } });
     const inv = await inventory(dir, user.id);
     t.deepEqual(inv.media.filter((m) => m.state === 'ready').map((m) => m.id), [existing.row.id], 'one ready media');

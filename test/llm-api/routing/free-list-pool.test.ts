@@ -4,6 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import test, { type ExecutionContext } from 'ava';
 import { Agent, buildConnector, Pool, request } from 'undici';
 import { createProviderPool, freeListPoolAvailable } from '../../../services/llm-api/routing/free-list-pool.js';
+import { untilFree } from '../../helpers/undici.js';
 
 // The provider pool finds a free connection without walking every busy one, and behaves as
 // undici's Pool otherwise: bounded connections, queueing when all are busy, reuse of a freed
@@ -63,19 +64,6 @@ async function poolOnServer(t: ExecutionContext, connections: number, options?: 
     await server.close();
   });
   return { server, agent };
-}
-
-/**
- * undici frees a connection one turn of the event loop after its answer ended (setImmediate), for
- * any pool: waits, turn by turn (bounded), until the agent counts `n` free connections to `origin`.
- */
-async function untilFree(agent: Agent, origin: string, n: number): Promise<void> {
-  for (let turn = 0; turn < 1000; turn++) {
-    const stats = (agent.stats as Record<string, { free: number }>)[origin];
-    if ((stats?.free ?? 0) >= n) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-  }
-  throw new Error(`fewer than ${n} connections to ${origin} became free`);
 }
 
 test('this undici has the internals the free list needs', (t) => {

@@ -11,6 +11,7 @@ import { createEgressGuard, type Resolver } from '../../../services/kit/index.js
 import { registerProviderConnectionMetrics } from '../../../services/llm-api/routing/connection-metrics.js';
 import { createUpstream, isTimeout } from '../../../services/llm-api/routing/upstream.js';
 import { startFakeUpstream } from '../../fakes/openai-upstream.js';
+import { untilFree } from '../../helpers/undici.js';
 import { watched } from '../../helpers/wait.js';
 import { bootstrapAdmin, startTestPlatform } from '../../helpers/platform.js';
 import { randomBase62 } from '../../../services/kit/secrets.js';
@@ -305,8 +306,8 @@ test('provider connections are counted by endpoint and protocol: opened, and ope
     for (let i = 0; i < 2; i++) {
       t.is(contentOf(await (await upstream.postJson(`${endpoint}/v1/chat/completions`, '{"model":"m"}', call(i))).readAll(1 << 20)), 'over 1.1');
       // undici frees an HTTP/1.1 connection for its next request a turn of the event loop after an
-      // answer ends (a request from a client arrives in a later turn anyway).
-      await new Promise((resolve) => setImmediate(resolve));
+      // answer ends (a request from a client arrives in a later turn anyway): wait until it is free.
+      await untilFree(upstream.agent, endpoint, 1);
     }
     t.is(sample(await registry.metrics(), 'llm_upstream_connections_opened_total', endpoint, 'http/1.1'), 1, 'the second reused the first one\'s connection');
   } finally {
