@@ -1,3 +1,4 @@
+import { DEFAULT_REDIS_PREFIX } from '../../services/kit/core/index.js';
 import { applySchema, type KongFieldEntry } from '../core/index.js';
 
 export const Schema: KongFieldEntry[] = [
@@ -13,7 +14,13 @@ export const Schema: KongFieldEntry[] = [
   { accept_bearer: { type: 'boolean', default: true } },
   /** Redis pub/sub for revocations when the host has no channel of its own (Kong). */
   { redis_url: { type: 'string', referenceable: true } },
-  { revocation_channel: { type: 'string', default: 'platform:revocations' } },
+  /**
+   * The deployment's Redis prefix (DECK_REDIS_PREFIX, as tiered-rate-limit's): it names the channel
+   * llm-api publishes revocations on (`platform:revocations` for the default `edge`, else
+   * `<prefix>:revocations`). `revocation_channel` names the channel outright instead.
+   */
+  { redis_prefix: { type: 'string', default: DEFAULT_REDIS_PREFIX } },
+  { revocation_channel: { type: 'string' } },
   { anonymous: { type: 'string' } },
   { run_on_preflight: { type: 'boolean', default: false } },
 ];
@@ -27,7 +34,8 @@ export interface ApiKeyAuthConfig {
   header_name: string;
   accept_bearer: boolean;
   redis_url?: string;
-  revocation_channel: string;
+  redis_prefix: string;
+  revocation_channel?: string;
   anonymous?: string;
   run_on_preflight: boolean;
 }

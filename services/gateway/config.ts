@@ -6,6 +6,7 @@ import { bool, optionalUrl } from '../kit/settings/index.js';
  * The edge's own settings (README.md "Edge" table). The embedded edge turns them into the `DECK_*`
  * variables deck/kong.yaml reads (deck-vars.ts); on Kong the same values are set as `DECK_*` directly.
  * Issuer and audience (JWT_ISSUER, JWT_AUDIENCE) are platform-wide: the edge verifies what llm-api issues.
+ * So is EDGE_REDIS_PREFIX (kit settings): it also names the revocation channel llm-api publishes on.
  */
 const int = (min: number) => z.coerce.number().int().min(min);
 const tier = z.enum(['free', 'pro', 'enterprise']);
@@ -70,8 +71,6 @@ export const edgeConfigShape = {
    * because every request waits for the counter: a slow Redis must not become a slow edge.
    */
   EDGE_RATE_LIMIT_REDIS_TIMEOUT_MS: int(1).max(60000).default(200),
-  /** Prefix of the edge's Redis keys (rate-limit counters). */
-  EDGE_REDIS_PREFIX: z.string().min(1).default('edge'),
   /** Allowed CORS origins (comma list; `*` for any). */
   EDGE_CORS_ORIGINS: z.string().min(1).default('*'),
   EDGE_UPSTREAM_CONNECT_TIMEOUT_MS: int(1).default(5000),

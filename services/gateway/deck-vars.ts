@@ -11,7 +11,7 @@ export const API_KEY_VALIDATOR_PATH = '/internal/auth/validate-api-key';
  * process environment wins, as it would for `deck gateway sync`.
  */
 export function deckVariables(
-  config: Pick<BaseConfig, 'JWT_ISSUER' | 'JWT_AUDIENCE' | 'REDIS_URL'> & EdgeConfig,
+  config: Pick<BaseConfig, 'JWT_ISSUER' | 'JWT_AUDIENCE' | 'REDIS_URL' | 'EDGE_REDIS_PREFIX'> & EdgeConfig,
   urls: ServiceContext['urls'],
   gatewaySecret: string,
   env: NodeJS.ProcessEnv = process.env,

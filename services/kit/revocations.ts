@@ -10,6 +10,20 @@ import { EventEmitter } from 'node:events';
  */
 export const REVOCATION_CHANNEL = 'platform:revocations';
 
+/** The default Redis prefix of a deployment (EDGE_REDIS_PREFIX; the plugins' `redis_prefix`). */
+export const DEFAULT_REDIS_PREFIX = 'edge';
+
+/**
+ * The Redis revocation channel of a deployment, named by its Redis prefix: llm-api (publisher), the
+ * services and the embedded edge take the prefix from EDGE_REDIS_PREFIX, Kong's api-key-auth from
+ * its `redis_prefix` (DECK_REDIS_PREFIX in deck/kong.yaml). Deployments (and test files) sharing
+ * one Redis under different prefixes then never hear each other's revocations. The default prefix
+ * keeps the channel it always had, `platform:revocations`.
+ */
+export function revocationChannelFor(redisPrefix: string): string {
+  return redisPrefix === DEFAULT_REDIS_PREFIX ? REVOCATION_CHANNEL : `${redisPrefix}:revocations`;
+}
+
 export interface RevocationChannel {
   publish(message: string): Promise<void>;
   subscribe(handlers: { onRevoked(message: string): void; onResync(): void }): Promise<() => Promise<void>>;

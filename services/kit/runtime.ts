@@ -11,7 +11,7 @@ import { createUsersStore } from './identity/users-store.js';
 import { createLogger, type Logger } from './logger.js';
 import { kitMigrations } from './migrations/index.js';
 import { createOutboxRelay, type OutboxRelay } from './outbox/outbox.js';
-import { USER_REVOCATION_PREFIX, createInProcessRevocations, type RevocationChannel } from './revocations.js';
+import { USER_REVOCATION_PREFIX, createInProcessRevocations, revocationChannelFor, type RevocationChannel } from './revocations.js';
 import { createRedisRevocations } from './revocations-redis.js';
 
 /**
@@ -40,11 +40,17 @@ export interface Runtime extends ProcessRuntime {
   relay: OutboxRelay;
 }
 
+/** Redis pub/sub on the deployment's channel (named by EDGE_REDIS_PREFIX) when REDIS_URL is set, else in-process. */
+function openRevocations(config: BaseConfig, logger: Logger): RevocationChannel {
+  if (!config.REDIS_URL) return createInProcessRevocations();
+  return createRedisRevocations(config.REDIS_URL, { channel: revocationChannelFor(config.EDGE_REDIS_PREFIX), logger });
+}
+
 /** A runtime without database or bus, for a stateless process (the edge started alone). */
 export function openProcessRuntime(config: BaseConfig, options: { name: string; clock?: Clock; logger?: Logger }): ProcessRuntime {
   tuneHeapForRequests();
   const logger = options.logger ?? createLogger({ level: config.LOG_LEVEL, name: options.name });
-  const revocations = config.REDIS_URL ? createRedisRevocations(config.REDIS_URL, { logger }) : createInProcessRevocations();
+  const revocations = openRevocations(config, logger);
   return {
     config,
     logger,
@@ -98,7 +104,7 @@ export async function openRuntime(
   const users = createUserDirectory(createUsersStore(db.knex), { ttlMs: config.IDENTITY_CACHE_TTL_MS, clock });
   const relay = createOutboxRelay({ knex: db.knex, bus, clock, logger, pollMs: config.OUTBOX_POLL_MS, idlePollMaxMs });
   logger.info({ database: db.driver, bus: bus.driver }, 'runtime ready');
-  const revocations = config.REDIS_URL ? createRedisRevocations(config.REDIS_URL, { logger }) : createInProcessRevocations();
+  const revocations = openRevocations(config, logger);
   // A user disabled or changed in another process reaches this process's user cache at once.
   // Not awaited: an unreachable Redis must not stop a service from starting (the cache TTL still bounds staleness).
   const userSubscription = revocations

@@ -2,7 +2,7 @@ import test from 'ava';
 import { existsSync, readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { parseDeck } from '../../services/gateway/deck.js';
-import { checkOwnConfig, loadBaseConfig } from '../../services/kit/index.js';
+import { checkOwnConfig, loadBaseConfig, revocationChannelFor } from '../../services/kit/index.js';
 import { configShapes } from '../../services/platform/config.js';
 import { productionRefusals } from '../../services/platform/production-safety.js';
 import { services as serviceDefs, workers as workerDefs } from '../../services/platform/registry.js';
@@ -133,6 +133,8 @@ test('deck/kong.yaml rendered with the deck-sync environment: every upstream is 
   t.is(deckEnv.DECK_JWT_AUDIENCE, platformEnv.JWT_AUDIENCE);
   t.is(deckEnv.DECK_GATEWAY_SHARED_SECRET, platformEnv.GATEWAY_SHARED_SECRET);
   t.is(deckEnv.DECK_REDIS_URL, platformEnv.REDIS_URL);
+  // Kong's api-key-auth listens on the revocation channel llm-api publishes on: one prefix names it.
+  t.is(revocationChannelFor(deckEnv.DECK_REDIS_PREFIX!), revocationChannelFor(loadBaseConfig(platformEnv).EDGE_REDIS_PREFIX));
   t.is(deckEnv.DECK_RATE_LIMIT_POLICY, 'redis', 'several Kong nodes must share counters');
 });
 

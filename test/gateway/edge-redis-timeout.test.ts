@@ -33,7 +33,7 @@ test.after.always(async () => {
 });
 
 test('the setting reaches every tiered-rate-limit instance of the deck file; bad values are refused by name', (t) => {
-  const edge = (env: Record<string, string>) => deckVariables({ JWT_ISSUER: 'http://x', JWT_AUDIENCE: 'a', REDIS_URL: TEST_REDIS_URL, ...loadEdgeConfig(env) }, urls, 'x'.repeat(40), {});
+  const edge = (env: Record<string, string>) => deckVariables({ JWT_ISSUER: 'http://x', JWT_AUDIENCE: 'a', REDIS_URL: TEST_REDIS_URL, EDGE_REDIS_PREFIX: 'edge', ...loadEdgeConfig(env) }, urls, 'x'.repeat(40), {});
   t.is(edge({}).DECK_RATE_LIMIT_REDIS_TIMEOUT_MS, '200');
   const vars = edge({ EDGE_RATE_LIMIT_REDIS_TIMEOUT_MS: '750' });
   t.is(vars.DECK_RATE_LIMIT_REDIS_TIMEOUT_MS, '750');

@@ -2,11 +2,13 @@ import test from 'ava';
 import { offsetToNextMinute } from '../../services/kit/clock.js';
 import { randomBytes } from 'node:crypto';
 import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
+import { revocationChannelFor } from '../../services/kit/revocations.js';
 import { spawnEdgeProcess, type EdgeProcess } from '../../bench/edge/spawn.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
 import { deleteRedisKeys } from '../helpers/redis.js';
 import { startFakeUpstream, startFakeValidator } from '../plugins/fakes.js';
 import { deckVars } from './deck-fixture.js';
+import { waitFor } from '../helpers/wait.js';
 
 // Two gateway processes on one Redis: the limits are one counter, and a revocation published
 // once reaches both nodes' caches. Both processes get the same clock offset, placing them at
@@ -75,15 +77,19 @@ test.serial('a revoked key stops working on both nodes (Redis pub/sub purges bot
   for (const node of nodes) t.is((await get(node, '/v1/models', { 'x-api-key': key.key, 'x-forwarded-for': '192.0.2.51' })).status, 200);
   t.is(validator.calls, callsCached, 'both nodes answer from their caches');
   validator.remove(key.key);
-  const publisher = createRedisRevocations(TEST_REDIS_URL);
+  // The channel of this file's prefix: other files' nodes never hear it.
+  const publisher = createRedisRevocations(TEST_REDIS_URL, { channel: revocationChannelFor(redisPrefix) });
   await publisher.publish(key.hash);
   await publisher.close();
-  // Pub/sub delivery is asynchronous: wait (bounded) for each node to have handled the message.
-  for (const node of nodes) {
-    let status = 0;
-    for (let attempt = 0; attempt < 50 && status !== 401; attempt++) {
-      status = (await get(node, '/v1/models', { 'x-api-key': key.key, 'x-forwarded-for': `192.0.2.${60 + attempt}` })).status;
-    }
+  // Pub/sub delivery is asynchronous: wait (waitFor's default bound) for each node to have handled
+  // the message. Each attempt comes from an address of its own, so the per-IP limit never answers.
+  let attempt = 0;
+  const nextAddress = () => `198.18.${Math.floor(attempt / 250)}.${(attempt++ % 250) + 1}`;
+  for (const [i, node] of nodes.entries()) {
+    const status = await waitFor(async () => {
+      const res = await get(node, '/v1/models', { 'x-api-key': key.key, 'x-forwarded-for': nextAddress() });
+      return res.status === 200 ? false : res.status;
+    }, undefined, `node ${i + 1} refusing the revoked key`);
     t.is(status, 401);
   }
 });

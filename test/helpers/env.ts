@@ -17,8 +17,9 @@ import {
 
 /**
  * Isolation per test file: each runtime gets its own PostgreSQL schema, its own exchange and
- * queue prefix on RabbitMQ, and (for the edge) its own Redis key prefix. The servers are the
- * real ones on this machine; `npm test` makes sure they run.
+ * queue prefix on RabbitMQ, and its own Redis prefix (the edge's keys, and the revocation channel
+ * it names: with REDIS_URL, runtimes of other files never hear this one's revocations). The
+ * servers are the real ones on this machine; `npm test` makes sure they run.
  */
 import { TEST_AMQP_URL, TEST_DATABASE_URL } from './servers.js';
 
@@ -40,6 +41,7 @@ export function testConfig(overrides: Record<string, string | undefined> = {}, o
     AMQP_URL: options.bus === 'pg' ? undefined : TEST_AMQP_URL,
     BUS_EXCHANGE: `${name}.events`,
     BUS_QUEUE_PREFIX: `${name}.`,
+    EDGE_REDIS_PREFIX: name,
     BUS_POLL_MS: '20',
     OUTBOX_POLL_MS: '20',
     GATEWAY_SHARED_SECRET: randomBytes(32).toString('base64url'),

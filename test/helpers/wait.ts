@@ -18,15 +18,6 @@ export async function waitFor<T>(
   }
 }
 
-/**
- * Resolves once the current minute window has at least `leftMs` to run, on the real clock. For
- * rate-limit scenarios against a process no test clock reaches (the Kong plugin server runs in a
- * process of its own, counting per fixed minute): a scenario shorter than `leftMs` then never
- * straddles a window boundary, where counts start over.
- */
-export const minuteWindowWithTimeLeft = (leftMs: number) =>
-  waitFor(() => 60_000 - (Date.now() % 60_000) >= leftMs, 90_000, `a minute window with ${leftMs / 1000} s left`, 250);
-
 /** A count, and promises that settle once it reaches a value. */
 export function watched() {
   let value = 0;

@@ -260,12 +260,22 @@ export class FakeKong {
   }
 }
 
-/** A running plugin server for one plugin directory, plus a connection speaking Kong's side. */
-export async function startPluginServer(pluginDir: string) {
+/**
+ * A running plugin server for one plugin directory, plus a connection speaking Kong's side.
+ * `clockOffsetMs` moves the server's clock (./clock-offset.mjs, preloaded): give it the offset of
+ * the test's `offsetClock` so both hosts count in the same windows.
+ */
+export async function startPluginServer(pluginDir: string, options: { clockOffsetMs?: number } = {}) {
   const prefix = mkdtempSync(join(tmpdir(), 'kong-ps-'));
   const sockName = 'plugin.sock';
   const socketPath = join(prefix, sockName);
-  const child: ChildProcess = spawn(process.execPath, [PLUGIN_SERVER, '-d', pluginDir, '-p', `${prefix}/`, '--sock-name', sockName], {
+  const preload: string[] = [];
+  if (options.clockOffsetMs !== undefined) {
+    const clockOffset = new URL('./clock-offset.mjs', import.meta.url);
+    clockOffset.searchParams.set('ms', String(options.clockOffsetMs));
+    preload.push('--import', clockOffset.href);
+  }
+  const child: ChildProcess = spawn(process.execPath, [...preload, PLUGIN_SERVER, '-d', pluginDir, '-p', `${prefix}/`, '--sock-name', sockName], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

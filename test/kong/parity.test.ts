@@ -3,10 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DeckPlugin } from '../../services/gateway/deck.js';
-import { systemClock } from '../../services/kit/clock.js';
+import { offsetClock, offsetToNextMinute, unixSeconds, type Clock } from '../../services/kit/clock.js';
 import { GATEWAY_TOKEN, startEdgeWithFakes } from '../gateway/edge-harness.js';
 import { buildPluginsInto, startPluginServer, type PluginServer } from './harness.js';
-import { minuteWindowWithTimeLeft } from '../helpers/wait.js';
 
 // The same requests through both plugin hosts, answered identically (status, body, the headers the
 // edge generates, and what reaches the upstream): the embedded edge (services/gateway) and Kong,
@@ -14,6 +13,11 @@ import { minuteWindowWithTimeLeft } from '../helpers/wait.js';
 // Kong's order (rewrite: tiered-rate-limit; access: jwt-auth 1450 → api-key-auth 1250 →
 // identity-headers 1000 → tiered-rate-limit 910 → the anonymous consumer's request-termination).
 // Both hosts get their plugin configuration from the same rendered deck/kong.yaml.
+// Both hosts count per fixed minute window, so both run on one clock offset from the real clock:
+// the embedded edge through `offsetClock`, Kong's plugin servers (processes of their own) through
+// the harness's preloaded clock shift. The offset puts both at second 1 of a minute window when
+// they start, and the whole file runs in that one window: no pair straddles a boundary, where one
+// host would count again from zero and the other not.
 const EDGE_HEADERS = ['x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-limit-minute', 'x-ratelimit-remaining-minute', 'x-should-retry', 'www-authenticate', 'content-type'];
 // Values that depend on the instant each host computed them (the same window, possibly a second apart).
 const PRESENCE_ONLY = ['x-ratelimit-reset', 'retry-after'];
@@ -23,12 +27,15 @@ let dist: string;
 const servers = new Map<string, PluginServer>();
 const instances = new Map<string, number>();
 let edge: Awaited<ReturnType<typeof startEdgeWithFakes>>;
+let clock: Clock;
 
 test.before(async () => {
   dist = mkdtempSync(join(tmpdir(), 'kong-parity-'));
   buildPluginsInto(dist);
+  const clockOffsetMs = offsetToNextMinute();
+  clock = offsetClock(clockOffsetMs);
   edge = await startEdgeWithFakes({
-    clock: systemClock,
+    clock,
     vars: {
       DECK_API_KEY_TIMEOUT_MS: '2000',
       DECK_RATE_LIMIT_IP_PER_MINUTE: '100000',
@@ -54,19 +61,11 @@ test.before(async () => {
   ];
   await Promise.all(
     plan.map(async ([name, config]) => {
-      const server = await startPluginServer(join(dist, name));
+      const server = await startPluginServer(join(dist, name), { clockOffsetMs });
       servers.set(name, server);
       instances.set(name, await server.start(name, config));
     }),
   );
-});
-
-// Both hosts count per fixed minute window on the real clock (the Kong host runs in its own
-// process, so no test clock reaches it). A window that turns between the two halves of a pair
-// leaves the hosts one count apart for the rest of the run, so each scenario starts with at least
-// 20 s left in the current window; a scenario takes well under that.
-test.beforeEach(async () => {
-  await minuteWindowWithTimeLeft(20_000);
 });
 
 test.after.always(async () => {
@@ -143,7 +142,8 @@ async function throughKong(headers: Record<string, string>): Promise<Answer> {
   return project(200, { headers: seen }, responseHeaders);
 }
 
-const now = () => Math.floor(Date.now() / 1000);
+/** Tokens are issued on the hosts' clock. */
+const now = () => unixSeconds(clock);
 let sequence = 0;
 
 async function same(t: import('ava').ExecutionContext, headers: Record<string, string>, expectedStatus: number): Promise<Answer> {

@@ -7,9 +7,11 @@ import { SHARED_KEY } from '../../plugins/core/kong-host.js';
 import { Schema as identitySchema } from '../../plugins/identity-headers/schema.js';
 import { Schema as jwtSchema } from '../../plugins/jwt-auth/schema.js';
 import { Schema as rateLimitSchema } from '../../plugins/tiered-rate-limit/schema.js';
+import { offsetClock, offsetToNextMinute, type Clock } from '../../services/kit/clock.js';
 import { createRedisRevocations } from '../../services/kit/revocations-redis.js';
+import { revocationChannelFor } from '../../services/kit/revocations.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
-import { minuteWindowWithTimeLeft, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator, unsignedToken } from '../plugins/fakes.js';
 import { buildPluginsInto, dumpAllPlugins, startPluginServer, type PluginServer } from './harness.js';
 
@@ -27,13 +29,19 @@ let dist: string;
 const servers = new Map<string, PluginServer>();
 let issuer: Awaited<ReturnType<typeof startFakeIssuer>>;
 let validator: Awaited<ReturnType<typeof startFakeValidator>>;
+/** tiered-rate-limit's clock: at second 1 of a minute window when its server starts (see its test). */
+let rateLimitClock: Clock;
 
 test.before(async () => {
   dist = mkdtempSync(join(tmpdir(), 'kong-dist-'));
   buildPluginsInto(dist);
   issuer = await startFakeIssuer();
   validator = await startFakeValidator(TOKEN);
-  await Promise.all(EXPECTED.map(async ({ Name }) => servers.set(Name, await startPluginServer(join(dist, Name)))));
+  const clockOffsetMs = offsetToNextMinute();
+  rateLimitClock = offsetClock(clockOffsetMs);
+  await Promise.all(
+    EXPECTED.map(async ({ Name }) => servers.set(Name, await startPluginServer(join(dist, Name), Name === 'tiered-rate-limit' ? { clockOffsetMs } : {}))),
+  );
 });
 
 test.after.always(async () => {
@@ -191,8 +199,10 @@ test('api-key-auth: a JWT of another user in ctx.shared plus a valid key → 401
 
 test('api-key-auth on Kong: a revocation published on Redis purges the plugin server cache', async (t) => {
   const s = server('api-key-auth');
-  const channel = `platform:revocations:test:${process.pid}`;
-  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN, cache_ttl_seconds: 3600, redis_url: TEST_REDIS_URL, revocation_channel: channel });
+  // The plugin listens on the channel its redis_prefix names, the one llm-api publishes on for that prefix.
+  const prefix = `kong_${process.pid}_${Date.now().toString(36)}`;
+  const channel = revocationChannelFor(prefix);
+  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN, cache_ttl_seconds: 3600, redis_url: TEST_REDIS_URL, redis_prefix: prefix });
   const key = validator.add('user_rv');
   t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, null);
   validator.remove(key.key);
@@ -210,18 +220,23 @@ test('api-key-auth on Kong: a revocation published on Redis purges the plugin se
 test('tiered-rate-limit: per-IP limit in the rewrite phase — headers on success, 429 exit with Retry-After once over', async (t) => {
   const s = server('tiered-rate-limit');
   const id = await s.start('tiered-rate-limit', { ip_per_minute: 2 });
-  // The plugin server counts per minute on the real clock: the scenario must not straddle a boundary.
-  await minuteWindowWithTimeLeft(10_000);
+  // The plugin server counts per fixed minute window on a clock shifted to second 1 of a window
+  // (startPluginServer's clockOffsetMs): the scenario runs in that one window, without waiting.
   const ip = `198.18.${process.pid % 250}.7`;
   const first = await s.run(id, { forwardedIp: ip }, {}, 'rewrite');
   t.is(first.status, null);
   t.is(first.responseHeaders['X-RateLimit-Limit-minute'], '2');
   t.is(first.responseHeaders['X-RateLimit-Remaining-minute'], '1');
   await s.run(id, { forwardedIp: ip }, {}, 'rewrite');
+  const windowEnd = Math.floor(rateLimitClock.now() / 60_000) * 60_000 + 60_000;
+  const before = rateLimitClock.now();
   const over = await s.run(id, { forwardedIp: ip }, {}, 'rewrite');
+  const after = rateLimitClock.now();
   t.is(over.status, 429);
   t.like(errorOf(over), { type: 'rate_limit_error', code: 'rate_limit_exceeded' });
-  t.truthy((over.exit!.headers as Record<string, string>)['Retry-After']);
+  // The wait runs to the end of the window on the test's offset clock: the server's clock is shifted.
+  const retryAfter = Number((over.exit!.headers as Record<string, string>)['Retry-After']);
+  t.true(retryAfter >= Math.ceil((windowEnd - after) / 1000) && retryAfter <= Math.ceil((windowEnd - before) / 1000), `Retry-After ${retryAfter} s, ${(windowEnd - after) / 1000} s left on the offset clock`);
   // The access phase then applies the tier limits of the verified identity (free: 3/minute).
   const shared = { [SHARED_KEY]: { apikey: { authMethod: 'apikey', userId: 'u', subject: 'u', isGuest: false, tier: 'free', bucket: `key:kong-${process.pid}-${Date.now()}` } } };
   const statuses = [];

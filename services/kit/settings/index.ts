@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { loadConfig } from '../config.js';
 import { DEFAULT_EMBEDDED_BUFFERS_MB, DEFAULT_EMBEDDED_PREPARED_STATEMENTS } from '../db/pglite-remote.js';
+import { DEFAULT_REDIS_PREFIX } from '../revocations.js';
 
 /**
  * kit/settings: the settings every service and worker shares (`baseConfigShape`), the zod helpers
@@ -53,6 +54,12 @@ export const baseConfigShape = {
    */
   EMBEDDED_IDLE_POLL_MAX_MS: z.coerce.number().int().min(0).max(60_000).default(2000),
   REDIS_URL: optionalUrl,
+  /**
+   * Prefix of the edge's Redis keys (rate-limit counters), which also names the deployment's
+   * revocation channel (`revocationChannelFor`): platform-wide, since llm-api publishes on the
+   * channel the edge and the services listen on.
+   */
+  EDGE_REDIS_PREFIX: z.string().min(1).default(DEFAULT_REDIS_PREFIX),
   GATEWAY_SHARED_SECRET: z.string().min(32, 'at least 32 characters').optional(),
   GATEWAY_PORT: port(8000),
   LLM_API_PORT: port(8080),
