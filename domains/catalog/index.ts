@@ -12,7 +12,7 @@ import type { SyncDeps } from './sync.js';
  */
 export { catalogConfigShape, loadCatalogConfig, type CatalogConfig } from './config.js';
 export { providersTables, syncRunsTables } from './providers-migrations.js';
-export { createSyncRunsStore, newSyncRunId, type SyncRunCounts, type SyncRunRow, type SyncRunStatus, type SyncRunsStore } from './sync-runs-store.js';
+export { createSyncRunsStore, type SyncRunCounts, type SyncRunRow, type SyncRunStatus, type SyncRunsStore } from './sync-runs-store.js';
 export { modelsTables } from './models-migrations.js';
 export { createProvidersStore, endpointsOf, type EndpointConfig, type ProviderRow, type ProvidersStore } from './providers-store.js';
 export {

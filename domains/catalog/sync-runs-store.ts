@@ -1,5 +1,4 @@
 import type { Knex } from 'knex';
-import { randomBase62 } from '../../services/kit/index.js';
 
 /**
  * On-demand synchronisation runs (`llm_provider_sync_runs`): one row per request, written by llm-api
@@ -29,8 +28,6 @@ export interface SyncRunRow extends SyncRunCounts {
   started_at: number | null;
   finished_at: number | null;
 }
-
-export const newSyncRunId = () => `psync_${randomBase62(24)}`;
 
 const RUNS = 'llm_provider_sync_runs';
 const FINISHED: SyncRunStatus[] = ['succeeded', 'failed'];

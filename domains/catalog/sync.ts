@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { randomBase62, recordEvent, type Clock } from '../../services/kit/index.js';
+import { newId, recordEvent, unixSeconds, type Clock } from '../../services/kit/index.js';
 import { diff } from './diff.js';
 import { fetchUpstreamModels, SyncError, type ModelListClient, type UpstreamModel } from './model-list.js';
 import { capabilitiesOf, type CatalogRow, type ModelsStore, type ProviderModelRow } from './models-store.js';
@@ -34,9 +34,6 @@ export interface SyncResult {
 
 /** Queue the provider-sync worker consumes for on-demand runs (`{provider_id?}`). */
 export const PROVIDER_SYNC_QUEUE = 'llm.provider-sync';
-
-export const newCatalogId = () => `mc_${randomBase62(24)}`;
-export const newProviderModelId = () => `pmdl_${randomBase62(24)}`;
 
 function derive(m: UpstreamModel, row: ProviderRow, nowSec: number) {
   const params = Array.isArray(m.supported_parameters) ? m.supported_parameters.filter((p) => typeof p === 'string') : null;
@@ -84,7 +81,7 @@ export async function syncProvider(deps: SyncDeps, providerId: string, trxIn?: K
 async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: string, upstreamModels: UpstreamModel[]): Promise<SyncResult> {
   const row = await deps.providers.byIdForUpdate(trx, providerId);
   if (!row) throw new SyncError(`provider ${providerId} does not exist`);
-  const now = Math.floor(deps.clock.now() / 1000);
+  const now = unixSeconds(deps.clock);
   const existing = new Map((await deps.models.providerModelsOf(providerId, trx)).map((pm) => [pm.provider_original_model_id, pm]));
   const seen = new Set<string>();
   let added = 0;
@@ -98,7 +95,7 @@ async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: stri
     let catalog = await deps.models.catalogByPublicId(m.id, trx);
     if (!catalog) {
       catalog = await deps.models.insertCatalog(trx, {
-        id: newCatalogId(),
+        id: newId('catalogModel'),
         public_id: m.id,
         status: 'init',
         active: true,
@@ -124,7 +121,7 @@ async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: stri
     const current = existing.get(m.id);
     if (!current) {
       await deps.models.insertProviderModel(trx, {
-        id: newProviderModelId(),
+        id: newId('providerModel'),
         provider_id: row.id,
         model_catalog_id: catalog.id,
         model_public_id: m.id,

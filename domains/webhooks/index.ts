@@ -29,4 +29,4 @@ export {
   matchesAny,
   patternMatches,
 } from './events.js';
-export { newDeliveryId, sendDeliveryJob, type DeliveryJob } from './jobs.js';
+export { sendDeliveryJob, type DeliveryJob } from './jobs.js';

@@ -1,4 +1,4 @@
-import { randomBase62, type Bus } from '../../services/kit/index.js';
+import type { Bus } from '../../services/kit/index.js';
 import { ATTEMPT_HEADER, DELIVERY_QUEUE } from './events.js';
 
 /** A delivery job: one attempt to make of one delivery (the worker's delivery queue). */
@@ -15,5 +15,3 @@ export function sendDeliveryJob(bus: Bus, delivery: { id: string; attempts: numb
   const job: DeliveryJob = { delivery_id: delivery.id };
   return bus.send(DELIVERY_QUEUE, job, { messageId: delivery.id, headers: { [ATTEMPT_HEADER]: String(delivery.attempts) } });
 }
-
-export const newDeliveryId = () => `whd_${randomBase62(24)}`;

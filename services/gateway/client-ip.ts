@@ -1,4 +1,5 @@
 import { BlockList, isIP } from 'node:net';
+import { unmapIpv4 } from '../kit/index.js';
 
 /**
  * The client address for per-IP limits (ARCHITECTURE.md): the socket peer, unless that peer is a
@@ -21,7 +22,11 @@ export function createClientIp(trusted: string[]) {
   };
 }
 
-/** `TRUSTED_PROXIES` (addresses or CIDR ranges) as a membership test. */
+/**
+ * `TRUSTED_PROXIES` (addresses or CIDR ranges) as a membership test. An IPv4-mapped peer matches its
+ * IPv4 entries; other IPv6 forms that carry an IPv4 address (NAT64, 6to4) do not, unlike the egress
+ * guard's destination lists: they are other hosts, and trust is given narrowly.
+ */
 export function trustedPeers(trusted: string[]) {
   const list = new BlockList();
   let any = false;
@@ -38,7 +43,7 @@ export function trustedPeers(trusted: string[]) {
     const family = isIP(ip);
     return family !== 0 && list.check(ip, family === 6 ? 'ipv6' : 'ipv4');
   };
-  return { any, isTrusted: (ip: string) => any && isTrusted(unmap(ip)) };
+  return { any, isTrusted: (ip: string) => any && isTrusted(unmapIpv4(ip)) };
 }
 
-const unmap = (ip: string) => (ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip);
+const unmap = unmapIpv4;

@@ -16,16 +16,31 @@ export interface EstimatedMessage {
   [field: string]: unknown;
 }
 
-function textOf(content: unknown): string {
+/**
+ * The text of a message's content, as the model reads it: the content itself when it is a string,
+ * else its parts' text joined — a part's `text` (`text`, `input_text`, `output_text`), an
+ * assistant's `refusal` (part of that turn, so replayed, counted and summarised with it), or the
+ * nested `output_text.text` some stored items carry. Parts without text (images, files) add nothing.
+ * The one rule for token estimates, conversation titles, history replay and the research prompt.
+ */
+export function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   let text = '';
-  for (const part of content) if (typeof part?.text === 'string') text += part.text;
+  for (const part of content) text += partText(part);
   return text;
 }
 
+function partText(part: unknown): string {
+  if (typeof part !== 'object' || part === null) return '';
+  const { text, refusal, output_text: nested } = part as { text?: unknown; refusal?: unknown; output_text?: { text?: unknown } };
+  if (typeof text === 'string') return text;
+  if (typeof refusal === 'string') return refusal;
+  return typeof nested?.text === 'string' ? nested.text : '';
+}
+
 export function estimateTokens(message: EstimatedMessage): number {
-  const text = textOf(message.content) || JSON.stringify(message.content ?? '');
+  const text = contentText(message.content) || JSON.stringify(message.content ?? '');
   const calls = message.tool_calls ? JSON.stringify(message.tool_calls).length : 0;
   return Math.ceil((text.length + calls) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE;
 }

@@ -3,6 +3,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { ApiError } from './errors.js';
+import { embeddedIpv4 } from './ip.js';
 
 /**
  * The egress guard for user-supplied URLs (media download, scrape, webhooks). It refuses private,
@@ -71,46 +72,6 @@ export function blockedReason(address: string): string | null {
     return blocked.check(address, 'ipv6') ? 'private or special-purpose IPv6 address' : null;
   }
   return 'not an IP address';
-}
-
-/** The eight 16-bit groups of an IPv6 address (dotted IPv4 tail accepted), or null. */
-export function ipv6Groups(address: string): number[] | null {
-  let text = address.toLowerCase().replace(/^\[|\]$/g, '');
-  if (text.includes('%')) return null; // zone ids only make sense for link-local, which is refused anyway
-  const dotted = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (dotted) {
-    if (isIP(dotted[2]!) !== 4) return null;
-    const [a, b, c, d] = dotted[2]!.split('.').map(Number) as [number, number, number, number];
-    text = `${dotted[1]}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const halves = text.split('::');
-  if (halves.length > 2) return null;
-  const parse = (part: string) => (part === '' ? [] : part.split(':').map((g) => (/^[0-9a-f]{1,4}$/.test(g) ? parseInt(g, 16) : NaN)));
-  const head = parse(halves[0]!);
-  const tail = halves.length === 2 ? parse(halves[1]!) : [];
-  if ([...head, ...tail].some(Number.isNaN)) return null;
-  const missing = 8 - head.length - tail.length;
-  if (halves.length === 1 ? missing !== 0 : missing < 1) return null;
-  return [...head, ...new Array<number>(halves.length === 2 ? missing : 0).fill(0), ...tail];
-}
-
-const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-
-/**
- * The IPv4 address an IPv6 address carries, and in which form: IPv4-mapped `::ffff:a.b.c.d`,
- * IPv4-translated `::ffff:0:a.b.c.d`, IPv4-compatible `::a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`,
- * 6to4 `2002:AABB:CCDD::`. Null for any other address.
- */
-export function embeddedIpv4(address: string): { ipv4: string; form: 'mapped' | 'translated' | 'compatible' | 'nat64' | '6to4' } | null {
-  const g = ipv6Groups(address);
-  if (!g) return null;
-  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
-  if (zeros(0, 5) && g[5] === 0xffff) return { ipv4: v4(g[6]!, g[7]!), form: 'mapped' };
-  if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return { ipv4: v4(g[6]!, g[7]!), form: 'translated' };
-  if (zeros(0, 6) && (g[6] !== 0 || g[7]! > 1)) return { ipv4: v4(g[6]!, g[7]!), form: 'compatible' };
-  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return { ipv4: v4(g[6]!, g[7]!), form: 'nat64' };
-  if (g[0] === 0x2002) return { ipv4: v4(g[1]!, g[2]!), form: '6to4' };
-  return null;
 }
 
 /**

@@ -3,7 +3,8 @@ import { randomBase62 } from './secrets.js';
 
 /**
  * Prefixed, URL-safe, unguessable identifiers. The body is 24 base62 characters (~143 bits) from a
- * cryptographic source. Prefixes are the ones ARCHITECTURE.md fixes; media IDs belong to the media service.
+ * cryptographic source. Every prefix the platform mints is here (the ones ARCHITECTURE.md fixes, then
+ * the others clients see); media IDs belong to the media service.
  */
 export const ID_PREFIXES = {
   conversation: 'conv',
@@ -15,6 +16,20 @@ export const ID_PREFIXES = {
   event: 'evt',
   webhook: 'wh',
   response: 'resp',
+  /** Output and input items of a response besides messages (the Responses API's prefixes). */
+  functionCall: 'fc',
+  functionCallOutput: 'fco',
+  reasoning: 'rs',
+  mcpListTools: 'mcpl',
+  mcpCall: 'mcp',
+  /** A model of the catalog, a provider's offer of it, and a provider sync run. */
+  catalogModel: 'mc',
+  providerModel: 'pmdl',
+  syncRun: 'psync',
+  /** One delivery of an event to a webhook. */
+  webhookDelivery: 'whd',
+  /** A document of the file search index (when the caller names none). */
+  document: 'doc',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;
@@ -24,6 +39,11 @@ const ID_PATTERN = /^[a-z]+_[0-9A-Za-z]{24}$/;
 
 export function newId(kind: IdKind): string {
   return `${ID_PREFIXES[kind]}_${randomBase62(ID_BODY_LENGTH)}`;
+}
+
+/** A chat completion's id (`chatcmpl-` and a UUID, as OpenAI's), for answers the platform makes itself. */
+export function completionId(): string {
+  return `chatcmpl-${randomUUID()}`;
 }
 
 /** True when `value` looks like an id of `kind` (cheap syntactic check before a lookup). */

@@ -6,10 +6,16 @@ import { GATEWAY_TOKEN_HEADER, identityHeadersFor, type Principal } from './iden
 /**
  * Service-to-service calls go straight to the other service's internal address (never through
  * the public edge) with the caller's identity headers and the gateway token, over kept-alive
- * connections, with a timeout. Failures map to 502/503/504 in shape A.
+ * connections, with a timeout. Failures map to 502/503/504 in shape A; a refusal the other service
+ * answered becomes this service's error through `relayError`.
  */
 export interface InternalClientOptions {
-  baseUrl: string;
+  /**
+   * The other service's address. A function is asked at every call: an address known only once
+   * the other service listens (port 0 in tests, the all-in-one start) is read when it is needed,
+   * and a changed one is followed. The connection pool is per origin, so nothing is rebuilt.
+   */
+  baseUrl: string | (() => string);
   gatewayToken?: string;
   timeoutMs?: number;
   connections?: number;
@@ -40,6 +46,7 @@ export interface InternalCallOptions {
 export function createInternalClient(options: InternalClientOptions) {
   const agent = new Agent({ keepAliveTimeout: 30_000, connections: options.connections ?? 128 });
   const timeoutMs = options.timeoutMs ?? 30_000;
+  const baseUrl = typeof options.baseUrl === 'function' ? options.baseUrl : () => options.baseUrl as string;
 
   async function send(method: string, path: string, opts: InternalCallOptions, accept: string) {
     const headers: Record<string, string> = { accept, ...opts.headers };
@@ -53,7 +60,7 @@ export function createInternalClient(options: InternalClientOptions) {
     }
     const limit = opts.timeoutMs ?? timeoutMs;
     try {
-      return await request(new URL(path, options.baseUrl), {
+      return await request(new URL(path, baseUrl()), {
         method: method as 'GET',
         headers,
         body: payload,
@@ -101,3 +108,59 @@ function failure(error: unknown, signal: CancelSignal | undefined): unknown {
 }
 
 export type InternalClient = ReturnType<typeof createInternalClient>;
+
+export interface RelayOptions {
+  /** What was asked, for the message when the other service gave none: `<what> failed (<status>)`. */
+  what: string;
+  /** The field of this service's request the refusal is about; without it, the other service's `param` is kept. */
+  param?: string;
+  /** The refusals passed on with their own status; by default every 4xx. Any other answer is a 502. */
+  statuses?: readonly number[];
+}
+
+/**
+ * The other service's error answer as this service's error (thrown): a refusal keeps its status,
+ * message and code, and when to retry (`retry-after`, `retry-after-ms`); anything else is a 502
+ * `upstream_error` with the other service's message. `body` is the parsed answer or its text (a
+ * streamed call's error answer, read whole), and may be no JSON at all.
+ */
+export function relayError(res: { status: number; body: unknown; headers?: Record<string, unknown> }, options: RelayOptions): never {
+  const error = errorOf(res.body);
+  const message = typeof error?.message === 'string' ? error.message : `${options.what} failed (${res.status})`;
+  const relayed = options.statuses ? options.statuses.includes(res.status) : res.status >= 400 && res.status < 500;
+  if (!relayed) throw new ApiError(502, message, { code: 'upstream_error', param: options.param ?? null });
+  const headers = res.headers ?? {};
+  const retry = Object.fromEntries(['retry-after', 'retry-after-ms'].filter((h) => typeof headers[h] === 'string').map((h) => [h, headers[h] as string]));
+  throw new ApiError(res.status, message, {
+    code: typeof error?.code === 'string' ? error.code : undefined,
+    param: options.param ?? (typeof error?.param === 'string' ? error.param : null),
+    headers: retry,
+  });
+}
+
+function errorOf(body: unknown): { message?: unknown; code?: unknown; param?: unknown } | undefined {
+  let parsed = body;
+  if (typeof body === 'string') {
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      return undefined;
+    }
+  }
+  const error = (parsed as { error?: unknown } | null)?.error;
+  return error !== null && typeof error === 'object' ? error : undefined;
+}
+
+/** The refusals of media-api that are the caller's to fix: a malformed payload, media not found or not theirs, too large. */
+export const MEDIA_REFUSALS = [400, 404, 413] as const;
+
+/**
+ * media-api's `POST /v1/media/resolve`, asked as the caller: `payload` (any JSON) comes back with
+ * each media reference replaced by a download URL. A reference the caller does not own is a 404
+ * naming it, given `param` (the caller's field that held the payload).
+ */
+export async function resolveMediaReferences<T>(client: InternalClient, principal: Principal, payload: T, options: { param: string; signal?: CancelSignal }): Promise<T> {
+  const res = await client.call<{ payload: T }>('POST', '/v1/media/resolve', { principal, body: { payload }, signal: options.signal });
+  if (res.status !== 200) relayError(res, { what: 'Resolving media references', param: options.param, statuses: MEDIA_REFUSALS });
+  return res.body.payload;
+}

@@ -14,16 +14,28 @@ export interface ListEnvelope<T> {
   total_count: number;
 }
 
-const intParam = (min: number, max: number) =>
-  z.preprocess(
-    (v) => (v === undefined || v === '' ? undefined : typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v),
-    z
-      .number({ error: 'must be an integer' })
-      .int({ error: 'must be an integer' })
-      .min(min, { error: `must be between ${min} and ${max}` })
-      .max(max, { error: `must be between ${min} and ${max}` })
-      .optional(),
-  );
+/** A query string's integer: digits only (no `1e1`, no spaces); absent or empty is `undefined`. */
+const digits = (v: unknown) => (v === undefined || v === '' ? undefined : typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v);
+
+const integer = (min: number, max: number) =>
+  z
+    .number({ error: 'must be an integer' })
+    .int({ error: 'must be an integer' })
+    .min(min, { error: `must be between ${min} and ${max}` })
+    .max(max, { error: `must be between ${min} and ${max}` });
+
+const optionalInt = (min: number, max: number) => z.preprocess(digits, integer(min, max).optional());
+const defaultedInt = (min: number, max: number, fallback: number) => z.preprocess(digits, integer(min, max).default(fallback));
+
+/**
+ * An integer query parameter in [min, max]: absent or empty is `undefined`, or `fallback` when one
+ * is given. Every list's `limit` and `offset` use it, so they are parsed and refused alike.
+ */
+export function intParam(min: number, max: number): ReturnType<typeof optionalInt>;
+export function intParam(min: number, max: number, fallback: number): ReturnType<typeof defaultedInt>;
+export function intParam(min: number, max: number, fallback?: number) {
+  return fallback === undefined ? optionalInt(min, max) : defaultedInt(min, max, fallback);
+}
 
 export interface PageOptions {
   defaultLimit?: number;
@@ -59,4 +71,35 @@ function pick(query: unknown, keys: string[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (query && typeof query === 'object') for (const k of keys) out[k] = (query as Record<string, unknown>)[k];
   return out;
+}
+
+/**
+ * Cursor lists (the OpenAI-style `limit`/`order`/`after` → `{object:"list", data, first_id, last_id,
+ * has_more}` the SDKs auto-paginate with `after = last_id`): conversation items, response input items.
+ */
+export interface CursorList<T> {
+  object: 'list';
+  data: T[];
+  first_id: string | null;
+  last_id: string | null;
+  has_more: boolean;
+}
+
+export interface CursorOptions extends PageOptions {
+  /** The longest id `after` accepts (default 64). */
+  maxIdLength?: number;
+}
+
+/** The `limit`/`order`/`after` query of a cursor list, to extend with the list's own parameters. */
+export function cursorQuery(options: CursorOptions = {}) {
+  return z.object({
+    limit: intParam(1, options.maxLimit ?? 100, options.defaultLimit ?? 20),
+    order: z.enum(['asc', 'desc'], { error: "must be 'asc' or 'desc'" }).default('desc'),
+    after: z.string().min(1).max(options.maxIdLength ?? 64).optional(),
+  });
+}
+
+/** The envelope of one page of a cursor list: `first_id`/`last_id` are those of `data` (null when empty). */
+export function cursorEnvelope<T extends { id: string }>(data: T[], hasMore: boolean): CursorList<T> {
+  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
 }

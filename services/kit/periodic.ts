@@ -2,25 +2,35 @@
  * A task run every `everyMs`, the next run counted from the end of the last, so runs never
  * overlap. A failed run goes to `onError` and the next one still comes. `stop()` cancels the next
  * run and waits for one in progress. The timer keeps no process alive.
+ *
+ * The first run comes after `everyMs`, or at once (on the next turn of the event loop) with
+ * `{immediate: true}`, for jobs that should also run when they start.
  */
 export interface Periodic {
   stop(): Promise<void>;
 }
 
-export function runEvery(everyMs: number, task: () => Promise<unknown>, onError: (error: Error) => void): Periodic {
+export interface RunEveryOptions {
+  /** Run the task at once as well, not only after the first `everyMs`. */
+  immediate?: boolean;
+}
+
+export function runEvery(everyMs: number, task: () => Promise<unknown>, onError: (error: Error) => void, options: RunEveryOptions = {}): Periodic {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
-  const schedule = () => {
+  const schedule = (delayMs: number) => {
     timer = setTimeout(() => {
-      running = task().then(
-        () => {},
-        (error: Error) => onError(error),
-      );
-      void running.finally(() => timer && schedule());
-    }, everyMs);
+      running = Promise.resolve()
+        .then(task)
+        .then(
+          () => {},
+          (error: Error) => onError(error),
+        );
+      void running.finally(() => timer && schedule(everyMs));
+    }, delayMs);
     timer.unref();
   };
-  schedule();
+  schedule(options.immediate ? 0 : everyMs);
   return {
     async stop() {
       clearTimeout(timer);

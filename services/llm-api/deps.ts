@@ -164,8 +164,8 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
 
   // Flush usage and the request log, and close pools, when this app stops (after its server drained).
   ctx.onStop(async () => {
-    registry.stop();
-    prober.stop();
+    await registry.stop();
+    await prober.stop();
     await usage.stop();
     await requestLogWriter?.stop();
     await upstream.close().catch(() => {});

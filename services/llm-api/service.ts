@@ -1,4 +1,4 @@
-import { createServiceApp, serviceAppOptions, unbuiltDeps, type MigrationSet, type Route, type ServiceDefinition } from '../kit/index.js';
+import { createServiceApp, serviceAppOptions, unbuiltDeps, type Route, type ServiceDefinition } from '../kit/index.js';
 import { llmApiConfigShape } from './config.js';
 import { createLlmApiDeps, type LlmApiDeps } from './deps.js';
 import { apiDocsResource } from './api-docs/index.js';
@@ -71,4 +71,3 @@ export function llmApiRoutes(resources: LlmApiResource[], deps: LlmApiDeps): Rou
 }
 
 export const llmApiService = createLlmApiService(llmApiResources);
-export const llmApiMigrations: MigrationSet = llmApiService.migrations[0]!;

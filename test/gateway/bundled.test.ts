@@ -4,6 +4,7 @@ import { createRequestTermination } from '../../services/gateway/bundled/request
 import { createClientIp } from '../../services/gateway/client-ip.js';
 import { DeckError, renderDeck } from '../../services/gateway/deck.js';
 import type { EdgeRequest } from '../../plugins/core/types.js';
+import { ipv6Prefix } from '../../plugins/core/address.js';
 
 const req = (method: string, headers: Record<string, string>): EdgeRequest => ({ method, path: '/v1/x', headers, clientIp: '', shared: {} });
 
@@ -43,6 +44,18 @@ test('client IP: the socket peer, unless it is a trusted proxy; then the right-m
   t.is(ip('10.1.2.3', 'garbage'), '10.1.2.3');
   t.is(createClientIp([])('::ffff:127.0.0.1', '1.2.3.4'), '127.0.0.1');
   t.throws(() => createClientIp(['not-an-ip']), { message: /TRUSTED_PROXIES/ });
+  // Every spelling of an IPv4-mapped address is its IPv4 address, as the egress guard reads it.
+  t.is(ip('::ffff:a01:203', '::ffff:cb00:7107, ::FFFF:10.9.9.9'), '203.0.113.7', 'hex-mapped peer and hops are unmapped');
+  t.is(ip('64:ff9b::a01:203', '198.51.100.1'), '64:ff9b::a01:203', 'a NAT64 peer is another host: not trusted as 10.1.2.3');
+});
+
+test('per-address keys: an IPv6 client is keyed by its prefix, an IPv4-mapped one (any spelling) by its IPv4 address', (t) => {
+  t.is(ipv6Prefix('2001:db8:1:2:3:4:5:6', 64), '2001:db8:1:2:0:0:0:0/64');
+  t.is(ipv6Prefix('2001:db8:1:2:3:4:5:6', 48), '2001:db8:1:0:0:0:0:0/48');
+  t.is(ipv6Prefix('fe80::1%eth0', 64), 'fe80:0:0:0:0:0:0:0/64', 'a zone id is not part of the address');
+  t.is(ipv6Prefix('::ffff:192.0.2.1', 64), '192.0.2.1');
+  t.is(ipv6Prefix('::ffff:c000:201', 64), '192.0.2.1');
+  t.is(ipv6Prefix('192.0.2.1', 64), '192.0.2.1');
 });
 
 test('deck rendering: decK env semantics (DECK_ prefix, unset is an error, toInt checked, comments skipped)', (t) => {

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { estimateTokens, estimateTokensOf, keepNewest } from '../../services/kit/index.js';
+import { contentText, estimateTokens, estimateTokensOf, keepNewest } from '../../services/kit/index.js';
 
 test('the estimate: 4 characters per token of text, 4 per message, tool calls by their JSON', (t) => {
   t.is(estimateTokens({ content: 'x'.repeat(40) }), 14);
@@ -7,6 +7,24 @@ test('the estimate: 4 characters per token of text, 4 per message, tool calls by
   const calls = [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }];
   t.is(estimateTokens({ content: null, tool_calls: calls }), Math.ceil((2 + JSON.stringify(calls).length) / 4) + 4);
   t.is(estimateTokensOf([{ content: 'abcd' }, { content: 'x'.repeat(40) }]), 5 + 14);
+});
+
+test("a message's text: the string, or its parts' text, refusals and stored output_text joined; other parts add nothing", (t) => {
+  t.is(contentText('plain'), 'plain');
+  t.is(contentText(null), '');
+  t.is(contentText({ text: 'not a list' }), '');
+  const parts = [
+    { type: 'input_text', text: 'a' },
+    { type: 'image_url', image_url: { url: 'jan_1' } },
+    { type: 'output_text', text: 'b' },
+    { type: 'refusal', refusal: 'c' },
+    { type: 'output_text', output_text: { text: 'd' } },
+    null,
+    'e',
+    { type: 'text', text: 5 },
+  ];
+  t.is(contentText(parts), 'abcd');
+  t.is(estimateTokens({ content: [{ type: 'refusal', refusal: 'x'.repeat(40) }] }), 14, 'a refusal costs its text');
 });
 
 test('keepNewest keeps the newest that fit, oldest first, and reads no further than the first that does not', async (t) => {

@@ -41,3 +41,46 @@ test('a failed run is reported and the next one comes; runs never overlap; stop 
   t.is(runs, 2);
   t.is(maxActive, 1);
 });
+
+test('with immediate, the first run comes at once, then every interval; stop before a run cancels it', async (t) => {
+  const keepAlive = setInterval(() => {}, 60_000);
+  t.teardown(() => clearInterval(keepAlive));
+  let runs = 0;
+  let firstRun!: () => void;
+  const ran = new Promise<void>((resolve) => (firstRun = resolve));
+  const started = Date.now();
+  const periodic = runEvery(
+    60_000,
+    async () => {
+      runs++;
+      firstRun();
+    },
+    () => {},
+    { immediate: true },
+  );
+  await ran;
+  t.true(Date.now() - started < 1000, 'the first run did not wait for the interval');
+  await periodic.stop();
+  t.is(runs, 1);
+
+  const never = runEvery(60_000, async () => void runs++, () => {});
+  await never.stop();
+  t.is(runs, 1, 'without immediate, a stop before the first interval means no run');
+});
+
+test('a task that throws synchronously is reported like a failed run', async (t) => {
+  const keepAlive = setInterval(() => {}, 60_000);
+  t.teardown(() => clearInterval(keepAlive));
+  let reported!: (message: string) => void;
+  const error = new Promise<string>((resolve) => (reported = resolve));
+  const periodic = runEvery(
+    60_000,
+    () => {
+      throw new Error('sync failure');
+    },
+    (e) => reported(e.message),
+    { immediate: true },
+  );
+  t.is(await error, 'sync failure');
+  await periodic.stop();
+});

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { NotFoundError } from 'openai';
+import { BadRequestError, NotFoundError } from 'openai';
 import { lastToolOutput, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
 
 // The tool loop through the edge with the official openai SDK: llm-api is asked service to
@@ -59,6 +59,27 @@ test('input_items paginate as the SDK expects; delete removes the response', asy
   const deleted: any = await client.responses.delete(response.id);
   t.like(deleted, { id: response.id, deleted: true });
   await t.throwsAsync(client.responses.retrieve(response.id), { instanceOf: NotFoundError });
+});
+
+test('input_items take limit as every list does: digits only, 1 to 100, 400s naming limit', async (t) => {
+  p.fake.script('limits', [{ content: 'ok' }]);
+  const { client } = await p.newClient();
+  const response = await client.responses.create({ model: MODEL, input: 'hello #script:limits', tools: [] });
+  const cases: Array<[string, RegExp]> = [
+    ['1e1', /must be an integer/],
+    [' 5', /must be an integer/],
+    ['2.5', /must be an integer/],
+    ['0', /must be between 1 and 100/],
+    ['101', /must be between 1 and 100/],
+  ];
+  for (const [limit, message] of cases) {
+    const error = await t.throwsAsync(client.responses.inputItems.list(response.id, { limit: limit as any }), { instanceOf: BadRequestError }, limit);
+    t.is((error as BadRequestError).param, 'limit');
+    t.regex((error as BadRequestError).message, message, limit);
+  }
+  const order = await t.throwsAsync(client.responses.inputItems.list(response.id, { order: 'sideways' as any }), { instanceOf: BadRequestError });
+  t.is((order as BadRequestError).param, 'order');
+  t.is((await client.responses.inputItems.list(response.id, { limit: 100 })).data.length, 1);
 });
 
 test("another user's response is a 404 on every route", async (t) => {

@@ -10,7 +10,7 @@ import {
   type ModelListClient,
   type SyncDeps,
 } from '../../domains/catalog/index.js';
-import { createEgressGuard, createSecretBox, loadMasterKey, type BaseConfig, type SharedServiceContext, type WorkerDefinition } from '../../services/kit/index.js';
+import { createEgressGuard, createSecretBox, loadMasterKey, runEvery, unixSeconds, type BaseConfig, type SharedServiceContext, type WorkerDefinition } from '../../services/kit/index.js';
 
 /**
  * provider-sync: re-synchronises every active provider's models on a schedule
@@ -80,35 +80,19 @@ export const providerSyncWorker: WorkerDefinition = {
     const upstream = modelListClientFor(ctx.runtime.config);
     const deps = syncDepsFor(ctx, upstream);
     const runs = createSyncRunsStore(ctx.runtime.db.knex);
-    const nowSec = () => Math.floor(ctx.runtime.clock.now() / 1000);
-    let timer: NodeJS.Timeout | undefined;
     let running: Promise<unknown> = Promise.resolve();
+    // Scheduled passes and on-demand messages share one chain, so two syncs never run at once.
     const run = (providerId?: string) => {
       const next = running.then(() => syncAllProviders(ctx, deps, providerId));
       running = next.catch(() => {});
       return next;
     };
 
-    if (config.LLM_PROVIDER_SYNC_INTERVAL_MS > 0) {
-      const tick = () => {
-        // A failed scheduled pass (the database away, say) is logged and the next tick tries again;
-        // it must never become an unhandled rejection that ends the process.
-        timer = setTimeout(
-          () =>
-            void run()
-              .catch((error: unknown) => ctx.runtime.logger.error({ err: error }, 'scheduled provider sync failed'))
-              .finally(() => timer && tick()),
-          config.LLM_PROVIDER_SYNC_INTERVAL_MS,
-        );
-        timer.unref();
-      };
-      tick();
-    }
     const consumer = await ctx.runtime.bus.consume<{ provider_id?: string; run_id?: string }>({ queue: PROVIDER_SYNC_QUEUE, prefetch: 1 }, async (message, delivery) => {
       const providerId = typeof message.body?.provider_id === 'string' ? message.body.provider_id : undefined;
       const runId = typeof message.body?.run_id === 'string' ? message.body.run_id : undefined;
       try {
-        if (runId && !(await runs.start(runId, nowSec()))) {
+        if (runId && !(await runs.start(runId, unixSeconds(ctx.runtime.clock)))) {
           await delivery.ack(); // already finished: a redelivery
           return;
         }
@@ -118,7 +102,7 @@ export const providerSyncWorker: WorkerDefinition = {
           await runs.finish(
             runId,
             { providers_synced: summary.synced.length, providers_failed: summary.failed.length, added: summary.added, updated: summary.updated, deactivated: summary.deactivated, failures: summary.failed, error },
-            nowSec(),
+            unixSeconds(ctx.runtime.clock),
           );
         }
         await delivery.ack();
@@ -128,11 +112,20 @@ export const providerSyncWorker: WorkerDefinition = {
         await delivery.retryAfter(30_000);
       }
     });
+    // Scheduled passes start once the consumer is up (a failed start leaves no timer behind).
+    // A failed scheduled pass (the database away, say) is logged and the next one tries again;
+    // it never becomes an unhandled rejection that ends the process.
+    const schedule =
+      config.LLM_PROVIDER_SYNC_INTERVAL_MS > 0
+        ? runEvery(config.LLM_PROVIDER_SYNC_INTERVAL_MS, () => run(), (error) => ctx.runtime.logger.error({ err: error }, 'scheduled provider sync failed'))
+        : undefined;
     return {
       async stop() {
-        clearTimeout(timer);
-        timer = undefined;
+        // No further scheduled pass (stop cancels the timer at once), then no further message;
+        // then the pass in progress, whichever started it, ends before the client closes.
+        const scheduleStopped = schedule?.stop();
         await consumer.cancel();
+        await scheduleStopped;
         await running.catch(() => {});
         await upstream.close().catch(() => {});
       },

@@ -1,5 +1,5 @@
 import { EgressRefusedError, type EgressGuard } from '../../services/kit/index.js';
-import { signatureHeaders } from '../../services/kit/core/index.js';
+import { signatureHeaders, TIMESTAMP_HEADER } from '../../services/kit/core/index.js';
 import type { DeliveryRow, WebhookRow } from '../../domains/webhooks/index.js';
 
 /**
@@ -45,7 +45,7 @@ export async function attemptDelivery(options: {
     ...webhook.headers,
     'Content-Type': 'application/json',
     'User-Agent': USER_AGENT,
-    'X-Timestamp': timestamp,
+    [TIMESTAMP_HEADER]: timestamp,
     ...signatureHeaders(options.secrets, timestamp, body),
     'X-Event-Type': delivery.event_type,
     'X-Event-ID': delivery.event_id,

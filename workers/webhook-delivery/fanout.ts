@@ -1,5 +1,5 @@
-import type { Bus, BusMessage, Clock, Delivery, EventMessage, Logger } from '../../services/kit/index.js';
-import { matchesAny, newDeliveryId, sendDeliveryJob, type DeliveriesStore, type WebhooksStore } from '../../domains/webhooks/index.js';
+import { newId, type Bus, type BusMessage, type Clock, type Delivery, type EventMessage, type Logger } from '../../services/kit/index.js';
+import { matchesAny, sendDeliveryJob, type DeliveriesStore, type WebhooksStore } from '../../domains/webhooks/index.js';
 
 /**
  * The fan-out consumer (queue bound with `#`): one delivery record and one delivery job per active
@@ -33,7 +33,7 @@ export function createFanoutHandler(deps: FanoutDeps) {
     const matching = (await deps.webhooks.activeAt(event.occurred_at)).filter((w) => matchesAny(w.events, event.type));
     await deps.deliveries.insertMissing(
       matching.map((w) => ({
-        id: newDeliveryId(),
+        id: newId('webhookDelivery'),
         webhook_id: w.id,
         event_id: event.id,
         event_type: event.type,

@@ -1,7 +1,8 @@
 /**
  * kit/http: building HTTP services and calling others. The app factory, route tables and their
  * mount, bodies, pagination, the OpenAPI generator, listening and draining, the internal client,
- * the egress guard for user-supplied URLs, the reader of server-sent events.
+ * the client of operator-configured endpoints, the egress guard for user-supplied URLs, the
+ * reader of server-sent events.
  */
 export { createServiceApp, type ServiceAppOptions } from './app.js';
 export type { ServedRequest } from './served.js';
@@ -17,5 +18,6 @@ export { apiMarkdown, openApiDocument, openApiPath, unbuiltDeps, type Documented
 export * from '../pagination.js';
 export * from '../lifecycle.js';
 export * from '../internal-client.js';
+export * from './trusted-endpoint.js';
 export * from '../egress.js';
 export * from '../sse.js';

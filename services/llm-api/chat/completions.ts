@@ -1,4 +1,4 @@
-import { ApiError, badRequest, decodeUtf8, encodeWithRawMembers, isPending, notFound, type Cancellation, type RawJsonMembers, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, decodeUtf8, encodeWithRawMembers, isPending, notFound, unixSeconds, type Cancellation, type RawJsonMembers, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { ClientClosed, type Attempt } from '../routing/failover.js';
 import type { UpstreamResponse } from '../routing/upstream.js';
@@ -224,7 +224,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     meter.firstByte();
     const body = await readAnswer(dispatched.value, deps.limits.maxResponseBytes, signal);
     const served = dispatched.attempt.candidate.pm.model_public_id;
-    normalizeCompletion(body, served, Math.floor(deps.clock.now() / 1000));
+    normalizeCompletion(body, served, unixSeconds(deps.clock));
     if (session && persist) {
       const message = body.choices[0]?.message;
       await session.finish({

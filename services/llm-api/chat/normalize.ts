@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { completionId } from '../../kit/core/index.js';
 import type { ChatCompletion } from './types.js';
 
 /**
@@ -7,7 +7,7 @@ import type { ChatCompletion } from './types.js';
  * `finish_reason`, every message with `content` and `refusal` keys, and usage totals that add up.
  */
 export function normalizeCompletion(body: ChatCompletion, fallbackModel: string, nowSec: number): ChatCompletion {
-  body.id ??= `chatcmpl-${randomUUID()}`;
+  body.id ??= completionId();
   body.object = 'chat.completion';
   body.created = Number.isInteger(body.created) ? body.created : nowSec;
   body.model ??= fallbackModel;

@@ -1,4 +1,4 @@
-import { ApiError, createInternalClient, sseData, type CancelSignal, type InternalClient, type Principal } from '../../kit/index.js';
+import { createInternalClient, relayError, sseData, type CancelSignal, type Principal } from '../../kit/index.js';
 
 /**
  * Deep research runs on response-api's tool loop: `POST /v1/responses` with `stream: true`, called
@@ -20,38 +20,15 @@ export interface ResearchPort {
 }
 
 export function createResearchPort(options: { baseUrl: () => string; gatewayToken: string; maxEventBytes: number }): ResearchPort & { close(): Promise<void> } {
-  // response-api's address is known only once it listens (port 0 in tests): the client is made on first use.
-  let current: { url: string; client: InternalClient } | null = null;
-  const client = () => {
-    const url = options.baseUrl();
-    if (!current || current.url !== url) {
-      void current?.client.close();
-      current = { url, client: createInternalClient({ baseUrl: url, gatewayToken: options.gatewayToken }) };
-    }
-    return current.client;
-  };
-
+  const client = createInternalClient({ baseUrl: options.baseUrl, gatewayToken: options.gatewayToken });
   return {
     async run(principal, body, { requestId, signal }) {
       // No timeout between events: each step and each tool call is bounded by response-api itself.
-      const res = await client().open('POST', '/v1/responses', { principal, body: { ...body, stream: true }, requestId, signal, timeoutMs: 0 });
-      if (res.status !== 200) {
-        const text = await res.body.text().catch(() => '');
-        let error: any;
-        try {
-          error = JSON.parse(text)?.error;
-        } catch {
-          error = undefined;
-        }
-        const message = typeof error?.message === 'string' ? error.message : `The research could not start (${res.status})`;
-        if (res.status >= 400 && res.status < 500) throw new ApiError(res.status, message, { code: error?.code, param: 'deep_research' });
-        throw new ApiError(502, message, { code: 'upstream_error' });
-      }
+      const res = await client.open('POST', '/v1/responses', { principal, body: { ...body, stream: true }, requestId, signal, timeoutMs: 0 });
+      if (res.status !== 200) relayError({ ...res, body: await res.body.text().catch(() => '') }, { what: 'Starting the research', param: 'deep_research' });
       return parseEvents(res.body, options.maxEventBytes);
     },
-    async close() {
-      await current?.client.close();
-    },
+    close: () => client.close(),
   };
 }
 

@@ -1,5 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import { ApiError, errorBody, type CancelSignal, type Clock, type Principal } from '../../kit/index.js';
+import { ApiError, completionId, contentText, errorBody, unixSeconds, type CancelSignal, type Clock, type Principal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import type { ResearchPort, ResponsesEvent } from './research-port.js';
 import type { ChatRequest } from './schemas.js';
@@ -69,7 +68,7 @@ export async function deepResearch(deps: ResearchDeps, principal: Principal, inp
     if (signal.aborted) throw new ClientClosed();
     throw error;
   }
-  const meta = { id: `chatcmpl-${randomUUID()}`, created: Math.floor(deps.clock.now() / 1000), model: request.model };
+  const meta = { id: completionId(), created: unixSeconds(deps.clock), model: request.model };
   const progress = new ResearchProgress();
 
   if (!request.stream) {
@@ -154,11 +153,11 @@ export function toResponsesInput(messages: Message[]): Array<Record<string, unkn
   for (const message of messages as Array<Record<string, any>>) {
     const role = message.role === 'function' ? 'tool' : message.role;
     if (role === 'tool') {
-      items.push({ type: 'function_call_output', call_id: String(message.tool_call_id ?? ''), output: textOf(message.content) });
+      items.push({ type: 'function_call_output', call_id: String(message.tool_call_id ?? ''), output: contentText(message.content) });
       continue;
     }
     if (role === 'assistant') {
-      const text = textOf(message.content);
+      const text = contentText(message.content);
       if (text) items.push({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] });
       for (const call of message.tool_calls ?? []) {
         items.push({ type: 'function_call', call_id: call.id, name: call.function?.name, arguments: call.function?.arguments ?? '{}' });
@@ -177,12 +176,6 @@ function inputPart(part: Record<string, any>): Record<string, unknown> {
     return { type: 'input_image', image_url: url, ...(part.image_url?.detail ? { detail: part.image_url.detail } : {}) };
   }
   return { type: 'input_text', text: typeof part?.text === 'string' ? part.text : '' };
-}
-
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  return content.map((part: any) => (typeof part?.text === 'string' ? part.text : '')).join('');
 }
 
 export interface ResearchAnswer {
@@ -284,7 +277,7 @@ export class ResearchProgress {
     }
     const output: Array<Record<string, any>> = response.output ?? [];
     const last = output.at(-1);
-    let content = last?.type === 'message' ? (this.lastMessage ?? textOfItem(last)) : '';
+    let content = last?.type === 'message' ? (this.lastMessage ?? contentText(last.content)) : '';
     if (!content.trim()) content = 'The research reached its step limit before an answer was written.';
     if (this.sources.length > 0 && !this.sources.some((s) => content.includes(s.url))) {
       content += `\n\nSources:\n${this.sources.map((s) => `- ${s.title ? `${s.title}: ` : ''}${s.url}`).join('\n')}`;
@@ -308,10 +301,6 @@ export class ResearchProgress {
     const finishReason = response.status === 'incomplete' ? 'length' : 'stop';
     return { content, finishReason, usage, annotations, error: null };
   }
-}
-
-function textOfItem(item: Record<string, any>): string {
-  return (item.content ?? []).map((part: any) => (typeof part?.text === 'string' ? part.text : '')).join('');
 }
 
 function parseObject(text: unknown): Record<string, any> {

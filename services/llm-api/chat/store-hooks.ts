@@ -1,4 +1,4 @@
-import { ApiError, estimateTokens, estimateTokensOf, keepNewest, type Principal, type ServiceContext } from '../../kit/index.js';
+import { ApiError, contentText, estimateTokens, estimateTokensOf, keepNewest, type Principal, type ServiceContext } from '../../kit/index.js';
 import { appendItems, createConversation, openHistory, type ConversationDeps, type HistoryItem } from '../conversations/index.js';
 import { findProject } from '../projects/index.js';
 import { contextLengthOf, type ResolvedModel } from '../models/registry.js';
@@ -19,18 +19,8 @@ type Message = ChatRequest['messages'][number];
 interface ContentPart {
   type?: string;
   text?: unknown;
-  output_text?: { text?: unknown };
   image_url?: string | { url?: string };
   [field: string]: unknown;
-}
-
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  return content
-    .map((part: ContentPart | null) => (typeof part?.text === 'string' ? part.text : typeof part?.output_text?.text === 'string' ? part.output_text.text : ''))
-    .filter(Boolean)
-    .join('');
 }
 
 /** The image a stored part holds (`input_image` as chat stores it, or the nested `image` kind), if any. */
@@ -58,12 +48,12 @@ function historyMessage(item: HistoryItem): Message | null {
     const parts = (item.content as ContentPart[]).flatMap((part): Record<string, unknown>[] => {
       const image = imageOf(part);
       if (image) return [{ type: 'image_url', image_url: image }];
-      const partText = textOf([part]);
+      const partText = contentText([part]);
       return partText ? [{ type: 'text', text: partText }] : [];
     });
     return { role, content: parts } as Message;
   }
-  const text = textOf(item.content);
+  const text = contentText(item.content);
   return text ? ({ role, content: text } as Message) : null;
 }
 
@@ -119,7 +109,7 @@ export function createStoreHooks(
       let conversationId = ref;
       if (!conversationId) {
         // Only reached with store: true (the caller asks for a session without a conversation only then).
-        const title = textOf(latest.content).slice(0, 80) || null;
+        const title = contentText(latest.content).slice(0, 80) || null;
         conversationId = (await createConversation(options.conversations, principal.userId, { title } as never)).id;
       }
       const { conversation, newestFirst } = await openHistory(knex, { conversationId, userId: principal.userId });
@@ -159,7 +149,7 @@ export function createStoreHooks(
               await appendItems(knex, {
                 conversationId: conversation.id,
                 userId: principal.userId,
-                items: [{ type: 'message', role: latest.role === 'function' ? 'tool' : latest.role, content: textOf(latest.content) || '(non-text content)' }, ...stored.slice(1)],
+                items: [{ type: 'message', role: latest.role === 'function' ? 'tool' : latest.role, content: contentText(latest.content) || '(non-text content)' }, ...stored.slice(1)],
                 model: answer.model,
                 tokensUsed: answer.usage ? { prompt: answer.usage.prompt_tokens, completion: answer.usage.completion_tokens } : null,
                 clock,

@@ -6,10 +6,12 @@ import { appendToBranch } from './items.js';
 import { countBranchItems, insertBranch } from './items-store.js';
 import type { CreateConversationInput, UpdateConversationInput } from './schemas.js';
 import {
+  clearProjectLinks,
   conversationPageQuery,
   countConversations,
   insertConversation,
   lockProjectConversations,
+  softDeleteConversation,
   updateConversation,
   type ConversationFilter,
   type ConversationRow,
@@ -148,7 +150,7 @@ export async function deleteConversation(deps: ConversationDeps, userId: string,
     const branch = await resolveBranch(trx, row);
     const messageCount = await countBranchItems(trx, branch.id);
     const now = unixSeconds(deps.clock);
-    await trx('conversations').where({ id }).update({ deleted_at: now, updated_at: now });
+    await softDeleteConversation(trx, id, now);
     await recordEvent(trx, 'conversation.deleted', { conversation_id: id, user_id: userId, message_count: messageCount, deleted_at: iso(now) });
     return { id, object: 'conversation.deleted' as const, deleted: true as const };
   });
@@ -167,7 +169,7 @@ export async function detachProjectConversations(trx: Knex.Transaction, input: {
     });
   }
   // Soft-deleted conversations lose the link too (no event: they no longer exist for the API).
-  await trx('conversations').where('project_id', input.projectId).update({ project_id: null });
+  await clearProjectLinks(trx, input.projectId);
   return rows.length;
 }
 

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { badRequest, newId, recordEvent, systemClock, unixSeconds, type Clock } from '../../kit/index.js';
+import { badRequest, cursorEnvelope, newId, recordEvent, systemClock, unixSeconds, type Clock, type CursorList } from '../../kit/index.js';
 import { itemNotFound, loadConversation, resolveBranch } from './access.js';
 import { normalizeItem, type StoredItemBody } from './item-schema.js';
 import {
@@ -186,12 +186,7 @@ export interface ItemListQuery {
   branch?: string;
 }
 
-export interface ItemList {
-  object: 'list';
-  data: ItemObject[];
-  first_id: string | null;
-  last_id: string | null;
-  has_more: boolean;
+export interface ItemList extends CursorList<ItemObject> {
   /** Items on the branch in all (whatever `after` and `offset` say). */
   total_count: number;
 }
@@ -216,7 +211,7 @@ export async function listItems(db: Db, userId: string, conversationId: string, 
   const hasMore = rows.length > query.limit;
   const include = new Set(query.include);
   const data = rows.slice(0, query.limit).map((r) => toItemObject(normalizeRow(r), branch.name, include));
-  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore, total_count: total };
+  return { ...cursorEnvelope(data, hasMore), total_count: total };
 }
 
 export async function getItem(

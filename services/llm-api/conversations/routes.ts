@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { pageOf, pageQuery, route, type Route } from '../../kit/index.js';
+import { cursorEnvelope, pageOf, pageQuery, route, type Route } from '../../kit/index.js';
 import { activateBranch, createBranch, deleteItem, editItem, getBranch, listConversationBranches, regenerateItem, removeBranch } from './branches.js';
 import { createConversation, deleteConversation, getConversation, listConversations, patchConversation, type ConversationDeps } from './conversations.js';
 import { appendItems, getItem, listItems, parseInclude } from './items.js';
@@ -85,7 +85,7 @@ export function conversationRoutes(deps: { conversations: ConversationDeps }): R
           clock: deps.conversations.clock,
           include: includesOf(query),
         });
-        return { object: 'list', data: result.items, first_id: result.items[0]?.id ?? null, last_id: result.items.at(-1)?.id ?? null, has_more: false };
+        return cursorEnvelope(result.items, false);
       },
     }),
     route({

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { cursorQuery, intParam } from '../../kit/http/index.js';
 
 /** Request schemas of conversations, items and branches (SPEC.md 2.2, 4.3, 8). */
 export const METADATA_MAX_PAIRS = 16;
@@ -54,17 +55,9 @@ export const createItemsSchema = z.object({
     .max(ITEMS_PER_REQUEST_MAX, `at most ${ITEMS_PER_REQUEST_MAX} items are allowed per request`),
 });
 
-const limit = z.preprocess(
-  (v) => (v === undefined || v === '' ? undefined : typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v),
-  z.number({ error: 'must be an integer' }).int().min(1, 'must be between 1 and 100').max(100, 'must be between 1 and 100').default(20),
-);
-
-export const listItemsQuery = z.object({
-  limit,
-  order: z.enum(['asc', 'desc'], { error: "must be 'asc' or 'desc'" }).default('desc'),
-  after: z.string().min(1).max(64).optional(),
-  /** Items skipped (after `after`, when both are given). */
-  offset: z.preprocess((v) => (v === undefined || v === '' ? undefined : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v), z.number({ error: 'must be an integer' }).int().min(0).max(1_000_000_000).default(0)),
+/** A cursor list (`limit`/`order`/`after`) that also takes `offset`: items skipped (after `after`, when both are given). */
+export const listItemsQuery = cursorQuery().extend({
+  offset: intParam(0, 1_000_000_000, 0),
   branch: z.string().min(1).max(64).optional(),
 });
 

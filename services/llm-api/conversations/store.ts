@@ -86,3 +86,38 @@ export async function lockProjectConversations(db: Db, projectId: string): Promi
     .orderBy('id')
     .forUpdate()) as ConversationRow[];
 }
+
+/** Soft delete: the row stays stored, marked deleted at `now` (every later lookup skips it). */
+export async function softDeleteConversation(db: Db, id: string, now: number): Promise<void> {
+  await db('conversations').where({ id }).update({ deleted_at: now, updated_at: now });
+}
+
+/** Clears every remaining link to a project, soft-deleted conversations included. */
+export async function clearProjectLinks(db: Db, projectId: string): Promise<void> {
+  await db('conversations').where('project_id', projectId).update({ project_id: null });
+}
+
+/**
+ * Erases up to `batchSize` conversations deleted at or before `cutoff`, with their branches and
+ * items, in one transaction; returns how many. The batch is claimed with `FOR UPDATE SKIP LOCKED`,
+ * so concurrent callers (several processes) never work on the same conversation nor wait on each other.
+ */
+export async function purgeDeletedBatch(db: Db, cutoff: number, batchSize: number): Promise<number> {
+  return db.transaction(async (trx) => {
+    const ids: string[] = await trx('conversations')
+      .whereNotNull('deleted_at')
+      .where('deleted_at', '<=', cutoff)
+      .orderBy('deleted_at', 'asc')
+      .limit(batchSize)
+      .forUpdate()
+      .skipLocked()
+      .pluck('id');
+    if (ids.length === 0) return 0;
+    const branches = trx('conversation_branches').select('id').whereIn('conversation_id', ids);
+    await trx('branch_items').whereIn('branch_id', branches).delete();
+    await trx('conversation_branches').whereIn('conversation_id', ids).delete();
+    await trx('conversation_items').whereIn('conversation_id', ids).delete();
+    await trx('conversations').whereIn('id', ids).delete();
+    return ids.length;
+  });
+}

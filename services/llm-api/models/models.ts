@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { diff, type CatalogRow, type ModelsStore, type ProviderModelRow, type ProvidersStore } from '../../../domains/catalog/index.js';
-import { badRequest, notFound, recordEvent, type Clock, type Page, listEnvelope } from '../../kit/index.js';
+import { badRequest, notFound, recordEvent, unixSeconds, type Clock, type Page, listEnvelope } from '../../kit/index.js';
 import type { ModelRegistry } from './registry.js';
 import { catalogView, modelEntry, providerModelView } from './types.js';
 import type { PatchCatalogInput, PatchProviderModelInput } from './schemas.js';
@@ -61,7 +61,7 @@ export async function patchCatalog(deps: ModelDeps, publicId: string, input: Pat
     if (Object.keys(patch).length === 0) return current;
     const changes = diff(current as unknown as Record<string, unknown>, patch as Record<string, unknown>);
     const manual = [...new Set([...current.manual_fields, ...Object.keys(patch)])].sort();
-    const updated = await deps.models.updateCatalog(trx, current.id, { ...patch, manual_fields: manual, updated_at: Math.floor(deps.clock.now() / 1000) });
+    const updated = await deps.models.updateCatalog(trx, current.id, { ...patch, manual_fields: manual, updated_at: unixSeconds(deps.clock) });
     if (Object.keys(changes).length) {
       await recordEvent(trx, 'model.updated', { model_id: current.public_id, changes, updated_at: nowIso(deps) });
       await deps.models.bumpVersion(trx);
@@ -99,7 +99,7 @@ export async function patchProviderModel(deps: ModelDeps, id: string, input: Pat
     if (Object.keys(patch).length === 0) return current;
     const changes = diff(current as unknown as Record<string, unknown>, patch as Record<string, unknown>);
     const manual = [...new Set([...current.manual_fields, ...Object.keys(patch).filter((k) => SYNCED_FIELDS.has(k))])].sort();
-    const values: Partial<ProviderModelRow> = { ...patch, manual_fields: manual, updated_at: Math.floor(deps.clock.now() / 1000) };
+    const values: Partial<ProviderModelRow> = { ...patch, manual_fields: manual, updated_at: unixSeconds(deps.clock) };
     if (patch.active !== undefined) values.sync_deactivated = false;
     const updated = await deps.models.updateProviderModel(trx, id, values);
     if (Object.keys(changes).length) {

@@ -7,7 +7,7 @@ import {
   type ProviderRow,
   type ProvidersStore,
 } from '../../../domains/catalog/index.js';
-import type { Logger, SecretBox } from '../../kit/index.js';
+import { runEvery, type Logger, type Periodic, type SecretBox } from '../../kit/index.js';
 
 /**
  * The in-memory view of providers and models that the hot path reads: model resolution and the
@@ -60,7 +60,8 @@ export function createModelRegistry(deps: {
   pollMs: number;
 }) {
   let snapshot: Snapshot = { version: -1, providers: new Map(), models: new Map(), listing: [] };
-  let timer: NodeJS.Timeout | undefined;
+  let polling: Periodic | undefined;
+  let stopped = false;
   let loading: Promise<void> | undefined;
 
   async function load(): Promise<void> {
@@ -119,29 +120,26 @@ export function createModelRegistry(deps: {
   }
 
   async function poll(): Promise<void> {
-    try {
-      const version = await deps.models.version();
-      if (version !== snapshot.version) await reload();
-    } catch (error) {
-      deps.logger.warn({ err: (error as Error).message }, 'model registry poll failed; serving the last snapshot');
-    }
+    const version = await deps.models.version();
+    if (version !== snapshot.version) await reload();
   }
 
   return {
+    /** Loads the catalog, then polls its version every `pollMs` after the last poll ended (0: never). */
     async start() {
+      stopped = false;
       await reload();
-      if (deps.pollMs > 0) {
-        const tick = () => {
-          timer = setTimeout(() => void poll().finally(() => timer && tick()), deps.pollMs);
-          timer.unref();
-        };
-        tick();
+      if (deps.pollMs > 0 && !stopped && !polling) {
+        polling = runEvery(deps.pollMs, poll, (error) => deps.logger.warn({ err: error.message }, 'model registry poll failed; serving the last snapshot'));
       }
     },
     reload,
-    stop() {
-      clearTimeout(timer);
-      timer = undefined;
+    /** Cancels the next poll and waits for one in progress. */
+    async stop(): Promise<void> {
+      stopped = true;
+      const stopping = polling?.stop();
+      polling = undefined;
+      await stopping;
     },
     resolve: (publicId: string): ResolvedModel | undefined => snapshot.models.get(publicId),
     listing: (): ResolvedModel[] => snapshot.listing,

@@ -2,7 +2,6 @@ import type { Knex } from 'knex';
 import {
   diff,
   endpointsOf,
-  newSyncRunId,
   PROVIDER_SYNC_QUEUE,
   syncProvider,
   SyncError,
@@ -14,7 +13,7 @@ import {
   type SyncRunRow,
   type SyncRunsStore,
 } from '../../../domains/catalog/index.js';
-import { ApiError, badRequest, conflict, listEnvelope, newId, notFound, recordEvent, type Bus, type Page, type Clock, type Principal, type SecretBox } from '../../kit/index.js';
+import { ApiError, badRequest, conflict, listEnvelope, newId, notFound, recordEvent, unixSeconds, type Bus, type Page, type Clock, type Principal, type SecretBox } from '../../kit/index.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { modelSummary } from '../models/types.js';
 import type { PatchProviderInput, RegisterProviderInput } from './schemas.js';
@@ -37,7 +36,6 @@ export interface ProviderDeps {
   bus: Pick<Bus, 'send'>;
 }
 
-const nowSec = (deps: { clock: Clock }) => Math.floor(deps.clock.now() / 1000);
 const hint = (key: string) => key.slice(-4);
 
 export function providerView(deps: Pick<ProviderDeps, 'health'>, row: ProviderRow, options: { admin: boolean; counts?: { total: number; active: number } }) {
@@ -82,7 +80,7 @@ export async function registerProvider(deps: ProviderDeps, input: RegisterProvid
   if (!baseUrl) throw badRequest('One of base_url, url or endpoints is required', 'base_url');
   if (input.base_url && input.url && input.base_url !== input.url) throw badRequest('base_url and url must agree when both are given', 'url');
   const id = newId('provider');
-  const now = nowSec(deps);
+  const now = unixSeconds(deps.clock);
   await deps.knex.transaction(async (trx) => {
     if (await deps.providers.byName(input.name, trx)) throw conflict(`A provider named '${input.name}' already exists`, 'name');
     await deps.providers.insert(trx, {
@@ -143,7 +141,7 @@ export async function patchProvider(deps: ProviderDeps, id: string, input: Patch
       changes.api_key = { old: current.api_key_sealed ? '[set]' : null, new: key ? '[set]' : null };
     }
     if (Object.keys(patch).length === 0) return current;
-    patch.updated_at = nowSec(deps);
+    patch.updated_at = unixSeconds(deps.clock);
     const updated = await deps.providers.update(trx, id, patch);
     if (Object.keys(changes).length) {
       // A provider change affects every model it serves: one event per model, each naming it.
@@ -232,15 +230,15 @@ export function listProvidersPublic(deps: Pick<ProviderDeps, 'registry' | 'healt
 /** Synchronises one provider now, recorded as a sync run like the queued ones (`sync_id`). */
 export async function syncProviderNow(deps: ProviderDeps, id: string) {
   if (!(await deps.providers.byId(id))) throw notFound(`Provider '${id}' not found`);
-  const runId = newSyncRunId();
-  await deps.syncRuns.insert({ id: runId, provider_id: id, status: 'running', created_at: nowSec(deps) });
-  await deps.syncRuns.start(runId, nowSec(deps));
+  const runId = newId('syncRun');
+  await deps.syncRuns.insert({ id: runId, provider_id: id, status: 'running', created_at: unixSeconds(deps.clock) });
+  await deps.syncRuns.start(runId, unixSeconds(deps.clock));
   try {
     const result = await syncProvider(deps.sync, id);
     await deps.syncRuns.finish(
       runId,
       { providers_synced: 1, providers_failed: 0, added: result.added, updated: result.updated, deactivated: result.deactivated, failures: [], error: null },
-      nowSec(deps),
+      unixSeconds(deps.clock),
     );
     await deps.registry.reload();
     return { object: 'provider.sync', provider_id: id, sync_id: runId, added: result.added, updated: result.updated, deactivated: result.deactivated, models: result.models.map(modelSummary) };
@@ -249,7 +247,7 @@ export async function syncProviderNow(deps: ProviderDeps, id: string) {
     await deps.syncRuns.finish(
       runId,
       { providers_synced: 0, providers_failed: 1, added: 0, updated: 0, deactivated: 0, failures: [{ provider_id: id, error: message }], error: message },
-      nowSec(deps),
+      unixSeconds(deps.clock),
     );
     if (error instanceof SyncError && error.refused) throw new ApiError(400, `Could not synchronise models: ${error.message}`, { param: 'base_url' });
     if (error instanceof SyncError) throw new ApiError(502, `Could not synchronise models: ${error.message}`);
@@ -263,13 +261,13 @@ export async function syncProviderNow(deps: ProviderDeps, id: string) {
  */
 export async function requestSync(deps: ProviderDeps, providerId?: string) {
   if (providerId && !(await deps.providers.byId(providerId))) throw notFound(`Provider '${providerId}' not found`);
-  const id = newSyncRunId();
-  await deps.syncRuns.insert({ id, provider_id: providerId ?? null, status: 'queued', created_at: nowSec(deps) });
+  const id = newId('syncRun');
+  await deps.syncRuns.insert({ id, provider_id: providerId ?? null, status: 'queued', created_at: unixSeconds(deps.clock) });
   try {
     await deps.bus.send(PROVIDER_SYNC_QUEUE, { ...(providerId ? { provider_id: providerId } : {}), run_id: id }, { messageId: id });
   } catch (error) {
     // Never left queued with nothing to run it.
-    await deps.syncRuns.finish(id, { providers_synced: 0, providers_failed: 0, added: 0, updated: 0, deactivated: 0, failures: [], error: 'the request could not be queued' }, nowSec(deps)).catch(() => {});
+    await deps.syncRuns.finish(id, { providers_synced: 0, providers_failed: 0, added: 0, updated: 0, deactivated: 0, failures: [], error: 'the request could not be queued' }, unixSeconds(deps.clock)).catch(() => {});
     throw error;
   }
   return { object: 'provider.sync_request', id, provider_id: providerId ?? null, status: 'queued' };

@@ -1,4 +1,4 @@
-import type { Logger } from '../../kit/index.js';
+import { runEvery, type Logger, type Periodic } from '../../kit/index.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { EndpointHealth } from './health.js';
 import { authHeaders, joinUrl, type Upstream } from './upstream.js';
@@ -8,7 +8,7 @@ import { authHeaders, joinUrl, type Upstream } from './upstream.js';
  * probed with `GET {url}/models`; a 2xx restores it at once instead of waiting for the cool-down.
  */
 export function createProber(deps: { registry: ModelRegistry; health: EndpointHealth; upstream: Upstream; logger: Logger; intervalMs: number; timeoutMs: number }) {
-  let timer: NodeJS.Timeout | undefined;
+  let periodic: Periodic | undefined;
 
   async function probeOnce(): Promise<string[]> {
     const down = new Set(deps.health.unhealthy());
@@ -35,17 +35,16 @@ export function createProber(deps: { registry: ModelRegistry; health: EndpointHe
 
   return {
     probeOnce,
+    /** Probes every `intervalMs` after the last pass ended (0: never); a second start is ignored. */
     start() {
-      if (deps.intervalMs <= 0) return;
-      const tick = () => {
-        timer = setTimeout(() => void probeOnce().finally(() => timer && tick()), deps.intervalMs);
-        timer.unref();
-      };
-      tick();
+      if (deps.intervalMs <= 0 || periodic) return;
+      periodic = runEvery(deps.intervalMs, probeOnce, (error) => deps.logger.warn({ err: error.message }, 'endpoint probe pass failed'));
     },
-    stop() {
-      clearTimeout(timer);
-      timer = undefined;
+    /** Cancels the next pass and waits for one in progress. */
+    async stop(): Promise<void> {
+      const stopping = periodic?.stop();
+      periodic = undefined;
+      await stopping;
     },
   };
 }

@@ -13,7 +13,6 @@ import {
   type SecretBox,
 } from '../../kit/index.js';
 import {
-  newDeliveryId,
   sendDeliveryJob,
   TEST_EVENT_TYPE,
   type AttemptRow,
@@ -210,7 +209,7 @@ export async function sendTestEvent(deps: WebhooksDeps, webhookId: string) {
   const webhook = await mustGet(deps, webhookId);
   if (!webhook.active) throw new ApiError(409, 'The webhook is inactive; activate it before sending a test event', { param: 'webhook_id' });
   const now = new Date(deps.clock.now());
-  const id = newDeliveryId();
+  const id = newId('webhookDelivery');
   await deps.deliveries.insertMissing(
     [
       {

@@ -1,4 +1,4 @@
-import type { Logger } from '../../kit/index.js';
+import { runEvery, type Logger, type Periodic } from '../../kit/index.js';
 import type { ToolSwitches } from '../tools/call-tool.js';
 import type { ToolSettingRow, ToolSettingsStore } from './store.js';
 
@@ -17,12 +17,13 @@ export interface ToolSwitchboard extends ToolSwitches {
   apply(row: ToolSettingRow): void;
   refresh(): Promise<void>;
   start(): Promise<void>;
-  stop(): void;
+  /** Cancels the next refresh and waits for one in progress. */
+  stop(): Promise<void>;
 }
 
 export function createToolSwitchboard(deps: { store: ToolSettingsStore; refreshMs: number; logger: Logger }): ToolSwitchboard {
   let rows = new Map<string, ToolSettingRow>();
-  let timer: NodeJS.Timeout | undefined;
+  let periodic: Periodic | undefined;
   let failing = false;
   // One sequence orders local flips and the starts of reads: a read keeps the rows flipped after it
   // began, and is dropped when a read that began after it has landed.
@@ -50,27 +51,24 @@ export function createToolSwitchboard(deps: { store: ToolSettingsStore; refreshM
     },
     async start() {
       await board.refresh();
-      let refreshing = false;
-      timer = setInterval(() => {
-        // A tick while the last read is still out (a stalled database) adds no second one.
-        if (refreshing) return;
-        refreshing = true;
-        board.refresh().finally(() => (refreshing = false)).then(
-          () => {
-            if (failing) deps.logger.info('tool switches refreshed again');
-            failing = false;
-          },
-          (error: Error) => {
-            if (!failing) deps.logger.warn({ err: error.message }, 'tool switches could not be refreshed; keeping the last known state');
-            failing = true;
-          },
-        );
-      }, deps.refreshMs);
-      timer.unref();
+      // The next refresh is counted from the end of the last, so a stalled database never has two reads out from the timer.
+      periodic ??= runEvery(
+        deps.refreshMs,
+        async () => {
+          await board.refresh();
+          if (failing) deps.logger.info('tool switches refreshed again');
+          failing = false;
+        },
+        (error) => {
+          if (!failing) deps.logger.warn({ err: error.message }, 'tool switches could not be refreshed; keeping the last known state');
+          failing = true;
+        },
+      );
     },
-    stop() {
-      if (timer) clearInterval(timer);
-      timer = undefined;
+    async stop() {
+      const stopping = periodic?.stop();
+      periodic = undefined;
+      await stopping;
     },
   };
   return board;

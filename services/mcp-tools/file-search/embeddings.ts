@@ -1,29 +1,35 @@
+import { createTrustedEndpoint } from '../../kit/index.js';
+
 /**
  * An OpenAI-compatible embeddings endpoint (`POST {EMBEDDINGS_URL}/embeddings`, `{model, input}` →
- * `{data: [{index, embedding}]}`), configured by the operator. Global fetch, batches of 64 inputs.
+ * `{data: [{index, embedding}]}`), configured by the operator, called through the kit's
+ * trusted-endpoint client (timeout, answer size), in batches of 64 inputs.
  */
 export interface Embedder {
   embed(texts: string[], signal: AbortSignal): Promise<number[][]>;
 }
 
+/**
+ * A batch's answer: 64 vectors of a few thousand dimensions, each number as JSON text, stay well
+ * under this; an answer past it is refused rather than held in memory.
+ */
+const EMBEDDINGS_ANSWER_MAX_BYTES = 64 * 1024 * 1024;
+
 export function createEmbedder(options: { url: string; model: string; apiKey?: string; timeoutMs: number }): Embedder {
-  const endpoint = new URL('embeddings', options.url.endsWith('/') ? options.url : `${options.url}/`).toString();
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
+  const endpoint = createTrustedEndpoint({
+    name: 'the embeddings endpoint',
+    baseUrl: options.url,
+    timeoutMs: options.timeoutMs,
+    maxBytes: EMBEDDINGS_ANSWER_MAX_BYTES,
+    headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
+  });
   return {
     async embed(texts, signal) {
       const out: number[][] = [];
       for (let i = 0; i < texts.length; i += 64) {
         const batch = texts.slice(i, i + 64);
-        const res = await fetch(endpoint, {
-          method: 'POST',
-          headers,
-          body: JSON.stringify({ model: options.model, input: batch }),
-          signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs)]),
-        });
-        if (!res.ok) throw new Error(`the embeddings endpoint answered HTTP ${res.status}`);
-        const body = (await res.json()) as { data?: Array<{ index?: number; embedding?: number[] }> };
-        const data = [...(body.data ?? [])].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
+        const body = await endpoint.json<{ data?: Array<{ index?: number; embedding?: number[] }> }>('embeddings', { json: { model: options.model, input: batch }, signal });
+        const data = [...(body?.data ?? [])].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
         if (data.length !== batch.length || data.some((d) => !Array.isArray(d.embedding))) throw new Error('the embeddings endpoint answered without one embedding per input');
         out.push(...data.map((d) => d.embedding!));
       }

@@ -1,4 +1,4 @@
-import { randomBase62, type Logger } from '../../kit/index.js';
+import { newId, type Logger } from '../../kit/index.js';
 import { chunkText } from './chunking.js';
 import { cosine, reciprocalRankFusion, type Embedder } from './embeddings.js';
 import type { ChunkHit, FileSearchStore } from './store.js';
@@ -46,7 +46,7 @@ export function createFileSearch(deps: FileSearchDeps) {
     hybrid: deps.embedder !== null,
 
     async index(userId: string, input: IndexInput, signal: AbortSignal) {
-      const documentId = input.document_id ?? `doc_${randomBase62(24)}`;
+      const documentId = input.document_id ?? newId('document');
       const chunks = chunkText(input.text, deps.chunkChars, deps.chunkOverlap);
       let embeddings: number[][] | null = null;
       if (deps.embedder && chunks.length > 0) {

@@ -1,3 +1,4 @@
+import { createTrustedEndpoint, TRUSTED_ENDPOINT_MAX_BYTES } from '../../kit/index.js';
 import { createSlots } from '../slots.js';
 import { SandboxBusyError, type PythonResult, type PythonRun, type SandboxDriver } from './types.js';
 
@@ -5,11 +6,14 @@ import { SandboxBusyError, type PythonResult, type PythonRun, type SandboxDriver
  * python_exec on a remote SandboxFusion-compatible service (`POST {SANDBOX_URL}/run_code`,
  * `{code, language: "python", run_timeout, stdin}` → `{status, message, run_result: {status,
  * execution_time, return_code, stdout, stderr}}`). The operator configures the address, so it is
- * trusted (no egress guard); output is capped here the same way as with bubblewrap.
+ * called through the kit's trusted-endpoint client (no egress guard); output is capped here the same
+ * way as with bubblewrap. The answer itself is refused past `answerLimitBytes` (at least the kit's
+ * default): room for both streams at the cap with every byte escaped (6 bytes each), and the rest.
  */
 export function createRemoteSandbox(options: { url: string; slots: number; outputLimitBytes: number }): SandboxDriver {
   const slots = createSlots(options.slots);
-  const endpoint = new URL('run_code', options.url.endsWith('/') ? options.url : `${options.url}/`).toString();
+  const answerLimitBytes = Math.max(TRUSTED_ENDPOINT_MAX_BYTES, 2 * 6 * options.outputLimitBytes + 64 * 1024);
+  const sandbox = createTrustedEndpoint({ name: 'the remote sandbox', baseUrl: options.url, maxBytes: answerLimitBytes });
   const cap = (text: string) => {
     const bytes = Buffer.from(text ?? '', 'utf8');
     return bytes.length > options.outputLimitBytes
@@ -24,17 +28,13 @@ export function createRemoteSandbox(options: { url: string; slots: number; outpu
       if (slot === null) throw new SandboxBusyError();
       const started = performance.now();
       try {
-        const signal = AbortSignal.any([AbortSignal.timeout(input.timeoutMs + 5000), ...(input.signal ? [input.signal] : [])]);
-        const res = await fetch(endpoint, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ code: input.code, language: 'python', run_timeout: input.timeoutMs / 1000, stdin: input.stdin ?? '' }),
-          signal,
+        const body = await sandbox.json<{ status?: string; message?: string; run_result?: Record<string, unknown> | null }>('run_code', {
+          json: { code: input.code, language: 'python', run_timeout: input.timeoutMs / 1000, stdin: input.stdin ?? '' },
+          signal: input.signal,
+          timeoutMs: input.timeoutMs + 5000, // the run's own limit, and a little for the round trip
         });
-        if (!res.ok) throw new Error(`the remote sandbox answered HTTP ${res.status}`);
-        const body = (await res.json()) as { status?: string; message?: string; run_result?: Record<string, unknown> | null };
-        const run = body.run_result ?? {};
-        if (body.status === 'SandboxError') throw new Error(`the remote sandbox failed: ${String(body.message ?? 'unknown error').slice(0, 200)}`);
+        const run = body?.run_result ?? {};
+        if (body?.status === 'SandboxError') throw new Error(`the remote sandbox failed: ${String(body.message ?? 'unknown error').slice(0, 200)}`);
         const stdout = cap(String(run.stdout ?? ''));
         const stderr = cap(String(run.stderr ?? ''));
         return {

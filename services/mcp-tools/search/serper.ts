@@ -1,31 +1,26 @@
-import { checkedJson, SearchBackendError, type SearchBackend, type SearchHit, type SearchQuery } from './types.js';
+import { createTrustedEndpoint } from '../../kit/index.js';
+import { SearchBackendError, searchFailure, type SearchBackend, type SearchHit, type SearchQuery } from './types.js';
 
 /**
  * Serper (google.serper.dev): `POST /search` with `X-API-KEY` and `{q, num, gl, hl, location, tbs, page}`;
- * the answer's `organic` array holds `{title, link, snippet, position}`. Global fetch is used so
- * tests can intercept it with nock.
+ * the answer's `organic` array holds `{title, link, snippet, position}`. The kit's trusted-endpoint
+ * client bounds the call (timeout, answer size) over global fetch, so tests intercept it with nock.
  */
 export function createSerperBackend(options: { apiKey: string; baseUrl: string; timeoutMs: number }): SearchBackend {
-  const endpoint = new URL('search', options.baseUrl.endsWith('/') ? options.baseUrl : `${options.baseUrl}/`).toString();
+  const serper = createTrustedEndpoint({ name: 'Serper', baseUrl: options.baseUrl, timeoutMs: options.timeoutMs, headers: { 'x-api-key': options.apiKey } });
   return {
     name: 'serper',
     async search(query: SearchQuery, signal: AbortSignal): Promise<SearchHit[]> {
       const body: Record<string, unknown> = { q: query.q, num: query.num, page: query.page };
       for (const key of ['gl', 'hl', 'location', 'tbs'] as const) if (query[key]) body[key] = query[key];
-      let res: Response;
+      let json: { organic?: Array<Record<string, unknown>> };
       try {
-        res = await fetch(endpoint, {
-          method: 'POST',
-          headers: { 'x-api-key': options.apiKey, 'content-type': 'application/json' },
-          body: JSON.stringify(body),
-          signal: AbortSignal.any([signal, AbortSignal.timeout(options.timeoutMs)]),
-        });
+        json = await serper.json('search', { json: body, signal });
       } catch (error) {
-        throw new SearchBackendError(`Serper could not be reached (${(error as Error).name === 'TimeoutError' ? 'timed out' : 'network error'})`);
+        throw searchFailure(error);
       }
-      const json = (await checkedJson('Serper', res)) as { organic?: Array<Record<string, unknown>> };
-      if (json.organic !== undefined && !Array.isArray(json.organic)) throw new SearchBackendError('Serper answered without an organic result list');
-      return (json.organic ?? [])
+      if (json?.organic !== undefined && !Array.isArray(json.organic)) throw new SearchBackendError('Serper answered without an organic result list');
+      return (json?.organic ?? [])
         .filter((r) => typeof r.link === 'string')
         .map((r) => ({ title: String(r.title ?? ''), url: String(r.link), snippet: String(r.snippet ?? '') }));
     },

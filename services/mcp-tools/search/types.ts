@@ -1,3 +1,5 @@
+import { TrustedEndpointError } from '../../kit/index.js';
+
 /** One web-search backend behind google_search (Serper or SearXNG, chosen by configuration). */
 export interface SearchQuery {
   q: string;
@@ -28,15 +30,12 @@ export class SearchBackendError extends Error {
   }
 }
 
-/** Turns a fetch failure or a non-2xx answer into a message that names the backend, never its key. */
-export async function checkedJson(backend: string, res: Response): Promise<unknown> {
-  if (!res.ok) {
-    await res.body?.cancel().catch(() => {});
-    throw new SearchBackendError(`${backend} answered HTTP ${res.status}${res.status === 401 || res.status === 403 ? ' (check its API key)' : ''}`);
-  }
-  try {
-    return await res.json();
-  } catch {
-    throw new SearchBackendError(`${backend} answered with a body that is not JSON`);
-  }
+/**
+ * A failed call to a backend (kit trusted-endpoint client) as the message shown to the caller: it
+ * names the backend, never its key. Anything else (the caller's own cancellation) passes through.
+ */
+export function searchFailure(error: unknown): unknown {
+  if (!(error instanceof TrustedEndpointError)) return error;
+  const hint = error.failure === 'status' && (error.status === 401 || error.status === 403) ? ' (check its API key)' : '';
+  return new SearchBackendError(`${error.message}${hint}`);
 }

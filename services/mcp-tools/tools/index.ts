@@ -9,9 +9,6 @@ import { pythonExecTool } from './python-exec.js';
 import { scrapeTool } from './scrape.js';
 import type { McpTool } from './tool.js';
 
-/** The five tools, in the order `tools/list` shows them. The names are a public contract: never rename one. */
-export const TOOL_NAMES = ['google_search', 'scrape', 'file_search_index', 'file_search_query', 'python_exec'] as const;
-
 export interface ToolsDeps {
   search: SearchBackend | null;
   scrape: { egress: EgressGuard; timeoutMs: number; maxBytes: number; defaultMaxChars: number };
@@ -20,6 +17,7 @@ export interface ToolsDeps {
   sandbox: SandboxDriver;
 }
 
+/** The five tools, in the order `tools/list` shows them. Their names are a public contract: never rename one. */
 export function buildTools(deps: ToolsDeps): McpTool[] {
   return [
     googleSearchTool({ search: deps.search }),

@@ -1,5 +1,5 @@
-import { ApiError } from '../../kit/index.js';
-import { MEDIA_ID_PATTERN, objectKey } from '../../../domains/media/index.js';
+import { ApiError, MEDIA_ID_PATTERN, MEDIA_ID_SOURCE } from '../../kit/index.js';
+import { objectKey } from '../../../domains/media/index.js';
 import type { MediaDeps } from './media.js';
 
 /**
@@ -8,7 +8,7 @@ import type { MediaDeps } from './media.js';
  * an `input_image` part. `resolveReferences` returns a copy with each replaced by a fresh download
  * URL; a JSON without references comes back deep-equal.
  */
-const PLACEHOLDER = /^data:([\w.+-]+\/[\w.+-]+);(jan_[0-9abcdefghjkmnpqrstvwxyz]{26})$/;
+const PLACEHOLDER = new RegExp(`^data:([\\w.+-]+\\/[\\w.+-]+);(${MEDIA_ID_SOURCE})$`);
 
 type Json = unknown;
 

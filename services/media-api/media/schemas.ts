@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { MEDIA_ID_PATTERN } from '../../../domains/media/index.js';
 
 /** Request and response schemas of the Media API (validation and the OpenAPI document). */
 
@@ -15,9 +14,6 @@ export const uploadBody = z
     filename: filename.optional(),
   })
   .strict();
-export type UploadBody = z.infer<typeof uploadBody>;
-
-export const mediaIdSchema = z.string().regex(MEDIA_ID_PATTERN, 'a media id (jan_ followed by 26 lowercase ULID characters)');
 
 export const presignDownloadBody = z
   .object({ media_id: z.string().min(1).max(100), expires_in: z.number().int().min(1).optional() })
@@ -25,7 +21,6 @@ export const presignDownloadBody = z
 export const presignUploadBody = z
   .object({ mime_type: z.string().min(1).max(100), bytes: z.number().int().min(1), filename: filename.optional() })
   .strict();
-export const presignBody = z.union([presignDownloadBody, presignUploadBody]);
 
 export const resolveBody = z.object({ payload: z.unknown() }).strict();
 

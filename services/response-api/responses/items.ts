@@ -1,6 +1,5 @@
-import { badRequest } from '../../kit/index.js';
+import { badRequest, contentText, newId } from '../../kit/index.js';
 import { SERVER_LABEL } from './loop.js';
-import { itemId } from './recorder.js';
 
 /**
  * The caller's input as stored items (the shape `input_items` lists) and as chat messages (what
@@ -9,12 +8,6 @@ import { itemId } from './recorder.js';
  */
 export type ChatMessage = Record<string, any> & { role: string };
 export type InputItem = Record<string, any> & { id: string; type: string };
-
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  return content.map((part: any) => (typeof part?.text === 'string' ? part.text : typeof part?.refusal === 'string' ? part.refusal : '')).join('');
-}
 
 function chatPart(part: any, param: string): Record<string, unknown> {
   switch (part?.type) {
@@ -39,7 +32,7 @@ const ROLES = new Set(['user', 'assistant', 'system', 'developer']);
 /** Input (a string or items) → stored input items. */
 export function toInputItems(input: unknown): InputItem[] {
   if (input === undefined) return [];
-  if (typeof input === 'string') return [{ id: itemId('msg'), type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: input }] }];
+  if (typeof input === 'string') return [{ id: newId('message'), type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: input }] }];
   return (input as any[]).map((item, index) => {
     const param = `input[${index}]`;
     const type = item.type ?? 'message';
@@ -48,28 +41,28 @@ export function toInputItems(input: unknown): InputItem[] {
       const parts = typeof item.content === 'string' ? [{ type: item.role === 'assistant' ? 'output_text' : 'input_text', text: item.content }] : item.content;
       if (!Array.isArray(parts)) throw badRequest(`${param}.content must be a string or an array of parts`, `${param}.content`);
       parts.forEach((part: any, k: number) => {
-        // An assistant's refusal is part of its turn: replayed as that turn's text (see `textOf`).
+        // An assistant's refusal is part of its turn: replayed as that turn's text (see the kit's `contentText`).
         if (item.role === 'assistant' && part?.type === 'refusal') {
           if (typeof part.refusal !== 'string') throw badRequest(`${param}.content[${k}].refusal must be a string`, `${param}.content[${k}].refusal`);
         } else chatPart(part, `${param}.content[${k}]`);
       });
-      return { id: typeof item.id === 'string' ? item.id : itemId('msg'), type: 'message', role: item.role, status: 'completed', content: parts };
+      return { id: typeof item.id === 'string' ? item.id : newId('message'), type: 'message', role: item.role, status: 'completed', content: parts };
     }
     if (type === 'function_call') {
       if (typeof item.call_id !== 'string' || typeof item.name !== 'string') throw badRequest(`${param} needs call_id and name`, `${param}.call_id`);
-      return { id: item.id ?? itemId('fc'), type, call_id: item.call_id, name: item.name, arguments: String(item.arguments ?? '{}'), status: 'completed' };
+      return { id: item.id ?? newId('functionCall'), type, call_id: item.call_id, name: item.name, arguments: String(item.arguments ?? '{}'), status: 'completed' };
     }
     if (type === 'function_call_output') {
       if (typeof item.call_id !== 'string') throw badRequest(`${param}.call_id is required`, `${param}.call_id`);
       const output = typeof item.output === 'string' ? item.output : JSON.stringify(item.output ?? '');
-      return { id: item.id ?? itemId('fco'), type, call_id: item.call_id, output, status: 'completed' };
+      return { id: item.id ?? newId('functionCallOutput'), type, call_id: item.call_id, output, status: 'completed' };
     }
     if (type === 'mcp_call') return mcpCallItem(item, param);
     if (type === 'reasoning') {
       // Kept in the stored input, never sent to the model (see `toChatMessages`).
       if (item.summary !== undefined && !Array.isArray(item.summary)) throw badRequest(`${param}.summary must be an array of summary parts`, `${param}.summary`);
       return {
-        id: typeof item.id === 'string' ? item.id : itemId('rs'),
+        id: typeof item.id === 'string' ? item.id : newId('reasoning'),
         type,
         summary: item.summary ?? [],
         ...(Array.isArray(item.content) ? { content: item.content } : {}),
@@ -83,7 +76,7 @@ export function toInputItems(input: unknown): InputItem[] {
       tools.forEach((tool: any, k: number) => {
         if (typeof tool?.name !== 'string') throw badRequest(`${param}.tools[${k}].name must be a string`, `${param}.tools[${k}].name`);
       });
-      return { id: typeof item.id === 'string' ? item.id : itemId('mcpl'), type, server_label: typeof item.server_label === 'string' ? item.server_label : SERVER_LABEL, tools, error: errorText(item.error) };
+      return { id: typeof item.id === 'string' ? item.id : newId('mcpListTools'), type, server_label: typeof item.server_label === 'string' ? item.server_label : SERVER_LABEL, tools, error: errorText(item.error) };
     }
     if (type === 'item_reference') {
       throw badRequest(
@@ -109,7 +102,7 @@ function mcpCallItem(item: Record<string, any>, param: string): InputItem {
   if (item.arguments !== undefined && typeof item.arguments !== 'string') throw badRequest(`${param}.arguments must be a JSON string`, `${param}.arguments`);
   if (item.output !== undefined && item.output !== null && typeof item.output !== 'string') throw badRequest(`${param}.output must be a string`, `${param}.output`);
   return {
-    id: typeof item.id === 'string' ? item.id : itemId('mcp'),
+    id: typeof item.id === 'string' ? item.id : newId('mcpCall'),
     type: 'mcp_call',
     server_label: typeof item.server_label === 'string' ? item.server_label : SERVER_LABEL,
     name: item.name,
@@ -142,7 +135,7 @@ export function toChatMessages(items: Array<Record<string, any>>): ChatMessage[]
   for (const item of items) {
     if (item.type === 'message') {
       flushOutputs();
-      if (item.role === 'assistant') messages.push({ role: 'assistant', content: textOf(item.content) });
+      if (item.role === 'assistant') messages.push({ role: 'assistant', content: contentText(item.content) });
       else {
         const parts = (item.content as any[]).map((part, k) => chatPart(part, `content[${k}]`));
         const plain = parts.every((p) => p.type === 'text');

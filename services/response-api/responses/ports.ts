@@ -1,6 +1,17 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ApiError, createInternalClient, GATEWAY_TOKEN_HEADER, identityHeadersFor, sseData, type Clock, type InternalClient, type Principal } from '../../kit/index.js';
+import {
+  ApiError,
+  containsMediaId,
+  createInternalClient,
+  GATEWAY_TOKEN_HEADER,
+  identityHeadersFor,
+  relayError,
+  resolveMediaReferences,
+  sseData,
+  type Clock,
+  type Principal,
+} from '../../kit/index.js';
 
 /**
  * What the loop needs from the other services, both reached directly at their internal address
@@ -45,40 +56,6 @@ export interface ToolsPort {
   open(principal: Principal, signal: AbortSignal): Promise<ToolSession>;
 }
 
-/** A client made on first use: the other service's address is known only once it listens (port 0 in tests). */
-function lazyClient(baseUrl: () => string, gatewayToken: string, timeoutMs: number) {
-  let current: { url: string; client: InternalClient } | null = null;
-  return {
-    get(): InternalClient {
-      const url = baseUrl();
-      if (!current || current.url !== url) {
-        void current?.client.close();
-        current = { url, client: createInternalClient({ baseUrl: url, gatewayToken, timeoutMs }) };
-      }
-      return current.client;
-    },
-    close: () => current?.client.close(),
-  };
-}
-
-/** A refusal of the other service as this service's error: 4xx as it came (with when to retry), anything else a 502. */
-function relay(status: number, body: any, what: string, headers: Record<string, unknown> = {}): never {
-  const message = typeof body?.error?.message === 'string' ? body.error.message : `${what} failed (${status})`;
-  if (status >= 400 && status < 500) {
-    const retry = Object.fromEntries(['retry-after', 'retry-after-ms'].filter((h) => typeof headers[h] === 'string').map((h) => [h, headers[h] as string]));
-    throw new ApiError(status, message, { code: body?.error?.code, param: body?.error?.param ?? null, headers: retry });
-  }
-  throw new ApiError(502, message, { code: 'upstream_error' });
-}
-
-function parsedOrNull(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
-  }
-}
-
 /**
  * llm-api already bounds each provider event (`LLM_SSE_MAX_EVENT_BYTES`) before relaying it; this
  * only keeps a misbehaving peer from growing one event without end.
@@ -102,7 +79,7 @@ async function collectStream(body: AsyncIterable<Uint8Array>, onText: (delta: st
       return { choices: [{ message, finish_reason: finishReason }], ...(usage ? { usage } : {}) };
     }
     const chunk = JSON.parse(data);
-    if (chunk.error) relay(502, chunk, 'The chat completion');
+    if (chunk.error) relayError({ status: 502, body: chunk }, { what: 'The chat completion' });
     if (chunk.usage) usage = chunk.usage;
     const choice = chunk.choices?.[0];
     if (!choice) continue;
@@ -122,23 +99,20 @@ async function collectStream(body: AsyncIterable<Uint8Array>, onText: (delta: st
   throw new ApiError(502, 'The chat completion ended before it was complete', { code: 'upstream_error' });
 }
 
-export function createLlmPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number; clock: Clock; modelCacheMs: number }): LlmPort & { close(): Promise<void> | undefined } {
-  const client = lazyClient(options.baseUrl, options.gatewayToken, options.timeoutMs);
+export function createLlmPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number; clock: Clock; modelCacheMs: number }): LlmPort & { close(): Promise<void> } {
+  const client = createInternalClient({ baseUrl: options.baseUrl, gatewayToken: options.gatewayToken, timeoutMs: options.timeoutMs });
   // Context windows by model, each reused for `modelCacheMs`: models every user may see, and only
   // those llm-api knows (a lookup that fails is not kept), so the map stays as small as the catalog.
   const contextLengths = new Map<string, { value: number | null; expires: number }>();
   return {
     async complete(principal, body, signal, onText) {
       if (!onText) {
-        const res = await client.get().call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
-        if (res.status !== 200) relay(res.status, res.body, 'The chat completion', res.headers);
+        const res = await client.call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
+        if (res.status !== 200) relayError(res, { what: 'The chat completion' });
         return res.body as ChatCompletion;
       }
-      const res = await client.get().open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
-      if (res.status !== 200) {
-        const text = await res.body.text().catch(() => '');
-        relay(res.status, parsedOrNull(text), 'The chat completion', res.headers);
-      }
+      const res = await client.open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
+      if (res.status !== 200) relayError({ ...res, body: await res.body.text().catch(() => '') }, { what: 'The chat completion' });
       try {
         return await collectStream(res.body, onText);
       } catch (error) {
@@ -149,8 +123,8 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
     async appendConversationItems(principal, conversationId, items) {
       // The conversation API takes at most 20 items per call.
       for (let i = 0; i < items.length; i += 20) {
-        const res = await client.get().call<any>('POST', `/v1/conversations/${encodeURIComponent(conversationId)}/items`, { principal, body: { items: items.slice(i, i + 20) } });
-        if (res.status !== 200 && res.status !== 201) relay(res.status, res.body, 'Writing conversation items');
+        const res = await client.call<any>('POST', `/v1/conversations/${encodeURIComponent(conversationId)}/items`, { principal, body: { items: items.slice(i, i + 20) } });
+        if (res.status !== 200 && res.status !== 201) relayError(res, { what: 'Writing conversation items' });
       }
     },
     async *conversationHistory(principal, conversationId) {
@@ -159,8 +133,8 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
       let after: string | undefined;
       for (;;) {
         const query = `limit=100&order=desc${after ? `&after=${encodeURIComponent(after)}` : ''}`;
-        const res = await client.get().call<any>('GET', `/v1/conversations/${encodeURIComponent(conversationId)}/items?${query}`, { principal });
-        if (res.status !== 200) relay(res.status, res.body, 'Reading the conversation');
+        const res = await client.call<any>('GET', `/v1/conversations/${encodeURIComponent(conversationId)}/items?${query}`, { principal });
+        if (res.status !== 200) relayError(res, { what: 'Reading the conversation' });
         yield* res.body.data as Array<Record<string, any>>;
         if (!res.body.has_more || res.body.data.length === 0) return;
         after = res.body.last_id;
@@ -171,8 +145,8 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
       if (cached && cached.expires > options.clock.now()) return cached.value;
       // Model ids may hold slashes, which the route takes as they are.
       const path = model.split('/').map(encodeURIComponent).join('/');
-      const res = await client.get().call<any>('GET', `/v1/models/${path}`, { principal, signal });
-      if (res.status !== 200) relay(res.status, res.body, 'Reading the model');
+      const res = await client.call<any>('GET', `/v1/models/${path}`, { principal, signal });
+      if (res.status !== 200) relayError(res, { what: 'Reading the model' });
       const value = typeof res.body.context_length === 'number' ? res.body.context_length : null;
       if (options.modelCacheMs > 0) contextLengths.set(model, { value, expires: options.clock.now() + options.modelCacheMs });
       return value;
@@ -258,19 +232,12 @@ export interface MediaPort {
   checkReferences(principal: Principal, items: unknown[], signal: AbortSignal): Promise<void>;
 }
 
-const MEDIA_REFERENCE = /jan_[0-9abcdefghjkmnpqrstvwxyz]{26}/;
-
-/** media-api's `POST /v1/media/resolve`, asked as the caller (service to service). */
-export function createMediaPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number }): MediaPort & { close(): Promise<void> | undefined } {
-  const client = lazyClient(options.baseUrl, options.gatewayToken, options.timeoutMs);
+/** media-api's `POST /v1/media/resolve`, asked as the caller (service to service); the URLs it answers are not kept. */
+export function createMediaPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number }): MediaPort & { close(): Promise<void> } {
+  const client = createInternalClient(options);
   return {
     async checkReferences(principal, items, signal) {
-      if (!MEDIA_REFERENCE.test(JSON.stringify(items))) return;
-      const res = await client.get().call<any>('POST', '/v1/media/resolve', { principal, body: { payload: items }, signal });
-      if (res.status === 200) return;
-      const message = typeof res.body?.error?.message === 'string' ? res.body.error.message : 'The media service refused the input';
-      if (res.status === 404 || res.status === 400) throw new ApiError(res.status, message, { param: 'input' });
-      throw new ApiError(502, 'The media service failed', { code: 'upstream_error', param: 'input' });
+      if (containsMediaId(items)) await resolveMediaReferences(client, principal, items, { param: 'input', signal });
     },
     close: () => client.close(),
   };

@@ -1,7 +1,10 @@
-import type { Clock, Logger } from '../../kit/index.js';
+import { runEvery, type Clock, type Logger } from '../../kit/index.js';
 import type { ResponseStore } from './store.js';
 
-/** Removes expired responses every `intervalMs` (0: only when `run` is called). */
+/**
+ * Removes expired responses every `intervalMs` after the last pass ended (0: only when `run` is
+ * called). Concurrent calls to `run` share the pass in progress; `stop` waits for it.
+ */
 export function startRetentionPurge(options: { store: ResponseStore; clock: Clock; logger: Logger; intervalMs: number }) {
   let running: Promise<number> | null = null;
   const run = () =>
@@ -12,12 +15,11 @@ export function startRetentionPurge(options: { store: ResponseStore; clock: Cloc
         return removed;
       })
       .finally(() => (running = null)));
-  const timer = options.intervalMs > 0 ? setInterval(() => void run().catch((error) => options.logger.warn({ err: (error as Error).message }, 'response purge failed')), options.intervalMs) : null;
-  timer?.unref();
+  const periodic = options.intervalMs > 0 ? runEvery(options.intervalMs, run, (error) => options.logger.warn({ err: error.message }, 'response purge failed')) : null;
   return {
     run,
     async stop() {
-      if (timer) clearInterval(timer);
+      await periodic?.stop();
       await running?.catch(() => {});
     },
   };

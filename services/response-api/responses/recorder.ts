@@ -1,4 +1,4 @@
-import { randomBase62 } from '../../kit/index.js';
+import { newId } from '../../kit/index.js';
 
 /**
  * Builds the Responses object and, at the same time, the event stream a streaming client sees
@@ -8,8 +8,6 @@ import { randomBase62 } from '../../kit/index.js';
  */
 export type ResponseObject = Record<string, any> & { id: string; status: string; output: Array<Record<string, any>> };
 export type StreamEvent = Record<string, any> & { type: string; sequence_number: number };
-
-export const itemId = (prefix: string) => `${prefix}_${randomBase62(24)}`;
 
 /** Text that arrives whole (a step not streamed from the provider) is sent in pieces of this size. */
 const DELTA_CHARS = 64;
@@ -94,7 +92,7 @@ export class ResponseRecorder {
   }
 
   private openMessage(): OpenMessage {
-    const id = itemId('msg');
+    const id = newId('message');
     const outputIndex = this.response.output.length;
     const item = { id, type: 'message', role: 'assistant', status: 'in_progress', content: [] as any[] };
     this.response.output.push(item);
@@ -122,7 +120,7 @@ export class ResponseRecorder {
 
   /** A call the client executes itself: announced and finished at once. */
   functionCall(call: { call_id: string; name: string; arguments: string }): void {
-    const id = itemId('fc');
+    const id = newId('functionCall');
     const outputIndex = this.response.output.length;
     const item = { id, type: 'function_call', status: 'in_progress', call_id: call.call_id, name: call.name, arguments: '' };
     this.response.output.push(item);
@@ -136,7 +134,7 @@ export class ResponseRecorder {
 
   /** A platform tool call: announced now, finished with `finishMcpCall` once the tool answered. */
   startMcpCall(call: { name: string; arguments: string; serverLabel: string }): number {
-    const id = itemId('mcp');
+    const id = newId('mcpCall');
     const outputIndex = this.response.output.length;
     const item: Record<string, any> = { id, type: 'mcp_call', server_label: call.serverLabel, name: call.name, arguments: '', status: 'in_progress', output: null, error: null };
     this.response.output.push(item);

@@ -1,4 +1,4 @@
-import { ApiError, badRequest, estimateTokens, estimateTokensOf, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, cursorEnvelope, estimateTokens, estimateTokensOf, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
 import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
 import { CancelledError, runLoop, SERVER_LABEL, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
@@ -329,7 +329,7 @@ export async function listInputItems(deps: ResponsesDeps, principal: Principal, 
     items = items.slice(0, at);
   }
   const data = items.slice(0, query.limit);
-  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: items.length > data.length };
+  return cursorEnvelope(data, items.length > data.length);
 }
 
 export async function deleteResponse(deps: ResponsesDeps, principal: Principal, id: string) {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { conversationRefSchema, requestMetadataSchema } from '../../kit/http/index.js';
+import { conversationRefSchema, cursorQuery, requestMetadataSchema } from '../../kit/http/index.js';
 
 /** POST /v1/responses (the OpenAI Responses request; fields this service does not use pass through unread). */
 const functionTool = z.looseObject({
@@ -76,10 +76,7 @@ export const createResponseSchema = z.looseObject({
 export type CreateResponseRequest = z.infer<typeof createResponseSchema>;
 export type ToolEntry = z.infer<typeof toolEntry>;
 
-export const inputItemsQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  order: z.enum(['asc', 'desc']).default('desc'),
-  after: z.string().min(1).max(128).optional(),
+export const inputItemsQuery = cursorQuery({ maxIdLength: 128 }).extend({
   before: z.string().min(1).max(128).optional(),
   'include[]': z.unknown().optional(),
   include: z.unknown().optional(),

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { InputItem } from './items.js';
 
 /** SQL of stored responses. Every read is scoped to its owner. */
 export interface ResponseRow {
@@ -9,7 +10,7 @@ export interface ResponseRow {
   cancel_requested: boolean;
   body: Record<string, any>;
   context: unknown[];
-  input_items: Array<Record<string, any>>;
+  input_items: InputItem[];
   created_at: Date;
   expires_at: Date;
 }

@@ -1,6 +1,16 @@
 import type { Knex } from 'knex';
 import { decodeJwt } from 'jose';
-import { ApiError, ConfigError, EXTERNAL_ISSUER, randomBase62, type Clock, type Logger } from '../../../kit/index.js';
+import {
+  ApiError,
+  ConfigError,
+  createTrustedEndpoint,
+  EXTERNAL_ISSUER,
+  randomBase62,
+  type Clock,
+  type Logger,
+  type TrustedRequest,
+  type TrustedResponse,
+} from '../../../kit/index.js';
 import type { IdentityUsersStore, UserRecord } from '../store.js';
 import type { GuestProfile, IdentityProvider, TokenSet, UpgradeChange } from './types.js';
 
@@ -48,24 +58,36 @@ interface UserRepresentation {
 const unavailable = (what: string, cause?: unknown) =>
   new ApiError(502, `The identity provider is unavailable (${what})`, { cause });
 
+/** Token answers and user representations are small; an answer past this is refused, not held. */
+const KEYCLOAK_ANSWER_MAX_BYTES = 1024 * 1024;
+
+/** An answer's JSON body; one that is not JSON means the identity provider is not working. */
+function answerOf<T>(res: TrustedResponse, what: string): T {
+  try {
+    return res.json<T>();
+  } catch (error) {
+    throw unavailable(`${what}: the answer is not JSON`, error);
+  }
+}
+
 export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
-  const base = settings.url.replace(/\/$/, '');
+  // The operator's Keycloak, through the kit's trusted-endpoint client (timeout, answer size).
+  const keycloak = createTrustedEndpoint({ name: 'Keycloak', baseUrl: settings.url, timeoutMs: settings.timeoutMs, maxBytes: KEYCLOAK_ANSWER_MAX_BYTES });
   const realm = encodeURIComponent(settings.realm);
-  const tokenUrl = `${base}/realms/${realm}/protocol/openid-connect/token`;
-  const adminBase = `${base}/admin/realms/${realm}`;
+  const tokenPath = `realms/${realm}/protocol/openid-connect/token`;
+  const adminPath = `admin/realms/${realm}`;
   let adminToken: { value: string; expiresAt: number } | null = null;
 
-  async function send(url: string, init: RequestInit, what: string): Promise<Response> {
+  async function send(path: string, init: TrustedRequest, what: string): Promise<TrustedResponse> {
     try {
-      return await fetch(url, { ...init, signal: AbortSignal.timeout(settings.timeoutMs) });
+      return await keycloak.request(path, init);
     } catch (error) {
       throw unavailable(what, error);
     }
   }
 
-  async function tokenRequest(form: Record<string, string>, what: string): Promise<Response> {
-    const body = new URLSearchParams({ client_id: settings.clientId, client_secret: settings.clientSecret, ...form });
-    return send(tokenUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body }, what);
+  async function tokenRequest(form: Record<string, string>, what: string): Promise<TrustedResponse> {
+    return send(tokenPath, { method: 'POST', form: { client_id: settings.clientId, client_secret: settings.clientSecret, ...form } }, what);
   }
 
   async function admin(): Promise<string> {
@@ -73,17 +95,15 @@ export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
     if (adminToken && adminToken.expiresAt > now) return adminToken.value;
     const res = await tokenRequest({ grant_type: 'client_credentials' }, 'service-account token');
     if (!res.ok) throw unavailable(`service-account token: HTTP ${res.status}`);
-    const body = (await res.json()) as TokenResponse;
+    const body = answerOf<TokenResponse>(res, 'service-account token');
     // Renew a little before Keycloak's expiry so a call never races it.
     adminToken = { value: body.access_token, expiresAt: now + Math.max(0, body.expires_in - 30) * 1000 };
     return adminToken.value;
   }
 
-  async function adminCall(method: string, path: string, what: string, body?: unknown): Promise<Response> {
+  async function adminCall(method: string, path: string, what: string, body?: unknown): Promise<TrustedResponse> {
     const token = await admin();
-    const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: 'application/json' };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await send(`${adminBase}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }, what);
+    const res = await send(`${adminPath}${path}`, { method, headers: { authorization: `Bearer ${token}` }, json: body }, what);
     if (res.status === 401) adminToken = null; // expired or revoked early: the next call fetches a new one
     return res;
   }
@@ -102,13 +122,13 @@ export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
     async getUser(id: string): Promise<UserRepresentation> {
       const res = await adminCall('GET', `/users/${encodeURIComponent(id)}`, 'read user');
       if (!res.ok) throw unavailable(`read user: HTTP ${res.status}`);
-      return (await res.json()) as UserRepresentation;
+      return answerOf<UserRepresentation>(res, 'read user');
     },
     async findByEmail(email: string): Promise<UserRepresentation[]> {
       const query = new URLSearchParams({ email, exact: 'true' });
       const res = await adminCall('GET', `/users?${query}`, 'search users');
       if (!res.ok) throw unavailable(`search users: HTTP ${res.status}`);
-      return (await res.json()) as UserRepresentation[];
+      return answerOf<UserRepresentation[]>(res, 'search users');
     },
     async updateUser(id: string, rep: UserRepresentation): Promise<void> {
       const res = await adminCall('PUT', `/users/${encodeURIComponent(id)}`, 'update user', rep);
@@ -166,7 +186,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
         async tokens(_trx: Knex) {
           const res = await kc.tokenRequest({ grant_type: 'password', username: profile.username, password, scope: 'openid' }, 'guest token');
           if (!res.ok) throw unavailable(`guest token: HTTP ${res.status}`);
-          return toTokenSet((await res.json()) as TokenResponse);
+          return toTokenSet(answerOf<TokenResponse>(res, 'guest token'));
         },
       };
     },
@@ -175,7 +195,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       const res = await kc.tokenRequest({ grant_type: 'refresh_token', refresh_token: refreshToken }, 'refresh');
       if (res.status === 400 || res.status === 401) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
       if (!res.ok) throw unavailable(`refresh: HTTP ${res.status}`);
-      const tokens = toTokenSet((await res.json()) as TokenResponse);
+      const tokens = toTokenSet(answerOf<TokenResponse>(res, 'refresh'));
       // The token came straight from the realm's token endpoint; only its subject is read here.
       const sub = decodeJwt(tokens.access_token).sub;
       const user = sub ? await users.byIssuerSubject(EXTERNAL_ISSUER, sub) : undefined;
