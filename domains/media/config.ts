@@ -49,6 +49,10 @@ export const mediaConfigShape = {
   S3_ACCESS_KEY_ID: z.string().min(1).optional(),
   S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
   S3_FORCE_PATH_STYLE: bool(false),
+  /** Opening a connection to the store; past it the call fails (503). */
+  S3_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(5000),
+  /** One request to the store until its answer starts; past it the call fails (503). */
+  S3_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1).default(15000),
 };
 
 export type MediaConfig = z.infer<z.ZodObject<typeof mediaConfigShape>>;

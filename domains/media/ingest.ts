@@ -1,4 +1,4 @@
-import { ApiError } from '../../services/kit/core/index.js';
+import { ApiError, unixSeconds } from '../../services/kit/core/index.js';
 import type { Clock } from '../../services/kit/core/index.js';
 import type { Logger } from '../../services/kit/core/index.js';
 import { MediaRejection, sanitizeImage, type SanitizedImage, type SanitizeLimits } from './processing/sanitize.js';
@@ -32,7 +32,6 @@ export interface StoredMedia {
   deduped: boolean;
 }
 
-const nowSeconds = (clock: Clock) => Math.floor(clock.now() / 1000);
 
 /** 400 naming `param` for a refused image; other errors pass through. */
 export function rejectionError(error: unknown, param: string): unknown {
@@ -75,9 +74,9 @@ async function writeObject(deps: IngestDeps, image: SanitizedImage): Promise<voi
 
 /** Stores a sanitised image as a new media of `userId`, or answers the user's existing one (dedup). */
 export async function storeImage(deps: IngestDeps, userId: string, image: SanitizedImage, filename: string | null): Promise<StoredMedia> {
-  const own = await deps.store.knex.transaction((trx) => deps.store.readyBySha(trx, userId, image.sha256));
+  const own = await deps.store.transaction((trx) => deps.store.readyBySha(trx, userId, image.sha256));
   if (!own) await writeObject(deps, image);
-  return deps.store.knex.transaction(async (trx) => {
+  return deps.store.transaction(async (trx) => {
     await deps.store.lockUser(trx, userId);
     const existing = await deps.store.readyBySha(trx, userId, image.sha256);
     if (existing) return { row: existing, deduped: true };
@@ -94,7 +93,7 @@ export async function storeImage(deps: IngestDeps, userId: string, image: Saniti
       filename,
       upload_key: null,
       merged_into: null,
-      created_at: nowSeconds(deps.clock),
+      created_at: unixSeconds(deps.clock),
       expires_at: null,
     };
     await deps.store.insert(trx, row);
@@ -125,7 +124,7 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
   });
   if (!data) {
     // Completed before anything arrived: back to pending, so the client can still upload.
-    await deps.store.knex('media').where({ id, state: 'completing' }).update({ state: 'pending' });
+    await deps.store.revertCompleting(id);
     throw new UploadNotReceivedError(id);
   }
   await deps.checkpoint?.('staging-read');
@@ -140,15 +139,15 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
     }
     throw rejectionError(error, 'id');
   }
-  const own = await deps.store.knex.transaction((trx) => deps.store.readyBySha(trx, row.user_id, image.sha256));
+  const own = await deps.store.transaction((trx) => deps.store.readyBySha(trx, row.user_id, image.sha256));
   if (!own) await writeObject(deps, image);
-  const settled = await deps.store.knex.transaction(async (trx) => {
+  const settled = await deps.store.transaction(async (trx) => {
     await deps.store.lockUser(trx, row.user_id);
     const current = await deps.store.byId(id, trx);
     if (!current || current.state !== 'completing') return current;
     const existing = await deps.store.readyBySha(trx, row.user_id, image.sha256);
     if (existing) {
-      await deps.store.markMerged(trx, id, existing.id, nowSeconds(deps.clock) + 86400);
+      await deps.store.markMerged(trx, id, existing.id, unixSeconds(deps.clock) + 86400);
     } else {
       await checkQuota(deps, trx, row.user_id, image.data.length, id);
       await deps.store.makeReady(trx, id, { sha256: image.sha256, mime_type: image.mimeType, bytes: image.data.length, width: image.width, height: image.height });
@@ -185,12 +184,15 @@ export async function collectObject(deps: Pick<IngestDeps, 'store' | 'storage' |
 
 /** Expires open reservations (their staging objects first, then the rows) and merged leftovers. */
 export async function expireReservations(deps: Pick<IngestDeps, 'store' | 'storage' | 'clock' | 'checkpoint'>, limit = 500): Promise<number> {
-  const now = nowSeconds(deps.clock);
+  const now = unixSeconds(deps.clock);
   const rows = await deps.store.expiredReservations(now, limit);
   for (const row of rows) {
     if (row.upload_key) await deps.storage.delete(row.upload_key);
     await deps.checkpoint?.('staging-expired');
-    await deps.store.knex('media').where({ id: row.id }).whereIn('state', ['pending', 'merged']).andWhere('expires_at', '<=', now).del();
+    await deps.store.deleteExpired(row.id, now);
+    // A direct upload that took the reservation's lock just before it expired may have written
+    // after the delete above (the row delete waited for it): once the row is gone, delete again.
+    if (row.upload_key && !(await deps.store.byId(row.id))) await deps.storage.delete(row.upload_key);
   }
   return rows.length;
 }
@@ -202,7 +204,7 @@ export async function expireReservations(deps: Pick<IngestDeps, 'store' | 'stora
 export async function sweep(deps: IngestDeps, graceSeconds: number): Promise<{ expired: number; finalized: number; collected: number }> {
   const expired = await expireReservations(deps);
   let finalized = 0;
-  for (const row of await deps.store.stuckCompleting(nowSeconds(deps.clock), 100)) {
+  for (const row of await deps.store.stuckCompleting(unixSeconds(deps.clock), 100)) {
     try {
       if (await finalizeUpload(deps, row.id)) finalized++;
     } catch (error) {

@@ -33,7 +33,10 @@ const toRow = (row: Record<string, unknown> | undefined): MediaRow | null =>
 
 export function createMediaStore(knex: Knex) {
   return {
-    knex,
+    /** Runs `work` in one transaction (the store's own queries take the handle it is given). */
+    transaction<T>(work: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
+      return knex.transaction(work);
+    },
 
     async byId(id: string, db: Knex = knex): Promise<MediaRow | null> {
       return toRow(await db('media').where({ id }).first());
@@ -79,14 +82,29 @@ export function createMediaStore(knex: Knex) {
       await trx('media').insert(row);
     },
 
-    /** pending → completing, only while the reservation is open. */
-    async markCompleting(id: string, userId: string, now: number): Promise<MediaRow | null> {
-      const [row] = await knex('media')
-        .where({ id, user_id: userId, state: 'pending' })
-        .andWhere('expires_at', '>', now)
-        .update({ state: 'completing' })
-        .returning('*');
-      return toRow(row);
+    /** pending → completing, only while the reservation is open; whether this call made the transition. */
+    async claimPending(trx: Knex.Transaction, id: string, userId: string, now: number): Promise<boolean> {
+      const [updated] = await trx('media').where({ id, user_id: userId, state: 'pending' }).andWhere('expires_at', '>', now).update({ state: 'completing' }).returning('id');
+      return Boolean(updated);
+    },
+
+    /** completing → pending (a complete that came before any upload): the client may still upload. */
+    async revertCompleting(id: string): Promise<void> {
+      await knex('media').where({ id, state: 'completing' }).update({ state: 'pending' });
+    },
+
+    /**
+     * Runs `work` (a direct upload's staging write) only while the reservation is open (pending,
+     * unexpired at `now`), holding its row lock: a concurrent complete (claimPending) or expiry
+     * waits for `work` to finish, and `work` never starts after either. Whether it ran.
+     */
+    async whileReservationOpen(id: string, now: number, work: () => Promise<void>): Promise<boolean> {
+      return knex.transaction(async (trx) => {
+        const open = await trx('media').where({ id, state: 'pending' }).andWhere('expires_at', '>', now).forUpdate().first('id');
+        if (!open) return false;
+        await work();
+        return true;
+      });
     },
 
     async makeReady(trx: Knex.Transaction, id: string, fields: ReadyFields): Promise<void> {
@@ -109,6 +127,11 @@ export function createMediaStore(knex: Knex) {
 
     async deleteById(id: string): Promise<void> {
       await knex('media').where({ id }).del();
+    },
+
+    /** Deletes one expired reservation or merged leftover, only if it is still one at `now`. */
+    async deleteExpired(id: string, now: number): Promise<void> {
+      await knex('media').where({ id }).whereIn('state', ['pending', 'merged']).andWhere('expires_at', '<=', now).del();
     },
 
     /** Reservations past their expiry, and merged rows kept only to answer repeated completes. */

@@ -5,19 +5,20 @@ import { buildMediaDeps, type MediaApiDeps } from './deps.js';
 import { mediaRoutes } from './media/routes.js';
 
 /** Media API: image uploads, object storage, `jan_` media ids, presigned URLs, per-user dedup. */
-export const mediaApiMigrations = mediaMigrations;
-
 export const mediaApiService: ServiceDefinition = {
   name: 'media-api',
   port: (config) => config.MEDIA_API_PORT,
   config: mediaConfigShape,
   routeTable: () => mediaApiRoutes(),
+  aliases: ['/llm'],
   migrations: [mediaMigrations],
   createApp(ctx) {
     const deps: MediaApiDeps = buildMediaDeps(ctx);
     return createServiceApp({
       ...serviceAppOptions(ctx, 'media-api'),
       routeTable: mediaRoutes(() => deps, { maxBytes: deps.config.MEDIA_MAX_BYTES, jsonMaxDepth: ctx.runtime.config.JSON_MAX_DEPTH }),
+      // `/llm/v1/media/...` and `/v1/media/...` are the same endpoints (as on llm-api and mcp-tools).
+      aliases: ['/llm'],
     });
   },
 };

@@ -3,8 +3,9 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * A local HTTP server for URL uploads: `/img/<name>` serves the registered bytes, `/redirect?to=`
- * answers 302 to any location. It listens on every interface, so `localhost` reaches it whichever
- * address family the name resolves to first.
+ * answers 302 to any location, `/status/<code>` answers that status with no body (and no Location).
+ * It listens on every interface, so `localhost` reaches it whichever address family the name
+ * resolves to first.
  */
 export async function startImageServer() {
   const files = new Map<string, { body: Buffer; type: string }>();
@@ -12,6 +13,11 @@ export async function startImageServer() {
     const url = new URL(req.url ?? '/', 'http://x');
     if (url.pathname === '/redirect') {
       res.writeHead(302, { location: url.searchParams.get('to') ?? '/' }).end();
+      return;
+    }
+    const status = /^\/status\/(\d{3})$/.exec(url.pathname);
+    if (status) {
+      res.writeHead(Number(status[1])).end();
       return;
     }
     const file = files.get(url.pathname.replace(/^\/img\//, ''));

@@ -45,3 +45,21 @@ test('upload (base64) → get → content → list → delete through the edge, 
   t.deepEqual(await del.json(), { id: up.body.id, object: 'media.deleted', deleted: true });
   t.is((await fetch(`${p.url}/v1/media/${up.body.id}`, { headers: user.headers })).status, 404);
 });
+
+test('/llm/v1/media/... reaches the same handlers as /v1/media/... (the edge routes both prefixes)', async (t) => {
+  const user = await p.newUser();
+  const png = await solidImage('png', 12, 10, 2);
+  const up = await postJson(`${p.url}/llm/v1/media/upload`, user.headers, { source: { type: 'base64', data: png.toString('base64') } });
+  t.is(up.status, 201, JSON.stringify(up.body));
+  const viaAlias = await fetch(`${p.url}/llm/v1/media/${up.body.id}`, { headers: user.headers });
+  t.is(viaAlias.status, 200);
+  t.like(await viaAlias.json(), { id: up.body.id, width: 12, height: 10 });
+  t.is((await fetch(`${p.url}/v1/media/${up.body.id}`, { headers: user.headers })).status, 200);
+  const list = (await (await fetch(`${p.url}/llm/v1/media`, { headers: user.headers })).json()) as any;
+  t.is(list.total_count, 1);
+  t.is((await fetch(`${p.url}/llm/v1/media/${up.body.id}`)).status, 401, 'a credential is required on the alias too');
+  const missing = await fetch(`${p.url}/llm/v1/media/jan_00000000000000000000000000`, { headers: user.headers });
+  t.is(missing.status, 404);
+  t.regex(((await missing.json()) as any).error.message, /No media found/, 'answered by media-api, not an unknown route');
+  t.is((await fetch(`${p.url}/llm/v1/media/${up.body.id}`, { method: 'DELETE', headers: user.headers })).status, 200);
+});

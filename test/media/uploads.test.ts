@@ -161,6 +161,12 @@ test('URL rejections: a redirect to a loopback address, a metadata IP, a private
   expectError(t, await upload(user.headers, { source: { type: 'url', url: 'http://10.0.0.1/x.png' } }), 400, 'source.url', /not allowed/);
   expectError(t, await upload(user.headers, { source: { type: 'url', url: 'file:///etc/passwd' } }), 400, 'source.url', /not allowed/);
   expectError(t, await upload(user.headers, { source: { type: 'url', url: `http://localhost:${images.port}/img/missing.png` } }), 400, 'source.url', /HTTP 404/);
+  // A 3xx that is no redirect (no Location) is named as what it is, not as "too many redirects".
+  for (const status of [304, 300, 307]) {
+    const res = await upload(user.headers, { source: { type: 'url', url: `http://localhost:${images.port}/status/${status}` } });
+    expectError(t, res, 400, 'source.url', new RegExp(`HTTP ${status} \\(a 3xx without a Location header`));
+    t.notRegex(res.body.error.message, /redirected more than/);
+  }
   // Four redirects in a row (the limit is 3), all on the allowed host.
   let chain = `http://localhost:${images.port}/img/a.png`;
   for (let i = 0; i < 4; i++) chain = `http://localhost:${images.port}/redirect?to=${encodeURIComponent(chain)}`;

@@ -4,7 +4,7 @@ import { mkdir, open as openFile, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../../services/kit/core/index.js';
-import { safeEqual } from '../../../services/kit/core/index.js';
+import { safeEqual, unixSeconds } from '../../../services/kit/core/index.js';
 import { KEY_PATTERN, ObjectTooLargeError, type ObjectStorage, type SignedUrl, type UploadTarget } from './types.js';
 
 /**
@@ -61,7 +61,6 @@ export function createFilesystemStorage(options: { root: string; publicUrl: () =
     return join(root, key);
   };
   const url = (p: Parameters<UrlSigner['sign']>[0]) => `${options.publicUrl().replace(/\/$/, '')}${SIGNED_PATH}${p.key}?${signer.query(p)}`;
-  const nowSeconds = () => Math.floor(clock.now() / 1000);
 
   return {
     driver: 'filesystem',
@@ -105,11 +104,11 @@ export function createFilesystemStorage(options: { root: string; publicUrl: () =
       return Boolean(await stat(pathOf(key)).catch(() => null));
     },
     async downloadUrl(key, o): Promise<SignedUrl> {
-      const exp = nowSeconds() + o.expiresIn;
+      const exp = unixSeconds(clock) + o.expiresIn;
       return { url: url({ method: 'GET', key, exp, ct: o.contentType, fn: o.filename ?? undefined }), expiresAt: exp };
     },
     async uploadUrl(key, o): Promise<UploadTarget> {
-      const exp = nowSeconds() + o.expiresIn;
+      const exp = unixSeconds(clock) + o.expiresIn;
       return {
         url: url({ method: 'PUT', key, exp, ct: o.contentType, len: o.bytes }),
         expiresAt: exp,
@@ -120,6 +119,3 @@ export function createFilesystemStorage(options: { root: string; publicUrl: () =
     async close() {},
   };
 }
-
-/** Path of a key on disk, for the signed route's streaming writes. */
-export const filesystemPath = (root: string, key: string) => join(root, key);

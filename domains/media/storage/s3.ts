@@ -1,7 +1,7 @@
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Readable } from 'node:stream';
-import type { Clock } from '../../../services/kit/core/index.js';
+import { unixSeconds, type Clock } from '../../../services/kit/core/index.js';
 import { contentDisposition, ObjectTooLargeError, type ObjectStorage } from './types.js';
 
 /**
@@ -19,17 +19,50 @@ export interface S3StorageOptions {
   secretAccessKey?: string;
   forcePathStyle: boolean;
   clock: Clock;
+  /** Opening a connection to the store (S3_CONNECT_TIMEOUT_MS); default 5000. */
+  connectTimeoutMs?: number;
+  /** One request, until the answer's headers arrive (S3_REQUEST_TIMEOUT_MS); default 15000. */
+  requestTimeoutMs?: number;
+}
+
+/**
+ * A store that does not answer (or accept a connection) in time is a dependency outage: the
+ * error gets the ETIMEDOUT code the kit answers as 503 `service_unavailable` (the SDK's
+ * connection timeout has no code of its own).
+ */
+class S3TimeoutError extends Error {
+  readonly code = 'ETIMEDOUT';
+  constructor(cause: unknown) {
+    super(`S3 did not answer in time: ${(cause as Error).message}`, { cause });
+    this.name = 'S3TimeoutError';
+  }
 }
 
 export function createS3Storage(options: S3StorageOptions): ObjectStorage {
   const credentials =
     options.accessKeyId && options.secretAccessKey ? { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey } : undefined;
+  // Without timeouts the SDK waits forever on a store that accepts connections and never answers.
+  // Each attempt is bounded; the SDK retries a timed-out attempt (3 attempts in all by default).
+  const requestHandler = {
+    connectionTimeout: options.connectTimeoutMs ?? 5000,
+    requestTimeout: options.requestTimeoutMs ?? 15000,
+    throwOnRequestTimeout: true,
+  };
   const clientFor = (endpoint?: string) =>
-    new S3Client({ endpoint, region: options.region, credentials, forcePathStyle: options.forcePathStyle, systemClockOffset: 0 });
+    new S3Client({ endpoint, region: options.region, credentials, forcePathStyle: options.forcePathStyle, systemClockOffset: 0, requestHandler });
   const client = clientFor(options.endpoint);
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      try {
+        return await next(args);
+      } catch (error) {
+        throw (error as Error)?.name === 'TimeoutError' ? new S3TimeoutError(error) : error;
+      }
+    },
+    { step: 'initialize', name: 'timeoutAsUnavailable' },
+  );
   const signer = options.publicEndpoint ? clientFor(options.publicEndpoint) : client;
   const Bucket = options.bucket;
-  const nowSeconds = () => Math.floor(options.clock.now() / 1000);
   const signingDate = () => new Date(options.clock.now());
 
   const missing = (error: unknown) => {
@@ -96,7 +129,7 @@ export function createS3Storage(options: S3StorageOptions): ObjectStorage {
         ResponseContentDisposition: contentDisposition(o.filename),
       });
       const url = await getSignedUrl(signer, command, { expiresIn: o.expiresIn, signingDate: signingDate() });
-      return { url, expiresAt: nowSeconds() + o.expiresIn };
+      return { url, expiresAt: unixSeconds(options.clock) + o.expiresIn };
     },
     async uploadUrl(key, o) {
       const command = new PutObjectCommand({ Bucket, Key: key, ContentType: o.contentType, ContentLength: o.bytes });
@@ -107,7 +140,7 @@ export function createS3Storage(options: S3StorageOptions): ObjectStorage {
       });
       return {
         url,
-        expiresAt: nowSeconds() + o.expiresIn,
+        expiresAt: unixSeconds(options.clock) + o.expiresIn,
         method: 'PUT',
         headers: { 'content-type': o.contentType, 'content-length': String(o.bytes) },
       };

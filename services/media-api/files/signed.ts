@@ -1,5 +1,5 @@
 import type { Request, Response } from 'express';
-import { ApiError, type Clock } from '../../kit/index.js';
+import { ApiError, unixSeconds, type Clock } from '../../kit/index.js';
 import { contentDisposition, KEY_PATTERN, type MediaStore, type ObjectStorage, type UrlSigner } from '../../../domains/media/index.js';
 
 /**
@@ -19,12 +19,11 @@ const keyOf = (req: Request) => {
   const raw = (req.params as { key?: string | string[] }).key;
   return Array.isArray(raw) ? raw.join('/') : String(raw ?? '');
 };
-const nowSeconds = (clock: Clock) => Math.floor(clock.now() / 1000);
 const refused = (reason: string) => new ApiError(403, `Signed URL refused: ${reason}`, { param: 'sig' });
 
 export async function serveSigned(deps: SignedRouteDeps, req: Request, res: Response): Promise<void> {
   const key = keyOf(req);
-  const reason = deps.signer.verify('GET', key, req.query as Record<string, unknown>, nowSeconds(deps.clock));
+  const reason = deps.signer.verify('GET', key, req.query as Record<string, unknown>, unixSeconds(deps.clock));
   if (reason) throw refused(reason);
   const object = await deps.storage.open(key);
   if (!object) throw new ApiError(404, 'The object no longer exists');
@@ -34,7 +33,7 @@ export async function serveSigned(deps: SignedRouteDeps, req: Request, res: Resp
     'content-type': query.ct,
     'content-length': String(object.size),
     'content-disposition': contentDisposition(query.fn),
-    'cache-control': `private, max-age=${Math.max(0, exp - nowSeconds(deps.clock))}`,
+    'cache-control': `private, max-age=${Math.max(0, exp - unixSeconds(deps.clock))}`,
     'x-content-type-options': 'nosniff',
     'content-security-policy': "default-src 'none'; sandbox",
   });
@@ -51,7 +50,7 @@ export async function serveSigned(deps: SignedRouteDeps, req: Request, res: Resp
 export async function acceptSignedUpload(deps: SignedRouteDeps, req: Request, res: Response): Promise<void> {
   const key = keyOf(req);
   const query = req.query as Record<string, unknown>;
-  const reason = deps.signer.verify('PUT', key, query, nowSeconds(deps.clock));
+  const reason = deps.signer.verify('PUT', key, query, unixSeconds(deps.clock));
   if (reason || !KEY_PATTERN.test(key) || !key.startsWith('uploads/')) {
     req.resume();
     throw refused(reason ?? 'not an upload URL');
@@ -67,7 +66,7 @@ export async function acceptSignedUpload(deps: SignedRouteDeps, req: Request, re
   }
   const id = key.slice('uploads/'.length);
   const row = await deps.store.byId(id);
-  if (!row || row.state !== 'pending' || (row.expires_at ?? 0) <= nowSeconds(deps.clock)) {
+  if (!row || row.state !== 'pending' || (row.expires_at ?? 0) <= unixSeconds(deps.clock)) {
     req.resume();
     throw refused('the upload is no longer open');
   }
@@ -82,6 +81,11 @@ export async function acceptSignedUpload(deps: SignedRouteDeps, req: Request, re
     }
     chunks.push(chunk as Buffer);
   }
-  await deps.storage.put(key, Buffer.concat(chunks, size), String(query.ct));
+  // The reservation may have been completed or expired while the body arrived: the write happens
+  // under the reservation's row lock, re-checked there, so a complete waits for it and no write
+  // lands after one (it would leave a staging file nothing collects, outside the quota).
+  const body = Buffer.concat(chunks, size);
+  const written = await deps.store.whileReservationOpen(id, unixSeconds(deps.clock), () => deps.storage.put(key, body, String(query.ct)));
+  if (!written) throw refused('the upload is no longer open');
   res.status(200).set('content-length', '0').end();
 }

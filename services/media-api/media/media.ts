@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { ApiError, listEnvelope, recordEvent, type Clock, type EgressGuard, type Page } from '../../kit/index.js';
+import { ApiError, listEnvelope, recordEvent, unixSeconds, type Clock, type EgressGuard, type Page } from '../../kit/index.js';
 import {
   MEDIA_DELETED,
   MEDIA_UPLOAD_COMPLETED,
@@ -37,8 +37,6 @@ export type UploadSource =
   | { type: 'base64'; data: string; mime_type?: string }
   | { type: 'data_url'; data_url: string }
   | { type: 'bytes'; bytes: Buffer };
-
-const nowSeconds = (clock: Clock) => Math.floor(clock.now() / 1000);
 
 export const notFoundMedia = (id: string, param = 'id') => new ApiError(404, `No media found with id '${id.slice(0, 100)}'`, { param });
 
@@ -102,7 +100,7 @@ export async function listMedia(deps: MediaDeps, userId: string, page: Page) {
 
 export async function deleteMedia(deps: MediaDeps, userId: string, id: string) {
   if (!isMediaId(id)) throw notFoundMedia(id);
-  const deleted = await deps.store.knex.transaction(async (trx: Knex.Transaction) => {
+  const deleted = await deps.store.transaction(async (trx: Knex.Transaction) => {
     const row = await deps.store.deleteReady(trx, userId, id);
     if (row) await recordEvent(trx, MEDIA_DELETED, { media_id: row.id, sha256: row.sha256 });
     return row;
@@ -144,8 +142,8 @@ export async function reserveUpload(deps: MediaDeps, userId: string, input: { mi
     throw new ApiError(400, `The image exceeds the size limit of ${deps.limits.maxBytes} bytes`, { param: 'bytes' });
   }
   const id = newMediaId(deps.clock);
-  const expiresAt = nowSeconds(deps.clock) + deps.uploadTtlSeconds;
-  await deps.store.knex.transaction(async (trx: Knex.Transaction) => {
+  const expiresAt = unixSeconds(deps.clock) + deps.uploadTtlSeconds;
+  await deps.store.transaction(async (trx: Knex.Transaction) => {
     await deps.store.lockUser(trx, userId);
     await checkQuota(deps, trx, userId, input.bytes);
     await deps.store.insert(trx, {
@@ -160,7 +158,7 @@ export async function reserveUpload(deps: MediaDeps, userId: string, input: { mi
       filename: cleanFilename(input.filename ?? null),
       upload_key: uploadKey(id),
       merged_into: null,
-      created_at: nowSeconds(deps.clock),
+      created_at: unixSeconds(deps.clock),
       expires_at: expiresAt,
     });
   });
@@ -174,14 +172,13 @@ export async function reserveUpload(deps: MediaDeps, userId: string, input: { mi
  */
 export async function completeUpload(deps: MediaDeps, userId: string, id: string): Promise<{ media: MediaObject; deduped: boolean }> {
   if (!isMediaId(id)) throw notFoundMedia(id);
-  const now = nowSeconds(deps.clock);
+  const now = unixSeconds(deps.clock);
   let row = await deps.store.byId(id);
   if (!row || row.user_id !== userId) throw notFoundMedia(id);
   if (row.state === 'pending') {
     if ((row.expires_at ?? 0) <= now) throw notFoundMedia(id);
-    await deps.store.knex.transaction(async (trx: Knex.Transaction) => {
-      const [updated] = await trx('media').where({ id, user_id: userId, state: 'pending' }).andWhere('expires_at', '>', now).update({ state: 'completing' }).returning('id');
-      if (updated) await recordEvent(trx, MEDIA_UPLOAD_COMPLETED, { media_id: id });
+    await deps.store.transaction(async (trx: Knex.Transaction) => {
+      if (await deps.store.claimPending(trx, id, userId, now)) await recordEvent(trx, MEDIA_UPLOAD_COMPLETED, { media_id: id });
     });
   }
   const stored: StoredMedia | null = await finalizeUpload(deps, id);

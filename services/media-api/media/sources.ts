@@ -27,6 +27,9 @@ export async function fetchSource(guard: EgressGuard, url: string, limits: Sourc
       signal: deadline,
     });
     if (response.status >= 300 && response.status < 400) {
+      // The guard follows redirects that name a Location; a 3xx left over is either one redirect
+      // too many or an answer that is no redirect at all (304 Not Modified, 300 without Location).
+      if (!response.headers?.location) throw new ApiError(400, `The URL answered HTTP ${response.status} (a 3xx without a Location header to follow), not an image`, { param });
       throw new ApiError(400, `The URL redirected more than ${limits.maxRedirects} times`, { param });
     }
     if (response.status < 200 || response.status >= 300) {
@@ -65,17 +68,25 @@ export function decodeDataUrl(dataUrl: string, maxBytes: number, param: string):
 /**
  * Reads the `file` part (and an optional `filename` field) of a multipart body, stopping at
  * `maxBytes`: a larger part ends the request with 400 without reading the rest into memory.
+ * Parts with other names (files or fields) are skipped; a second `file` part, a body cut off
+ * before its closing boundary and any other malformed body are 400s naming `file`. Every stream
+ * busboy hands out has an error listener, so no malformed body can raise an unhandled 'error'.
  */
 export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = maxBytes + 1024 * 1024): Promise<{ bytes: Buffer; filename: string | null }> {
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {
-      parser = busboy({ headers: req.headers, limits: { files: 1, fileSize: maxBytes, fields: 10, fieldSize: 4096, parts: 12 } });
+      // defParamCharset: browsers and curl send raw UTF-8 in `filename="…"` (busboy defaults to latin1).
+      // No `files` limit: busboy would count every file part whatever its name; the one-file rule
+      // is for the `file` part and is enforced below (`parts` bounds the number of parts).
+      parser = busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { fileSize: maxBytes, fields: 10, fieldSize: 4096, parts: 12 } });
     } catch {
       reject(new ApiError(400, 'Malformed multipart/form-data request (boundary missing)', { param: 'file' }));
       return;
     }
+    const malformed = () => new ApiError(400, 'Malformed multipart/form-data body (truncated or not well-formed)', { param: 'file' });
     let file: Buffer | null = null;
+    let filePart = false;
     let filename: string | null = null;
     let failed = false;
     const fail = (error: ApiError) => {
@@ -86,13 +97,22 @@ export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = max
       reject(error);
     };
     parser.on('file', (name, stream, info) => {
-      if (name !== 'file' || file) {
+      // Any stream may be destroyed with an error (a body ending inside the part): always listen.
+      stream.on('error', () => fail(malformed()));
+      if (name !== 'file') {
         stream.resume();
         return;
       }
+      if (filePart) {
+        stream.resume();
+        fail(new ApiError(400, "Only one 'file' part is allowed", { param: 'file' }));
+        return;
+      }
+      filePart = true;
       const chunks: Buffer[] = [];
       let size = 0;
       stream.on('data', (chunk: Buffer) => {
+        if (failed) return;
         size += chunk.length;
         chunks.push(chunk);
       });
@@ -113,7 +133,7 @@ export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = max
       if (received > maxBodyBytes) fail(bodyTooLarge(maxBodyBytes));
     });
     parser.on('partsLimit', () => fail(new ApiError(400, 'Too many parts in the multipart body', { param: 'file' })));
-    parser.on('error', () => fail(new ApiError(400, 'Malformed multipart/form-data body', { param: 'file' })));
+    parser.on('error', () => fail(malformed()));
     parser.on('close', () => {
       if (failed) return;
       if (!file) return fail(new ApiError(400, "Missing required part: 'file'", { param: 'file' }));
@@ -123,11 +143,20 @@ export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = max
   });
 }
 
-/** A display name: the last path segment, without control characters, at most 255 characters. */
+// C0 and C1 controls, DEL, and the bidirectional embedding/override (U+202A–U+202E) and isolate
+// (U+2066–U+2069) characters, which make a name display as something else ("\u202Egnp.exe").
+// eslint-disable-next-line no-control-regex
+const UNSAFE_FILENAME_CHARS = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+// A surrogate that is not half of a pair (valid pairs, e.g. emoji, are kept).
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * A display name: the last path segment, without control characters, bidirectional overrides and
+ * isolates or lone surrogates, at most 255 characters (code points: a pair is never split).
+ */
 export function cleanFilename(name: string | null | undefined): string | null {
   if (!name) return null;
   const base = name.split(/[\\/]/).pop() ?? '';
-  // eslint-disable-next-line no-control-regex
-  const clean = base.replace(/[\u0000-\u001f\u007f]/g, '').replace(/[\ud800-\udfff]/g, '').trim().slice(0, 255);
+  const clean = Array.from(base.replace(UNSAFE_FILENAME_CHARS, '').replace(LONE_SURROGATE, '').trim()).slice(0, 255).join('').trim();
   return clean || null;
 }
