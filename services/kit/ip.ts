@@ -48,7 +48,10 @@ export function embeddedIpv4(address: string): { ipv4: string; form: 'mapped' | 
 
 /** An IPv4-mapped IPv6 address in any spelling (`::ffff:1.2.3.4`, `::ffff:102:304`) as its IPv4 address; anything else as it is. */
 export function unmapIpv4(address: string): string {
-  if (!address.includes(':') || isIP(address) !== 6) return address;
+  if (!address.includes(':')) return address;
+  // The spelling a dual-stack socket gives every IPv4 peer, on each request: no parse needed.
+  if (address.startsWith('::ffff:') && isIP(address.slice(7)) === 4) return address.slice(7);
+  if (isIP(address) !== 6) return address;
   const embedded = embeddedIpv4(address);
   return embedded?.form === 'mapped' ? embedded.ipv4 : address;
 }
