@@ -8,9 +8,10 @@ import { ipv6Groups, unmapIpv4 } from '../../services/kit/core/index.js';
  * address.
  */
 export function ipv6Prefix(ip: string, bits: number): string {
-  const unmapped = unmapIpv4(ip.split('%')[0]!);
-  if (isIP(unmapped) !== 6) return unmapped === ip.split('%')[0] ? ip : unmapped;
-  const groups = ipv6Groups(unmapped);
+  const address = ip.split('%')[0]!;
+  const unmapped = unmapIpv4(address);
+  if (unmapped !== address) return unmapped;
+  const groups = isIP(address) === 6 ? ipv6Groups(address) : null;
   if (!groups) return ip;
   const words: number[] = [];
   let remaining = Math.max(0, Math.min(128, bits));

@@ -10,9 +10,9 @@ export function createClientIp(trusted: string[]) {
   const { any, isTrusted } = trustedPeers(trusted);
 
   return function clientIp(peer: string | undefined, forwardedFor: string | string[] | undefined): string {
-    const socketIp = unmap(peer ?? '');
+    const socketIp = unmapIpv4(peer ?? '');
     if (!any || !isTrusted(socketIp) || !forwardedFor) return socketIp;
-    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',').map((h) => unmap(h.trim())).filter(Boolean);
+    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',').map((h) => unmapIpv4(h.trim())).filter(Boolean);
     for (let i = hops.length - 1; i >= 0; i--) {
       const hop = hops[i]!;
       if (!isIP(hop)) return socketIp;
@@ -46,4 +46,3 @@ export function trustedPeers(trusted: string[]) {
   return { any, isTrusted: (ip: string) => any && isTrusted(unmapIpv4(ip)) };
 }
 
-const unmap = unmapIpv4;
