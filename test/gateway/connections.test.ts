@@ -204,7 +204,7 @@ test('connectionsForOpenFileLimit: half of the soft open-file limit after a rese
 let p: TestPlatform;
 test.before(async () => {
   p = await startTestPlatform({
-    env: { EDGE_MAX_CONNECTIONS_PER_ADDRESS: '4', EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS: '4', HTTP_HEADERS_TIMEOUT_MS: '400', HTTP_KEEP_ALIVE_TIMEOUT_MS: '300' },
+    env: { EDGE_MAX_CONNECTIONS_PER_ADDRESS: '4', EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS: '4', HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_KEEP_ALIVE_TIMEOUT_MS: '300' },
   });
 });
 test.after.always(async () => {
@@ -226,9 +226,9 @@ test.serial('through the edge: a fifth connection from one address is closed at 
   const closeOrder: string[] = [];
   sockets.forEach((socket, i) => socket.once('close', () => closeOrder.push(`connection ${i + 1}`)));
   fifth.once('close', () => closeOrder.push('fifth'));
-  await waitFor(() => fifthState.closed, 5000, 'fifth connection closed by the edge');
+  await waitFor(() => fifthState.closed, 10_000, 'fifth connection closed by the edge');
   // They do not stay forever: no request within HTTP_HEADERS_TIMEOUT_MS → the edge closes them.
-  await waitFor(() => states.every((s) => s.closed), 5000, 'never-used connections closed by the header timeout');
+  await waitFor(() => states.every((s) => s.closed), 10_000, 'never-used connections closed by the header timeout');
   t.true(sockets.every(closed));
   t.is(closeOrder[0], 'fifth', `the fifth is closed at once, the first four only by the header timeout: ${closeOrder.join(', ')}`);
   t.is(closeOrder.length, 5);
@@ -250,7 +250,7 @@ test.serial('through the edge: a slowloris connection (one header byte at a time
     socket.write(request[i++]!);
   }, 50);
   try {
-    await waitFor(() => state.closed, 5000, 'slowloris connection cut');
+    await waitFor(() => state.closed, 10_000, 'slowloris connection cut');
     t.true(i < request.length, 'cut before the headers were complete');
   } finally {
     clearInterval(drip);

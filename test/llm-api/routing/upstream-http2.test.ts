@@ -179,7 +179,7 @@ test('a connection that drops fails every completion on it that has not been ans
 });
 
 test('a stream the provider never answers fails at LLM_UPSTREAM_HEADERS_TIMEOUT_MS, alone: its connection carries the next', async (t) => {
-  await withH2Provider({ headersTimeoutMs: 300 }, async (provider, upstream) => {
+  await withH2Provider({ headersTimeoutMs: 1_500 }, async (provider, upstream) => {
     const error = await t.throwsAsync(upstream.postJson(provider.url, '{"model":"m"}', call(1)));
     t.true(isTimeout(error), `${(error as { code?: string }).code}: ${error!.message}`);
     provider.answerAll();
