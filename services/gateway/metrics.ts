@@ -43,3 +43,5 @@ export function createEdgeMetrics() {
     },
   };
 }
+
+export type EdgeMetrics = ReturnType<typeof createEdgeMetrics>;

@@ -54,8 +54,8 @@ export interface ServiceDefinition<R extends ProcessRuntime = Runtime> {
   /** Keeps no state (the edge): started alone, it opens no database and no bus. */
   stateless?: R extends Runtime ? false : true;
   createApp(ctx: ServiceContext<R>): Express | Promise<Express>;
-  /** Called once the server listens, before it accepts traffic (the edge bounds connections per client address here). */
-  onListening?(server: Server, ctx: ServiceContext<R>): void;
+  /** Called once the server listens with the app createApp built, before it accepts traffic (the edge bounds connections per client address here). */
+  onListening?(server: Server, ctx: ServiceContext<R>, app: Express): void;
 }
 
 export interface WorkerDefinition {
@@ -104,7 +104,7 @@ export async function startService<R extends ProcessRuntime>(def: ServiceDefinit
     await stop();
     throw error;
   }
-  def.onListening?.(server.server, ctx);
+  def.onListening?.(server.server, ctx, app);
   // With port 0 (tests) the real port is known only now; later callers read the address from here.
   const key = URL_KEYS[def.name];
   if (key && def.port(ctx.runtime.config) === 0) shared.urls[key] = `http://127.0.0.1:${server.port}`;

@@ -26,6 +26,16 @@ test('no service imports another service (only the platform composes them)', (t)
   t.deepEqual(show(bad), []);
 });
 
+test('every service has its own settings (config.ts), its composition root (deps.ts) and its definition (service.ts), and builds its dependencies there', (t) => {
+  const files = new Set(sourceFiles(ROOT));
+  const services = [...new Set([...files].map((f) => unitOf(f)).filter((u) => u.kind === 'service').map((u) => u.name))];
+  t.true(services.length >= 5, services.join(', '));
+  const missing = services.flatMap((name) => ['config.ts', 'deps.ts', 'service.ts'].map((file) => `services/${name}/${file}`).filter((path) => !files.has(path)));
+  t.deepEqual(missing, []);
+  const composed = services.filter((name) => internal.some((e) => e.from === `services/${name}/service.ts` && e.to === `services/${name}/deps.ts`));
+  t.deepEqual(composed, services, 'service.ts builds its dependencies through deps.ts');
+});
+
 test('the kit imports nothing above it', (t) => {
   const bad = internal.filter((e) => unitOf(e.from).kind === 'kit' && unitOf(e.to).kind !== 'kit');
   t.deepEqual(show(bad), []);
