@@ -59,10 +59,14 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
 
   // Budgets are written by identity (with a key or a user, in one transaction) and read by chat's admission.
   const limitsCache = createSpendLimitsCache({ ttlMs: config.LLM_SPEND_LIMITS_CACHE_MS, clock });
+  // One box seals what the platform keeps secret at rest: identity's signing keys, providers' API keys.
+  const box = createSecretBox(loadMasterKey(platform));
   const identity: IdentityDeps = {
-    identity: createIdentity(ctx, { spend: spendLimitsPort({ clock, limitsCache }) }),
+    identity: createIdentity({ runtime: ctx.runtime, settings: { ...platform, ...config }, box, spend: spendLimitsPort({ clock, limitsCache }) }),
     guestEmailDomain: config.GUEST_EMAIL_DOMAIN,
     guestLoginEnabled: config.GUEST_LOGIN_ENABLED,
+    bootstrapAdminApiKey: config.BOOTSTRAP_ADMIN_API_KEY,
+    sweepIntervalMs: config.API_KEY_SWEEP_INTERVAL_MS,
   };
 
   // Conversations and projects see each other through two small ports, so neither imports the other.
@@ -79,7 +83,6 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   };
 
   // The catalog: stores, the sealed provider keys, and the in-memory registry the hot path reads.
-  const box = createSecretBox(loadMasterKey(platform));
   const providerStore = createProvidersStore(knex);
   const modelStore = createModelsStore(knex);
   const registry = createModelRegistry({ providers: providerStore, models: modelStore, box, logger, pollMs: config.LLM_CATALOG_POLL_MS });

@@ -1,6 +1,6 @@
-import { loadIdentityConfig } from './config.js';
-import { createSecretBox, loadMasterKey, runEvery, type ServiceContext } from '../../kit/index.js';
-import { spendLimitsPort, type SpendLimitsPort } from '../usage/index.js';
+import type { IdentityConfig } from './config.js';
+import { runEvery, type BaseConfig, type Runtime, type SecretBox } from '../../kit/index.js';
+import type { SpendLimitsPort } from '../usage/index.js';
 import type { LlmApiResource } from '../resource.js';
 import { createUserAdmin } from './admin-users/domain.js';
 import { createApiKeys } from './api-keys/domain.js';
@@ -19,19 +19,25 @@ import { createRefreshStore } from './tokens/refresh-store.js';
 import { createRefreshTokens } from './tokens/refresh-tokens.js';
 import { createKeyRing } from './tokens/signing-keys.js';
 
+/** What identity is built from; llm-api's composition root (deps.ts) parses the settings once and hands them here. */
+export interface IdentityParts {
+  runtime: Pick<Runtime, 'db' | 'clock' | 'logger' | 'revocations' | 'users'>;
+  /** The platform's settings (issuer, audience, Keycloak) with identity's own. */
+  settings: BaseConfig & IdentityConfig;
+  /** Seals the signing keys' private halves (the platform's master key). */
+  box: SecretBox;
+  /** Writes keys' and users' budgets in their own transactions (the one whose cache admission reads). */
+  spend: SpendLimitsPort;
+}
+
 /**
  * Identity: guest login, password sign-in (embedded issuer), refresh, upgrade, API keys and their validation, user and key
  * administration, and — with the embedded provider — the token issuer's JWKS and discovery.
- * `spend` writes keys' and users' budgets in their own transactions (the composition root passes
- * the one whose cache admission reads; by default, an uncached one).
  */
-export function createIdentity(ctx: ServiceContext, options: { spend?: SpendLimitsPort } = {}) {
-  const { runtime } = ctx;
-  const spend = options.spend ?? spendLimitsPort({ clock: runtime.clock });
-  const config = { ...runtime.config, ...loadIdentityConfig(runtime.config.env) };
+export function createIdentity({ runtime, settings: config, box, spend }: IdentityParts) {
   const knex = runtime.db.knex;
   const users = createIdentityUsersStore(knex);
-  const keyRing = createKeyRing({ knex, clock: runtime.clock, alg: config.JWT_SIGNING_ALG, box: createSecretBox(loadMasterKey(config)) });
+  const keyRing = createKeyRing({ knex, clock: runtime.clock, alg: config.JWT_SIGNING_ALG, box });
   const issuer = createTokenIssuer({
     keys: keyRing,
     clock: runtime.clock,
@@ -101,11 +107,10 @@ export const identityResource: LlmApiResource = {
   migrations: identityMigrations,
   routes: identityRoutes,
   async start(deps, ctx) {
-    const { identity } = deps.identity;
-    const config = loadIdentityConfig(ctx.runtime.config.env);
+    const { identity, bootstrapAdminApiKey, sweepIntervalMs } = deps.identity;
     if (identity.issuer) await identity.keyRing.ensureKey();
-    if (config.BOOTSTRAP_ADMIN_API_KEY) {
-      const { userId, created } = await identity.apiKeys.ensureBootstrapAdmin(config.BOOTSTRAP_ADMIN_API_KEY);
+    if (bootstrapAdminApiKey) {
+      const { userId, created } = await identity.apiKeys.ensureBootstrapAdmin(bootstrapAdminApiKey);
       ctx.runtime.logger.info({ userId, created }, 'bootstrap admin API key ready');
     }
     // Expired API keys: deleted and their revocation published. Ended refresh families and
@@ -113,7 +118,7 @@ export const identityResource: LlmApiResource = {
     // starts an interval after the last ended); stopping waits for a run in progress.
     const warn = (what: string) => (error: unknown) => ctx.runtime.logger.warn({ err: (error as Error).message }, `${what} failed`);
     const sweeps = runEvery(
-      config.API_KEY_SWEEP_INTERVAL_MS,
+      sweepIntervalMs,
       () =>
         Promise.all([
           identity.apiKeys.sweepExpired().catch(warn('API key sweep')),
@@ -128,4 +133,4 @@ export const identityResource: LlmApiResource = {
 
 export type { IdentityDeps } from './routes.js';
 
-export { identityConfigShape } from './config.js';
+export { identityConfigShape, loadIdentityConfig, type IdentityConfig } from './config.js';

@@ -24,6 +24,10 @@ export interface IdentityDeps {
   guestEmailDomain: string;
   /** GUEST_LOGIN_ENABLED: off → guest login answers 403. */
   guestLoginEnabled?: boolean;
+  /** BOOTSTRAP_ADMIN_API_KEY: ensured at start, when set. */
+  bootstrapAdminApiKey?: string;
+  /** API_KEY_SWEEP_INTERVAL_MS: how often expired keys, ended refresh families and stale sign-in counters are swept. */
+  sweepIntervalMs: number;
 }
 
 /** Bodies of /auth/* are small; the key validator's is one key. */

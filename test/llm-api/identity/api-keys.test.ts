@@ -1,9 +1,8 @@
 import test from 'ava';
 import { ManualClock, sha256Hex, userRevocation } from '../../../services/kit/index.js';
-import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser, edgeHeaders, type TestUser } from '../../helpers/users.js';
-import { assertError, call } from './helpers.js';
+import { assertError, call, identityOf } from './helpers.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 
 // API keys at service level: create / list / delete / validate, caps and tiers, expiry and
@@ -154,7 +153,7 @@ test.serial('an expired key is refused, swept, and its revocation published', as
   clock.advance(DAY);
   assertError(t, await validate(created.body.key), 401, 'api_key');
   t.is((await call(svc, 'GET', '/auth/api-keys', { headers: as(user) })).body.data.length, 0);
-  const identity = createIdentity(svc.ctx);
+  const identity = identityOf(svc.runtime);
   await identity.apiKeys.sweepExpired();
   t.true(revoked.includes(sha256Hex(created.body.key)));
   t.is(await svc.runtime.db.knex('identity_api_keys').where({ id: created.body.id }).first(), undefined);

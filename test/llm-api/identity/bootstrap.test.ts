@@ -1,9 +1,8 @@
 import test from 'ava';
 import { randomBase62 } from '../../../services/kit/index.js';
-import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
-import { assertError, call, identityHeaders } from './helpers.js';
+import { assertError, call, identityHeaders, identityOf } from './helpers.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 
 // BOOTSTRAP_ADMIN_API_KEY: the operator's first way in on a fresh install.
@@ -35,7 +34,7 @@ test.serial('at start an admin user holds the key: enterprise tier, no limits of
 
 test.serial('idempotent across restarts and concurrent starts; a demoted or disabled bootstrap admin is restored', async (t) => {
   const knex = svc.runtime.db.knex;
-  const identity = createIdentity(svc.ctx);
+  const identity = identityOf(svc.runtime);
   const results = await Promise.all([1, 2, 3].map(() => identity.apiKeys.ensureBootstrapAdmin(KEY)));
   t.true(results.every((r) => !r.created));
   t.is(new Set(results.map((r) => r.userId)).size, 1);

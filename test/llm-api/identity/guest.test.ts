@@ -2,11 +2,10 @@ import test from 'ava';
 import { loadIdentityConfig } from '../../../services/llm-api/identity/config.js';
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors } from 'jose';
 import { ManualClock } from '../../../services/kit/index.js';
-import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../../helpers/users.js';
-import { assertError, bearerHeaders, call, verifyAsEdge } from './helpers.js';
+import { assertError, bearerHeaders, call, verifyAsEdge, identityOf } from './helpers.js';
 
 // Guest login, tokens, refresh rotation and reuse detection, upgrade — at service level, with the
 // edge's token check simulated against the service's own JWKS. Serial: the tests move one clock.
@@ -137,7 +136,7 @@ test.serial('refresh tokens expire after REFRESH_TOKEN_TTL_DAYS; a family ends a
   clock.advance(4 * day); // 91 days after the login
   assertError(t, await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: token } }), 401, 'refresh_token');
   // Rows of ended families are pruned (until then they serve reuse detection).
-  t.true((await createIdentity(svc.ctx).refreshTokens.prune()) >= 4);
+  t.true((await identityOf(svc.runtime).refreshTokens.prune()) >= 4);
   t.is((await svc.runtime.db.knex('identity_refresh_tokens').where({ user_id: active.body.user_id })).length, 0);
 });
 

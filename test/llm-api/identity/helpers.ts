@@ -1,6 +1,8 @@
 import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
-import type { Clock } from '../../../services/kit/index.js';
-import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS } from '../../../services/kit/index.js';
+import type { BaseConfig, Clock, Runtime } from '../../../services/kit/index.js';
+import { createSecretBox, GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, loadMasterKey } from '../../../services/kit/index.js';
+import { createIdentity, loadIdentityConfig } from '../../../services/llm-api/identity/index.js';
+import { spendLimitsPort } from '../../../services/llm-api/usage/index.js';
 import type { TestService } from '../../helpers/env.js';
 
 export interface Reply {
@@ -70,4 +72,19 @@ export function assertError(t: import('ava').ExecutionContext, reply: Reply, sta
   t.is(typeof reply.body.error.code, 'string');
   t.is(typeof reply.body.error.message, 'string');
   if (param !== undefined) t.is(reply.body.error.param, param);
+}
+
+/**
+ * Identity over a test service's runtime, built as llm-api's composition root builds it: settings
+ * from the runtime's environment (`overrides` changes platform settings first), the master key's
+ * box, and an uncached budgets port.
+ */
+export function identityOf(runtime: Runtime, overrides: Partial<BaseConfig> = {}) {
+  const platform = { ...runtime.config, ...overrides };
+  return createIdentity({
+    runtime,
+    settings: { ...platform, ...loadIdentityConfig(platform.env) },
+    box: createSecretBox(loadMasterKey(platform)),
+    spend: spendLimitsPort({ clock: runtime.clock }),
+  });
 }

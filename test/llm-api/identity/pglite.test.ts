@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { randomBase62 } from '../../../services/kit/index.js';
-import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
-import { assertError, call, identityHeaders } from './helpers.js';
+import { assertError, call, identityHeaders, identityOf } from './helpers.js';
 
 // The embedded default of `npm start`: PGlite (one connection) and the PostgreSQL queue. Every
 // transactional identity path runs once here, so a query outside its transaction (which would
@@ -47,7 +46,7 @@ test('guest → refresh → reuse → upgrade → key → validate → disable, 
   t.is((await call(svc, 'PATCH', `/v1/admin/users/${login.body.user_id}`, { headers: asAdmin, body: { disabled: true } })).status, 200);
   assertError(t, await call(svc, 'POST', '/internal/auth/validate-api-key', { body: { api_key: key.body.key } }), 401);
 
-  const identity = createIdentity(svc.ctx);
+  const identity = identityOf(svc.runtime);
   const rotated = await identity.keyRing.rotate();
   t.is(rotated.retired.length, 1);
   t.is((await identity.apiKeys.ensureBootstrapAdmin(BOOTSTRAP)).created, false);

@@ -2,10 +2,9 @@ import test from 'ava';
 import { exportJWK, generateKeyPair, calculateJwkThumbprint } from 'jose';
 import { randomBytes } from 'node:crypto';
 import { createSecretBox } from '../../../services/kit/index.js';
-import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { createKeyRing } from '../../../services/llm-api/identity/tokens/signing-keys.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
-import { call, verifyAsEdge } from './helpers.js';
+import { call, verifyAsEdge, identityOf } from './helpers.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 
 /**
@@ -51,7 +50,7 @@ test.serial('a plaintext key left by an older version is sealed at start and kee
     created_at: Date.now() + 1,
   });
 
-  const identity = createIdentity(svc.ctx);
+  const identity = identityOf(svc.runtime);
   t.is(await identity.keyRing.ensureKey(), 1);
   const row = await knex('identity_signing_keys').where({ kid }).first();
   t.is(row.private_jwk, null);

@@ -3,10 +3,9 @@ import { loadPlatformConfig } from '../../../services/platform/config.js';
 import test from 'ava';
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors } from 'jose';
 import { ConfigError, ManualClock } from '../../../services/kit/index.js';
-import { createIdentity } from '../../../services/llm-api/identity/index.js';
 import { startTestService, TEST_DATABASE_URL, type TestService } from '../../helpers/env.js';
 import { entryArgs } from '../../helpers/process.js';
-import { call, verifyAsEdge } from './helpers.js';
+import { call, verifyAsEdge, identityOf } from './helpers.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 
 // The embedded issuer's keys: generated once and shared, rotation keeps the old key published
@@ -23,7 +22,7 @@ test.after.always(() => svc?.close());
 const kids = async () => (await call(svc, 'GET', '/.well-known/jwks.json')).body.keys.map((k: any) => k.kid);
 
 test.serial('one signing key, even when many processes ensure it at once', async (t) => {
-  const identity = createIdentity(svc.ctx);
+  const identity = identityOf(svc.runtime);
   await Promise.all([1, 2, 3, 4, 5].map(() => identity.keyRing.ensureKey()));
   const active = await svc.runtime.db.knex('identity_signing_keys').whereNull('retired_at');
   t.is(active.length, 1);
@@ -59,7 +58,7 @@ test.serial('rotation: new tokens use the new key; old tokens stay valid until e
   // Once no token of the old key can be alive (max lifetime 3600 s + slack), it leaves the JWKS.
   clock.advance(3600_000 + 5 * 60_000);
   t.deepEqual(await kids(), [printed.signing_kid]);
-  const identity = createIdentity(svc.ctx);
+  const identity = identityOf(svc.runtime);
   const second = await identity.keyRing.rotate();
   t.is(second.pruned, 1);
   t.is(await svc.runtime.db.knex('identity_signing_keys').where({ kid: oldKid }).first(), undefined);
@@ -70,9 +69,9 @@ test.serial('tokens are refused before nbf and by a different audience or issuer
   const early = new ManualClock(clock.now() - 60_000);
   const notYet = await t.throwsAsync(verifyAsEdge(svc, login.body.access_token, early));
   t.true(notYet instanceof joseErrors.JWTClaimValidationFailed);
-  const identity = createIdentity(svc.ctx);
+  const identity = identityOf(svc.runtime);
   t.is((await identity.issuer!.verify(login.body.access_token)).sub, login.body.user_id);
-  const other = createIdentity({ ...svc.ctx, runtime: { ...svc.runtime, config: { ...svc.runtime.config, JWT_AUDIENCE: 'someone-else' } } });
+  const other = identityOf(svc.runtime, { JWT_AUDIENCE: 'someone-else' });
   await t.throwsAsync(other.issuer!.verify(login.body.access_token));
 });
 
