@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import test from 'ava';
 import { ManualClock } from '../../services/kit/index.js';
-import { createUrlSigner } from '../../domains/media/index.js';
+import { createFilesystemStorage, createUrlSigner } from '../../domains/media/index.js';
 import { solidImage } from './fixtures.js';
 import { postJson, startMediaPlatform, type MediaPlatform } from './harness.js';
 
@@ -71,4 +74,22 @@ test('through the edge: the URL works without a credential; tampered or expired 
   const expired = await fetch(url);
   t.is(expired.status, 403);
   t.regex(((await expired.json()) as any).error.message, /expired/);
+});
+
+test('the filesystem driver: a write that cannot land leaves no temporary file, and the next one to that key lands', async (t) => {
+  const root = await mkdtemp(join(tmpdir(), 'media-test-fs-'));
+  try {
+    const storage = createFilesystemStorage({ root, publicUrl: () => 'http://media.test', signer: createUrlSigner(randomBytes(32)), clock });
+    const key = `objects/cd/${'cd'.repeat(32)}`;
+    // A directory with something in it where the object should go: the rename onto it fails.
+    await mkdir(join(root, key, 'occupied'), { recursive: true });
+    await t.throwsAsync(storage.put(key, Buffer.from('image bytes'), 'image/png'));
+    t.deepEqual((await readdir(join(root, 'objects', 'cd'))).filter((name) => name.endsWith('.tmp')), []);
+    await rm(join(root, key), { recursive: true });
+    await storage.put(key, Buffer.from('image bytes'), 'image/png');
+    t.is((await storage.read(key, 100))?.toString(), 'image bytes');
+    t.deepEqual(await readdir(join(root, 'objects', 'cd')), ['cd'.repeat(32)]);
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
 });

@@ -70,12 +70,18 @@ export function createFilesystemStorage(options: { root: string; publicUrl: () =
       const temp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
       const handle = await openFile(temp, 'w');
       try {
-        await handle.writeFile(body);
-        await handle.sync();
-      } finally {
-        await handle.close();
+        try {
+          await handle.writeFile(body);
+          await handle.sync();
+        } finally {
+          await handle.close();
+        }
+        await rename(temp, path);
+      } catch (error) {
+        // A failed write or rename leaves no half-written temporary file behind.
+        await rm(temp, { force: true });
+        throw error;
       }
-      await rename(temp, path);
     },
     async read(key, maxBytes) {
       const path = pathOf(key);
