@@ -7,8 +7,9 @@ import { llmApiService } from '../../../services/llm-api/service.js';
 
 // The periodic identity sweeps (expired API keys, ended refresh families, stale sign-in failure
 // counters) run on the kit's runEvery: they run on their own, one run at a time, and stopping the
-// service waits for a run in progress instead of leaving it to hit a closed database.
-test('expired API keys are swept on the configured interval, and the service stops cleanly while sweeps run', async (t) => {
+// service waits for a run in progress instead of leaving it to hit a closed database (that wait is
+// runEvery's own, proved in the kit's tests).
+test('expired API keys are swept on their own every API_KEY_SWEEP_INTERVAL_MS, and the service with its sweep timer then stops cleanly', async (t) => {
   const svc = await startTestService(llmApiService, { env: { API_KEY_SWEEP_INTERVAL_MS: '1000' } });
   try {
     const knex = svc.runtime.db.knex;
