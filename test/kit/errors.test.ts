@@ -87,6 +87,31 @@ test('malformed JSON is a 400 naming the body', async (t) => {
   t.is(r.body.error.request_id, r.requestId);
 });
 
+test('a body that is not valid UTF-8 is a 400 naming the body, never decoded with replacement characters', async (t) => {
+  const json = (head: string, bytes: number[], tail = '"}') => Buffer.concat([Buffer.from(head), Buffer.from(bytes), Buffer.from(tail)]);
+  const bad = [
+    ['a byte that starts nothing', '/echo', json('{"name":"ab', [0xff])],
+    ['a sequence cut short', '/echo', json('{"name":"a', [0xc3])],
+    ['an encoded surrogate', '/echo', json('{"name":"a', [0xed, 0xa0, 0x80])],
+    ['an overlong encoding', '/echo', json('{"name":"a', [0xc0, 0xaf])],
+    ['only whitespace around it', '/echo', Buffer.from([0x20, 0xff, 0x20])],
+    ['large and not ASCII', '/big', json(`{"name":"${'é'.repeat(6000)}`, [0xf0, 0x9f])],
+    ['large and otherwise ASCII', '/big', json(`{"name":"${'x'.repeat(20000)}`, [0x80])],
+  ] as const;
+  for (const [label, path, body] of bad) {
+    const r = await call(path, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    t.is(r.status, 400, label);
+    assertShapeA(t, r.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'body' });
+    t.is(r.body.error.message, 'The request body is not valid UTF-8', label);
+  }
+  // Valid text, small and large, ASCII or not, is read as it was sent.
+  for (const name of ['é✓', 'Ça marche — ✓ 😀'.repeat(1000), 'x'.repeat(20000)]) {
+    const r = await call('/big', { method: 'POST', body: Buffer.from(JSON.stringify({ name })), headers: { 'content-type': 'application/json' } });
+    t.is(r.status, 200);
+    t.is(r.body.size, JSON.stringify({ name }).length);
+  }
+});
+
 test('a body over the route limit is a 413, and a larger per-route limit is honoured', async (t) => {
   const big = JSON.stringify({ name: 'x'.repeat(2000) });
   const r = await call('/echo', { method: 'POST', body: big, headers: { 'content-type': 'application/json' } });

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { ApiError, decodeUtf8, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, secretMatcher, sha256Hex, startsWithAny } from '../../services/kit/index.js';
+import { ApiError, decodeUtf8, decodeValidUtf8, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, secretMatcher, sha256Hex, startsWithAny } from '../../services/kit/index.js';
 
 test('ids carry their prefix, are URL-safe and do not repeat', (t) => {
   const seen = new Set<string>();
@@ -82,4 +82,23 @@ test('decodeUtf8 reads bytes as toString does, for large and small, valid and in
     Buffer.from('short é'),
   ];
   for (const bytes of samples) t.is(decodeUtf8(bytes), bytes.toString('utf8'));
+});
+
+test('decodeValidUtf8 reads valid UTF-8 as toString does, and gives undefined for anything else', (t) => {
+  const valid = [
+    Buffer.alloc(0),
+    Buffer.from('short é'),
+    Buffer.from('plain ascii '.repeat(1000)),
+    Buffer.from('Ça marche — «ok» ✓ 😀 '.repeat(600)),
+    Buffer.from('\ufeff{"bom":"é"}' + 'x'.repeat(9000)),
+  ];
+  for (const bytes of valid) t.is(decodeValidUtf8(bytes), bytes.toString('utf8'));
+  const invalid = [
+    Buffer.from([0xff]),
+    Buffer.concat([Buffer.from('short '), Buffer.from([0xc3, 0x28])]),
+    Buffer.concat([Buffer.from('x'.repeat(9000)), Buffer.from([0x80])]),
+    Buffer.concat([Buffer.from('é'.repeat(5000)), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('ok')]),
+    Buffer.concat([Buffer.from('é'.repeat(5000)), Buffer.from([0xf0, 0x9f])]),
+  ];
+  for (const bytes of invalid) t.is(decodeValidUtf8(bytes), undefined);
 });

@@ -2,13 +2,14 @@ import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../errors.js';
 import { DEFAULT_JSON_MAX_DEPTH, assertStorableRequestStrings, parseJsonText } from '../validation.js';
 import { scanJsonMembers, type RawJsonMembers } from '../json-members.js';
-import { decodeUtf8 } from '../strings.js';
+import { decodeValidUtf8 } from '../strings.js';
 
 /**
  * Reads JSON bodies with a per-route size limit. Each failure has its own answer in shape A
  * (`{"error":{"type","code","message","param","request_id"}}`): 413 over the limit (checked against
  * Content-Length before reading, and while reading), 415 for a non-JSON content type or a
- * compressed body (a `Content-Encoding` other than identity), 400 for malformed JSON, for JSON nested deeper than `maxDepth` (checked before parsing) and for strings no
+ * compressed body (a `Content-Encoding` other than identity), 400 for a body that is not valid UTF-8
+ * (nothing is replaced), for malformed JSON, for JSON nested deeper than `maxDepth` (checked before parsing) and for strings no
  * database can store (NUL, unpaired surrogates; see `parseJsonText`). `checkRequestStrings` applies the
  * same string rule to the path segments and the query. `mountRoutes` calls both for every route
  * whose entry does not leave the body unread (`body: 'stream'`: multipart uploads, proxies).
@@ -113,7 +114,10 @@ function collectBody(
     chunks.length = 0;
     if (!json) return resolve(raw);
     if (json.keepRaw) req.rawBody = raw;
-    const text = decodeUtf8(raw);
+    // Refused, not repaired: U+FFFD in place of the bytes sent would be stored and forwarded as if
+    // the client had written it.
+    const text = decodeValidUtf8(raw);
+    if (text === undefined) return reject(new ApiError(400, 'The request body is not valid UTF-8', { param: 'body' }));
     if (text.trim() === '') return resolve(undefined);
     const maxDepth = json.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
     try {

@@ -1,7 +1,13 @@
 import { z } from 'zod';
 import { cursorQuery, intParam } from '../../kit/http/index.js';
 
-/** Request schemas of conversations, items and branches (SPEC.md 2.2, 4.3, 8). */
+/**
+ * Request schemas of conversations, items and branches (SPEC.md 2.2, 4.3, 8). Bodies are strict, as
+ * on every other resource: a field the API does not know is a 400 naming it. Every body field the
+ * openai SDK sends is known (`items` and `metadata` on create, `metadata` on update, `items` on
+ * items.create, whose `include` travels in the query); the items themselves are checked by
+ * `item-schema.ts`.
+ */
 export const METADATA_MAX_PAIRS = 16;
 export const METADATA_KEY_MAX = 64;
 export const METADATA_VALUE_MAX = 512;
@@ -31,7 +37,7 @@ const title = z.string().max(TITLE_MAX, `must be at most ${TITLE_MAX} characters
 const referrer = z.string().max(REFERRER_MAX, `must be at most ${REFERRER_MAX} characters`);
 const projectId = z.string().min(1).max(64);
 
-export const createConversationSchema = z.object({
+export const createConversationSchema = z.strictObject({
   items: items.nullable().optional(),
   metadata: metadataSchema.nullable().optional(),
   project_id: projectId.nullable().optional(),
@@ -40,7 +46,7 @@ export const createConversationSchema = z.object({
 });
 
 /** POST /v1/conversations/{id} (the SDK's update) and PATCH: metadata (null clears), title, project_id (null unlinks). */
-export const updateConversationSchema = z.object({
+export const updateConversationSchema = z.strictObject({
   metadata: metadataSchema.nullable().optional(),
   title: title.nullable().optional(),
   project_id: projectId.nullable().optional(),
@@ -48,7 +54,7 @@ export const updateConversationSchema = z.object({
 
 export const listConversationsQuery = z.object({ project_id: projectId.optional(), referrer: referrer.optional() });
 
-export const createItemsSchema = z.object({
+export const createItemsSchema = z.strictObject({
   items: z
     .array(z.unknown(), { error: (issue) => (issue.input === undefined ? undefined : 'must be an array of items') })
     .min(1, 'at least one item is required')
@@ -63,14 +69,14 @@ export const listItemsQuery = cursorQuery().extend({
 
 export const itemQuery = z.object({ branch: z.string().min(1).max(64).optional() });
 
-export const createBranchSchema = z.object({
+export const createBranchSchema = z.strictObject({
   name: z.string().min(1).max(64),
   description: z.string().max(1024).nullable().optional(),
   parent_branch: z.string().min(1).max(64).nullable().optional(),
   fork_from_item_id: z.string().min(1).max(64).nullable().optional(),
 });
 
-export const editItemSchema = z.object({ content: z.unknown() });
+export const editItemSchema = z.strictObject({ content: z.unknown() });
 
 export type CreateConversationInput = z.infer<typeof createConversationSchema>;
 export type UpdateConversationInput = z.infer<typeof updateConversationSchema>;

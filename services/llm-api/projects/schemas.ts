@@ -1,7 +1,11 @@
 import { z } from 'zod';
 import { pageQuery } from '../../kit/index.js';
 
-/** Request schemas of the projects resource (SPEC.md 2.1, 4.4). */
+/**
+ * Request schemas of the projects resource (SPEC.md 2.1, 4.4). Bodies are strict, as on every other
+ * resource: a field the API does not know (`archived` for `is_archived`) is a 400 naming it, not a
+ * 200 that changed nothing.
+ */
 export const PROJECT_NAME_MAX = 120;
 export const PROJECT_INSTRUCTION_MAX = 32768;
 
@@ -12,12 +16,12 @@ const name = z
   .max(PROJECT_NAME_MAX, `must be at most ${PROJECT_NAME_MAX} characters`);
 const instruction = z.string().max(PROJECT_INSTRUCTION_MAX, `must be at most ${PROJECT_INSTRUCTION_MAX} characters`);
 
-export const createProjectSchema = z.object({
+export const createProjectSchema = z.strictObject({
   name,
   instruction: instruction.nullable().optional(),
 });
 
-export const updateProjectSchema = z.object({
+export const updateProjectSchema = z.strictObject({
   name: name.optional(),
   instruction: instruction.nullable().optional(),
   is_archived: z.boolean().optional(),

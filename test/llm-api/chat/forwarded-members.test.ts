@@ -52,12 +52,13 @@ test('a name spelt with an escape is the same name: what was validated goes on',
   t.deepEqual(received!.body.messages, [{ role: 'user', content: 'fwd-3 second' }]);
 });
 
-test('bytes that are not UTF-8 reach the provider as the replacement character the gateway validated', async (t) => {
+test('bytes that are not UTF-8 are refused, not replaced: nothing reaches the provider', async (t) => {
   const body = Buffer.concat([Buffer.from('{"model":"chat-model","messages":[{"role":"user","content":"fwd-4 '), Buffer.from([0xc3, 0x28]), Buffer.from('"}]}')]);
   const res = await fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: { ...h.headers(h.user), 'content-type': 'application/json' }, body });
-  t.is(res.status, 200);
-  const received = fake.requests.find((r) => r.raw.includes('fwd-4'));
-  t.is(received!.body.messages[0].content, 'fwd-4 \ufffd(');
+  t.is(res.status, 400);
+  const answer = (await res.json()) as any;
+  t.like(answer.error, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'body', message: 'The request body is not valid UTF-8' });
+  t.falsy(fake.requests.find((r) => r.raw.includes('fwd-4')));
 });
 
 test('messages the gateway refuses are refused whatever their bytes', async (t) => {

@@ -125,6 +125,9 @@ test('edit: user messages only; new MAIN = history before it + the edited messag
   const missing = await alice.post(`/v1/conversations/${id}/items/${items[2]}/edit`, {});
   t.is(missing.status, 400);
   t.is(missing.body.error.param, 'content');
+  const unknown = await alice.post(`/v1/conversations/${id}/items/${items[2]}/edit`, { content: 'x', role: 'assistant' });
+  t.is(unknown.status, 400);
+  t.is(unknown.body.error.param, 'role');
   t.is((await alice.post(`/v1/conversations/${id}/items/msg_nope/edit`, { content: 'x' })).status, 404);
 
   const r = await alice.post(`/v1/conversations/${id}/items/${items[2]}/edit`, { content: 'u2 edited' });
@@ -200,6 +203,8 @@ test('branch endpoints: list, create (full or forked from an item), get, activat
     [{ name: 'has space' }, 'name'],
     [{}, 'name'],
     [{ name: 'x2', fork_from_item_id: 'msg_nope' }, 'fork_from_item_id'],
+    [{ name: 'x4', parent: 'MAIN' }, 'parent'],
+    [{ name: 'x5', fork_from: items[1] }, 'fork_from'],
   ] as const) {
     const r = await alice.post(`/v1/conversations/${id}/branches`, body);
     t.is(r.status, 400, JSON.stringify(body));

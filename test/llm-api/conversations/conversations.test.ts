@@ -75,6 +75,18 @@ test('every create limit breach is a 400 naming its param', async (t) => {
   t.is(malformed.status, 200, 'no body at all is an empty create');
 });
 
+test('an unknown field of a conversation body is a 400 naming it (create, update through POST and PATCH)', async (t) => {
+  assertBadRequest(t, await alice.post('/v1/conversations', { metdata: { a: 'b' } }), 'metdata');
+  assertBadRequest(t, await alice.post('/v1/conversations', { title: 'x', project: 'proj_x' }), 'project');
+  const c = (await alice.post('/v1/conversations', { title: 'kept' })).body;
+  for (const method of ['POST', 'PATCH']) {
+    const r = await alice.call(method, `/v1/conversations/${c.id}`, { metdata: { a: 'b' } });
+    assertBadRequest(t, r, 'metdata');
+    t.regex(r.body.error.message, /^Unrecognized parameter\(s\) in the request body: metdata/);
+  }
+  t.like((await alice.get(`/v1/conversations/${c.id}`)).body, { title: 'kept', metadata: {} });
+});
+
 test.serial('a failed create leaves nothing behind (no row, no event)', async (t) => {
   const knex = svc.runtime.db.knex;
   const before = await knex('conversations').where({ user_id: alice.user.id }).count<{ count: number }[]>({ count: '*' });

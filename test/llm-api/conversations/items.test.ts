@@ -44,6 +44,7 @@ test('items validation: count 1..20, valid type and content, each error naming t
   const id = await newConversation();
   const url = `/v1/conversations/${id}/items`;
   assertBadRequest(t, await alice.post(url, {}), 'items');
+  assertBadRequest(t, await alice.post(url, { items: [text('x')], extra: 1 }), 'extra');
   assertBadRequest(t, await alice.post(url, { items: [] }), 'items');
   assertBadRequest(t, await alice.post(url, { items: 'hello' }), 'items');
   assertBadRequest(t, await alice.post(url, { items: Array.from({ length: 21 }, () => text('x')) }), 'items');

@@ -54,6 +54,21 @@ test('validation: name required and at most 120 characters; instruction at most 
   assertBadRequest(t, await alice.get('/v1/projects?limit=0'), 'limit');
 });
 
+test('an unknown field is a 400 naming it, on create and on patch, and changes nothing', async (t) => {
+  const unknown = (r: { status: number; body: any }, field: string) => {
+    assertBadRequest(t, r, field);
+    t.regex(r.body.error.message, new RegExp(`Unrecognized parameter\\(s\\) in the request body: ${field}`));
+  };
+  unknown(await alice.post('/v1/projects', { name: 'Typo', instructions: 'a typo of instruction' }), 'instructions');
+  t.false((await alice.get('/v1/projects?limit=100')).body.data.some((p: { name: string }) => p.name === 'Typo'), 'nothing created');
+  const p = (await alice.post('/v1/projects', { name: 'Strict' })).body;
+  unknown(await alice.patch(`/v1/projects/${p.id}`, { archived: true }), 'archived');
+  unknown(await alice.patch(`/v1/projects/${p.id}`, { is_favorite: true, favourite: true }), 'favourite');
+  const after = (await alice.get(`/v1/projects/${p.id}`)).body;
+  t.like(after, { is_archived: false, is_favorite: false, updated_at: p.updated_at });
+  t.is((await alice.patch(`/v1/projects/${p.id}`, {})).status, 200, 'an empty patch is still allowed');
+});
+
 test.serial('patch: archive sets archived_at, unarchive clears it; favourite; name and instruction', async (t) => {
   const p = (await alice.post('/v1/projects', { name: 'Flags', instruction: 'x' })).body;
   clock.advance(60_000);
