@@ -146,6 +146,11 @@ test('JSON-RPC errors: parse error, method not found, invalid params naming the 
   t.is(malformed.json.jsonrpc, '2.0');
   t.is(malformed.json.error.code, -32700);
   t.is(malformed.json.id, null);
+  // Bytes that are not UTF-8 are a parse error too, not text with U+FFFD where the bytes were.
+  const notUtf8 = await p.rpc(key, Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}}')]));
+  t.is(notUtf8.status, 400);
+  t.is(notUtf8.json.error.code, -32700);
+  t.regex(notUtf8.json.error.message, /not valid UTF-8/);
 
   // JSON that is not a JSON-RPC message is an invalid request (-32700 is for text that is not JSON).
   for (const body of [{ hello: 'world' }, { jsonrpc: '2.0', id: 2, method: 1 }, { jsonrpc: '1.0', id: 2, method: 'ping' }, null, []]) {

@@ -1,6 +1,6 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Request, Response } from 'express';
-import { ApiError, decodeUtf8, parseJsonText, readRawBody, whenClosed, type Logger } from '../../kit/index.js';
+import { ApiError, decodeValidUtf8, parseJsonText, readRawBody, whenClosed, type Logger } from '../../kit/index.js';
 import { JSONRPC, sendJsonRpcError } from './jsonrpc.js';
 import { ARGUMENT_ERRORS_AS_RESULTS_SINCE, createRequestServer, type McpServerDeps } from './mcp-server.js';
 import { screenMessages } from './screen.js';
@@ -36,9 +36,12 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
     if (error instanceof ApiError && error.status === 415) return sendJsonRpcError(res, 415, JSONRPC.serverError, error.message);
     throw error;
   }
+  // Refused, not repaired: U+FFFD in place of the bytes sent would reach a tool as the client's text.
+  const text = decodeValidUtf8(raw);
+  if (text === undefined) return sendJsonRpcError(res, 400, JSONRPC.parseError, 'Parse error: the body is not valid UTF-8');
   let message: unknown;
   try {
-    message = parseJsonText(decodeUtf8(raw), { maxDepth: deps.jsonMaxDepth, bytes: raw });
+    message = parseJsonText(text, { maxDepth: deps.jsonMaxDepth, bytes: raw });
   } catch (error) {
     if (error instanceof ApiError && error.code === 'json_too_deep') return sendJsonRpcError(res, 400, JSONRPC.invalidRequest, `Invalid Request: ${error.message}`);
     return sendJsonRpcError(res, 400, JSONRPC.parseError, `Parse error: ${(error as Error).message}`);
