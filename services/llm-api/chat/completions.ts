@@ -9,7 +9,7 @@ import { normalizeCompletion } from './normalize.js';
 import { deepResearch, type ResearchDeps } from './research.js';
 import { FORWARDED_MEMBERS, upstreamBody, type ChatRequest } from './schemas.js';
 import { relayStream, type StreamEvent, type StreamOutcome } from './stream.js';
-import type { ChatCompletion, ConversationRef, Usage } from './types.js';
+import type { AnswerToolCall, AssistantMessage, ChatCompletion, ConversationRef, Usage } from './types.js';
 import type { UsageReport } from '../../kit/index.js';
 
 /**
@@ -21,9 +21,23 @@ import type { UsageReport } from '../../kit/index.js';
 
 export type ChatMessage = ChatRequest['messages'][number];
 
-/** `store`/`conversation`: a conversation lends its history and (with `store: true`) receives the exchange. */
+/**
+ * `store`/`conversation`: a conversation lends its history and (with `store: true`) receives the
+ * exchange. `prepare` only reads (a conversation that `store: true` creates is named, not yet
+ * written), so a request refused before the provider is called leaves nothing behind.
+ */
 export interface ConversationSessions {
   prepare(input: ChatRequest, principal: Principal, model: ResolvedModel): Promise<ConversationSession | null>;
+}
+
+/** The answer `store: true` keeps: its text, reasoning and tool calls (choice 0). */
+export interface StoredAnswer {
+  content: string;
+  reasoning: string;
+  toolCalls: readonly AnswerToolCall[] | null;
+  status: 'completed' | 'incomplete';
+  model: string;
+  usage: Usage | null;
 }
 
 export interface ConversationSession {
@@ -31,8 +45,16 @@ export interface ConversationSession {
   conversation: ConversationRef;
   /** The conversation's project, which the request's usage is attributed to. */
   projectId: string | null;
-  /** Persists the latest input message and the assistant answer. */
-  finish(answer: { content: string; reasoning: string; status: 'completed' | 'incomplete'; model: string; usage: Usage | null }): Promise<void>;
+  /**
+   * With `store: true`, readies the input for storing (inline images uploaded as media): called once
+   * nothing can refuse the request any more, just before the provider is called. A 4xx refuses it.
+   */
+  stage(): Promise<void>;
+  /**
+   * Persists the exchange: the latest input message (or the tool results it ends with) and the
+   * answer, creating the conversation first when the request named none.
+   */
+  finish(answer: StoredAnswer): Promise<void>;
 }
 
 /**
@@ -136,12 +158,13 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   const persist = session !== null && request.store === true;
   if (request.deep_research) {
     if (!deps.research) throw new ApiError(503, 'Deep research is not available on this server', { code: 'service_unavailable', param: 'deep_research' });
+    if (persist) await session.stage();
     return deepResearch(deps.research, principal, {
       request,
       messages: session ? session.messages : request.messages,
       requestId: input.requestId,
       conversation: session?.conversation,
-      finish: persist ? (answer) => session!.finish(answer) : undefined,
+      finish: persist ? (answer) => storeAnswer(deps, session, answer, input.requestId) : undefined,
     }, signal);
   }
   let messages = session ? session.messages : request.messages;
@@ -160,6 +183,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   // Budgets and allow-lists refuse here, before anything goes upstream (and before timers start).
   let ticket = deps.admission ? deps.admission.admit(principal, request.model) : null;
   if (isPending(ticket)) ticket = await ticket; // a budget to reserve, or limits not cached
+  if (persist) await stageOrRelease(session, ticket);
 
   // One signal for the upstream: the client leaving, or the overall deadline, each with its reason
   // (the first to happen wins). The deadline aborts the request's own signal rather than a second
@@ -197,22 +221,13 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
         maxEventBytes: deps.limits.maxEventBytes,
         signal,
         onUpstreamError: (detail, kind) => deps.dispatcher.logStreamFailure(dispatched.attempt, input.requestId, detail, kind),
+        // Stored before the stream's last event ([DONE] waits for it); see StreamRelay.
+        save: persist ? (outcome, complete) => storeStreamed(deps, session, outcome, complete, dispatched.attempt.candidate.pm.model_public_id, input.requestId) : undefined,
       });
       const done = relay.done.then(async (outcome) => {
         cleanup();
         const status = outcome.outcome === 'ok' ? 200 : outcome.outcome === 'client_closed' ? 499 : outcome.outcome === 'deadline' ? 504 : 502;
         await meter.close({ status, outcome: outcome.outcome, usage: outcome.usage });
-        if (persist) {
-          await session!
-            .finish({
-              content: outcome.content,
-              reasoning: outcome.reasoning,
-              status: outcome.outcome === 'ok' ? 'completed' : 'incomplete',
-              model: dispatched.attempt.candidate.pm.model_public_id,
-              usage: outcome.usage,
-            })
-            .catch((error) => deps.logger.error({ err: (error as Error).message, request_id: input.requestId }, 'could not store the streamed answer'));
-        }
         return outcome;
       });
       const report = relay.done.then((outcome) => usageReport(model.publicId, dispatched.attempt.candidate.pm.provider_id, outcome.usage));
@@ -225,15 +240,16 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     const body = await readAnswer(dispatched.value, deps.limits.maxResponseBytes, signal);
     const served = dispatched.attempt.candidate.pm.model_public_id;
     normalizeCompletion(body, served, unixSeconds(deps.clock));
-    if (session && persist) {
+    if (persist) {
       const message = body.choices[0]?.message;
-      await session.finish({
+      await storeAnswer(deps, session, {
         content: typeof message?.content === 'string' ? message.content : '',
         reasoning: request.store_reasoning ? String(message?.reasoning_content ?? message?.reasoning ?? '') : '',
+        toolCalls: toolCallsOf(message),
         status: 'completed',
         model: served,
         usage: body.usage ?? null,
-      });
+      }, input.requestId);
     }
     if (session) body.conversation = session.conversation;
     const closed = meter.close({ status: 200, outcome: 'ok', usage: body.usage ?? null });
@@ -245,6 +261,59 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     closeOnError(meter, error);
     throw error;
   }
+}
+
+/**
+ * `store: true`: readies the input for storing once the request is admitted; a refusal there (a 4xx
+ * from media-api for an inline image) gives the budget reserved for the request back.
+ */
+async function stageOrRelease(session: ConversationSession, ticket: { settle(spent: { cost: number; tokens: number }): Promise<void> } | null): Promise<void> {
+  try {
+    await session.stage();
+  } catch (error) {
+    await ticket?.settle({ cost: 0, tokens: 0 }).catch(() => {});
+    throw error;
+  }
+}
+
+/** Stores the exchange; a failure is logged here and thrown on (the request, or its stream, fails with it). */
+async function storeAnswer(deps: ChatDeps, session: ConversationSession, answer: StoredAnswer, requestId: string): Promise<void> {
+  try {
+    await session.finish(answer);
+  } catch (error) {
+    deps.logger.error({ err: (error as Error).message, request_id: requestId }, 'could not store the answer in the conversation');
+    throw error;
+  }
+}
+
+/**
+ * A streamed exchange, stored before the stream ends. One that produced nothing (the provider
+ * failed, or the client left, before any text or tool call arrived) is not stored at all.
+ */
+function storeStreamed(deps: ChatDeps, session: ConversationSession, outcome: StreamOutcome, complete: boolean, model: string, requestId: string): Promise<void> {
+  if (!complete && outcome.content === '' && outcome.reasoning === '' && outcome.toolCalls === null) return Promise.resolve();
+  const answer: StoredAnswer = {
+    content: outcome.content,
+    reasoning: outcome.reasoning,
+    toolCalls: outcome.toolCalls,
+    status: complete ? 'completed' : 'incomplete',
+    model,
+    usage: outcome.usage,
+  };
+  return storeAnswer(deps, session, answer, requestId);
+}
+
+/** The tool calls of a JSON answer's message (those with an id and a function name), or null. */
+function toolCallsOf(message: AssistantMessage | undefined): AnswerToolCall[] | null {
+  const calls = message?.tool_calls;
+  if (!Array.isArray(calls) || calls.length === 0) return null;
+  const out: AnswerToolCall[] = [];
+  for (const call of calls as Array<{ id?: unknown; function?: { name?: unknown; arguments?: unknown } }>) {
+    const fn = call?.function;
+    if (typeof call?.id !== 'string' || typeof fn?.name !== 'string') continue;
+    out.push({ id: call.id, name: fn.name, arguments: typeof fn.arguments === 'string' ? fn.arguments : '{}' });
+  }
+  return out;
 }
 
 function closeOnError(meter: UsageMeter, error: unknown): void {

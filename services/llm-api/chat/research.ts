@@ -2,7 +2,8 @@ import { ApiError, completionId, contentText, errorBody, unixSeconds, type Cance
 import { ClientClosed } from '../routing/failover.js';
 import type { ResearchPort, ResponsesEvent } from './research-port.js';
 import type { ChatRequest } from './schemas.js';
-import type { StreamEvent, StreamOutcome } from './stream.js';
+import type { StoredAnswer } from './completions.js';
+import { storeFailure, type StreamEvent, type StreamOutcome } from './stream.js';
 import type { ChatCompletion, ChatCompletionChunk, ConversationRef, Usage } from './types.js';
 
 /**
@@ -39,8 +40,11 @@ export interface ResearchInput {
   messages: Message[];
   requestId: string;
   conversation?: ConversationRef;
-  /** Stores the exchange in the conversation (`store: true`). */
-  finish?: (answer: { content: string; reasoning: string; status: 'completed' | 'incomplete'; model: string; usage: Usage | null }) => Promise<void>;
+  /**
+   * Stores the exchange in the conversation (`store: true`): before the JSON answer is returned, or
+   * before a stream's `done` (a failure ends the stream with an error event instead).
+   */
+  finish?: (answer: StoredAnswer) => Promise<void>;
 }
 
 export type ResearchResult = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; events: AsyncIterable<StreamEvent>; done: Promise<StreamOutcome> };
@@ -81,7 +85,7 @@ export async function deepResearch(deps: ResearchDeps, principal: Principal, inp
       throw error instanceof ApiError ? error : new ApiError(502, 'The research stream broke off', { cause: error });
     }
     if (answer.error) throw new ApiError(answer.error.status, answer.error.message, { code: answer.error.code });
-    await input.finish?.({ content: answer.content, reasoning: request.store_reasoning ? progress.reasoning : '', status: answer.finishReason === 'stop' ? 'completed' : 'incomplete', model: request.model, usage: answer.usage });
+    await input.finish?.(storedAnswer(request, progress, answer));
     return {
       kind: 'json',
       body: {
@@ -101,7 +105,7 @@ export async function deepResearch(deps: ResearchDeps, principal: Principal, inp
     };
   }
 
-  const outcome: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', finishReason: null };
+  const outcome: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', toolCalls: null, finishReason: null };
   let settle!: (value: StreamOutcome) => void;
   const done = new Promise<StreamOutcome>((resolve) => (settle = resolve));
   const chunk = (delta: Record<string, unknown>, finishReason: string | null = null, extra: Record<string, unknown> = {}): StreamEvent => ({
@@ -135,16 +139,33 @@ export async function deepResearch(deps: ResearchDeps, principal: Principal, inp
       yield chunk({ content: answer.content });
       yield chunk({}, answer.finishReason);
       if (request.stream_options?.include_usage) yield { type: 'chunk', chunk: { ...meta, object: 'chat.completion.chunk', choices: [], usage: answer.usage } };
+      // Stored before `done`: the route stops reading at `done`, so nothing after it would run.
+      if (input.finish) {
+        try {
+          await input.finish(storedAnswer(request, progress, answer));
+        } catch (error) {
+          yield storeFailure(error, input.requestId);
+          return;
+        }
+      }
       yield { type: 'done' };
-      await input
-        .finish?.({ content: answer.content, reasoning: request.store_reasoning ? progress.reasoning : '', status: answer.finishReason === 'stop' ? 'completed' : 'incomplete', model: request.model, usage: answer.usage })
-        .catch(() => {});
     } finally {
       if (outcome.outcome === 'ok' && signal.aborted) outcome.outcome = 'client_closed';
       settle(outcome);
     }
   }
   return { kind: 'stream', events: run(), done };
+}
+
+function storedAnswer(request: ChatRequest, progress: ResearchProgress, answer: ResearchAnswer): StoredAnswer {
+  return {
+    content: answer.content,
+    reasoning: request.store_reasoning ? progress.reasoning : '',
+    toolCalls: null,
+    status: answer.finishReason === 'stop' ? 'completed' : 'incomplete',
+    model: request.model,
+    usage: answer.usage,
+  };
 }
 
 /** Chat messages → Responses input items (text and image parts, tool calls and their outputs). */

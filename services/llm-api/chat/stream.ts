@@ -1,17 +1,19 @@
-import { errorBody, SseEventTooLarge, SseSplitter, type CancelSignal } from '../../kit/index.js';
+import { ApiError, errorBody, isDependencyUnavailable, SseEventTooLarge, SseSplitter, type CancelSignal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import type { BodyChunks } from '../routing/provider-answer.js';
-import type { ChatCompletionChunk, ConversationRef, ErrorPayload, Usage } from './types.js';
+import type { AnswerToolCall, ChatCompletionChunk, ConversationRef, ErrorPayload, Usage } from './types.js';
 
 /**
  * The streamed answer, as a sequence of events for the route to write. Upstream events pass through
  * as they arrive (a batch of events nobody needs to look at is one `raw` event, written as is).
  * Along the way it captures usage (always asked upstream), drops the usage-only chunk when the
- * client did not ask for it, collects the assistant text for storage, and ends with `done`
- * (the route writes `data: [DONE]`), or with one `error` event (and no `[DONE]`) when the upstream
- * fails after the start, sends an error event of its own, sends an event over the size limit, or
- * runs past the deadline. The upstream's own error text never reaches the client: the error event
- * is ours, and the upstream's goes to `onUpstreamError` (the caller logs it, redacted).
+ * client did not ask for it, collects the assistant text and tool calls for storage, and ends with
+ * `done` (the route writes `data: [DONE]`), or with one `error` event (and no `[DONE]`) when the
+ * upstream fails after the start, sends an error event of its own, sends an event over the size
+ * limit, or runs past the deadline. The upstream's own error text never reaches the client: the
+ * error event is ours, and the upstream's goes to `onUpstreamError` (the caller logs it, redacted).
+ * With `save` (`store: true`) the exchange is stored before the stream's last event: `done` only
+ * once it is stored, an `error` event instead when storing failed.
  */
 export type StreamEvent =
   | { type: 'raw'; text: string }
@@ -24,10 +26,24 @@ export type StreamOutcomeKind = 'ok' | 'client_closed' | 'stream_error' | 'upstr
 export interface StreamOutcome {
   outcome: StreamOutcomeKind;
   usage: Usage | null;
-  /** Assistant text of choice 0 (and reasoning), collected only when `collect` is set. */
+  /** Assistant text of choice 0 (and reasoning, tool calls), collected only when `collect` is set. */
   content: string;
   reasoning: string;
+  /** Choice 0's tool calls assembled from their deltas, in the order of their index; null when none. */
+  toolCalls: StreamedToolCall[] | null;
   finishReason: string | null;
+}
+
+/** A tool call assembled from its deltas (`index` is its place among the choice's calls). */
+export interface StreamedToolCall extends AnswerToolCall {
+  index: number;
+}
+
+/** A tool-call delta as providers send it: only `index` is required (openai-api.md 1.3). */
+interface ToolCallDelta {
+  index?: unknown;
+  id?: unknown;
+  function?: { name?: unknown; arguments?: unknown } | null;
 }
 
 export interface RelayOptions {
@@ -43,6 +59,12 @@ export interface RelayOptions {
   /** Aborted with `ClientClosed` when the client leaves, or with an ApiError (504) at the deadline. */
   signal: CancelSignal;
   onUpstreamError(detail: string, kind: Exclude<StreamOutcomeKind, 'ok' | 'client_closed'>): void;
+  /**
+   * Stores the exchange (`store: true`; needs `collect`), once: before `done` (`complete`), before
+   * the error event of a failed stream, or when the stream stops early (the client left). A
+   * rejection turns `done` into an error event (the caller logs it).
+   */
+  save?: (outcome: StreamOutcome, complete: boolean) => Promise<void>;
 }
 
 /**
@@ -73,6 +95,17 @@ const errorEvent = (status: number, message: string, requestId: string, code?: s
   return { type: 'error', error: body.error as ErrorPayload };
 };
 
+/**
+ * The error event a stream ends with when its exchange could not be stored: the ApiError's own
+ * (e.g. 404, the conversation was deleted meanwhile), 503 when the database could not be reached,
+ * else 500 — as the kit would answer the same failure outside a stream.
+ */
+export function storeFailure(error: unknown, requestId: string): StreamEvent {
+  if (error instanceof ApiError) return { type: 'error', error: error.toBody(requestId).error as ErrorPayload };
+  if (isDependencyUnavailable(error)) return errorEvent(503, 'A service the platform depends on is temporarily unavailable; the answer was not stored', requestId);
+  return errorEvent(500, 'The answer could not be stored in the conversation', requestId);
+}
+
 export function relayStream(options: RelayOptions): { events: AsyncIterable<StreamEvent>; done: Promise<StreamOutcome> } {
   const relay = new StreamRelay(options);
   return { events: relay.events(), done: relay.done };
@@ -86,11 +119,12 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
  * with `--log-ic`). A method is one function for every request.
  */
 class StreamRelay {
-  private readonly result: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', finishReason: null };
+  private readonly result: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', toolCalls: null, finishReason: null };
   readonly done: Promise<StreamOutcome>;
   private settle!: (outcome: StreamOutcome) => void;
   private extraPending: RelayOptions['firstChunkExtra'];
   private finished = false;
+  private saved = false;
 
   constructor(private readonly options: RelayOptions) {
     this.done = new Promise<StreamOutcome>((resolve) => (this.settle = resolve));
@@ -146,7 +180,46 @@ class StreamRelay {
       if (typeof delta.content === 'string') this.result.content += delta.content;
       if (typeof delta.reasoning_content === 'string') this.result.reasoning += delta.reasoning_content;
       if (typeof delta.reasoning === 'string') this.result.reasoning += delta.reasoning;
+      if (Array.isArray(delta.tool_calls)) for (const fragment of delta.tool_calls as ToolCallDelta[]) this.collectToolCall(fragment);
       if (choice?.finish_reason) this.result.finishReason = choice.finish_reason;
+    }
+  }
+
+  /**
+   * One tool-call fragment: the first of a call brings its id and name, the later ones pieces of
+   * its arguments, each naming the call by `index` (assembled as the openai SDK does: id and name
+   * taken as given, arguments appended). A fragment without an index (some providers) starts a new
+   * call when it brings an id not seen yet, and continues the last one otherwise.
+   */
+  private collectToolCall(fragment: ToolCallDelta): void {
+    if (!fragment || typeof fragment !== 'object') return;
+    const calls = (this.result.toolCalls ??= []);
+    const id = typeof fragment.id === 'string' && fragment.id !== '' ? fragment.id : undefined;
+    let call: StreamedToolCall | undefined;
+    if (typeof fragment.index === 'number') call = calls.find((c) => c.index === fragment.index);
+    else call = id !== undefined && !calls.some((c) => c.id === id) ? undefined : calls.at(-1);
+    if (!call) {
+      const index = typeof fragment.index === 'number' ? fragment.index : calls.length;
+      call = { index, id: '', name: '', arguments: '' };
+      calls.push(call);
+      calls.sort((a, b) => a.index - b.index);
+    }
+    if (id !== undefined) call.id = id;
+    const fn = fragment.function;
+    if (fn && typeof fn.name === 'string' && fn.name !== '') call.name = fn.name;
+    if (fn && typeof fn.arguments === 'string') call.arguments += fn.arguments;
+  }
+
+  /** Stores the exchange once (`save`); the error event to end with when storing failed, else null. */
+  private async store(complete: boolean): Promise<StreamEvent | null> {
+    const save = this.options.save;
+    if (!save || this.saved) return null;
+    this.saved = true;
+    try {
+      await save(this.result, complete);
+      return null;
+    } catch (error) {
+      return storeFailure(error, this.options.requestId);
     }
   }
 
@@ -220,13 +293,24 @@ class StreamRelay {
         }
         this.result.outcome = failure.outcome;
         this.options.onUpstreamError(failure.detail, failure.outcome);
+        // What arrived is stored (incomplete) before the stream ends; the stream's own error is the one reported.
+        if (this.options.save) await this.store(false);
         yield errorEvent(failure.status, failure.message, this.options.requestId, failure.code);
         return;
       }
       if (upstreamError) {
         this.result.outcome = 'upstream_error_event';
+        if (this.options.save) await this.store(false);
         yield errorEvent(502, 'The model provider reported an error during the stream', this.options.requestId);
         return;
+      }
+      // [DONE] means the exchange is stored: the next turn, sent once the client has it, reads it.
+      if (this.options.save) {
+        const failed = await this.store(true);
+        if (failed) {
+          yield failed;
+          return;
+        }
       }
       // An upstream that ends cleanly without [DONE] still gets one towards the client.
       yield { type: 'done' };
@@ -234,6 +318,8 @@ class StreamRelay {
       // The consumer stopping early (client gone) also lands here.
       if (!this.finished && this.result.outcome === 'ok' && this.options.signal.aborted) this.result.outcome = 'client_closed';
       this.finished = true;
+      // A stream cut short (the client left) stores what arrived.
+      if (this.options.save && !this.saved) await this.store(false);
       this.settle(this.result);
     }
   }

@@ -65,6 +65,13 @@ export interface ChatCompletionChunk {
   [field: string]: unknown;
 }
 
+/** A tool call of an answer, as `store: true` keeps it (a `function_call` item) and replays it. */
+export interface AnswerToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
 export interface ConversationRef {
   id: string;
   title: string | null;

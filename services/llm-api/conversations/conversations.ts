@@ -68,13 +68,18 @@ async function requireProject(deps: ConversationDeps, trx: Knex.Transaction, pro
   if (!(await deps.projects.ownsForShare(trx, projectId, userId))) throw projectNotFound(projectId);
 }
 
-export async function createConversation(deps: ConversationDeps, userId: string, input: CreateConversationInput): Promise<ConversationObject> {
+/**
+ * `options.id`: the id to create it with, when the caller had to name the conversation before it
+ * exists (chat completions with `store: true` announce it in a stream's first chunk and create it
+ * with the exchange); otherwise a new one.
+ */
+export async function createConversation(deps: ConversationDeps, userId: string, input: CreateConversationInput, options: { id?: string } = {}): Promise<ConversationObject> {
   const bodies = (input.items ?? []).map((raw, i) => normalizeItem(raw, `items[${i}]`));
   return deps.knex.transaction(async (trx) => {
     if (input.project_id) await requireProject(deps, trx, input.project_id, userId);
     const now = unixSeconds(deps.clock);
     const row = await insertConversation(trx, {
-      id: newId('conversation'),
+      id: options.id ?? newId('conversation'),
       user_id: userId,
       project_id: input.project_id ?? null,
       title: input.title ?? null,

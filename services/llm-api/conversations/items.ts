@@ -232,12 +232,17 @@ export async function getItem(
 export const HISTORY_PAGE_FIRST = 32;
 const HISTORY_PAGE_MAX = 1024;
 
-/** A stored item as history: its kind, role and content, and its place on the branch. */
+/**
+ * A stored item as history: its kind, role and content, its place on the branch, and the stored
+ * body (for the fields of items other than messages: a `function_call`'s `call_id`, `name` and
+ * `arguments`, a `function_call_output`'s `call_id` and `output`).
+ */
 export interface HistoryItem {
   type: string;
   role: string | null;
   content: unknown;
   position: number;
+  body: Record<string, unknown>;
 }
 
 /**
@@ -258,7 +263,7 @@ export async function openHistory(
     for (let size = HISTORY_PAGE_FIRST; ; size = Math.min(size * 2, HISTORY_PAGE_MAX)) {
       // The page query reads one row more than its limit (for has_more): that row is a page's too.
       const rows = (await itemPageQuery(db, { branchId: branch.id, order: 'desc', afterPosition: below, limit: size - 1 }, HISTORY_COLUMNS)) as HistoryRow[];
-      for (const row of rows) yield { type: row.type, role: row.role, content: row.body.content, position: Number(row.position) };
+      for (const row of rows) yield { type: row.type, role: row.role, content: row.body.content, position: Number(row.position), body: row.body };
       if (rows.length < size) return;
       below = Number(rows.at(-1)!.position);
     }

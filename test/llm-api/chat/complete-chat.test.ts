@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import test from 'ava';
 import { ApiError, ManualClock, scanJsonMembers, type Principal } from '../../../services/kit/index.js';
-import { completeChat, type ChatDeps, type MessageStep } from '../../../services/llm-api/chat/completions.js';
+import { completeChat, type ChatDeps, type ConversationSessions, type MessageStep, type StoredAnswer } from '../../../services/llm-api/chat/completions.js';
 import { defaultChatLimits } from '../../../services/llm-api/chat/config.js';
 import type { ChatDispatcher } from '../../../services/llm-api/chat/dispatch.js';
 import { FORWARDED_MEMBERS, type ChatRequest } from '../../../services/llm-api/chat/schemas.js';
@@ -117,4 +117,95 @@ test("the request's own messages go on as their bytes; a step's replacement is s
   const stepped = { bodies: [] as string[] };
   await completeChat(deps(fakeDispatcher({ json: answer }, stepped), [], [upper]), principal, { request: JSON.parse(text), requestId: 'r-step', rawMembers: members }, new AbortController());
   t.deepEqual(JSON.parse(stepped.bodies[0]!).messages, [{ role: 'user', content: 'HI É' }]);
+});
+
+// `store: true` through the domain function, with a fake conversation session recording what happens.
+function fakeSessions(log: string[], options: { finish?: (answer: StoredAnswer) => Promise<void> } = {}): ConversationSessions {
+  return {
+    async prepare(input) {
+      log.push('prepare');
+      return {
+        messages: input.messages,
+        conversation: { id: 'conv_1', title: null },
+        projectId: null,
+        async stage() {
+          log.push('stage');
+        },
+        async finish(answer) {
+          log.push('finish');
+          await options.finish?.(answer);
+        },
+      };
+    },
+  };
+}
+
+test('stream with store: the exchange is stored before done; a failed store ends the stream with an error event, not done', async (t) => {
+  const sse = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\ndata: [DONE]\n\n';
+  const log: string[] = [];
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const stored: StoredAnswer[] = [];
+  let finishing!: () => void;
+  const finishCalled = new Promise<void>((resolve) => (finishing = resolve));
+  const finish = async (answer: StoredAnswer) => {
+    stored.push(answer);
+    finishing();
+    await released;
+  };
+  const store = { ...deps(fakeDispatcher({ sse }, { bodies: [] }), []), conversations: fakeSessions(log, { finish }) };
+  const result = await completeChat(store, principal, { request: request({ stream: true, store: true }), requestId: 'r-s1' }, new AbortController());
+  if (result.kind !== 'stream') return t.fail();
+  const reading = (async () => {
+    for await (const event of result.events) {
+      log.push(event.type);
+      if (event.type === 'done') break; // as the route does
+    }
+  })();
+  // Whichever comes first: the store starting, or the stream ending without waiting for it.
+  await Promise.race([finishCalled, reading]);
+  t.false(log.includes('done'), `done came before the exchange was stored: ${log.join(',')}`);
+  release();
+  await reading;
+  t.deepEqual(log.filter((e) => e !== 'raw' && e !== 'chunk'), ['prepare', 'stage', 'finish', 'done']);
+  t.like(stored[0], { content: 'Hi', status: 'completed', toolCalls: null, model: 'm' });
+
+  const errors: string[] = [];
+  const failing = { ...deps(fakeDispatcher({ sse }, { bodies: [] }), []), conversations: fakeSessions([], { finish: async () => Promise.reject(new ApiError(404, "Conversation with id 'conv_1' not found.")) }), logger: { error: (_f: object, message: string) => void errors.push(message) } };
+  const second = await completeChat(failing, principal, { request: request({ stream: true, store: true }), requestId: 'r-s2' }, new AbortController());
+  if (second.kind !== 'stream') return t.fail();
+  const events: StreamEvent[] = [];
+  for await (const event of second.events) events.push(event);
+  t.false(events.some((e) => e.type === 'done'));
+  t.like(events.at(-1), { type: 'error', error: { type: 'not_found_error', code: 'not_found', request_id: 'r-s2' } });
+  t.is(errors.length, 1, 'the failure is logged');
+});
+
+test('JSON with store: the tool calls reach the stored answer; a refused or failed request stores nothing', async (t) => {
+  const log: string[] = [];
+  const stored: StoredAnswer[] = [];
+  const answer = { choices: [{ message: { content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] }, finish_reason: 'tool_calls' }] };
+  const base = deps(fakeDispatcher({ json: answer }, { bodies: [] }), []);
+  await completeChat({ ...base, conversations: fakeSessions(log, { finish: async (a) => void stored.push(a) }) }, principal, { request: request({ store: true }), requestId: 'r-j1' }, new AbortController());
+  t.deepEqual(stored[0]!.toolCalls, [{ id: 'call_1', name: 'f', arguments: '{"a":1}' }]);
+  t.is(stored[0]!.content, '');
+
+  // Refused at admission (403): prepared (read only), never staged nor stored.
+  const refused: string[] = [];
+  const admission = { admit: () => { throw new ApiError(403, 'not allowed', { code: 'model_not_allowed' }); } };
+  await t.throwsAsync(completeChat({ ...base, admission, conversations: fakeSessions(refused) }, principal, { request: request({ store: true }), requestId: 'r-j2' }, new AbortController()), { instanceOf: ApiError });
+  t.deepEqual(refused, ['prepare']);
+
+  // The provider fails: staged, not stored.
+  const failed: string[] = [];
+  const failing: ChatDispatcher = { ...base.dispatcher, json: async () => { throw new ApiError(502, 'upstream failed'); } };
+  await t.throwsAsync(completeChat({ ...base, dispatcher: failing, conversations: fakeSessions(failed) }, principal, { request: request({ store: true }), requestId: 'r-j3' }, new AbortController()), { instanceOf: ApiError });
+  t.deepEqual(failed, ['prepare', 'stage']);
+
+  // Staging refused (media-api refuses an inline image): the budget reserved is given back.
+  const settled: Array<{ cost: number; tokens: number }> = [];
+  const ticketed = { admit: () => ({ settle: async (spent: { cost: number; tokens: number }) => void settled.push(spent) }) };
+  const staging: ConversationSessions = { prepare: async (input) => ({ ...(await fakeSessions([]).prepare(input, principal, model as never))!, stage: async () => { throw new ApiError(415, 'unsupported image'); } }) };
+  await t.throwsAsync(completeChat({ ...base, admission: ticketed, conversations: staging }, principal, { request: request({ store: true }), requestId: 'r-j4' }, new AbortController()), { instanceOf: ApiError });
+  t.deepEqual(settled, [{ cost: 0, tokens: 0 }]);
 });

@@ -65,3 +65,88 @@ test("the provider's [DONE] ends the relay: later events are dropped, and its bo
   t.false(body.destroyed, 'not cut: the rest is read and dropped so the connection can be reused');
   body.end(content(3));
 });
+
+// With `store: true` the relay collects choice 0's tool calls from their deltas, and stores the
+// exchange before the stream's last event.
+const toolDelta = (calls: unknown[]) => event({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { tool_calls: calls } }] });
+
+test('tool calls are assembled from their deltas: parallel calls by index, arguments in pieces, index-less fragments', async (t) => {
+  const read = [
+    toolDelta([{ index: 0, id: 'call_a', type: 'function', function: { name: 'lookup', arguments: '' } }]),
+    toolDelta([{ index: 1, id: 'call_b', type: 'function', function: { name: 'fetch', arguments: '{"u' } }]),
+    toolDelta([{ index: 0, function: { arguments: '{"q":' } }]),
+    toolDelta([{ index: 1, function: { arguments: '":1}' } }]),
+    toolDelta([{ index: 0, function: { arguments: '"x"}' } }]),
+    event({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }),
+    'data: [DONE]',
+    '',
+  ].join('\n\n');
+  const { outcome } = await relay([read], { collect: true });
+  t.deepEqual(outcome.toolCalls?.map(({ id, name, arguments: args }) => ({ id, name, args })), [
+    { id: 'call_a', name: 'lookup', args: '{"q":"x"}' },
+    { id: 'call_b', name: 'fetch', args: '{"u":1}' },
+  ]);
+  t.is(outcome.finishReason, 'tool_calls');
+
+  const indexless = [toolDelta([{ id: 'call_1', function: { name: 'f', arguments: '{"a"' } }]), toolDelta([{ function: { arguments: ':1}' } }]), toolDelta([{ id: 'call_2', function: { name: 'g', arguments: '{}' } }]), 'data: [DONE]', ''].join('\n\n');
+  const second = await relay([indexless], { collect: true });
+  t.deepEqual(second.outcome.toolCalls?.map((c) => [c.id, c.name, c.arguments]), [['call_1', 'f', '{"a":1}'], ['call_2', 'g', '{}']]);
+
+  const plain = await relay([[content(1), 'data: [DONE]', ''].join('\n\n')], { collect: true });
+  t.is(plain.outcome.toolCalls, null);
+});
+
+test('with save, done comes only once the exchange is stored; a failed save ends the stream with an error event instead', async (t) => {
+  const read = [content(1), content(2), 'data: [DONE]', ''].join('\n\n');
+  const order: string[] = [];
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let saving!: () => void;
+  const saveStarted = new Promise<void>((resolve) => (saving = resolve));
+  const started = startRelay(read, Readable.from([], { objectMode: false }), {
+    collect: true,
+    async save(outcome, complete) {
+      order.push(`save ${outcome.content} ${complete}`);
+      saving();
+      await released;
+      order.push('saved');
+    },
+  });
+  const reading = (async () => {
+    for await (const e of started.events) order.push(e.type);
+  })();
+  await saveStarted;
+  t.false(order.includes('done'), 'no done while the save is running');
+  release();
+  await reading;
+  t.deepEqual(order.slice(-3), ['save w1w2 true', 'saved', 'done']);
+
+  const failing = await collectRelay(
+    startRelay(read, Readable.from([], { objectMode: false }), {
+      collect: true,
+      save: async () => {
+        throw new Error('database on fire');
+      },
+    }),
+  );
+  t.is(failing.out.at(-1)!.type, 'error');
+  t.false(failing.out.some((e) => e.type === 'done'));
+  const last = failing.out.at(-1) as Extract<StreamEvent, { type: 'error' }>;
+  t.like(last.error, { type: 'internal_error', code: 'server_error', request_id: 'req_test' });
+  t.false(JSON.stringify(last).includes('on fire'), 'the cause stays in the log');
+  t.is(failing.outcome.outcome, 'ok', 'the answer itself was complete (usage is recorded as such)');
+});
+
+test('with save, a stream that fails midway stores what arrived (incomplete) before its error event, once', async (t) => {
+  const order: string[] = [];
+  const read = [content(1), event({ error: { message: 'boom' } }), ''].join('\n\n');
+  const started = startRelay(read, Readable.from([], { objectMode: false }), {
+    collect: true,
+    async save(outcome, complete) {
+      order.push(`save ${outcome.content} ${complete}`);
+    },
+  });
+  for await (const e of started.events) order.push(e.type);
+  t.deepEqual(order, ['raw', 'save w1 false', 'error']);
+  t.is((await started.done).outcome, 'upstream_error_event');
+});

@@ -1,5 +1,8 @@
 import test from 'ava';
-import { ResearchProgress, toResponsesInput } from '../../../services/llm-api/chat/research.js';
+import { ApiError, systemClock } from '../../../services/kit/index.js';
+import type { StoredAnswer } from '../../../services/llm-api/chat/completions.js';
+import { deepResearch, ResearchProgress, toResponsesInput } from '../../../services/llm-api/chat/research.js';
+import type { StreamEvent } from '../../../services/llm-api/chat/stream.js';
 
 // The translation of the research loop's Responses events into a chat answer, fed event by event
 // (the end-to-end behaviour is in test/responses/research.test.ts).
@@ -60,4 +63,42 @@ test('chat messages become Responses input: text and image parts, tool calls and
     { type: 'function_call_output', call_id: 'call_1', output: 'out' },
     { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'said' }] },
   ]);
+});
+
+// deep_research with stream and store: the route stops reading at `done`, so the exchange must be
+// stored before it (it was never stored when the store came after).
+const researchEvents = [
+  { type: 'response.created', response: { status: 'in_progress', output: [] } },
+  { type: 'response.output_item.added', item: { id: 'm1', type: 'message', role: 'assistant' } },
+  { type: 'response.output_text.delta', item_id: 'm1', delta: 'The answer.' },
+  { type: 'response.output_item.done', item: { id: 'm1', type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'The answer.' }] } },
+  { type: 'response.completed', response: { status: 'completed', output: [{ id: 'm1', type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'The answer.' }] }], usage: { input_tokens: 3, output_tokens: 2 } } },
+];
+const researchPort = { run: async () => (async function* () { yield* researchEvents; })() };
+const principal = { userId: 'user_1', subject: 'user_1', email: null, username: null, authMethod: 'jwt', isAdmin: false, isGuest: false } as const;
+
+async function researchStream(finish: (answer: StoredAnswer) => Promise<void>) {
+  const messages = [{ role: 'user', content: 'q' }] as never;
+  const result = await deepResearch({ port: researchPort, clock: systemClock }, principal, { request: { model: 'm', messages, stream: true, store: true, deep_research: true } as never, messages, requestId: 'r-research', finish }, new AbortController().signal);
+  if (result.kind !== 'stream') throw new Error('expected a stream');
+  const seen: StreamEvent[] = [];
+  for await (const event of result.events) {
+    seen.push(event);
+    if (event.type === 'done') break; // as writeEventStream does
+  }
+  return seen;
+}
+
+test('stream with store: the research answer is stored before done; a failed store ends the stream with an error event', async (t) => {
+  const stored: StoredAnswer[] = [];
+  const seen = await researchStream(async (answer) => void stored.push(answer));
+  t.is(seen.at(-1)!.type, 'done');
+  t.is(stored.length, 1);
+  t.like(stored[0], { content: 'The answer.', status: 'completed', toolCalls: null, model: 'm' });
+
+  const failed = await researchStream(async () => {
+    throw new ApiError(404, "Conversation with id 'conv_x' not found.");
+  });
+  t.false(failed.some((e) => e.type === 'done'));
+  t.like(failed.at(-1), { type: 'error', error: { type: 'not_found_error', request_id: 'r-research' } });
 });

@@ -2,6 +2,7 @@ import test from 'ava';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
+import { createTestUser } from '../../helpers/users.js';
 import { waitFor } from '../../helpers/wait.js';
 
 // store: true wired to the conversations domain (issue #6): items, message.sent, history, project instruction.
@@ -27,7 +28,7 @@ test.after.always(async () => {
 });
 
 const items = async (conversationId: string) => (await h.call('GET', `/v1/conversations/${conversationId}/items?order=asc&limit=100`, undefined, h.user)).body.data;
-/** A streamed turn is stored after the stream ends: wait (bounded) until `count` items are there. */
+/** A stream the client abandons is stored once the server notices: wait (bounded) until `count` items are there. */
 const itemsOnce = (conversationId: string, count: number): Promise<any[]> =>
   waitFor(async () => {
     const found: any[] = await items(conversationId);
@@ -104,7 +105,7 @@ test.serial('stream with store: the conversation rides on a chunk with choices; 
   t.is(withConversation.length, 1);
   t.deepEqual(withConversation[0].conversation, { id: conv, title: null });
   t.true(Array.isArray(withConversation[0].choices));
-  const stored = await itemsOnce(conv, 2);
+  const stored = await items(conv); // stored before [DONE]
   t.is(stored[1].content[0].text, 'Hello from store w1 w2 w3 w4');
 
   const conv2 = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
@@ -133,7 +134,114 @@ test.serial('store_reasoning keeps the reasoning; with n > 1 the first choice is
   const conv = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
   const stream = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'why #reason' }], stream: true, store: true, store_reasoning: true, conversation: conv } as any);
   for await (const _ of stream as any) void _;
-  const streamed = await itemsOnce(conv, 3);
+  const streamed = await items(conv);
   t.deepEqual(streamed.map((i: any) => i.type), ['message', 'reasoning', 'message']);
   t.is(streamed[1].summary[0].text, 'thinking hard');
+});
+
+const tools = [
+  { type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object' } } },
+  { type: 'function' as const, function: { name: 'fetch_page', parameters: { type: 'object' } } },
+];
+const shape = (item: any) => (item.type === 'message' ? [item.type, item.role, item.content[0].text] : item.type === 'function_call' ? [item.type, item.call_id, item.name, item.arguments] : [item.type, item.call_id, item.output]);
+
+test.serial('tool calls are stored as function_call items, tool results as function_call_output; later turns replay a valid sequence', async (t) => {
+  const first: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'tools-json-1' }], tools: tools.slice(0, 1), store: true } as any);
+  const conv = first.conversation.id;
+  const call = first.choices[0].message.tool_calls[0];
+  t.deepEqual((await items(conv)).map(shape), [
+    ['message', 'user', 'tools-json-1'],
+    ['function_call', call.id, 'lookup', call.function.arguments],
+  ]);
+
+  // The client answers the call; the conversation supplies the call itself.
+  await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'tool', tool_call_id: call.id, content: '{"result":42}' }], store: true, conversation: conv } as any);
+  const second = fake.requests.at(-1)!.body.messages;
+  t.deepEqual(second, [
+    { role: 'user', content: 'tools-json-1' },
+    { role: 'assistant', content: null, tool_calls: [{ id: call.id, type: 'function', function: { name: 'lookup', arguments: call.function.arguments } }] },
+    { role: 'tool', tool_call_id: call.id, content: '{"result":42}' },
+  ]);
+  t.deepEqual((await items(conv)).slice(2).map(shape), [
+    ['function_call_output', call.id, '{"result":42}'],
+    ['message', 'assistant', 'Hello from store w1 w2 w3 w4'],
+  ]);
+
+  await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'tools-json-2' }], store: true, conversation: conv } as any);
+  t.deepEqual(sentBody('tools-json-2').messages.map((m: any) => [m.role, m.tool_call_id ?? m.tool_calls?.[0]?.id ?? m.content]), [
+    ['user', 'tools-json-1'],
+    ['assistant', call.id],
+    ['tool', call.id],
+    ['assistant', 'Hello from store w1 w2 w3 w4'],
+    ['user', 'tools-json-2'],
+  ]);
+});
+
+test.serial('a streamed exchange is stored before [DONE]: parallel tool calls assembled from their deltas, results of each call kept', async (t) => {
+  const stream = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'tools-stream-1' }], tools, stream: true, store: true } as any);
+  let conv = '';
+  for await (const chunk of stream as any) if (chunk.conversation) conv = chunk.conversation.id;
+  // Read as soon as the client has its [DONE]: no waiting.
+  t.deepEqual((await items(conv)).map(shape), [
+    ['message', 'user', 'tools-stream-1'],
+    ['function_call', 'call_0_0', 'lookup', '{"q":"x","i":0}'],
+    ['function_call', 'call_0_1', 'fetch_page', '{"q":"x","i":1}'],
+  ]);
+
+  const results = [{ role: 'tool', tool_call_id: 'call_0_0', content: 'r0' }, { role: 'tool', tool_call_id: 'call_0_1', content: 'r1' }];
+  const next = await client.chat.completions.create({ model: 'store-model', messages: results, stream: true, store: true, conversation: conv } as any);
+  for await (const _ of next as any) void _;
+  t.deepEqual(fake.requests.at(-1)!.body.messages.map((m: any) => [m.role, m.tool_call_id ?? m.tool_calls?.map((c: any) => c.id).join() ?? m.content]), [
+    ['user', 'tools-stream-1'],
+    ['assistant', 'call_0_0,call_0_1'],
+    ['tool', 'call_0_0'],
+    ['tool', 'call_0_1'],
+  ]);
+  // The next turn, sent the moment the stream ended, has the answer in its history.
+  await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'tools-stream-2' }], conversation: conv } as any);
+  t.deepEqual(sentBody('tools-stream-2').messages.slice(2).map((m: any) => [m.role, m.tool_call_id ?? m.content]), [
+    ['tool', 'call_0_0'],
+    ['tool', 'call_0_1'],
+    ['assistant', 'Hello from store w1 w2 w3 w4'],
+    ['user', 'tools-stream-2'],
+  ]);
+});
+
+test.serial('a request refused or failed before an answer creates no conversation and stores nothing', async (t) => {
+  const knex = h.service.runtime.db.knex;
+  const other = await createTestUser(knex);
+  const otherClient = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'x', maxRetries: 0, defaultHeaders: h.headers(other) });
+  const createdFor = async (userId: string) => (await knex('outbox_events').where({ type: 'conversation.created' }).whereRaw("data->>'user_id' = ?", [userId])).length;
+  const conversationsOf = async (userId: string) => (await knex('conversations').where({ user_id: userId })).length;
+
+  // Refused by the model allow-list (403), before the provider is called.
+  t.is((await h.call('PATCH', `/v1/admin/users/${other.id}`, { allowed_models: ['tiny-model'] })).status, 200);
+  const refused = await h.call('POST', '/v1/chat/completions', { model: 'store-model', messages: [{ role: 'user', content: 'refused' }], store: true }, other);
+  t.is(refused.status, 403);
+  // The provider refuses (400), fails (500), or a stream breaks before any answer arrived.
+  const rejected = await h.call('POST', '/v1/chat/completions', { model: 'tiny-model', messages: [{ role: 'user', content: 'bad #fail:400' }], store: true }, other);
+  t.is(rejected.status, 400);
+  await t.throwsAsync(otherClient.chat.completions.create({ model: 'tiny-model', messages: [{ role: 'user', content: 'down #fail:500' }], store: true } as any));
+  const broken = await otherClient.chat.completions.create({ model: 'tiny-model', messages: [{ role: 'user', content: 'broken #midstream:0' }], stream: true, store: true } as any);
+  let announced = '';
+  await t.throwsAsync(async () => {
+    for await (const chunk of broken as any) if (chunk.conversation) announced = chunk.conversation.id;
+  });
+  t.regex(announced, /^conv_/);
+  t.is(await conversationsOf(other.id), 0);
+  t.is(await createdFor(other.id), 0);
+  t.is((await h.call('GET', `/v1/conversations/${announced}`, undefined, other)).status, 404);
+
+  // An existing conversation receives nothing from a failed exchange.
+  const conv = (await h.call('POST', '/v1/conversations', {}, other)).body.id;
+  await t.throwsAsync(otherClient.chat.completions.create({ model: 'tiny-model', messages: [{ role: 'user', content: 'down #fail:500' }], store: true, conversation: conv } as any));
+  t.is((await h.call('GET', `/v1/conversations/${conv}/items`, undefined, other)).body.data.length, 0);
+});
+
+test.serial("the title of a conversation store: true creates is cut after 80 characters, never inside one", async (t) => {
+  const text = `${'a'.repeat(79)}😀 and more`;
+  const res: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: text }], store: true });
+  const expected = `${'a'.repeat(79)}😀`;
+  t.is(res.conversation.title, expected);
+  t.is((await h.call('GET', `/v1/conversations/${res.conversation.id}`, undefined, h.user)).body.title, expected);
 });
