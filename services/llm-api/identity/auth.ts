@@ -76,7 +76,12 @@ export function createAuth(deps: AuthDeps) {
           throw new ApiError(409, 'This username is already taken', { param: 'username' });
         }
         // The provider is updated inside the transaction: if it refuses, nothing changes here either.
-        await provider.upgrade(current, { email: change.email, username: change.username, fullName: change.fullName });
+        await provider.upgrade(current, {
+          email: change.email,
+          username: change.username,
+          fullName: change.fullName,
+          emailVerified: deps.upgradeVerifiesEmail,
+        });
         if (passwordHash !== undefined) await deps.passwords.save(trx, userId, passwordHash);
         return users.update(trx, userId, {
           email: change.email,

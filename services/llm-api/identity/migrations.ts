@@ -135,6 +135,31 @@ export const identityPasswords: Migration = {
   },
 };
 
+/**
+ * Sign-in attempts are reserved before the password is checked, so concurrent guesses cannot all
+ * pass the lockout check. `attempts` numbers the attempts an address has had since its row was
+ * made (each reservation takes the next number); attempts numbered up to `counted_from` no longer
+ * count (a success, an ended window or an administrator's reset wrote them off). `failures` stays
+ * the number that counts, `attempts - counted_from`: the attempts still being checked and those that
+ * failed. Rows written before count their failures as attempts.
+ */
+export const identityLoginReservations: Migration = {
+  name: '20261201_1000_identity_login_reservations',
+  async up(knex) {
+    await knex.schema.alterTable('identity_login_attempts', (t) => {
+      t.bigInteger('attempts').notNullable().defaultTo(0);
+      t.bigInteger('counted_from').notNullable().defaultTo(0);
+    });
+    await knex('identity_login_attempts').update({ attempts: knex.ref('failures') });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('identity_login_attempts', (t) => {
+      t.dropColumn('counted_from');
+      t.dropColumn('attempts');
+    });
+  },
+};
+
 export const identityMigrations: Migration[] = [
   identityUsersColumns,
   identitySigningKeys,
@@ -142,4 +167,5 @@ export const identityMigrations: Migration[] = [
   identityApiKeys,
   identitySealedSigningKeys,
   identityPasswords,
+  identityLoginReservations,
 ];

@@ -8,9 +8,11 @@ import { userView, type IdentityUsersStore, type UserPatch } from '../store.js';
 import type { RefreshTokens } from '../tokens/refresh-tokens.js';
 
 /**
- * User administration: list users; set is_admin and disabled. Disabling revokes at once every API
- * key (deleted, each hash published) and every refresh token of the user, and publishes
- * `user:<id>`; the kit's user directory forgets its cached row so the next request sees it.
+ * User administration: list users; set is_admin, disabled and email_verified. Disabling revokes at
+ * once every API key (deleted, each hash published) and every refresh token of the user. Any change
+ * of those three publishes `user:<id>`: edge caches drop the validation answers of the user's keys
+ * (they carry is_admin) and every process's user directory forgets its cached row, so the next
+ * request sees the new role.
  */
 export interface UserAdminPatch {
   is_admin?: boolean;
@@ -56,7 +58,7 @@ export function createUserAdmin(deps: {
           param: patch.disabled === true ? 'disabled' : 'is_admin',
         });
       }
-      const { user, revokedKeys, spend } = await deps.knex.transaction(async (trx) => {
+      const { user, revokedKeys, spend, changed } = await deps.knex.transaction(async (trx) => {
         const current = await users.lock(trx, id);
         if (!current) throw new ApiError(404, 'User not found', { param: 'id' });
         const change: UserPatch = {};
@@ -74,11 +76,16 @@ export function createUserAdmin(deps: {
         const spend = await deps.spend.apply(trx, 'user', id, patch.spend ?? {});
         // Last: the provider's side is the one step the transaction cannot undo.
         if (patch.disabled !== undefined && patch.disabled !== current.disabled) await deps.provider.setEnabled(current, !patch.disabled);
-        return { user: updated!, revokedKeys, spend };
+        const changed =
+          (change.is_admin !== undefined && change.is_admin !== current.is_admin) ||
+          (change.disabled !== undefined && change.disabled !== current.disabled) ||
+          (change.email_verified !== undefined && change.email_verified !== current.email_verified);
+        return { user: updated!, revokedKeys, spend, changed };
       });
       deps.userCache.invalidate(id);
       deps.spend.changed('user', id);
       if (patch.disabled === true) await deps.apiKeys.revokeAllOf(revokedKeys, id);
+      else if (changed) await deps.apiKeys.userChanged(id);
       return { ...userView(user), ...spend };
     },
   };

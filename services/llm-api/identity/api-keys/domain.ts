@@ -260,20 +260,29 @@ export function createApiKeys(deps: ApiKeyDeps) {
     },
 
     /**
+     * A user's role or standing changed (is_admin, disabled, email_verified), after the commit:
+     * `user:<id>` is published, so edge caches drop the validation answers they hold for the
+     * user's keys (an answer carries is_admin, which exempts a key from the per-address limit)
+     * and every process's user directory forgets the row.
+     */
+    userChanged: (userId: string) => publish(userRevocation(userId)),
+
+    /**
      * BOOTSTRAP_ADMIN_API_KEY: makes sure an admin user holds this key (enterprise tier, no limits).
      * Idempotent across restarts and concurrent starts.
      */
     async ensureBootstrapAdmin(secret: string): Promise<{ userId: string; created: boolean }> {
       const hash = sha256Hex(secret);
-      return knex.transaction(async (trx) => {
+      const ready = await knex.transaction(async (trx) => {
         await store.lockBootstrapAdmin(trx);
         const existing = await store.byHash(hash, trx);
         if (existing) {
+          const before = await users.lock(trx, existing.user_id);
           const user = await users.update(trx, existing.user_id, { is_admin: true, disabled: false });
           await store.update(trx, existing.id, { tier: 'enterprise', limits: null });
-          deps.userCache.invalidate(existing.user_id);
           if (existing.expires_at !== null) await store.clearExpiry(trx, existing.id);
-          return { userId: user!.id, created: false };
+          const restored = !before?.is_admin || before.disabled || existing.tier !== 'enterprise' || existing.limits !== null || existing.expires_at !== null;
+          return { userId: user!.id, created: false, restored };
         }
         const userId = newId('user');
         await users.insert(trx, {
@@ -299,8 +308,12 @@ export function createApiKeys(deps: ApiKeyDeps) {
           last_used_at: null,
           expires_at: null,
         });
-        return { userId, created: true };
+        return { userId, created: true, restored: false };
       });
+      if (!ready.created) deps.userCache.invalidate(ready.userId);
+      // A demoted, disabled or re-tiered bootstrap admin: edge caches drop what they hold for its keys.
+      if (ready.restored) await publish(userRevocation(ready.userId));
+      return { userId: ready.userId, created: ready.created };
     },
   };
 }

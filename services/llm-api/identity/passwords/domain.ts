@@ -4,7 +4,7 @@ import type { IdentityProvider, TokenSet } from '../providers/types.js';
 import type { IdentityUsersStore } from '../store.js';
 import type { RefreshTokens } from '../tokens/refresh-tokens.js';
 import { decoyHash, hashPassword, verifyPassword } from './hashing.js';
-import type { LoginAttempts, PasswordStore } from './store.js';
+import type { AttemptsChange, LoginAttempts, PasswordStore } from './store.js';
 
 /** Longest password accepted (scrypt takes any length; this only bounds the work one request asks for). */
 export const MAX_PASSWORD_LENGTH = 1024;
@@ -12,7 +12,7 @@ export const MAX_PASSWORD_LENGTH = 1024;
 export interface PasswordSettings {
   /** PASSWORD_MIN_LENGTH: new passwords (upgrade, change) shorter than this are a 400. */
   minLength: number;
-  /** LOGIN_MAX_FAILURES: failed attempts in a row that lock an address. */
+  /** LOGIN_MAX_FAILURES: failed attempts in a row that lock an address, and the most checked at once. */
   maxFailures: number;
   /** LOGIN_LOCKOUT_SECONDS: how long the lock lasts, and how long a failure is remembered. */
   lockoutSeconds: number;
@@ -28,7 +28,12 @@ export interface PasswordDeps {
   clock: Clock;
   logger: Logger;
   settings: PasswordSettings;
+  /** Checks a password against an encoded hash (scrypt; tests count and hold the checks). */
+  verify?: (password: string, encoded: string) => Promise<boolean>;
 }
+
+/** A sign-in attempt's turn: its number, or why it gets none (locked; or as many attempts as the limit already being checked). */
+type Reservation = { kind: 'reserved'; number: number } | { kind: 'locked'; ms: number } | { kind: 'busy' };
 
 export interface SignedIn extends TokenSet {
   user_id: string;
@@ -45,11 +50,14 @@ const emailKey = (email: string) => sha256Hex(`login:${email.trim().toLowerCase(
  *
  * No user enumeration: an unknown address, an account without a password, a disabled account and a
  * wrong password all run one scrypt check and answer the same 401; failures are counted per address
- * whether anyone holds it or not, so the lockout does not tell them apart either. Passwords are
+ * whether anyone holds it or not, so the lockout does not tell them apart either. Each attempt
+ * takes its turn in the counter before its password is checked, so attempts sent together cannot
+ * all pass the lockout check: a burst of guesses gets at most `maxFailures` checks. Passwords are
  * never logged, stored or returned; only the administrator's temporary password is returned, once.
  */
 export function createPasswords(deps: PasswordDeps) {
   const { store, users, provider, refreshTokens, clock, settings } = deps;
+  const verify = deps.verify ?? verifyPassword;
   const lockoutMs = settings.lockoutSeconds * 1000;
 
   /** Passwords are the platform's only when the provider says so (the embedded issuer); otherwise a 400 pointing to the provider. */
@@ -84,29 +92,85 @@ export function createPasswords(deps: PasswordDeps) {
     );
   }
 
-  /** Counts a failure; a failure older than the window, or a lock that ended, starts the count again. */
-  function nextAttempts(current: LoginAttempts | undefined, now: number): LoginAttempts {
-    if (current && lockedMs(current, now) > 0) return { ...current, failures: current.failures + 1 };
-    const fresh = !current || current.locked_until !== null || now - current.updated_at > lockoutMs;
-    const failures = (fresh ? 0 : current.failures) + 1;
-    return { failures, locked_until: failures >= settings.maxFailures ? now + lockoutMs : null, updated_at: now };
+  /** As many attempts as the limit are being checked right now: their outcome decides whether the address locks. */
+  function busyError(): ApiError {
+    return new ApiError(429, 'Too many sign-in attempts for this account at once; retry in 1 second', {
+      code: 'login_locked',
+      headers: { 'retry-after': '1' },
+    });
   }
 
-  /** Refuses while the address is locked; otherwise checks `password` against `hash` (or the decoy) and counts a failure. */
+  /**
+   * An attempt's turn, taken under the row lock before its password is checked, so attempts that
+   * arrive together are counted one after the other. None while the address is locked, nor while
+   * `maxFailures` attempts count already (failed, or still being checked): a burst gets at most
+   * that many password checks. A lock that ended, or a last attempt older than the window, starts
+   * the count again.
+   */
+  function reserve(current: LoginAttempts | undefined, now: number): AttemptsChange<Reservation> {
+    const state = current ?? { attempts: 0, counted_from: 0, locked_until: null, updated_at: now };
+    const ms = lockedMs(state, now);
+    if (ms > 0) return { result: { kind: 'locked', ms } };
+    const windowOver = state.locked_until !== null || now - state.updated_at > lockoutMs;
+    const countedFrom = windowOver ? state.attempts : state.counted_from;
+    if (state.attempts - countedFrom >= settings.maxFailures) return { result: { kind: 'busy' } };
+    const number = state.attempts + 1;
+    return { state: { attempts: number, counted_from: countedFrom, locked_until: null, updated_at: now }, result: { kind: 'reserved', number } };
+  }
+
+  /**
+   * A wrong password: the attempt stays counted; once `maxFailures` count, the address is locked.
+   * An attempt written off meanwhile (by a later success, a reset, a new window) counts no more.
+   * Answers how long the address is locked.
+   */
+  function failed(current: LoginAttempts | undefined, number: number, now: number): AttemptsChange<number> {
+    if (!current || number <= current.counted_from || lockedMs(current, now) > 0) return { result: lockedMs(current, now) };
+    if (current.attempts - current.counted_from < settings.maxFailures) return { result: 0 };
+    const locked = { attempts: current.attempts, counted_from: current.counted_from, locked_until: now + lockoutMs, updated_at: current.updated_at };
+    return { state: locked, result: lockoutMs };
+  }
+
+  /**
+   * The right password: the attempts numbered up to this one are written off (as if they had come
+   * one after the other, this success came after them), those taken after it still count. The lock
+   * is lifted when they are fewer than the limit.
+   */
+  function succeeded(current: LoginAttempts | undefined, number: number): AttemptsChange<void> {
+    if (!current) return { result: undefined };
+    const countedFrom = Math.min(current.attempts, Math.max(current.counted_from, number));
+    const counting = current.attempts - countedFrom;
+    const lockedUntil = counting >= settings.maxFailures ? current.locked_until : null;
+    return { state: { attempts: current.attempts, counted_from: countedFrom, locked_until: lockedUntil, updated_at: current.updated_at }, result: undefined };
+  }
+
+  /**
+   * Takes a turn (429 while locked or busy), then checks `password` against `hash` (or the decoy)
+   * and records the outcome. Every attempt that got a turn records one; a check that throws counts
+   * as a failure.
+   */
   async function check(key: string, password: string, hash: string | null | undefined): Promise<{ ok: boolean; lockedFor: number; now: number }> {
     const before = clock.now();
-    const wait = lockedMs(await store.attempts(key), before);
-    if (wait > 0) throw lockedError(wait, before);
-    // Both operands evaluated: the decoy check costs what a real one costs.
-    const matches = await verifyPassword(password, hash ?? (await decoyHash()));
+    const turn = await store.updateAttempts(key, (current) => reserve(current, before), {
+      create: { attempts: 0, counted_from: 0, locked_until: null, updated_at: before },
+    });
+    if (turn.kind === 'locked') throw lockedError(turn.ms, before);
+    if (turn.kind === 'busy') throw busyError();
+    let matches: boolean;
+    try {
+      // Both operands evaluated: the decoy check costs what a real one costs.
+      matches = await verify(password, hash ?? (await decoyHash()));
+    } catch (error) {
+      await store.updateAttempts(key, (current) => failed(current, turn.number, clock.now()));
+      throw error;
+    }
     const ok = matches && hash != null;
     const now = clock.now();
     if (ok) {
-      await store.clearAttempts(key);
+      await store.updateAttempts(key, (current) => succeeded(current, turn.number));
       return { ok, lockedFor: 0, now };
     }
-    const state = await store.recordFailure(key, (current) => nextAttempts(current, now));
-    return { ok, lockedFor: lockedMs(state, now), now };
+    const lockedFor = await store.updateAttempts(key, (current) => failed(current, turn.number, now));
+    return { ok, lockedFor, now };
   }
 
   async function session(userId: string): Promise<SignedIn> {
@@ -185,7 +249,7 @@ export function createPasswords(deps: PasswordDeps) {
       const hash = await hashPassword(temporary);
       const revoked = await store.knex.transaction(async (trx) => {
         await store.setHash(trx, userId, hash, clock.now());
-        await store.clearAttempts(emailKey(user.email!), trx);
+        await store.writeOffAttempts(emailKey(user.email!), trx);
         return refreshTokens.revokeUser(trx, userId);
       });
       deps.logger.info({ userId }, 'sign-in reset by an administrator');

@@ -218,7 +218,9 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       await kc.updateUser(user.subject, {
         ...rep,
         email: change.email,
-        emailVerified: true,
+        // What the platform decided (UPGRADE_VERIFIES_EMAIL): the realm's tokens carry it as
+        // email_verified, which the edge reads for the tier, and nobody proved this address.
+        emailVerified: change.emailVerified,
         ...(change.username ? { username: change.username } : {}),
         ...(firstName ? { firstName, lastName: rest.join(' ') } : {}),
         attributes: { ...(rep.attributes ?? {}), guest: ['false'] },

@@ -27,6 +27,11 @@ export interface UpgradeChange {
   email: string;
   username?: string;
   fullName?: string;
+  /**
+   * Whether the platform marks the new e-mail verified (UPGRADE_VERIFIES_EMAIL; nobody proved the
+   * address). The provider records the same, so its tokens' `email_verified` says what the platform says.
+   */
+  emailVerified: boolean;
 }
 
 /**
