@@ -39,6 +39,7 @@ export {
 } from './model-list.js';
 export { http2Only, providerConnectOptions, ProviderProtocolError, STREAMS_PER_HTTP2_CONNECTION, type Connector, type ProviderHttpVersion } from './provider-connections.js';
 export { PROVIDER_SYNC_QUEUE, syncProvider, type SyncDeps, type SyncResult } from './sync.js';
+export type { SkippedModel } from './upstream-entry.js';
 
 /** What synchronisation needs, from the database, the secret box and a model-list client. */
 export function catalogSyncDeps(parts: { knex: Knex; box: SecretBox; clock: Clock; upstream: ModelListClient; modelsTimeoutMs: number }): SyncDeps {

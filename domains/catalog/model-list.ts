@@ -3,6 +3,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import { EgressRefusedError, type EgressGuard } from '../../services/kit/index.js';
 import { providerConnectOptions, type ProviderHttpVersion } from './provider-connections.js';
 import { endpointsOf, type ProviderRow } from './providers-store.js';
+import { checkUpstreamEntry, type SkippedModel } from './upstream-entry.js';
 
 /**
  * The upstream model-list client: reads a provider's OpenAI-compatible `GET {endpoint}/models`,
@@ -13,6 +14,7 @@ export interface ModelListClient {
   getJson(url: string, headers: Record<string, string>, timeoutMs: number): Promise<{ status: number; body: unknown }>;
 }
 
+/** A model entry of a provider's list, as `checkUpstreamEntry` (upstream-entry.ts) lets it through. */
 export interface UpstreamModel {
   id: string;
   owned_by?: string;
@@ -156,7 +158,7 @@ const SYNC_REFUSED = 'model sync refused: the provider URL is not an allowed des
 export async function fetchUpstreamModels(
   deps: { upstream: ModelListClient; modelsTimeoutMs: number; apiKeyOf(row: ProviderRow): string | null },
   row: ProviderRow,
-): Promise<UpstreamModel[]> {
+): Promise<{ models: UpstreamModel[]; skipped: SkippedModel[] }> {
   const endpoints = endpointsOf(row).filter((e) => e.healthy !== false).sort((a, b) => a.priority - b.priority);
   let lastError = 'no endpoint';
   let refused = false;
@@ -172,7 +174,14 @@ export async function fetchUpstreamModels(
         lastError = 'GET /models did not return {data: [...]}';
         continue;
       }
-      return data.filter((m): m is UpstreamModel => typeof m?.id === 'string' && m.id.length > 0 && m.id.length <= 300);
+      const models: UpstreamModel[] = [];
+      const skipped: SkippedModel[] = [];
+      data.forEach((entry: unknown, index) => {
+        const checked = checkUpstreamEntry(entry, index);
+        if (checked.skipped) skipped.push(checked.skipped);
+        else models.push(checked.model);
+      });
+      return { models, skipped };
     } catch (error) {
       if (error instanceof EgressRefusedError || (error as { cause?: unknown }).cause instanceof EgressRefusedError) refused = true;
       lastError = `GET /models failed: ${(error as Error).message}`;

@@ -157,6 +157,18 @@ export function createModelsStore(knex: Knex) {
       const [updated] = await trx(PROVIDER_MODELS).where({ id }).update(encode(patch, pmJson)).returning('*');
       return updated;
     },
+    /**
+     * The providers whose model lists offer a catalog entry now (their provider model was not
+     * deactivated for vanishing), in the order that decides whose metadata the entry carries:
+     * active providers first, then registration order.
+     */
+    async catalogSources(catalogId: string, trx: Knex = knex): Promise<Array<{ provider_id: string; active: boolean; seq: number }>> {
+      return trx(`${PROVIDER_MODELS} as pm`)
+        .join('llm_providers as p', 'p.id', 'pm.provider_id')
+        .where({ 'pm.model_catalog_id': catalogId, 'pm.sync_deactivated': false })
+        .select('p.id as provider_id', 'p.active', 'p.seq')
+        .orderBy([{ column: 'p.active', order: 'desc' }, { column: 'p.seq', order: 'asc' }]);
+    },
     async setProviderModelsActive(trx: Knex, ids: string[], active: boolean, now: number): Promise<void> {
       if (ids.length) await trx(PROVIDER_MODELS).whereIn('id', ids).update({ active, sync_deactivated: false, updated_at: now });
     },

@@ -4,6 +4,7 @@ import { diff } from './diff.js';
 import { fetchUpstreamModels, SyncError, type ModelListClient, type UpstreamModel } from './model-list.js';
 import { capabilitiesOf, type CatalogRow, type ModelsStore, type ProviderModelRow } from './models-store.js';
 import type { ProviderRow, ProvidersStore } from './providers-store.js';
+import type { SkippedModel } from './upstream-entry.js';
 
 /**
  * Model synchronisation: reads the provider's OpenAI-compatible `GET {base_url}/models`, adds new
@@ -11,6 +12,12 @@ import type { ProviderRow, ProvidersStore } from './providers-store.js';
  * deactivates vanished ones and reactivates them if they come back. Fields an admin set by hand
  * (`manual_fields`) are never overwritten. Used by registration, the admin sync endpoint and the
  * provider-sync worker.
+ *
+ * An entry the catalog cannot hold is skipped (upstream-entry.ts), named in the result and in the
+ * provider's `last_sync_error`; the others are synchronised. A catalog entry several providers offer
+ * carries the metadata (name, description, context length, architecture, parameters) of one of
+ * them: the first active provider in registration order whose list has it (`catalogSources`), so
+ * the others' syncs leave it alone and a steady state emits no events.
  */
 
 export interface SyncDeps {
@@ -27,9 +34,23 @@ export interface SyncDeps {
 export interface SyncResult {
   provider_id: string;
   added: number;
+  /** Models whose catalog entry or provider model changed. */
   updated: number;
   deactivated: number;
+  /** Entries of the provider's list that were not synchronised, each with its reason. */
+  skipped: SkippedModel[];
   models: ProviderModelRow[];
+}
+
+/** How many skipped models `last_sync_error` names before "and N more". */
+const SKIPPED_NAMED = 5;
+
+/** The provider's `last_sync_error` after a sync that skipped entries (null: none skipped). */
+function skippedSummary(skipped: SkippedModel[]): string | null {
+  if (!skipped.length) return null;
+  const named = skipped.slice(0, SKIPPED_NAMED).map((s) => s.error).join('; ');
+  const more = skipped.length > SKIPPED_NAMED ? `; and ${skipped.length - SKIPPED_NAMED} more` : '';
+  return `${skipped.length} model entr${skipped.length === 1 ? 'y' : 'ies'} skipped: ${named}${more}`;
 }
 
 /** Queue the provider-sync worker consumes for on-demand runs (`{provider_id?}`). */
@@ -37,7 +58,8 @@ export const PROVIDER_SYNC_QUEUE = 'llm.provider-sync';
 
 function derive(m: UpstreamModel, row: ProviderRow, nowSec: number) {
   const params = Array.isArray(m.supported_parameters) ? m.supported_parameters.filter((p) => typeof p === 'string') : null;
-  const input = (m.architecture?.input_modalities as string[] | undefined) ?? [];
+  const modalities = m.architecture?.input_modalities;
+  const input = Array.isArray(modalities) ? modalities : [];
   const contextLength = m.context_length ?? m.max_model_len ?? m.top_provider?.context_length ?? null;
   const catalog: Partial<CatalogRow> = {
     model_display_name: m.name ?? m.id,
@@ -67,31 +89,41 @@ const iso = (clock: Clock) => new Date(clock.now()).toISOString();
 export async function syncProvider(deps: SyncDeps, providerId: string, trxIn?: Knex.Transaction): Promise<SyncResult> {
   const row = await deps.providers.byId(providerId);
   if (!row) throw new SyncError(`provider ${providerId} does not exist`);
-  let upstreamModels: UpstreamModel[];
+  let upstream: { models: UpstreamModel[]; skipped: SkippedModel[] };
   try {
-    upstreamModels = await fetchUpstreamModels(deps, row);
+    upstream = await fetchUpstreamModels(deps, row);
   } catch (error) {
     await deps.providers.update(trxIn ?? deps.providers.knex, providerId, { last_sync_error: (error as Error).message });
     throw error;
   }
-  const run = async (trx: Knex.Transaction) => applySync(deps, trx, providerId, upstreamModels);
+  const run = async (trx: Knex.Transaction) => applySync(deps, trx, providerId, upstream.models, upstream.skipped);
   return trxIn ? run(trxIn) : deps.models.knex.transaction(run);
 }
 
-async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: string, upstreamModels: UpstreamModel[]): Promise<SyncResult> {
+/** Whether `a` comes before `b` in the order that decides whose metadata a shared catalog entry carries. */
+function precedes(a: { active: boolean; seq: number }, b: { active: boolean; seq: number }): boolean {
+  return a.active !== b.active ? a.active : a.seq < b.seq;
+}
+
+async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: string, upstreamModels: UpstreamModel[], skipped: SkippedModel[]): Promise<SyncResult> {
   const row = await deps.providers.byIdForUpdate(trx, providerId);
   if (!row) throw new SyncError(`provider ${providerId} does not exist`);
   const now = unixSeconds(deps.clock);
   const existing = new Map((await deps.models.providerModelsOf(providerId, trx)).map((pm) => [pm.provider_original_model_id, pm]));
-  const seen = new Set<string>();
+  // A skipped entry is still on the provider's list: its model keeps its last synchronised state
+  // rather than being deactivated as vanished.
+  const seen = new Set<string>(skipped.flatMap((s) => (s.model_id === null ? [] : [s.model_id])));
+  const synced = new Set<string>();
   let added = 0;
   let updated = 0;
   let deactivated = 0;
 
   for (const m of upstreamModels) {
-    if (seen.has(m.id)) continue;
+    if (synced.has(m.id)) continue;
+    synced.add(m.id);
     seen.add(m.id);
     const derived = derive(m, row, now);
+    let catalogChanged = false;
     let catalog = await deps.models.catalogByPublicId(m.id, trx);
     if (!catalog) {
       catalog = await deps.models.insertCatalog(trx, {
@@ -108,11 +140,15 @@ async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: stri
         updated_at: now,
       } as Partial<CatalogRow>);
     } else {
-      const changes = diff(catalog as unknown as Record<string, unknown>, derived.catalog as Record<string, unknown>, catalog.manual_fields);
+      // Another provider offering this model may be the one whose metadata the entry carries.
+      const sources = await deps.models.catalogSources(catalog.id, trx);
+      const owned = !sources.some((source) => source.provider_id !== row.id && precedes(source, row));
+      const changes = owned ? diff(catalog as unknown as Record<string, unknown>, derived.catalog as Record<string, unknown>, catalog.manual_fields) : {};
       const patch: Partial<CatalogRow> = { last_synced_at: now };
       if (Object.keys(changes).length) {
         for (const [k, v] of Object.entries(changes)) (patch as Record<string, unknown>)[k] = v.new;
         patch.updated_at = now;
+        catalogChanged = true;
         await recordEvent(trx, 'model.updated', { model_id: catalog.public_id, changes, updated_at: iso(deps.clock) });
       }
       catalog = await deps.models.updateCatalog(trx, catalog.id, patch);
@@ -153,9 +189,9 @@ async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: stri
       for (const [k, v] of Object.entries(changes)) (patch as Record<string, unknown>)[k] = v.new;
       if (changes.active) patch.sync_deactivated = false;
       await deps.models.updateProviderModel(trx, current.id, patch);
-      updated++;
       await recordEvent(trx, 'model.updated', { model_id: current.model_public_id, provider_model_id: current.id, changes, updated_at: iso(deps.clock) });
     }
+    if (catalogChanged || Object.keys(changes).length) updated++;
   }
 
   for (const pm of existing.values()) {
@@ -171,7 +207,7 @@ async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: stri
     });
   }
 
-  await deps.providers.update(trx, row.id, { last_synced_at: now, last_sync_error: null });
+  await deps.providers.update(trx, row.id, { last_synced_at: now, last_sync_error: skippedSummary(skipped) });
   await deps.models.bumpVersion(trx);
-  return { provider_id: row.id, added, updated, deactivated, models: await deps.models.providerModelsOf(row.id, trx) };
+  return { provider_id: row.id, added, updated, deactivated, skipped, models: await deps.models.providerModelsOf(row.id, trx) };
 }

@@ -13,6 +13,11 @@ import { newMediaId } from './ids.js';
  * for longer than the collector's grace period, and a retry never creates a second record:
  * touch the object row → write the object → one transaction (dedup check, quota, record) →
  * remove the staging object.
+ *
+ * When the user already holds the same bytes, the object is not written again. That copy may be
+ * deleted, and its object collected, before the recording transaction; so that transaction holds
+ * the object's row (`holdObject`, the collector then waits and sees the new reference) and, when
+ * the row is gone, the object is written again and the transaction retried.
  */
 export interface IngestDeps {
   store: MediaStore;
@@ -72,14 +77,37 @@ async function writeObject(deps: IngestDeps, image: SanitizedImage): Promise<voi
   await deps.checkpoint?.('object-written');
 }
 
+/** How many times a recording transaction is retried after the object it needed was collected. */
+const OBJECT_RETRIES = 3;
+
+class ObjectCollectedError extends Error {
+  constructor(sha256: string) {
+    super(`the stored object ${sha256} kept being collected while a media was recorded for it`);
+  }
+}
+
+/**
+ * Writes the object unless the user already holds these bytes, then runs `record`; when `record`
+ * finds the object's row gone (null: collected since the check), writes it and runs it again.
+ */
+async function withObject<T>(deps: IngestDeps, userId: string, image: SanitizedImage, record: () => Promise<T | null>): Promise<T> {
+  let write = !(await deps.store.transaction((trx) => deps.store.readyBySha(trx, userId, image.sha256)));
+  for (let attempt = 0; attempt < OBJECT_RETRIES; attempt++) {
+    if (write) await writeObject(deps, image);
+    const result = await record();
+    if (result !== null) return result;
+    write = true;
+  }
+  throw new ObjectCollectedError(image.sha256);
+}
+
 /** Stores a sanitised image as a new media of `userId`, or answers the user's existing one (dedup). */
 export async function storeImage(deps: IngestDeps, userId: string, image: SanitizedImage, filename: string | null): Promise<StoredMedia> {
-  const own = await deps.store.transaction((trx) => deps.store.readyBySha(trx, userId, image.sha256));
-  if (!own) await writeObject(deps, image);
-  return deps.store.transaction(async (trx) => {
+  return withObject(deps, userId, image, () => deps.store.transaction(async (trx): Promise<StoredMedia | null> => {
     await deps.store.lockUser(trx, userId);
     const existing = await deps.store.readyBySha(trx, userId, image.sha256);
     if (existing) return { row: existing, deduped: true };
+    if (!(await deps.store.holdObject(trx, image.sha256))) return null;
     await checkQuota(deps, trx, userId, image.data.length);
     const row: MediaRow = {
       id: newMediaId(deps.clock),
@@ -98,7 +126,7 @@ export async function storeImage(deps: IngestDeps, userId: string, image: Saniti
     };
     await deps.store.insert(trx, row);
     return { row, deduped: false };
-  });
+  }));
 }
 
 export class UploadNotReceivedError extends ApiError {
@@ -139,21 +167,20 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
     }
     throw rejectionError(error, 'id');
   }
-  const own = await deps.store.transaction((trx) => deps.store.readyBySha(trx, row.user_id, image.sha256));
-  if (!own) await writeObject(deps, image);
-  const settled = await deps.store.transaction(async (trx) => {
+  const { settled } = await withObject(deps, row.user_id, image, () => deps.store.transaction(async (trx): Promise<{ settled: MediaRow | null } | null> => {
     await deps.store.lockUser(trx, row.user_id);
     const current = await deps.store.byId(id, trx);
-    if (!current || current.state !== 'completing') return current;
+    if (!current || current.state !== 'completing') return { settled: current };
     const existing = await deps.store.readyBySha(trx, row.user_id, image.sha256);
     if (existing) {
       await deps.store.markMerged(trx, id, existing.id, unixSeconds(deps.clock) + 86400);
     } else {
+      if (!(await deps.store.holdObject(trx, image.sha256))) return null;
       await checkQuota(deps, trx, row.user_id, image.data.length, id);
       await deps.store.makeReady(trx, id, { sha256: image.sha256, mime_type: image.mimeType, bytes: image.data.length, width: image.width, height: image.height });
     }
-    return deps.store.byId(id, trx);
-  });
+    return { settled: await deps.store.byId(id, trx) };
+  }));
   await deps.checkpoint?.('committed');
   if (!settled) return null;
   return settle(deps, settled);

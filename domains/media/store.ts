@@ -162,6 +162,14 @@ export function createMediaStore(knex: Knex) {
         .merge({ touched_at: now });
     },
 
+    /**
+     * Holds the object's row until the transaction ends (a share lock: the collector, which locks
+     * it for update, waits, then sees what this transaction committed); whether the row exists.
+     */
+    async holdObject(trx: Knex.Transaction, sha256: string): Promise<boolean> {
+      return Boolean(await trx('media_objects').where({ sha256 }).forShare().first('sha256'));
+    },
+
     async referenceCount(db: Knex | Knex.Transaction, sha256: string): Promise<number> {
       const [row] = await db('media').where({ sha256 }).whereIn('state', ['ready', 'completing']).count<{ count: string | number }[]>({ count: '*' });
       return Number(row?.count ?? 0);

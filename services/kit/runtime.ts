@@ -102,7 +102,7 @@ export async function openRuntime(
     throw error;
   });
   const users = createUserDirectory(createUsersStore(db.knex), { ttlMs: config.IDENTITY_CACHE_TTL_MS, clock });
-  const relay = createOutboxRelay({ knex: db.knex, bus, clock, logger, pollMs: config.OUTBOX_POLL_MS, idlePollMaxMs });
+  const relay = createOutboxRelay({ knex: db.knex, bus, clock, logger, pollMs: config.OUTBOX_POLL_MS, idlePollMaxMs, retentionMs: config.OUTBOX_RETENTION_HOURS * 3_600_000 });
   logger.info({ database: db.driver, bus: bus.driver }, 'runtime ready');
   const revocations = openRevocations(config, logger);
   // A user disabled or changed in another process reaches this process's user cache at once.

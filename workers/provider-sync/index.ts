@@ -48,6 +48,8 @@ export function syncDepsFor(ctx: SharedServiceContext, client: ModelListClient):
   return catalogSyncDeps({ knex: db.knex, box, clock, upstream: client, modelsTimeoutMs: loadCatalogConfig(config.env).LLM_MODELS_TIMEOUT_MS });
 }
 
+const UNEXPECTED = 'model sync failed: unexpected error (see the provider-sync log)';
+
 export async function syncAllProviders(ctx: SharedServiceContext, deps: SyncDeps, providerId?: string): Promise<SyncRunSummary> {
   const providers = providerId ? [await deps.providers.byId(providerId)].filter(Boolean) : (await deps.providers.list()).filter((p) => p.active);
   const summary: SyncRunSummary = { synced: [], failed: [], added: 0, updated: 0, deactivated: 0 };
@@ -62,8 +64,13 @@ export async function syncAllProviders(ctx: SharedServiceContext, deps: SyncDeps
       if (result.added || result.updated || result.deactivated) {
         ctx.runtime.logger.info({ provider_id: provider!.id, added: result.added, updated: result.updated, deactivated: result.deactivated }, 'provider models synchronised');
       }
+      if (result.skipped.length) {
+        ctx.runtime.logger.warn({ provider_id: provider!.id, skipped: result.skipped.length, models: result.skipped.slice(0, 20) }, 'provider model entries skipped');
+      }
     } catch (error) {
-      summary.failed.push({ provider_id: provider!.id, error: (error as Error).message });
+      // A SyncError's message is written for API answers; anything else (a database error, whose
+      // message may quote the SQL) is named only in the log.
+      summary.failed.push({ provider_id: provider!.id, error: error instanceof SyncError ? error.message : UNEXPECTED });
       if (!(error instanceof SyncError)) ctx.runtime.logger.error({ err: error, provider_id: provider!.id }, 'provider sync failed');
       else ctx.runtime.logger.warn({ provider_id: provider!.id, err: error.detail }, 'provider sync failed');
     }

@@ -4,12 +4,18 @@ import type { Clock } from '../clock.js';
 import { idleBackoff } from '../db/idle-backoff.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../logger.js';
+import { runEvery, type Periodic } from '../periodic.js';
+
+/** Rows deleted per statement when published events are pruned. */
+const PRUNE_BATCH = 1000;
 
 /**
  * The transactional outbox. Domain code calls `recordEvent(trx, type, data)` inside the
  * transaction that makes the change, so an event exists exactly when its change committed.
  * The relay publishes pending rows in commit order and marks them sent only after the broker
- * confirmed; several relays may run (rows are claimed with SKIP LOCKED under a lease).
+ * confirmed; several relays may run (rows are claimed with SKIP LOCKED under a lease). Published
+ * rows are deleted once older than the retention (`retentionMs`, OUTBOX_RETENTION_HOURS); rows
+ * not yet published are never deleted.
  */
 
 /** The message every event travels as on the bus; webhook delivery wraps it in SPEC.md 6.3. */
@@ -71,6 +77,10 @@ export interface OutboxRelayOptions {
   batchSize?: number;
   /** How long a claimed batch is reserved for this relay before another may take it. */
   leaseMs?: number;
+  /** Published rows older than this (by the relay's clock) are deleted. Unset: kept. */
+  retentionMs?: number;
+  /** How often a started relay deletes them (default 10 minutes). */
+  pruneEveryMs?: number;
 }
 
 export interface OutboxRelay {
@@ -79,6 +89,8 @@ export interface OutboxRelay {
   drain(): Promise<number>;
   /** Ask for a pass soon. Commits that record events do it by themselves (`recordEvent`). */
   kick(): void;
+  /** Deletes the published rows older than the retention now; resolves with how many (0 without a retention). */
+  prune(): Promise<number>;
   /** The wait between passes while nothing is published: `pollMs`, or what it backed off to (`idlePollMaxMs`). */
   readonly idleWaitMs: number;
   stop(): Promise<void>;
@@ -145,7 +157,8 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
         break;
       }
     }
-    if (sent.length) await knex('outbox_events').whereIn('id', sent).update({ published_at: knex.fn.now() });
+    // The relay's clock, like the lease: the retention is measured from it.
+    if (sent.length) await knex('outbox_events').whereIn('id', sent).update({ published_at: new Date(clock.now()) });
     const unsent = rows.filter((r) => !sent.includes(r.id)).map((r) => r.id);
     if (unsent.length) await knex('outbox_events').whereIn('id', unsent).update({ locked_until: 0 });
     if (error) throw error;
@@ -158,6 +171,19 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       const n = await passOnce();
       total += n;
       if (n < batchSize) return total;
+    }
+  }
+
+  // In batches, each one autocommit statement (PGlite's single connection is never held long).
+  async function prune(): Promise<number> {
+    if (options.retentionMs === undefined) return 0;
+    const cutoff = new Date(clock.now() - options.retentionMs);
+    let total = 0;
+    for (;;) {
+      const batch = knex('outbox_events').select('id').whereNotNull('published_at').andWhere('published_at', '<', cutoff).limit(PRUNE_BATCH);
+      const n = await knex('outbox_events').whereIn('id', batch).del();
+      total += n;
+      if (n < PRUNE_BATCH) return total;
     }
   }
 
@@ -192,15 +218,21 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     else schedule(0);
   }
 
+  let pruner: Periodic | undefined;
+
   return {
     start() {
       if (running) return;
       running = true;
       startedRelays.add(kick);
       schedule(0);
+      if (options.retentionMs !== undefined) {
+        pruner = runEvery(options.pruneEveryMs ?? 10 * 60_000, prune, (error) => logger.warn({ err: error.message }, 'outbox: deleting old published events failed; the next interval tries again'));
+      }
     },
     drain: () => drain(),
     kick,
+    prune,
     get idleWaitMs() {
       return idleWait.waitMs;
     },
@@ -208,7 +240,10 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       running = false;
       startedRelays.delete(kick);
       clearTimeout(timer);
+      const pruning = pruner?.stop();
+      pruner = undefined;
       await current.catch(() => {});
+      await pruning;
     },
   };
 }

@@ -47,6 +47,8 @@ export const baseConfigShape = {
   BUS_PREFETCH: z.coerce.number().int().min(1).max(1000).default(32),
   BUS_POLL_MS: z.coerce.number().int().min(10).default(250),
   OUTBOX_POLL_MS: z.coerce.number().int().min(10).default(500),
+  /** Published outbox events older than this are deleted (unpublished ones never are). */
+  OUTBOX_RETENTION_HOURS: z.coerce.number().int().min(1).max(24 * 90).default(24),
   /**
    * The embedded database only (one process owns it, so every job and event is announced in the
    * process): the queue's shared look and the outbox relay back off while they find nothing,

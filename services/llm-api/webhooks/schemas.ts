@@ -27,15 +27,32 @@ const events = z
   .transform((list) => [...new Set(list)]);
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/;
+/**
+ * What a delivery sends unchanged as a header value: tab, space and visible ASCII. Node's HTTP
+ * client refuses other control characters and anything beyond U+00FF (ERR_INVALID_CHAR, on every
+ * attempt); U+0080 to U+00FF it does not refuse, but sends as UTF-8 when the header goes out with
+ * a string body (as deliveries do) and as Latin-1 otherwise, so a receiver would not read the value
+ * that was registered. RFC 9110 (5.5) limits new field values to US-ASCII as well.
+ */
+const HEADER_VALUE = /^[\t\x20-\x7e]*$/;
+/** At most 20 custom headers, and at most this many bytes of them on the wire ("Name: value\r\n" each). */
+const MAX_CUSTOM_HEADERS = 20;
+const MAX_CUSTOM_HEADER_BYTES = 8192;
 
-const headers = z.record(z.string(), z.string().max(2048).regex(/^[^\r\n\0]*$/, 'must not contain line breaks')).superRefine((value, ctx) => {
-  const names = Object.keys(value);
-  if (names.length > 20) ctx.addIssue({ code: 'custom', message: 'at most 20 headers' });
-  for (const name of names) {
-    if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'is not a valid header name' });
-    else if (RESERVED_HEADERS.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [name], message: 'is set by the delivery and cannot be overridden' });
-  }
-});
+const headers = z
+  .record(z.string(), z.string().max(2048).regex(HEADER_VALUE, 'may hold only tab, space and visible ASCII characters (no line breaks, other control characters or non-ASCII text)'))
+  .superRefine((value, ctx) => {
+    const names = Object.keys(value);
+    if (names.length > MAX_CUSTOM_HEADERS) ctx.addIssue({ code: 'custom', message: `at most ${MAX_CUSTOM_HEADERS} headers` });
+    let bytes = 0;
+    for (const name of names) {
+      // Names and values that pass their checks are one byte per character.
+      bytes += name.length + 2 + value[name].length + 2;
+      if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'is not a valid header name' });
+      else if (RESERVED_HEADERS.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [name], message: 'is set by the delivery and cannot be overridden' });
+    }
+    if (bytes > MAX_CUSTOM_HEADER_BYTES) ctx.addIssue({ code: 'custom', message: `must total at most ${MAX_CUSTOM_HEADER_BYTES} bytes (each header counted as "Name: value" plus a line break)` });
+  });
 
 const secret = z.string().min(16, 'must be at least 16 characters').max(256);
 
