@@ -1,6 +1,6 @@
 import { systemClock, type Clock, type MaybePromise } from '../../services/kit/core/index.js';
 import type { RevocationChannel } from '../../services/kit/core/index.js';
-import { apiKeyHash, deny, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import { apiKeyHash, deny, MISSING_CREDENTIALS_MESSAGE, personOf } from '../core/index.js';
 import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type VerifiedIdentity } from '../core/index.js';
 import { ValidationCache } from './cache.js';
 import type { ApiKeyAuthConfig } from './schema.js';
@@ -23,7 +23,8 @@ export interface ApiKeyAuthDeps {
  * A malformed or unknown key → 401; validator down or slow → 503 (never a pass-through). With
  * `anonymous` configured (OR logic), a refused key beside a valid token is ignored, and without a
  * token the request falls back to the anonymous consumer with the reason recorded. A valid key of
- * another user than a valid token on the same request → 401.
+ * another person than a valid token on the same request → 401 (compared by `personOf`: the id the
+ * user's tokens carry, which the validator reports for a key as `subject`).
  */
 /** The validator's `expires_at` (Unix seconds; null = never) in milliseconds. */
 function expiresAtMs(value: unknown): number | null {
@@ -109,7 +110,9 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
       logger.error({ reason: found.unavailable }, 'api-key-auth: validator unavailable');
       return refuse(request, 503, 'API key validation is temporarily unavailable', null);
     }
-    if (request.shared.jwt && request.shared.jwt.userId !== found.userId) {
+    // One person whichever credential: with an external issuer the token names the issuer's id and
+    // the key's owner is reported as the platform id, with the token's id as its `subject`.
+    if (request.shared.jwt && personOf(request.shared.jwt) !== personOf(found)) {
       return deny(401, 'The bearer token and the API key belong to different users');
     }
     return { kind: 'continue', identity: found, removeUpstream: fromBearer ? removeKeyAndBearer : removeKey };

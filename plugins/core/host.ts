@@ -177,14 +177,14 @@ function hasKeys(object: object): boolean {
  */
 export function runPlugin(
   core: PluginCore,
-  phase: 'rewrite' | 'access',
+  phase: 'rewrite' | 'access' | 'settle',
   request: EdgeRequest,
   io: HostIO,
   context: { name: string; requestId: string; logger: PluginLogger },
 ): MaybePromise<boolean> {
   let decision: MaybePromise<Decision>;
   try {
-    decision = phase === 'rewrite' ? core.rewrite!(request) : core.access(request);
+    decision = phase === 'access' ? core.access(request) : phase === 'rewrite' ? core.rewrite!(request) : core.settleRewrite!(request);
   } catch (error) {
     return pluginFailed(error, phase, io, context);
   }

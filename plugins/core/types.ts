@@ -112,6 +112,14 @@ export interface PluginCore {
   /** Kong's rewrite phase: global plugins only, before routing and authentication (no identity yet). */
   rewrite?(request: EdgeRequest): MaybePromise<Decision>;
   access(request: EdgeRequest): MaybePromise<Decision>;
+  /**
+   * What this plugin's rewrite phase left to its access phase for this request (the rate limiter's
+   * per-address count of a key it knows: `shared.ipCountAtAccess`), done now. A host that lets the
+   * rewrite leave work to the access phase calls it, at most once, when the request is answered
+   * before that phase runs (no route, 405, a CORS preflight, an earlier plugin's refusal), or when
+   * another instance of the plugin takes the access phase (a route-level one).
+   */
+  settleRewrite?(request: EdgeRequest): MaybePromise<Decision>;
   close?(): Promise<void>;
 }
 
@@ -135,3 +143,15 @@ export function firstHeader(headers: HeaderMap, name: string): string | undefine
 
 /** The identity the auth plugins verified for this request (a token wins over a key), if any. */
 export const identityOf = (shared: SharedContext): VerifiedIdentity | undefined => shared.jwt ?? shared.apikey;
+
+/**
+ * The person a verified credential belongs to, named the way their tokens name them: a token's
+ * user claim (`userId`, `sub` by default), and for an API key the validator's `subject` (the
+ * users row's subject: the id the user's tokens carry; the key's `user_id` when it reports none).
+ * With the embedded issuer both are the platform id. With an external issuer (Keycloak) a key's
+ * `user_id` is the platform id (`user_…`) while the user's tokens carry the issuer's id, so the
+ * per-user limits and the same-user check of a token and a key go by this, never by `userId`.
+ */
+export function personOf(identity: VerifiedIdentity): string {
+  return identity.authMethod === 'jwt' ? identity.userId : identity.subject;
+}

@@ -2,7 +2,8 @@ import { isPending, MAX_RETRY_AFTER_SECONDS, SHOULD_RETRY_HEADER, systemClock, U
 import { apiKeyHash, deny, firstHeader } from '../core/index.js';
 import { CONTINUE, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type TierLimits, type VerifiedIdentity } from '../core/index.js';
 import { ipv6Prefix } from '../core/index.js';
-import { identityOf } from '../core/index.js';
+import { identityOf, personOf } from '../core/index.js';
+import { ownKeyLimits, periodLimits } from './key-limits.js';
 import type { CounterStore, CounterWindow, HitResult } from './policies/index.js';
 import type { TieredRateLimitConfig } from './schema.js';
 
@@ -38,9 +39,10 @@ interface Window extends CounterWindow {
 /**
  * Per-address limits for everyone (in the rewrite phase by default: before authentication, so
  * refused credentials count too; IPv6 clients by /64), plus tier limits in the access phase, per
- * user whichever credential was used: API keys by the key's tier (for `custom_limit_tiers`, e.g.
- * enterprise, the key's own limits where stricter), tokens by the user tier (guests: guest tier;
- * unverified accounts: the unverified tier). Paths in `exempt_paths` (health probes) count nowhere.
+ * person whichever credential was used (`personOf`): API keys by the key's tier, with the limits an
+ * administrator set on the key in place of the tier's (`custom_limit_tiers`, every tier by
+ * default), tokens by the user tier (guests: guest tier; unverified accounts: the unverified
+ * tier). Paths in `exempt_paths` (health probes) count nowhere.
  * Fixed windows aligned to the clock (minute, hour, UTC day). Over a limit → 429 shape A with Retry-After;
  * `insufficient_quota` when the daily quota is spent; `x-should-retry: false` when the wait is
  * over 60 s. Backend failure → the configured fault policy.
@@ -61,7 +63,8 @@ interface Window extends CounterWindow {
  * counters in one call: one round trip to Redis per request instead of two. Such a request is
  * refused by the authentication plugins only when its key stopped being valid, and a revocation
  * makes the limiter forget the key at once, so its next request is counted in the rewrite phase
- * again. The remembered keys, exempt or not, are forgotten on every revocation message that names
+ * again. A request answered before that access phase (the host's 404 or 405, a preflight, an
+ * earlier plugin's refusal) is counted all the same: the host calls `settleRewrite` first. The remembered keys, exempt or not, are forgotten on every revocation message that names
  * them (or their user), and all of them when the subscription was lost.
  */
 export function createTieredRateLimit(
@@ -81,24 +84,27 @@ export function createTieredRateLimit(
   }
 
   /**
-   * Tier buckets of the request. Every request counts against its user's bucket (`user:<id>`),
-   * whichever credential it used, with its tier's limits: rotating or recreating keys, or mixing
-   * keys and tokens, never buys more. A key with custom limits (`custom_limit_tiers`) also counts
-   * against its own bucket, and only where that is stricter than the user's.
+   * Tier buckets of the request. Every request counts against its person's bucket
+   * (`user:<personOf>`: the id the user's tokens carry, whichever credential it used), with the
+   * limits of its credential: rotating or recreating keys, or mixing keys and tokens, never buys
+   * more. Limits an administrator set on a key (of a tier in `custom_limit_tiers`, every tier by
+   * default) replace its tier's for that key, period by period (`periodLimits`): a lower one is
+   * counted on the key's own bucket, a higher one is what the person's bucket is checked against.
    */
   function tierBuckets(request: EdgeRequest): Array<{ bucket: string; limits: TierLimits }> {
     const identity = identityOf(request.shared);
     if (!identity) return [];
     const tierName = tierOf(identity);
     const tier = config.tiers[tierName] ?? config.tiers[config.default_key_tier] ?? {};
-    const userLimits: TierLimits = { minute: tier.minute ?? null, day: tier.day ?? null };
-    const buckets = [{ bucket: `user:${identity.userId}`, limits: userLimits }];
-    if (identity.authMethod === 'apikey' && identity.limits && config.custom_limit_tiers.includes(tierName)) {
-      const stricter = (own: number | null | undefined, user: number | null | undefined) =>
-        own !== null && own !== undefined && (user === null || user === undefined || own < user) ? own : null;
-      const keyLimits = { minute: stricter(identity.limits.minute, userLimits.minute), day: stricter(identity.limits.day, userLimits.day) };
-      if (keyLimits.minute !== null || keyLimits.day !== null) buckets.push({ bucket: identity.bucket, limits: keyLimits });
+    const person = `user:${personOf(identity)}`;
+    if (identity.authMethod !== 'apikey' || !identity.limits || !customLimitTiers.has(tierName)) {
+      return [{ bucket: person, limits: { minute: tier.minute ?? null, day: tier.day ?? null } }];
     }
+    const own = ownKeyLimits(tierName, identity.limits);
+    const minute = periodLimits(tier.minute, own.minute);
+    const day = periodLimits(tier.day, own.day);
+    const buckets = [{ bucket: person, limits: { minute: minute.user, day: day.user } }];
+    if (minute.key !== null || day.key !== null) buckets.push({ bucket: identity.bucket, limits: { minute: minute.key, day: day.key } });
     return buckets;
   }
 
@@ -154,6 +160,7 @@ export function createTieredRateLimit(
     return headers;
   }
 
+  const customLimitTiers = new Set(config.custom_limit_tiers);
   const exempt = new Set(config.exempt_paths);
   const exemptTiers = new Set(config.ip_exempt_tiers);
   /** Key hash → until when it is known without being checked again, and whether it was exempt (insertion order: first seen, the first evicted past the bound). */
@@ -296,6 +303,18 @@ export function createTieredRateLimit(
     return check(request, 'access', { countIp: moved || (!keyExempt && config.ip_limit_phase === 'access'), staged: moved });
   }
 
+  /**
+   * The per-address count the rewrite left to the access phase, made now because the request is
+   * answered before that phase (the embedded edge's own 404 and 405, a CORS preflight, a refusal
+   * by an earlier plugin) or another instance takes it: counted and refused as the rewrite would
+   * have, so a known key never makes a request the edge answers itself free of the address limit.
+   */
+  function settleRewrite(request: EdgeRequest): MaybePromise<Decision> {
+    if (request.shared.ipCountAtAccess !== true) return CONTINUE;
+    const counted = check(request, 'rewrite', { countIp: true });
+    return isPending(counted) ? counted.then(settled) : settled(counted);
+  }
+
   /** Follows the revocation channel, which lets a known key's per-address count move to the access phase. */
   async function attach(channel: RevocationChannel): Promise<void> {
     unsubscribers.push(await channel.subscribe({ onRevoked: forget, onResync: () => knownKeys.clear() }));
@@ -306,5 +325,12 @@ export function createTieredRateLimit(
     await deps.store.close();
   }
 
-  return { rewrite, access, attach, close };
+  return { rewrite, access, settleRewrite, attach, close };
+}
+
+/** The count is made: the access phase must not count the address again. */
+const SETTLED = Object.freeze({ ipCountAtAccess: false });
+
+function settled(decision: Decision): Decision {
+  return decision.kind === 'respond' ? decision : { kind: 'continue', responseHeaders: decision.responseHeaders, share: SETTLED };
 }

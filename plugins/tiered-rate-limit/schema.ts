@@ -25,7 +25,7 @@ export const Schema: KongFieldEntry[] = [
   { ip_exempt_tiers: { type: 'set', elements: { type: 'string' }, default: ['enterprise'] } },
   /** Same for API keys of administrators, whatever the key's tier. */
   { ip_exempt_admins: { type: 'boolean', default: true } },
-  /** Tier → limits; a missing or null period is unlimited. Custom key limits from the validator override. */
+  /** Tier → limits; a missing or null period is unlimited. Limits an administrator set on a key replace them for that key (`custom_limit_tiers`). */
   {
     tiers: {
       type: 'map',
@@ -42,8 +42,12 @@ export const Schema: KongFieldEntry[] = [
   /** Token callers whose token says `email_verified: false` (an upgraded guest nobody verified); unset: the guest tier. */
   { unverified_user_tier: { type: 'string' } },
   { default_key_tier: { type: 'string', default: 'free' } },
-  /** Tiers whose limits come from the key's own data (the validator's `limits`; null = unlimited). Others use `tiers`. */
-  { custom_limit_tiers: { type: 'set', elements: { type: 'string' }, default: ['enterprise'] } },
+  /**
+   * Keys of these tiers are held to the limits an administrator set on them (the validator's
+   * `limits` that differ from the tier's defaults), in place of the tier's, period by period; keys
+   * of other tiers to `tiers` only. Every tier the validator knows by default.
+   */
+  { custom_limit_tiers: { type: 'set', elements: { type: 'string' }, default: ['free', 'pro', 'enterprise'] } },
   { policy: { type: 'string', default: 'local', one_of: ['local', 'redis'] } },
   { redis_url: { type: 'string', referenceable: true } },
   { redis_prefix: { type: 'string', default: 'edge' } },
@@ -52,8 +56,11 @@ export const Schema: KongFieldEntry[] = [
    * decides, so a slow Redis costs each request at most this long.
    */
   { redis_timeout_ms: { type: 'integer', default: 200, between: [1, 60000] } },
-  /** Redis failing mid-flight: `allow` (and log, like Kong's fault_tolerant) or `deny` (503). */
-  { fault_policy: { type: 'string', default: 'allow', one_of: ['allow', 'deny'] } },
+  /**
+   * Redis failing mid-flight: `deny` (503; the default, since no limit holds while the counters
+   * cannot be read) or `allow` (serve uncounted and log, like Kong's fault_tolerant).
+   */
+  { fault_policy: { type: 'string', default: 'deny', one_of: ['allow', 'deny'] } },
   { hide_client_headers: { type: 'boolean', default: false } },
 ];
 

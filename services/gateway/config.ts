@@ -64,8 +64,11 @@ export const edgeConfigShape = {
       ctx.addIssue({ code: 'custom', message: 'must be a whole number (0: no bound), or auto' });
       return z.NEVER;
     }),
-  /** What the limiter does when Redis fails mid-flight: allow (and log) or deny with 503. */
-  EDGE_RATE_LIMIT_FAULT_POLICY: z.enum(['allow', 'deny']).default('allow'),
+  /**
+   * What the limiter does when Redis fails mid-flight: deny with 503 (the default: while the
+   * counters cannot be read, no limit, guest creation's included, would hold), or allow (and log).
+   */
+  EDGE_RATE_LIMIT_FAULT_POLICY: z.enum(['allow', 'deny']).default('deny'),
   /**
    * Longest wait for one Redis counter command; past it the fault policy decides. Short by default
    * because every request waits for the counter: a slow Redis must not become a slow edge.

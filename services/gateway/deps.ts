@@ -20,7 +20,12 @@ export interface GatewayDeps {
 
 export async function buildGatewayDeps(ctx: ServiceContext<ProcessRuntime>): Promise<GatewayDeps> {
   const config = { ...ctx.runtime.config, ...loadEdgeConfig(ctx.runtime.config.env) };
-  const deck = loadDeck(deckPath(config.EDGE_DECK_FILE), deckVariables(config, ctx.urls, ctx.gatewaySecret));
+  const variables = deckVariables(config, ctx.urls, ctx.gatewaySecret);
+  const deck = loadDeck(deckPath(config.EDGE_DECK_FILE), variables);
+  if (config.NODE_ENV === 'production' && variables.DECK_RATE_LIMIT_FAULT_POLICY === 'allow') {
+    // Chosen knowingly or not, fail-open is worth a line at every start (the default is deny).
+    ctx.runtime.logger.warn({ setting: 'EDGE_RATE_LIMIT_FAULT_POLICY', value: 'allow' }, 'gateway: while Redis fails, requests are served with no rate limit at all');
+  }
   const metrics = createEdgeMetrics();
   const access = accessLogger(ctx.runtime.logger);
   const edge = await createEdge({

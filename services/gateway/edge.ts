@@ -2,7 +2,7 @@ import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerRespo
 import { MAX_HEADER_LINES, runPlugin, tooManyHeaderLines, type HostIO } from '../../plugins/core/index.js';
 import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
 import { ServiceResponse, whenClosed } from '../kit/http/index.js';
-import { acceptRequestId, checkReadiness, errorBody, isPending, USAGE_REPORT_REQUEST_HEADER, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
+import { acceptRequestId, checkReadiness, errorBody, isPending, USAGE_REPORT_REQUEST_HEADER, type MaybePromise, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
 import { createClientIp } from './client-ip.js';
@@ -129,7 +129,7 @@ export async function createEdge(options: EdgeOptions) {
     };
     const headers = proxy.upstreamHeaders(req);
     const responseHeaders: Record<string, string> = { 'x-request-id': requestId };
-    const io = new EmbeddedIO(res, headers, responseHeaders);
+    const io = new EmbeddedIO(res, headers, responseHeaders, edgeRequest, requestId, logger);
     if (req.rawHeaders.length >= 2 * MAX_HEADER_LINES) {
       // Kong's limit, kept here too, so both hosts answer such a request alike.
       const refusal = tooManyHeaderLines(requestId);
@@ -137,20 +137,26 @@ export async function createEdge(options: EdgeOptions) {
       return;
     }
 
-    // Rewrite phase (global plugins, before routing): the per-IP limit counts every request.
+    // Rewrite phase (global plugins, before routing): the per-IP limit counts every request. For a
+    // key it saw valid in the last minute it leaves the count to its access phase (one counter
+    // call with the tier's); until that phase runs, the count is owed, and every answer the edge
+    // makes before it settles the count first (io.exit), so no request goes uncounted.
     for (const entry of rewriteChain) {
       let passed = runPlugin(entry.core, 'rewrite', edgeRequest, io, { name: entry.name, requestId, logger });
       if (isPending(passed)) passed = await passed;
       if (!passed) return;
+      if (io.owedBy === null && shared.ipCountAtAccess === true && entry.core.settleRewrite) io.owedBy = entry;
     }
 
     const match = router.match(method, rawPath);
     if (!match) {
       const allowed = router.allowedMethods(rawPath);
+      let sent: unknown;
       if (allowed) {
         const allow = allowed.join(', ');
-        sendJson(res, 405, errorBody(405, `${method} is not allowed on ${rawPath}; allowed: ${allow}`, { requestId }), { ...responseHeaders, allow });
-      } else sendJson(res, 404, errorBody(404, 'no Route matched with those values', { requestId }), responseHeaders);
+        sent = io.exit(405, errorBody(405, `${method} is not allowed on ${rawPath}; allowed: ${allow}`, { requestId }), { allow });
+      } else sent = io.exit(404, errorBody(404, 'no Route matched with those values', { requestId }), {});
+      if (isPending(sent)) await sent;
       return;
     }
     const plan = plans.get(match.route)!;
@@ -158,7 +164,8 @@ export async function createEdge(options: EdgeOptions) {
     if (match.route === readinessRoute) {
       const report = await checkReadiness(options.readiness!, logger);
       if (!report.ready) {
-        sendJson(res, 503, { status: 'not_ready', service: 'gateway', checks: report.checks }, { ...responseHeaders, 'cache-control': 'no-store' });
+        const sent = io.exit(503, { status: 'not_ready', service: 'gateway', checks: report.checks }, { 'cache-control': 'no-store' });
+        if (isPending(sent)) await sent;
         return;
       }
     }
@@ -173,9 +180,24 @@ export async function createEdge(options: EdgeOptions) {
     for (const entry of plan.chain) {
       // Consumer-scoped plugins (Kong) run only for the consumer the request is authenticated as.
       if (entry.consumer !== null && entry.consumer !== io.consumer) continue;
+      if (io.owedBy !== null && entry.priority <= io.owedBy.priority) {
+        // The plugin that owes the count counts it in its access phase, with the tier's; any
+        // other one in its place (a route-level instance) runs after the count is settled.
+        if (entry === io.owedBy) io.owedBy = null;
+        else {
+          let settled = io.settleOwedCount();
+          if (isPending(settled)) settled = await settled;
+          if (!settled) return;
+        }
+      }
       let passed = runPlugin(entry.core, 'access', edgeRequest, io, { name: entry.name, requestId, logger });
       if (isPending(passed)) passed = await passed; // only a plugin that waited (validator, Redis, JWKS)
       if (!passed) return;
+    }
+    if (io.owedBy !== null) {
+      let settled = io.settleOwedCount();
+      if (isPending(settled)) settled = await settled;
+      if (!settled) return;
     }
     if (res.destroyed) return;
     headers[USAGE_REPORT_REQUEST_HEADER] = '1'; // after the plugins, which strip a client-sent one
@@ -217,12 +239,30 @@ export type Edge = Awaited<ReturnType<typeof createEdge>>;
 class EmbeddedIO implements HostIO {
   /** The consumer the request is authenticated as (Kong's consumer-scoped plugins). */
   consumer: string | null = null;
+  /**
+   * The plugin whose rewrite phase left this request's per-address count to its access phase,
+   * until that phase runs or the count is settled (`PluginCore.settleRewrite`).
+   */
+  owedBy: ChainEntry | null = null;
 
   constructor(
     private readonly res: ServerResponse,
     private readonly headers: OutgoingHttpHeaders,
     private readonly responseHeaders: Record<string, string>,
+    private readonly request: EdgeRequest,
+    private readonly requestId: string,
+    private readonly logger: HostDeps['logger'],
   ) {}
+
+  /**
+   * Settles the owed count: true when the request goes on (the count's headers added to the
+   * answer), false when it was answered (over the address's limit: the 429 the rewrite would have sent).
+   */
+  settleOwedCount(): MaybePromise<boolean> {
+    const entry = this.owedBy!;
+    this.owedBy = null;
+    return runPlugin(entry.core, 'settle', this.request, this, { name: entry.name, requestId: this.requestId, logger: this.logger });
+  }
 
   setUpstreamHeaders(set: Record<string, string>): void {
     for (const name in set) this.headers[name.toLowerCase()] = set[name];
@@ -243,7 +283,13 @@ class EmbeddedIO implements HostIO {
 
   saveShared(): void {}
 
-  exit(status: number, body: unknown, exitHeaders: Record<string, string>): void {
+  /** Every answer the edge makes itself settles an owed per-address count first, and becomes its 429 when it refuses. */
+  exit(status: number, body: unknown, exitHeaders: Record<string, string>): MaybePromise<void> {
+    if (this.owedBy !== null) {
+      const settled = this.settleOwedCount();
+      if (!isPending(settled)) return settled ? this.exit(status, body, exitHeaders) : undefined;
+      return settled.then((goOn) => (goOn ? this.exit(status, body, exitHeaders) : undefined));
+    }
     if (this.res.destroyed) return;
     const all = { ...this.responseHeaders };
     for (const name in exitHeaders) all[name.toLowerCase()] = exitHeaders[name]!;

@@ -47,12 +47,40 @@ export function productionRefusals(config: BaseConfig): string[] {
   return ALLOWANCES.filter((a) => fallbacks[a] && !allowed.has(a)).map((a) => REFUSALS[a]);
 }
 
-/** The lines `npm start` prints once up: where to connect, and what it generated (never the values). */
+/**
+ * The rate limiter's fault policy this start's edge gets: `DECK_RATE_LIMIT_FAULT_POLICY` when set
+ * (it wins over the edge's own setting, as for every DECK_* variable), else
+ * `EDGE_RATE_LIMIT_FAULT_POLICY`, else the default, `deny`.
+ */
+export function rateLimitFaultPolicy(env: Readonly<NodeJS.ProcessEnv>): string {
+  return env.DECK_RATE_LIMIT_FAULT_POLICY || env.EDGE_RATE_LIMIT_FAULT_POLICY || 'deny';
+}
+
+/**
+ * What a production start warns about without refusing it: choices an operator may make knowingly,
+ * against the platform's rule of denying when in doubt. One line each, naming the setting.
+ */
+export function productionWarnings(config: BaseConfig): string[] {
+  if (config.NODE_ENV !== 'production') return [];
+  const warnings: string[] = [];
+  if (rateLimitFaultPolicy(config.env) === 'allow') {
+    warnings.push(
+      'warning: EDGE_RATE_LIMIT_FAULT_POLICY=allow: while Redis is down or slow the edge serves every request uncounted, with no rate limit at all (guest creation per hour included); the default, deny, answers 503 instead',
+    );
+  }
+  return warnings;
+}
+
+/**
+ * The lines `npm start` prints once up: where to connect, what it generated (never the values), and
+ * the production warnings.
+ */
 export function startupSummary(config: BaseConfig, url: string, fallbacks: Record<Allowance, boolean>): string[] {
   const lines = [`platform ready: ${url} (OpenAI-compatible base URL ${url}/v1)`];
   if (fallbacks.pglite) lines.push(`database: embedded PGlite under ${config.DATA_DIR} (set DATABASE_URL for PostgreSQL)`);
   if (fallbacks['local-rate-limits']) lines.push('rate limits: counted in this process (set REDIS_URL to share them)');
   if (fallbacks['generated-gateway-secret']) lines.push('generated: GATEWAY_SHARED_SECRET (in memory, new at every start)');
   if (fallbacks['generated-master-key']) lines.push(`generated: MASTER_KEY (written to ${resolve(config.DATA_DIR, 'master.key')}; back it up)`);
+  lines.push(...productionWarnings(config));
   return lines;
 }

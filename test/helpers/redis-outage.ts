@@ -61,7 +61,7 @@ async function setup(t: ExecutionContext, outage: RedisOutage, policy: 'allow' |
 }
 
 /**
- * Policy `allow` (the default): requests pass while Redis is away; once it is back the limiter
+ * Policy `allow` (set explicitly; the default is `deny`): requests pass while Redis is away; once it is back the limiter
  * counts again (from the window's count Redis kept, or from zero after a restart without
  * persistence), and an API key revoked during the outage is refused: the edge's revocation
  * subscriber resynchronises on reconnect and flushes its validation cache.
@@ -105,7 +105,7 @@ export async function allowPolicyScenario(t: ExecutionContext, row: FigureRow, o
   row.faultsSurvived++;
 }
 
-/** Policy `deny`: 503 `service_unavailable` in the error body while Redis is away, served again when it is back. */
+/** Policy `deny` (the default): 503 `service_unavailable` in the error body while Redis is away, served again when it is back. */
 export async function denyPolicyScenario(t: ExecutionContext, row: FigureRow, outage: RedisOutage): Promise<void> {
   const s = await setup(t, outage, 'deny');
   const call = () => s.call('/v1/models', { token: s.token });

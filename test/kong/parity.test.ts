@@ -221,3 +221,24 @@ test.serial('rate limit: the fourth request of a free key in a minute is refused
   t.like((refused.body as { error: object }).error, { type: 'rate_limit_error', code: 'rate_limit_exceeded' });
   t.deepEqual(refused.present.sort(), ['retry-after', 'x-ratelimit-reset']);
 });
+
+test.serial('an external issuer’s user (token sub = the issuer id; key owner = the platform id, subject = that sub): accepted together and one budget, identically', async (t) => {
+  const sub = `kc-${process.pid}-0000-4000-8000-parity`;
+  const token = await edge.issuer.sign({}, { sub, iat: now() - 5 });
+  const key = edge.validator.add('user_parity_platform_id', 'free', null, sub);
+  await same(t, { authorization: `Bearer ${token}`, 'x-api-key': key.key }, 200);
+  // The token's request counted on the person's bucket: the free key has two of its three left.
+  await same(t, { 'x-api-key': key.key }, 200);
+  await same(t, { 'x-api-key': key.key }, 200);
+  await same(t, { 'x-api-key': key.key }, 429);
+  const stranger = edge.validator.add('user_parity_platform_id', 'free', null, `kc-${process.pid}-other`);
+  await same(t, { authorization: `Bearer ${token}`, 'x-api-key': stranger.key }, 401);
+});
+
+test.serial('limits an administrator set on a pro key (as the validator reports them: the tier defaults with the key’s own over them) hold identically', async (t) => {
+  const key = edge.validator.add('user_parity_throttled', 'pro', { requests_per_minute: 2, requests_per_day: 100000 });
+  const first = await same(t, { 'x-api-key': key.key }, 200);
+  t.is(first.headers['x-ratelimit-limit'], '2');
+  await same(t, { 'x-api-key': key.key }, 200);
+  await same(t, { 'x-api-key': key.key }, 429);
+});

@@ -102,6 +102,8 @@ export interface FakeKey {
   limits: Record<string, number | null> | null;
   /** Unix seconds, as llm-api's validator reports it; null = never. */
   expiresAt: number | null;
+  /** The id the owner's tokens carry (llm-api's users.subject); the user id unless given (an external issuer's user). */
+  subject: string;
 }
 
 /** llm-api's `POST /internal/auth/validate-api-key` stand-in: checks the gateway token, counts calls. */
@@ -121,7 +123,7 @@ export async function startFakeValidator(gatewayToken: string) {
       const found = body.api_key ? keys.get(body.api_key) : undefined;
       if (!found) return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"type":"auth_error"}}');
       res.writeHead(200, { 'content-type': 'application/json' }).end(
-        JSON.stringify({ user_id: found.userId, subject: found.userId, email: `${found.userId}@example.test`, username: found.userId, is_admin: false, tier: found.tier, limits: found.limits, expires_at: found.expiresAt }),
+        JSON.stringify({ user_id: found.userId, subject: found.subject, email: `${found.userId}@example.test`, username: found.userId, is_admin: false, tier: found.tier, limits: found.limits, expires_at: found.expiresAt }),
       );
     });
   });
@@ -133,9 +135,9 @@ export async function startFakeValidator(gatewayToken: string) {
     setMode(value: 'normal' | 'error' | 'hang') {
       mode = value;
     },
-    add(userId: string, tier = 'free', limits: Record<string, number | null> | null = null): FakeKey {
+    add(userId: string, tier = 'free', limits: Record<string, number | null> | null = null, subject = userId): FakeKey {
       const key = `sk_${randomBase62(32)}`;
-      const entry: FakeKey = { key, hash: sha256Hex(key), userId, tier, limits, expiresAt: null };
+      const entry: FakeKey = { key, hash: sha256Hex(key), userId, tier, limits, expiresAt: null, subject };
       keys.set(key, entry);
       return entry;
     },

@@ -171,12 +171,12 @@ for (const [name, makeStore] of stores) {
     await store.close();
   });
 
-  test(`${name}: a key's own limits apply only where stricter than its user's tier`, async (t) => {
+  test(`${name}: a key's own limits (only an administrator sets them) replace its tier's: a lower one tightens, a higher one loosens`, async (t) => {
     const { core, store } = await limiter({ ip_per_minute: 0, tiers: { ...{ free: { minute: 3, day: 50 } }, enterprise: { minute: 5 } } });
     const looser = { apikey: key('enterprise', `user_${randomBytes(4).toString('hex')}`, { minute: 10, day: null }) };
     let accepted = 0;
-    for (let i = 0; i < 10; i++) if ((await core.access(req('1.1.1.1', looser))).kind === 'continue') accepted++;
-    t.is(accepted, 5, 'the key cannot loosen the tier');
+    for (let i = 0; i < 12; i++) if ((await core.access(req('1.1.1.1', looser))).kind === 'continue') accepted++;
+    t.is(accepted, 10, 'an administrator raised the key above its tier');
     const stricter = { apikey: key('enterprise', `user_${randomBytes(4).toString('hex')}`, { minute: 2, day: null }) };
     accepted = 0;
     for (let i = 0; i < 10; i++) if ((await core.access(req('1.1.1.1', stricter))).kind === 'continue') accepted++;
@@ -357,15 +357,17 @@ test('redis: two limiters (two nodes) share one counter', async (t) => {
   await b.close();
 });
 
-test('redis failing mid-flight: allow and log by default, 503 with fault_policy deny', async (t) => {
+test('redis failing mid-flight: 503 by default (fault_policy deny), served and logged with fault_policy allow', async (t) => {
   const proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(new URL(TEST_REDIS_URL).port || 6379) });
   const warnings: string[] = [];
   const logger = { warn: (_f: Record<string, unknown>, m: string) => void warnings.push(m), error: () => {} };
   const clock = new ManualClock(T0);
   const store = createRedisStore({ url: proxy.url('redis'), timeoutMs: 200 });
   await store.ready();
-  const allow = createTieredRateLimit(parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_fault` }), { store, clock, logger });
-  const denyCore = createTieredRateLimit(parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_fault`, fault_policy: 'deny' }), { store, clock, logger });
+  const allow = createTieredRateLimit(parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_fault`, fault_policy: 'allow' }), { store, clock, logger });
+  const byDefault = parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_fault` });
+  t.is(byDefault.fault_policy, 'deny');
+  const denyCore = createTieredRateLimit(byDefault, { store, clock, logger });
   t.is((await allow.rewrite!(req('3.3.3.3'))).kind, 'continue');
   proxy.cut();
   const allowed = await allow.rewrite!(req('3.3.3.3'));

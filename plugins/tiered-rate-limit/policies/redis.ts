@@ -44,11 +44,12 @@ export interface RedisStoreOptions {
 }
 
 export function createRedisStore(options: RedisStoreOptions): CounterStore & { ready(): Promise<void>; client: Redis } {
+  const connectTimeoutMs = Math.max(options.timeoutMs, 1000);
   const client = new Redis(options.url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: options.timeoutMs,
-    connectTimeout: Math.max(options.timeoutMs, 1000),
+    connectTimeout: connectTimeoutMs,
     enableAutoPipelining: true,
     retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
     lazyConnect: false,
@@ -56,6 +57,21 @@ export function createRedisStore(options: RedisStoreOptions): CounterStore & { r
   client.on('error', () => {}); // reported per command through the fault policy
   client.defineCommand('edgeHit', { lua: HIT_SCRIPT });
   const hitCommand = (client as unknown as { edgeHit: HitCommand }).edgeHit.bind(client);
+  // Commands fail at once while there is no connection (no offline queue: an outage costs no wait),
+  // except while the first one is being made: a request that arrives as the store starts waits for
+  // it, up to the connect timeout, instead of meeting the fault policy (with `deny`, a 503 from
+  // every edge that just started). Once connected, or once that wait is over, nothing waits again.
+  let firstConnection: Promise<void> | null = new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      client.off('ready', done);
+      firstConnection = null;
+      resolve();
+    };
+    const timer = setTimeout(done, connectTimeoutMs);
+    timer.unref();
+    client.once('ready', done);
+  });
 
   return {
     name: 'redis',
@@ -68,6 +84,7 @@ export function createRedisStore(options: RedisStoreOptions): CounterStore & { r
             client.once('end', () => reject(new Error('redis connection ended')));
           }),
     async hit(windows: CounterWindow[], _now: number, firstStage = windows.length): Promise<HitResult> {
+      if (firstConnection !== null) await firstConnection;
       const args: Array<string | number> = windows.map((w) => w.key);
       for (const w of windows) args.push(w.limit, w.ttlMs);
       // Lua indexes from 1: the second stage's first key, or past the last key for one stage.
