@@ -4,7 +4,7 @@ import { apiKeyHash, deny, MISSING_CREDENTIALS_MESSAGE, personOf } from '../core
 import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger, type VerifiedIdentity } from '../core/index.js';
 import { ValidationCache } from './cache.js';
 import type { ApiKeyAuthConfig } from './schema.js';
-import { createKeyValidator, limitsFrom, type ValidationResult } from './validator.js';
+import { createKeyValidator, ownLimitsOf, type ValidationResult } from './validator.js';
 
 export const PRIORITY = 1250; // like Kong's key-auth: after jwt auth
 const KEY_FORMAT = /^sk_[0-9A-Za-z]{32}$/;
@@ -65,7 +65,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
       isGuest: false,
       isAdmin: key.is_admin === true,
       tier: typeof key.tier === 'string' ? key.tier : null,
-      limits: limitsFrom(key.limits ?? null),
+      limits: ownLimitsOf(key),
       keyId: typeof key.key_id === 'string' ? key.key_id : null,
       bucket: `key:${hash}`,
     };

@@ -8,7 +8,10 @@ export interface ValidatedKey {
   username?: string | null;
   is_admin?: boolean;
   tier?: string | null;
+  /** The key's effective limits (its tier's, with the key's own over them). */
   limits?: Record<string, unknown> | null;
+  /** Only the limits set on the key itself (null: none); preferred over `limits` when present. */
+  custom_limits?: Record<string, unknown> | null;
   key_id?: string | null;
   /** Unix seconds; null or absent: the key never expires. */
   expires_at?: number | null;
@@ -54,7 +57,16 @@ export function createKeyValidator(options: { url: string; gatewayToken?: string
   return { validate, close: () => agent.close() };
 }
 
-/** Custom limits from the validator, whichever naming it uses (`minute`/`day`, `per_minute`/`per_day`, `requests_per_*`). */
+/**
+ * The limits set on the key itself, from the validator's answer: `custom_limits` when it reports
+ * them apart (llm-api does), else `limits` (a validator that reports only the key's own). A period
+ * the answer does not name is left unset (the tier's applies); `null` is no limit.
+ */
+export function ownLimitsOf(key: ValidatedKey): TierLimits | null {
+  return limitsFrom(Object.hasOwn(key, 'custom_limits') ? key.custom_limits : key.limits);
+}
+
+/** Limits from the validator, whichever naming it uses (`minute`/`day`, `per_minute`/`per_day`, `requests_per_*`). */
 export function limitsFrom(raw: Record<string, unknown> | null | undefined): TierLimits | null {
   if (!raw || typeof raw !== 'object') return null;
   const pick = (...names: string[]) => {
@@ -68,5 +80,5 @@ export function limitsFrom(raw: Record<string, unknown> | null | undefined): Tie
   const minute = pick('minute', 'per_minute', 'requests_per_minute', 'rpm');
   const day = pick('day', 'per_day', 'requests_per_day', 'rpd');
   if (minute === undefined && day === undefined) return null;
-  return { minute: minute ?? null, day: day ?? null };
+  return { minute, day };
 }

@@ -100,7 +100,7 @@ export function createTieredRateLimit(
     if (identity.authMethod !== 'apikey' || !identity.limits || !customLimitTiers.has(tierName)) {
       return [{ bucket: person, limits: { minute: tier.minute ?? null, day: tier.day ?? null } }];
     }
-    const own = ownKeyLimits(tierName, identity.limits);
+    const own = ownKeyLimits(identity.limits);
     const minute = periodLimits(tier.minute, own.minute);
     const day = periodLimits(tier.day, own.day);
     const buckets = [{ bucket: person, limits: { minute: minute.user, day: day.user } }];

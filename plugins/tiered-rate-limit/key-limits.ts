@@ -1,39 +1,21 @@
 import type { TierLimits } from '../core/index.js';
 
-/**
- * What the key validator (llm-api) reports as a key's limits when nobody set limits on it: its
- * tier's defaults, the values of SPEC.md section 8 (`TIER_DEFAULTS` in
- * services/llm-api/identity/api-keys/tiers.ts; test/plugins/key-own-limits.test.ts keeps the two
- * equal). The validator reports a key's effective limits (the tier's defaults with the key's own
- * over them, field by field), so a reported value that differs from these is one an administrator
- * set on the key. `null`: no limit.
- */
-export const VALIDATOR_TIER_DEFAULTS: Readonly<Record<string, { readonly minute: number | null; readonly day: number | null }>> = {
-  free: { minute: 3, day: 50 },
-  pro: { minute: 60, day: 100000 },
-  enterprise: { minute: null, day: null },
-};
-
 /** A key's own limit for one period: a number, `null` (no limit) or `undefined` (none set: the tier's applies). */
 export type OwnLimit = number | null | undefined;
 
 /**
- * The limits an administrator set on a key, period by period, from the validator's answer: the
- * reported values that differ from the tier's defaults. For a tier the validator does not define,
- * every reported number is the key's own, and a reported `null` never lifts the tier's limit.
+ * The limits set on a key, period by period, as api-key-auth took them from the validator
+ * (`ownLimitsOf`): a whole number of at least 1, `null` (no limit), or unset (the tier's applies;
+ * also anything that is not a limit the validator could have set).
  */
-export function ownKeyLimits(tier: string, reported: TierLimits | null | undefined): { minute: OwnLimit; day: OwnLimit } {
-  if (!reported) return { minute: undefined, day: undefined };
-  const defaults = Object.hasOwn(VALIDATOR_TIER_DEFAULTS, tier) ? VALIDATOR_TIER_DEFAULTS[tier] : undefined;
-  return { minute: own(reported.minute, defaults?.minute, defaults !== undefined), day: own(reported.day, defaults?.day, defaults !== undefined) };
+export function ownKeyLimits(own: TierLimits | null | undefined): { minute: OwnLimit; day: OwnLimit } {
+  if (!own) return { minute: undefined, day: undefined };
+  return { minute: ownLimit(own.minute), day: ownLimit(own.day) };
 }
 
-function own(value: number | null | undefined, tierDefault: number | null | undefined, knownTier: boolean): OwnLimit {
-  if (value === undefined) return undefined;
-  if (value === null) return knownTier && tierDefault !== null ? null : undefined;
-  // The validator refuses limits below 1; anything else is not a limit it could have set.
-  if (!Number.isInteger(value) || value < 1) return undefined;
-  return knownTier && value === tierDefault ? undefined : value;
+function ownLimit(value: number | null | undefined): OwnLimit {
+  if (value === undefined || value === null) return value;
+  return Number.isInteger(value) && value >= 1 ? value : undefined;
 }
 
 /**

@@ -2,17 +2,16 @@ import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import type { Decision, EdgeRequest, TierLimits, VerifiedIdentity } from '../../plugins/core/types.js';
 import { createTieredRateLimit, HEADERS } from '../../plugins/tiered-rate-limit/core.js';
-import { ownKeyLimits, periodLimits, VALIDATOR_TIER_DEFAULTS } from '../../plugins/tiered-rate-limit/key-limits.js';
+import { ownKeyLimits, periodLimits } from '../../plugins/tiered-rate-limit/key-limits.js';
 import { createLocalStore } from '../../plugins/tiered-rate-limit/policies/index.js';
 import { parseTieredRateLimitConfig } from '../../plugins/tiered-rate-limit/schema.js';
-import { limitsFrom } from '../../plugins/api-key-auth/validator.js';
-import { effectiveLimits, TIER_DEFAULTS, TIERS } from '../../services/llm-api/identity/api-keys/tiers.js';
+import { ownLimitsOf } from '../../plugins/api-key-auth/validator.js';
+import { effectiveLimits } from '../../services/llm-api/identity/api-keys/tiers.js';
 import { ManualClock } from '../../services/kit/clock.js';
 
 // Limits an administrator sets on a key (POST/PATCH /v1/admin/api-keys) are enforced on keys of
-// every tier, in place of the tier's. The validator reports a key's effective limits (the tier's
-// defaults with the key's own over them), so what differs from the defaults is the key's own, and
-// the edge's tier settings keep governing every key nobody set limits on.
+// every tier, in place of the tier's. The validator reports them apart (`custom_limits`) beside the
+// key's effective limits, so the edge's tier settings keep governing every period nobody set.
 
 const T0 = Date.UTC(2026, 10, 22, 10, 0, 10);
 
@@ -26,7 +25,7 @@ function keyWith(tier: 'free' | 'pro' | 'enterprise', custom: Parameters<typeof 
     username: null,
     isGuest: false,
     tier,
-    limits: limitsFrom(effectiveLimits(tier, custom) as unknown as Record<string, unknown>),
+    limits: ownLimitsOf({ user_id: userId, limits: effectiveLimits(tier, custom) as never, custom_limits: custom as never }),
     bucket: `key:${randomBytes(8).toString('hex')}`,
   };
 }
@@ -45,11 +44,11 @@ async function acceptedOf(core: ReturnType<typeof limiter>['core'], identity: Ve
   return accepted;
 }
 
-test("the plugin knows the validator's tier defaults: they are llm-api's", (t) => {
-  for (const tier of TIERS) {
-    t.deepEqual(VALIDATOR_TIER_DEFAULTS[tier], { minute: TIER_DEFAULTS[tier].requests_per_minute, day: TIER_DEFAULTS[tier].requests_per_day }, tier);
-  }
-  t.deepEqual(Object.keys(VALIDATOR_TIER_DEFAULTS).sort(), [...TIERS].sort());
+test("the key's own limits come from the validator's custom_limits when it reports them, else from its limits", (t) => {
+  t.deepEqual(ownLimitsOf({ user_id: 'u', limits: { requests_per_minute: 3, requests_per_day: 50 }, custom_limits: null }), null, 'nothing set on the key: the tier applies');
+  t.deepEqual(ownLimitsOf({ user_id: 'u', limits: { requests_per_minute: 3, requests_per_day: 7 }, custom_limits: { requests_per_day: 7 } }), { minute: undefined, day: 7 });
+  t.deepEqual(ownLimitsOf({ user_id: 'u', limits: { requests_per_minute: null, requests_per_day: 50 }, custom_limits: { requests_per_minute: null } }), { minute: null, day: undefined }, 'null lifts that period');
+  t.deepEqual(ownLimitsOf({ user_id: 'u', limits: { minute: 9 } }), { minute: 9, day: undefined }, 'a validator that reports only the key’s own');
 });
 
 test('an admin-set limit lower than the tier is enforced on a pro key, minute and day (free keys likewise)', async (t) => {
@@ -81,7 +80,7 @@ test('an admin-set limit higher than the tier (or none) is what the key is held 
 
 test("keys nobody set limits on follow the edge's tier settings, raised or lowered", async (t) => {
   const raised = limiter({ tiers: { free: { minute: 10, day: 100 }, pro: { minute: 200, day: 1000 } } });
-  t.is(await acceptedOf(raised.core, keyWith('free', null), 15), 10, 'the validator reports 3 a minute: that is the default, not the key’s own');
+  t.is(await acceptedOf(raised.core, keyWith('free', null), 15), 10, 'nothing set on the key: the edge’s raised tier applies');
   t.is(await acceptedOf(raised.core, keyWith('pro', null), 250), 200);
   const lowered = limiter({ tiers: { pro: { minute: 2, day: 1000 } } });
   t.is(await acceptedOf(lowered.core, keyWith('pro', null), 5), 2);
@@ -104,13 +103,10 @@ test('custom_limit_tiers narrows which tiers take limits from the key', async (t
 
 test('ownKeyLimits and periodLimits', (t) => {
   const reported = (minute: TierLimits['minute'], day: TierLimits['day']): TierLimits => ({ minute, day });
-  t.deepEqual(ownKeyLimits('free', reported(3, 50)), { minute: undefined, day: undefined });
-  t.deepEqual(ownKeyLimits('pro', reported(2, 100000)), { minute: 2, day: undefined });
-  t.deepEqual(ownKeyLimits('pro', reported(null, 100000)), { minute: null, day: undefined });
-  t.deepEqual(ownKeyLimits('enterprise', reported(null, null)), { minute: undefined, day: undefined });
-  t.deepEqual(ownKeyLimits('enterprise', reported(7, null)), { minute: 7, day: undefined });
-  t.deepEqual(ownKeyLimits('team', reported(7, null)), { minute: 7, day: undefined }, 'a tier the validator does not define: numbers are the key’s own, null never lifts the tier');
-  t.deepEqual(ownKeyLimits('pro', null), { minute: undefined, day: undefined });
+  t.deepEqual(ownKeyLimits(reported(2, undefined)), { minute: 2, day: undefined });
+  t.deepEqual(ownKeyLimits(reported(null, 5)), { minute: null, day: 5 });
+  t.deepEqual(ownKeyLimits(reported(0, 2.5)), { minute: undefined, day: undefined }, 'not a limit the validator could have set');
+  t.deepEqual(ownKeyLimits(null), { minute: undefined, day: undefined });
   t.deepEqual(periodLimits(60, undefined), { user: 60, key: null });
   t.deepEqual(periodLimits(60, 2), { user: 60, key: 2 });
   t.deepEqual(periodLimits(60, 600), { user: 600, key: null });

@@ -128,8 +128,8 @@ for (const [name, makeStore] of stores) {
     t.is((await core.access(req('1.1.1.1', custom))).kind, 'respond');
     const unlimited = { apikey: key('enterprise', 'user_u', { minute: null, day: null }) };
     for (let i = 0; i < 100; i++) t.is((await core.access(req('1.1.1.1', unlimited))).kind, 'continue');
-    // Free/pro limits come from the edge's settings even when the validator reports defaults.
-    const freeWithDefaults = { apikey: key('free', 'user_f', { minute: 3, day: 50 }) };
+    // A key nobody set limits on (the validator's custom_limits null) follows the edge's tier settings.
+    const freeWithDefaults = { apikey: key('free', 'user_f') };
     const relaxed = await limiter({ ip_per_minute: 0, tiers: { free: { minute: 10, day: 100 } } });
     for (let i = 0; i < 10; i++) t.is((await relaxed.core.access(req('1.1.1.1', freeWithDefaults))).kind, 'continue');
     await store.close();

@@ -65,6 +65,7 @@ test.serial('create → secret once; list without secret or hash; validate; dele
     key_id: created.body.id,
     tier: 'free',
     limits: { requests_per_minute: 3, requests_per_day: 50 },
+    custom_limits: null,
     expires_at: null,
   });
   // The X-API-Key header works as well as the body.
@@ -129,7 +130,9 @@ test.serial('tiers: only admins create pro/enterprise keys or set limits; admin 
   t.is(patched.status, 200, JSON.stringify(patched.body));
   t.is(patched.body.tier, 'enterprise');
   t.true(revoked.includes(sha256Hex(pro.body.key)));
-  t.deepEqual((await validate(pro.body.key)).body.limits, { requests_per_minute: 500, requests_per_day: null });
+  const afterPatch = (await validate(pro.body.key)).body;
+  t.deepEqual(afterPatch.limits, { requests_per_minute: 500, requests_per_day: null });
+  t.deepEqual(afterPatch.custom_limits, { requests_per_minute: 500 }, 'what the administrator set, apart from the tier');
 
   const listed = await call(svc, 'GET', `/v1/admin/api-keys?user_id=${user.id}`, { headers: as(admin) });
   t.is(listed.body.data.length, 1);

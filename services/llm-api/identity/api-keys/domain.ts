@@ -242,6 +242,9 @@ export function createApiKeys(deps: ApiKeyDeps) {
         key_id: row.id,
         tier: row.tier,
         limits: effectiveLimits(row.tier, row.limits),
+        // Only what an administrator set on the key (null: nothing): the edge holds the key to these
+        // in place of its tier's, and keeps following its own tier settings for the rest.
+        custom_limits: row.limits,
         expires_at: seconds(row.expires_at),
       };
     },
