@@ -58,9 +58,28 @@ export interface AttemptRecord {
   durationMs: number;
   outcome: AttemptOutcome;
   error: string | null;
-  responseExcerpt: string | null;
+  /** The first bytes of the receiver's answer, as they came (any bytes); stored as `excerptText` of them. */
+  responseHead: Uint8Array | null;
   attemptedAt: Date;
   nextAttemptAt: Date | null;
+}
+
+/** How much of a receiver's answer an attempt keeps (and the worker reads). */
+export const RESPONSE_EXCERPT_BYTES = 512;
+
+// C0 controls but tab, line feed and carriage return, and DEL. NUL is what PostgreSQL refuses in text.
+const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g;
+
+/**
+ * The one place a receiver's answer becomes stored text: at most RESPONSE_EXCERPT_BYTES, decoded as
+ * UTF-8 with invalid sequences (a gzip or binary body, a character cut at the limit) replaced by
+ * U+FFFD, control characters other than tab and line breaks removed. Always text PostgreSQL accepts
+ * (it refuses NUL); null when nothing is left.
+ */
+export function excerptText(bytes: Uint8Array | null): string | null {
+  if (!bytes || bytes.length === 0) return null;
+  const text = new TextDecoder('utf-8', { fatal: false }).decode(bytes.subarray(0, RESPONSE_EXCERPT_BYTES)).replace(CONTROL, '');
+  return text.length > 0 ? text : null;
 }
 
 // row_to_json renders timestamps as strings and bigints as numbers; the stores' rows carry Dates.
@@ -160,7 +179,7 @@ export function createDeliveriesStore(knex: Knex) {
           a.durationMs,
           a.outcome,
           a.error,
-          a.responseExcerpt,
+          excerptText(a.responseHead),
           a.attemptedAt,
           a.nextAttemptAt,
         ],

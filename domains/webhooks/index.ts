@@ -9,6 +9,8 @@ export { registerWebhookMetrics } from './metrics.js';
 export { createWebhooksStore, type WebhookInsert, type WebhookPatch, type WebhookRow, type WebhooksStore } from './store.js';
 export {
   createDeliveriesStore,
+  excerptText,
+  RESPONSE_EXCERPT_BYTES,
   type AttemptOutcome,
   type AttemptRecord,
   type AttemptRow,
@@ -29,4 +31,4 @@ export {
   matchesAny,
   patternMatches,
 } from './events.js';
-export { sendDeliveryJob, type DeliveryJob } from './jobs.js';
+export { declareWebhookQueues, FANOUT_BINDINGS, sendDeliveryJob, type DeliveryJob } from './jobs.js';

@@ -14,9 +14,16 @@ import { embeddedIpv4 } from './ip.js';
  */
 
 export class EgressRefusedError extends Error {
-  constructor(readonly url: string, readonly reason: string) {
-    super(`refused destination ${safeUrl(url)}: ${reason}`);
+  /**
+   * The refused destination as scheme and host (`https://hooks.example.com:8443`): never its path,
+   * query or credentials, which may carry a token, so the error can be logged and shown as it is.
+   */
+  readonly destination: string;
+  constructor(url: string, readonly reason: string) {
+    const destination = originOf(url);
+    super(`refused destination ${destination}: ${reason}`);
     this.name = 'EgressRefusedError';
+    this.destination = destination;
   }
 }
 
@@ -137,9 +144,12 @@ export interface EgressGuardOptions {
 export interface GuardedResponse {
   status: number;
   headers: http.IncomingHttpHeaders;
+  /** The body; with `bodyPrefixBytes`, at most its first bytes. */
   body: Buffer;
   /** The URL that answered (after redirects). */
   url: string;
+  /** With `bodyPrefixBytes`: true when `body` may not be the whole body (reading stopped at the limit, or the time limit or the connection ended it). */
+  truncated: boolean;
 }
 
 export interface GuardedRequestOptions {
@@ -151,8 +161,27 @@ export interface GuardedRequestOptions {
   maxRedirects?: number;
   /** Larger bodies are refused (the request is aborted). Default 10 MiB. */
   maxBytes?: number;
+  /**
+   * For callers that judge an answer by its status line (webhooks): keep at most this many bytes of
+   * the body and stop reading there (the rest is never read, the connection is closed). A body cut
+   * short after the status line arrived, by the timeout, the signal or the connection, is no error:
+   * the answer resolves with the bytes that came and `truncated`. `maxBytes` does not apply.
+   */
+  bodyPrefixBytes?: number;
   signal?: AbortSignal;
 }
+
+/** A URL that passed the checks, with the addresses its host resolved to (every one allowed). */
+export interface CheckedDestination {
+  url: URL;
+  /** The first of `addresses`. */
+  address: string;
+  family: number;
+  addresses: { address: string; family: number }[];
+}
+
+/** Marks an error that came before the socket connected: nothing reached that address. */
+const NOT_CONNECTED = Symbol('egress.notConnected');
 
 export function createEgressGuard(options: EgressGuardOptions = {}) {
   const allow = destinationList(options.allowHosts ?? []);
@@ -195,10 +224,14 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
     return reason ? `a ${reason}` : null;
   }
 
-  /** Parses and checks a URL; resolves the host and checks every address it resolves to. */
-  async function check(raw: string): Promise<{ url: URL; address: string; family: number }> {
+  /**
+   * Parses and checks a URL; resolves the host and checks every address it resolves to. `address`
+   * is the first answer; `addresses` all of them in the resolver's order (each passed the check),
+   * which a request tries in turn while a connection cannot be made.
+   */
+  async function check(raw: string): Promise<CheckedDestination> {
     const { url, host, literal, trusted } = checkUrl(raw);
-    if (literal) return { url, address: host, family: literal };
+    if (literal) return { url, address: host, family: literal, addresses: [{ address: host, family: literal }] };
     let answers: { address: string; family: number }[];
     try {
       answers = await resolver(host);
@@ -212,7 +245,8 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
         if (reason) throw new EgressRefusedError(raw, `resolves to ${reason}`);
       }
     }
-    return { url, address: answers[0]!.address, family: answers[0]!.family };
+    const addresses = answers.map((a) => ({ address: a.address, family: a.family || isIP(a.address) || 4 }));
+    return { url, address: addresses[0]!.address, family: addresses[0]!.family, addresses };
   }
 
   /**
@@ -253,7 +287,7 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
     let body = opts.body;
     for (let hop = 0; ; hop++) {
       const target = await check(current);
-      const response = await once(target, { ...opts, method, body });
+      const response = await toAnyAddress(target, { ...opts, method, body });
       const location = response.headers.location;
       if (response.status >= 300 && response.status < 400 && location && maxRedirects > 0) {
         if (hop >= maxRedirects) throw new EgressRefusedError(current, 'too many redirects');
@@ -268,26 +302,80 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
     }
   }
 
-  function once(target: { url: URL; address: string; family: number }, opts: GuardedRequestOptions): Promise<GuardedResponse> {
-    const { url } = target;
+  /**
+   * The request to the checked addresses in turn: a connection that cannot be made (refused,
+   * unreachable, timed out before it connected) moves on to the next address, so a dual-stack
+   * host with one broken family is still reached. Once connected, the answer (or the error) is final:
+   * nothing was sent to an address that was not connected to, so trying the next is safe for any method.
+   */
+  async function toAnyAddress(target: CheckedDestination, opts: GuardedRequestOptions): Promise<GuardedResponse> {
+    const literal = isIP(normalizeHost(target.url.hostname)) > 0;
+    const addresses = literal ? [target.addresses[0]!] : target.addresses;
+    for (let i = 0; ; i++) {
+      try {
+        return await once(target.url, literal ? undefined : addresses[i]!, opts);
+      } catch (error) {
+        const last = i >= addresses.length - 1;
+        if (last || !(error as { [NOT_CONNECTED]?: boolean })[NOT_CONNECTED] || opts.signal?.aborted) throw error;
+      }
+    }
+  }
+
+  function once(url: URL, pinned: { address: string; family: number } | undefined, opts: GuardedRequestOptions): Promise<GuardedResponse> {
     const transport = url.protocol === 'https:' ? https : http;
     const maxBytes = opts.maxBytes ?? 10 * 1024 * 1024;
+    const prefix = opts.bodyPrefixBytes;
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.body !== undefined) headers['content-length'] = String(Buffer.byteLength(opts.body));
     return new Promise((resolve, reject) => {
       const req = transport.request(url, {
         method: opts.method,
         headers,
-        lookup: isIP(normalizeHost(url.hostname)) ? undefined : pinnedLookup(target.address, target.family),
+        lookup: pinned ? pinnedLookup(pinned.address, pinned.family) : undefined,
         timeout: opts.timeoutMs ?? 10_000,
         signal: opts.signal,
       });
+      let connected = false;
+      req.on('socket', (socket) => {
+        if (!socket.connecting) connected = true;
+        else socket.once('connect', () => (connected = true));
+      });
+      // With `bodyPrefixBytes`, the answer is decided once the status line is in: what ends the body
+      // early (the time limit, the connection) ends it with the bytes that arrived.
+      let answered: ((truncated: boolean) => void) | undefined;
       req.on('timeout', () => req.destroy(Object.assign(new Error('request timed out'), { code: 'ETIMEDOUT' })));
-      req.on('error', reject);
+      req.on('error', (error) => {
+        if (answered) return answered(true);
+        reject(connected ? error : Object.assign(error, { [NOT_CONNECTED]: true }));
+      });
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
+        let settled = false;
+        const finish = (truncated: boolean) => {
+          if (settled) return;
+          settled = true;
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), url: url.toString(), truncated });
+        };
+        if (prefix !== undefined) {
+          answered = finish;
+          res.on('close', () => finish(!res.complete));
+        }
         res.on('data', (chunk: Buffer) => {
+          if (prefix !== undefined) {
+            const room = prefix - size;
+            if (chunk.length >= room) {
+              // Enough for the caller: the rest is not read; the connection goes with it.
+              chunks.push(chunk.subarray(0, room));
+              size = prefix;
+              finish(true);
+              req.destroy();
+              return;
+            }
+            chunks.push(chunk);
+            size += chunk.length;
+            return;
+          }
           size += chunk.length;
           if (size > maxBytes) {
             req.destroy(Object.assign(new Error(`response exceeds ${maxBytes} bytes`), { code: 'E_TOO_LARGE' }));
@@ -295,8 +383,8 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
           }
           chunks.push(chunk);
         });
-        res.on('error', reject);
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), url: url.toString() }));
+        res.on('error', (error) => (prefix !== undefined ? finish(true) : reject(error)));
+        res.on('end', () => finish(false));
       });
       req.end(opts.body);
     });
@@ -312,10 +400,11 @@ export function egressError(error: EgressRefusedError, param: string): ApiError 
   return new ApiError(400, `The URL is not allowed: ${error.reason}`, { param });
 }
 
-function safeUrl(raw: string): string {
+/** Scheme and host of a URL, for messages: never the path or query (tokens live there) nor credentials. */
+function originOf(raw: string): string {
   try {
     const u = new URL(raw);
-    return `${u.protocol}//${u.host}${u.pathname}`;
+    return `${u.protocol}//${u.host}`;
   } catch {
     return '<invalid url>';
   }

@@ -56,6 +56,23 @@ export function busContract(test: TestFn<unknown>, harness: () => BusHarness) {
     await bus.close();
   });
 
+  test.serial('declare: a queue declared before its consumer ever started keeps what was published to its bindings', async (t) => {
+    const h = harness();
+    const bus = await h.openBus();
+    const queue = uniq('declared');
+    await bus.declare({ queue, bindings: ['model.*'] });
+    await bus.declare({ queue, bindings: ['model.*'] }); // idempotent
+    await bus.publish('model.added', { n: 1 }, { messageId: 'd1' });
+    await bus.publish('conversation.created', { n: 2 }, { messageId: 'd2' }); // not bound: dropped
+    await bus.publish('model.updated', { n: 3 }, { messageId: 'd3' });
+    const box = inbox<{ n: number }>((r) => r.delivery.ack());
+    const consumer = await bus.consume({ queue, bindings: ['model.*'] }, box.handler);
+    const got = [(await box.next()).message.id, (await box.next()).message.id];
+    t.deepEqual(got.sort(), ['d1', 'd3']);
+    await consumer.cancel();
+    await bus.close();
+  });
+
   test.serial('backlog: messages waiting for a busy consumer are reported as its queue\'s lag', async (t) => {
     const h = harness();
     const bus = await h.openBus();

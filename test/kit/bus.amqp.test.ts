@@ -1,3 +1,4 @@
+import amqp from 'amqplib';
 import test from 'ava';
 import { createAmqpBus } from '../../services/kit/bus/amqp.js';
 import { createDatabase, createLogger, kitMigrations, migrateAll, type Bus, type Database } from '../../services/kit/index.js';
@@ -5,6 +6,7 @@ import { deleteAmqpTopology, queueDepth } from '../helpers/amqp.js';
 import { dropSchema, TEST_AMQP_URL, TEST_DATABASE_URL, uniqueName } from '../helpers/env.js';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.js';
 import { busContract, type BusHarness } from './bus-contract.js';
+import { inbox } from '../helpers/inbox.js';
 import { waitFor } from '../helpers/wait.js';
 
 // The bus contract against the real RabbitMQ on this machine.
@@ -78,4 +80,28 @@ test.serial('a message sent to a queue before any consumer declared it is kept (
   });
   await both;
   t.deepEqual(got, ['early-1', 'early-2']);
+});
+
+test.serial('declare: a broker that lost a declared queue gets it back, bound, when the bus reconnects', async (t) => {
+  const bus = await harness.openFaultyBus();
+  const queue = `redeclared_${Date.now()}`;
+  await bus.declare({ queue, bindings: ['model.*'] });
+  // The broker forgets the queue (a new node, a reset) while the bus is connected, then the connection drops.
+  const admin = await amqp.connect(TEST_AMQP_URL);
+  const channel = await admin.createChannel();
+  await channel.deleteQueue(`${prefix}${queue}`);
+  await admin.close();
+  proxy.cut();
+  let i = 0;
+  await waitFor(() => bus.publish('x.y', { i }, { messageId: `cut${i++}` }).then(() => false, () => true), 30_000, 'publishing to fail while cut');
+  proxy.resume();
+  let n = 0;
+  await waitFor(() => bus.publish('x.y', { n }, { messageId: `back${n++}` }).then(() => true, () => false), 10_000, 'publishing after the reconnect');
+  // Published after the reconnect and before any consumer exists: kept only if the queue and binding are back.
+  await bus.publish('model.added', { kept: true }, { messageId: 'kept-1' });
+  const reader = await harness.openBus();
+  const box = inbox((r) => r.delivery.ack());
+  const consumer = await reader.consume({ queue }, box.handler);
+  t.is((await box.next()).message.id, 'kept-1');
+  await consumer.cancel();
 });

@@ -74,6 +74,7 @@ test.serial('failed, retried and dead deliveries are logged at warn with webhook
     schedule: [1000],
     timeoutMs: 5000,
     concurrencyPerSubscription: 2,
+    prefetch: 8,
     busyDelayMs: 100,
   });
   // Deliveries are made here, by this handler: the stack's own worker is stopped.

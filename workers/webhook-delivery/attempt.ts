@@ -1,22 +1,24 @@
 import { EgressRefusedError, type EgressGuard } from '../../services/kit/index.js';
 import { signatureHeaders, TIMESTAMP_HEADER } from '../../services/kit/core/index.js';
-import type { DeliveryRow, WebhookRow } from '../../domains/webhooks/index.js';
+import { RESPONSE_EXCERPT_BYTES, type DeliveryRow, type WebhookRow } from '../../domains/webhooks/index.js';
 
 /**
  * One HTTP attempt of a delivery: the envelope, the delivery headers, a signature
- * made afresh for this attempt, no redirects followed, and a verdict:
+ * made afresh for this attempt, no redirects followed, and a verdict on the status line:
  * 2xx delivered; 3xx and 4xx failed for good; 5xx, timeouts and network errors retried.
+ * Of the answer's body only the excerpt is read (the rest is never read, whatever its size), and a
+ * body still coming when the time is up does not change a verdict the status line already gave.
  */
 export interface AttemptResult {
   verdict: 'delivered' | 'failed' | 'retry';
   statusCode: number | null;
   error: string | null;
   durationMs: number;
-  responseExcerpt: string | null;
+  /** The first bytes of the answer's body as they came (the store turns them into text). */
+  responseHead: Buffer | null;
 }
 
 export const USER_AGENT = 'ai-gateway-webhooks/1.0';
-const EXCERPT_BYTES = 512;
 
 export function envelope(delivery: DeliveryRow) {
   return {
@@ -61,11 +63,10 @@ export async function attemptDelivery(options: {
       timeoutMs: options.timeoutMs,
       signal: AbortSignal.timeout(options.timeoutMs),
       maxRedirects: 0,
-      maxBytes: 1024 * 1024,
+      bodyPrefixBytes: RESPONSE_EXCERPT_BYTES,
     });
     const status = response.status;
-    const excerpt = response.body.length ? response.body.subarray(0, EXCERPT_BYTES).toString('utf8') : null;
-    const base = { statusCode: status, durationMs: elapsed(), responseExcerpt: excerpt };
+    const base = { statusCode: status, durationMs: elapsed(), responseHead: response.body.length ? response.body : null };
     if (status >= 200 && status < 300) return { verdict: 'delivered', error: null, ...base };
     if (status >= 500) return { verdict: 'retry', error: `receiver answered ${status}`, ...base };
     if (status >= 300 && status < 400) return { verdict: 'failed', error: `receiver answered ${status}; redirects are not followed`, ...base };
@@ -75,11 +76,11 @@ export async function attemptDelivery(options: {
     if (error instanceof EgressRefusedError) {
       // A name that does not resolve is a network error (retried); a refused destination is final.
       const verdict = error.reason === 'host name does not resolve' ? 'retry' : 'failed';
-      return { verdict, statusCode: null, error: error.message, durationMs, responseExcerpt: null };
+      return { verdict, statusCode: null, error: error.message, durationMs, responseHead: null };
     }
     const err = error as NodeJS.ErrnoException;
     const timedOut = err.name === 'TimeoutError' || err.name === 'AbortError' || err.code === 'ETIMEDOUT' || err.code === 'ABORT_ERR';
     const message = timedOut ? `timed out after ${options.timeoutMs} ms` : `network error: ${err.code ?? err.message}`;
-    return { verdict: 'retry', statusCode: null, error: message, durationMs, responseExcerpt: null };
+    return { verdict: 'retry', statusCode: null, error: message, durationMs, responseHead: null };
   }
 }

@@ -19,29 +19,56 @@ export interface DeliverDeps {
   schedule: number[];
   timeoutMs: number;
   concurrencyPerSubscription: number;
+  /** Delivery jobs the worker holds at once (WEBHOOK_PREFETCH): the window the subscriptions share. */
+  prefetch: number;
   busyDelayMs: number;
 }
 
+/**
+ * How many of the prefetch window's slots are kept from subscriptions that already hold a job:
+ * while the jobs held reach `prefetch - reserve`, only a subscription holding none may take one.
+ */
+function reservedSlots(prefetch: number): number {
+  return Math.max(1, Math.ceil(prefetch / 4));
+}
+
 export function createDeliveryHandler(deps: DeliverDeps) {
-  // Per subscription: attempts in flight, and jobs waiting here for a slot. At most `limit` wait
-  // locally (so a busy subscription holds at most 2 × limit of the worker's prefetch); more are
-  // parked on the bus for WEBHOOK_BUSY_DELAY_MS.
+  // Per subscription: attempts in flight (at most `limit`), and jobs waiting here for a slot (at
+  // most `limit` more). Every such job holds one of the worker's `prefetch` slots until its attempt
+  // ends, which a hanging receiver makes as long as WEBHOOK_TIMEOUT_MS. So that hanging receivers
+  // can never fill the window, the last `reserve` slots go only to subscriptions that hold no job:
+  // a subscription's first job always runs, any other job is parked on the bus for
+  // WEBHOOK_BUSY_DELAY_MS (acked at once, so its slot is free again) once the jobs held reach
+  // `prefetch - reserve`, or when its subscription is at its own bounds.
   const limit = deps.concurrencyPerSubscription;
+  const shared = Math.max(0, deps.prefetch - reservedSlots(deps.prefetch));
+  let held = 0;
   const gates = new Map<string, { active: number; queue: Array<() => void> }>();
   async function acquire(webhookId: string): Promise<boolean> {
     let g = gates.get(webhookId);
     if (!g) gates.set(webhookId, (g = { active: 0, queue: [] }));
+    if (g.active === 0) {
+      g.active++;
+      held++;
+      return true;
+    }
+    if (held >= shared) return false;
+    held++;
     if (g.active < limit) {
       g.active++;
       return true;
     }
-    if (g.queue.length >= limit) return false;
+    if (g.queue.length >= limit) {
+      held--;
+      return false;
+    }
     await new Promise<void>((resolve) => g.queue.push(resolve));
     return true; // the slot was handed over by releaseSlot
   }
   function releaseSlot(webhookId: string): void {
     const g = gates.get(webhookId);
     if (!g) return;
+    held--;
     const next = g.queue.shift();
     if (next) return next();
     g.active--;
@@ -109,10 +136,13 @@ export function createDeliveryHandler(deps: DeliverDeps) {
         // Another copy of this job is making the attempt (or died making it): look again after its lease.
         return delivery.retryAfter(roundUp(leaseMs), { [ATTEMPT_HEADER]: String(expected) });
       }
-      if (claimed.webhook) {
-        row = claimed.delivery;
-        webhook = claimed.webhook;
+      row = claimed.delivery;
+      if (!claimed.webhook?.active) {
+        // Deactivated while this job waited for its slot (or since it was read): no attempt.
+        await deps.deliveries.abandon(id, expected, claimed.webhook ? 'webhook is inactive' : 'webhook was deleted', new Date(deps.clock.now()));
+        return delivery.ack();
       }
+      webhook = claimed.webhook;
       result = await attemptDelivery({ guard: deps.guard, delivery: row, webhook, secrets: secretsOf(webhook, nowMs), nowMs, timeoutMs: deps.timeoutMs });
     } finally {
       release();
@@ -134,7 +164,7 @@ export function createDeliveryHandler(deps: DeliverDeps) {
       durationMs: result.durationMs,
       outcome,
       error: result.error,
-      responseExcerpt: result.responseExcerpt,
+      responseHead: result.responseHead,
       attemptedAt: new Date(attemptedAt),
       nextAttemptAt: outcome === 'retry' ? new Date(attemptedAt + delay!) : null,
     });

@@ -3,6 +3,7 @@ import {
   createDeliveriesStore,
   createWebhooksStore,
   DELIVERY_QUEUE,
+  FANOUT_BINDINGS,
   FANOUT_QUEUE,
   sendDeliveryJob,
   webhooksConfigShape,
@@ -47,13 +48,14 @@ export const webhookDeliveryWorker: WorkerDefinition = {
       schedule: config.WEBHOOK_RETRY_SCHEDULE,
       timeoutMs: config.WEBHOOK_TIMEOUT_MS,
       concurrencyPerSubscription: config.WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION,
+      prefetch: config.WEBHOOK_PREFETCH,
       busyDelayMs: config.WEBHOOK_BUSY_DELAY_MS,
     });
     const fanout = createFanoutHandler({ webhooks, deliveries, bus, clock, logger });
     // The delivery queue first: it exists before the fan-out sends to it.
     const consumers = [
       await bus.consume({ queue: DELIVERY_QUEUE, prefetch: config.WEBHOOK_PREFETCH }, tracked(deliver)),
-      await bus.consume({ queue: FANOUT_QUEUE, bindings: ['#'], prefetch: config.BUS_PREFETCH }, tracked(fanout)),
+      await bus.consume({ queue: FANOUT_QUEUE, bindings: FANOUT_BINDINGS, prefetch: config.BUS_PREFETCH }, tracked(fanout)),
     ];
 
     // Safety net: a pending delivery overdue by the grace period gets a new job (duplicates are dropped).

@@ -61,6 +61,8 @@ class AmqpBus implements Bus {
   private readonly consumers = new Set<ConsumerState>();
   /** Queues this connection has declared (work queues with their dead letters, delay queues). */
   private readonly declaredQueues = new Set<string>();
+  /** Queues and bindings asked for with `declare`, declared again on every new connection. */
+  private readonly declarations = new Map<string, Set<string>>();
 
   /** The topic exchange, derived from the prefix so platforms sharing a broker never see each other's events. */
   private readonly exchange: string;
@@ -89,9 +91,16 @@ class AmqpBus implements Bus {
     const confirm = await connection.createConfirmChannel();
     confirm.on('error', (error: Error) => this.options.logger.warn({ err: error.message }, 'amqp channel error'));
     await confirm.assertExchange(this.exchange, 'topic', { durable: true });
+    this.declaredQueues.clear();
+    // A broker that lost them (a new node, a reset) gets them back before anything is published here.
+    try {
+      for (const [queue, bindings] of this.declarations) await this.declareBound(confirm, queue, bindings);
+    } catch (error) {
+      await connection.close().catch(() => {});
+      throw error;
+    }
     this.connection = connection;
     this.confirm = confirm;
-    this.declaredQueues.clear();
     this.backoff = this.options.minBackoffMs ?? 100;
     for (const consumer of this.consumers) if (!consumer.cancelled) await this.startConsumer(consumer);
   }
@@ -196,6 +205,20 @@ class AmqpBus implements Bus {
     this.declaredQueues.add(queue);
   }
 
+  /** A work queue (with its dead letters) bound to the exchange with `bindings`. */
+  private async declareBound(channel: Channel, queue: string, bindings: Iterable<string>): Promise<void> {
+    await this.declareWorkQueue(channel, queue, true);
+    for (const pattern of bindings) await channel.bindQueue(queue, this.exchange, pattern);
+  }
+
+  async declare(options: Omit<ConsumeOptions, 'prefetch'>): Promise<void> {
+    const queue = this.q(options.queue);
+    const bindings = this.declarations.get(queue) ?? new Set<string>();
+    for (const pattern of options.bindings ?? []) bindings.add(pattern);
+    this.declarations.set(queue, bindings);
+    await this.declareBound(this.channelOrThrow(), queue, options.bindings ?? []);
+  }
+
   async consume<T>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer> {
     const state: ConsumerState = { options, handler: handler as MessageHandler, cancelled: false, inFlight: new Set() };
     this.consumers.add(state);
@@ -226,8 +249,7 @@ class AmqpBus implements Bus {
     const channel = await connection.createChannel();
     channel.on('error', (error: Error) => this.options.logger.warn({ err: error.message, queue }, 'amqp consumer channel error'));
     await channel.assertExchange(this.exchange, 'topic', { durable: true });
-    await this.declareWorkQueue(channel, queue, true);
-    for (const pattern of state.options.bindings ?? []) await channel.bindQueue(queue, this.exchange, pattern);
+    await this.declareBound(channel, queue, state.options.bindings ?? []);
     await channel.prefetch(state.options.prefetch ?? this.options.prefetch ?? 32);
     state.channel = channel;
     const reply = await channel.consume(queue, (raw) => {

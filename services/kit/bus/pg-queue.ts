@@ -121,14 +121,19 @@ export class PgQueueBus extends EventEmitter implements Bus {
     };
   }
 
-  async consume<T>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer> {
+  async declare(options: Omit<ConsumeOptions, 'prefetch'>): Promise<void> {
     this.assertOpen();
     const queue = this.q(options.queue);
-    const { knex } = this.options;
     const exchange = this.exchange;
+    // A queue is its jobs: it exists as soon as a binding makes a publish write jobs for it.
     for (const pattern of options.bindings ?? []) {
-      await knex('bus_bindings').insert({ exchange, queue, pattern }).onConflict(['exchange', 'queue', 'pattern']).ignore();
+      await this.options.knex('bus_bindings').insert({ exchange, queue, pattern }).onConflict(['exchange', 'queue', 'pattern']).ignore();
     }
+  }
+
+  async consume<T>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer> {
+    await this.declare(options);
+    const queue = this.q(options.queue);
     const prefetch = options.prefetch ?? this.options.prefetch ?? 32;
     let stopped = false;
     let inFlight = 0;

@@ -61,6 +61,13 @@ export interface Bus {
   /** Sends straight to one queue, optionally after a delay; resolves once durably accepted. */
   send(queue: string, body: unknown, options: PublishOptions & { delayMs?: number; routingKey?: string }): Promise<void>;
   consume<T = unknown>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer>;
+  /**
+   * Makes a durable queue and its bindings exist without consuming it, so events published from now
+   * on are kept for its consumer even before that consumer first starts (a topic exchange drops what
+   * no queue is bound to). Idempotent; `consume` declares the same. RabbitMQ: the queue, its dead
+   * letters and the bindings, declared again after every reconnect; PostgreSQL queue: the bindings.
+   */
+  declare(options: Omit<ConsumeOptions, 'prefetch'>): Promise<void>;
   /** Throws when the broker cannot be reached (readiness). */
   ping(): Promise<void>;
   /**

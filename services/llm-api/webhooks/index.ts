@@ -1,4 +1,4 @@
-import { webhooksMigrationSet } from '../../../domains/webhooks/index.js';
+import { declareWebhookQueues, webhooksMigrationSet } from '../../../domains/webhooks/index.js';
 import type { LlmApiResource } from '../resource.js';
 import { webhookRoutes } from './routes.js';
 
@@ -11,6 +11,9 @@ export const webhooksResource: LlmApiResource = {
   migrations: [],
   ownMigrations: webhooksMigrationSet,
   routes: webhookRoutes,
+  // The delivery worker's queues exist before any subscription can: events are kept for a worker
+  // that has not started yet (deployed later, or down since before its first start).
+  start: (_deps, ctx) => declareWebhookQueues(ctx.runtime.bus),
 };
 
 export type { WebhooksDeps } from './domain.js';

@@ -1,0 +1,4 @@
+import { slowReceiversContract } from './slow-receivers-contract.js';
+
+// Hanging receivers on RabbitMQ (prefetch of the delivery consumer's channel).
+slowReceiversContract('amqp');
