@@ -2,7 +2,7 @@ import { loadConfig, type ServiceContext } from '../kit/index.js';
 import { responsesConfigShape, type ResponsesConfig } from './config.js';
 import { createLlmPort, createMediaPort, createToolsPort, type LlmPort, type MediaPort, type ToolsPort } from './responses/ports.js';
 import { startRetentionPurge } from './responses/purge.js';
-import { CancelledError } from './responses/loop.js';
+import { CancelledError, longestLoopMs } from './responses/loop.js';
 import type { ResponsesDeps } from './responses/responses.js';
 import { createResponseStore } from './responses/store.js';
 
@@ -34,7 +34,9 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
     });
   const media = overrides.media ?? createMediaPort({ baseUrl: () => ctx.urls.mediaApi, gatewayToken: ctx.gatewaySecret, timeoutMs: runtime.config.INTERNAL_HTTP_TIMEOUT_MS });
   const running: ResponsesDeps['running'] = new Map();
-  const purge = startRetentionPurge({ store, clock: runtime.clock, logger: runtime.logger, intervalMs: config.RESPONSES_PURGE_INTERVAL_MS });
+  // Each purge pass also ends the responses a crashed process left running (none can run longer).
+  const interruptedAfterMs = longestLoopMs({ stepTimeoutMs: config.RESPONSES_STEP_TIMEOUT_MS, toolTimeoutMs: config.RESPONSES_TOOL_TIMEOUT_MS });
+  const purge = startRetentionPurge({ store, clock: runtime.clock, logger: runtime.logger, intervalMs: config.RESPONSES_PURGE_INTERVAL_MS, interruptedAfterMs });
   const responses: ResponsesDeps & { cancelWaitMs: number } = {
     store,
     llm,

@@ -106,7 +106,18 @@ export function checkCrossFieldRules(input: ChatRequest): void {
   if (input.stream_options && input.stream !== true) {
     throw badRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
   }
+  if (input.deep_research) {
+    // Deep research runs as a Responses request, whose `max_output_tokens` starts at 16.
+    const field = typeof input.max_completion_tokens === 'number' ? 'max_completion_tokens' : 'max_tokens';
+    const cap = input[field];
+    if (typeof cap === 'number' && cap < DEEP_RESEARCH_MIN_OUTPUT_TOKENS) {
+      throw badRequest(`'${field}' must be at least ${DEEP_RESEARCH_MIN_OUTPUT_TOKENS} with deep_research.`, field);
+    }
+  }
 }
+
+/** The smallest output-token cap a deep-research run takes (the Responses API's minimum of `max_output_tokens`). */
+export const DEEP_RESEARCH_MIN_OUTPUT_TOKENS = 16;
 
 /** Fields the gateway consumes; they never reach the provider. */
 const GATEWAY_FIELDS = ['store', 'store_reasoning', 'conversation', 'metadata', 'enable_thinking', 'deep_research'] as const;

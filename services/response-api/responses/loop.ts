@@ -1,4 +1,4 @@
-import type { Principal } from '../../kit/index.js';
+import { ApiError, isDependencyUnavailable, type Principal } from '../../kit/index.js';
 import type { ChatMessage } from './items.js';
 import type { ChatCompletion, LlmPort, ToolSession } from './ports.js';
 import type { ResponseRecorder } from './recorder.js';
@@ -52,11 +52,38 @@ export interface LoopResult {
   steps: StepUsage[];
 }
 
+/**
+ * The longest a loop can run once its response is stored: every step (at most 8) at its timeout and
+ * its tool calls at theirs (they run in parallel), plus 2 minutes a step for connecting to mcp-tools
+ * (the MCP SDK bounds a request at 60 s) and the step's writes. A response still queued or running
+ * after that has no loop left: the process that ran it stopped.
+ */
+export function longestLoopMs(deps: Pick<LoopDeps, 'stepTimeoutMs' | 'toolTimeoutMs'>): number {
+  return 8 * (deps.stepTimeoutMs + deps.toolTimeoutMs + 120_000);
+}
+
 export class CancelledError extends Error {
   constructor() {
     super('The response was cancelled');
   }
 }
+
+/**
+ * A connection to mcp-tools that could not be made or broke (fetch's "fetch failed", a refused or
+ * reset connection), as opposed to an answer of mcp-tools.
+ */
+export const toolsUnreachable = (error: unknown): boolean => (error instanceof TypeError && error.message === 'fetch failed') || isDependencyUnavailable(error);
+
+/**
+ * U+0000 and unpaired surrogates: every service refuses them in a request (llm-api takes each step as
+ * one) and PostgreSQL cannot store them, yet a provider's or a tool's text may hold them (a program
+ * printing `chr(0)`). The loop replaces each with U+FFFD as the text arrives, so the next step, the
+ * response and its stored copy all carry the same text.
+ */
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+export const storableText = (text: string): string => text.replace(UNSTORABLE, '\ufffd');
+/** A streamed piece may end inside a surrogate pair that the next piece completes: only NUL is replaced there. */
+const storableDelta = (delta: string): string => (delta.includes('\u0000') ? delta.replaceAll('\u0000', '\ufffd') : delta);
 
 const firstStepOnly = (choice: unknown) => (choice === 'required' || (choice && typeof choice === 'object') ? 'auto' : choice);
 
@@ -90,20 +117,22 @@ export async function runLoop(
       body.parallel_tool_calls = plan.parallelToolCalls;
     }
     let completion: ChatCompletion;
+    const stepTimeout = AbortSignal.timeout(deps.stepTimeoutMs);
     try {
       // A streaming caller sees the text as the provider writes it; a non-streaming one gets the step whole.
-      const onText = recorder.streaming ? (delta: string) => recorder.textDelta(delta) : undefined;
-      completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, AbortSignal.timeout(deps.stepTimeoutMs)]), onText);
+      const onText = recorder.streaming ? (delta: string) => recorder.textDelta(storableDelta(delta)) : undefined;
+      completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, stepTimeout]), onText);
     } catch (error) {
       if (abort.aborted) throw new CancelledError();
+      if (stepTimeout.aborted) throw new ApiError(504, `The chat completion of step ${step} did not finish within ${deps.stepTimeoutMs} ms`, { cause: error });
       throw error;
     }
     steps.push(addUsage(response, step, completion));
     const choice = completion.choices?.[0];
-    const content = choice?.message?.content ?? '';
+    const content = storableText(choice?.message?.content ?? '');
     // parallel_tool_calls: false is honoured even when the model returns several calls: the first
     // is run and kept, the rest are dropped (as if the model had asked for one); it calls again next step.
-    const asked = choice?.message?.tool_calls ?? [];
+    const asked = (choice?.message?.tool_calls ?? []).map((c) => ({ ...c, function: { name: storableText(c.function.name ?? ''), arguments: storableText(c.function.arguments ?? '') } }));
     const calls = plan.parallelToolCalls ? asked : asked.slice(0, 1);
 
     if (calls.length === 0) {
@@ -135,7 +164,8 @@ export async function runLoop(
       throw new CancelledError();
     }
     started.forEach(({ call, index }, k) => {
-      const result = results[k]!;
+      const { output, error } = results[k]!;
+      const result = { output: storableText(output), error: error === null ? null : storableText(error) };
       recorder.finishMcpCall(index, result);
       messages.push({ role: 'tool', tool_call_id: call.id, content: result.error ? `Error: ${result.error}` : result.output });
     });
@@ -170,7 +200,8 @@ async function callTool(deps: LoopDeps, session: ToolSession, fn: { name: string
     const message = (error as Error).message ?? String(error);
     // -32001 is the MCP SDK's RequestTimeout (our per-call bound).
     const timedOut = (error as { code?: unknown }).code === -32001;
-    return { output: '', error: timedOut ? `The tool did not answer within ${deps.toolTimeoutMs} ms.` : `The tool failed: ${message}` };
+    if (timedOut) return { output: '', error: `The tool did not answer within ${deps.toolTimeoutMs} ms.` };
+    return { output: '', error: toolsUnreachable(error) ? 'The tools service (mcp-tools) is unreachable.' : `The tool failed: ${message}` };
   }
 }
 

@@ -29,4 +29,14 @@ export const responsesMigrations: Migration[] = [
       await knex.schema.dropTableIfExists('responses');
     },
   },
+  {
+    // The sweep of responses left running by a stopped process reads only these rows.
+    name: '20261201_1200_responses_running_index',
+    async up(knex) {
+      await knex.raw(`create index responses_running_created_at_index on responses (created_at) where status in ('queued', 'in_progress')`);
+    },
+    async down(knex) {
+      await knex.raw('drop index if exists responses_running_created_at_index');
+    },
+  },
 ];

@@ -12,6 +12,7 @@ import {
   type Clock,
   type Principal,
 } from '../../kit/index.js';
+import { toConversationItem } from './items.js';
 
 /**
  * What the loop needs from the other services, both reached directly at their internal address
@@ -29,8 +30,14 @@ export interface LlmPort {
    * text is handed over as it arrives; the result is the same completion either way.
    */
   complete(principal: Principal, body: Record<string, unknown>, signal: AbortSignal, onText?: (delta: string) => void): Promise<ChatCompletion>;
-  /** Appends items to a conversation of the caller (llm-api's conversation store). */
-  appendConversationItems(principal: Principal, conversationId: string, items: unknown[]): Promise<void>;
+  /**
+   * Appends a turn's stored items (input and output) to a conversation of the caller (llm-api's
+   * conversation store), each converted to the shape the store takes (`toConversationItem`). The
+   * items API takes at most 20 items per request, each request in one transaction: a turn of up to
+   * 20 items is written whole or not at all; a longer one is written 20 at a time, in order, and a
+   * request that fails leaves the earlier ones written.
+   */
+  appendConversationItems(principal: Principal, conversationId: string, items: Array<Record<string, any>>): Promise<void>;
   /**
    * A conversation's items, newest first, read page by page as the caller iterates: leaving the
    * loop early reads no further page.
@@ -61,6 +68,8 @@ export interface ToolsPort {
  * only keeps a misbehaving peer from growing one event without end.
  */
 const MAX_STEP_EVENT_BYTES = 16 * 1024 * 1024;
+/** The most items llm-api's `POST /v1/conversations/{id}/items` takes in one request (as OpenAI's). */
+const CONVERSATION_ITEMS_PER_REQUEST = 20;
 
 /**
  * A streamed chat completion read into the completion it stands for: the text's pieces handed to
@@ -120,10 +129,12 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
         throw error instanceof ApiError ? error : new ApiError(502, 'The chat completion stream broke off', { code: 'upstream_error', cause: error });
       }
     },
-    async appendConversationItems(principal, conversationId, items) {
+    async appendConversationItems(principal, conversationId, stored) {
+      const items = stored.map(toConversationItem);
       // The conversation API takes at most 20 items per call.
-      for (let i = 0; i < items.length; i += 20) {
-        const res = await client.call<any>('POST', `/v1/conversations/${encodeURIComponent(conversationId)}/items`, { principal, body: { items: items.slice(i, i + 20) } });
+      for (let i = 0; i < items.length; i += CONVERSATION_ITEMS_PER_REQUEST) {
+        const chunk = items.slice(i, i + CONVERSATION_ITEMS_PER_REQUEST);
+        const res = await client.call<any>('POST', `/v1/conversations/${encodeURIComponent(conversationId)}/items`, { principal, body: { items: chunk } });
         if (res.status !== 200 && res.status !== 201) relayError(res, { what: 'Writing conversation items' });
       }
     },

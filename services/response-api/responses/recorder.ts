@@ -91,6 +91,13 @@ export class ResponseRecorder {
     this.blankPrefix = '';
   }
 
+  /** The loop stopped while platform tool calls were announced but not finished: each ends `failed` with `error`. */
+  interruptCalls(error: string): void {
+    this.response.output.forEach((item, index) => {
+      if (item.type === 'mcp_call' && item.status === 'in_progress') this.finishMcpCall(index, { output: '', error });
+    });
+  }
+
   private openMessage(): OpenMessage {
     const id = newId('message');
     const outputIndex = this.response.output.length;

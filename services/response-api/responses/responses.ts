@@ -1,6 +1,6 @@
-import { ApiError, badRequest, cursorEnvelope, estimateTokens, estimateTokensOf, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, cursorEnvelope, estimateTokens, estimateTokensOf, isDependencyUnavailable, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
 import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
-import { CancelledError, runLoop, SERVER_LABEL, type LoopDeps, type LoopPlan } from './loop.js';
+import { CancelledError, runLoop, SERVER_LABEL, toolsUnreachable, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
 import { ResponseRecorder, type ResponseObject, type StreamEvent } from './recorder.js';
 import type { CreateResponseRequest, TextFormat } from './schemas.js';
@@ -69,14 +69,16 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
   const messages = [...history, ...current];
   if (messages.length === 0) throw badRequest('input is required', 'input');
 
-  const wantsTools = input.tool_choice !== 'none' && input.tools?.length !== 0;
+  // `tool_choice: "none"` still declares the tools it names (checked like any others); the model is
+  // only told not to call them. With `tools` omitted it declares nothing, so nothing is listed.
+  const wantsTools = input.tools?.length !== 0 && (input.tool_choice !== 'none' || Boolean(input.tools));
   const session = wantsTools && needsPlatformTools(input) ? await deps.tools.open(principal, options.signal) : null;
   let plan: LoopPlan;
   try {
     plan = await planFor(input, principal, messages, session);
   } catch (error) {
     await session?.close().catch(() => {});
-    throw error;
+    throw toolListFailure(deps, error, options.signal);
   }
 
   const now = deps.clock.now();
@@ -131,21 +133,27 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
 
   const recorder = new ResponseRecorder(response, options.onEvent);
   const abort = new AbortController();
-  let callerGone = false;
+  // A caller that left while the response was prepared (history, checks, the insert) is gone already:
+  // its abort event fired before anyone listened.
+  let callerGone = !input.background && options.signal.aborted;
   if (!input.background) options.signal.addEventListener('abort', () => void (callerGone = true), { once: true });
   const execute = async () => {
-    if (response.status === 'queued' && seenWhileRunning) await deps.store.save(id, { status: 'in_progress', body: { ...response, status: 'in_progress' } });
+    const queued = response.status === 'queued';
     recorder.start();
     const watcher = seenWhileRunning ? watchCancel(deps, id, abort) : null;
     let context: ChatMessage[] | undefined;
     let failure: unknown = null;
     try {
+      if (queued && seenWhileRunning) await deps.store.save(id, { status: 'in_progress', body: response });
       const progress = seenWhileRunning ? () => deps.store.save(id, { status: response.status, body: response }) : async () => {};
       const result = await runLoop(deps, plan, recorder, abort.signal, () => callerGone, progress);
       context = result.messages;
       if (response.status === 'completed' || response.status === 'incomplete') response.completed_at = unix(deps.clock.now());
     } catch (error) {
       recorder.interruptText();
+      recorder.interruptCalls('The response ended before this call did');
+      // What the loop produced so far (tool calls and outputs, text) is kept for chaining, as replayed items.
+      context = [...messages, ...toChatMessages(response.output)];
       if (error instanceof CancelledError || abort.signal.aborted) response.status = 'cancelled';
       else {
         failure = error;
@@ -158,9 +166,22 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       if (watcher) clearInterval(watcher);
       await session?.close().catch(() => {});
     }
+    // A response always ends stored in a terminal state: one that cannot be stored ends `failed`
+    // (`response.failed` on a stream). Should even that write fail, the sweep of responses left
+    // running (purge.ts) ends the row once no loop can still be running it.
+    let unstored: ApiError | null = null;
     if (store) {
-      if (seenWhileRunning) await deps.store.save(id, { status: response.status, body: response, context: context ?? messages });
-      else await deps.store.insert(row(context ?? messages));
+      try {
+        if (seenWhileRunning) await deps.store.save(id, { status: response.status, body: response, context: context ?? messages });
+        else await deps.store.insert(row(context ?? messages));
+      } catch (error) {
+        deps.logger.error({ err: (error as Error).message, response_id: id }, 'storing the response failed');
+        unstored = isDependencyUnavailable(error) ? new ApiError(503, 'The response could not be stored: the database is unavailable') : new ApiError(500, 'The response could not be stored');
+        response.status = 'failed';
+        response.completed_at = null;
+        response.error = { code: 'server_error', message: unstored.message };
+        if (seenWhileRunning) await deps.store.save(id, { status: response.status, body: response }).catch(() => {});
+      }
       if (conversationId && response.status === 'completed') {
         await deps.llm
           .appendConversationItems(principal, conversationId, [...inputItems, ...response.output].map(conversationItem))
@@ -168,6 +189,8 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       }
     }
     recorder.finish();
+    // A foreground JSON response that could not be stored has no row: its id would lead nowhere.
+    if (unstored && !response.background && !options.onEvent) throw unstored;
     // A foreground JSON caller whose response failed before any output gets the error itself (429,
     // 400, 502 …, as from chat completions), so the SDK raises it and retries what it retries; the
     // stored row still says `failed`. With output already produced, the partial response is the answer.
@@ -199,13 +222,31 @@ async function historyBudget(deps: ResponsesDeps, principal: Principal, input: C
 const itemTokens = (item: Record<string, any>) => estimateTokensOf(toChatMessages([item]));
 
 /**
- * A truncated history starts with a message, never with a tool output whose call was dropped
- * (providers refuse a tool message that answers no call).
+ * A truncated history holds no tool output whose call was dropped (providers refuse a tool message
+ * that answers no call of an earlier assistant turn): a cut may fall before the history's first
+ * tool output, or between two calls of one turn whose outputs follow them. A call always comes
+ * before its output, so a cut that only drops the oldest messages leaves no call without its output.
  */
 function withoutOrphanedOutputs(history: ChatMessage[]): ChatMessage[] {
-  let start = 0;
-  while (history[start]?.role === 'tool') start++;
-  return start === 0 ? history : history.slice(start);
+  const called = new Set<unknown>();
+  const kept = history.filter((message) => {
+    if (message.role === 'assistant' && Array.isArray(message.tool_calls)) for (const call of message.tool_calls) called.add(call?.id);
+    return message.role !== 'tool' || called.has(message.tool_call_id);
+  });
+  return kept.length === history.length ? history : kept;
+}
+
+/**
+ * mcp-tools failing to list its tools, before anything runs: 503 when it cannot be reached, 502 for
+ * any other failure. A refusal of the request itself (an ApiError, e.g. an unknown tool) and the
+ * caller's own abort stay as they are.
+ */
+function toolListFailure(deps: ResponsesDeps, error: unknown, signal: AbortSignal): unknown {
+  if (error instanceof ApiError || signal.aborted) return error;
+  deps.logger.warn({ err: (error as Error).message }, 'listing the tools of mcp-tools failed');
+  return toolsUnreachable(error)
+    ? new ApiError(503, 'The tools service (mcp-tools) is unreachable', { cause: error })
+    : new ApiError(502, 'The tools service (mcp-tools) failed to list its tools', { cause: error });
 }
 
 /** Reads the cancel flag while the loop runs (a cancel may arrive at any process). */
@@ -244,6 +285,8 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
       }
     } else if (typeof entry !== 'string' && entry.type === 'function') {
       const { type: _type, ...fn } = entry;
+      // An optional field sent as null (`description: null`, as the SDK's type allows) is left out: chat completions take no null there.
+      for (const key of Object.keys(fn)) if ((fn as Record<string, unknown>)[key] === null) delete (fn as Record<string, unknown>)[key];
       functionTools.push({ type: 'function', function: { ...fn, parameters: entry.parameters ?? { type: 'object', properties: {} } } as any });
     }
   });
@@ -317,19 +360,24 @@ async function findOwned(deps: ResponsesDeps, principal: Principal, id: string):
 
 export async function listInputItems(deps: ResponsesDeps, principal: Principal, id: string, query: { limit: number; order: 'asc' | 'desc'; after?: string; before?: string }) {
   const row = await findOwned(deps, principal, id);
-  let items = query.order === 'asc' ? [...row.input_items] : [...row.input_items].reverse();
-  if (query.after) {
-    const at = items.findIndex((item) => item.id === query.after);
-    if (at < 0) throw badRequest(`No input item with id '${query.after}' in this response`, 'after');
-    items = items.slice(at + 1);
+  const items = query.order === 'asc' ? [...row.input_items] : [...row.input_items].reverse();
+  // The items between the cursors: after `after`, before `before`. `before` alone is the page just
+  // before it (its `limit` items nearest to it, `has_more` when earlier ones remain); otherwise the
+  // page starts right after `after` (or at the start), `has_more` when later ones remain.
+  const from = query.after ? cursorIndex(items, query.after, 'after') + 1 : 0;
+  const to = query.before ? cursorIndex(items, query.before, 'before') : items.length;
+  if (query.before && !query.after) {
+    const start = Math.max(0, to - query.limit);
+    return cursorEnvelope(items.slice(start, to), start > 0);
   }
-  if (query.before) {
-    const at = items.findIndex((item) => item.id === query.before);
-    if (at < 0) throw badRequest(`No input item with id '${query.before}' in this response`, 'before');
-    items = items.slice(0, at);
-  }
-  const data = items.slice(0, query.limit);
-  return cursorEnvelope(data, items.length > data.length);
+  const data = items.slice(from, Math.min(to, from + query.limit));
+  return cursorEnvelope(data, from + data.length < to);
+}
+
+function cursorIndex(items: Array<{ id: string }>, id: string, param: 'after' | 'before'): number {
+  const at = items.findIndex((item) => item.id === id);
+  if (at < 0) throw badRequest(`No input item with id '${id}' in this response`, param);
+  return at;
 }
 
 export async function deleteResponse(deps: ResponsesDeps, principal: Principal, id: string) {

@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import { routeGroup, type Route } from '../../kit/index.js';
+import { ClientClosed, routeGroup, whenClosed, type Cancellation, type Route } from '../../kit/index.js';
 import { cancelResponse, createResponse, deleteResponse, getResponse, listInputItems, type ResponsesDeps } from './responses.js';
 import type { StreamEvent } from './recorder.js';
 import { createResponseSchema, inputItemsQuery, responseIdParams, retrieveQuery } from './schemas.js';
@@ -13,8 +13,11 @@ export function responsesRoutes(deps: () => ResponsesDeps & { cancelWaitMs: numb
       summary: 'Create a response: the model runs platform tools over up to 8 steps (JSON, an event stream with stream: true, or queued with background: true)',
       request: { body: createResponseSchema },
       response: { description: 'The Responses object, or `text/event-stream` of Responses events' },
-      async handler({ principal, body, signal, res }) {
-        if (!body.stream) return createResponse(deps(), principal, body, { signal });
+      async handler({ principal, body, signal, cancellation, res }) {
+        if (!body.stream) {
+          whenAnswered(res, cancellation);
+          return createResponse(deps(), principal, body, { signal });
+        }
         let opened = false;
         const write = (event: StreamEvent) => {
           if (!opened) openStream(res);
@@ -49,6 +52,19 @@ export function responsesRoutes(deps: () => ResponsesDeps & { cancelWaitMs: numb
       handler: ({ principal, params }) => cancelResponse(deps(), principal, params.id, deps().cancelWaitMs),
     }),
   ];
+}
+
+/**
+ * A JSON caller is gone when its connection closes (the kit aborts the route's signal) and also
+ * when its answer ends before the response does: the embedded edge, which hands a request to an
+ * in-process service on the client's own response object, answers its 504 there once nothing was
+ * written for `EDGE_UPSTREAM_READ_TIMEOUT_MS`, and that answer completes normally, which the kit
+ * does not count as the client leaving. Either way the loop stops at its next step boundary. (Over
+ * HTTP, the edge closes its connection to the service instead.) Once the response's own answer is
+ * out, the abort changes nothing.
+ */
+function whenAnswered(res: Response, cancellation: Cancellation): void {
+  whenClosed(res, () => cancellation.abort(new ClientClosed()));
 }
 
 function openStream(res: Response): void {

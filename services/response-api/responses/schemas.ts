@@ -76,8 +76,10 @@ export const createResponseSchema = z.looseObject({
 export type CreateResponseRequest = z.infer<typeof createResponseSchema>;
 export type ToolEntry = z.infer<typeof toolEntry>;
 
-export const inputItemsQuery = cursorQuery({ maxIdLength: 128 }).extend({
-  before: z.string().min(1).max(128).optional(),
+/** The longest id an input item may carry: every id is a cursor (`after`, `before`) of `input_items`. */
+export const INPUT_ITEM_ID_MAX = 128;
+export const inputItemsQuery = cursorQuery({ maxIdLength: INPUT_ITEM_ID_MAX }).extend({
+  before: z.string().min(1).max(INPUT_ITEM_ID_MAX).optional(),
   'include[]': z.unknown().optional(),
   include: z.unknown().optional(),
 });

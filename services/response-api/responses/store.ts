@@ -15,7 +15,18 @@ export interface ResponseRow {
   expires_at: Date;
 }
 
-const json = (value: unknown) => JSON.stringify(value);
+/**
+ * JSON for a jsonb column. PostgreSQL's jsonb refuses the escape of U+0000 and of a lone surrogate
+ * (`\u0000`, `\ud800`), which a tool's or a model's text may hold: each is stored as U+FFFD
+ * instead, in keys and values alike. JSON.stringify escapes nothing else of the kind (a surrogate
+ * pair is written as its character), and an escaped backslash (`\\`) is skipped as a whole, so
+ * text that only reads `\u0000` is kept as it is.
+ */
+const UNSTORABLE = /\\u(?:0000|d[89a-f])/;
+const json = (value: unknown) => {
+  const text = JSON.stringify(value);
+  return UNSTORABLE.test(text) ? text.replace(/\\\\|\\u(?:0000|d[89a-f][0-9a-f]{2})/g, (escape) => (escape.length === 2 ? escape : '\\ufffd')) : text;
+};
 
 export function createResponseStore(knex: Knex) {
   const table = () => knex<ResponseRow>('responses');
@@ -48,11 +59,18 @@ export function createResponseStore(knex: Knex) {
       return row ? row.cancel_requested : true; // deleted while running: stop
     },
 
-    /** Responses left queued or running by a process that stopped. */
-    async markInterrupted(ids: string[], body: (row: ResponseRow) => Record<string, any>): Promise<void> {
-      if (ids.length === 0) return;
-      const rows = await table().whereIn('id', ids).whereIn('status', ['queued', 'in_progress']);
-      for (const row of rows) await table().where({ id: row.id }).update({ status: 'failed', body: json(body(row)) as any });
+    /**
+     * Responses still queued or running that were created before `createdBefore`, i.e. longer ago
+     * than any loop can run: the process that ran them stopped without storing their end (it
+     * crashed, or lost the database). They become `failed` with `error`, in one statement, so a
+     * loop that ends meanwhile is never overwritten. Returns how many.
+     */
+    async markInterrupted(createdBefore: Date, error: { code: string; message: string }): Promise<number> {
+      const patch = json({ status: 'failed', error });
+      return table()
+        .whereIn('status', ['queued', 'in_progress'])
+        .where('created_at', '<', createdBefore)
+        .update({ status: 'failed', body: knex.raw('body || ?::jsonb', [patch]) as any });
     },
 
     async purgeExpired(now: Date): Promise<number> {

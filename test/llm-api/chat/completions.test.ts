@@ -189,6 +189,9 @@ test('validation names the parameter', async (t) => {
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], parallel_tool_calls: null }, 'parallel_tool_calls'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], deep_research: true }, 'deep_research'],
+    // Deep research runs as a Responses request, whose output cap starts at 16: the field the caller sent is named.
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], deep_research: true, max_completion_tokens: 10 }, 'max_completion_tokens'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], deep_research: true, max_tokens: 15 }, 'max_tokens'],
   ];
   for (const [body, param] of cases) {
     const res = await h.call('POST', '/v1/chat/completions', body, h.user);
