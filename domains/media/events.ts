@@ -1,3 +1,5 @@
+import type { Bus } from '../../services/kit/index.js';
+
 /**
  * Events of the media domain (through the kit's outbox; routing key = type) and the worker's queue.
  * - `media.upload.completed` `{media_id}`: a client called complete on a direct upload; the
@@ -8,3 +10,11 @@ export const MEDIA_UPLOAD_COMPLETED = 'media.upload.completed';
 export const MEDIA_DELETED = 'media.deleted';
 export const MEDIA_DEDUP_QUEUE = 'media.dedup';
 export const MEDIA_DEDUP_BINDINGS = [MEDIA_UPLOAD_COMPLETED, MEDIA_DELETED];
+
+/**
+ * Declares the worker's queue and bindings (idempotent), so events recorded before the worker's
+ * first start wait for it: a topic exchange drops what no queue is bound to.
+ */
+export async function declareMediaDedupQueue(bus: Bus): Promise<void> {
+  await bus.declare({ queue: MEDIA_DEDUP_QUEUE, bindings: MEDIA_DEDUP_BINDINGS });
+}

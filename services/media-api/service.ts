@@ -1,5 +1,5 @@
 import { createServiceApp, serviceAppOptions, loadConfig, type ServiceDefinition } from '../kit/index.js';
-import { mediaMigrations } from '../../domains/media/index.js';
+import { declareMediaDedupQueue, mediaMigrations } from '../../domains/media/index.js';
 import { mediaConfigShape } from './config.js';
 import { buildMediaDeps, type MediaApiDeps } from './deps.js';
 import { mediaRoutes } from './media/routes.js';
@@ -12,7 +12,9 @@ export const mediaApiService: ServiceDefinition = {
   routeTable: () => mediaApiRoutes(),
   aliases: ['/llm'],
   migrations: [mediaMigrations],
-  createApp(ctx) {
+  async createApp(ctx) {
+    // The dedup worker's queue exists before this service records its first event.
+    await declareMediaDedupQueue(ctx.runtime.bus);
     const deps: MediaApiDeps = buildMediaDeps(ctx);
     return createServiceApp({
       ...serviceAppOptions(ctx, 'media-api'),
