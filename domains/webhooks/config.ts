@@ -37,6 +37,8 @@ export const webhooksConfigShape = {
   /** Re-enqueues pending deliveries whose next attempt is overdue by WEBHOOK_SWEEP_GRACE_MS (0 disables). */
   WEBHOOK_SWEEP_INTERVAL_MS: z.coerce.number().int().min(0).default(60000),
   WEBHOOK_SWEEP_GRACE_MS: z.coerce.number().int().min(0).default(300000),
+  /** Ended deliveries (delivered, failed, dead) and their attempts are deleted this long after they ended (0: kept). */
+  WEBHOOK_DELIVERY_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(30),
 };
 
 export type WebhooksConfig = z.infer<z.ZodObject<typeof webhooksConfigShape>>;

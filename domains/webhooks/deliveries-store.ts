@@ -223,6 +223,21 @@ export function createDeliveriesStore(knex: Knex) {
       return row as DeliveryRow | undefined;
     },
 
+    /**
+     * Deletes ended deliveries (delivered, failed, dead) last changed before `before`, with their
+     * attempts (cascade), at most `batch` per statement; returns how many. A pending one is never
+     * deleted, however old.
+     */
+    async pruneEnded(before: Date, batch = 1000): Promise<number> {
+      let total = 0;
+      for (;;) {
+        const ended = deliveries().select('id').whereIn('status', ['delivered', 'failed', 'dead']).andWhere('updated_at', '<', before).limit(batch);
+        const n = await deliveries().whereIn('id', ended).del();
+        total += n;
+        if (n < batch) return total;
+      }
+    },
+
     /** Pending deliveries whose next attempt is overdue (their job may have been lost). */
     async overdue(before: Date, limit: number): Promise<Pick<DeliveryRow, 'id' | 'attempts'>[]> {
       return deliveries()

@@ -12,6 +12,9 @@ import {
 import { createDeliveryHandler } from './deliver.js';
 import { createFanoutHandler } from './fanout.js';
 
+/** How often ended deliveries past their retention are deleted. */
+const PRUNE_EVERY_MS = 3_600_000;
+
 /**
  * workers/webhook-delivery: events from the outbox (topic exchange) → fan-out → one job per
  * delivery → signed POST, recorded, retried on WEBHOOK_RETRY_SCHEDULE. Runs in `npm start`
@@ -70,9 +73,25 @@ export const webhookDeliveryWorker: WorkerDefinition = {
         ? runEvery(config.WEBHOOK_SWEEP_INTERVAL_MS, sweep, (error) => logger.warn({ err: error.message }, 'webhook sweep failed; will try again'))
         : undefined;
 
+    // Ended deliveries are kept for WEBHOOK_DELIVERY_RETENTION_DAYS (looked into, redelivered), then deleted.
+    const retentionMs = config.WEBHOOK_DELIVERY_RETENTION_DAYS * 86_400_000;
+    const pruning =
+      retentionMs > 0
+        ? runEvery(
+            PRUNE_EVERY_MS,
+            async () => {
+              const removed = await deliveries.pruneEnded(new Date(clock.now() - retentionMs));
+              if (removed) logger.info({ removed }, 'deleted webhook deliveries past their retention');
+            },
+            (error) => logger.warn({ err: error.message }, 'deleting old webhook deliveries failed; will try again'),
+            { immediate: true },
+          )
+        : undefined;
+
     return {
       async stop() {
         await sweeps?.stop();
+        await pruning?.stop();
         // Stop taking jobs, let attempts in flight finish and be recorded and acked, then close.
         const drainMs = config.WEBHOOK_TIMEOUT_MS + 5000;
         await Promise.all(consumers.map((consumer) => consumer.cancel({ drainMs })));
