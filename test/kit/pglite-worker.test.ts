@@ -30,6 +30,19 @@ test('rows keep their types across the thread boundary', async (t) => {
   t.is(count, 1);
 });
 
+test('del, update and increment answer the affected row count, as on PostgreSQL; with returning, the rows', async (t) => {
+  const at = new Date();
+  await db.knex('things').insert([1, 2, 3].map((i) => ({ id: `count-${i}`, at, n: i })));
+  const counted = () => db.knex('things').where('id', 'like', 'count-%');
+  t.is(await counted().clone().update({ n: 7 }), 3);
+  t.is(await counted().clone().increment('n', 1), 3);
+  // A batch delete by a limited subquery, as stores prune: a number a loop can compare.
+  t.is(await db.knex('things').whereIn('id', counted().clone().select('id').limit(2)).del(), 2);
+  const [row] = await counted().clone().del().returning('id');
+  t.deepEqual(row, { id: 'count-3' });
+  t.is(await counted().clone().del(), 0);
+});
+
 test('a database error keeps its SQLSTATE code (domain code maps 23505 to a 409)', async (t) => {
   await db.knex('things').insert({ id: 'dup', at: new Date() });
   const error = await t.throwsAsync(db.knex('things').insert({ id: 'dup', at: new Date() }));

@@ -106,7 +106,7 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
     throw error;
   }
   const knex = knexFactory({
-    client: ClientPgLite as unknown as typeof knexFactory.Client,
+    client: ClientPgLiteCounts as unknown as typeof knexFactory.Client,
     connection: { pglite } as unknown as Knex.StaticConnectionConfig,
     searchPath: options.schema ? [options.schema] : undefined,
     // A waiting query fails instead of hanging forever if someone holds the one connection too long.
@@ -117,6 +117,19 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
   const vacuum = everyMs > 0 ? startEmbeddedVacuum(knex, { everyMs, logger: options.logger }) : undefined;
   return wrap(knex, 'pglite', () => vacuum?.stop());
 }
+
+/**
+ * knex-pglite names a statement's command after knex's method, and knex's PostgreSQL client answers
+ * the affected row count only for `DELETE` and `UPDATE`: so a `del()` (method `del`) or an
+ * `increment()` (method `counter`) would answer the whole driver response where PostgreSQL answers a
+ * number, and a store's `deleted < batch` would never be true. Counted here as pg counts them.
+ */
+const ClientPgLiteCounts = class extends (ClientPgLite as unknown as new (config: unknown) => { processResponse(obj: unknown, runner: unknown): unknown }) {
+  override processResponse(obj: { method?: string; output?: unknown; returning?: unknown; response?: { affectedRows?: number } }, runner: unknown): unknown {
+    if ((obj.method === 'del' || obj.method === 'counter') && !obj.output && !obj.returning) return obj.response?.affectedRows ?? 0;
+    return super.processResponse(obj, runner);
+  }
+};
 
 function knexLog(logger: Logger | undefined): Knex.Logger | undefined {
   if (!logger) return undefined;
