@@ -176,4 +176,14 @@ test('Kong is built with our plugin servers and the kong.conf that registers the
   t.regex(readFileSync('deploy/postgres-init.sql', 'utf8'), /CREATE DATABASE kong;[\s\S]*CREATE DATABASE keycloak;/);
   // The admin API is never published.
   t.false((compose.services.kong!.ports ?? []).some((p) => p.endsWith(':8001')));
+  // No proxy is trusted unless the operator names it: a trusted range lets any client in it pick its address.
+  t.notRegex(kongConf, /^trusted_ips\s*=/m);
+  t.is(envOf(compose.services.kong!).KONG_TRUSTED_IPS, '', 'example.env trusts none');
+});
+
+test('the platform image serves its API document, and the build context leaves out host builds, data and history', (t) => {
+  const dockerfile = readFileSync('deploy/Dockerfile', 'utf8');
+  t.regex(dockerfile, /COPY --from=build \/src\/docs\/openapi\.json \.\/docs\/openapi\.json/);
+  const ignored = readFileSync('.dockerignore', 'utf8').split('\n').map((line) => line.trim());
+  for (const path of ['node_modules', 'dist', 'kong/dist', '.data', '.git']) t.true(ignored.includes(path), path);
 });
