@@ -1,5 +1,5 @@
-import { BlockList, isIP } from 'node:net';
-import { unmapIpv4 } from '../kit/index.js';
+import { isIP } from 'node:net';
+import { trustedPeers, unmapIpv4 } from '../kit/index.js';
 
 /**
  * The client address for per-IP limits (ARCHITECTURE.md): the socket peer, unless that peer is a
@@ -21,28 +21,3 @@ export function createClientIp(trusted: string[]) {
     return hops[0] ?? socketIp;
   };
 }
-
-/**
- * `TRUSTED_PROXIES` (addresses or CIDR ranges) as a membership test. An IPv4-mapped peer matches its
- * IPv4 entries; other IPv6 forms that carry an IPv4 address (NAT64, 6to4) do not, unlike the egress
- * guard's destination lists: they are other hosts, and trust is given narrowly.
- */
-export function trustedPeers(trusted: string[]) {
-  const list = new BlockList();
-  let any = false;
-  for (const entry of trusted) {
-    const [address, bits] = entry.split('/');
-    const family = isIP(address ?? '');
-    if (!family) throw new Error(`TRUSTED_PROXIES: "${entry}" is not an address or CIDR range`);
-    const type = family === 6 ? 'ipv6' : 'ipv4';
-    if (bits !== undefined) list.addSubnet(address!, Number(bits), type);
-    else list.addAddress(address!, type);
-    any = true;
-  }
-  const isTrusted = (ip: string) => {
-    const family = isIP(ip);
-    return family !== 0 && list.check(ip, family === 6 ? 'ipv6' : 'ipv4');
-  };
-  return { any, isTrusted: (ip: string) => any && isTrusted(unmapIpv4(ip)) };
-}
-

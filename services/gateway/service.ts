@@ -1,9 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
-import { acceptRequestId, adoptRequestObjects, errorBody, metricsPage, startsWithAny, type ProcessRuntime } from '../kit/index.js';
+import { acceptRequestId, adoptRequestObjects, errorBody, metricsPage, startsWithAny, trustedPeers, type ProcessRuntime } from '../kit/index.js';
 import type { ServiceDefinition } from '../kit/index.js';
 import { edgeConfigShape } from './config.js';
-import { trustedPeers } from './client-ip.js';
 import { connectionsForOpenFileLimit, guardConnections } from './connections.js';
 import { buildGatewayDeps, type GatewayDeps } from './deps.js';
 import { sendJson } from './proxy.js';
@@ -89,3 +88,6 @@ function directToEdge(app: Express, handle: (req: IncomingMessage, res: ServerRe
     return viaExpress.call(this, req, res, callback);
   };
 }
+
+/** What a failed deck load throws (the platform names it in its one-line start failure). */
+export { DeckError } from './deck.js';

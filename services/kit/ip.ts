@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { BlockList, isIP } from 'node:net';
 
 /**
  * IP address arithmetic shared by the egress guard (kit/egress.ts), the edge's client address and
@@ -55,3 +55,32 @@ export function unmapIpv4(address: string): string {
   const embedded = embeddedIpv4(address);
   return embedded?.form === 'mapped' ? embedded.ipv4 : address;
 }
+
+/**
+ * `TRUSTED_PROXIES` (addresses or CIDR ranges) as a membership test (the edge's client address and the
+ * setting's own check read it with this one parser). An IPv4-mapped peer matches its
+ * IPv4 entries; other IPv6 forms that carry an IPv4 address (NAT64, 6to4) do not, unlike the egress
+ * guard's destination lists: they are other hosts, and trust is given narrowly.
+ */
+export function trustedPeers(trusted: string[]) {
+  const list = new BlockList();
+  let any = false;
+  for (const entry of trusted) {
+    const [address, bits, extra] = entry.split('/');
+    const family = isIP(address ?? '');
+    const maxBits = family === 6 ? 128 : 32;
+    if (!family || extra !== undefined || (bits !== undefined && (!/^\d{1,3}$/.test(bits) || Number(bits) > maxBits))) {
+      throw new Error(`"${entry}" is not an address or CIDR range`);
+    }
+    const type = family === 6 ? 'ipv6' : 'ipv4';
+    if (bits !== undefined) list.addSubnet(address!, Number(bits), type);
+    else list.addAddress(address!, type);
+    any = true;
+  }
+  const isTrusted = (ip: string) => {
+    const family = isIP(ip);
+    return family !== 0 && list.check(ip, family === 6 ? 'ipv6' : 'ipv4');
+  };
+  return { any, isTrusted: (ip: string) => any && isTrusted(unmapIpv4(ip)) };
+}
+

@@ -1,6 +1,6 @@
 import type { RequestListener, Server } from 'node:http';
 import type { Express } from 'express';
-import { exitOnConfigError, loadConfig, type ConfigShape } from './config.js';
+import { ConfigError, exitOnConfigError, loadConfig, type ConfigShape } from './config.js';
 import { loadBaseConfig, serviceUrls, type BaseConfig } from './settings/index.js';
 import type { MigrationSet } from './db/migrate.js';
 import type { Route } from './http/route-table.js';
@@ -117,8 +117,18 @@ export function checkOwnConfig(defs: ReadonlyArray<{ config?: ConfigShape }>, en
   for (const def of defs) if (def.config) loadConfig(def.config, env as NodeJS.ProcessEnv);
 }
 
+/**
+ * What the entry point of a process started alone adds to its start (services/platform/standalone.ts
+ * gives the same as `npm start`): the refusals of a production start, and the one line for a start
+ * failure the operator can fix (null keeps the stack trace).
+ */
+export interface StandaloneChecks {
+  refusals?(config: BaseConfig, uses: { database: boolean; rateLimits: boolean }): string[];
+  failureLine?(error: unknown, config: BaseConfig): string | null;
+}
+
 /** Entry point of a service started alone. */
-export async function runStandalone(def: ServiceDefinition<any>): Promise<void> {
+export async function runStandalone(def: ServiceDefinition<any>, checks: StandaloneChecks = {}): Promise<void> {
   let config: BaseConfig;
   let gatewaySecret: string;
   try {
@@ -128,6 +138,22 @@ export async function runStandalone(def: ServiceDefinition<any>): Promise<void> 
   } catch (error) {
     exitOnConfigError(error);
   }
+  const refusals = checks.refusals?.(config, { database: !def.stateless, rateLimits: def.name === 'gateway' }) ?? [];
+  if (refusals.length > 0) {
+    for (const line of refusals) process.stderr.write(`${line}\n`);
+    process.exit(1);
+  }
+  try {
+    await startStandalone(def, config, gatewaySecret);
+  } catch (error) {
+    const line = checks.failureLine ? checks.failureLine(error, config) : error instanceof ConfigError ? error.message : null;
+    if (!line) throw error;
+    process.stderr.write(`${line}\n`);
+    process.exit(1);
+  }
+}
+
+async function startStandalone(def: ServiceDefinition<any>, config: BaseConfig, gatewaySecret: string): Promise<void> {
   if (def.stateless) {
     const runtime = openProcessRuntime(config, { name: def.name });
     const started = await startService(def as ServiceDefinition<ProcessRuntime>, { runtime, gatewaySecret, urls: serviceUrls(config) });

@@ -1,4 +1,5 @@
 import { runStandalone } from '../kit/index.js';
+import { standaloneChecks } from '../platform/standalone.js';
 import { llmApiService } from './service.js';
 
-await runStandalone(llmApiService);
+await runStandalone(llmApiService, standaloneChecks);

@@ -1,4 +1,5 @@
 import { runStandalone } from '../kit/index.js';
+import { standaloneChecks } from '../platform/standalone.js';
 import { mcpToolsService } from './service.js';
 
-await runStandalone(mcpToolsService);
+await runStandalone(mcpToolsService, standaloneChecks);

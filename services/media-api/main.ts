@@ -1,4 +1,5 @@
 import { runStandalone } from '../kit/index.js';
+import { standaloneChecks } from '../platform/standalone.js';
 import { mediaApiService } from './service.js';
 
-await runStandalone(mediaApiService);
+await runStandalone(mediaApiService, standaloneChecks);

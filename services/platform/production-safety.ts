@@ -39,12 +39,47 @@ const REFUSALS: Record<Allowance, string> = {
     'refusing to start: NODE_ENV=production would generate MASTER_KEY (provider keys sealed with a key only this disk holds); set MASTER_KEY (or PRODUCTION_ALLOW=generated-master-key)',
 };
 
+/** The placeholder text deploy/example.env gives every secret: never a production value. */
+const PLACEHOLDER = 'change-me';
+const SECRET_NAME = /SECRET|PASSWORD|MASTER_KEY|API_KEY|TOKEN|_URL$/;
+
+/**
+ * Refusals no `PRODUCTION_ALLOW` entry accepts: a secret still holding the example placeholder
+ * (named, never printed), and a `TRUSTED_PROXIES` range that trusts every address (any client
+ * could then choose the address its per-IP limits count).
+ */
+function unsafeSettings(config: BaseConfig): string[] {
+  const lines: string[] = [];
+  for (const [name, value] of Object.entries(config.env)) {
+    if (SECRET_NAME.test(name) && value?.toLowerCase().includes(PLACEHOLDER)) {
+      lines.push(`refusing to start: NODE_ENV=production with ${name} still holding the "${PLACEHOLDER}" placeholder of deploy/example.env; set ${name} to a secret of your own`);
+    }
+  }
+  const everyone = config.TRUSTED_PROXIES.filter((entry) => /\/0+$/.test(entry));
+  if (everyone.length > 0) {
+    lines.push(`refusing to start: NODE_ENV=production with TRUSTED_PROXIES containing ${everyone.join(', ')} (every address is trusted to name the client); list only your proxies' addresses in TRUSTED_PROXIES`);
+  }
+  return lines;
+}
+
 /** The refusal lines for a production start (empty outside production or when all is set or allowed). */
-export function productionRefusals(config: BaseConfig): string[] {
+export function productionRefusals(config: BaseConfig, applies: ReadonlySet<Allowance> = new Set(ALLOWANCES)): string[] {
   if (config.NODE_ENV !== 'production') return [];
   const allowed = new Set(loadConfig(productionSafetyShape, config.env as NodeJS.ProcessEnv).PRODUCTION_ALLOW);
   const fallbacks = startupFallbacks(config);
-  return ALLOWANCES.filter((a) => fallbacks[a] && !allowed.has(a)).map((a) => REFUSALS[a]);
+  return [...ALLOWANCES.filter((a) => applies.has(a) && fallbacks[a] && !allowed.has(a)).map((a) => REFUSALS[a]), ...unsafeSettings(config)];
+}
+
+/**
+ * The refusals for a service or worker started alone (deploy/compose): those of its own settings.
+ * One with a database refuses PGlite and a generated MASTER_KEY; the edge refuses in-process rate
+ * limits. (A generated GATEWAY_SHARED_SECRET does not arise: a process alone requires the setting.)
+ */
+export function standaloneRefusals(config: BaseConfig, uses: { database: boolean; rateLimits: boolean }): string[] {
+  const applies = new Set<Allowance>();
+  if (uses.database) applies.add('pglite').add('generated-master-key');
+  if (uses.rateLimits) applies.add('local-rate-limits');
+  return productionRefusals(config, applies);
 }
 
 /**
@@ -68,8 +103,26 @@ export function productionWarnings(config: BaseConfig): string[] {
       'warning: EDGE_RATE_LIMIT_FAULT_POLICY=allow: while Redis is down or slow the edge serves every request uncounted, with no rate limit at all (guest creation per hour included); the default, deny, answers 503 instead',
     );
   }
+  const env = config.env;
+  if (env.DECK_RATE_LIMIT_POLICY === 'local') {
+    warnings.push(
+      'warning: DECK_RATE_LIMIT_POLICY=local: each process and each Kong node counts rate limits alone, so with several of them a client gets the limit once per process; set REDIS_URL and leave DECK_RATE_LIMIT_POLICY unset (or redis)',
+    );
+  }
+  if (isTrue(env.GUEST_LOGIN_ENABLED) && !env.GUEST_ALLOWED_MODELS?.trim()) {
+    warnings.push('warning: GUEST_LOGIN_ENABLED=true with GUEST_ALLOWED_MODELS empty: anonymous guests may use every model; list the models guests may use in GUEST_ALLOWED_MODELS');
+  }
+  if (isTrue(env.LOG_PROMPTS)) {
+    warnings.push("warning: LOG_PROMPTS=true: every request's messages are written to the logs; unset it unless you mean to keep users' prompts there");
+  }
+  if ((env.EDGE_CORS_ORIGINS || '*').split(',').some((origin) => origin.trim() === '*')) {
+    warnings.push("warning: EDGE_CORS_ORIGINS='*' (the default): any web page may call the API from a browser; set EDGE_CORS_ORIGINS to your sites' origins");
+  }
   return warnings;
 }
+
+/** A boolean setting as the settings read it (kit/settings `bool`). */
+const isTrue = (value: string | undefined) => value === 'true' || value === '1' || value === 'yes';
 
 /**
  * The lines `npm start` prints once up: where to connect, what it generated (never the values), and

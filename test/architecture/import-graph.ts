@@ -98,4 +98,12 @@ export function isEntry(file: string): boolean {
   return file === `${root}/index.ts`;
 }
 
+/**
+ * A process entry (a service's or worker's `main.ts`, which runs it alone) composes a process as
+ * `npm start` does, so it may also import the platform's standalone start (its production refusals
+ * and one-line start failures); nothing else below the platform may.
+ */
+export const STANDALONE_START = 'services/platform/standalone.ts';
+export const isStandaloneStart = (edge: ImportEdge) => /^(services|workers)\/[^/]+\/main\.ts$/.test(edge.from) && edge.to === STANDALONE_START;
+
 export const sameUnit = (a: Unit, b: Unit) => a.kind === b.kind && a.name === b.name;

@@ -50,7 +50,7 @@ test('the compose deployment defaults to deny too', (t) => {
 });
 
 test('a production start warns when allow is chosen (by EDGE_ or by the DECK_ variable that wins over it), and only then', (t) => {
-  const production = (env: Record<string, string>) => loadBaseConfig({ NODE_ENV: 'production', ...env });
+  const production = (env: Record<string, string>) => loadBaseConfig({ NODE_ENV: 'production', EDGE_CORS_ORIGINS: 'https://app.example.com', ...env });
   t.deepEqual(productionWarnings(production({})), []);
   t.deepEqual(productionWarnings(production({ EDGE_RATE_LIMIT_FAULT_POLICY: 'deny' })), []);
   const warned = productionWarnings(production({ EDGE_RATE_LIMIT_FAULT_POLICY: 'allow' }));

@@ -1,5 +1,8 @@
 import { z } from 'zod';
 import { loadConfig } from '../config.js';
+import { parseMasterKey } from '../crypto-box.js';
+import { destinationList } from '../egress.js';
+import { trustedPeers } from '../ip.js';
 import { DEFAULT_EMBEDDED_BUFFERS_MB, DEFAULT_EMBEDDED_PREPARED_STATEMENTS } from '../db/pglite-remote.js';
 import { DEFAULT_REDIS_PREFIX } from '../revocations.js';
 
@@ -20,6 +23,16 @@ export const bool = (fallback: boolean) =>
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
     .default(fallback ? 'true' : 'false')
     .transform((value) => value === 'true' || value === '1' || value === 'yes');
+
+/** A csv setting whose entries `parse` accepts (the parser the setting's user runs, so there is one). */
+const checkedCsv = (parse: (entries: string[]) => unknown) =>
+  csv.superRefine((entries, ctx) => {
+    try {
+      parse(entries);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    }
+  });
 
 /** Settings every service and worker shares. Services extend this shape with their own keys. */
 export const baseConfigShape = {
@@ -90,8 +103,8 @@ export const baseConfigShape = {
    * at once: the kernel then drops their handshakes, and each waits a SYN retransmit (1 s, 3 s, 7 s…).
    */
   HTTP_LISTEN_BACKLOG: z.coerce.number().int().min(1).max(65535).default(4096),
-  EGRESS_ALLOW_HOSTS: csv,
-  TRUSTED_PROXIES: csv,
+  EGRESS_ALLOW_HOSTS: checkedCsv(destinationList),
+  TRUSTED_PROXIES: checkedCsv(trustedPeers),
   METRICS_ENABLED: bool(true),
 
   // --- tokens: issued by llm-api, verified by the edge (both read these two) ---
@@ -101,7 +114,16 @@ export const baseConfigShape = {
 
   // --- secrets at rest (provider keys, signing keys, webhook secrets) ---
   /** AES-256-GCM key for provider API keys (32 bytes as base64 or 64 hex chars); unset: generated once under DATA_DIR. */
-  MASTER_KEY: z.string().min(32, 'at least 32 characters').optional(),
+  MASTER_KEY: z
+    .string()
+    .superRefine((value, ctx) => {
+      try {
+        parseMasterKey(value);
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be 32 bytes as 64 hex characters or base64' });
+      }
+    })
+    .optional(),
 };
 
 /**

@@ -1,0 +1,76 @@
+import test from 'ava';
+import { DeckError } from '../../services/gateway/deck.js';
+import { ConfigError } from '../../services/kit/config.js';
+import { loadBaseConfig } from '../../services/kit/settings/index.js';
+import { startupFailureLine } from '../../services/platform/startup-errors.js';
+
+// What an operator sees when a start fails for a reason they can fix: one line naming the setting
+// (startupFailureLine), or null, which keeps the stack trace of a real bug. Unit level here; the
+// child-process tests (test/process/startup-refusals.test.ts, standalone-start.test.ts) check the
+// same lines reach stderr with exit code 1.
+
+const errno = (fields: Record<string, unknown>) => Object.assign(new Error(String(fields.code)), fields);
+
+test('a bad TRUSTED_PROXIES or EGRESS_ALLOW_HOSTS is a ConfigError naming the setting', (t) => {
+  for (const [name, value] of [
+    ['TRUSTED_PROXIES', 'foo'],
+    ['TRUSTED_PROXIES', '10.0.0.0/abc'],
+    ['TRUSTED_PROXIES', '10.0.0.0/33'],
+    ['TRUSTED_PROXIES', '10.0.0.0/8/1'],
+    ['EGRESS_ALLOW_HOSTS', '10.0.0.0/99'],
+  ] as const) {
+    const error = t.throws(() => loadBaseConfig({ [name]: value }), { instanceOf: ConfigError }, `${name}=${value}`);
+    t.regex(error!.message, new RegExp(`^invalid configuration: ${name}: `));
+  }
+  t.deepEqual(loadBaseConfig({ TRUSTED_PROXIES: '10.0.0.0/8, ::1, fd00::/8' }).TRUSTED_PROXIES, ['10.0.0.0/8', '::1', 'fd00::/8']);
+  t.deepEqual(loadBaseConfig({ EGRESS_ALLOW_HOSTS: 'api.example.com,10.0.0.0/8' }).EGRESS_ALLOW_HOSTS, ['api.example.com', '10.0.0.0/8']);
+});
+
+test('MASTER_KEY must be 32 bytes (hex or base64) at parse time, and its value is never echoed', (t) => {
+  const error = t.throws(() => loadBaseConfig({ MASTER_KEY: 'not-a-key-but-long-enough-to-pass-a-length-check' }), { instanceOf: ConfigError });
+  t.regex(error!.message, /^invalid configuration: MASTER_KEY: /);
+  t.false(error!.message.includes('not-a-key'));
+  t.is(loadBaseConfig({ MASTER_KEY: 'ab'.repeat(32) }).MASTER_KEY, 'ab'.repeat(32));
+  t.truthy(loadBaseConfig({ MASTER_KEY: Buffer.alloc(32, 7).toString('base64') }).MASTER_KEY);
+});
+
+test('a deck error and a missing deck file name the deck setting', (t) => {
+  const config = loadBaseConfig({ EDGE_DECK_FILE: '/nonexistent/kong.yaml' });
+  const deck = startupFailureLine(new DeckError('plugin tiered-rate-limit (global): config.fault_policy: expected one of allow, deny'), config);
+  t.truthy(deck);
+  t.true(deck!.includes('fault_policy') && deck!.includes('DECK_'), deck!);
+  const missing = startupFailureLine(errno({ code: 'ENOENT', syscall: 'open', path: '/nonexistent/kong.yaml' }), config);
+  t.true(missing?.includes('EDGE_DECK_FILE'), String(missing));
+  const relative = loadBaseConfig({ EDGE_DECK_FILE: 'deck/other.yaml' });
+  t.true(startupFailureLine(errno({ code: 'ENOENT', syscall: 'open', path: '/srv/app/deck/other.yaml' }), relative)?.includes('EDGE_DECK_FILE'));
+  // Another missing file is not the deck's: it keeps its stack trace.
+  t.is(startupFailureLine(errno({ code: 'ENOENT', syscall: 'open', path: '/elsewhere/x.json' }), config), null);
+});
+
+test('a server that does not answer names its URL setting, never the password', (t) => {
+  const config = loadBaseConfig({
+    DATABASE_URL: 'postgres://app:s3cret-db@127.0.0.1:1/app',
+    AMQP_URL: 'amqp://app:s3cret-mq@127.0.0.1:2',
+    REDIS_URL: 'redis://:s3cret-redis@127.0.0.1:3',
+  });
+  for (const [port, name] of [[1, 'DATABASE_URL'], [2, 'AMQP_URL'], [3, 'REDIS_URL']] as const) {
+    const line = startupFailureLine(errno({ code: 'ECONNREFUSED', syscall: 'connect', address: '127.0.0.1', port }), config);
+    t.truthy(line, name);
+    t.true(line!.includes(name) && line!.includes(`127.0.0.1:${port}`), line!);
+    t.false(/s3cret/.test(line!), line!);
+  }
+  const byName = loadBaseConfig({ DATABASE_URL: 'postgres://app:pw@db.invalid/app' });
+  t.true(startupFailureLine(errno({ code: 'ENOTFOUND', syscall: 'getaddrinfo', hostname: 'db.invalid' }), byName)?.includes('DATABASE_URL'));
+  // A connection to something no setting names is not the operator's to fix from here.
+  t.is(startupFailureLine(errno({ code: 'ECONNREFUSED', syscall: 'connect', address: '127.0.0.1', port: 9 }), config), null);
+});
+
+test('EACCES is a port problem only when listening; an unwritable DATA_DIR names DATA_DIR', (t) => {
+  const config = loadBaseConfig({ DATA_DIR: '/srv/data', GATEWAY_PORT: '80' });
+  const port = startupFailureLine(errno({ code: 'EACCES', syscall: 'listen', address: '0.0.0.0', port: 80 }), config);
+  t.true(port?.includes('may not be bound'), String(port));
+  const dir = startupFailureLine(errno({ code: 'EACCES', syscall: 'mkdir', path: '/srv/data/pglite' }), config);
+  t.truthy(dir);
+  t.true(dir!.includes('DATA_DIR') && !dir!.includes('port'), dir!);
+  t.is(startupFailureLine(errno({ code: 'EACCES', syscall: 'open', path: '/etc/shadow' }), config), null);
+});
