@@ -132,6 +132,33 @@ export const post = <T>(path: string, body: unknown = {}) => request<T>('POST', 
 export const patch = <T>(path: string, body: unknown) => request<T>('PATCH', path, body);
 export const del = <T>(path: string) => request<T>('DELETE', path);
 
+/** An offset-paginated list as the API answers it (`has_more` says whether another page follows). */
+export interface PagedList<T> {
+  object: 'list';
+  data: T[];
+  has_more?: boolean;
+  total_count?: number;
+}
+
+/**
+ * Every item of an offset-paginated list: asks page after page (`limit`, `offset`) while the API
+ * answers `has_more`, up to `maxItems`. `truncated` says the bound stopped it before the end, so
+ * the page can say that it shows only part of the list.
+ */
+export async function getAll<T>(path: string, options: { pageSize?: number; maxItems?: number } = {}): Promise<{ data: T[]; truncated: boolean; total: number }> {
+  const pageSize = options.pageSize ?? 100;
+  const maxItems = options.maxItems ?? 5000;
+  const data: T[] = [];
+  const separator = path.includes('?') ? '&' : '?';
+  for (;;) {
+    const page = await get<PagedList<T>>(`${path}${separator}limit=${pageSize}&offset=${data.length}`);
+    data.push(...page.data);
+    const total = page.total_count ?? data.length;
+    if (!page.has_more || page.data.length === 0) return { data, truncated: false, total };
+    if (data.length >= maxItems) return { data, truncated: true, total };
+  }
+}
+
 /** A raw response (CSV export), errors turned into ApiError. */
 export async function fetchText(path: string): Promise<string> {
   const res = await authorizedFetch(path, { extraHeaders: { Accept: 'text/csv' } });

@@ -41,3 +41,8 @@ export function labelled(label: string, control: HTMLElement): HTMLElement {
 export function formatDate(seconds: number | null | undefined): string {
   return seconds ? new Date(seconds * 1000).toISOString().replace('T', ' ').slice(0, 16) : '—';
 }
+
+/** A line under a list that the console's bound on pages stopped before its end (empty otherwise). */
+export function truncatedNote(list: { data: unknown[]; truncated: boolean; total: number }): HTMLElement | string {
+  return list.truncated ? h('p', { class: 'badge' }, `Showing the first ${list.data.length} of ${list.total}.`) : '';
+}

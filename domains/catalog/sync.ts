@@ -100,6 +100,21 @@ export async function syncProvider(deps: SyncDeps, providerId: string, trxIn?: K
   return trxIn ? run(trxIn) : deps.models.knex.transaction(run);
 }
 
+/**
+ * Inserts a new catalog entry, or answers undefined when another transaction committed an entry
+ * with the same public id first (two providers offering the same new model, registered or synced
+ * at once): the insert waits for that transaction and then hits the unique public id. The insert
+ * runs in a savepoint so the sync's transaction stays usable, and the caller reads the other entry.
+ */
+async function insertCatalogUnlessTaken(deps: SyncDeps, trx: Knex.Transaction, row: Partial<CatalogRow>): Promise<CatalogRow | undefined> {
+  try {
+    return await trx.transaction((savepoint) => deps.models.insertCatalog(savepoint, row));
+  } catch (error) {
+    if ((error as { code?: string }).code === '23505') return undefined;
+    throw error;
+  }
+}
+
 /** Whether `a` comes before `b` in the order that decides whose metadata a shared catalog entry carries. */
 function precedes(a: { active: boolean; seq: number }, b: { active: boolean; seq: number }): boolean {
   return a.active !== b.active ? a.active : a.seq < b.seq;
@@ -125,21 +140,25 @@ async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: stri
     const derived = derive(m, row, now);
     let catalogChanged = false;
     let catalog = await deps.models.catalogByPublicId(m.id, trx);
-    if (!catalog) {
-      catalog = await deps.models.insertCatalog(trx, {
-        id: newId('catalogModel'),
-        public_id: m.id,
-        status: 'init',
-        active: true,
-        ...derived.catalog,
-        tags: [],
-        extras: {},
-        manual_fields: [],
-        last_synced_at: now,
-        created_at: now,
-        updated_at: now,
-      } as Partial<CatalogRow>);
+    const inserted = catalog ? undefined : await insertCatalogUnlessTaken(deps, trx, {
+      id: newId('catalogModel'),
+      public_id: m.id,
+      status: 'init',
+      active: true,
+      ...derived.catalog,
+      tags: [],
+      extras: {},
+      manual_fields: [],
+      last_synced_at: now,
+      created_at: now,
+      updated_at: now,
+    } as Partial<CatalogRow>);
+    if (inserted) {
+      catalog = inserted;
     } else {
+      // A concurrent sync (another provider offering the same new model) may have created it since.
+      catalog ??= await deps.models.catalogByPublicId(m.id, trx);
+      if (!catalog) throw new SyncError(`catalog entry '${m.id}' could not be created`);
       // Another provider offering this model may be the one whose metadata the entry carries.
       const sources = await deps.models.catalogSources(catalog.id, trx);
       const owned = !sources.some((source) => source.provider_id !== row.id && precedes(source, row));

@@ -1,7 +1,6 @@
-import { get, patch, post } from '../api.js';
+import { getAll, patch } from '../api.js';
 import { h } from '../dom.js';
-import type { List } from '../session.js';
-import { attempt, formatDate } from '../ui.js';
+import { attempt, formatDate, truncatedNote } from '../ui.js';
 
 interface CatalogEntry {
   public_id: string;
@@ -25,16 +24,31 @@ const CAPABILITIES: Array<[keyof CatalogEntry, string]> = [
   ['supports_embeddings', 'embeddings'],
 ];
 
+const catalogPath = (publicId: string) => `/v1/admin/models/catalogs/${publicId.split('/').map(encodeURIComponent).join('/')}`;
+
 /** Admins: the model catalog (what synchronisation learnt about each public model); enable or disable entries. */
 export function catalogPage(root: HTMLElement) {
   const status = h('div', {});
   const listSlot = h('div', {});
+  // The bulk buttons change the same flag as each row's button and the status column: the entry's
+  // `active` (PATCH per entry), for every entry of every page.
+  const setAll = async (enable: boolean) => {
+    const changed = await attempt(status, async () => {
+      const entries = await getAll<CatalogEntry>('/v1/admin/models/catalogs');
+      let count = 0;
+      for (const e of entries.data) {
+        if (e.active === enable) continue;
+        await patch(catalogPath(e.public_id), { active: enable });
+        count++;
+      }
+      return count;
+    });
+    if (changed === undefined) return;
+    status.replaceChildren(h('p', { class: 'ok', role: 'status' }, `${enable ? 'Enabled' : 'Disabled'} ${changed} catalog ${changed === 1 ? 'entry' : 'entries'}.`));
+    await refresh();
+  };
   const bulk = (enable: boolean) =>
-    h(
-      'button',
-      { type: 'button', class: 'secondary', onclick: async () => (await attempt(status, () => post('/v1/admin/models/catalogs/bulk-toggle', { enable }))) !== undefined && refresh() },
-      enable ? 'Enable every catalog model' : 'Disable every catalog model',
-    );
+    h('button', { type: 'button', class: 'secondary', onclick: () => void setAll(enable) }, enable ? 'Enable every catalog model' : 'Disable every catalog model');
   root.replaceChildren(
     h('h1', {}, 'Model catalog'),
     h('p', {}, 'One entry per public model name, shared by the providers that serve it. Disabling an entry disables its provider models.'),
@@ -44,7 +58,7 @@ export function catalogPage(root: HTMLElement) {
   );
 
   async function refresh() {
-    const entries = await attempt(listSlot, () => get<List<CatalogEntry>>('/v1/admin/models/catalogs?limit=100'));
+    const entries = await attempt(listSlot, () => getAll<CatalogEntry>('/v1/admin/models/catalogs'));
     if (!entries) return;
     if (!entries.data.length) return void listSlot.replaceChildren(h('p', {}, 'The catalog is empty: register a provider and sync it.'));
     listSlot.replaceChildren(
@@ -58,7 +72,7 @@ export function catalogPage(root: HTMLElement) {
           ...entries.data.map((e) => {
             const slot = h('div', {});
             const toggle = async () => {
-              if ((await attempt(slot, () => patch(`/v1/admin/models/catalogs/${e.public_id.split('/').map(encodeURIComponent).join('/')}`, { active: !e.active }))) !== undefined) await refresh();
+              if ((await attempt(slot, () => patch(catalogPath(e.public_id), { active: !e.active }))) !== undefined) await refresh();
             };
             return h(
               'tr',
@@ -75,6 +89,7 @@ export function catalogPage(root: HTMLElement) {
           }),
         ),
       ),
+      truncatedNote(entries),
     );
   }
 

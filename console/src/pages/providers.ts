@@ -1,10 +1,12 @@
-import { get, patch, post } from '../api.js';
+import { get, getAll, patch, post } from '../api.js';
 import { h } from '../dom.js';
-import type { List } from '../session.js';
-import { attempt, formatDate, labelled } from '../ui.js';
+import { attempt, formatDate, labelled, truncatedNote } from '../ui.js';
 
 interface Endpoint {
   url: string;
+  /** The administrative switch. */
+  enabled: boolean;
+  /** Live health (false in a cool-down after failures). */
   healthy: boolean;
   priority: number;
   weight: number;
@@ -61,16 +63,23 @@ const PRICE_FIELDS: Array<[PriceUnit, string]> = [
 ];
 const usd = (micro: number) => String(micro / 1e6);
 
-/** "url [priority [weight]]" per line ⇄ endpoint objects. */
+/**
+ * "url priority weight [off]" per line ⇄ endpoint objects. `off` marks an endpoint switched off by
+ * an administrator; every line is sent with its switch, so saving never turns one back on.
+ */
 function endpointsText(endpoints: Endpoint[] = []): string {
-  return endpoints.map((e) => `${e.url} ${e.priority} ${e.weight}`).join('\n');
+  return endpoints.map((e) => `${e.url} ${e.priority} ${e.weight}${e.enabled === false ? ' off' : ''}`).join('\n');
 }
-function parseEndpoints(text: string): Array<{ url: string; priority?: number; weight?: number }> {
+function parseEndpoints(text: string): Array<{ url: string; enabled: boolean; priority?: number; weight?: number }> {
   return text
     .split('\n')
     .map((line) => line.trim().split(/\s+/))
     .filter((parts) => parts[0])
-    .map(([url, priority, weight]) => ({ url: url!, ...(priority ? { priority: Number(priority) } : {}), ...(weight ? { weight: Number(weight) } : {}) }));
+    .map(([url, ...rest]) => {
+      const off = rest.some((word) => word.toLowerCase() === 'off');
+      const [priority, weight] = rest.filter((word) => word.toLowerCase() !== 'off');
+      return { url: url!, enabled: !off, ...(priority ? { priority: Number(priority) } : {}), ...(weight ? { weight: Number(weight) } : {}) };
+    });
 }
 
 /**
@@ -149,10 +158,11 @@ export function providersPage(root: HTMLElement) {
   );
 
   async function refresh() {
-    const providers = await attempt(providerSlot, () => get<List<Provider>>('/v1/admin/providers'));
-    if (providers) providerSlot.replaceChildren(providerTable(providers.data));
-    const models = await attempt(modelSlot, () => get<List<ProviderModel>>('/v1/admin/models/provider-models?limit=100'));
-    if (models) modelSlot.replaceChildren(modelTable(models.data, providers?.data ?? []));
+    // Every page of each list (bounded): a platform with many providers or models shows them all.
+    const providers = await attempt(providerSlot, () => getAll<Provider>('/v1/admin/providers'));
+    if (providers) providerSlot.replaceChildren(providerTable(providers.data), truncatedNote(providers));
+    const models = await attempt(modelSlot, () => getAll<ProviderModel>('/v1/admin/models/provider-models'));
+    if (models) modelSlot.replaceChildren(modelTable(models.data, providers?.data ?? []), truncatedNote(models));
   }
 
   function providerTable(rows: Provider[]) {
@@ -247,7 +257,7 @@ export function providersPage(root: HTMLElement) {
     const key = h('input', { name: 'api_key', type: 'password', autocomplete: 'off', placeholder: p.api_key_configured ? 'set (leave blank to keep it)' : 'none' });
     const removeKey = h('input', { name: 'remove_key', type: 'checkbox' });
     const active = h('input', { name: 'active', type: 'checkbox', checked: p.active });
-    const endpoints = h('textarea', { name: 'endpoints', rows: '3', placeholder: 'https://a.example.com/v1 0 1' });
+    const endpoints = h('textarea', { name: 'endpoints', rows: '3', placeholder: 'https://a.example.com/v1 0 1  (add "off" to switch one off)' });
     endpoints.value = endpointsText(p.endpoints);
     const slot = h('div', {});
     const form = h(
@@ -255,7 +265,7 @@ export function providersPage(root: HTMLElement) {
       { class: 'edit-provider', 'aria-label': `Edit ${p.name}` },
       h('div', { class: 'row' }, labelled('Provider name', name), labelled('Provider base URL', base), labelled('New provider API key', key)),
       h('div', { class: 'row' }, h('label', {}, removeKey, ' Remove the API key'), h('label', {}, active, ' Active')),
-      labelled('Endpoints (one per line: URL, priority, weight)', endpoints),
+      labelled('Endpoints (one per line: URL, priority, weight, and "off" when switched off)', endpoints),
       h('button', { type: 'submit' }, 'Save provider'),
       slot,
     );

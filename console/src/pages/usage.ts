@@ -1,7 +1,7 @@
-import { fetchText, get } from '../api.js';
+import { fetchText, getAll } from '../api.js';
 import { h, svg } from '../dom.js';
-import type { List, Me } from '../session.js';
-import { attempt, labelled } from '../ui.js';
+import type { Me } from '../session.js';
+import { attempt, labelled, truncatedNote } from '../ui.js';
 
 interface UsageRow {
   day?: string;
@@ -75,8 +75,10 @@ export function usagePage(root: HTMLElement, me: Me) {
 
   async function load() {
     const stack = stackBy.value as Stack;
-    const page = await attempt(slot, () => get<List<UsageRow>>(`${base}?${query(stack)}&limit=1000`));
+    // Every page of the report (bounded), so a long range or many groups still shows its last days.
+    const page = await attempt(slot, () => getAll<UsageRow>(`${base}?${query(stack)}`, { pageSize: 1000, maxItems: 50_000 }));
     if (!page) return;
+    if (page.truncated) slot.replaceChildren(truncatedNote(page));
     rows = page.data;
     shown = stack;
     draw();

@@ -111,10 +111,14 @@ export function usersPage(root: HTMLElement, me: Me) {
     ];
   }
 
-  /** The API answers a user's budget only when it is set, so the form starts empty: filled fields replace, "Clear" removes. */
+  /**
+   * The API answers a user's budget only on a change (the user answer of the list and of GET carry
+   * no budget fields), so the form starts blank and sends only what was filled in: a blank field and
+   * an unchosen period leave the stored value as it is. "Clear" removes the budget and allow-list.
+   */
   function budgetForm(u: User): HTMLElement {
     const usd = h('input', { name: 'max_budget_usd', type: 'number', min: '0', step: '0.01', placeholder: 'unchanged' });
-    const period = h('select', { name: 'budget_period' }, h('option', { value: 'day' }, 'per day'), h('option', { value: 'month' }, 'per month'));
+    const period = h('select', { name: 'budget_period' }, h('option', { value: '' }, 'unchanged'), h('option', { value: 'day' }, 'per day'), h('option', { value: 'month' }, 'per month'));
     const tokens = h('input', { name: 'max_tokens', type: 'number', min: '0', placeholder: 'unchanged' });
     const models = h('input', { name: 'allowed_models', autocomplete: 'off', placeholder: 'unchanged (e.g. gpt-4o, llama-*)' });
     const status = h('div', {});
@@ -131,11 +135,13 @@ export function usersPage(root: HTMLElement, me: Me) {
     };
     form.addEventListener('submit', (event) => {
       event.preventDefault();
-      const body: Record<string, unknown> = { budget_period: period.value };
+      const body: Record<string, unknown> = {};
+      if (period.value) body.budget_period = period.value;
       if (usd.value) body.max_budget_micro_usd = Math.round(Number(usd.value) * 1e6);
       if (tokens.value) body.max_tokens = Number(tokens.value);
       const list = modelList(models.value);
       if (list) body.allowed_models = list;
+      if (!Object.keys(body).length) return void status.replaceChildren(h('p', { role: 'status' }, 'Nothing to change: fill in a field or choose a period.'));
       void save(body);
     });
     return form;

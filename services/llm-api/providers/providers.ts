@@ -6,6 +6,7 @@ import {
   syncProvider,
   SyncError,
   type ModelsStore,
+  type EndpointConfig,
   type ProviderModelRow,
   type ProviderRow,
   type ProvidersStore,
@@ -53,9 +54,12 @@ export function providerView(deps: Pick<ProviderDeps, 'health'>, row: ProviderRo
   };
   if (options.admin) {
     view.base_url = row.base_url;
+    // The administrative switch and the live health apart: a view read and sent back as a PATCH
+    // keeps the switch, rather than turning a passing cool-down into a permanent "off".
     view.endpoints = endpointsOf(row).map((e) => ({
       url: e.url,
-      healthy: e.healthy !== false && deps.health.isHealthy(e.url),
+      enabled: e.healthy !== false,
+      healthy: deps.health.isHealthy(e.url),
       priority: e.priority,
       weight: e.weight,
     }));
@@ -69,6 +73,11 @@ export function providerView(deps: Pick<ProviderDeps, 'health'>, row: ProviderRo
     }
   }
   return view;
+}
+
+/** Endpoints as stored: `enabled`, when given, is the administrative switch (kept in `healthy`). */
+function storedEndpoints(endpoints: Array<{ url: string; enabled?: boolean; healthy: boolean; priority: number; weight: number }>): EndpointConfig[] {
+  return endpoints.map((e) => ({ url: e.url, priority: e.priority, weight: e.weight, healthy: e.enabled ?? e.healthy }));
 }
 
 function baseUrlOf(input: { base_url?: string; url?: string; endpoints?: { url: string }[] }): string | undefined {
@@ -94,7 +103,7 @@ export async function registerProvider(deps: ProviderDeps, input: RegisterProvid
       active: input.active,
       default_provider_image_edit: input.default_provider_image_edit,
       default_provider_image_generate: input.default_provider_image_generate,
-      endpoints: input.endpoints ?? [],
+      endpoints: storedEndpoints(input.endpoints ?? []),
       metadata: input.metadata ?? {},
       last_synced_at: null,
       last_sync_error: null,
@@ -128,10 +137,19 @@ export async function patchProvider(deps: ProviderDeps, id: string, input: Patch
       if (await deps.providers.byName(input.name, trx)) throw conflict(`A provider named '${input.name}' already exists`, 'name');
     }
     const patch: Partial<ProviderRow> = {};
-    for (const key of ['name', 'active', 'default_provider_image_edit', 'default_provider_image_generate', 'metadata', 'endpoints'] as const) {
+    for (const key of ['name', 'active', 'default_provider_image_edit', 'default_provider_image_generate', 'metadata'] as const) {
       if (input[key] !== undefined) (patch as Record<string, unknown>)[key] = input[key];
     }
+    if (input.endpoints !== undefined) patch.endpoints = storedEndpoints(input.endpoints);
     const baseUrl = input.base_url ?? input.url;
+    // A provider with endpoints configured is routed and synced through them, never its base URL:
+    // a new base URL alone would be stored and change nothing, so it is refused.
+    if (baseUrl && baseUrl !== current.base_url && input.endpoints === undefined && current.endpoints?.length) {
+      throw badRequest(
+        'This provider is routed through its configured endpoints, so a new base URL alone would change nothing: edit endpoints instead (or send endpoints with it)',
+        input.base_url !== undefined ? 'base_url' : 'url',
+      );
+    }
     if (baseUrl) patch.base_url = baseUrl;
     const changes = diff(current as unknown as Record<string, unknown>, patch as Record<string, unknown>);
     if (input.api_key !== undefined) {

@@ -7,9 +7,15 @@ const httpUrl = z
   .url()
   .refine((v) => /^https?:\/\//i.test(v), 'must be an http(s) URL');
 
+/**
+ * An endpoint as an admin configures it. `enabled` is the administrative switch (false takes it out
+ * of rotation); `healthy` is its older name, still accepted, and ignored when `enabled` is given, so
+ * an endpoint copied from the admin view (where `healthy` is the live health) keeps its switch.
+ */
 export const endpointSchema = z
   .object({
     url: httpUrl,
+    enabled: z.boolean().optional(),
     healthy: z.boolean().default(true),
     priority: z.number().int().min(0).max(1_000_000).default(0),
     weight: z.number().int().min(0).max(1_000_000).default(1),
@@ -72,7 +78,8 @@ export const providerObjectSchema = z.object({
   updated_at: z.number().int(),
   // Administrators only:
   base_url: z.string().optional(),
-  endpoints: z.array(z.object({ url: z.string(), healthy: z.boolean(), priority: z.number().int(), weight: z.number().int() })).optional(),
+  // `enabled`: the administrative switch; `healthy`: this process's live health (false in a cool-down).
+  endpoints: z.array(z.object({ url: z.string(), enabled: z.boolean(), healthy: z.boolean(), priority: z.number().int(), weight: z.number().int() })).optional(),
   metadata: z.record(z.string(), z.string()).optional(),
   api_key_configured: z.boolean().optional(),
   last_synced_at: z.number().int().nullable().optional(),

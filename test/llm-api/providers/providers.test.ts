@@ -29,7 +29,7 @@ test.serial('register: syncs models from GET {base_url}/models, returns them, ne
   t.is(res.body.category, 'llm');
   t.is(res.body.active, true);
   t.is(res.body.base_url, fake.url);
-  t.deepEqual(res.body.endpoints, [{ url: fake.url, healthy: true, priority: 0, weight: 1 }]);
+  t.deepEqual(res.body.endpoints, [{ url: fake.url, enabled: true, healthy: true, priority: 0, weight: 1 }]);
   t.deepEqual(res.body.models.map((m: any) => m.id).sort(), ['alpha/chat-1', 'alpha/chat-2']);
   const m1 = res.body.models.find((m: any) => m.id === 'alpha/chat-1');
   t.like(m1, { object: 'model', owned_by: 'alpha-lab', category: 'llm', model_display_name: 'alpha/chat-1' });
@@ -75,7 +75,7 @@ test.serial('list, get and patch providers; the key is never returned; duplicate
   });
   t.is(patched.status, 200);
   t.deepEqual(patched.body.metadata, { team: 'y' });
-  t.deepEqual(patched.body.endpoints, [{ url: fake.url, healthy: true, priority: 0, weight: 2 }]);
+  t.deepEqual(patched.body.endpoints, [{ url: fake.url, enabled: true, healthy: true, priority: 0, weight: 2 }]);
   t.false(JSON.stringify(patched.body).includes('sk-rotated'));
   const updated = await h.service.runtime.db.knex('outbox_events').where({ type: 'model.updated' }).orderBy('seq', 'desc').first();
   t.deepEqual(updated.data.changes.api_key, { old: '[set]', new: '[set]' });
