@@ -1,3 +1,4 @@
+import { isDependencyUnavailable } from './errors.js';
 import type { Logger } from './logger.js';
 import { runEvery } from './periodic.js';
 
@@ -6,6 +7,11 @@ import { runEvery } from './periodic.js';
  * writes what is queued in batches with `write`. A failed batch goes back to the front and is
  * retried on the next tick; memory is bounded (`maxQueued`, oldest dropped and counted). `stop()`
  * writes what is left.
+ *
+ * A batch that fails while the database is reachable (`isDependencyUnavailable` false) is retried
+ * too, but after `SPLIT_AFTER` such failures in a row it is written one record at a time, and only
+ * the records the database still refuses are dropped (logged, counted): one bad record must not
+ * keep every later one queued forever. While the database is unavailable nothing is dropped.
  */
 export interface BatchWriter<T> {
   push(item: T): void;
@@ -13,6 +19,9 @@ export interface BatchWriter<T> {
   flush(): Promise<void>;
   stop(): Promise<void>;
 }
+
+/** Failures in a row (database reachable) after which a batch is written one record at a time. */
+const SPLIT_AFTER = 3;
 
 export function createBatchWriter<T>(options: {
   name: string;
@@ -27,6 +36,10 @@ export function createBatchWriter<T>(options: {
   const queue: T[] = [];
   let flushing: Promise<void> = Promise.resolve();
   let dropped = 0;
+  /** Records the database refused one by one, dropped. */
+  let rejected = 0;
+  /** Failures in a row of the batch at the front while the database was reachable. */
+  let headFailures = 0;
   /** A flush is chained and has not started: a full batch needs no second one. */
   let flushWaiting = false;
 
@@ -34,13 +47,45 @@ export function createBatchWriter<T>(options: {
     const batch = queue.splice(0, size);
     try {
       await options.write(batch);
+      headFailures = 0;
     } catch (error) {
-      queue.unshift(...batch);
-      options.logger.warn({ err: (error as Error).message, queued: queue.length }, `${options.name}: batch not written; will retry`);
-      return false;
+      if (isDependencyUnavailable(error) || ++headFailures < SPLIT_AFTER) {
+        queue.unshift(...batch);
+        options.logger.warn({ err: (error as Error).message, queued: queue.length }, `${options.name}: batch not written; will retry`);
+        return false;
+      }
+      headFailures = 0;
+      options.logger.warn({ err: (error as Error).message, records: batch.length }, `${options.name}: batch keeps failing; writing its records one at a time`);
+      return writeOneByOne(batch);
     }
-    await options.afterWrite?.().catch((error: Error) => options.logger.warn({ err: error.message }, `${options.name}: after-write step failed`));
+    await afterWrite();
     return true;
+  }
+
+  /** A batch the database keeps refusing, record by record: the refused ones are dropped; if the database goes away meanwhile, the rest is kept. */
+  async function writeOneByOne(batch: T[]): Promise<boolean> {
+    let written = 0;
+    for (let i = 0; i < batch.length; i++) {
+      try {
+        await options.write([batch[i]!]);
+        written++;
+      } catch (error) {
+        if (isDependencyUnavailable(error)) {
+          queue.unshift(...batch.slice(i));
+          options.logger.warn({ err: (error as Error).message, queued: queue.length }, `${options.name}: batch not written; will retry`);
+          if (written > 0) await afterWrite();
+          return false;
+        }
+        rejected++;
+        options.logger.error({ err: (error as Error).message, rejected }, `${options.name}: record refused by the database; dropped`);
+      }
+    }
+    if (written > 0) await afterWrite();
+    return true;
+  }
+
+  async function afterWrite(): Promise<void> {
+    await options.afterWrite?.().catch((error: Error) => options.logger.warn({ err: error.message }, `${options.name}: after-write step failed`));
   }
 
   /**

@@ -96,3 +96,78 @@ test('a flush writes what was queued when it started; records arriving during it
   t.deepEqual(batches, [[1, 2], [3, 4]]);
   await w.stop();
 });
+
+// A record the database refuses (a value its column cannot take) must not block every later record.
+function picky(options: { unavailable?: number } = {}) {
+  const batches: number[][] = [];
+  let unavailable = options.unavailable ?? 0;
+  const w = createBatchWriter<number>({
+    name: 'test',
+    write: async (batch) => {
+      if (unavailable-- > 0) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      if (batch.some((n) => !Number.isInteger(n))) throw Object.assign(new Error('invalid input syntax for type integer: "12.5"'), { code: '22P02' });
+      batches.push(batch);
+    },
+    flushMs: 3_600_000,
+    batchSize: 3,
+    maxQueued: 1000,
+    logger: silent,
+  });
+  return { w, batches };
+}
+
+test('a batch the database keeps refusing is written record by record: only the bad record is dropped, later ones are written', async (t) => {
+  const { w, batches } = picky();
+  w.push(1);
+  w.push(12.5);
+  await w.flush(); // refused: kept and retried, as any failed batch
+  t.is(w.pending(), 2);
+  await w.flush();
+  t.is(w.pending(), 2);
+  await w.flush(); // refused a third time: written one record at a time
+  t.deepEqual(batches, [[1]]);
+  t.is(w.pending(), 0);
+  for (let i = 2; i <= 4; i++) w.push(i);
+  await w.flush();
+  t.deepEqual(batches.flat(), [1, 2, 3, 4]);
+  await w.stop();
+});
+
+test('while the database is unavailable nothing is dropped, however often the batch fails', async (t) => {
+  const { w, batches } = picky({ unavailable: 6 });
+  w.push(1);
+  w.push(2);
+  for (let i = 0; i < 6; i++) await w.flush();
+  t.deepEqual(batches, []);
+  t.is(w.pending(), 2);
+  await w.flush();
+  t.deepEqual(batches, [[1, 2]]);
+  await w.stop();
+});
+
+test('the database going away while a refused batch is written record by record keeps the rest', async (t) => {
+  const batches: number[][] = [];
+  let calls = 0;
+  const w = createBatchWriter<number>({
+    name: 'test',
+    write: async (batch) => {
+      calls++;
+      if (calls <= 3) throw new Error('value out of range for type integer'); // the batch, three times
+      if (calls === 5) throw Object.assign(new Error('Connection terminated unexpectedly'), {}); // the second single record
+      batches.push(batch);
+    },
+    flushMs: 3_600_000,
+    batchSize: 4, // three pushes start no flush of their own
+    maxQueued: 1000,
+    logger: silent,
+  });
+  w.push(1);
+  w.push(2);
+  w.push(3);
+  for (let i = 0; i < 3; i++) await w.flush();
+  t.deepEqual(batches, [[1]]);
+  t.is(w.pending(), 2, 'records 2 and 3 kept, not dropped');
+  await w.flush();
+  t.deepEqual(batches.flat(), [1, 2, 3]);
+  await w.stop();
+});

@@ -105,6 +105,10 @@ function usageReport(model: string, providerId: string, usage: { prompt_tokens?:
   return { model, provider: providerId, prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
+/** Reports a provider's token count that is not one (the usage paths count it as 0). */
+const invalidCount = (deps: ChatDeps, requestId: string) => (field: string, value: unknown) =>
+  deps.logger.error({ request_id: requestId, field, value: String(value).slice(0, 40) }, 'the provider reported a token count that is not a non-negative integer; counted as 0');
+
 const modelNotFound = (id: string) => notFound(`The model '${id}' does not exist or you do not have access to it.`, 'model_not_found');
 
 /** The model that serves the request, after the enable_thinking rule. */
@@ -221,6 +225,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
         maxEventBytes: deps.limits.maxEventBytes,
         signal,
         onUpstreamError: (detail, kind) => deps.dispatcher.logStreamFailure(dispatched.attempt, input.requestId, detail, kind),
+        onInvalidUsage: invalidCount(deps, input.requestId),
         // Stored before the stream's last event ([DONE] waits for it); see StreamRelay.
         save: persist ? (outcome, complete) => storeStreamed(deps, session, outcome, complete, dispatched.attempt.candidate.pm.model_public_id, input.requestId) : undefined,
       });
@@ -239,7 +244,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     meter.firstByte();
     const body = await readAnswer(dispatched.value, deps.limits.maxResponseBytes, signal);
     const served = dispatched.attempt.candidate.pm.model_public_id;
-    normalizeCompletion(body, served, unixSeconds(deps.clock));
+    normalizeCompletion(body, served, unixSeconds(deps.clock), invalidCount(deps, input.requestId));
     if (persist) {
       const message = body.choices[0]?.message;
       await storeAnswer(deps, session, {

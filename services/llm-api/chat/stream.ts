@@ -1,6 +1,7 @@
 import { ApiError, errorBody, isDependencyUnavailable, SseEventTooLarge, SseSplitter, type CancelSignal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import type { BodyChunks } from '../routing/provider-answer.js';
+import { cleanUsage, usageCopy, type InvalidTokenCount } from '../usage/token-counts.js';
 import type { AnswerToolCall, ChatCompletionChunk, ConversationRef, ErrorPayload, Usage } from './types.js';
 
 /**
@@ -59,6 +60,8 @@ export interface RelayOptions {
   /** Aborted with `ClientClosed` when the client leaves, or with an ApiError (504) at the deadline. */
   signal: CancelSignal;
   onUpstreamError(detail: string, kind: Exclude<StreamOutcomeKind, 'ok' | 'client_closed'>): void;
+  /** A usage count that was not a non-negative integer (taken as 0, or absent for reasoning tokens). */
+  onInvalidUsage?: InvalidTokenCount;
   /**
    * Stores the exchange (`store: true`; needs `collect`), once: before `done` (`complete`), before
    * the error event of a failed stream, or when the stream stops early (the client left). A
@@ -161,7 +164,8 @@ class StreamRelay {
       this.options.onUpstreamError(payload, 'upstream_error_event');
       return 'error';
     }
-    if (chunk.usage) this.result.usage = chunk.usage;
+    // A copy, cleaned: the event goes to the client as the provider sent it, the counts to the meter as numbers.
+    if (chunk.usage && typeof chunk.usage === 'object' && !Array.isArray(chunk.usage)) this.result.usage = cleanUsage(usageCopy(chunk.usage as Record<string, unknown>), this.options.onInvalidUsage);
     const choices = chunk.choices;
     if (Array.isArray(choices) && choices.length === 0 && chunk.usage && !this.options.clientWantsUsage) return null;
     if (this.options.collect && Array.isArray(choices)) this.collect(choices);

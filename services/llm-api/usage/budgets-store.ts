@@ -64,15 +64,16 @@ export async function upsertSpendLimits(
 
 /**
  * Admits one request against a counter, atomically: the counter must be under its limits, and a
- * request may join others in flight only while all of them, each costing at most the largest
- * request seen so far, still fit. Returns false when refused (the row is left unchanged).
+ * request may join others in flight only once a request of the period has settled (its cost is
+ * known, 0 included) and while all of them, each costing at most the largest request seen so far,
+ * still fit. Returns false when refused (the row is left unchanged).
  */
 export async function admitSpend(knex: Knex, key: { scope: SpendScope; scopeId: string; periodStart: string }, limits: { cost: number | null; tokens: number | null }): Promise<boolean> {
   const result = await knex.raw(
     `insert into llm_spend_counters as c (scope, scope_id, period_start, in_flight) values (?, ?, ?, 1)
      on conflict (scope, scope_id, period_start) do update set in_flight = c.in_flight + 1
-     where (?::bigint is null or (c.spent_micro_usd < ?::bigint and (c.in_flight = 0 or (c.max_request_cost > 0 and c.spent_micro_usd + (c.in_flight + 1) * c.max_request_cost <= ?::bigint))))
-       and (?::bigint is null or (c.tokens < ?::bigint and (c.in_flight = 0 or (c.max_request_tokens > 0 and c.tokens + (c.in_flight + 1) * c.max_request_tokens <= ?::bigint))))
+     where (?::bigint is null or (c.spent_micro_usd < ?::bigint and (c.in_flight = 0 or ((c.settled > 0 or c.max_request_cost > 0) and c.spent_micro_usd + (c.in_flight + 1) * c.max_request_cost <= ?::bigint))))
+       and (?::bigint is null or (c.tokens < ?::bigint and (c.in_flight = 0 or ((c.settled > 0 or c.max_request_tokens > 0) and c.tokens + (c.in_flight + 1) * c.max_request_tokens <= ?::bigint))))
      returning in_flight`,
     [key.scope, key.scopeId, key.periodStart, limits.cost, limits.cost, limits.cost, limits.tokens, limits.tokens, limits.tokens],
   );
@@ -82,11 +83,16 @@ export async function admitSpend(knex: Knex, key: { scope: SpendScope; scopeId: 
 /** Adds a finished request's real cost and tokens, and takes it out of the in-flight count. */
 export async function settleSpend(knex: Knex, key: { scope: SpendScope; scopeId: string; periodStart: string }, spent: { cost: number; tokens: number }): Promise<void> {
   await knex.raw(
-    `update llm_spend_counters set spent_micro_usd = spent_micro_usd + ?, tokens = tokens + ?, in_flight = greatest(in_flight - 1, 0),
+    `update llm_spend_counters set spent_micro_usd = spent_micro_usd + ?, tokens = tokens + ?, in_flight = greatest(in_flight - 1, 0), settled = settled + 1,
        max_request_cost = greatest(max_request_cost, ?), max_request_tokens = greatest(max_request_tokens, ?)
      where scope = ? and scope_id = ? and period_start = ?`,
     [spent.cost, spent.tokens, spent.cost, spent.tokens, key.scope, key.scopeId, key.periodStart],
   );
+}
+
+/** Takes back an admission that never ran (another budget refused the request): nothing spent, nothing learnt. */
+export async function releaseSpend(knex: Knex, key: { scope: SpendScope; scopeId: string; periodStart: string }): Promise<void> {
+  await knex.raw('update llm_spend_counters set in_flight = greatest(in_flight - 1, 0) where scope = ? and scope_id = ? and period_start = ?', [key.scope, key.scopeId, key.periodStart]);
 }
 
 export async function readSpend(knex: Knex, scope: SpendScope, scopeId: string, periodStart: string) {

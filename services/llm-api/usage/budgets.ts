@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { z } from 'zod';
 import { ApiError, isPending, type Clock, type Logger, type MaybePromise, type Principal } from '../../kit/index.js';
-import { admitSpend, findSpendLimits, readSpend, settleSpend, upsertSpendLimits, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
+import { admitSpend, findSpendLimits, readSpend, releaseSpend, settleSpend, upsertSpendLimits, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
 
 /**
  * Budgets and model allow-lists on API keys and on users.
@@ -12,8 +12,9 @@ import { admitSpend, findSpendLimits, readSpend, settleSpend, upsertSpendLimits,
  * database, so every llm-api process enforces the same budget; the real cost and tokens are added
  * when the answer ends (a stream is allowed to finish over budget).
  *
- * Overshoot: a request joins others in flight only while all of them, each costing at most the
- * largest request seen so far in the period, still fit; when that cannot be shown, requests are
+ * Overshoot: a request joins others in flight only once a request of the period has settled and
+ * while all of them, each costing at most the largest request seen so far in the period (0 for a
+ * model without a price), still fit; when that cannot be shown, requests are
  * admitted one at a time while under budget. So a budget is exceeded by at most one request (more
  * only if a request costs more than every one before it). A process that dies mid-request leaves
  * its slot counted as in flight until the period ends, which only makes admission stricter.
@@ -212,7 +213,7 @@ const hasBudget = (row: SpendLimitsRow) => row.max_budget_micro_usd != null || r
 async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<SpendTicket | null> {
   const now = deps.clock.now();
   const admitted: Array<{ scope: SpendScope; scopeId: string; periodStart: string }> = [];
-  const release = () => Promise.all(admitted.map((key) => settleSpend(deps.knex, key, { cost: 0, tokens: 0 })));
+  const release = () => Promise.all(admitted.map((key) => releaseSpend(deps.knex, key)));
   for (const row of rows) {
     const cost = row.max_budget_micro_usd == null ? null : Number(row.max_budget_micro_usd);
     const tokens = row.max_tokens == null ? null : Number(row.max_tokens);

@@ -1,6 +1,7 @@
 import type { Clock, MaybePromise } from '../../kit/index.js';
 import type { ProviderModelRow } from '../models/types.js';
 import { costMicroUsd, type UsageRecord } from './recorder.js';
+import { cleanUsage } from './token-counts.js';
 
 /**
  * One usage meter per chat request: opened once when the request is about to be dispatched,
@@ -87,8 +88,14 @@ class Meter implements UsageMeter {
     this.done = true;
     const request = this.request;
     const routed = this.route;
-    const prompt = result.usage?.prompt_tokens ?? 0;
-    const completion = result.usage?.completion_tokens ?? 0;
+    // Cleaned again, on a copy (a no-op for what the chat paths already cleaned and reported):
+    // whatever a caller passes, the record holds integers its columns take, the total their sum.
+    const given = result.usage;
+    const details = given?.completion_tokens_details;
+    const copy = given && { prompt_tokens: given.prompt_tokens, completion_tokens: given.completion_tokens, completion_tokens_details: details && { reasoning_tokens: details.reasoning_tokens } };
+    const usage = copy ? cleanUsage(copy) : null;
+    const prompt = usage?.prompt_tokens ?? 0;
+    const completion = usage?.completion_tokens ?? 0;
     const pm = routed?.pm;
     const cost = pm ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion }) : 0;
     this.env.recorder.record({
@@ -103,7 +110,7 @@ class Meter implements UsageMeter {
       stream: request.stream,
       prompt_tokens: prompt,
       completion_tokens: completion,
-      reasoning_tokens: result.usage?.completion_tokens_details?.reasoning_tokens ?? 0,
+      reasoning_tokens: usage?.completion_tokens_details?.reasoning_tokens ?? 0,
       total_tokens: prompt + completion,
       cost_micro_usd: cost,
       latency_ms: Math.round(this.env.elapsed() - request.startedAt),

@@ -131,3 +131,23 @@ export const spendTables: Migration = {
     await knex.schema.dropTable('llm_spend_limits');
   },
 };
+
+/**
+ * How many requests each spend counter has settled. Admission lets a request join others in flight
+ * only once the period's requests have shown their cost; `max_request_cost > 0` stood for that,
+ * and was never true where every request costs 0 (a model without a price), so such requests were
+ * admitted one at a time. Existing rows start at 0, their `max_request_*` still counting as before.
+ */
+export const spendSettledCount: Migration = {
+  name: '20261206_1600_llm_spend_settled',
+  async up(knex) {
+    await knex.schema.alterTable('llm_spend_counters', (t) => {
+      t.bigInteger('settled').notNullable().defaultTo(0);
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('llm_spend_counters', (t) => {
+      t.dropColumn('settled');
+    });
+  },
+};

@@ -64,3 +64,20 @@ export async function countUsageGroups(knex: Knex, filter: UsageFilter, groupBy:
 export function selectUsage(knex: Knex, filter: UsageFilter, groupBy: GroupBy[], page: { limit: number; offset: number }): Promise<UsageRowRaw[]> {
   return grouped(knex, filter, groupBy).limit(page.limit).offset(page.offset) as unknown as Promise<UsageRowRaw[]>;
 }
+
+/**
+ * One page of the grouped report after the group `after` (a row of the previous page), in group
+ * order: keyset paging, for the export. Paging by offset while the rollup changes repeats groups
+ * (a new group sorted before the offset pushes the page's rows down) and skips others; by key,
+ * every group that exists when the export starts is read exactly once. The rollup's group columns
+ * are never NULL ('' stands for none), so a row comparison orders them as `orderBy` does.
+ */
+export function selectUsageAfter(knex: Knex, filter: UsageFilter, groupBy: GroupBy[], after: UsageRowRaw | null, limit: number): Promise<UsageRowRaw[]> {
+  const q = grouped(knex, filter, groupBy).limit(limit);
+  if (after && groupBy.length > 0) {
+    const columns = groupBy.map((g) => GROUP_COLUMNS[g]);
+    const last = columns.map((c) => String((after as unknown as Record<string, unknown>)[c] ?? ''));
+    q.whereRaw(`(${columns.map(() => '??').join(', ')}) > (${columns.map(() => '?').join(', ')})`, [...columns, ...last]);
+  }
+  return q as unknown as Promise<UsageRowRaw[]>;
+}

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { z } from 'zod';
 import { listEnvelope, pageQuery, pageOf, type ListEnvelope, type Principal } from '../../kit/index.js';
-import { countUsageGroups, GROUP_COLUMNS, selectUsage, type GroupBy, type UsageFilter, type UsageRowRaw } from './report-store.js';
+import { countUsageGroups, GROUP_COLUMNS, selectUsage, selectUsageAfter, type GroupBy, type UsageFilter, type UsageRowRaw } from './report-store.js';
 
 /**
  * Usage and cost reports from the daily rollup: filters by UTC day range and dimension, grouped by
@@ -125,12 +125,15 @@ export async function* usageCsv(deps: UsageReportDeps, filter: UsageFilter, grou
   const columns = CSV_COLUMNS.filter((c) => !(c in groupOfColumn) || groups.includes(groupOfColumn[c]!));
   yield `${columns.join(',')}\n`;
   const pageSize = 1000;
-  for (let offset = 0; ; offset += pageSize) {
-    const rows = await selectUsage(deps.knex, filter, groups, { limit: pageSize, offset });
+  // By key, not offset: while traffic goes on, new groups must not shift the pages (see selectUsageAfter).
+  let after: UsageRowRaw | null = null;
+  for (;;) {
+    const rows: UsageRowRaw[] = await selectUsageAfter(deps.knex, filter, groups, after, pageSize);
     for (const raw of rows) {
       const row = toUsageRow(raw, groups) as Record<string, unknown>;
       yield `${columns.map((c) => csvCell(row[c])).join(',')}\n`;
     }
-    if (rows.length < pageSize) return;
+    if (rows.length < pageSize || groups.length === 0) return;
+    after = rows.at(-1)!;
   }
 }

@@ -8,6 +8,20 @@ const usage = routeGroup({ tag: 'usage' });
 /** The caller's report and everyone's take the same filters and answer the same rows. */
 const report = { request: { query: usageQuery }, response: { schema: listOf(usageRowSchema) } };
 
+/**
+ * Waits until `res` takes more (`drain`); false when the client went away first, which a closed
+ * connection's `drain` never tells (without this the export waited forever, holding its query).
+ */
+async function drained(res: NodeJS.EventEmitter, signal: AbortSignal): Promise<boolean> {
+  try {
+    await once(res, 'drain', { signal });
+    return true;
+  } catch (error) {
+    if (signal.aborted) return false;
+    throw error;
+  }
+}
+
 /** Usage and cost reports: the caller's own, everyone's (admin), and everyone's as a CSV stream. */
 export function usageRoutes(deps: { usageReports: UsageReportDeps }): Route[] {
   return [
@@ -33,7 +47,7 @@ export function usageRoutes(deps: { usageReports: UsageReportDeps }): Route[] {
         res.setHeader('content-disposition', 'attachment; filename="usage.csv"');
         for await (const line of usageCsv(deps.usageReports, filterOf(query), query.group_by)) {
           if (signal.aborted) break;
-          if (!res.write(line)) await once(res, 'drain');
+          if (!res.write(line) && !(await drained(res, signal))) break;
         }
         res.end();
       },
