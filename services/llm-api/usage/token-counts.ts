@@ -1,3 +1,5 @@
+import type { Usage } from '../chat/types.js';
+
 /**
  * Token counts as a provider reports them, made safe to add up, price and store: a count is a
  * non-negative integer (at most `MAX_TOKEN_COUNT`, a number or a string of digits) or it is not a
@@ -24,13 +26,8 @@ export function tokenCount(value: unknown): number | undefined {
   return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 && n <= MAX_TOKEN_COUNT ? n : undefined;
 }
 
-export interface CleanUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-  completion_tokens_details?: { reasoning_tokens?: number; [field: string]: unknown };
-  [field: string]: unknown;
-}
+/** Usage whose counts are numbers (the chat-completion `usage` object, as the chat path types it). */
+export type CleanUsage = Usage;
 
 /** A field whose value was not a token count, and the value it had (for the log). */
 export type InvalidTokenCount = (field: string, value: unknown) => void;
