@@ -43,7 +43,8 @@ test('client IP: the socket peer, unless it is a trusted proxy; then the right-m
   t.is(ip('10.1.2.3', undefined), '10.1.2.3');
   t.is(ip('10.1.2.3', 'garbage'), '10.1.2.3');
   t.is(createClientIp([])('::ffff:127.0.0.1', '1.2.3.4'), '127.0.0.1');
-  t.throws(() => createClientIp(['not-an-ip']), { message: /TRUSTED_PROXIES/ });
+  // Malformed entries are refused (the setting itself is checked when read: test/platform/startup-errors.test.ts).
+  for (const entry of ['not-an-ip', '10.0.0.0/abc', '10.0.0.0/33', '10.0.0.0/8/1']) t.throws(() => createClientIp([entry]), { message: /is not an address or CIDR range/ }, entry);
   // Every spelling of an IPv4-mapped address is its IPv4 address, as the egress guard reads it.
   t.is(ip('::ffff:a01:203', '::ffff:cb00:7107, ::FFFF:10.9.9.9'), '203.0.113.7', 'hex-mapped peer and hops are unmapped');
   t.is(ip('64:ff9b::a01:203', '198.51.100.1'), '64:ff9b::a01:203', 'a NAT64 peer is another host: not trusted as 10.1.2.3');

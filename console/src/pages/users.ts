@@ -41,14 +41,18 @@ export function usersPage(root: HTMLElement, me: Me) {
   kind.addEventListener('change', () => void refresh());
   root.replaceChildren(h('h1', {}, 'Users'), filter, h('section', { 'aria-label': 'Users' }, listSlot));
 
+  // Only the latest search draws the list: an earlier one answered later (the first load, while a
+  // search typed at once is already back) would replace it, and close a form opened on it.
+  let searches = 0;
   async function refresh() {
+    const search = ++searches;
     const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
     if (email.value.trim()) query.set('email', email.value.trim());
     if (kind.value === 'accounts') query.set('is_guest', 'false');
     if (kind.value === 'guests') query.set('is_guest', 'true');
     if (kind.value === 'disabled') query.set('disabled', 'true');
     const users = await attempt(listSlot, () => get<List<User> & { total_count?: number }>(`/v1/admin/users?${query}`));
-    if (!users) return;
+    if (search !== searches || !users) return;
     if (!users.data.length) return void listSlot.replaceChildren(h('p', {}, 'No user matches.'));
     listSlot.replaceChildren(
       users.total_count && users.total_count > users.data.length ? h('p', { class: 'badge' }, `Showing ${users.data.length} of ${users.total_count}: narrow the search by e-mail.`) : '',
