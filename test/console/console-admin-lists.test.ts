@@ -70,7 +70,7 @@ test.serial('users: the budget form sends only the fields filled in (a monthly b
   await page.getByLabel('E-mail', { exact: true }).fill(email);
   await page.getByRole('button', { name: 'Find' }).click();
   // The search's own answer (one user), not the first load's list, which it replaces.
-  await page.waitForFunction(() => document.querySelectorAll('tr[data-user-id]').length === 1);
+  await page.waitForFunction("document.querySelectorAll('tr[data-user-id]').length === 1");
   await page.getByRole('button', { name: `Budget of ${email}` }).click();
   const form = page.getByRole('form', { name: `Budget of ${email}` });
   t.is(await form.getByLabel('Budget period').inputValue(), '', 'the period starts as "unchanged"');
