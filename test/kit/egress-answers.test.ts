@@ -111,8 +111,7 @@ test('bodyPrefixBytes: an endless body is read up to the prefix and the connecti
   t.is(res.body.length, 512);
   t.true(res.truncated);
   // The guard hung up instead of reading the rest.
-  await serverSawClose;
-  t.pass();
+  t.true(await serverSawClose.then(() => true), 'the server saw the connection closed');
 });
 
 test.serial('bodyPrefixBytes: a body still coming when the signal fires, or cut by the connection, ends the answer with what arrived; before the status line it is an error', async (t) => {

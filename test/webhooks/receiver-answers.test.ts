@@ -94,8 +94,7 @@ test.serial('a 2xx whose body never ends is delivered on its status line; only t
   t.is(delivery.attempt_count, 1);
   t.is(excerpts[0], 'a'.repeat(512));
   t.is(receiver.hits.get('/endless'), 1);
-  await receiver.closed.get('/endless'); // the worker hung up on the rest
-  t.pass();
+  t.true(await receiver.closed.get('/endless')?.then(() => true), 'the worker hung up on the rest');
 });
 
 test.serial('a 4xx with a 2 MiB body fails once without a retry (a size is no network error)', async (t) => {
