@@ -57,12 +57,12 @@ async function signedIn(): Promise<Page> {
   return page;
 }
 
-test.serial('users: the budget form sends only the fields filled in (a monthly budget stays monthly)', async (t) => {
+test.serial('users: the budget form shows the stored budget and sends only the fields changed (a monthly budget stays monthly)', async (t) => {
   const email = `budget-${randomBase62(6).toLowerCase()}@example.com`;
   const guest = (await (await fetch(`${p.url}/llm/auth/guest-login`, { method: 'POST' })).json()) as { access_token: string; user_id: string };
   const upgraded = await fetch(`${p.url}/auth/upgrade`, { method: 'POST', headers: { authorization: `Bearer ${guest.access_token}`, 'content-type': 'application/json' }, body: JSON.stringify({ email }) });
   t.is(upgraded.status, 200);
-  const set = await api(`/v1/admin/users/${guest.user_id}`, { method: 'PATCH', body: JSON.stringify({ budget_period: 'month', max_budget_micro_usd: 100_000_000, max_tokens: 5000 }) });
+  const set = await api(`/v1/admin/users/${guest.user_id}`, { method: 'PATCH', body: JSON.stringify({ budget_period: 'month', max_budget_micro_usd: 100_000_000, max_tokens: 5000, allowed_models: ['gpt-4o*', 'llama-*'] }) });
   t.is(set.status, 200);
 
   const page = await signedIn();
@@ -73,20 +73,54 @@ test.serial('users: the budget form sends only the fields filled in (a monthly b
   await page.waitForFunction("document.querySelectorAll('tr[data-user-id]').length === 1");
   await page.getByRole('button', { name: `Budget of ${email}` }).click();
   const form = page.getByRole('form', { name: `Budget of ${email}` });
-  t.is(await form.getByLabel('Budget period').inputValue(), '', 'the period starts as "unchanged"');
+  // The form starts from the stored values.
+  t.is(await form.getByLabel('Spending budget (USD)').inputValue(), '100');
+  t.is(await form.getByLabel('Budget period').inputValue(), 'month');
+  t.is(await form.getByLabel('Token budget').inputValue(), '5000');
+  t.is(await form.getByLabel('Allowed models').inputValue(), 'gpt-4o*, llama-*');
 
-  // Only the allow-list is filled in: the budget, its period and the token budget stay.
+  // Another administrator changes the token budget while the form is open; this form changes only
+  // the allow-list, so only the allow-list is sent and the other change survives.
+  t.is((await api(`/v1/admin/users/${guest.user_id}`, { method: 'PATCH', body: JSON.stringify({ max_tokens: 7000 }) })).status, 200);
   await form.getByLabel('Allowed models').fill('gpt-4o*');
   await form.getByRole('button', { name: 'Save budget' }).click();
-  await page.getByText('Saved: $100.00 per month; 5000 tokens per month; models: gpt-4o*.').waitFor();
-  const stored = (await api(`/v1/admin/users/${guest.user_id}`, { method: 'PATCH', body: JSON.stringify({ budget_period: 'month' }) })).body;
-  t.like(stored, { budget_period: 'month', max_budget_micro_usd: 100_000_000, max_tokens: 5000, allowed_models: ['gpt-4o*'] });
+  await page.getByText('Saved: $100.00 per month; 7000 tokens per month; models: gpt-4o*.').waitFor();
+  t.like((await api(`/v1/admin/users/${guest.user_id}`)).body, { budget_period: 'month', max_budget_micro_usd: 100_000_000, max_tokens: 7000, allowed_models: ['gpt-4o*'] });
+  t.is(await form.getByLabel('Token budget').inputValue(), '7000', 'the form shows what was saved');
 
-  // Choosing the period changes it.
-  await form.getByLabel('Allowed models').fill('');
-  await form.getByLabel('Budget period').selectOption('day');
+  // Nothing changed: nothing is sent.
   await form.getByRole('button', { name: 'Save budget' }).click();
-  await page.getByText('Saved: $100.00 per day; 5000 tokens per day; models: gpt-4o*.').waitFor();
+  await page.getByText('Nothing to change: the form shows the stored budget.').waitFor();
+
+  // Choosing the period changes it; emptying the token budget removes it.
+  await form.getByLabel('Budget period').selectOption('day');
+  await form.getByLabel('Token budget').fill('');
+  await form.getByRole('button', { name: 'Save budget' }).click();
+  await page.getByText('Saved: $100.00 per day; models: gpt-4o*.').waitFor();
+  t.like((await api(`/v1/admin/users/${guest.user_id}`)).body, { budget_period: 'day', max_budget_micro_usd: 100_000_000, max_tokens: null, allowed_models: ['gpt-4o*'] });
+
+  // Closed and opened again: the saved values.
+  await page.getByRole('button', { name: `Budget of ${email}` }).click();
+  await page.getByRole('button', { name: `Budget of ${email}` }).click();
+  t.is(await form.getByLabel('Budget period').inputValue(), 'day');
+  t.is(await form.getByLabel('Token budget').inputValue(), '');
+
+  // "Clear" removes the budget and the allow-list, and the form shows them gone.
+  await form.getByRole('button', { name: 'Clear budget and allow-list' }).click();
+  await page.getByText('Saved: every model.').waitFor();
+  t.like((await api(`/v1/admin/users/${guest.user_id}`)).body, { max_budget_micro_usd: null, max_tokens: null, allowed_models: null });
+  t.is(await form.getByLabel('Spending budget (USD)').inputValue(), '');
+  t.is(await form.getByLabel('Allowed models').inputValue(), '');
+
+  // A fresh page: the list answers the stored values, so the form starts from them again.
+  t.is((await api(`/v1/admin/users/${guest.user_id}`, { method: 'PATCH', body: JSON.stringify({ max_budget_micro_usd: 2_500_000 }) })).status, 200);
+  await page.reload();
+  await page.getByLabel('E-mail', { exact: true }).fill(email);
+  await page.getByRole('button', { name: 'Find' }).click();
+  await page.waitForFunction("document.querySelectorAll('tr[data-user-id]').length === 1");
+  await page.getByRole('button', { name: `Budget of ${email}` }).click();
+  t.is(await form.getByLabel('Spending budget (USD)').inputValue(), '2.5');
+  t.is(await form.getByLabel('Budget period').inputValue(), 'day');
   await page.close();
 });
 

@@ -265,6 +265,8 @@ test.serial('admin: create a key with a budget and a model allow-list → the se
   await row.waitFor();
   t.regex((await row.textContent()) ?? '', /100\/day/);
   t.regex((await row.textContent()) ?? '', /pro/);
+  // The list answers each key's budget and allow-list: the row shows them next to the rate limits.
+  t.is(await row.locator('.key-budget').textContent(), '$2.50 per month; models: console-model, console-x*');
   // The API holds the budget and the allow-list the form sent (a no-op PATCH answers the key's limits).
   const id = (await row.getAttribute('data-key-id'))!;
   const stored = (await api(`/v1/admin/api-keys/${id}`, { method: 'PATCH', body: JSON.stringify({ tier: 'pro' }) })).body as Record<string, unknown>;

@@ -30,6 +30,9 @@ export function spendSummary(k: { budget_period?: string; max_budget_micro_usd?:
   return parts.join('; ');
 }
 
+/** Whether a key answer carries a spending or token budget or an allow-list (the lists answer them with each key). */
+const hasSpend = (k: ApiKey) => k.max_budget_micro_usd != null || k.max_tokens != null || k.allowed_models != null;
+
 /** "a, b*" → ["a", "b*"]; blank → null (no allow-list). */
 export function modelList(text: string): string[] | null {
   const models = text.split(/[,\s]+/).map((m) => m.trim()).filter(Boolean);
@@ -129,7 +132,7 @@ export function keysPage(root: HTMLElement, me: Me) {
               h('td', {}, k.name ?? ''),
               h('td', {}, h('code', {}, `${k.prefix}…${k.last_four}`)),
               h('td', {}, k.tier),
-              h('td', {}, budget || 'tier default'),
+              h('td', {}, budget || 'tier default', hasSpend(k) ? h('div', { class: 'badge key-budget' }, spendSummary(k)) : null),
               h('td', {}, formatDate(k.created_at)),
               h('td', {}, formatDate(k.last_used_at)),
               h('td', {}, h('button', { type: 'button', class: 'danger', 'aria-label': `Revoke ${k.name ?? k.id}`, onclick: async () => (await attempt(slot, () => del(`${base}/${encodeURIComponent(k.id)}`))) !== undefined && refresh() }, 'Revoke'), slot),

@@ -4,6 +4,8 @@ import type { List, Me } from '../session.js';
 import { attempt, formatDate, labelled } from '../ui.js';
 import { modelList, spendSummary } from './keys.js';
 
+type Spend = Pick<User, 'budget_period' | 'max_budget_micro_usd' | 'max_tokens' | 'allowed_models'>;
+/** A user as the admin API answers it (list, GET and PATCH alike): the account with its budget and allow-list. */
 interface User {
   id: string;
   email: string | null;
@@ -14,8 +16,6 @@ interface User {
   is_admin: boolean;
   disabled: boolean;
   created_at: number;
-}
-interface UserWithSpend extends User {
   budget_period: 'day' | 'month';
   max_budget_micro_usd: number | null;
   max_tokens: number | null;
@@ -116,16 +116,31 @@ export function usersPage(root: HTMLElement, me: Me) {
   }
 
   /**
-   * The API answers a user's budget only on a change (the user answer of the list and of GET carry
-   * no budget fields), so the form starts blank and sends only what was filled in: a blank field and
-   * an unchosen period leave the stored value as it is. "Clear" removes the budget and allow-list.
+   * The user's budget and allow-list as stored (the list answers them with each user), for the
+   * administrator to change. Only the fields that differ from what the form showed are sent, so a
+   * change made meanwhile to another field (by another administrator) is kept; a field emptied is
+   * sent as null (no budget, every model). "Clear" removes the budget and allow-list.
    */
   function budgetForm(u: User): HTMLElement {
-    const usd = h('input', { name: 'max_budget_usd', type: 'number', min: '0', step: '0.01', placeholder: 'unchanged' });
-    const period = h('select', { name: 'budget_period' }, h('option', { value: '' }, 'unchanged'), h('option', { value: 'day' }, 'per day'), h('option', { value: 'month' }, 'per month'));
-    const tokens = h('input', { name: 'max_tokens', type: 'number', min: '0', placeholder: 'unchanged' });
-    const models = h('input', { name: 'allowed_models', autocomplete: 'off', placeholder: 'unchanged (e.g. gpt-4o, llama-*)' });
+    const usd = h('input', { name: 'max_budget_usd', type: 'number', min: '0', step: 'any', placeholder: 'no budget' });
+    const period = h('select', { name: 'budget_period' }, h('option', { value: 'day' }, 'per day'), h('option', { value: 'month' }, 'per month'));
+    const tokens = h('input', { name: 'max_tokens', type: 'number', min: '0', step: '1', placeholder: 'no limit' });
+    const models = h('input', { name: 'allowed_models', autocomplete: 'off', placeholder: 'every model (e.g. gpt-4o, llama-*)' });
     const status = h('div', {});
+    // What the fields were filled with: a field still showing it is not sent.
+    let shown = { usd: '', tokens: '', models: '' };
+    const show = (spend: Spend) => {
+      shown = {
+        usd: spend.max_budget_micro_usd == null ? '' : String(spend.max_budget_micro_usd / 1e6),
+        tokens: spend.max_tokens == null ? '' : String(spend.max_tokens),
+        models: spend.allowed_models ? spend.allowed_models.join(', ') : '',
+      };
+      usd.value = shown.usd;
+      period.value = spend.budget_period;
+      tokens.value = shown.tokens;
+      models.value = shown.models;
+    };
+    show(u);
     const form = h(
       'form',
       { class: 'budget', 'aria-label': `Budget of ${nameOf(u)}` },
@@ -134,18 +149,25 @@ export function usersPage(root: HTMLElement, me: Me) {
       status,
     );
     const save = async (body: Record<string, unknown>) => {
-      const saved = await attempt(status, () => patch<UserWithSpend>(`/v1/admin/users/${encodeURIComponent(u.id)}`, body));
-      if (saved) status.replaceChildren(h('p', { class: 'ok', role: 'status' }, `Saved: ${spendSummary(saved)}.`));
+      const saved = await attempt(status, () => patch<User>(`/v1/admin/users/${encodeURIComponent(u.id)}`, body));
+      if (!saved) return;
+      // The row keeps the stored values: the form opened again starts from them.
+      u.budget_period = saved.budget_period;
+      u.max_budget_micro_usd = saved.max_budget_micro_usd;
+      u.max_tokens = saved.max_tokens;
+      u.allowed_models = saved.allowed_models;
+      show(saved);
+      status.replaceChildren(h('p', { class: 'ok', role: 'status' }, `Saved: ${spendSummary(saved)}.`));
     };
     form.addEventListener('submit', (event) => {
       event.preventDefault();
       const body: Record<string, unknown> = {};
-      if (period.value) body.budget_period = period.value;
-      if (usd.value) body.max_budget_micro_usd = Math.round(Number(usd.value) * 1e6);
-      if (tokens.value) body.max_tokens = Number(tokens.value);
+      if (period.value !== u.budget_period) body.budget_period = period.value;
+      if (usd.value !== shown.usd) body.max_budget_micro_usd = usd.value ? Math.round(Number(usd.value) * 1e6) : null;
+      if (tokens.value !== shown.tokens) body.max_tokens = tokens.value ? Number(tokens.value) : null;
       const list = modelList(models.value);
-      if (list) body.allowed_models = list;
-      if (!Object.keys(body).length) return void status.replaceChildren(h('p', { role: 'status' }, 'Nothing to change: fill in a field or choose a period.'));
+      if (JSON.stringify(list) !== JSON.stringify(modelList(shown.models))) body.allowed_models = list;
+      if (!Object.keys(body).length) return void status.replaceChildren(h('p', { role: 'status' }, 'Nothing to change: the form shows the stored budget.'));
       void save(body);
     });
     return form;

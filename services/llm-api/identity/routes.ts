@@ -8,8 +8,13 @@ import {
   adminKeysQuery,
   adminPatchKeyRequest,
   adminPatchUserRequest,
+  adminUserAnswer,
+  adminUserList,
   adminUsersQuery,
+  apiKeyAnswer,
+  apiKeyList,
   changePasswordRequest,
+  createdApiKeyAnswer,
   createKeyRequest,
   loginRequest,
   refreshRequest,
@@ -172,7 +177,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       summary: 'Create an API key (the secret is shown once); every field is optional',
       access: 'user',
       request: { body: createKeyRequest(ANY_TTL_DAYS) },
-      response: { status: 201 },
+      response: { status: 201, schema: createdApiKeyAnswer },
       handler: ({ principal, body }) => deps.identity.identity.apiKeys.create(principal, createOptions(body ?? {})),
     }),
     route({
@@ -182,6 +187,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       summary: "List the caller's active API keys (never the secrets)",
       access: 'user',
       request: { query: pageQuery() },
+      response: { schema: apiKeyList },
       handler: async ({ principal, query }) => {
         const page = pageOf(query);
         const { rows, total } = await deps.identity.identity.apiKeys.listOwn(principal, page);
@@ -223,15 +229,16 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       path: '/v1/admin/api-keys',
       summary: 'Create an API key for any user, any tier, custom limits',
       request: { body: adminCreateKeyRequest(ANY_TTL_DAYS) },
-      response: { status: 201 },
+      response: { status: 201, schema: createdApiKeyAnswer },
       handler: ({ body }) => deps.identity.identity.apiKeys.createFor(body.user_id, createOptions(body)),
     }),
     route({
       ...admin,
       method: 'get',
       path: '/v1/admin/api-keys',
-      summary: 'List active API keys of every user, or of one (`user_id`)',
+      summary: 'List active API keys of every user, or of one (`user_id`), with their budgets and allow-lists',
       request: { query: pageQuery().extend(adminKeysQuery.shape) },
+      response: { schema: apiKeyList },
       handler: async ({ query }) => {
         const page = pageOf(query);
         const { rows, total } = await deps.identity.identity.apiKeys.listPage(query.user_id, page);
@@ -244,6 +251,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       path: '/v1/admin/api-keys/:id',
       summary: "Change a key's tier, rate limits, budget or allowed models",
       request: { params: keyParams, body: adminPatchKeyRequest },
+      response: { schema: apiKeyAnswer },
       handler: ({ params, body }) => deps.identity.identity.apiKeys.update(keyId(params.id), { tier: body.tier, limits: body.limits, spend: spendOf(body) }),
     }),
     route({
@@ -258,8 +266,9 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       ...admin,
       method: 'get',
       path: '/v1/admin/users',
-      summary: 'List users (filters: email, is_guest, is_admin, disabled)',
+      summary: 'List users with their budgets and allow-lists (filters: email, is_guest, is_admin, disabled)',
       request: { query: pageQuery().extend(adminUsersQuery.shape) },
+      response: { schema: adminUserList },
       handler: async ({ query }) => {
         const page = pageOf(query);
         const { rows, total } = await deps.identity.identity.userAdmin.list(page, { email: query.email, isGuest: query.is_guest, isAdmin: query.is_admin, disabled: query.disabled });
@@ -270,8 +279,9 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       ...admin,
       method: 'get',
       path: '/v1/admin/users/:id',
-      summary: 'Get a user',
+      summary: 'Get a user with its budget and allow-list',
       request: { params: userParams },
+      response: { schema: adminUserAnswer },
       handler: ({ params }) => deps.identity.identity.userAdmin.get(userId(params.id)),
     }),
     route({
@@ -280,6 +290,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       path: '/v1/admin/users/:id',
       summary: 'Set is_admin, disabled, email_verified, a budget or allowed models',
       request: { params: userParams, body: adminPatchUserRequest },
+      response: { schema: adminUserAnswer },
       handler: ({ principal, params, body }) => {
         const { is_admin, disabled, email_verified } = body;
         return deps.identity.identity.userAdmin.patch(principal.userId, userId(params.id), { is_admin, disabled, email_verified, spend: spendOf(body) });

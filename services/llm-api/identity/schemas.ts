@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { listOf } from '../../kit/index.js';
 import { TIERS } from './api-keys/tiers.js';
 import { MAX_PASSWORD_LENGTH } from './passwords/domain.js';
-import { spendFields } from '../usage/budgets.js';
+import { spendFields, spendViewFields } from '../usage/budgets.js';
 
 /** Request schemas of the identity endpoints. Names and free text are capped at 256 characters. */
 const MAX = 256;
@@ -81,3 +82,40 @@ export const adminUsersQuery = z.object({
 });
 
 export const adminKeysQuery = z.object({ user_id: z.string().min(1).max(64).optional() });
+
+// --- answers (the API document; `userView`, `apiKeyView` and `SpendView` build them) ---
+
+/** A user as administration answers it (list, GET, PATCH): the account and its budget and allow-list. */
+export const adminUserAnswer = z.strictObject({
+  id: z.string(),
+  object: z.literal('user'),
+  email: z.string().nullable(),
+  username: z.string().nullable(),
+  full_name: z.string().nullable(),
+  email_verified: z.boolean(),
+  is_guest: z.boolean(),
+  is_admin: z.boolean(),
+  disabled: z.boolean(),
+  created_at: z.number().int(),
+  updated_at: z.number().int(),
+  ...spendViewFields,
+});
+export const adminUserList = listOf(adminUserAnswer);
+
+/** An API key as its owner and administrators see it (never the secret): its custom limits, budget and allow-list. */
+export const apiKeyAnswer = z.strictObject({
+  id: z.string(),
+  object: z.literal('api_key'),
+  name: z.string().nullable(),
+  prefix: z.string(),
+  last_four: z.string(),
+  tier: z.enum(TIERS),
+  limits: z.strictObject({ requests_per_minute: z.number().int().nullable().optional(), requests_per_day: z.number().int().nullable().optional() }).nullable(),
+  created_at: z.number().int().nullable(),
+  last_used_at: z.number().int().nullable(),
+  expires_at: z.number().int().nullable(),
+  ...spendViewFields,
+});
+/** A key just created: the answer above with the secret, shown this once. */
+export const createdApiKeyAnswer = apiKeyAnswer.extend({ key: z.string() });
+export const apiKeyList = listOf(apiKeyAnswer);

@@ -24,6 +24,12 @@ export async function findSpendLimits(knex: Knex, scopes: Array<{ scope: SpendSc
     .select(LIMIT_COLUMNS);
 }
 
+/** The limits rows of many keys or of many users (one page of a list), in one query. */
+export async function findSpendLimitsOf(knex: Knex, scope: SpendScope, ids: string[]): Promise<SpendLimitsRow[]> {
+  if (ids.length === 0) return [];
+  return knex('llm_spend_limits').where({ scope }).whereIn('scope_id', ids).select(LIMIT_COLUMNS);
+}
+
 /** The fields of a limits row a change may set; an absent field keeps its stored value. */
 export interface SpendLimitsChange {
   period?: SpendPeriod;

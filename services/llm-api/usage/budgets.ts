@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { z } from 'zod';
 import { ApiError, isPending, type Clock, type Logger, type MaybePromise, type Principal } from '../../kit/index.js';
-import { admitSpend, findSpendLimits, readSpend, releaseSpend, settleSpend, upsertSpendLimits, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
+import { admitSpend, findSpendLimits, findSpendLimitsOf, readSpend, releaseSpend, settleSpend, upsertSpendLimits, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
 
 /**
  * Budgets and model allow-lists on API keys and on users.
@@ -101,6 +101,14 @@ export interface SpendView {
   allowed_models: string[] | null;
 }
 
+/** The budget fields of a key or user answer (`SpendView`), for response schemas and the API document. */
+export const spendViewFields = {
+  budget_period: z.enum(['day', 'month']),
+  max_budget_micro_usd: z.number().int().nullable(),
+  max_tokens: z.number().int().nullable(),
+  allowed_models: z.array(z.string()).nullable(),
+};
+
 function viewOf(row: SpendLimitsRow | undefined): SpendView {
   return {
     budget_period: row?.period ?? 'day',
@@ -145,6 +153,11 @@ export async function setSpendLimits(deps: SpendDeps, scope: SpendScope, id: str
 export interface SpendLimitsPort {
   apply(db: Knex, scope: SpendScope, id: string, input: SpendInput): Promise<SpendView>;
   changed(scope: SpendScope, id: string): void;
+  /**
+   * The limits of each of `ids` (one page of keys or users) in one query, from the database (never
+   * admission's cache): an id without limits has the defaults (`day`, no budget, every model).
+   */
+  read(db: Knex, scope: SpendScope, ids: string[]): Promise<Map<string, SpendView>>;
 }
 
 export function spendLimitsPort(deps: Pick<SpendDeps, 'clock' | 'limitsCache'>): SpendLimitsPort {
@@ -156,6 +169,10 @@ export function spendLimitsPort(deps: Pick<SpendDeps, 'clock' | 'limitsCache'>):
     },
     changed(scope, id) {
       deps.limitsCache?.invalidate(scope, id);
+    },
+    async read(db, scope, ids) {
+      const rows = new Map((await findSpendLimitsOf(db, scope, ids)).map((row) => [row.scope_id, row]));
+      return new Map(ids.map((id) => [id, viewOf(rows.get(id))]));
     },
   };
 }

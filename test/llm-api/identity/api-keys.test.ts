@@ -50,7 +50,23 @@ test.serial('create → secret once; list without secret or hash; validate; dele
   t.is(list.body.object, 'list');
   t.is(list.body.data.length, 1);
   const item = list.body.data[0];
-  t.deepEqual(Object.keys(item).sort(), ['created_at', 'expires_at', 'id', 'last_four', 'last_used_at', 'limits', 'name', 'object', 'prefix', 'tier']);
+  // The key's record with its budget and allow-list (none here), never the secret or its hash.
+  t.deepEqual(Object.keys(item).sort(), [
+    'allowed_models',
+    'budget_period',
+    'created_at',
+    'expires_at',
+    'id',
+    'last_four',
+    'last_used_at',
+    'limits',
+    'max_budget_micro_usd',
+    'max_tokens',
+    'name',
+    'object',
+    'prefix',
+    'tier',
+  ]);
   t.false(JSON.stringify(list.body).includes(key));
   t.false(JSON.stringify(list.body).includes(sha256Hex(key)));
 

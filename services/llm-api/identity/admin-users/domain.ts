@@ -8,11 +8,11 @@ import { userView, type IdentityUsersStore, type UserPatch } from '../store.js';
 import type { RefreshTokens } from '../tokens/refresh-tokens.js';
 
 /**
- * User administration: list users; set is_admin, disabled and email_verified. Disabling revokes at
- * once every API key (deleted, each hash published) and every refresh token of the user. Any change
- * of those three publishes `user:<id>`: edge caches drop the validation answers of the user's keys
- * (they carry is_admin) and every process's user directory forgets its cached row, so the next
- * request sees the new role.
+ * User administration: list and get users (each with its budget and allow-list); set is_admin,
+ * disabled, email_verified and the budget. Disabling revokes at once every API key (deleted, each
+ * hash published) and every refresh token of the user. Any change of the three flags publishes
+ * `user:<id>`: edge caches drop the validation answers of the user's keys (they carry is_admin) and
+ * every process's user directory forgets its cached row, so the next request sees the new role.
  */
 export interface UserAdminPatch {
   is_admin?: boolean;
@@ -37,15 +37,18 @@ export function createUserAdmin(deps: {
 }) {
   const { users } = deps;
   return {
+    /** A page of users, each with its budget and allow-list (one query for the whole page's). */
     async list(page: Page, filter: { email?: string; isGuest?: boolean; isAdmin?: boolean; disabled?: boolean }) {
       const { rows, total } = await users.list(page, filter);
-      return { rows: rows.map(userView), total };
+      const spend = await deps.spend.read(deps.knex, 'user', rows.map((user) => user.id));
+      return { rows: rows.map((user) => ({ ...userView(user), ...spend.get(user.id)! })), total };
     },
 
+    /** One user with its budget and allow-list, in the shape `patch` answers. */
     async get(id: string) {
-      const user = await users.byId(id);
+      const [user, spend] = await Promise.all([users.byId(id), deps.spend.read(deps.knex, 'user', [id])]);
       if (!user) throw new ApiError(404, 'User not found', { param: 'id' });
-      return userView(user);
+      return { ...userView(user), ...spend.get(id)! };
     },
 
     /**

@@ -153,10 +153,12 @@ export function createApiKeys(deps: ApiKeyDeps) {
     }
   }
 
+  /** A page of active keys, each with its budget and allow-list (one query for the whole page's). */
   async function listPage(userId: string | undefined, page: Page) {
     const now = clock.now();
     const [rows, total] = await Promise.all([store.listActive(userId, now, page), store.countAll(userId, now)]);
-    return { rows: rows.map(apiKeyView), total };
+    const spend = await deps.spend.read(knex, 'key', rows.map((row) => row.id));
+    return { rows: rows.map((row) => ({ ...apiKeyView(row), ...spend.get(row.id)! })), total };
   }
 
   /** Revokes and deletes; another user's key is a 404 (existence is not leaked). */
