@@ -10,8 +10,8 @@ export const Priority = PRIORITY;
 export { Schema };
 export const Plugin = kongPluginClass(
   Name,
-  (raw) => {
-    const config = parseApiKeyAuthConfig(raw);
+  parseApiKeyAuthConfig,
+  (config) => {
     const core = createApiKeyAuth(config, { logger: processLogger });
     if (config.redis_url) {
       // Every Kong node subscribes, on the channel llm-api publishes on for the same Redis prefix;

@@ -42,6 +42,44 @@ export interface Needs {
 
 export const SHARED_KEY = 'platform_auth';
 
+/**
+ * `kong.ctx.shared` keeps what it is given in a Lua table, and a Lua table cannot hold nil: a
+ * `null` field (msgpack nil) comes back absent. Some of ours differ between the two: a key's own
+ * limit of `null` is "no limit" where an absent one is "its tier's". So a null travels as this
+ * marker (a string, which Lua keeps) and is turned back into `null` when the context is read. A
+ * string of ours that starts with NUL (the marker's first character; a token claim could) gets one
+ * more in front, taken off on read, so no value ever reads back as another.
+ */
+export const SHARED_NULL = '\u0000null';
+
+/** The shared context as it goes to `kong.ctx.shared.set`: nulls marked, undefined fields left out. */
+export function encodeShared(value: unknown): unknown {
+  if (value === null) return SHARED_NULL;
+  if (typeof value === 'string') return value.charCodeAt(0) === 0 ? `\u0000${value}` : value;
+  if (Array.isArray(value)) return value.map(encodeShared);
+  if (typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const key in value) {
+      const field = (value as Record<string, unknown>)[key];
+      if (field !== undefined) out[key] = encodeShared(field);
+    }
+    return out;
+  }
+  return value;
+}
+
+/** The shared context as `kong.ctx.shared.get` returns it, with its nulls back. */
+export function decodeShared(value: unknown): unknown {
+  if (typeof value === 'string') return value.charCodeAt(0) !== 0 ? value : value === SHARED_NULL ? null : value.slice(1);
+  if (Array.isArray(value)) return value.map(decodeShared);
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const key in value) out[key] = decodeShared((value as Record<string, unknown>)[key]);
+    return out;
+  }
+  return value;
+}
+
 export function kongLogger(kong: KongPdk): PluginLogger {
   return {
     warn: (fields, message) => void kong.log.warn(message, JSON.stringify(fields)).catch(() => {}),
@@ -62,7 +100,7 @@ export async function readRequest(kong: KongPdk, needs: Needs): Promise<EdgeRequ
   const method = needs.method ? ((await kong.request.getMethod()) ?? 'GET') : 'GET';
   const path = needs.path ? ((await kong.request.getPath()) ?? '/') : '/';
   const clientIp = needs.ip ? ((await kong.client.getForwardedIp()) ?? '') : '';
-  const shared = ((await kong.ctx.shared.get(SHARED_KEY)) ?? {}) as SharedContext;
+  const shared = (decodeShared(await kong.ctx.shared.get(SHARED_KEY)) ?? {}) as SharedContext;
   return { method, path, headers: headers as HeaderMap, clientIp, shared };
 }
 
@@ -101,7 +139,7 @@ export function kongIO(kong: KongPdk): HostIO {
       await kong.client.authenticate(consumer, null);
       return true;
     },
-    saveShared: (shared) => kong.ctx.shared.set(SHARED_KEY, shared),
+    saveShared: (shared) => kong.ctx.shared.set(SHARED_KEY, encodeShared(shared)),
     exit: (status, body, headers) => exitJson(kong, status, body, headers),
   };
 }

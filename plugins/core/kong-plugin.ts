@@ -4,24 +4,75 @@ import type { PluginCore } from './types.js';
 export const VERSION = '0.1.0';
 
 /**
+ * The keys Kong's plugins iterator (`get_plugin_config` in kong/runloop/plugins_iterator.lua, 3.x)
+ * adds to a plugin's `config` before it sends it to the plugin server as JSON (`StartInstance`):
+ * the scope the instance was configured at (`route_id`, `service_id`, `consumer_id`,
+ * `consumer_group_id`: present for a route-, service- or consumer-scoped plugin), `ordering`,
+ * `plugin_instance_name`, plus `__key__`, `__seq__`, `__plugin_id` (the `__` ones `applySchema`
+ * drops itself). None is a field of our schemas; the schema refuses every other unknown key.
+ */
+export const KONG_SCOPE_KEYS: readonly string[] = ['route_id', 'service_id', 'consumer_id', 'consumer_group_id', 'ordering', 'plugin_instance_name'];
+
+/** The configuration as decK wrote it: Kong's own keys removed. */
+export function withoutKongKeys(config: Record<string, unknown> | null | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(config ?? {})) {
+    if (key.startsWith('__') || KONG_SCOPE_KEYS.includes(key)) continue;
+    out[key] = config![key];
+  }
+  return out;
+}
+
+/** JSON with object keys sorted: equal configurations give equal text whatever order Kong encoded them in. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const object = value as Record<string, unknown>;
+    return `{${Object.keys(object)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonicalJson(object[key])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
  * Builds the `Plugin` class kong-js-pluginserver instantiates once per configuration (shared by
  * every request: no per-request state on `this`). `access` is a real class method, so the server
  * detects the phase; there is deliberately no `response` method (it would buffer and break SSE).
  * A configuration the core rejects answers 500 on every request instead of failing open.
+ *
+ * Kong starts an instance per nginx worker (its table of running instances is per worker) and a
+ * new one whenever its plugin configuration is rebuilt, and the plugin server tells the plugin
+ * object nothing when an instance is closed. So the core is built once per distinct configuration
+ * in this process and shared by every instance of it: one set of local counters (not one per
+ * worker, which would multiply every limit by the number of workers), one key cache, one JWKS
+ * cache, one Redis connection and revocation subscription.
  */
-export function kongPluginClass(name: string, build: (config: Record<string, unknown>) => PluginCore, needs: Needs) {
+export function kongPluginClass<C>(name: string, parse: (config: Record<string, unknown>) => C, build: (config: C) => PluginCore, needs: Needs) {
+  const cores = new Map<string, PluginCore>();
+
+  function coreFor(raw: Record<string, unknown> | null | undefined): PluginCore {
+    const config = parse(withoutKongKeys(raw));
+    const key = canonicalJson(config);
+    let core = cores.get(key);
+    if (!core) {
+      core = build(config);
+      cores.set(key, core);
+    }
+    return core;
+  }
+
   return class Plugin {
     protected readonly name = name;
     private readonly core: PluginCore | null;
 
     constructor(config: Record<string, unknown>) {
       let core: PluginCore | null = null;
-      let failure: string | null = null;
       try {
-        core = build(config ?? {});
+        core = coreFor(config);
       } catch (error) {
-        failure = (error as Error).message;
-        process.stderr.write(`[error] ${name}: invalid configuration: ${failure}\n`);
+        process.stderr.write(`[error] ${name}: invalid configuration: ${(error as Error).message}\n`);
       }
       this.core = core;
     }

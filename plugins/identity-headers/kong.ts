@@ -6,4 +6,4 @@ export const Name = 'identity-headers';
 export const Version = VERSION;
 export const Priority = PRIORITY;
 export { Schema };
-export const Plugin = kongPluginClass(Name, (config) => createIdentityHeaders(parseIdentityHeadersConfig(config)), { headers: true });
+export const Plugin = kongPluginClass(Name, parseIdentityHeadersConfig, createIdentityHeaders, { headers: true });

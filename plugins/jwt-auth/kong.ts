@@ -7,4 +7,4 @@ export const Name = 'jwt-auth';
 export const Version = VERSION;
 export const Priority = PRIORITY;
 export { Schema };
-export const Plugin = kongPluginClass(Name, (config) => createJwtAuth(parseJwtAuthConfig(config), { logger: processLogger }), { headers: true, method: true });
+export const Plugin = kongPluginClass(Name, parseJwtAuthConfig, (config) => createJwtAuth(config, { logger: processLogger }), { headers: true, method: true });

@@ -10,10 +10,8 @@ export const Priority = PRIORITY;
 export { Schema };
 const Base = kongPluginClass(
   Name,
-  (raw) => {
-    const config = parseTieredRateLimitConfig(raw);
-    return createTieredRateLimit(config, { store: createCounterStore(config), logger: processLogger });
-  },
+  parseTieredRateLimitConfig,
+  (config) => createTieredRateLimit(config, { store: createCounterStore(config), logger: processLogger }),
   { ip: true, path: true },
 );
 

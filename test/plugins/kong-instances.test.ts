@@ -1,0 +1,103 @@
+import test from 'ava';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { offsetToNextMinute } from '../../services/kit/clock.js';
+import { buildPluginsInto, startPluginServer, type PluginServer } from '../kong/harness.js';
+import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator } from './fakes.js';
+
+// The compiled plugins in the real kong-js-pluginserver (kong-pdk 0.6.0), started the way Kong
+// starts them: with the keys Kong's plugins iterator adds to every configuration
+// (kong/runloop/plugins_iterator.lua, `get_plugin_config`), and once per nginx worker.
+const TOKEN = 'g'.repeat(40);
+const PLUGINS = ['jwt-auth', 'api-key-auth', 'identity-headers', 'tiered-rate-limit'];
+let dist: string;
+const servers = new Map<string, PluginServer>();
+let issuer: Awaited<ReturnType<typeof startFakeIssuer>>;
+let validator: Awaited<ReturnType<typeof startFakeValidator>>;
+
+test.before(async () => {
+  dist = mkdtempSync(join(tmpdir(), 'kong-instances-'));
+  buildPluginsInto(dist);
+  issuer = await startFakeIssuer();
+  validator = await startFakeValidator(TOKEN);
+  // The rate limiter's clock at second 1 of a minute window: its scenario runs in one window.
+  const clockOffsetMs = offsetToNextMinute();
+  await Promise.all(PLUGINS.map(async (name) => servers.set(name, await startPluginServer(join(dist, name), name === 'tiered-rate-limit' ? { clockOffsetMs } : {}))));
+});
+
+test.after.always(async () => {
+  await Promise.all([...servers.values()].map((s) => s.stop()));
+  await issuer?.close();
+  await validator?.close();
+  if (dist) rmSync(dist, { recursive: true, force: true });
+});
+
+const server = (name: string) => servers.get(name)!;
+
+/** What Kong adds to the configuration of a plugin configured on a route of a service (3.x). */
+const scoped = (config: Record<string, unknown>) => ({
+  ...config,
+  route_id: '3b1c2a4e-0000-4000-8000-00000000000a',
+  service_id: '3b1c2a4e-0000-4000-8000-00000000000b',
+  plugin_instance_name: 'llm-api-auth',
+  ordering: { before: { access: ['cors'] } },
+  __key__: 'plugins:x:3b1c2a4e-0000-4000-8000-00000000000a:3b1c2a4e-0000-4000-8000-00000000000b::::',
+});
+
+test.serial('a route- or service-scoped instance: the keys Kong adds to its configuration are not configuration errors', async (t) => {
+  const identity = server('identity-headers');
+  const headers = await identity.run(await identity.start('identity-headers', scoped({ gateway_token: 'gw-scoped' })), { headers: { 'x-user-id': 'admin' } });
+  t.is(headers.status, null, 'proxied, not the 500 of a misconfigured instance');
+  t.deepEqual(headers.upstreamHeaders['x-gateway-token'], ['gw-scoped']);
+  t.false('x-user-id' in headers.upstreamHeaders);
+
+  const jwt = server('jwt-auth');
+  const jwtId = await jwt.start('jwt-auth', scoped({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous' }));
+  const token = await issuer.sign({}, { sub: 'user_scoped' });
+  const verified = await jwt.run(jwtId, { headers: { authorization: `Bearer ${token}` } });
+  t.is(verified.status, null);
+  t.deepEqual(verified.authenticated, { consumer: null, credential: { id: 'user:user_scoped' } });
+
+  const keys = server('api-key-auth');
+  const key = validator.add('user_scoped_key', 'pro');
+  const accepted = await keys.run(await keys.start('api-key-auth', scoped({ validate_url: validator.url, gateway_token: TOKEN })), { headers: { 'x-api-key': key.key } });
+  t.is(accepted.status, null);
+  t.false('x-api-key' in accepted.upstreamHeaders);
+
+  // The guest-login route's own limiter instance (route-scoped, access phase).
+  const limiter = server('tiered-rate-limit');
+  const limited = await limiter.run(await limiter.start('tiered-rate-limit', scoped({ ip_per_minute: 0, ip_per_hour: 5, ip_limit_phase: 'access' })), { forwardedIp: '198.51.100.20' });
+  t.is(limited.status, null);
+});
+
+test.serial('a field of no schema is still refused: only the keys Kong adds are set aside', async (t) => {
+  const identity = server('identity-headers');
+  const r = await identity.run(await identity.start('identity-headers', scoped({ gateway_tokn: 'typo' })), { headers: {} });
+  t.is(r.status, 500);
+  t.regex(String(r.exit!.body), /misconfigured/);
+  t.regex(identity.output(), /config\.gateway_tokn: unknown field/);
+});
+
+test.serial('one instance per nginx worker: the per-address limit is counted once across them, not once per worker', async (t) => {
+  const limiter = server('tiered-rate-limit');
+  // Kong's workers each start an instance of the same global configuration (each its own __seq__).
+  const config = { ip_per_minute: 2, policy: 'local' };
+  const workers = [await limiter.start('tiered-rate-limit', config), await limiter.start('tiered-rate-limit', config)];
+  t.not(workers[0], workers[1]);
+  const ip = `198.51.100.${(process.pid % 200) + 30}`;
+  const statuses: Array<number | null> = [];
+  for (const worker of [workers[0]!, workers[1]!, workers[0]!, workers[1]!]) statuses.push((await limiter.run(worker, { forwardedIp: ip }, {}, 'rewrite')).status);
+  t.deepEqual(statuses, [null, null, 429, 429]);
+});
+
+test.serial('one instance per nginx worker: a key validated through one is known to the others (one cache, not one per worker)', async (t) => {
+  const keys = server('api-key-auth');
+  const config = { validate_url: validator.url, gateway_token: TOKEN, cache_ttl_seconds: 3600, header_name: 'x-api-key-workers' };
+  const [first, second] = [await keys.start('api-key-auth', config), await keys.start('api-key-auth', config)];
+  const key = validator.add('user_workers', 'pro');
+  const before = validator.calls;
+  t.is((await keys.run(first!, { headers: { 'x-api-key-workers': key.key } })).status, null);
+  t.is((await keys.run(second!, { headers: { 'x-api-key-workers': key.key } })).status, null);
+  t.is(validator.calls - before, 1, 'the second worker found the key in the shared cache');
+});
