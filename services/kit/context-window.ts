@@ -2,12 +2,24 @@
  * Fitting a history to a model's context window: chat completions do it for a stored
  * conversation, the Responses API for `truncation: "auto"`. Tokens are estimated, not counted (no
  * tokenizer is loaded for every model a provider serves): 4 characters of text per token, plus 4
- * per message for the framing providers add, plus the JSON of any tool calls. A part without text
- * (an image) costs its JSON only when the message has no text at all.
+ * per message for the framing providers add, plus the JSON of any tool calls. An image part costs a
+ * fixed `TOKENS_PER_IMAGE` whatever its URL (a data URL's length says nothing of what a provider
+ * charges for it); another part without text (a file) costs its JSON only when the message has
+ * neither text nor an image.
  */
 
 const CHARS_PER_TOKEN = 4;
 const TOKENS_PER_MESSAGE = 4;
+/** What OpenAI charges for a high-detail 1024×1024 image (85 + 4 tiles × 170): a typical image's cost. */
+export const TOKENS_PER_IMAGE = 765;
+const IMAGE_PART_TYPES = new Set(['image_url', 'input_image', 'image']);
+
+function imagePartCount(content: unknown): number {
+  if (!Array.isArray(content)) return 0;
+  let images = 0;
+  for (const part of content) if (typeof part === 'object' && part !== null && IMAGE_PART_TYPES.has((part as { type?: unknown }).type as string)) images++;
+  return images;
+}
 
 /** A chat message as far as the estimate reads it (other fields are not read). */
 export interface EstimatedMessage {
@@ -40,9 +52,19 @@ function partText(part: unknown): string {
 }
 
 export function estimateTokens(message: EstimatedMessage): number {
-  const text = contentText(message.content) || JSON.stringify(message.content ?? '');
+  const images = imagePartCount(message.content);
+  let chars = contentText(message.content).length;
+  if (chars === 0 && images === 0) chars = JSON.stringify(message.content ?? '').length;
   const calls = message.tool_calls ? JSON.stringify(message.tool_calls).length : 0;
-  return Math.ceil((text.length + calls) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE;
+  return estimateTextTokens(chars + calls) + images * TOKENS_PER_IMAGE + TOKENS_PER_MESSAGE;
+}
+
+/**
+ * The estimate for `chars` characters of text alone (no message framing): for text that was only
+ * counted, not kept (a streamed answer's length, as llm-api's relay counts it for usage estimates).
+ */
+export function estimateTextTokens(chars: number): number {
+  return Math.ceil(chars / CHARS_PER_TOKEN);
 }
 
 /** The estimate of several messages together. */

@@ -1,9 +1,13 @@
 import test from 'ava';
-import { contentText, estimateTokens, estimateTokensOf, keepNewest } from '../../services/kit/index.js';
+import { contentText, estimateTokens, estimateTokensOf, keepNewest, TOKENS_PER_IMAGE } from '../../services/kit/index.js';
 
-test('the estimate: 4 characters per token of text, 4 per message, tool calls by their JSON', (t) => {
+test('the estimate: 4 characters per token of text, 4 per message, a fixed cost per image, tool calls by their JSON', (t) => {
   t.is(estimateTokens({ content: 'x'.repeat(40) }), 14);
-  t.is(estimateTokens({ content: [{ type: 'text', text: 'abcd' }, { type: 'image_url', image_url: { url: 'jan_1' } }, { type: 'text', text: 'efg' }] }), 6);
+  t.is(estimateTokens({ content: [{ type: 'text', text: 'abcd' }, { type: 'image_url', image_url: { url: 'jan_1' } }, { type: 'text', text: 'efg' }] }), 6 + TOKENS_PER_IMAGE);
+  const dataUrl = `data:image/png;base64,${'A'.repeat(1_000_000)}`;
+  t.is(estimateTokens({ content: [{ type: 'image_url', image_url: { url: dataUrl } }] }), TOKENS_PER_IMAGE + 4, "an image alone costs the same whatever its URL's length");
+  t.is(estimateTokens({ content: [{ type: 'input_image', image_url: dataUrl }, { type: 'input_image', image_url: 'jan_2' }] }), 2 * TOKENS_PER_IMAGE + 4);
+  t.is(estimateTokens({ content: [{ type: 'file', file: { file_id: 'f' } }] }), Math.ceil(JSON.stringify([{ type: 'file', file: { file_id: 'f' } }]).length / 4) + 4, 'a part with neither text nor an image costs its JSON');
   const calls = [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }];
   t.is(estimateTokens({ content: null, tool_calls: calls }), Math.ceil((2 + JSON.stringify(calls).length) / 4) + 4);
   t.is(estimateTokensOf([{ content: 'abcd' }, { content: 'x'.repeat(40) }]), 5 + 14);

@@ -1,4 +1,4 @@
-import { ApiError, badRequest, decodeUtf8, encodeWithRawMembers, isPending, notFound, unixSeconds, type Cancellation, type RawJsonMembers, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, decodeUtf8, encodeWithRawMembers, estimateTextTokens, estimateTokens, estimateTokensOf, isPending, notFound, unixSeconds, type Cancellation, type RawJsonMembers, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
 import type { ResolvedModel } from '../models/registry.js';
 import { ClientClosed, type Attempt } from '../routing/failover.js';
 import type { UpstreamResponse } from '../routing/upstream.js';
@@ -105,9 +105,22 @@ function usageReport(model: string, providerId: string, usage: { prompt_tokens?:
   return { model, provider: providerId, prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
-/** Reports a provider's token count that is not one (the usage paths count it as 0). */
-const invalidCount = (deps: ChatDeps, requestId: string) => (field: string, value: unknown) =>
-  deps.logger.error({ request_id: requestId, field, value: String(value).slice(0, 40) }, 'the provider reported a token count that is not a non-negative integer; counted as 0');
+/**
+ * A stream's usage: the provider's report, or, when the stream ended without one (the client left,
+ * the deadline, a failure mid-stream, a provider that sends none), an estimate by the kit's rule
+ * (kit `context-window.ts`: 4 characters per token): the prompt from the messages sent (history and
+ * message steps included) and the tool definitions by their JSON, the completion from the answer
+ * text the relay counted as it passed it on (`relayedChars`, every choice; reasoning within it).
+ * Only the rare path without a report computes anything.
+ */
+function streamUsage(request: ChatRequest, outcome: StreamOutcome): Usage {
+  if (outcome.usage) return outcome.usage;
+  let prompt = estimateTokensOf(request.messages);
+  const tools = request.tools ?? request.functions;
+  if (tools && tools.length > 0) prompt += estimateTokens({ tool_calls: tools });
+  const completion = estimateTextTokens(outcome.relayedChars);
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, completion_tokens_details: { reasoning_tokens: estimateTextTokens(outcome.relayedReasoningChars) } };
+}
 
 const modelNotFound = (id: string) => notFound(`The model '${id}' does not exist or you do not have access to it.`, 'model_not_found');
 
@@ -225,17 +238,19 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
         maxEventBytes: deps.limits.maxEventBytes,
         signal,
         onUpstreamError: (detail, kind) => deps.dispatcher.logStreamFailure(dispatched.attempt, input.requestId, detail, kind),
-        onInvalidUsage: invalidCount(deps, input.requestId),
+        usageLog: deps.logger,
         // Stored before the stream's last event ([DONE] waits for it); see StreamRelay.
         save: persist ? (outcome, complete) => storeStreamed(deps, session, outcome, complete, dispatched.attempt.candidate.pm.model_public_id, input.requestId) : undefined,
       });
       const done = relay.done.then(async (outcome) => {
         cleanup();
         const status = outcome.outcome === 'ok' ? 200 : outcome.outcome === 'client_closed' ? 499 : outcome.outcome === 'deadline' ? 504 : 502;
-        await meter.close({ status, outcome: outcome.outcome, usage: outcome.usage });
+        // Without the provider's report the budget counters take the estimate too (see streamUsage).
+        await meter.close({ status, outcome: outcome.outcome, usage: streamUsage(effective, outcome), estimated: outcome.usage === null });
         return outcome;
       });
-      const report = relay.done.then((outcome) => usageReport(model.publicId, dispatched.attempt.candidate.pm.provider_id, outcome.usage));
+      // The same counts as the usage record (both callbacks estimate only when the provider reported none).
+      const report = relay.done.then((outcome) => usageReport(model.publicId, dispatched.attempt.candidate.pm.provider_id, streamUsage(effective, outcome)));
       return { kind: 'stream', events: relay.events, done, report };
     }
 
@@ -244,7 +259,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     meter.firstByte();
     const body = await readAnswer(dispatched.value, deps.limits.maxResponseBytes, signal);
     const served = dispatched.attempt.candidate.pm.model_public_id;
-    normalizeCompletion(body, served, unixSeconds(deps.clock), invalidCount(deps, input.requestId));
+    normalizeCompletion(body, served, unixSeconds(deps.clock), deps.logger, input.requestId);
     if (persist) {
       const message = body.choices[0]?.message;
       await storeAnswer(deps, session, {

@@ -5,7 +5,7 @@ import type { HealthTracker } from '../routing/failover.js';
 import type { Random } from '../routing/select.js';
 import type { Upstream } from '../routing/upstream.js';
 import { createUsageMeters } from '../usage/meter.js';
-import { usageRawKeyOnly, usageTables } from '../usage/migrations.js';
+import { usageEstimated, usageRawKeyOnly, usageTables } from '../usage/migrations.js';
 import type { UsageRecorder } from '../usage/recorder.js';
 import type { ChatDeps, ConversationSessions, MessageStep } from './completions.js';
 import type { ChatLimits } from './config.js';
@@ -64,7 +64,7 @@ export function buildChatDeps(parts: {
 /** Chat completions (OpenAI-compatible, SSE streaming) and usage accounting. */
 export const chatResource: LlmApiResource = {
   name: 'chat',
-  migrations: [usageTables, usageRawKeyOnly],
+  migrations: [usageTables, usageRawKeyOnly, usageEstimated],
   start: (deps) => deps.catalog.start(),
   routes: (deps) => routes(deps.chat, deps.chatSettings),
 };

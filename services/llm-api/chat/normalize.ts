@@ -1,12 +1,12 @@
 import { ApiError, completionId } from '../../kit/core/index.js';
-import { cleanUsage, type InvalidTokenCount } from '../usage/token-counts.js';
+import { cleanUsage, type InvalidCountLog } from '../usage/token-counts.js';
 import type { ChatCompletion, CompletionChoice } from './types.js';
 
 /**
  * Makes an upstream non-stream answer the chat-completion object the official SDK expects
  * (openai-api.md 1.2): `object`, integer `created`, every choice with `logprobs` and
  * `finish_reason`, every message with `content` and `refusal` keys, and usage totals that add up
- * (counts that are not non-negative integers become 0, reported through `onInvalidCount`).
+ * (counts that are not non-negative integers become 0, logged to `log` with `requestId`).
  *
  * An answer that is not shaped like a chat completion (`choices` not an array, a choice or its
  * message not an object, `usage` neither an object nor null) is the provider's fault: a 502, as an
@@ -14,7 +14,7 @@ import type { ChatCompletion, CompletionChoice } from './types.js';
  * provider bill again, nor a 200 that hides it. Type checks only, on the few members read here:
  * the rest of the answer passes through as it came.
  */
-export function normalizeCompletion(body: ChatCompletion, fallbackModel: string, nowSec: number, onInvalidCount?: InvalidTokenCount): ChatCompletion {
+export function normalizeCompletion(body: ChatCompletion, fallbackModel: string, nowSec: number, log?: InvalidCountLog, requestId?: string): ChatCompletion {
   const choices: unknown = body.choices;
   if (!Array.isArray(choices)) throw malformedAnswer('choices is not an array');
   const usage: unknown = body.usage;
@@ -39,7 +39,7 @@ export function normalizeCompletion(body: ChatCompletion, fallbackModel: string,
     if (!Object.hasOwn(message, 'content')) message.content = null;
     if (!Object.hasOwn(message, 'refusal')) message.refusal = null;
   }
-  if (body.usage) cleanUsage(body.usage, onInvalidCount);
+  if (body.usage) cleanUsage(body.usage, log, requestId);
   return body;
 }
 

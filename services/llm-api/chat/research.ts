@@ -105,7 +105,7 @@ export async function deepResearch(deps: ResearchDeps, principal: Principal, inp
     };
   }
 
-  const outcome: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', toolCalls: null, finishReason: null };
+  const outcome: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', toolCalls: null, finishReason: null, relayedChars: 0, relayedReasoningChars: 0 };
   let settle!: (value: StreamOutcome) => void;
   const done = new Promise<StreamOutcome>((resolve) => (settle = resolve));
   const chunk = (delta: Record<string, unknown>, finishReason: string | null = null, extra: Record<string, unknown> = {}): StreamEvent => ({

@@ -1,7 +1,7 @@
 import { ApiError, errorBody, isDependencyUnavailable, SseEventTooLarge, SseSplitter, type CancelSignal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import type { BodyChunks } from '../routing/provider-answer.js';
-import { cleanUsage, usageCopy, type InvalidTokenCount } from '../usage/token-counts.js';
+import { cleanUsage, usageCopy, type InvalidCountLog } from '../usage/token-counts.js';
 import type { AnswerToolCall, ChatCompletionChunk, ConversationRef, ErrorPayload, Usage } from './types.js';
 
 /**
@@ -33,6 +33,15 @@ export interface StreamOutcome {
   /** Choice 0's tool calls assembled from their deltas, in the order of their index; null when none. */
   toolCalls: StreamedToolCall[] | null;
   finishReason: string | null;
+  /**
+   * Characters of answer text relayed to the client, every choice (`content`, `refusal`, tool-call
+   * `arguments`, `reasoning_content`, `reasoning`), counted always, as the decoded strings' lengths:
+   * what the usage estimate reads when the provider reported no usage (docs/llm.md, "A stream
+   * without the provider's usage report").
+   */
+  relayedChars: number;
+  /** The part of `relayedChars` that was reasoning. */
+  relayedReasoningChars: number;
 }
 
 /** A tool call assembled from its deltas (`index` is its place among the choice's calls). */
@@ -60,8 +69,8 @@ export interface RelayOptions {
   /** Aborted with `ClientClosed` when the client leaves, or with an ApiError (504) at the deadline. */
   signal: CancelSignal;
   onUpstreamError(detail: string, kind: Exclude<StreamOutcomeKind, 'ok' | 'client_closed'>): void;
-  /** A usage count that was not a non-negative integer (taken as 0, or absent for reasoning tokens). */
-  onInvalidUsage?: InvalidTokenCount;
+  /** Where a usage count that is not a non-negative integer is logged, with `requestId` (taken as 0, or absent for reasoning tokens). */
+  usageLog?: InvalidCountLog;
   /**
    * Stores the exchange (`store: true`; needs `collect`), once: before `done` (`complete`), before
    * the error event of a failed stream, or when the stream stops early (the client left). A
@@ -93,6 +102,71 @@ function isCommentsOnly(event: string): boolean {
 /** What a provider may still send after its [DONE] before its connection is cut instead of reused. */
 const DISCARD_AFTER_DONE = { maxMs: 2_000, maxBytes: 64 * 1024 };
 
+const QUOTE = 34;
+const COLON = 58;
+const LETTER_U = 117;
+const isJsonSpace = (code: number) => code === 32 || code === 9 || code === 10 || code === 13;
+
+/**
+ * The keys whose string values are answer text, as they end (`content"` also ends
+ * `"reasoning_content"`): index 1 is reasoning.
+ */
+const TEXT_KEYS = ['content"', 'reasoning"', 'arguments"', 'refusal"'] as const;
+
+/**
+ * Adds the answer text in `text` (events as they are relayed) to `counts`: the characters of the
+ * string values of `content`, `refusal`, `arguments`, `reasoning_content` and `reasoning`, as
+ * their decoded lengths (an escape such as `\n`, `\"` or `\u00e9` is one character). Nothing is
+ * parsed or allocated: the keys are found with `indexOf`, their values measured between quotes,
+ * and each backslash looked for once per key. A key's name inside a string value is escaped there
+ * (`\"content\"`), so it never matches. A key of another name ending the same way
+ * (`"my_content"`) is not a key of ours: it must start with `"` (or `"reasoning_`).
+ */
+export function countAnswerText(text: string, counts: { relayedChars: number; relayedReasoningChars: number }): void {
+  for (let k = 0; k < TEXT_KEYS.length; k++) {
+    const needle = TEXT_KEYS[k]!;
+    // The first backslash at or after the value being measured: -2 not looked for yet, -1 none left.
+    let slash = -2;
+    let at = text.indexOf(needle);
+    while (at >= 0) {
+      let i = at + needle.length;
+      let reasoning = k === 1;
+      let whole = text.charCodeAt(at - 1) === QUOTE;
+      if (!whole && k === 0 && text.startsWith('"reasoning_', at - 11)) whole = reasoning = true;
+      if (whole) {
+        while (isJsonSpace(text.charCodeAt(i))) i++;
+        if (text.charCodeAt(i) === COLON) {
+          i++;
+          while (isJsonSpace(text.charCodeAt(i))) i++;
+        } else i = -1;
+      }
+      if (whole && i >= 0 && text.charCodeAt(i) === QUOTE) {
+        let start = i + 1;
+        let chars = 0;
+        for (;;) {
+          const quote = text.indexOf('"', start);
+          if (quote < 0) {
+            if (start < text.length) chars += text.length - start;
+            i = text.length;
+            break;
+          }
+          if (slash !== -1 && slash < start) slash = text.indexOf('\\', start);
+          if (slash === -1 || slash > quote) {
+            chars += quote - start;
+            i = quote + 1;
+            break;
+          }
+          chars += slash - start + 1;
+          start = slash + (text.charCodeAt(slash + 1) === LETTER_U ? 6 : 2);
+        }
+        counts.relayedChars += chars;
+        if (reasoning) counts.relayedReasoningChars += chars;
+      } else i = at + needle.length;
+      at = text.indexOf(needle, i);
+    }
+  }
+}
+
 const errorEvent = (status: number, message: string, requestId: string, code?: string): StreamEvent => {
   const body = errorBody(status, message, { code, requestId });
   return { type: 'error', error: body.error as ErrorPayload };
@@ -122,7 +196,7 @@ export function relayStream(options: RelayOptions): { events: AsyncIterable<Stre
  * with `--log-ic`). A method is one function for every request.
  */
 class StreamRelay {
-  private readonly result: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', toolCalls: null, finishReason: null };
+  private readonly result: StreamOutcome = { outcome: 'ok', usage: null, content: '', reasoning: '', toolCalls: null, finishReason: null, relayedChars: 0, relayedReasoningChars: 0 };
   readonly done: Promise<StreamOutcome>;
   private settle!: (outcome: StreamOutcome) => void;
   private extraPending: RelayOptions['firstChunkExtra'];
@@ -165,7 +239,7 @@ class StreamRelay {
       return 'error';
     }
     // A copy, cleaned: the event goes to the client as the provider sent it, the counts to the meter as numbers.
-    if (chunk.usage && typeof chunk.usage === 'object' && !Array.isArray(chunk.usage)) this.result.usage = cleanUsage(usageCopy(chunk.usage as Record<string, unknown>), this.options.onInvalidUsage);
+    if (chunk.usage && typeof chunk.usage === 'object' && !Array.isArray(chunk.usage)) this.result.usage = cleanUsage(usageCopy(chunk.usage as Record<string, unknown>), this.options.usageLog, this.options.requestId);
     const choices = chunk.choices;
     if (Array.isArray(choices) && choices.length === 0 && chunk.usage && !this.options.clientWantsUsage) return null;
     if (this.options.collect && Array.isArray(choices)) this.collect(choices);
@@ -252,6 +326,7 @@ class StreamRelay {
             if (complete === null) continue;
             // Fast path: nothing in these events to look at → forwarded in one write, as they are.
             if (!this.inspect(complete)) {
+              countAnswerText(complete, this.result);
               yield { type: 'raw', text: complete };
               continue;
             }
@@ -261,6 +336,7 @@ class StreamRelay {
             let plain = '';
             for (const event of complete.split('\n\n')) {
               const out = this.inspect(event) || !event.trim() ? this.handleEvent(event) : ({ type: 'raw', text: event } as const);
+              if (out !== null && typeof out === 'object') countAnswerText(event, this.result);
               if (out !== null && out !== 'done' && out !== 'error' && out.type === 'raw') {
                 plain = plain ? `${plain}\n\n${out.text}` : out.text;
                 continue;
@@ -287,7 +363,10 @@ class StreamRelay {
           const tail = splitter.end().trim();
           const out = tail ? this.handleEvent(tail) : null;
           if (out === 'error') upstreamError = true;
-          else if (out !== null && out !== 'done') yield out;
+          else if (out !== null && out !== 'done') {
+            countAnswerText(tail, this.result);
+            yield out;
+          }
         }
       } catch (error) {
         const failure = this.classify(error);

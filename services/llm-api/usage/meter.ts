@@ -14,9 +14,21 @@ export interface UsageMeter {
   /** The attempt that answered and how many tries it took. */
   routed(info: { pm: ProviderModelRow; endpoint: string; tries: number }): void;
   firstByte(): void;
-  /** Settles when the request's budget counters hold its real cost: a promise only when there are any. */
-  close(result: { status: number; outcome: string; usage?: MeteredUsage | null; tries?: number }): MaybePromise<void>;
+  /**
+   * Settles when the request's budget counters hold its cost: a promise only when there are any.
+   * `estimated`: the counts are the gateway's estimate, not the provider's report (a stream that
+   * ended without one); recorded and charged the same way, and marked `usage_estimated`.
+   */
+  close(result: CloseResult): MaybePromise<void>;
   readonly closed: boolean;
+}
+
+export interface CloseResult {
+  status: number;
+  outcome: string;
+  usage?: MeteredUsage | null;
+  estimated?: boolean;
+  tries?: number;
 }
 
 export interface MeteredUsage {
@@ -37,7 +49,7 @@ export interface MeterRequest {
   projectId?: string | null;
   /** `performance.now()` when the request arrived (latency counts from there). */
   startedAt: number;
-  /** Budget counters the request was admitted against; settled with the real cost on close. */
+  /** Budget counters the request was admitted against; settled on close with the cost recorded (the estimate's, when estimated). */
   ticket?: { settle(spent: { cost: number; tokens: number }): Promise<void> } | null;
 }
 
@@ -83,7 +95,7 @@ class Meter implements UsageMeter {
     this.ttfb ??= Math.round(this.env.elapsed() - this.request.startedAt);
   }
 
-  close(result: { status: number; outcome: string; usage?: MeteredUsage | null; tries?: number }): MaybePromise<void> {
+  close(result: CloseResult): MaybePromise<void> {
     if (this.done) return;
     this.done = true;
     const request = this.request;
@@ -113,6 +125,7 @@ class Meter implements UsageMeter {
       reasoning_tokens: usage?.completion_tokens_details?.reasoning_tokens ?? 0,
       total_tokens: prompt + completion,
       cost_micro_usd: cost,
+      usage_estimated: result.estimated === true,
       latency_ms: Math.round(this.env.elapsed() - request.startedAt),
       ttfb_ms: this.ttfb,
       attempts: routed?.tries ?? result.tries ?? 0,

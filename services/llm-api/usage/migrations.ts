@@ -58,6 +58,26 @@ export const usageRawKeyOnly: Migration = {
 };
 
 /**
+ * Whether a raw record's counts (and so its cost) are the gateway's estimate rather than the
+ * provider's report: a stream that ended without the provider's usage chunk (the client left, the
+ * deadline, a failure mid-stream) is charged an estimate instead of nothing (docs/llm.md, "Usage").
+ * Existing rows were all taken from reports (or recorded as 0): false.
+ */
+export const usageEstimated: Migration = {
+  name: '20261206_1900_llm_usage_estimated',
+  async up(knex) {
+    await knex.schema.alterTable('llm_usage', (t) => {
+      t.boolean('usage_estimated').notNullable().defaultTo(false);
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('llm_usage', (t) => {
+      t.dropColumn('usage_estimated');
+    });
+  },
+};
+
+/**
  * The daily rollup the usage reports read: one row per UTC day × user × key × model × provider ×
  * project, kept current by the same statement that writes the raw rows (store.ts). Missing
  * dimensions are stored as '' so the primary key can be the upsert target; reads map '' to null.

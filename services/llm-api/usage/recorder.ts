@@ -23,6 +23,8 @@ export interface UsageRecord {
   reasoning_tokens: number;
   total_tokens: number;
   cost_micro_usd: number;
+  /** The counts (and so the cost) are the gateway's estimate, not the provider's report (absent: false). */
+  usage_estimated?: boolean;
   latency_ms: number;
   ttfb_ms: number | null;
   attempts: number;

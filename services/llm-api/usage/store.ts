@@ -32,6 +32,7 @@ const USAGE_ROWS = columnArrays<UsageRecord>([
   field('metadata', 'jsonb'),
   field('created_at', 'timestamptz'),
   field('project_id', 'text'),
+  ['usage_estimated', 'boolean', (row) => row.usage_estimated === true],
 ]);
 
 const names = USAGE_ROWS.names;

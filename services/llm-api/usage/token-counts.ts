@@ -6,8 +6,8 @@ import type { Usage } from '../chat/types.js';
  * count. Providers send what they like (12.5, -1, "ten", 1e300); every path where usage enters
  * the gateway (a JSON answer, a stream's usage chunk, the usage meter) reads it through
  * `cleanUsage`, so an odd value becomes 0 (or, for the optional reasoning count, absent), is
- * reported through `onInvalid`, and never reaches the integer columns of the usage table, where
- * one such row failed the whole batch insert.
+ * logged (with the request's id) through the log it is given, and never reaches the integer
+ * columns of the usage table, where one such row failed the whole batch insert.
  */
 
 /**
@@ -29,19 +29,30 @@ export function tokenCount(value: unknown): number | undefined {
 /** Usage whose counts are numbers (the chat-completion `usage` object, as the chat path types it). */
 export type CleanUsage = Usage;
 
-/** A field whose value was not a token count, and the value it had (for the log). */
-export type InvalidTokenCount = (field: string, value: unknown) => void;
+/**
+ * Where a count that is not one is reported: the chat path's logger itself, with the request's id
+ * passed alongside (no function made per request to carry it).
+ */
+export interface InvalidCountLog {
+  error(fields: object, message: string): void;
+}
+
+/** Logs a field whose value was not a token count, and (the start of) the value it had. */
+function reportInvalid(log: InvalidCountLog | undefined, requestId: string | undefined, field: string, value: unknown): void {
+  log?.error({ request_id: requestId, field, value: String(value).slice(0, 40) }, 'the provider reported a token count that is not a non-negative integer; counted as 0');
+}
 
 /**
  * Sets the counts of `usage` in place (the same object goes on to the client): prompt and
  * completion counts become 0 when invalid, the reasoning count is removed when invalid, and the
- * total is always their sum. Other members pass through untouched. Idempotent.
+ * total is always their sum. Other members pass through untouched. Idempotent. Each invalid count
+ * is logged to `log` with `requestId`.
  */
-export function cleanUsage(usage: Record<string, unknown>, onInvalid?: InvalidTokenCount): CleanUsage {
+export function cleanUsage(usage: Record<string, unknown>, log?: InvalidCountLog, requestId?: string): CleanUsage {
   for (const field of ['prompt_tokens', 'completion_tokens'] as const) {
     const value = usage[field];
     const count = tokenCount(value);
-    if (count === undefined && value !== undefined && value !== null) onInvalid?.(field, value);
+    if (count === undefined && value !== undefined && value !== null) reportInvalid(log, requestId, field, value);
     usage[field] = count ?? 0;
   }
   const details = usage.completion_tokens_details;
@@ -50,7 +61,7 @@ export function cleanUsage(usage: Record<string, unknown>, onInvalid?: InvalidTo
     const count = tokenCount(value);
     if (count !== undefined) (details as Record<string, unknown>).reasoning_tokens = count;
     else {
-      if (value !== undefined && value !== null) onInvalid?.('completion_tokens_details.reasoning_tokens', value);
+      if (value !== undefined && value !== null) reportInvalid(log, requestId, 'completion_tokens_details.reasoning_tokens', value);
       delete (details as Record<string, unknown>).reasoning_tokens;
     }
   }

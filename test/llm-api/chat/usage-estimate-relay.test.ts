@@ -1,0 +1,150 @@
+import { Readable } from 'node:stream';
+import test from 'ava';
+import { ApiError, ClientClosed, estimateTextTokens, estimateTokens, ManualClock, type Principal } from '../../../services/kit/index.js';
+import { completeChat, type ChatDeps } from '../../../services/llm-api/chat/completions.js';
+import { defaultChatLimits } from '../../../services/llm-api/chat/config.js';
+import type { ChatDispatcher } from '../../../services/llm-api/chat/dispatch.js';
+import type { ChatRequest } from '../../../services/llm-api/chat/schemas.js';
+import { countAnswerText, type StreamEvent } from '../../../services/llm-api/chat/stream.js';
+import { createUsageMeters } from '../../../services/llm-api/usage/meter.js';
+import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
+import { fedAnswer } from '../../helpers/provider-answer.js';
+import { startRelay } from '../../helpers/relay.js';
+
+// A stream that ends without the provider's usage report (the client left, the deadline, a failure)
+// is charged an estimate: the relay counts the answer text it passes on, without parsing what it
+// forwards as is, and the domain function turns that and the prompt into the recorded usage.
+
+const event = (chunk: unknown) => `data: ${JSON.stringify(chunk)}\n\n`;
+const delta = (d: Record<string, unknown>, index = 0) => event({ id: 'c', object: 'chat.completion.chunk', choices: [{ index, delta: d, finish_reason: null }], usage: null });
+
+test('the answer text is counted as the decoded strings: escapes count once, other keys and keys inside strings not at all', (t) => {
+  const content = 'say "content":"no" \\ and\nnew line \u0001 é 😀';
+  const reasoning = 'think "reasoning":"x"';
+  const args = '{"q":"a \\"b\\""}';
+  const text =
+    delta({ role: 'assistant', content: '' }) +
+    delta({ content, my_content: 'not answer text', refusal: null }) +
+    delta({ reasoning_content: reasoning }) +
+    delta({ reasoning: 'ok' }, 1) +
+    delta({ tool_calls: [{ index: 0, id: 'call_1', function: { name: 'lookup', arguments: args } }] }) +
+    // Spaced JSON, as some providers write it.
+    'data: {"choices": [{"index": 0, "delta": {"content" : "spaced", "refusal": "no"}}]}\n\n';
+  const counts = { relayedChars: 0, relayedReasoningChars: 0 };
+  countAnswerText(text, counts);
+  t.is(counts.relayedChars, content.length + reasoning.length + 2 + args.length + 'spaced'.length + 'no'.length);
+  t.is(counts.relayedReasoningChars, reasoning.length + 2);
+});
+
+test('a stream the client leaves: what was relayed is counted, on the fast path and the parsed one; no usage', async (t) => {
+  const controller = new AbortController();
+  const fed = fedAnswer({ signal: controller.signal });
+  const relay = startRelay(delta({ role: 'assistant', content: '' }) + delta({ content: 'Hello' }), Readable.from([]), { rest: fed.answer, signal: controller.signal, collect: false });
+  const events: StreamEvent[] = [];
+  const reading = (async () => {
+    for await (const e of relay.events) {
+      events.push(e);
+      if (events.length === 1) {
+        // A read with an `id:` field is parsed event by event (not forwarded whole); its text still counts.
+        fed.push(delta({ content: ' world' }) + `id: 7\n${delta({ content: '!' })}`);
+      } else if (events.length >= 2) controller.abort(new ClientClosed());
+    }
+  })();
+  await reading;
+  const outcome = await relay.done;
+  t.is(outcome.outcome, 'client_closed');
+  t.is(outcome.usage, null);
+  t.true(events.every((e) => e.type === 'raw'));
+  t.is(outcome.relayedChars, 'Hello world!'.length);
+  t.is(outcome.relayedReasoningChars, 0);
+});
+
+// The domain function with a priced provider model, a budget ticket that records what it is charged,
+// and a dispatcher whose stream is fed by hand.
+const principal: Principal = { userId: 'user_1', subject: 'user_1', email: null, username: null, authMethod: 'apikey', apiKeyId: 'key_1', isAdmin: false, isGuest: false };
+const PRICING = [
+  { unit: 'per_1k_prompt_tokens', amount_micro_usd: 1000 },
+  { unit: 'per_1k_completion_tokens', amount_micro_usd: 100_000 },
+];
+const candidate = {
+  pm: { id: 'pmdl_1', provider_id: 'prov_1', provider_original_model_id: 'up-model', model_public_id: 'm', pricing: { lines: PRICING }, supports_reasoning: false },
+  provider: { row: { id: 'prov_1', name: 'P' }, apiKey: null, endpoints: [{ url: 'http://p/v1', priority: 0, weight: 1, healthy: true }] },
+};
+const model = { publicId: 'm', catalog: { supports_reasoning: false }, candidates: [candidate] };
+
+function setup() {
+  const records: UsageRecord[] = [];
+  const settled: Array<{ cost: number; tokens: number }> = [];
+  let feed!: ReturnType<typeof fedAnswer>;
+  const attempt = { candidate, endpoint: candidate.provider.endpoints[0]! } as never;
+  const dispatcher: ChatDispatcher = {
+    plan: () => [attempt],
+    async json() {
+      throw new Error('not used');
+    },
+    async stream(_attempts, request) {
+      feed = fedAnswer({ signal: request.signal });
+      return { value: { firstChunk: Buffer.from(delta({ role: 'assistant', content: '' })), rest: feed.answer }, attempt, tries: 1 };
+    },
+    logStreamFailure() {},
+  };
+  const clock = new ManualClock(1_700_000_000_000);
+  const deps: ChatDeps = {
+    registry: { resolve: (id) => (id === 'm' ? (model as never) : undefined) },
+    dispatcher,
+    usage: createUsageMeters({ recorder: { record: (r) => void records.push(r) }, clock }),
+    admission: { admit: () => ({ settle: async (spent) => void settled.push(spent) }) },
+    clock,
+    limits: defaultChatLimits,
+    messageSteps: [],
+    logger: { error() {} },
+  };
+  return { deps, records, settled, feed: () => feed };
+}
+
+const tools = [{ type: 'function', function: { name: 'lookup', description: 'Looks a thing up', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }];
+const request = (): ChatRequest => ({ model: 'm', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Tell me a long story' }], tools, stream: true }) as ChatRequest;
+
+test('the deadline cuts a stream without a usage report: the estimate is recorded, marked, and charged to the budget', async (t) => {
+  const { deps, records, settled, feed } = setup();
+  const cancellation = new AbortController();
+  const result = await completeChat(deps, principal, { request: request(), requestId: 'r-deadline' }, cancellation);
+  if (result.kind !== 'stream') return t.fail();
+  const answer = 'Once upon a time, "a fox" said:\n';
+  const types: string[] = [];
+  for await (const e of result.events) {
+    types.push(e.type);
+    if (types.length === 1) feed().push(delta({ reasoning_content: 'plot' }) + delta({ content: answer }));
+    else if (types.length === 2) cancellation.abort(new ApiError(504, 'The model provider took longer than the time limit for one completion')); // as the deadline does
+  }
+  t.is(types.at(-1), 'error');
+  const outcome = await result.done;
+  t.is(outcome.outcome, 'deadline');
+  const prompt = estimateTokens({ role: 'system', content: 'Be brief.' }) + estimateTokens({ role: 'user', content: 'Tell me a long story' }) + estimateTokens({ tool_calls: tools });
+  const completion = estimateTextTokens('plot'.length + answer.length);
+  const cost = Math.round(prompt * 1 + completion * 100);
+  t.is(records.length, 1);
+  t.like(records[0], { request_id: 'r-deadline', status: 504, outcome: 'deadline', usage_estimated: true, prompt_tokens: prompt, completion_tokens: completion, reasoning_tokens: 1, total_tokens: prompt + completion, cost_micro_usd: cost });
+  t.true(completion > 0 && cost > 0);
+  t.deepEqual(settled, [{ cost, tokens: prompt + completion }]);
+  // The edge's access log gets the same counts.
+  t.like(await result.report!, { prompt_tokens: prompt, completion_tokens: completion });
+});
+
+test("a stream with the provider's usage report records and charges it exactly, not estimated", async (t) => {
+  const { deps, records, settled, feed } = setup();
+  const result = await completeChat(deps, principal, { request: request(), requestId: 'r-exact' }, new AbortController());
+  if (result.kind !== 'stream') return t.fail();
+  const types: string[] = [];
+  for await (const e of result.events) {
+    types.push(e.type);
+    if (types.length === 1) {
+      feed().push(delta({ content: 'A short story that is much longer than the counts say.' }) + event({ id: 'c', choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } }) + 'data: [DONE]\n\n');
+      feed().end();
+    }
+  }
+  t.is(types.at(-1), 'done');
+  await result.done;
+  t.like(records[0], { outcome: 'ok', status: 200, usage_estimated: false, prompt_tokens: 7, completion_tokens: 3, total_tokens: 10, cost_micro_usd: 7 + 300 });
+  t.deepEqual(settled, [{ cost: 307, tokens: 10 }]);
+});
