@@ -5,8 +5,9 @@ import { runEvery } from './periodic.js';
 /**
  * Records written off the request path: `push()` only appends to memory; a timer (or a full batch)
  * writes what is queued in batches with `write`. A failed batch goes back to the front and is
- * retried on the next tick; memory is bounded (`maxQueued`, oldest dropped and counted). `stop()`
- * writes what is left.
+ * retried on the next tick (or an explicit `flush()`): while writes fail, a full batch starts no
+ * write of its own, so an outage under load is not a write attempt (and a log line) per record
+ * pushed; memory is bounded (`maxQueued`, oldest dropped and counted). `stop()` writes what is left.
  *
  * A batch that fails while the database is reachable (`isDependencyUnavailable` false) is retried
  * too, but after `SPLIT_AFTER` such failures in a row it is written one record at a time, and only
@@ -42,6 +43,8 @@ export function createBatchWriter<T>(options: {
   let headFailures = 0;
   /** A flush is chained and has not started: a full batch needs no second one. */
   let flushWaiting = false;
+  /** The last flush left a batch it could not write: the next tick retries, not the next push. */
+  let failing = false;
 
   async function writeBatch(size: number): Promise<boolean> {
     const batch = queue.splice(0, size);
@@ -101,9 +104,13 @@ export function createBatchWriter<T>(options: {
       let left = queue.length;
       while (left > 0) {
         const size = Math.min(left, options.batchSize);
-        if (!(await writeBatch(size))) return;
+        if (!(await writeBatch(size))) {
+          failing = true;
+          return;
+        }
         left -= size;
       }
+      failing = false;
     });
     return flushing;
   }
@@ -118,7 +125,7 @@ export function createBatchWriter<T>(options: {
         if (++dropped % 1000 === 1) options.logger.error({ dropped }, `${options.name}: queue full; dropping oldest records`);
       }
       queue.push(item);
-      if (queue.length >= options.batchSize && !flushWaiting) void flush();
+      if (queue.length >= options.batchSize && !flushWaiting && !failing) void flush();
     },
     pending: () => queue.length,
     flush,

@@ -1,7 +1,9 @@
 /**
  * A task run every `everyMs`, the next run counted from the end of the last, so runs never
- * overlap. A failed run goes to `onError` and the next one still comes. `stop()` cancels the next
- * run and waits for one in progress. The timer keeps no process alive.
+ * overlap. A failed run goes to `onError` (always with an `Error`, whatever the task rejected with)
+ * and the next one still comes; an `onError` that throws is reported as a process warning, never as
+ * an unhandled rejection. `stop()` cancels the next run and waits for one in progress. The timer
+ * keeps no process alive.
  *
  * The first run comes after `everyMs`, or at once (on the next turn of the event loop) with
  * `{immediate: true}`, for jobs that should also run when they start.
@@ -24,7 +26,13 @@ export function runEvery(everyMs: number, task: () => Promise<unknown>, onError:
         .then(task)
         .then(
           () => {},
-          (error: Error) => onError(error),
+          (error: unknown) => {
+            try {
+              onError(error instanceof Error ? error : new Error(`periodic task failed with ${String(error)}`));
+            } catch (reportFailure) {
+              process.emitWarning(`periodic task: reporting a failed run failed: ${(reportFailure as Error)?.message ?? String(reportFailure)}`);
+            }
+          },
         );
       void running.finally(() => timer && schedule(everyMs));
     }, delayMs);

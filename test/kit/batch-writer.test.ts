@@ -171,3 +171,34 @@ test('the database going away while a refused batch is written record by record 
   t.deepEqual(batches.flat(), [1, 2, 3]);
   await w.stop();
 });
+
+test('while writes fail, a full batch starts no write of its own: the next tick (or flush) retries, not every push', async (t) => {
+  let calls = 0;
+  let down = true;
+  const batches: number[][] = [];
+  const w = createBatchWriter<number>({
+    name: 'test',
+    write: async (batch) => {
+      calls++;
+      if (down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      batches.push(batch);
+    },
+    flushMs: 3_600_000,
+    batchSize: 3,
+    maxQueued: 1000,
+    logger: silent,
+  });
+  for (let i = 1; i <= 3; i++) w.push(i); // a full batch: its own flush, which fails
+  await w.flush(); // waits for it, and fails again
+  t.is(calls, 2);
+  for (let i = 4; i <= 9; i++) w.push(i); // more full batches while the database is away
+  await w.flush();
+  t.is(calls, 3, 'only the explicit flush wrote');
+  t.is(w.pending(), 9);
+  down = false;
+  await w.flush();
+  t.deepEqual(batches.flat(), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  for (let i = 10; i <= 12; i++) w.push(i); // writing again: a full batch flushes by itself
+  await w.stop();
+  t.deepEqual(batches.flat().slice(9), [10, 11, 12]);
+});

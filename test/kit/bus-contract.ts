@@ -1,6 +1,6 @@
 import type { ExecutionContext, TestFn } from 'ava';
 import type { Knex } from 'knex';
-import { createOutboxRelay, recordEvent, type Bus, type EventMessage, type Logger } from '../../services/kit/index.js';
+import { createOutboxRelay, MAX_HANDLER_FAILURES, recordEvent, type Bus, type EventMessage, type Logger } from '../../services/kit/index.js';
 import { queueDeclaredWith } from '../helpers/amqp-queue-arguments.js';
 import { inbox } from '../helpers/inbox.js';
 import { waitFor } from '../helpers/wait.js';
@@ -183,6 +183,41 @@ export function busContract(test: TestFn<unknown>, harness: () => BusHarness) {
     await bus.send(queue, { k: 'poison' }, { messageId: 'p1' });
     t.is((await box.next()).message.id, 'p1');
     t.is(await waitFor(() => h.deadLetters(queue), 5000, 'the dead letter'), 1);
+    await bus.close();
+  });
+
+  test.serial('a handler that keeps throwing: its message goes to the dead letters after MAX_HANDLER_FAILURES throws; an unavailable dependency, or a retry of its own, does not count', async (t) => {
+    const h = harness();
+    const bus = await h.openBus();
+    const queue = uniq('poison');
+    const calls: Record<string, number> = {};
+    const settled: string[] = [];
+    await bus.consume({ queue }, async (message, delivery) => {
+      const n = (calls[message.id] = (calls[message.id] ?? 0) + 1);
+      if (message.id === 'poison') throw new Error('a bug in the handler');
+      if (message.id === 'outage' && n <= MAX_HANDLER_FAILURES + 2) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      // Fails short of the cap, settles with a retry of its own, then fails short of the cap again.
+      if (message.id === 'flaky' && n !== MAX_HANDLER_FAILURES && n < 2 * MAX_HANDLER_FAILURES - 1) throw new Error('flaky');
+      if (message.id === 'flaky' && n === MAX_HANDLER_FAILURES) return delivery.retryAfter(h.realTimeDelays ? 50 : 1000);
+      settled.push(message.id);
+      await delivery.ack();
+    });
+    await bus.send(queue, {}, { messageId: 'poison' });
+    await bus.send(queue, {}, { messageId: 'outage' });
+    await bus.send(queue, {}, { messageId: 'flaky' });
+    // The PostgreSQL queue's retries wait on its manual clock: move it on until everything settled.
+    await waitFor(
+      async () => {
+        await h.advance(5000);
+        return settled.length === 2 && (await h.deadLetters(queue)) === 1;
+      },
+      60_000,
+      'the poison message in the dead letters and the others settled',
+    );
+    t.is(calls.poison, MAX_HANDLER_FAILURES);
+    t.deepEqual(settled.sort(), ['flaky', 'outage']);
+    t.is(calls.outage, MAX_HANDLER_FAILURES + 3);
+    t.is(calls.flaky, 2 * MAX_HANDLER_FAILURES - 1);
     await bus.close();
   });
 

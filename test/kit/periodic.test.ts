@@ -84,3 +84,30 @@ test('a task that throws synchronously is reported like a failed run', async (t)
   t.is(await error, 'sync failure');
   await periodic.stop();
 });
+
+test('a run rejected with something that is not an Error reaches onError as an Error, and an onError that throws stops nothing', async (t) => {
+  const keepAlive = setInterval(() => {}, 60_000);
+  t.teardown(() => clearInterval(keepAlive));
+  const messages: string[] = [];
+  let runs = 0;
+  let thirdRun!: () => void;
+  const third = new Promise<void>((resolve) => (thirdRun = resolve));
+  const periodic = runEvery(
+    1,
+    async () => {
+      runs++;
+      if (runs === 1) throw undefined; // what some libraries reject with
+      if (runs === 2) throw new Error('second');
+      thirdRun();
+    },
+    (error) => {
+      messages.push(error.message); // reading .message of undefined would throw here
+      if (error.message === 'second') throw new Error('the logger failed');
+    },
+    { immediate: true },
+  );
+  await third;
+  await periodic.stop();
+  t.deepEqual(messages, ['periodic task failed with undefined', 'second']);
+  t.true(runs >= 3);
+});

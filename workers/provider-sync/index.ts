@@ -130,8 +130,10 @@ export const providerSyncWorker: WorkerDefinition = {
       async stop() {
         // No further scheduled pass (stop cancels the timer at once), then no further message;
         // then the pass in progress, whichever started it, ends before the client closes.
+        // The message of an on-demand run in flight is acked when the run ends: on RabbitMQ a channel
+        // closed under it would hand it to another worker, which would run the same sync again.
         const scheduleStopped = schedule?.stop();
-        await consumer.cancel();
+        await consumer.cancel({ drainMs: config.LLM_MODELS_TIMEOUT_MS + 5000 });
         await scheduleStopped;
         await running.catch(() => {});
         await upstream.close().catch(() => {});

@@ -1,13 +1,16 @@
 import amqp, { type ChannelModel, type ConfirmChannel, type Channel, type ConsumeMessage } from 'amqplib';
 import type { Logger } from '../logger.js';
-import { busExchangeName, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions, type QueueBacklog } from './types.js';
+import { afterHandlerFailure, busExchangeName, HANDLER_FAILURES_HEADER, retryHeaders, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions, type QueueBacklog } from './types.js';
 
 /**
  * RabbitMQ driver: a durable topic exchange, durable queues, persistent messages, publisher
  * confirms, manual ack with prefetch, a dead-letter queue per work queue, and delays through one
  * TTL queue per delay value that dead-letters back to the work queue (never per-message TTLs in
  * one queue: a long delay at its head would hold back shorter ones). The connection is re-made
- * with backoff; consumers are restored after every reconnect.
+ * with backoff; consumers are restored after every reconnect. A channel the broker closes while the
+ * connection stays up (a channel error such as a refused declaration, or a consumer the broker
+ * cancels because its queue was deleted) is replaced too: the publishing channel at its next use,
+ * a consumer's after a backoff.
  */
 
 export interface AmqpBusOptions {
@@ -23,6 +26,13 @@ export interface AmqpBusOptions {
   maxBackoffMs?: number;
   /** Delay before a message whose handler threw is offered again. */
   handlerErrorDelayMs?: number;
+  /**
+   * How long a publish waits for the broker's confirm (10 s) before it fails as unavailable. A
+   * broker that blocks the connection (a memory or disk alarm) keeps it alive but reads nothing,
+   * and heartbeats do not end it: without a bound the outbox relay's pass, and with it a graceful
+   * stop, would wait for as long as the alarm lasts. The event stays in the outbox either way.
+   */
+  publishTimeoutMs?: number;
 }
 
 export class BusUnavailableError extends Error {
@@ -40,6 +50,11 @@ interface ConsumerState {
   channel?: Channel;
   tag?: string;
   cancelled: boolean;
+  /** A restart of this consumer after its channel closed on its own, while one is scheduled. */
+  restartTimer?: NodeJS.Timeout;
+  restartBackoff?: number;
+  /** A start in progress: a restart and a reconnect never open two channels for one consumer. */
+  starting?: Promise<void>;
   /** Handlers running now (for a draining cancel). */
   inFlight: Set<Promise<void>>;
 }
@@ -54,6 +69,8 @@ class AmqpBus implements Bus {
   readonly driver = 'amqp' as const;
   private connection?: ChannelModel;
   private confirm?: ConfirmChannel;
+  /** A publishing channel being opened in place of one the broker closed. */
+  private confirmOpening?: Promise<ConfirmChannel>;
   private connecting?: Promise<void>;
   private closed = false;
   private backoff: number;
@@ -88,8 +105,10 @@ class AmqpBus implements Bus {
     const connection = await amqp.connect(url.toString());
     connection.on('error', (error: Error) => this.options.logger.warn({ err: error.message }, 'amqp connection error'));
     connection.on('close', () => this.onConnectionLost(connection));
-    const confirm = await connection.createConfirmChannel();
-    confirm.on('error', (error: Error) => this.options.logger.warn({ err: error.message }, 'amqp channel error'));
+    // A resource alarm (memory, disk) makes the broker stop reading publishes: say so, they wait.
+    connection.on('blocked', (reason: string) => this.options.logger.warn({ reason }, 'amqp connection blocked by the broker; publishes wait'));
+    connection.on('unblocked', () => this.options.logger.info('amqp connection unblocked'));
+    const confirm = await this.openConfirm(connection);
     await confirm.assertExchange(this.exchange, 'topic', { durable: true });
     this.declaredQueues.clear();
     // A broker that lost them (a new node, a reset) gets them back before anything is published here.
@@ -102,7 +121,50 @@ class AmqpBus implements Bus {
     this.connection = connection;
     this.confirm = confirm;
     this.backoff = this.options.minBackoffMs ?? 100;
-    for (const consumer of this.consumers) if (!consumer.cancelled) await this.startConsumer(consumer);
+    // A consumer that cannot start (its queue declared elsewhere with other arguments, say) is
+    // retried on its own: it must not keep the connection, publishing and every other consumer down.
+    for (const consumer of this.consumers) {
+      if (consumer.cancelled) continue;
+      clearTimeout(consumer.restartTimer);
+      consumer.restartTimer = undefined;
+      await this.startConsumer(consumer).catch((error: Error) => {
+        this.options.logger.warn({ err: error.message, queue: this.q(consumer.options.queue) }, 'amqp consumer could not start; retrying');
+        this.scheduleConsumerRestart(consumer);
+      });
+    }
+  }
+
+  /** A publishing channel on `connection`; forgotten when it closes, so the next use opens another. */
+  private async openConfirm(connection: ChannelModel): Promise<ConfirmChannel> {
+    const confirm = await connection.createConfirmChannel();
+    confirm.on('error', (error: Error) => this.options.logger.warn({ err: error.message }, 'amqp channel error'));
+    confirm.on('close', () => {
+      if (this.confirm === confirm) this.confirm = undefined;
+    });
+    return confirm;
+  }
+
+  /**
+   * The publishing channel. One the broker closed while the connection stayed up (a refused
+   * declaration, a publish it rejected) is replaced here: before, every later publish failed with
+   * "Channel closed" until the whole connection dropped, which a healthy connection never does.
+   */
+  private async confirmChannel(): Promise<ConfirmChannel> {
+    if (this.closed) throw new BusUnavailableError();
+    if (this.confirm) return this.confirm;
+    const connection = this.connection;
+    if (!connection) throw new BusUnavailableError();
+    this.confirmOpening ??= this.openConfirm(connection)
+      .then(async (confirm) => {
+        if (this.connection !== connection || this.closed) {
+          await confirm.close().catch(() => {});
+          throw new BusUnavailableError();
+        }
+        this.confirm = confirm;
+        return confirm;
+      })
+      .finally(() => (this.confirmOpening = undefined));
+    return this.confirmOpening;
   }
 
   private onConnectionLost(connection: ChannelModel): void {
@@ -137,15 +199,13 @@ class AmqpBus implements Bus {
     this.reconnectTimer.unref();
   }
 
-  private channelOrThrow(): ConfirmChannel {
-    if (!this.confirm || this.closed) throw new BusUnavailableError();
-    return this.confirm;
-  }
-
   private async confirmPublish(exchange: string, routingKey: string, body: unknown, options: PublishOptions, originalKey: string): Promise<void> {
-    const channel = this.channelOrThrow();
+    const channel = await this.confirmChannel();
     const content = Buffer.from(JSON.stringify(body));
+    let timer: NodeJS.Timeout | undefined;
     await new Promise<void>((resolve, reject) => {
+      const timeoutMs = this.options.publishTimeoutMs ?? 10_000;
+      timer = setTimeout(() => reject(new BusUnavailableError(`publish was not confirmed within ${timeoutMs} ms`)), timeoutMs);
       try {
         channel.publish(
           exchange,
@@ -163,7 +223,7 @@ class AmqpBus implements Bus {
       } catch (error) {
         reject(error);
       }
-    });
+    }).finally(() => clearTimeout(timer));
   }
 
   publish(routingKey: string, body: unknown, options: PublishOptions): Promise<void> {
@@ -174,7 +234,7 @@ class AmqpBus implements Bus {
     const target = this.q(queue);
     const key = options.routingKey ?? queue;
     // The default exchange drops messages for queues that do not exist yet: declare the target first.
-    await this.declareWorkQueue(this.channelOrThrow(), target);
+    await this.declareWorkQueue(await this.confirmChannel(), target);
     if (!options.delayMs || options.delayMs <= 0) {
       return this.confirmPublish('', target, body, options, key);
     }
@@ -185,7 +245,7 @@ class AmqpBus implements Bus {
   private async delayQueue(target: string, delayMs: number): Promise<string> {
     const name = `${target}.delay.${delayMs}`;
     if (!this.declaredQueues.has(name)) {
-      await this.channelOrThrow().assertQueue(name, {
+      await (await this.confirmChannel()).assertQueue(name, {
         durable: true,
         arguments: { 'x-message-ttl': delayMs, 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': target },
       });
@@ -216,17 +276,26 @@ class AmqpBus implements Bus {
     const bindings = this.declarations.get(queue) ?? new Set<string>();
     for (const pattern of options.bindings ?? []) bindings.add(pattern);
     this.declarations.set(queue, bindings);
-    await this.declareBound(this.channelOrThrow(), queue, options.bindings ?? []);
+    await this.declareBound(await this.confirmChannel(), queue, options.bindings ?? []);
   }
 
   async consume<T>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer> {
     const state: ConsumerState = { options, handler: handler as MessageHandler, cancelled: false, inFlight: new Set() };
     this.consumers.add(state);
-    if (this.connection) await this.startConsumer(state);
+    try {
+      if (this.connection) await this.startConsumer(state);
+    } catch (error) {
+      // The caller learns it has no consumer: none is left behind for a reconnect to start.
+      state.cancelled = true;
+      this.consumers.delete(state);
+      throw error;
+    }
     return {
       cancel: async (cancelOptions) => {
         state.cancelled = true;
         this.consumers.delete(state);
+        clearTimeout(state.restartTimer);
+        state.restartTimer = undefined;
         if (state.channel && state.tag) await state.channel.cancel(state.tag).catch(() => {});
         const drainMs = cancelOptions?.drainMs ?? 0;
         if (drainMs > 0 && state.inFlight.size > 0) {
@@ -243,25 +312,87 @@ class AmqpBus implements Bus {
   }
 
   private async startConsumer(state: ConsumerState): Promise<void> {
+    while (state.starting) await state.starting.catch(() => {});
+    if (state.channel || state.cancelled) return;
+    const starting = this.openConsumer(state);
+    state.starting = starting;
+    try {
+      await starting;
+    } finally {
+      if (state.starting === starting) state.starting = undefined;
+    }
+  }
+
+  private async openConsumer(state: ConsumerState): Promise<void> {
     const connection = this.connection;
     if (!connection) return;
     const queue = this.q(state.options.queue);
     const channel = await connection.createChannel();
     channel.on('error', (error: Error) => this.options.logger.warn({ err: error.message, queue }, 'amqp consumer channel error'));
-    await channel.assertExchange(this.exchange, 'topic', { durable: true });
-    await this.declareBound(channel, queue, state.options.bindings ?? []);
-    await channel.prefetch(state.options.prefetch ?? this.options.prefetch ?? 32);
+    channel.on('close', () => this.onConsumerChannelClosed(state, channel, connection));
+    try {
+      await channel.assertExchange(this.exchange, 'topic', { durable: true });
+      await this.declareBound(channel, queue, state.options.bindings ?? []);
+      await channel.prefetch(state.options.prefetch ?? this.options.prefetch ?? 32);
+    } catch (error) {
+      await channel.close().catch(() => {});
+      throw error;
+    }
+    if (state.cancelled) {
+      await channel.close().catch(() => {});
+      return;
+    }
     state.channel = channel;
     const reply = await channel.consume(queue, (raw) => {
-      if (!raw) return;
+      if (!raw) {
+        // The broker cancelled this consumer (its queue was deleted, its node went away): without
+        // a new channel it would never be handed a message again. The close restarts it.
+        this.options.logger.warn({ queue }, 'amqp consumer cancelled by the broker; consuming again');
+        void channel.close().catch(() => {});
+        return;
+      }
       const running = this.dispatch(state, channel, raw);
       state.inFlight.add(running);
       void running.finally(() => state.inFlight.delete(running));
     }, { noAck: false });
     state.tag = reply.consumerTag;
+    state.restartBackoff = undefined;
+  }
+
+  /**
+   * A consumer's channel closed. With the connection, the reconnect restarts every consumer; alone
+   * (a channel error, a cancel by the broker), this consumer is started again on a new channel after
+   * a backoff (its unacked messages go back to the queue with the channel).
+   */
+  private onConsumerChannelClosed(state: ConsumerState, channel: Channel, connection: ChannelModel): void {
+    if (state.channel !== channel) return;
+    state.channel = undefined;
+    state.tag = undefined;
+    // A lost connection closes its channels before it reports its own close: the timer below finds
+    // no connection (or the consumer already restarted by the reconnect) and does nothing.
+    if (state.cancelled || this.closed || this.connection !== connection) return;
+    this.scheduleConsumerRestart(state);
+  }
+
+  private scheduleConsumerRestart(state: ConsumerState): void {
+    if (state.restartTimer || state.cancelled || this.closed) return;
+    const backoff = state.restartBackoff ?? this.options.minBackoffMs ?? 100;
+    state.restartBackoff = Math.min(backoff * 2, this.options.maxBackoffMs ?? 5000);
+    state.restartTimer = setTimeout(() => {
+      state.restartTimer = undefined;
+      // Gone with the connection meanwhile: the reconnect starts it. Already running: nothing to do.
+      if (state.cancelled || this.closed || !this.connection || state.channel) return;
+      this.options.logger.warn({ queue: this.q(state.options.queue) }, 'amqp consumer starting again on a new channel');
+      this.startConsumer(state).catch((error: Error) => {
+        this.options.logger.warn({ err: error.message, queue: this.q(state.options.queue) }, 'amqp consumer could not start again; retrying');
+        if (this.connection) this.scheduleConsumerRestart(state);
+      });
+    }, Math.round(backoff * (0.8 + Math.random() * 0.4)));
+    state.restartTimer.unref();
   }
 
   private async dispatch(state: ConsumerState, channel: Channel, raw: ConsumeMessage): Promise<void> {
+    const queue = state.options.queue;
     let settled = false;
     const once = async (action: () => Promise<void> | void) => {
       if (settled) return;
@@ -269,14 +400,24 @@ class AmqpBus implements Bus {
       try {
         await action();
       } catch (error) {
-        // The channel died: the broker redelivers the unacked message (at-least-once).
-        this.options.logger.warn({ err: (error as Error).message }, 'amqp settle failed');
+        this.options.logger.warn({ err: (error as Error).message, queue }, 'amqp settle failed; the message will be offered again');
+        // A channel that died takes the unacked message with it: the broker offers it again. On a
+        // channel still open (a retry whose send failed) it would stay unacked, holding a prefetch
+        // slot for as long as the channel lives, until the consumer held only such messages and
+        // took no more: it goes back to the queue after a pause (not at once, which would loop).
+        const timer = setTimeout(() => {
+          try {
+            channel.nack(raw, false, true);
+          } catch {
+            // The channel closed meanwhile: the broker redelivers it.
+          }
+        }, this.options.handlerErrorDelayMs ?? 5000);
+        timer.unref();
       }
     };
     const headers = stringHeaders(raw.properties.headers);
     const routingKey = headers[ROUTING_KEY_HEADER] ?? raw.fields.routingKey;
     delete headers[ROUTING_KEY_HEADER];
-    const queue = state.options.queue;
     const delivery: Delivery = {
       ack: () => once(() => channel.ack(raw)),
       deadLetter: () => once(() => channel.nack(raw, false, false)),
@@ -284,7 +425,7 @@ class AmqpBus implements Bus {
         once(async () => {
           await this.send(queue, JSON.parse(raw.content.toString('utf8')), {
             messageId: raw.properties.messageId ?? '',
-            headers: { ...headers, ...extra },
+            headers: retryHeaders(headers, extra),
             delayMs,
             routingKey,
           });
@@ -302,8 +443,13 @@ class AmqpBus implements Bus {
     try {
       await state.handler(message, delivery);
     } catch (error) {
-      this.options.logger.error({ err: (error as Error).message, queue }, 'message handler failed; retrying later');
-      await delivery.retryAfter(this.options.handlerErrorDelayMs ?? 5000);
+      const { failures, deadLetter } = afterHandlerFailure(headers, error);
+      if (deadLetter) {
+        this.options.logger.error({ err: (error as Error)?.message, queue, message_id: message.id, failures }, 'message handler keeps failing; moved to dead letters');
+        return delivery.deadLetter();
+      }
+      this.options.logger.error({ err: (error as Error)?.message, queue, failures }, 'message handler failed; retrying later');
+      await delivery.retryAfter(this.options.handlerErrorDelayMs ?? 5000, { [HANDLER_FAILURES_HEADER]: String(failures) });
     }
   }
 

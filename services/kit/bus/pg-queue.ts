@@ -3,14 +3,16 @@ import type { Knex } from 'knex';
 import type { Clock } from '../clock.js';
 import { idleBackoff, type IdleBackoff } from '../db/idle-backoff.js';
 import type { Logger } from '../logger.js';
-import { busExchangeName, topicMatches, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions, type QueueBacklog } from './types.js';
+import { afterHandlerFailure, busExchangeName, HANDLER_FAILURES_HEADER, retryHeaders, topicMatches, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions, type QueueBacklog } from './types.js';
 
 /**
  * Embedded driver: a durable PostgreSQL-backed queue (works on PGlite and on PostgreSQL).
  * Topic bindings live in `bus_bindings`; a publish inserts one job per bound queue. Consumers
  * claim jobs with `FOR UPDATE SKIP LOCKED` in a single autocommit statement (never a transaction
  * held open, which PGlite's one connection could not afford) and hold them under a lease: a
- * consumer that dies before ack loses the lease and the job is claimed again. `run_at` carries
+ * consumer that dies before ack loses the lease and the job is claimed again; while a handler runs
+ * (up to `maxHoldMs`), its lease is renewed, so a slow handler's job is not handed to a second
+ * consumer while the first still works on it. `run_at` carries
  * delays. A consumer claims at once when woken (a publish or send in this process, a finished job);
  * otherwise one shared look per `pollMs` (a read of which of this bus's queues have ready jobs)
  * tells the idle consumers whether to claim, instead of one claiming update per consumer per period
@@ -38,8 +40,14 @@ export interface PgQueueBusOptions {
    * (other processes write the queues): one look per `pollMs`.
    */
   idlePollMaxMs?: number;
-  /** How long a claimed job stays invisible to other consumers before it is offered again. */
+  /** How long a claimed job stays invisible to other consumers before it is offered again (60 s). */
   leaseMs?: number;
+  /**
+   * How long a running handler keeps its job leased (renewed every third of `leaseMs`): past this
+   * (30 min, RabbitMQ's default consumer timeout) the lease runs out and the job is offered again,
+   * so a handler that hangs does not hold its job for ever.
+   */
+  maxHoldMs?: number;
   handlerErrorDelayMs?: number;
   clock: Clock;
   logger: Logger;
@@ -53,6 +61,7 @@ interface JobRow {
   body: unknown;
   headers: Record<string, string>;
   deliveries: number;
+  locked_until: number | string;
 }
 
 export class PgQueueBus extends EventEmitter implements Bus {
@@ -137,6 +146,8 @@ export class PgQueueBus extends EventEmitter implements Bus {
     const prefetch = options.prefetch ?? this.options.prefetch ?? 32;
     let stopped = false;
     let inFlight = 0;
+    /** The handlers running now, for a draining cancel. */
+    const running = new Set<Promise<void>>();
     let wakeUp: (() => void) | undefined;
     // Set by every wake, so one that comes while the consumer is between two waits is not lost.
     let wakeRequested = false;
@@ -159,10 +170,12 @@ export class PgQueueBus extends EventEmitter implements Bus {
         this.emit('poll', { queue, claimed: claimed.length });
         for (const job of claimed) {
           inFlight++;
-          void this.dispatch(queue, job, handler as MessageHandler).finally(() => {
+          const dispatched = this.dispatch(queue, job, handler as MessageHandler).finally(() => {
             inFlight--;
+            running.delete(dispatched);
             waker();
           });
+          running.add(dispatched);
         }
         if (claimed.length > 0 && inFlight < prefetch) continue;
         // Idle (or full): wait to be woken, or for a shared look that finds work for this queue.
@@ -186,11 +199,19 @@ export class PgQueueBus extends EventEmitter implements Bus {
     };
     this.pollers.add(poller);
     return {
-      cancel: async () => {
+      // With `drainMs`, the handlers running now get up to that long to settle before this resolves
+      // (a graceful stop that then closes the bus or what its handlers use would drop their outcome).
+      cancel: async (cancelOptions) => {
         poller.stop();
         this.wakerSet(queue).delete(waker);
         this.pollers.delete(poller);
         await poller.done;
+        const drainMs = cancelOptions?.drainMs ?? 0;
+        if (drainMs > 0 && running.size > 0) {
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([Promise.allSettled([...running]), new Promise<void>((resolve) => (timer = setTimeout(resolve, drainMs)))]);
+          clearTimeout(timer);
+        }
       },
     };
   }
@@ -256,9 +277,13 @@ export class PgQueueBus extends EventEmitter implements Bus {
     if (this.endLook && performance.now() + waitMs < this.lookFiresAt) this.scheduleLook(waitMs);
   }
 
+  private get leaseMs(): number {
+    return this.options.leaseMs ?? 60_000;
+  }
+
   private async claim(queue: string, limit: number): Promise<JobRow[]> {
     const now = this.options.clock.now();
-    const lease = now + (this.options.leaseMs ?? 60_000);
+    const lease = now + this.leaseMs;
     const { knex } = this.options;
     const result = await knex.raw(
       `update bus_jobs set locked_until = ?, deliveries = deliveries + 1
@@ -268,7 +293,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
             order by run_at, id
             limit ?
             for update skip locked)
-       returning id, queue, message_id, routing_key, body, headers, deliveries`,
+       returning id, queue, message_id, routing_key, body, headers, deliveries, locked_until`,
       [lease, queue, now, now, limit],
     );
     const rows = (result.rows ?? []) as JobRow[];
@@ -278,10 +303,12 @@ export class PgQueueBus extends EventEmitter implements Bus {
   private async dispatch(queue: string, job: JobRow, handler: MessageHandler): Promise<void> {
     const { knex } = this.options;
     let settled = false;
+    const renewal = this.renewLease(queue, job, () => settled);
     const settle = async (action: () => Promise<unknown>) => {
       // After close() this node is "dead": its outcome never reaches the store, the lease expires.
       if (settled || this.closed) return;
       settled = true;
+      renewal.stop();
       await action();
     };
     const delivery: Delivery = {
@@ -297,7 +324,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
               locked_until: 0,
               // A retry is a new hand-out, as on RabbitMQ (where it is a new message): not "redelivered".
               deliveries: 0,
-              headers: JSON.stringify({ ...job.headers, ...extra }),
+              headers: JSON.stringify(retryHeaders(job.headers ?? {}, extra)),
             });
           this.expectDue(runAt);
         }),
@@ -312,10 +339,60 @@ export class PgQueueBus extends EventEmitter implements Bus {
     };
     try {
       await handler(message, delivery);
+      // A handler that returned without settling its job leaves it to its lease, as before.
+      renewal.stop();
     } catch (error) {
-      this.options.logger.error({ err: (error as Error).message, queue }, 'message handler failed; retrying later');
-      await delivery.retryAfter(this.options.handlerErrorDelayMs ?? 5000).catch(() => {});
+      renewal.stop();
+      const { failures, deadLetter } = afterHandlerFailure(message.headers, error);
+      if (deadLetter) {
+        this.options.logger.error({ err: (error as Error)?.message, queue, message_id: message.id, failures }, 'message handler keeps failing; moved to dead letters');
+        await delivery.deadLetter().catch((settleError: Error) => this.options.logger.warn({ err: settleError.message, queue }, 'bus settle failed; the job is offered again when its lease ends'));
+        return;
+      }
+      this.options.logger.error({ err: (error as Error)?.message, queue, failures }, 'message handler failed; retrying later');
+      await delivery
+        .retryAfter(this.options.handlerErrorDelayMs ?? 5000, { [HANDLER_FAILURES_HEADER]: String(failures) })
+        .catch((settleError: Error) => this.options.logger.warn({ err: settleError.message, queue }, 'bus settle failed; the job is offered again when its lease ends'));
     }
+  }
+
+  /**
+   * Keeps a claimed job's lease while its handler runs: every third of `leaseMs` the lease is moved
+   * on, if it is still the one this consumer holds (a compare-and-set, so a settle that already
+   * released it wins), until the handler settles, the bus closes, or `maxHoldMs` has passed.
+   */
+  private renewLease(queue: string, job: JobRow, settled: () => boolean): { stop(): void } {
+    let lease = Number(job.locked_until);
+    const until = performance.now() + (this.options.maxHoldMs ?? 30 * 60_000);
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    const stop = () => {
+      stopped = true;
+      clearInterval(timer);
+    };
+    let renewing = false;
+    timer = setInterval(() => {
+      if (stopped || settled() || this.closed) return stop();
+      if (performance.now() >= until) {
+        this.options.logger.warn({ queue, message_id: job.message_id }, 'bus handler still running past its longest hold; its job will be offered again');
+        return stop();
+      }
+      if (renewing) return;
+      renewing = true;
+      const next = this.options.clock.now() + this.leaseMs;
+      this.options
+        .knex('bus_jobs')
+        .where({ id: job.id, locked_until: lease, state: 'ready' })
+        .update({ locked_until: next })
+        .then((updated: number) => {
+          if (updated > 0) lease = next;
+          else stop(); // settled, or no longer ours
+        })
+        .catch((error: Error) => this.options.logger.warn({ err: error.message, queue }, 'bus lease renewal failed; will try again'))
+        .finally(() => (renewing = false));
+    }, Math.max(1, Math.floor(this.leaseMs / 3)));
+    timer.unref();
+    return { stop };
   }
 
   private wakerSet(queue: string): Set<() => void> {

@@ -1,3 +1,5 @@
+import { isDependencyUnavailable } from '../errors.js';
+
 /**
  * The bus: publish an event to a topic exchange; consume a queue with manual ack; schedule a
  * redelivery after a delay. Two drivers implement it: RabbitMQ (amqp.ts) and a durable
@@ -34,9 +36,10 @@ export interface ConsumeOptions {
 
 export interface Consumer {
   /**
-   * Stops taking new messages; in-flight handlers finish. With `drainMs` (RabbitMQ), waits up to
-   * that long for in-flight handlers to settle before closing the channel, so a graceful stop does
-   * not turn their acks into redeliveries. Default 0: close at once (unsettled messages are redelivered).
+   * Stops taking new messages; in-flight handlers finish. With `drainMs`, waits up to that long for
+   * in-flight handlers to settle (RabbitMQ: before closing the channel), so a graceful stop does not
+   * turn their acks into redeliveries. Default 0: return at once (RabbitMQ closes the channel, and
+   * its unsettled messages are redelivered; on the PostgreSQL queue a bus closed next drops them).
    */
   cancel(options?: { drainMs?: number }): Promise<void>;
 }
@@ -77,6 +80,31 @@ export interface Bus {
    */
   backlog(): Promise<QueueBacklog[]>;
   close(): Promise<void>;
+}
+
+/**
+ * A message whose handler throws is offered again after a pause (`handlerErrorDelayMs`), with this
+ * header counting the throws in a row. After `MAX_HANDLER_FAILURES` of them it goes to the queue's
+ * dead letters (logged) instead of looping for ever, unless the error says a dependency is
+ * unavailable (the database or broker away): those are retried as long as the outage lasts. A
+ * handler that settles the message itself (`retryAfter` included) starts the count again.
+ */
+export const HANDLER_FAILURES_HEADER = 'x-handler-failures';
+export const MAX_HANDLER_FAILURES = 10;
+
+/** What to do after a handler threw: its count of failures in a row, and whether it is a poison message now. */
+export function afterHandlerFailure(headers: Record<string, string>, error: unknown): { failures: number; deadLetter: boolean } {
+  const before = Number(headers[HANDLER_FAILURES_HEADER] ?? '0');
+  const failures = (Number.isInteger(before) && before > 0 ? before : 0) + 1;
+  const unavailable = isDependencyUnavailable(error) || (error as Error | undefined)?.name === 'BusUnavailableError';
+  return { failures, deadLetter: !unavailable && failures >= MAX_HANDLER_FAILURES };
+}
+
+/** The headers a retry carries: the failure count only when the retry comes from a failure. */
+export function retryHeaders(headers: Record<string, string>, extra: Record<string, string> | undefined): Record<string, string> {
+  const out: Record<string, string> = { ...headers };
+  delete out[HANDLER_FAILURES_HEADER];
+  return { ...out, ...extra };
 }
 
 /** AMQP topic matching: `*` is exactly one word, `#` zero or more words. */

@@ -12,8 +12,11 @@ const PRUNE_BATCH = 1000;
 /**
  * The transactional outbox. Domain code calls `recordEvent(trx, type, data)` inside the
  * transaction that makes the change, so an event exists exactly when its change committed.
- * The relay publishes pending rows in commit order and marks them sent only after the broker
- * confirmed; several relays may run (rows are claimed with SKIP LOCKED under a lease). Published
+ * The relay publishes pending rows in the order they were recorded (`seq`) and marks them sent only
+ * after the broker confirmed; several relays may run (rows are claimed with SKIP LOCKED under a
+ * lease). That is not a delivery order: a transaction that commits after one that recorded later
+ * has its events published after those, several relays publish side by side, and a failed pass
+ * publishes its rows again (at least once). Consumers never rely on order (docs/webhooks.md). Published
  * rows are deleted once older than the retention (`retentionMs`, OUTBOX_RETENTION_HOURS); rows
  * not yet published are never deleted.
  */
