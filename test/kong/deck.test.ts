@@ -53,6 +53,18 @@ const BUNDLED: Record<string, object> = {
       echo: { type: 'boolean' },
     },
   },
+  prometheus: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      per_consumer: { type: 'boolean' },
+      status_code_metrics: { type: 'boolean' },
+      ai_metrics: { type: 'boolean' },
+      latency_metrics: { type: 'boolean' },
+      bandwidth_metrics: { type: 'boolean' },
+      upstream_health_metrics: { type: 'boolean' },
+    },
+  },
   jwt: {
     type: 'object',
     additionalProperties: false,
@@ -167,7 +179,10 @@ test('semantic rules: bundled jwt as SPEC.md 5 describes it, path syntax, no clu
   const limiter = (rendered.plugins ?? []).find((p) => p.name === 'tiered-rate-limit')!;
   t.not(limiter.config!.policy, 'cluster');
   const global = (rendered.plugins ?? []).filter((p) => !p.service && !p.route && !p.consumer && p.enabled !== false).map((p) => p.name);
-  t.deepEqual(global.sort(), ['cors', 'identity-headers', 'tiered-rate-limit']);
+  t.deepEqual(global.sort(), ['cors', 'identity-headers', 'prometheus', 'tiered-rate-limit']);
+  // Kong's metrics for scraping, without a consumer label.
+  const prometheus = (rendered.plugins ?? []).find((p) => p.name === 'prometheus')!;
+  t.like(prometheus.config, { per_consumer: false, status_code_metrics: true, latency_metrics: true });
 });
 
 test('every DECK_* variable the file uses has an embedded default (npm start needs no environment)', (t) => {

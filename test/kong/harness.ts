@@ -17,7 +17,11 @@ import { waitFor } from '../helpers/wait.js';
  *  - only the first Lua return value crosses; nil means the `Data` key is absent;
  *  - `kong.response.exit/error` are never answered (Kong never sends another Step);
  *  - a call Lua rejects (wrong phase, bad arguments) turns the request into a 500;
- *  - unknown PDK methods are logged by Kong and answered with nil.
+ *  - unknown PDK methods are logged by Kong and answered with nil;
+ *  - `kong.ctx.shared` is a Lua table: a nil (JavaScript null or undefined) is not kept, so a null
+ *    field reads back absent, a table left without keys reads back as an empty array, and a list
+ *    with a nil hole as a map keyed by position (`throughLuaTable`);
+ *  - an instance's configuration carries the keys Kong's plugins iterator adds (`kongConfig`).
  */
 export const PLUGIN_SERVER = resolve('node_modules/kong-pdk/bin/kong-js-pluginserver');
 
@@ -132,6 +136,50 @@ function multimap(headers: Record<string, string | string[]>): Record<string, st
 
 class LuaError extends Error {}
 
+/**
+ * A value as it comes back from a Lua table it was stored in (msgpack → Lua → msgpack):
+ * lua-MessagePack unpacks nil into the table as no entry at all, so a null or undefined field is
+ * gone; a table packs as an array when its keys are exactly 1..n (so `[]` for a table left without
+ * keys), else as a map (a list with a null hole reads back keyed by position: lua-MessagePack's
+ * default `without_hole`); bytes come back as a string. `undefined` means "absent".
+ */
+export function throughLuaTable(value: unknown): unknown {
+  if (value === null || value === undefined) return undefined;
+  if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
+  if (Array.isArray(value)) {
+    const kept = value.map(throughLuaTable);
+    let count = 0;
+    let max = 0;
+    kept.forEach((item, i) => {
+      if (item === undefined) return;
+      count++;
+      max = i + 1;
+    });
+    if (max === count) return kept.slice(0, max);
+    const map: Record<string, unknown> = {};
+    kept.forEach((item, i) => {
+      if (item !== undefined) map[String(i + 1)] = item;
+    });
+    return map;
+  }
+  if (typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [key, field] of Object.entries(value)) {
+      const kept = throughLuaTable(field);
+      if (kept !== undefined) out[key] = kept;
+    }
+    return Object.keys(out).length > 0 ? out : [];
+  }
+  return value;
+}
+
+/** `kong.ctx.shared[key] = value` (a nil value removes the entry). */
+function storeShared(shared: Record<string, unknown>, key: string, value: unknown): void {
+  const kept = throughLuaTable(value);
+  if (kept === undefined) delete shared[key];
+  else shared[key] = kept;
+}
+
 /** `get_headers(max_headers)`'s argument as Kong checks it: 100 when absent, a number from 1 to 1000. */
 function maxHeaders(arg: unknown): number {
   if (arg === undefined || arg === null) return 100;
@@ -164,6 +212,8 @@ export class FakeKong {
   /** Runs one request's `phase` of a plugin instance, answering its PDK calls like Kong. */
   async run(rpc: RpcConnection, instanceId: number, request: FakeRequest, phase = 'access', shared: Record<string, unknown> = {}): Promise<PhaseResult> {
     const upstream = multimap(request.headers ?? {});
+    // What the caller put in the context stands for what earlier plugins stored there: a Lua table.
+    for (const key of Object.keys(shared)) storeShared(shared, key, shared[key]);
     const result: PhaseResult = { status: null, upstreamHeaders: upstream, responseHeaders: {}, shared, authenticated: null, calls: [], logs: [] };
     let event = await rpc.call('HandleEvent', { InstanceId: instanceId, EventName: phase });
     while (event.Data !== 'ret') {
@@ -232,7 +282,7 @@ export class FakeKong {
       case 'kong.ctx.shared.get':
         return result.shared[String(args[0])];
       case 'kong.ctx.shared.set':
-        result.shared[String(args[0])] = args[1];
+        storeShared(result.shared, String(args[0]), args[1]);
         return undefined;
       case 'kong.service.request.set_header':
         result.upstreamHeaders[str(0)] = [String(args[1])];
@@ -258,6 +308,68 @@ export class FakeKong {
         return undefined;
     }
   }
+}
+
+/** The `ws_id` of Kong's default workspace (a UUID Kong draws when it creates its database). */
+export const DEFAULT_WORKSPACE_ID = '0dc6f45b-8f8d-40d2-a504-473544ee190b';
+
+/** Kong's DAO `remove_nulls`: every null field is gone, at any depth (empty tables stay as they are). */
+function withoutNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.filter((item) => item !== null && item !== undefined).map(withoutNulls);
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [key, field] of Object.entries(value)) if (field !== null && field !== undefined) out[key] = withoutNulls(field);
+    return out;
+  }
+  return value;
+}
+
+/**
+ * Where a plugin is configured (decK: `plugins:` at the top for a global plugin, or under a route,
+ * a service, a consumer, a consumer group), with the plugin entity's optional `instance_name` and
+ * `ordering` and its `id` (one entity started by several nginx workers keeps its id).
+ */
+export interface KongScope {
+  route?: string;
+  service?: string;
+  consumer?: string;
+  consumerGroup?: string;
+  instanceName?: string;
+  ordering?: Record<string, unknown>;
+  pluginId?: string;
+}
+
+/** A plugin configured at the top level of the decK file (the rate limiter, identity-headers). */
+export const GLOBAL: KongScope = {};
+
+/** The harness's default: a plugin on a service, named (decK `instance_name`), as the auth plugins are. */
+export const SERVICE_SCOPED: KongScope = { service: '5e1f1c8a-0000-4000-8000-00000000000b', instanceName: 'llm-api-plugin' };
+
+/**
+ * The configuration `plugin.StartInstance` carries, as Kong 3.x builds it (`get_plugin_config` in
+ * kong/runloop/plugins_iterator.lua): the entity's `config` read from the database or the
+ * declarative file with its nulls removed (Kong's DAO drops null fields unless asked for them), to
+ * which the iterator adds `ordering`, `route_id`, `service_id`, `consumer_id`, `consumer_group_id`,
+ * `plugin_instance_name` (each only when the entity has it: a Lua nil is no key at all in the
+ * JSON), `__plugin_id`, `__key__` (the entity's cache key, `plugins:<name>:<route>:<service>:
+ * <consumer>:<consumer group>:<workspace>`) and `__seq__` (a counter shared by the workers).
+ */
+export function kongConfig(name: string, config: Record<string, unknown>, scope: KongScope, seq: number): Record<string, unknown> {
+  const conf = withoutNulls(config) as Record<string, unknown>;
+  const added: Record<string, unknown> = {
+    ordering: scope.ordering,
+    route_id: scope.route,
+    service_id: scope.service,
+    consumer_id: scope.consumer,
+    consumer_group_id: scope.consumerGroup,
+    plugin_instance_name: scope.instanceName,
+    __plugin_id: scope.pluginId ?? `00000000-0000-4000-8000-${String(seq).padStart(12, '0')}`,
+  };
+  for (const [key, value] of Object.entries(added)) if (value !== undefined) conf[key] = value;
+  const scopeIds = [scope.route, scope.service, scope.consumer, scope.consumerGroup].map((id) => id ?? '');
+  conf.__key__ = ['plugins', name, ...scopeIds, DEFAULT_WORKSPACE_ID].join(':');
+  conf.__seq__ = seq;
+  return conf;
 }
 
 /**
@@ -304,9 +416,12 @@ export async function startPluginServer(pluginDir: string, options: { clockOffse
     rpc,
     kong,
     output: () => output,
-    /** plugin.StartInstance with the conf table Kong would send (JSON string incl. __seq__, __plugin_id). */
-    async start(name: string, config: Record<string, unknown>): Promise<number> {
-      const conf = JSON.stringify({ ...config, __seq__: ++seq, __plugin_id: `00000000-0000-4000-8000-${String(seq).padStart(12, '0')}` });
+    /**
+     * plugin.StartInstance with the conf table Kong would send (`kongConfig`: the keys Kong adds
+     * included), for a plugin configured at `scope` (by default on a service, named).
+     */
+    async start(name: string, config: Record<string, unknown>, scope: KongScope = SERVICE_SCOPED): Promise<number> {
+      const conf = JSON.stringify(kongConfig(name, config, scope, ++seq));
       const started = (await rpc.call('StartInstance', { Name: name, Config: conf })) as { Id: number; Name: string };
       return started.Id;
     },

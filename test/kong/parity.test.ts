@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { DeckPlugin } from '../../services/gateway/deck.js';
 import { offsetClock, offsetToNextMinute, unixSeconds, type Clock } from '../../services/kit/clock.js';
 import { GATEWAY_TOKEN, startEdgeWithFakes } from '../gateway/edge-harness.js';
-import { buildPluginsInto, startPluginServer, type PluginServer } from './harness.js';
+import { buildPluginsInto, GLOBAL, startPluginServer, type KongScope, type PluginServer } from './harness.js';
 
 // The same requests through both plugin hosts, answered identically (status, body, the headers the
 // edge generates, and what reaches the upstream): the embedded edge (services/gateway) and Kong,
@@ -53,17 +53,20 @@ test.before(async () => {
     delete config.redis_url; // the host-less revocation subscription is not part of these scenarios
     return config;
   };
-  const plan: Array<[string, Record<string, unknown>]> = [
-    ['jwt-auth', configOf(llmApi.plugins, 'jwt-auth')],
-    ['api-key-auth', configOf(llmApi.plugins, 'api-key-auth')],
-    ['identity-headers', configOf(deck.plugins, 'identity-headers')],
-    ['tiered-rate-limit', configOf(deck.plugins, 'tiered-rate-limit')],
+  // Where the file puts each (Kong adds the scope to the configuration it sends): the auth
+  // plugins on the llm-api service (its id is Kong's, drawn when decK creates it), the others global.
+  const onLlmApi: KongScope = { service: '7c3e9a51-0000-4000-8000-0000000011a1' };
+  const plan: Array<[string, Record<string, unknown>, KongScope]> = [
+    ['jwt-auth', configOf(llmApi.plugins, 'jwt-auth'), onLlmApi],
+    ['api-key-auth', configOf(llmApi.plugins, 'api-key-auth'), onLlmApi],
+    ['identity-headers', configOf(deck.plugins, 'identity-headers'), GLOBAL],
+    ['tiered-rate-limit', configOf(deck.plugins, 'tiered-rate-limit'), GLOBAL],
   ];
   await Promise.all(
-    plan.map(async ([name, config]) => {
+    plan.map(async ([name, config, scope]) => {
       const server = await startPluginServer(join(dist, name), { clockOffsetMs });
       servers.set(name, server);
-      instances.set(name, await server.start(name, config));
+      instances.set(name, await server.start(name, config, scope));
     }),
   );
 });
@@ -233,6 +236,13 @@ test.serial('an external issuer’s user (token sub = the issuer id; key owner =
   await same(t, { 'x-api-key': key.key }, 429);
   const stranger = edge.validator.add('user_parity_platform_id', 'free', null, `kc-${process.pid}-other`);
   await same(t, { authorization: `Bearer ${token}`, 'x-api-key': stranger.key }, 401);
+});
+
+test.serial('a key an administrator lifted the minute limit of (null: no limit, not the tier’s) is not held to its tier’s, identically', async (t) => {
+  // The free tier allows 3 a minute; the key's own minute limit is null. On Kong the identity goes
+  // from api-key-auth to the rate limiter through kong.ctx.shared, a Lua table that keeps no null.
+  const key = edge.validator.add('user_parity_unlimited', 'free', { requests_per_minute: null, requests_per_day: 100000 });
+  for (let i = 0; i < 5; i++) await same(t, { 'x-api-key': key.key }, 200);
 });
 
 test.serial('limits an administrator set on a pro key (as the validator reports them: the tier defaults with the key’s own over them) hold identically', async (t) => {

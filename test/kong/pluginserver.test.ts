@@ -2,6 +2,7 @@ import test from 'ava';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { Schema as apiKeySchema } from '../../plugins/api-key-auth/schema.js';
 import { SHARED_KEY } from '../../plugins/core/kong-host.js';
 import { Schema as identitySchema } from '../../plugins/identity-headers/schema.js';
@@ -13,7 +14,7 @@ import { revocationChannelFor } from '../../services/kit/revocations.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
 import { waitFor } from '../helpers/wait.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator, unsignedToken } from '../plugins/fakes.js';
-import { buildPluginsInto, dumpAllPlugins, startPluginServer, type PluginServer } from './harness.js';
+import { buildPluginsInto, DEFAULT_WORKSPACE_ID, dumpAllPlugins, GLOBAL, SERVICE_SCOPED, startPluginServer, type KongScope, type PluginServer } from './harness.js';
 
 // The compiled plugins (esbuild bundles from plugins/<name>/kong.ts) loaded by the real
 // kong-js-pluginserver of kong-pdk 0.6.0 and driven over its Unix socket as Kong drives them.
@@ -89,7 +90,7 @@ test('GetStatus and an unknown instance answer like Kong expects', async (t) => 
 
 test('identity-headers: spoofed headers cleared, gateway token set (multimap request headers)', async (t) => {
   const s = server('identity-headers');
-  const id = await s.start('identity-headers', { gateway_token: 'gw-secret' });
+  const id = await s.start('identity-headers', { gateway_token: 'gw-secret' }, GLOBAL);
   const r = await s.run(id, { headers: { 'X-User-ID': 'admin', 'x-auth-method': 'jwt', 'x-user-email': ['a@x', 'b@x'], accept: 'text/plain' } });
   t.is(r.status, null, 'proxied');
   const { 'x-request-id': requestId, ...rest } = r.upstreamHeaders;
@@ -101,7 +102,7 @@ test('identity-headers: spoofed headers cleared, gateway token set (multimap req
 
 test('identity-headers: the anonymous consumer is answered 401 with the refused credential reason and the request id', async (t) => {
   const s = server('identity-headers');
-  const id = await s.start('identity-headers', {});
+  const id = await s.start('identity-headers', {}, GLOBAL);
   const shared = { [SHARED_KEY]: { anonymous: true, failures: [{ method: 'jwt', status: 401, message: 'Token expired' }] } };
   const r = await s.run(id, { headers: { 'x-request-id': 'req-kong-1' } }, shared);
   t.is(r.status, 401);
@@ -115,7 +116,7 @@ test('identity-headers: the anonymous consumer is answered 401 with the refused 
 
 test('identity-headers: identity taken from kong.ctx.shared (set by the auth plugins)', async (t) => {
   const s = server('identity-headers');
-  const id = await s.start('identity-headers', {});
+  const id = await s.start('identity-headers', {}, GLOBAL);
   const shared = { [SHARED_KEY]: { apikey: { authMethod: 'apikey', userId: 'user_1', subject: 'user_1', email: 'u@x', username: 'u', isGuest: false, bucket: 'key:abc' } } };
   const r = await s.run(id, { headers: { 'x-user-id': 'admin' } }, shared);
   t.like(r.upstreamHeaders, { 'x-auth-method': ['apikey'], 'x-user-id': ['user_1'], 'x-user-email': ['u@x'] });
@@ -202,24 +203,35 @@ test('api-key-auth on Kong: a revocation published on Redis purges the plugin se
   // The plugin listens on the channel its redis_prefix names, the one llm-api publishes on for that prefix.
   const prefix = `kong_${process.pid}_${Date.now().toString(36)}`;
   const channel = revocationChannelFor(prefix);
-  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN, cache_ttl_seconds: 3600, redis_url: TEST_REDIS_URL, redis_prefix: prefix });
-  const key = validator.add('user_rv');
-  t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, null);
-  validator.remove(key.key);
-  t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, null, 'cached');
+  const redis = new Redis(TEST_REDIS_URL);
   const publisher = createRedisRevocations(TEST_REDIS_URL, { channel });
-  // The subscription is asynchronous (started with the instance): publish until it is heard.
-  const heard = await waitFor(async () => {
+  try {
+    const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN, cache_ttl_seconds: 3600, redis_url: TEST_REDIS_URL, redis_prefix: prefix });
+    // The instance subscribes by itself, in the background of StartInstance. The scenario starts once
+    // Redis counts that subscription on the channel: then the revocation below reaches it for sure
+    // (Redis hands a message to every subscriber of the moment), and the subscription's setup
+    // does not overlap the requests that fill the cache.
+    const subscribers = async () => Number(((await redis.pubsub('NUMSUB', channel)) as [string, number])[1]);
+    await waitFor(async () => (await subscribers()) > 0, 30_000, 'the plugin server subscribed to the revocation channel');
+    t.is(await subscribers(), 1, 'one subscription for the configuration');
+    const key = validator.add('user_rv');
+    t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, null);
+    validator.remove(key.key);
+    t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, null, 'cached');
     await publisher.publish(key.hash);
-    return (await s.run(id, { headers: { 'x-api-key': key.key } })).status === 401;
-  }, 30_000, 'the revocation to reach the plugin server').finally(() => publisher.close());
-  t.true(heard);
-  t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, 401);
+    // Published once, to a subscriber Redis already counted: the plugin server handles the message
+    // on its own, between requests, so the requests are refused from then on.
+    await waitFor(async () => (await s.run(id, { headers: { 'x-api-key': key.key } })).status === 401, 30_000, 'the revocation to reach the plugin server');
+    t.is((await s.run(id, { headers: { 'x-api-key': key.key } })).status, 401);
+  } finally {
+    await publisher.close();
+    redis.disconnect();
+  }
 });
 
 test('tiered-rate-limit: per-IP limit in the rewrite phase — headers on success, 429 exit with Retry-After once over', async (t) => {
   const s = server('tiered-rate-limit');
-  const id = await s.start('tiered-rate-limit', { ip_per_minute: 2 });
+  const id = await s.start('tiered-rate-limit', { ip_per_minute: 2 }, GLOBAL);
   // The plugin server counts per fixed minute window on a clock shifted to second 1 of a window
   // (startPluginServer's clockOffsetMs): the scenario runs in that one window, without waiting.
   const ip = `198.18.${process.pid % 250}.7`;
@@ -264,7 +276,7 @@ test('fail closed: a PDK call that fails inside the handler answers 500, never p
 
 test('a call Lua rejects turns the request into a 500 (reproduced Kong semantics)', async (t) => {
   const s = server('identity-headers');
-  const id = await s.start('identity-headers', { gateway_token: 'x' });
+  const id = await s.start('identity-headers', { gateway_token: 'x' }, GLOBAL);
   const r = await s.run(id, { headers: {}, luaErrors: ['kong.service.request.set_headers'] });
   t.is(r.status, 500);
 });
@@ -282,6 +294,38 @@ test('harness fidelity: raw body as bytes, multimap headers, nil as undefined (a
     t.deepEqual(r.upstreamHeaders['x-unknown'], ['undefined']);
     t.true(r.logs.includes('[kong] could not find pdk method: kong.nonexistent.thing'));
     t.deepEqual(r.upstreamHeaders['x-config-seq'], ['number']);
+    // kong.ctx.shared is a Lua table: a nil is no entry (a null field reads back absent, a nil value
+    // removes the key), and a list with a hole comes back as a map keyed by position.
+    t.deepEqual(JSON.parse(r.upstreamHeaders['x-shared']![0]!), { kept: 'a', nested: [], list: ['x', 'y'], holed: { '1': 'x', '3': 'z' } });
+    t.deepEqual(r.upstreamHeaders['x-shared-nil'], ['undefined']);
+    t.false('probe_nil' in r.shared);
+  } finally {
+    await probe.stop();
+  }
+});
+
+test('harness fidelity: an instance gets the configuration Kong builds (its scope keys, __key__, __seq__, __plugin_id; no null fields)', async (t) => {
+  const probe = await startPluginServer(new URL('./fixtures/probe', import.meta.url).pathname);
+  const configOf = async (scope?: KongScope) => {
+    const r = await probe.run(await probe.start('probe', { header: 'x-h', unset: null, nested: { unset: null, kept: 1 } }, scope), { headers: {} });
+    return JSON.parse(r.upstreamHeaders['x-config']![0]!) as Record<string, unknown>;
+  };
+  try {
+    // By default a named plugin on a service (the auth plugins' place in deck/kong.yaml).
+    const onService = await configOf();
+    t.like(onService, { header: 'x-h', nested: { kept: 1 }, service_id: SERVICE_SCOPED.service, plugin_instance_name: SERVICE_SCOPED.instanceName });
+    t.deepEqual(Object.keys(onService).sort(), ['__key__', '__plugin_id', '__seq__', 'header', 'nested', 'plugin_instance_name', 'service_id']);
+    t.deepEqual(onService.nested, { kept: 1 }, 'Kong drops null fields at any depth');
+    t.is(onService.__key__, `plugins:probe::${SERVICE_SCOPED.service}:::${DEFAULT_WORKSPACE_ID}`);
+    // A global plugin gets no scope key (a Lua nil is no JSON key); a route's plugin its route_id and ordering.
+    const global = await configOf(GLOBAL);
+    t.deepEqual(Object.keys(global).sort(), ['__key__', '__plugin_id', '__seq__', 'header', 'nested']);
+    t.is(global.__key__, `plugins:probe:::::${DEFAULT_WORKSPACE_ID}`);
+    const route = 'a0b1c2d3-0000-4000-8000-000000000001';
+    const onRoute = await configOf({ route, ordering: { before: { access: ['cors'] } } });
+    t.like(onRoute, { route_id: route, ordering: { before: { access: ['cors'] } } });
+    t.false('service_id' in onRoute);
+    t.true((onRoute.__seq__ as number) > (global.__seq__ as number), 'one sequence across instances');
   } finally {
     await probe.stop();
   }

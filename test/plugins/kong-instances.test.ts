@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { offsetToNextMinute } from '../../services/kit/clock.js';
-import { buildPluginsInto, startPluginServer, type PluginServer } from '../kong/harness.js';
+import { buildPluginsInto, GLOBAL, startPluginServer, type KongScope, type PluginServer } from '../kong/harness.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator } from './fakes.js';
 
 // The compiled plugins in the real kong-js-pluginserver (kong-pdk 0.6.0), started the way Kong
@@ -35,25 +35,26 @@ test.after.always(async () => {
 
 const server = (name: string) => servers.get(name)!;
 
-/** What Kong adds to the configuration of a plugin configured on a route of a service (3.x). */
-const scoped = (config: Record<string, unknown>) => ({
-  ...config,
-  route_id: '3b1c2a4e-0000-4000-8000-00000000000a',
-  service_id: '3b1c2a4e-0000-4000-8000-00000000000b',
-  plugin_instance_name: 'llm-api-auth',
+/**
+ * A plugin configured on a route and a service, named and ordered: the harness sends every key
+ * Kong adds for that (route_id, service_id, plugin_instance_name, ordering, __key__, __seq__, __plugin_id).
+ */
+const ROUTE_AND_SERVICE: KongScope = {
+  route: '3b1c2a4e-0000-4000-8000-00000000000a',
+  service: '3b1c2a4e-0000-4000-8000-00000000000b',
+  instanceName: 'llm-api-auth',
   ordering: { before: { access: ['cors'] } },
-  __key__: 'plugins:x:3b1c2a4e-0000-4000-8000-00000000000a:3b1c2a4e-0000-4000-8000-00000000000b::::',
-});
+};
 
 test.serial('a route- or service-scoped instance: the keys Kong adds to its configuration are not configuration errors', async (t) => {
   const identity = server('identity-headers');
-  const headers = await identity.run(await identity.start('identity-headers', scoped({ gateway_token: 'gw-scoped' })), { headers: { 'x-user-id': 'admin' } });
+  const headers = await identity.run(await identity.start('identity-headers', { gateway_token: 'gw-scoped' }, ROUTE_AND_SERVICE), { headers: { 'x-user-id': 'admin' } });
   t.is(headers.status, null, 'proxied, not the 500 of a misconfigured instance');
   t.deepEqual(headers.upstreamHeaders['x-gateway-token'], ['gw-scoped']);
   t.false('x-user-id' in headers.upstreamHeaders);
 
   const jwt = server('jwt-auth');
-  const jwtId = await jwt.start('jwt-auth', scoped({ issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous' }));
+  const jwtId = await jwt.start('jwt-auth', { issuer: ISSUER, audience: AUDIENCE, jwks_url: issuer.url, anonymous: 'anonymous' }, ROUTE_AND_SERVICE);
   const token = await issuer.sign({}, { sub: 'user_scoped' });
   const verified = await jwt.run(jwtId, { headers: { authorization: `Bearer ${token}` } });
   t.is(verified.status, null);
@@ -61,19 +62,19 @@ test.serial('a route- or service-scoped instance: the keys Kong adds to its conf
 
   const keys = server('api-key-auth');
   const key = validator.add('user_scoped_key', 'pro');
-  const accepted = await keys.run(await keys.start('api-key-auth', scoped({ validate_url: validator.url, gateway_token: TOKEN })), { headers: { 'x-api-key': key.key } });
+  const accepted = await keys.run(await keys.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN }, ROUTE_AND_SERVICE), { headers: { 'x-api-key': key.key } });
   t.is(accepted.status, null);
   t.false('x-api-key' in accepted.upstreamHeaders);
 
   // The guest-login route's own limiter instance (route-scoped, access phase).
   const limiter = server('tiered-rate-limit');
-  const limited = await limiter.run(await limiter.start('tiered-rate-limit', scoped({ ip_per_minute: 0, ip_per_hour: 5, ip_limit_phase: 'access' })), { forwardedIp: '198.51.100.20' });
+  const limited = await limiter.run(await limiter.start('tiered-rate-limit', { ip_per_minute: 0, ip_per_hour: 5, ip_limit_phase: 'access' }, ROUTE_AND_SERVICE), { forwardedIp: '198.51.100.20' });
   t.is(limited.status, null);
 });
 
 test.serial('a field of no schema is still refused: only the keys Kong adds are set aside', async (t) => {
   const identity = server('identity-headers');
-  const r = await identity.run(await identity.start('identity-headers', scoped({ gateway_tokn: 'typo' })), { headers: {} });
+  const r = await identity.run(await identity.start('identity-headers', { gateway_tokn: 'typo' }, ROUTE_AND_SERVICE), { headers: {} });
   t.is(r.status, 500);
   t.regex(String(r.exit!.body), /misconfigured/);
   t.regex(identity.output(), /config\.gateway_tokn: unknown field/);
@@ -81,9 +82,10 @@ test.serial('a field of no schema is still refused: only the keys Kong adds are 
 
 test.serial('one instance per nginx worker: the per-address limit is counted once across them, not once per worker', async (t) => {
   const limiter = server('tiered-rate-limit');
-  // Kong's workers each start an instance of the same global configuration (each its own __seq__).
+  // Kong's workers each start an instance of the same global plugin (one id, each its own __seq__).
   const config = { ip_per_minute: 2, policy: 'local' };
-  const workers = [await limiter.start('tiered-rate-limit', config), await limiter.start('tiered-rate-limit', config)];
+  const plugin: KongScope = { ...GLOBAL, pluginId: '3b1c2a4e-0000-4000-8000-0000000000c1' };
+  const workers = [await limiter.start('tiered-rate-limit', config, plugin), await limiter.start('tiered-rate-limit', config, plugin)];
   t.not(workers[0], workers[1]);
   const ip = `198.51.100.${(process.pid % 200) + 30}`;
   const statuses: Array<number | null> = [];
@@ -94,7 +96,8 @@ test.serial('one instance per nginx worker: the per-address limit is counted onc
 test.serial('one instance per nginx worker: a key validated through one is known to the others (one cache, not one per worker)', async (t) => {
   const keys = server('api-key-auth');
   const config = { validate_url: validator.url, gateway_token: TOKEN, cache_ttl_seconds: 3600, header_name: 'x-api-key-workers' };
-  const [first, second] = [await keys.start('api-key-auth', config), await keys.start('api-key-auth', config)];
+  const plugin: KongScope = { service: '3b1c2a4e-0000-4000-8000-00000000000b', pluginId: '3b1c2a4e-0000-4000-8000-0000000000c2' };
+  const [first, second] = [await keys.start('api-key-auth', config, plugin), await keys.start('api-key-auth', config, plugin)];
   const key = validator.add('user_workers', 'pro');
   const before = validator.calls;
   t.is((await keys.run(first!, { headers: { 'x-api-key-workers': key.key } })).status, null);

@@ -9,27 +9,14 @@ import { createTieredRateLimit } from '../../plugins/tiered-rate-limit/core.js';
 import { createLocalStore } from '../../plugins/tiered-rate-limit/policies/index.js';
 import { parseTieredRateLimitConfig } from '../../plugins/tiered-rate-limit/schema.js';
 import { ManualClock } from '../../services/kit/clock.js';
+import { throughLuaTable } from '../kong/harness.js';
 
 // The Kong adapter (plugins/core/kong-host.ts) driven in-process against a fake of Kong's PDK
 // that keeps the PDK's shape (every call returns a promise; headers as a multimap) and what Kong
-// does with `kong.ctx.shared`: the value is stored in a Lua table and sent back from it. A Lua
-// table cannot hold nil, so a msgpack nil (JavaScript null) in a map is gone when it comes back,
-// and an empty table is sent as an empty array (lua-MessagePack packs a table without keys as one).
-
-/** A value after a round trip through a Lua table (what `kong.ctx.shared.get` returns after `set`). */
-function throughLua(value: unknown): unknown {
-  if (value === null || value === undefined) return undefined;
-  if (Array.isArray(value)) return value.map(throughLua);
-  if (typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [key, field] of Object.entries(value)) {
-      const kept = throughLua(field);
-      if (kept !== undefined) out[key] = kept;
-    }
-    return Object.keys(out).length > 0 ? out : [];
-  }
-  return value;
-}
+// does with `kong.ctx.shared`: the value is stored in a Lua table and sent back from it (the Kong
+// harness's `throughLuaTable`, which the plugin-server tests use too). A Lua table cannot hold nil,
+// so a msgpack nil (JavaScript null) in a map is gone when it comes back, and an empty table is
+// sent as an empty array (lua-MessagePack packs a table without keys as one).
 
 /** One request's PDK: the phases of the plugins of that request share its `kong.ctx.shared`. */
 function fakeKong(headers: Record<string, string>) {
@@ -51,7 +38,7 @@ function fakeKong(headers: Record<string, string>) {
     ctx: {
       shared: {
         get: async (key) => shared.get(key),
-        set: async (key, value) => void shared.set(key, throughLua(value)),
+        set: async (key, value) => void shared.set(key, throughLuaTable(value)),
       },
     },
     service: {
@@ -116,7 +103,7 @@ test('the shared context keeps its nulls through a Lua table, and undefined fiel
     apikey: { authMethod: 'apikey', userId: 'u', email: null, emailVerified: undefined, limits: { minute: null, day: 5 }, tier: null },
     failures: [{ method: 'jwt', status: 401, message: 'Token expired' }],
   };
-  const back = decodeShared(throughLua(encodeShared(context)));
+  const back = decodeShared(throughLuaTable(encodeShared(context)));
   t.deepEqual(back, {
     requestId: 'r-1',
     apikey: { authMethod: 'apikey', userId: 'u', email: null, limits: { minute: null, day: 5 }, tier: null },
@@ -124,7 +111,7 @@ test('the shared context keeps its nulls through a Lua table, and undefined fiel
   });
   // A string that happens to be the marker (a claim can hold anything) is still that string.
   const claims = { jwt: { userId: SHARED_NULL, username: '\u0000', email: 'plain' } };
-  t.deepEqual(decodeShared(throughLua(encodeShared(claims))), claims);
+  t.deepEqual(decodeShared(throughLuaTable(encodeShared(claims))), claims);
   // A context another host wrote as a plain table (no markers) reads as it is.
   t.deepEqual(decodeShared({ anonymous: true }), { anonymous: true });
   t.is(decodeShared(undefined), undefined);
