@@ -11,6 +11,7 @@ import { parseTieredRateLimitConfig } from '../../plugins/tiered-rate-limit/inde
 import type { Clock } from '../kit/core/index.js';
 import type { RevocationChannel } from '../kit/core/index.js';
 import { createCors, PRIORITY as CORS_PRIORITY, type CorsConfig } from './bundled/cors.js';
+import { checkPrometheusConfig } from './bundled/prometheus.js';
 import { createRequestTermination, PRIORITY as TERMINATION_PRIORITY, type RequestTerminationConfig } from './bundled/request-termination.js';
 import { DeckError, type DeckFile, type DeckPlugin, type DeckRoute } from './deck.js';
 
@@ -54,6 +55,16 @@ const FACTORIES: Record<string, Factory> = {
 
 export const SUPPORTED_PLUGINS = Object.keys(FACTORIES);
 
+/**
+ * Plugins deck/kong.yaml enables for Kong that the embedded gateway accepts without running them,
+ * named one by one (any other unknown plugin still stops the start): each only observes requests,
+ * so skipping it cannot let one through. The check refuses a config Kong would refuse.
+ */
+const ACCEPTED_NOT_RUN: Record<string, (config: Record<string, unknown>) => void> = {
+  // Kong's metrics; the embedded edge serves its own /metrics.
+  prometheus: checkPrometheusConfig,
+};
+
 interface Scoped {
   plugin: DeckPlugin;
   scope: 'global' | 'service' | 'route' | 'consumer';
@@ -61,10 +72,11 @@ interface Scoped {
 }
 
 /**
- * Builds one plugin instance per decK plugin entry (disabled ones are skipped; an enabled plugin
- * the embedded gateway cannot run stops the start: silently skipping an auth plugin would fail
- * open) and, per route, the chain in priority order. For a plugin configured at several levels
- * the most specific wins (route > service > global), as in Kong.
+ * Builds one plugin instance per decK plugin entry (disabled ones are skipped, and so are those of
+ * ACCEPTED_NOT_RUN once their config is checked; any other enabled plugin the embedded gateway
+ * cannot run stops the start: silently skipping an auth plugin would fail open) and, per route,
+ * the chain in priority order. For a plugin configured at several levels the most specific wins
+ * (route > service > global), as in Kong.
  */
 export async function buildChains(deck: DeckFile, deps: HostDeps) {
   const all: Scoped[] = [];
@@ -83,6 +95,15 @@ export async function buildChains(deck: DeckFile, deps: HostDeps) {
   const instances = new Map<DeckPlugin, ChainEntry>();
   for (const { plugin, scope, owner } of all) {
     if (plugin.enabled === false) continue;
+    const notRun = ACCEPTED_NOT_RUN[plugin.name];
+    if (notRun) {
+      try {
+        notRun(plugin.config ?? {});
+      } catch (error) {
+        throw new DeckError(`plugin ${plugin.name} (${scope}${owner ? ` ${owner}` : ''}): ${(error as Error).message}`);
+      }
+      continue;
+    }
     const factory = FACTORIES[plugin.name];
     if (!factory) throw new DeckError(`plugin ${plugin.name} is enabled but the embedded gateway cannot run it (supported: ${SUPPORTED_PLUGINS.join(', ')})`);
     try {

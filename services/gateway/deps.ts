@@ -22,6 +22,7 @@ export async function buildGatewayDeps(ctx: ServiceContext<ProcessRuntime>): Pro
   const config = { ...ctx.runtime.config, ...loadEdgeConfig(ctx.runtime.config.env) };
   const variables = deckVariables(config, ctx.urls, ctx.gatewaySecret);
   const deck = loadDeck(deckPath(config.EDGE_DECK_FILE), variables);
+  if (config.REDIS_URL) await checkRedisAnswers(config.REDIS_URL, REDIS_START_TIMEOUT_MS);
   if (config.NODE_ENV === 'production' && variables.DECK_RATE_LIMIT_FAULT_POLICY === 'allow') {
     // Chosen knowingly or not, fail-open is worth a line at every start (the default is deny).
     ctx.runtime.logger.warn({ setting: 'EDGE_RATE_LIMIT_FAULT_POLICY', value: 'allow' }, 'gateway: while Redis fails, requests are served with no rate limit at all');
@@ -65,4 +66,46 @@ function deckPath(file: string): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
   return join(dir, file);
+}
+
+/** How long the edge's start waits for REDIS_URL to answer a PING. */
+export const REDIS_START_TIMEOUT_MS = 10_000;
+
+/**
+ * REDIS_URL, when set, must answer before the edge builds its plugin chain: its rate limiter counts
+ * there and its caches hear revocations there. Without this, a Redis that refuses surfaced as the
+ * rate limiter's `deck:` error after its retries, and one that accepts but never answers held the
+ * start forever. What is thrown carries the socket error's `code` and the URL's address and port, so
+ * the start ends with one line naming REDIS_URL (services/platform/startup-errors.ts). It always
+ * throws: the edge never serves without its limiter.
+ */
+export async function checkRedisAnswers(url: string, timeoutMs: number): Promise<void> {
+  const { Redis } = await import('ioredis');
+  const target = new URL(url);
+  const address = target.hostname.replace(/^\[|\]$/g, '');
+  const port = Number(target.port || 6379);
+  const failed = (code: string, syscall: string, detail: string) =>
+    Object.assign(new Error(`${syscall} ${code} ${address}:${port}${detail}`), { code, syscall, address, port });
+  // One attempt, no queue, no reconnect: the answer is now or never.
+  const client = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null });
+  let socketError: (Error & { code?: string; address?: string; port?: number }) | undefined;
+  client.on('error', (error: Error) => (socketError ??= error));
+  let timer: NodeJS.Timeout | undefined;
+  // ioredis bounds the TCP connect only: a server that accepts and never answers would hold the start.
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(failed('ETIMEDOUT', 'connect', ` (no answer within ${timeoutMs} ms)`)), timeoutMs);
+  });
+  try {
+    await Promise.race([client.connect().then(() => client.ping()), deadline]);
+  } catch (error) {
+    // A reset or a broken pipe does not say where: the URL's address and port do.
+    if (socketError?.code) throw Object.assign(socketError, { address: socketError.address ?? address, port: socketError.port ?? port });
+    if ((error as { code?: string }).code === 'ETIMEDOUT') throw error;
+    // Closed without a socket error (the server hung up on the handshake), or a Redis error answer.
+    if ((error as Error).message === 'Connection is closed.') throw failed('ECONNRESET', 'connect', ' (closed by the server)');
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    client.disconnect();
+  }
 }

@@ -12,7 +12,7 @@ const SERVER_SETTINGS = [
   { name: 'REDIS_URL', defaultPort: 6379 },
 ] as const;
 
-const CONNECT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 
 type StartupError = NodeJS.ErrnoException & { port?: number; address?: string; hostname?: string; errors?: unknown[] };
 
@@ -53,28 +53,75 @@ function isDeckFile(path: string, config: BaseConfig): boolean {
   return isAbsolute(file) ? resolve(path) === resolve(file) : resolve(path).endsWith(`${sep}${normalize(file)}`);
 }
 
-/** A server named by DATABASE_URL, AMQP_URL or REDIS_URL that does not answer: the setting, never its password. */
+/** What each connection error code means, for the line. */
+const REASONS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  EPIPE: 'connection closed by the server',
+  ETIMEDOUT: 'timed out',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ENOTFOUND: 'host name not found',
+  EAI_AGAIN: 'host name lookup failed',
+};
+
+/**
+ * A server named by DATABASE_URL, AMQP_URL or REDIS_URL that does not answer: the setting, its URL
+ * with the password replaced, and what failed (refused, timed out, …).
+ */
 function connectionFailureLine(e: StartupError, config: BaseConfig): string | null {
+  if (isDatabaseConnectTimeout(e) && config.DATABASE_URL) {
+    const target = serverTarget('DATABASE_URL', 5432, config);
+    if (!target) return null;
+    return serverLine(target, `timed out (no connection within DATABASE_CONNECT_TIMEOUT_MS, ${config.DATABASE_CONNECT_TIMEOUT_MS} ms)`);
+  }
   // Node reports a refused connection to a name with several addresses as an AggregateError.
   const cause = !e?.code && Array.isArray(e?.errors) ? (e.errors[0] as StartupError) : e;
   if (!cause?.code || !CONNECT_CODES.has(cause.code)) return null;
   const host = cause.address ?? cause.hostname;
   const matches = SERVER_SETTINGS.flatMap(({ name, defaultPort }) => {
-    const raw = config.env[name];
-    if (!raw) return [];
-    let url: URL;
-    try {
-      url = new URL(raw);
-    } catch {
-      return [];
-    }
-    const port = url.port ? Number(url.port) : defaultPort;
-    const hostname = url.hostname.replace(/^\[|\]$/g, '');
-    const samePort = cause.port === undefined || cause.port === port;
-    const sameHost = host === undefined || host === hostname || cause.code === 'ECONNREFUSED';
-    return samePort && sameHost ? [{ name, where: `${hostname}:${port}` }] : [];
+    const target = serverTarget(name, defaultPort, config);
+    if (!target) return [];
+    const samePort = cause.port === undefined || cause.port === target.port;
+    const sameHost = host === undefined || host === target.hostname || cause.code === 'ECONNREFUSED';
+    return samePort && sameHost ? [target] : [];
   });
   if (matches.length !== 1) return null;
-  const { name, where } = matches[0]!;
-  return `cannot connect to ${where} (${name}): ${cause.code}; check that the server runs and that ${name} points at it`;
+  return serverLine(matches[0]!, `${REASONS[cause.code]} (${cause.code})`);
+}
+
+interface ServerTarget {
+  name: string;
+  hostname: string;
+  port: number;
+  /** The setting's URL without its password or query (which may hold credentials too). */
+  shown: string;
+}
+
+function serverTarget(name: string, defaultPort: number, config: BaseConfig): ServerTarget | null {
+  const raw = config.env[name];
+  if (!raw) return null;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return null;
+  }
+  const hostname = url.hostname.replace(/^\[|\]$/g, '');
+  const port = url.port ? Number(url.port) : defaultPort;
+  const credentials = url.username || url.password ? `${url.username}${url.password ? ':***' : ''}@` : '';
+  return { name, hostname, port, shown: `${url.protocol}//${credentials}${url.host}${url.pathname === '/' ? '' : url.pathname}` };
+}
+
+function serverLine({ name, hostname, port, shown }: ServerTarget, what: string): string {
+  return `cannot connect to ${hostname}:${port} (${name}=${shown}): ${what}; check that the server runs and that ${name} points at it`;
+}
+
+/**
+ * The pool's wait for a first connection ran out (a PostgreSQL server that accepts and never
+ * answers): knex's KnexTimeoutError, which carries no socket code. At start nothing else holds the
+ * pool, so it means the server at DATABASE_URL did not answer in time.
+ */
+function isDatabaseConnectTimeout(e: StartupError): boolean {
+  return e?.name === 'KnexTimeoutError' && /acquiring a connection/i.test(e.message ?? '');
 }

@@ -97,6 +97,31 @@ ${plugins}
   t.is(await statusOf(r2![1]), 402, 'service-level config beats the global one');
 });
 
+test("plugin chains: Kong's prometheus is accepted and not run (the embedded edge has its own /metrics), its config checked; other unknown plugins still stop the start", async (t) => {
+  const { buildChains } = await import('../../services/gateway/chain.js');
+  const { parseDeck } = await import('../../services/gateway/deck.js');
+  const { createInProcessRevocations } = await import('../../services/kit/revocations.js');
+  const deps = { clock: { now: () => 0 }, logger: { warn() {}, error() {} }, revocations: createInProcessRevocations() };
+  const deck = (plugins: string) => parseDeck(`
+_format_version: "3.0"
+services:
+  - name: s
+    url: http://127.0.0.1:1
+    routes: [{ name: r, paths: ['~/a'], plugins: [{ name: prometheus, config: { status_code_metrics: true } }] }]
+plugins:
+  - { name: request-termination, config: { status_code: 401 } }
+${plugins}
+`, {});
+  const { chains, rewriteChain } = await buildChains(deck('  - { name: prometheus, config: { per_consumer: false, status_code_metrics: true, latency_metrics: true, bandwidth_metrics: true, upstream_health_metrics: false } }'), deps);
+  t.deepEqual([...chains.values()].map((chain) => chain.map((e) => e.name)), [['request-termination']], 'nothing of prometheus runs on any route');
+  t.deepEqual(rewriteChain.map((e) => e.name), []);
+  // A config Kong would refuse is refused here too, naming the plugin and the field.
+  await t.throwsAsync(buildChains(deck('  - { name: prometheus, config: { per_consumer: "yes" } }'), deps), { instanceOf: DeckError, message: /plugin prometheus \(global\): config\.per_consumer: expected a boolean/ });
+  await t.throwsAsync(buildChains(deck('  - { name: prometheus, config: { per_consumers: false } }'), deps), { instanceOf: DeckError, message: /config\.per_consumers: unknown field/ });
+  // Only plugins named one by one are accepted without running: another one still stops the start.
+  await t.throwsAsync(buildChains(deck('  - { name: statsd, config: {} }'), deps), { instanceOf: DeckError, message: /statsd is enabled but the embedded gateway cannot run it/ });
+});
+
 test("plugin chains: the embedded gateway's rate limiter follows the revocation channel, so a key it saw valid is counted once, in the access phase", async (t) => {
   const { buildChains } = await import('../../services/gateway/chain.js');
   const { parseDeck } = await import('../../services/gateway/deck.js');

@@ -34,6 +34,23 @@ test('MASTER_KEY must be 32 bytes (hex or base64) at parse time, and its value i
   t.truthy(loadBaseConfig({ MASTER_KEY: Buffer.alloc(32, 7).toString('base64') }).MASTER_KEY);
 });
 
+test('the Keycloak settings are all or none: a partial set is one ConfigError naming every missing variable, never a value', (t) => {
+  const all = { KEYCLOAK_URL: 'http://127.0.0.1:1', KEYCLOAK_REALM: 'platform', KEYCLOAK_CLIENT_ID: 'backend', KEYCLOAK_CLIENT_SECRET: 's3cret-kc' };
+  for (const missing of [['KEYCLOAK_REALM', 'KEYCLOAK_CLIENT_ID', 'KEYCLOAK_CLIENT_SECRET'], ['KEYCLOAK_CLIENT_SECRET'], ['KEYCLOAK_URL'], ['KEYCLOAK_URL', 'KEYCLOAK_CLIENT_ID']]) {
+    // An empty variable is unset, as everywhere in the settings.
+    const env = { ...all, ...Object.fromEntries(missing.map((name, i) => [name, i === 0 ? '' : undefined])) };
+    const error = t.throws(() => loadBaseConfig(env), { instanceOf: ConfigError }, missing.join());
+    t.is(error!.variable, missing[0]);
+    t.true(error!.message.startsWith(`invalid configuration: ${missing[0]}: `), error!.message);
+    t.true(error!.message.endsWith(`(missing: ${missing.join(', ')})`), error!.message);
+    t.false(error!.message.includes('\n') || error!.message.includes('s3cret') || error!.message.includes('backend'), error!.message);
+  }
+  // Without KEYCLOAK_URL the rest used to be ignored in silence (the platform's own sign-in ran instead).
+  t.regex(t.throws(() => loadBaseConfig({ KEYCLOAK_CLIENT_SECRET: 's3cret-kc' }))!.message, /^invalid configuration: KEYCLOAK_URL: not set, but KEYCLOAK_CLIENT_SECRET is: /);
+  t.is(loadBaseConfig(all).env.KEYCLOAK_REALM, 'platform');
+  t.is(loadBaseConfig({}).env.KEYCLOAK_URL, undefined);
+});
+
 test('a deck error and a missing deck file name the deck setting', (t) => {
   const config = loadBaseConfig({ EDGE_DECK_FILE: '/nonexistent/kong.yaml' });
   const deck = startupFailureLine(new DeckError('plugin tiered-rate-limit (global): config.fault_policy: expected one of allow, deny'), config);
@@ -53,12 +70,21 @@ test('a server that does not answer names its URL setting, never the password', 
     AMQP_URL: 'amqp://app:s3cret-mq@127.0.0.1:2',
     REDIS_URL: 'redis://:s3cret-redis@127.0.0.1:3',
   });
-  for (const [port, name] of [[1, 'DATABASE_URL'], [2, 'AMQP_URL'], [3, 'REDIS_URL']] as const) {
+  for (const [port, name, shown] of [[1, 'DATABASE_URL', 'postgres://app:***@127.0.0.1:1/app'], [2, 'AMQP_URL', 'amqp://app:***@127.0.0.1:2'], [3, 'REDIS_URL', 'redis://:***@127.0.0.1:3']] as const) {
     const line = startupFailureLine(errno({ code: 'ECONNREFUSED', syscall: 'connect', address: '127.0.0.1', port }), config);
-    t.truthy(line, name);
-    t.true(line!.includes(name) && line!.includes(`127.0.0.1:${port}`), line!);
+    t.is(line, `cannot connect to 127.0.0.1:${port} (${name}=${shown}): connection refused (ECONNREFUSED); check that the server runs and that ${name} points at it`);
     t.false(/s3cret/.test(line!), line!);
+    const late = startupFailureLine(errno({ code: 'ETIMEDOUT', syscall: 'connect', address: '127.0.0.1', port }), config);
+    t.true(late?.includes(`(${name}=${shown}): timed out (ETIMEDOUT)`), String(late));
   }
+  // A query string may carry credentials too: it is left out.
+  const query = loadBaseConfig({ REDIS_URL: 'rediss://127.0.0.1:4/0?password=s3cret' });
+  t.is(startupFailureLine(errno({ code: 'ECONNRESET', syscall: 'connect', address: '127.0.0.1', port: 4 }), query)?.split(';')[0], 'cannot connect to 127.0.0.1:4 (REDIS_URL=rediss://127.0.0.1:4/0): connection reset (ECONNRESET)');
+  // A PostgreSQL server that accepts and never answers: the pool's wait for a first connection ends.
+  const pool = Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full. Are you missing a .transacting(trx) call?'), { name: 'KnexTimeoutError' });
+  const stalled = startupFailureLine(pool, loadBaseConfig({ DATABASE_URL: 'postgres://app:s3cret@127.0.0.1:1/app', DATABASE_CONNECT_TIMEOUT_MS: '2000' }));
+  t.is(stalled, 'cannot connect to 127.0.0.1:1 (DATABASE_URL=postgres://app:***@127.0.0.1:1/app): timed out (no connection within DATABASE_CONNECT_TIMEOUT_MS, 2000 ms); check that the server runs and that DATABASE_URL points at it');
+  t.is(startupFailureLine(pool, loadBaseConfig({})), null, 'the embedded database has no server to name');
   const byName = loadBaseConfig({ DATABASE_URL: 'postgres://app:pw@db.invalid/app' });
   t.true(startupFailureLine(errno({ code: 'ENOTFOUND', syscall: 'getaddrinfo', hostname: 'db.invalid' }), byName)?.includes('DATABASE_URL'));
   // A connection to something no setting names is not the operator's to fix from here.

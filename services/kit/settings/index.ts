@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { loadConfig } from '../config.js';
+import { ConfigError, loadConfig } from '../config.js';
 import { parseMasterKey } from '../crypto-box.js';
 import { destinationList } from '../egress.js';
 import { trustedPeers } from '../ip.js';
@@ -127,12 +127,41 @@ export const baseConfigShape = {
 };
 
 /**
+ * Settings that only work together, whichever owner reads them: all of a group set, or none. A
+ * partial group would otherwise fall back silently (the Keycloak driver needs its URL to be chosen
+ * at all) or fail only once its owner starts, after the database and the bus opened.
+ */
+export const settingGroups: ReadonlyArray<{ names: readonly string[]; what: string }> = [
+  { names: ['KEYCLOAK_URL', 'KEYCLOAK_REALM', 'KEYCLOAK_CLIENT_ID', 'KEYCLOAK_CLIENT_SECRET'], what: 'the Keycloak identity provider' },
+];
+
+/**
+ * Throws a ConfigError, one line, for the first group set only in part: it names the first missing
+ * variable (ConfigError's own), the ones set and every missing one; never a value. An empty
+ * variable is unset, as for `loadConfig`.
+ */
+export function checkSettingGroups(env: NodeJS.ProcessEnv | Readonly<NodeJS.ProcessEnv>, groups = settingGroups): void {
+  for (const { names, what } of groups) {
+    const missing = names.filter((name) => !env[name]);
+    if (missing.length === 0 || missing.length === names.length) continue;
+    const set = names.filter((name) => env[name]);
+    throw new ConfigError(
+      missing[0]!,
+      `not set, but ${set.join(', ')} ${set.length === 1 ? 'is' : 'are'}: ${what} needs ${names.join(', ')} all set, or none of them (missing: ${missing.join(', ')})`,
+    );
+  }
+}
+
+/**
  * The platform-wide settings, plus `env`: the environment they were read from. A service with its
  * own settings parses its shape from that same environment (`loadConfig(shape, config.env)`), so a
  * test that configures a platform with overrides configures every service the same way.
  */
 export const loadBaseConfig = (env: NodeJS.ProcessEnv = process.env) => {
   const parsed = loadConfig(baseConfigShape, env);
+  // Every entry point (npm start, a service or worker alone) reads these first: a partial group
+  // stops the start here, before anything opens.
+  checkSettingGroups(env);
   return {
     ...parsed,
     // Derived, not a fixed default: with the edge on another port the issuer's URLs follow it.

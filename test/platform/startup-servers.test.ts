@@ -1,0 +1,105 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test, { type ExecutionContext } from 'ava';
+import { checkRedisAnswers } from '../../services/gateway/deps.js';
+import { loadBaseConfig } from '../../services/kit/settings/index.js';
+import { startupFailureLine } from '../../services/platform/startup-errors.js';
+import { startFaultProxyFor } from '../helpers/fault-proxy.js';
+import { cleanEnv, entryArgs, freePort, startChild, startEntryPoint } from '../helpers/process.js';
+import { TEST_REDIS_URL } from '../helpers/servers.js';
+
+/**
+ * A start that cannot reach a server it is configured with, or whose Keycloak settings are only
+ * partly set, stops with one line on stderr naming the setting (never a secret) and exit code 1.
+ * Real child processes run the platform's entry point (`npm start`) and the edge alone; an
+ * unreachable server is a loopback port drawn by `freePort()` that nobody listens on, a stalled one
+ * a fault proxy in front of the real Redis.
+ */
+
+/** stderr without Node's own warnings (e.g. experimental loader notices). */
+const ownLines = (stderr: string) => stderr.split('\n').filter((l) => l.trim() && !/Warning|--trace-warnings/.test(l));
+
+async function startPlatformWith(t: ExecutionContext, env: Record<string, string>) {
+  const dataDir = mkdtempSync(join(tmpdir(), 'startup-servers-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const ports: Record<string, string> = {};
+  for (const name of ['GATEWAY_PORT', 'LLM_API_PORT', 'RESPONSE_API_PORT', 'MEDIA_API_PORT', 'MCP_TOOLS_PORT']) ports[name] = String(await freePort());
+  const child = startChild(process.execPath, entryArgs('services/platform/main.ts'), { env: cleanEnv({ LOG_LEVEL: 'silent', DATA_DIR: dataDir, ...ports, ...env }) });
+  t.teardown(() => child.process.kill('SIGKILL'));
+  const { code } = await child.exited;
+  return { code, lines: ownLines(child.stderr()), stderr: child.stderr(), stdout: child.stdout() };
+}
+
+test('npm start with REDIS_URL on a closed port: one line naming REDIS_URL and the refused connection, not a deck error, password redacted', async (t) => {
+  t.timeout(180_000);
+  const closed = await freePort();
+  const { code, lines, stderr, stdout } = await startPlatformWith(t, { REDIS_URL: `redis://:s3cret-redis@127.0.0.1:${closed}` });
+  t.is(code, 1, stderr);
+  t.deepEqual(lines, [`cannot connect to 127.0.0.1:${closed} (REDIS_URL=redis://:***@127.0.0.1:${closed}): connection refused (ECONNREFUSED); check that the server runs and that REDIS_URL points at it`]);
+  t.false(stderr.includes('s3cret') || stdout.includes('s3cret'));
+  t.false(stdout.includes('platform ready'), 'it never served');
+});
+
+test('npm start with AMQP_URL on a closed port: one line naming AMQP_URL, password redacted', async (t) => {
+  t.timeout(180_000);
+  const closed = await freePort();
+  const { code, lines, stderr } = await startPlatformWith(t, { AMQP_URL: `amqp://app:s3cret-mq@127.0.0.1:${closed}` });
+  t.is(code, 1, stderr);
+  t.deepEqual(lines, [`cannot connect to 127.0.0.1:${closed} (AMQP_URL=amqp://app:***@127.0.0.1:${closed}): connection refused (ECONNREFUSED); check that the server runs and that AMQP_URL points at it`]);
+  t.false(stderr.includes('s3cret'));
+});
+
+test('npm start with DATABASE_URL on a closed port: one line naming DATABASE_URL, password redacted', async (t) => {
+  t.timeout(180_000);
+  const closed = await freePort();
+  const { code, lines, stderr } = await startPlatformWith(t, { DATABASE_URL: `postgres://app:s3cret-db@127.0.0.1:${closed}/app` });
+  t.is(code, 1, stderr);
+  t.deepEqual(lines, [`cannot connect to 127.0.0.1:${closed} (DATABASE_URL=postgres://app:***@127.0.0.1:${closed}/app): connection refused (ECONNREFUSED); check that the server runs and that DATABASE_URL points at it`]);
+  t.false(stderr.includes('s3cret'));
+});
+
+test('npm start with part of the Keycloak settings: one line naming the missing ones, before anything opens, no secret', async (t) => {
+  t.timeout(180_000);
+  const { code, lines, stderr } = await startPlatformWith(t, { KEYCLOAK_REALM: 'platform', KEYCLOAK_CLIENT_SECRET: 's3cret-kc' });
+  t.is(code, 1, stderr);
+  t.deepEqual(lines, [
+    'invalid configuration: KEYCLOAK_URL: not set, but KEYCLOAK_REALM, KEYCLOAK_CLIENT_SECRET are: the Keycloak identity provider needs KEYCLOAK_URL, KEYCLOAK_REALM, KEYCLOAK_CLIENT_ID, KEYCLOAK_CLIENT_SECRET all set, or none of them (missing: KEYCLOAK_URL, KEYCLOAK_CLIENT_ID)',
+  ]);
+  t.false(stderr.includes('s3cret'));
+});
+
+test('the edge alone with REDIS_URL at a Redis that accepts and never answers: one line naming REDIS_URL and the timeout', async (t) => {
+  t.timeout(180_000);
+  const proxy = await startFaultProxyFor(TEST_REDIS_URL, 6379);
+  t.teardown(() => proxy.close());
+  proxy.stall();
+  const child = startEntryPoint(
+    'services/gateway/main.ts',
+    cleanEnv({ LOG_LEVEL: 'silent', GATEWAY_PORT: String(await freePort()), GATEWAY_SHARED_SECRET: 'x'.repeat(40), REDIS_URL: `redis://:s3cret@127.0.0.1:${proxy.port}` }),
+  );
+  t.teardown(() => child.process.kill('SIGKILL'));
+  const { code } = await child.exited;
+  t.is(code, 1, child.stderr());
+  t.deepEqual(ownLines(child.stderr()), [
+    `cannot connect to 127.0.0.1:${proxy.port} (REDIS_URL=redis://:***@127.0.0.1:${proxy.port}): timed out (ETIMEDOUT); check that the server runs and that REDIS_URL points at it`,
+  ]);
+  t.true(proxy.connections() >= 1, 'the connection was made, and then nothing answered');
+});
+
+test('checkRedisAnswers: the real Redis passes; refused, stalled and cut each throw what startupFailureLine names', async (t) => {
+  await t.notThrowsAsync(checkRedisAnswers(TEST_REDIS_URL, 5000));
+  const lineFor = async (url: string) => {
+    const error = await t.throwsAsync(checkRedisAnswers(url, 300));
+    return startupFailureLine(error, loadBaseConfig({ REDIS_URL: url }));
+  };
+  const closed = await freePort();
+  t.regex(String(await lineFor(`redis://127.0.0.1:${closed}`)), /\(REDIS_URL=redis:\/\/127\.0\.0\.1:\d+\): connection refused \(ECONNREFUSED\)/);
+  const proxy = await startFaultProxyFor(TEST_REDIS_URL, 6379);
+  t.teardown(() => proxy.close());
+  proxy.stall();
+  t.regex(String(await lineFor(`redis://127.0.0.1:${proxy.port}`)), /\(REDIS_URL=redis:\/\/127\.0\.0\.1:\d+\): timed out \(ETIMEDOUT\)/);
+  proxy.cut();
+  // Closed at once by the other end: reset, or closed under the client's first write (EPIPE).
+  t.regex(String(await lineFor(`redis://127.0.0.1:${proxy.port}`)), /\(REDIS_URL=redis:\/\/127\.0\.0\.1:\d+\): connection (reset \(ECONNRESET\)|closed by the server \(EPIPE\))/);
+});
