@@ -76,8 +76,9 @@ export const REDIS_START_TIMEOUT_MS = 10_000;
  * there and its caches hear revocations there. Without this, a Redis that refuses surfaced as the
  * rate limiter's `deck:` error after its retries, and one that accepts but never answers held the
  * start forever. What is thrown carries the socket error's `code` and the URL's address and port, so
- * the start ends with one line naming REDIS_URL (services/platform/startup-errors.ts). It always
- * throws: the edge never serves without its limiter.
+ * the start ends with one line naming REDIS_URL (services/platform/startup-errors.ts); credentials
+ * the server refuses (any error answer to the URL's AUTH, or NOAUTH to the PING) throw code `EAUTH`
+ * with the answer's first word as `reply`. It always throws: the edge never serves without its limiter.
  */
 export async function checkRedisAnswers(url: string, timeoutMs: number): Promise<void> {
   const { Redis } = await import('ioredis');
@@ -86,8 +87,17 @@ export async function checkRedisAnswers(url: string, timeoutMs: number): Promise
   const port = Number(target.port || 6379);
   const failed = (code: string, syscall: string, detail: string) =>
     Object.assign(new Error(`${syscall} ${code} ${address}:${port}${detail}`), { code, syscall, address, port });
-  // One attempt, no queue, no reconnect: the answer is now or never.
-  const client = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null });
+  // The credentials go in an AUTH of our own: ioredis answers a refused AUTH with a console warning
+  // (a server without a password) and carries on, so a wrong password would pass here unnoticed.
+  const username = decodeURIComponent(target.username);
+  const password = decodeURIComponent(target.password);
+  target.username = '';
+  target.password = '';
+  const refused = (error: Error) =>
+    Object.assign(new Error(`auth EAUTH ${address}:${port} (${replyCode(error)})`), { code: 'EAUTH', syscall: 'auth', reply: replyCode(error), address, port });
+  // One attempt, no queue, no reconnect: the answer is now or never. RESP2 and no ready check: a
+  // HELLO or an INFO would meet a password-protected server's NOAUTH before our AUTH is sent.
+  const client = new Redis(target.toString(), { lazyConnect: true, protocol: 2, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, enableOfflineQueue: false, enableReadyCheck: false, retryStrategy: () => null });
   let socketError: (Error & { code?: string; address?: string; port?: number }) | undefined;
   client.on('error', (error: Error) => (socketError ??= error));
   let timer: NodeJS.Timeout | undefined;
@@ -96,11 +106,22 @@ export async function checkRedisAnswers(url: string, timeoutMs: number): Promise
     timer = setTimeout(() => reject(failed('ETIMEDOUT', 'connect', ` (no answer within ${timeoutMs} ms)`)), timeoutMs);
   });
   try {
-    await Promise.race([client.connect().then(() => client.ping()), deadline]);
+    const answers = async () => {
+      await client.connect();
+      // Any error answer to AUTH is a refusal: a wrong password (WRONGPASS), or a password given
+      // to a server that has none (ERR … called without any password configured).
+      if (password) await (username ? client.auth(username, password) : client.auth(password)).catch((error: Error) => {
+        throw isReplyError(error) ? refused(error) : error;
+      });
+      await client.ping().catch((error: Error) => {
+        throw isReplyError(error) && /^(NOAUTH|WRONGPASS|NOPERM)\b/.test(error.message) ? refused(error) : error;
+      });
+    };
+    await Promise.race([answers(), deadline]);
   } catch (error) {
     // A reset or a broken pipe does not say where: the URL's address and port do.
     if (socketError?.code) throw Object.assign(socketError, { address: socketError.address ?? address, port: socketError.port ?? port });
-    if ((error as { code?: string }).code === 'ETIMEDOUT') throw error;
+    if ((error as { code?: string }).code === 'ETIMEDOUT' || (error as { code?: string }).code === 'EAUTH') throw error;
     // Closed without a socket error (the server hung up on the handshake), or a Redis error answer.
     if ((error as Error).message === 'Connection is closed.') throw failed('ECONNRESET', 'connect', ' (closed by the server)');
     throw error;
@@ -108,4 +129,14 @@ export async function checkRedisAnswers(url: string, timeoutMs: number): Promise
     clearTimeout(timer);
     client.disconnect();
   }
+}
+
+/** A Redis error answer (ioredis's ReplyError), as opposed to a socket failure. */
+function isReplyError(error: Error): boolean {
+  return error?.name === 'ReplyError';
+}
+
+/** The first word of a Redis error answer (WRONGPASS, NOAUTH, ERR): never the rest, which may echo input. */
+function replyCode(error: Error): string {
+  return /^[A-Z]+/.exec(error.message)?.[0] ?? 'ERR';
 }

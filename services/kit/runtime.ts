@@ -130,8 +130,11 @@ export async function openRuntime(
     readiness: { database: () => db.ping(), bus: () => bus.ping() },
     async close() {
       await relay.stop();
-      await (await userSubscription)();
+      // The channel first: closing it disconnects the subscriber, which ends a subscribe still
+      // waiting on a Redis that never answered (its catch above turns that into a no-op). Waiting on
+      // the subscription first would wait forever for that Redis, and the start's one line with it.
       await revocations.close();
+      await (await userSubscription)();
       await bus.close();
       await db.close();
     },

@@ -34,10 +34,21 @@ if (processes > 1 && !isSupervisedCopy()) {
   });
 } else {
   // A signal that arrives while the platform is starting (services already answer /healthz while
-  // the workers start) must still end in a clean stop, not in Node's default kill.
+  // the workers start) still ends in a clean stop when the start finishes within SHUTDOWN_TIMEOUT_MS;
+  // a start that does not (a server that never answers) must not keep the process: it exits 1 then,
+  // and at once on a second signal.
   let signalledDuringStart: NodeJS.Signals | null = null;
+  let startBound: NodeJS.Timeout | undefined;
   const rememberSignal = (signal: NodeJS.Signals) => {
-    signalledDuringStart ??= signal;
+    if (signalledDuringStart) {
+      process.stderr.write(`stopped by a second ${signal} while starting\n`);
+      process.exit(1);
+    }
+    signalledDuringStart = signal;
+    startBound = setTimeout(() => {
+      process.stderr.write(`stopped by ${signal} while starting: the start did not finish within SHUTDOWN_TIMEOUT_MS (${config.SHUTDOWN_TIMEOUT_MS} ms)\n`);
+      process.exit(1);
+    }, config.SHUTDOWN_TIMEOUT_MS);
   };
   process.on('SIGTERM', rememberSignal);
   process.on('SIGINT', rememberSignal);
@@ -50,6 +61,7 @@ if (processes > 1 && !isSupervisedCopy()) {
     process.stderr.write(`${line}\n`);
     process.exit(1);
   }
+  clearTimeout(startBound);
   process.off('SIGTERM', rememberSignal);
   process.off('SIGINT', rememberSignal);
   const stop = stopOnSignals(platform);

@@ -12,9 +12,10 @@ const SERVER_SETTINGS = [
   { name: 'REDIS_URL', defaultPort: 6379 },
 ] as const;
 
-const CONNECT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+/** `EAUTH`: the server answered and refused the URL's credentials (services/gateway/deps.ts, checkRedisAnswers). */
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EAUTH']);
 
-type StartupError = NodeJS.ErrnoException & { port?: number; address?: string; hostname?: string; errors?: unknown[] };
+type StartupError = NodeJS.ErrnoException & { port?: number; address?: string; hostname?: string; errors?: unknown[]; reply?: string };
 
 /**
  * The one line `npm start` (and a service or worker started alone) prints for a failure the
@@ -87,6 +88,10 @@ function connectionFailureLine(e: StartupError, config: BaseConfig): string | nu
     return samePort && sameHost ? [target] : [];
   });
   if (matches.length !== 1) return null;
+  if (cause.code === 'EAUTH') {
+    const { name } = matches[0]!;
+    return serverLine(matches[0]!, `authentication refused (${cause.reply ?? cause.code})`, `check the user name and password in ${name}`);
+  }
   return serverLine(matches[0]!, `${REASONS[cause.code]} (${cause.code})`);
 }
 
@@ -113,8 +118,8 @@ function serverTarget(name: string, defaultPort: number, config: BaseConfig): Se
   return { name, hostname, port, shown: `${url.protocol}//${credentials}${url.host}${url.pathname === '/' ? '' : url.pathname}` };
 }
 
-function serverLine({ name, hostname, port, shown }: ServerTarget, what: string): string {
-  return `cannot connect to ${hostname}:${port} (${name}=${shown}): ${what}; check that the server runs and that ${name} points at it`;
+function serverLine({ name, hostname, port, shown }: ServerTarget, what: string, advice = `check that the server runs and that ${name} points at it`): string {
+  return `cannot connect to ${hostname}:${port} (${name}=${shown}): ${what}; ${advice}`;
 }
 
 /**

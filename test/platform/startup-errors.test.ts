@@ -91,6 +91,18 @@ test('a server that does not answer names its URL setting, never the password', 
   t.is(startupFailureLine(errno({ code: 'ECONNREFUSED', syscall: 'connect', address: '127.0.0.1', port: 9 }), config), null);
 });
 
+test('credentials a server refuses (EAUTH, with the answer\'s first word) name the setting and say to check them, with every server set, never the password', (t) => {
+  const config = loadBaseConfig({
+    DATABASE_URL: 'postgres://app:s3cret-db@127.0.0.1:1/app',
+    AMQP_URL: 'amqp://app:s3cret-mq@127.0.0.1:2',
+    REDIS_URL: 'redis://user:s3cret-redis@127.0.0.1:3',
+  });
+  const line = startupFailureLine(errno({ code: 'EAUTH', syscall: 'auth', reply: 'WRONGPASS', address: '127.0.0.1', port: 3 }), config);
+  t.is(line, 'cannot connect to 127.0.0.1:3 (REDIS_URL=redis://user:***@127.0.0.1:3): authentication refused (WRONGPASS); check the user name and password in REDIS_URL');
+  // The other lines keep their advice.
+  t.true(startupFailureLine(errno({ code: 'ETIMEDOUT', syscall: 'connect', address: '127.0.0.1', port: 2 }), config)?.endsWith('timed out (ETIMEDOUT); check that the server runs and that AMQP_URL points at it'));
+});
+
 test('EACCES is a port problem only when listening; an unwritable DATA_DIR names DATA_DIR', (t) => {
   const config = loadBaseConfig({ DATA_DIR: '/srv/data', GATEWAY_PORT: '80' });
   const port = startupFailureLine(errno({ code: 'EACCES', syscall: 'listen', address: '0.0.0.0', port: 80 }), config);

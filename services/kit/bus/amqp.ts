@@ -35,6 +35,13 @@ export interface AmqpBusOptions {
   publishTimeoutMs?: number;
 }
 
+/**
+ * How long a connection to AMQP_URL may take, TCP connect and AMQP handshake together (amqplib's
+ * socket `timeout`, lifted once the connection is open). A broker that accepts and never answers
+ * would otherwise hold the start, or a reconnect, forever.
+ */
+export const AMQP_CONNECT_TIMEOUT_MS = 10_000;
+
 export class BusUnavailableError extends Error {
   constructor(message = 'message broker is not connected') {
     super(message);
@@ -102,7 +109,14 @@ class AmqpBus implements Bus {
     const url = new URL(this.options.url);
     // Heartbeats detect a stalled (not closed) connection; 10 s unless the URL says otherwise.
     if (!url.searchParams.has('heartbeat')) url.searchParams.set('heartbeat', '10');
-    const connection = await amqp.connect(url.toString());
+    const connection = await amqp.connect(url.toString(), { timeout: AMQP_CONNECT_TIMEOUT_MS }).catch((error: Error & { code?: string }) => {
+      // amqplib's own timeout is a bare `connect ETIMEDOUT`: give it the code and the URL's address
+      // and port, as a socket error has, so the start ends with one line naming AMQP_URL.
+      if (error.code || error.message !== 'connect ETIMEDOUT') throw error;
+      const address = url.hostname.replace(/^\[|\]$/g, '');
+      const port = Number(url.port || (url.protocol === 'amqps:' ? 5671 : 5672));
+      throw Object.assign(new Error(`connect ETIMEDOUT ${address}:${port} (no AMQP handshake within ${AMQP_CONNECT_TIMEOUT_MS} ms)`), { code: 'ETIMEDOUT', syscall: 'connect', address, port });
+    });
     connection.on('error', (error: Error) => this.options.logger.warn({ err: error.message }, 'amqp connection error'));
     connection.on('close', () => this.onConnectionLost(connection));
     // A resource alarm (memory, disk) makes the broker stop reading publishes: say so, they wait.
