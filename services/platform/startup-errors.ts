@@ -12,7 +12,7 @@ const SERVER_SETTINGS = [
   { name: 'REDIS_URL', defaultPort: 6379 },
 ] as const;
 
-/** `EAUTH`: the server answered and refused the URL's credentials (services/gateway/deps.ts, checkRedisAnswers). */
+/** `EAUTH`: the server answered and refused the URL's credentials (services/gateway/deps.ts, checkRedisAnswers; services/kit/bus/amqp.ts, a refused AMQP login). */
 const CONNECT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EAUTH']);
 
 type StartupError = NodeJS.ErrnoException & { port?: number; address?: string; hostname?: string; errors?: unknown[]; reply?: string };

@@ -10,7 +10,7 @@ import { startupFailureLine } from '../../services/platform/startup-errors.js';
 import { startFaultProxyFor } from '../helpers/fault-proxy.js';
 import { startPrivateRedis } from '../helpers/private-servers.js';
 import { cleanEnv, entryArgs, freePort, startChild, startEntryPoint } from '../helpers/process.js';
-import { TEST_REDIS_URL } from '../helpers/servers.js';
+import { TEST_AMQP_URL, TEST_REDIS_URL } from '../helpers/servers.js';
 
 /**
  * A start that cannot reach a server it is configured with, or whose Keycloak settings are only
@@ -163,6 +163,28 @@ test('npm start with REDIS_URL carrying a password the server refuses: one line 
   t.is(lines.length, 1, stderr);
   t.regex(lines[0]!, new RegExp(`^cannot connect to ${url.hostname}:${port} \\(REDIS_URL=redis://${url.username}:\\*\\*\\*@${url.host}\\): authentication refused \\((ERR|WRONGPASS)\\); check the user name and password in REDIS_URL$`));
   t.false(stderr.includes('s3cret') || stdout.includes('s3cret'));
+});
+
+test('npm start with AMQP_URL carrying a password RabbitMQ refuses: one line naming AMQP_URL and the refused authentication, password redacted', async (t) => {
+  t.timeout(180_000);
+  // The shared RabbitMQ knows guest/guest: the same user with another password is refused (403 ACCESS_REFUSED).
+  const url = new URL(TEST_AMQP_URL);
+  url.password = 's3cret-wrong';
+  const port = Number(url.port || 5672);
+  const { code, lines, stderr, stdout } = await startPlatformWith(t, { AMQP_URL: url.toString() });
+  t.is(code, 1, stderr);
+  t.deepEqual(lines, [`cannot connect to ${url.hostname}:${port} (AMQP_URL=amqp://${url.username}:***@${url.host}): authentication refused (ACCESS_REFUSED); check the user name and password in AMQP_URL`]);
+  t.false(stderr.includes('s3cret') || stdout.includes('s3cret'));
+  t.false(stdout.includes('platform ready'), 'it never served');
+});
+
+test('npm start with DATABASE_URL at a server that accepts and never answers: one line naming DATABASE_URL and DATABASE_CONNECT_TIMEOUT_MS, password redacted', async (t) => {
+  t.timeout(180_000);
+  const { port } = await silentServer(t);
+  const { code, lines, stderr } = await startPlatformWith(t, { DATABASE_URL: `postgres://app:s3cret-db@127.0.0.1:${port}/app`, DATABASE_CONNECT_TIMEOUT_MS: '1500' });
+  t.is(code, 1, stderr);
+  t.deepEqual(lines, [`cannot connect to 127.0.0.1:${port} (DATABASE_URL=postgres://app:***@127.0.0.1:${port}/app): timed out (no connection within DATABASE_CONNECT_TIMEOUT_MS, 1500 ms); check that the server runs and that DATABASE_URL points at it`]);
+  t.false(stderr.includes('s3cret'));
 });
 
 test('npm start: a SIGTERM while the start waits on a server that never answers ends the process with exit 1 and one line', async (t) => {

@@ -110,11 +110,16 @@ class AmqpBus implements Bus {
     // Heartbeats detect a stalled (not closed) connection; 10 s unless the URL says otherwise.
     if (!url.searchParams.has('heartbeat')) url.searchParams.set('heartbeat', '10');
     const connection = await amqp.connect(url.toString(), { timeout: AMQP_CONNECT_TIMEOUT_MS }).catch((error: Error & { code?: string }) => {
-      // amqplib's own timeout is a bare `connect ETIMEDOUT`: give it the code and the URL's address
-      // and port, as a socket error has, so the start ends with one line naming AMQP_URL.
-      if (error.code || error.message !== 'connect ETIMEDOUT') throw error;
+      // amqplib's own timeout is a bare `connect ETIMEDOUT`, and a refused login a bare "Handshake
+      // terminated by server: 403 (ACCESS-REFUSED)": give them a code and the URL's address and
+      // port, as a socket error has, so the start ends with one line naming AMQP_URL
+      // (`EAUTH` as services/gateway/deps.ts gives a refused Redis password).
       const address = url.hostname.replace(/^\[|\]$/g, '');
       const port = Number(url.port || (url.protocol === 'amqps:' ? 5671 : 5672));
+      if (!error.code && /ACCESS[-_]REFUSED/.test(error.message)) {
+        throw Object.assign(new Error(`auth EAUTH ${address}:${port} (ACCESS_REFUSED: the broker refused the login)`), { code: 'EAUTH', syscall: 'auth', reply: 'ACCESS_REFUSED', address, port });
+      }
+      if (error.code || error.message !== 'connect ETIMEDOUT') throw error;
       throw Object.assign(new Error(`connect ETIMEDOUT ${address}:${port} (no AMQP handshake within ${AMQP_CONNECT_TIMEOUT_MS} ms)`), { code: 'ETIMEDOUT', syscall: 'connect', address, port });
     });
     connection.on('error', (error: Error) => this.options.logger.warn({ err: error.message }, 'amqp connection error'));

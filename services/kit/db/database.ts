@@ -78,7 +78,10 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
         connectionTimeoutMillis: connectTimeoutMs,
         ...(queryTimeoutMs > 0 ? { statement_timeout: queryTimeoutMs, query_timeout: queryTimeoutMs + QUERY_TIMEOUT_GRACE_MS } : {}),
       } as Knex.PgConnectionConfig,
-      pool: { min: 0, max: options.poolMax ?? 10, afterCreate: dropAfterReadTimeout },
+      // DATABASE_CONNECT_TIMEOUT_MS bounds opening a connection (pg's connect, and the pool's own
+      // wait for it: tarn's createTimeoutMillis, 30 s unless set) and waiting for one from the pool
+      // (acquireConnectionTimeout, which includes opening one when none is free).
+      pool: { min: 0, max: options.poolMax ?? 10, afterCreate: dropAfterReadTimeout, createTimeoutMillis: connectTimeoutMs },
       searchPath: options.schema ? [options.schema] : undefined,
       acquireConnectionTimeout: connectTimeoutMs,
       log: knexLog(options.logger),
