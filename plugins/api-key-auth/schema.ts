@@ -9,6 +9,7 @@ export const Schema: KongFieldEntry[] = [
   /** Positive answers are cached this long, keyed by the key's SHA-256; revocations purge at once. */
   { cache_ttl_seconds: { type: 'integer', default: 30, between: [0, 3600] } },
   { cache_max_entries: { type: 'integer', default: 10000, between: [1, 10000000] } },
+  /** Changed, it must be listed in tiered-rate-limit's `key_header_names` too (which finds keys before authentication). */
   { header_name: { type: 'string', default: 'x-api-key' } },
   /** Also take an `sk_` key from `Authorization: Bearer sk_…` (what OpenAI-compatible SDKs send). */
   { accept_bearer: { type: 'boolean', default: true } },

@@ -8,7 +8,7 @@
  */
 import { acceptRequestId, errorBody } from '../../services/kit/core/index.js';
 import { ensureRequestId, headerRequestId, MAX_HEADER_LINES, REQUEST_ID_HEADER, runPlugin, stampRequestId, tooManyHeaderLines, type HostIO } from './host.js';
-import type { EdgeRequest, HeaderMap, PluginCore, PluginLogger, SharedContext } from './types.js';
+import type { EdgeRequest, HeaderMap, PluginCore, PluginLogger, SharedContext, VerifiedIdentity } from './types.js';
 
 /** The subset of the Kong PDK the adapters use, with the real wire shapes. */
 export interface KongPdk {
@@ -123,6 +123,18 @@ export function exitJson(kong: KongPdk, status: number, body: unknown, headers: 
   return kong.response.exit(status, JSON.stringify(body), { 'Content-Type': 'application/json; charset=utf-8', ...headers });
 }
 
+/**
+ * The id of the credential registered with `kong.client.authenticate`, which Kong's log serializer
+ * writes to every access log line: for a token its bucket (`user:<id>`), for an API key the key's
+ * id (`key_…`, the validator's `key_id`), never anything derived from the key itself (its hash, in
+ * the key's rate-limit bucket, would link its requests and stems from the secret). A validator
+ * answer without a key id leaves the owner (`user:<id>`).
+ */
+export function credentialIdOf(identity: VerifiedIdentity): string {
+  if (identity.authMethod !== 'apikey') return identity.bucket;
+  return identity.keyId ? identity.keyId : `user:${identity.userId}`;
+}
+
 /** The Kong side of the host interface: each effect is one PDK call. */
 export function kongIO(kong: KongPdk): HostIO {
   return {
@@ -131,7 +143,7 @@ export function kongIO(kong: KongPdk): HostIO {
     setResponseHeaders: (headers) => kong.response.setHeaders(headers),
     async authenticate(as) {
       if ('identity' in as) {
-        await kong.client.authenticate(null, { id: as.identity.bucket });
+        await kong.client.authenticate(null, { id: credentialIdOf(as.identity) });
         return true;
       }
       const consumer = await kong.client.loadConsumer(as.anonymous, true);

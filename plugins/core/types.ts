@@ -26,7 +26,7 @@ export interface VerifiedIdentity {
   isAdmin?: boolean;
   /** API keys: the key's id (`key_…`) as the validator reported it, for usage attribution upstream. */
   keyId?: string | null;
-  /** Rate-limit bucket of the credential: `key:<sha256>` for API keys, `user:<id>` for tokens. */
+  /** Rate-limit bucket of the credential: `key:<sha256>` for API keys, `user:<id>` for tokens. Internal: never logged (Kong registers an API key by its `keyId`, see `credentialIdOf`). */
   bucket: string;
 }
 

@@ -19,7 +19,7 @@ export const HEADERS = {
   shouldRetry: SHOULD_RETRY_HEADER,
 } as const;
 
-/** The API key formats api-key-auth accepts (X-API-Key, or Authorization: Bearer sk_…). */
+/** The API key formats api-key-auth accepts (in its `header_name`, `key_header_names` here, or Authorization: Bearer sk_…). */
 const KEY_FORMAT = /^sk_[0-9A-Za-z]{32}$/;
 const BEARER_KEY = /^Bearer\s+(sk_\S*)\s*$/i;
 /** How long a key seen valid is remembered (exempt or not) without being validated again. */
@@ -163,6 +163,8 @@ export function createTieredRateLimit(
   const customLimitTiers = new Set(config.custom_limit_tiers);
   const exempt = new Set(config.exempt_paths);
   const exemptTiers = new Set(config.ip_exempt_tiers);
+  /** api-key-auth's `header_name` (lower-case, as both hosts hand header names to the cores). */
+  const keyHeaders = config.key_header_names.map((name) => name.toLowerCase());
   /** Key hash → until when it is known without being checked again, and whether it was exempt (insertion order: first seen, the first evicted past the bound). */
   const knownKeys = new Map<string, { until: number; exempt: boolean; userId: string }>();
   const unsubscribers: Array<() => Promise<void>> = [];
@@ -177,7 +179,8 @@ export function createTieredRateLimit(
 
   /** The well-formed API key a request presents, if any (what api-key-auth will check). */
   function presentedKey(request: EdgeRequest): string | null {
-    const header = firstHeader(request.headers, 'x-api-key');
+    let header: string | undefined;
+    for (const name of keyHeaders) if ((header = firstHeader(request.headers, name))) break;
     const key = header || BEARER_KEY.exec(firstHeader(request.headers, 'authorization') ?? '')?.[1];
     return key && KEY_FORMAT.test(key) ? key : null;
   }

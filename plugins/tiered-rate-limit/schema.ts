@@ -25,6 +25,13 @@ export const Schema: KongFieldEntry[] = [
   { ip_exempt_tiers: { type: 'set', elements: { type: 'string' }, default: ['enterprise'] } },
   /** Same for API keys of administrators, whatever the key's tier. */
   { ip_exempt_admins: { type: 'boolean', default: true } },
+  /**
+   * The headers an API key arrives in before authentication (besides `Authorization: Bearer sk_…`):
+   * api-key-auth's `header_name`, which must be listed here when it is changed, or a key sent in it
+   * reads as no key in the rewrite phase (an exempt key counted against, and refused by, the
+   * per-address limit).
+   */
+  { key_header_names: { type: 'set', elements: { type: 'string' }, default: ['x-api-key'] } },
   /** Tier → limits; a missing or null period is unlimited. Limits an administrator set on a key replace them for that key (`custom_limit_tiers`). */
   {
     tiers: {
@@ -77,6 +84,7 @@ export interface TieredRateLimitConfig {
   ip_limit_phase: 'rewrite' | 'access';
   ip_exempt_tiers: string[];
   ip_exempt_admins: boolean;
+  key_header_names: string[];
   tiers: Record<string, TierConfig>;
   user_tier: string;
   guest_tier: string;

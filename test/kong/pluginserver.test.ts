@@ -189,6 +189,26 @@ test('api-key-auth: valid key → identity shared, key header cleared; invalid �
   t.like(errorOf(unavailable), { type: 'internal_error', code: 'service_unavailable' });
 });
 
+test('api-key-auth: the credential Kong logs is the key id, nothing of the key or its hash (the owner when the validator names no key id)', async (t) => {
+  const s = server('api-key-auth');
+  const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN });
+  const key = validator.add('user_logged', 'pro');
+  const r = await s.run(id, { headers: { 'x-api-key': key.key } });
+  t.is(r.status, null);
+  t.deepEqual(r.authenticated, { consumer: null, credential: { id: key.keyId } });
+  const credentialId = (r.authenticated!.credential as { id: string }).id;
+  t.regex(credentialId, /^key_[0-9A-Za-z]+$/);
+  for (const secret of [key.key, key.key.slice(3), key.hash, key.hash.slice(0, 16), key.hash.slice(-16)]) t.false(credentialId.includes(secret), `no ${secret.length}-character part of the key or its hash`);
+  // The rate-limit bucket in ctx.shared (never logged) still names the key's hash: the limiter remembers keys by it.
+  t.is((r.shared[SHARED_KEY] as { apikey: { bucket: string } }).apikey.bucket, `key:${key.hash}`);
+
+  const older = validator.add('user_nokeyid');
+  older.keyId = null;
+  const without = await s.run(id, { headers: { 'x-api-key': older.key } });
+  t.is(without.status, null);
+  t.deepEqual(without.authenticated, { consumer: null, credential: { id: 'user:user_nokeyid' } });
+});
+
 test('api-key-auth: a JWT of another user in ctx.shared plus a valid key → 401', async (t) => {
   const s = server('api-key-auth');
   const id = await s.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN });
@@ -254,6 +274,31 @@ test('tiered-rate-limit: per-IP limit in the rewrite phase — headers on succes
   const statuses = [];
   for (let i = 0; i < 4; i++) statuses.push((await s.run(id, { forwardedIp: `198.19.0.${i}` }, structuredClone(shared))).status);
   t.deepEqual(statuses, [null, null, null, 429]);
+});
+
+test("tiered-rate-limit + api-key-auth on Kong: a key in api-key-auth's header_name, listed in key_header_names, is seen in the rewrite phase (an exempt key over the address limit served)", async (t) => {
+  const limiter = server('tiered-rate-limit');
+  const auth = server('api-key-auth');
+  const authId = await auth.start('api-key-auth', { validate_url: validator.url, gateway_token: TOKEN, header_name: 'X-Client-Key' });
+  const listed = await limiter.start('tiered-rate-limit', { ip_per_minute: 1, key_header_names: ['X-Client-Key'] }, GLOBAL);
+  const unlisted = await limiter.start('tiered-rate-limit', { ip_per_minute: 1 }, GLOBAL);
+  const key = validator.add('user_kong_hdr', 'enterprise');
+  /** The limiter's rewrite, api-key-auth, the limiter's access: ctx.shared carried from one plugin to the next. */
+  const send = async (limiterId: number, ip: string) => {
+    const request = { forwardedIp: ip, headers: { 'x-client-key': key.key } };
+    const rewrite = await limiter.run(limiterId, request, {}, 'rewrite');
+    if (rewrite.status !== null) return { phase: 'rewrite', status: rewrite.status };
+    const authenticated = await auth.run(authId, request, rewrite.shared);
+    if (authenticated.status !== null) return { phase: 'auth', status: authenticated.status };
+    const access = await limiter.run(limiterId, request, authenticated.shared);
+    return { phase: 'access', status: access.status, deferred: 'deferredIpRefusal' in (rewrite.shared[SHARED_KEY] as object) };
+  };
+  const base = `198.20.${process.pid % 250}`;
+  for (const [limiterId, ip] of [[listed, `${base}.1`], [unlisted, `${base}.2`]] as const) {
+    t.is((await limiter.run(limiterId, { forwardedIp: ip }, {}, 'rewrite')).status, null, 'an anonymous request spends the address limit (1/minute)');
+  }
+  t.deepEqual(await send(listed, `${base}.1`), { phase: 'access', status: null, deferred: true }, 'the refusal put off until the key was checked, then dropped');
+  t.deepEqual(await send(unlisted, `${base}.2`), { phase: 'rewrite', status: 429 }, 'an unlisted header reads as no key');
 });
 
 test('fail closed: a misconfigured instance answers 500 on every request', async (t) => {

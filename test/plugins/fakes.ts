@@ -104,6 +104,8 @@ export interface FakeKey {
   expiresAt: number | null;
   /** The id the owner's tokens carry (llm-api's users.subject); the user id unless given (an external issuer's user). */
   subject: string;
+  /** The key's id (`key_…`) the validator reports as `key_id`; set it to null for an answer without one. */
+  keyId: string | null;
 }
 
 /** llm-api's `POST /internal/auth/validate-api-key` stand-in: checks the gateway token, counts calls. */
@@ -123,7 +125,7 @@ export async function startFakeValidator(gatewayToken: string) {
       const found = body.api_key ? keys.get(body.api_key) : undefined;
       if (!found) return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"type":"auth_error"}}');
       res.writeHead(200, { 'content-type': 'application/json' }).end(
-        JSON.stringify({ user_id: found.userId, subject: found.subject, email: `${found.userId}@example.test`, username: found.userId, is_admin: false, tier: found.tier, limits: found.limits, expires_at: found.expiresAt }),
+        JSON.stringify({ user_id: found.userId, subject: found.subject, email: `${found.userId}@example.test`, username: found.userId, is_admin: false, tier: found.tier, limits: found.limits, key_id: found.keyId, expires_at: found.expiresAt }),
       );
     });
   });
@@ -137,7 +139,7 @@ export async function startFakeValidator(gatewayToken: string) {
     },
     add(userId: string, tier = 'free', limits: Record<string, number | null> | null = null, subject = userId): FakeKey {
       const key = `sk_${randomBase62(32)}`;
-      const entry: FakeKey = { key, hash: sha256Hex(key), userId, tier, limits, expiresAt: null, subject };
+      const entry: FakeKey = { key, hash: sha256Hex(key), userId, tier, limits, expiresAt: null, subject, keyId: `key_${randomBase62(24)}` };
       keys.set(key, entry);
       return entry;
     },
