@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadCatalogConfig, STREAMS_PER_HTTP2_CONNECTION } from '../../domains/catalog/index.js';
-import { accessLogger, type ProcessRuntime, type ServiceContext } from '../kit/index.js';
+import { accessLogger, serverAddress, serverFailure, type ProcessRuntime, type ServiceContext } from '../kit/index.js';
 import { loadEdgeConfig, type EdgeConfig } from './config.js';
 import { deckVariables } from './deck-vars.js';
 import { loadDeck } from './deck.js';
@@ -83,18 +83,14 @@ export const REDIS_START_TIMEOUT_MS = 10_000;
 export async function checkRedisAnswers(url: string, timeoutMs: number): Promise<void> {
   const { Redis } = await import('ioredis');
   const target = new URL(url);
-  const address = target.hostname.replace(/^\[|\]$/g, '');
-  const port = Number(target.port || 6379);
-  const failed = (code: string, syscall: string, detail: string) =>
-    Object.assign(new Error(`${syscall} ${code} ${address}:${port}${detail}`), { code, syscall, address, port });
+  const where = serverAddress(target, 6379);
   // The credentials go in an AUTH of our own: ioredis answers a refused AUTH with a console warning
   // (a server without a password) and carries on, so a wrong password would pass here unnoticed.
   const username = decodeURIComponent(target.username);
   const password = decodeURIComponent(target.password);
   target.username = '';
   target.password = '';
-  const refused = (error: Error) =>
-    Object.assign(new Error(`auth EAUTH ${address}:${port} (${replyCode(error)})`), { code: 'EAUTH', syscall: 'auth', reply: replyCode(error), address, port });
+  const refused = (error: Error) => serverFailure(where, 'EAUTH', 'auth', ` (${replyCode(error)})`, replyCode(error));
   // One attempt, no queue, no reconnect: the answer is now or never. RESP2 and no ready check: a
   // HELLO or an INFO would meet a password-protected server's NOAUTH before our AUTH is sent.
   const client = new Redis(target.toString(), { lazyConnect: true, protocol: 2, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, enableOfflineQueue: false, enableReadyCheck: false, retryStrategy: () => null });
@@ -103,7 +99,7 @@ export async function checkRedisAnswers(url: string, timeoutMs: number): Promise
   let timer: NodeJS.Timeout | undefined;
   // ioredis bounds the TCP connect only: a server that accepts and never answers would hold the start.
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(failed('ETIMEDOUT', 'connect', ` (no answer within ${timeoutMs} ms)`)), timeoutMs);
+    timer = setTimeout(() => reject(serverFailure(where, 'ETIMEDOUT', 'connect', ` (no answer within ${timeoutMs} ms)`)), timeoutMs);
   });
   try {
     const answers = async () => {
@@ -120,10 +116,10 @@ export async function checkRedisAnswers(url: string, timeoutMs: number): Promise
     await Promise.race([answers(), deadline]);
   } catch (error) {
     // A reset or a broken pipe does not say where: the URL's address and port do.
-    if (socketError?.code) throw Object.assign(socketError, { address: socketError.address ?? address, port: socketError.port ?? port });
+    if (socketError?.code) throw Object.assign(socketError, { address: socketError.address ?? where.address, port: socketError.port ?? where.port });
     if ((error as { code?: string }).code === 'ETIMEDOUT' || (error as { code?: string }).code === 'EAUTH') throw error;
     // Closed without a socket error (the server hung up on the handshake), or a Redis error answer.
-    if ((error as Error).message === 'Connection is closed.') throw failed('ECONNRESET', 'connect', ' (closed by the server)');
+    if ((error as Error).message === 'Connection is closed.') throw serverFailure(where, 'ECONNRESET', 'connect', ' (closed by the server)');
     throw error;
   } finally {
     clearTimeout(timer);

@@ -139,3 +139,18 @@ export function isDependencyUnavailable(error: unknown): boolean {
   }
   return false;
 }
+
+/** Where a server named by a URL setting listens: its host without IPv6 brackets, and its port. */
+export function serverAddress(url: URL, defaultPort: number): { address: string; port: number } {
+  return { address: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || defaultPort) };
+}
+
+/**
+ * A failure to reach a server, shaped as Node's socket errors are (`code`, `syscall`, `address`,
+ * `port`), for failures a client library reports without them (a timeout of its own, a refused
+ * login): the start's one line (services/platform/startup-errors.ts) finds the setting by address
+ * and port. `reply` is the server's refusal, its first word only, never what else it said.
+ */
+export function serverFailure(where: { address: string; port: number }, code: string, syscall: string, detail: string, reply?: string): Error & { code: string; syscall: string; address: string; port: number; reply?: string } {
+  return Object.assign(new Error(`${syscall} ${code} ${where.address}:${where.port}${detail}`), { code, syscall, address: where.address, port: where.port, ...(reply ? { reply } : {}) });
+}

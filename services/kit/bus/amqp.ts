@@ -1,4 +1,5 @@
 import amqp, { type ChannelModel, type ConfirmChannel, type Channel, type ConsumeMessage } from 'amqplib';
+import { serverAddress, serverFailure } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { afterHandlerFailure, busExchangeName, HANDLER_FAILURES_HEADER, retryHeaders, type Bus, type BusMessage, type ConsumeOptions, type Consumer, type Delivery, type MessageHandler, type PublishOptions, type QueueBacklog } from './types.js';
 
@@ -114,13 +115,10 @@ class AmqpBus implements Bus {
       // terminated by server: 403 (ACCESS-REFUSED)": give them a code and the URL's address and
       // port, as a socket error has, so the start ends with one line naming AMQP_URL
       // (`EAUTH` as services/gateway/deps.ts gives a refused Redis password).
-      const address = url.hostname.replace(/^\[|\]$/g, '');
-      const port = Number(url.port || (url.protocol === 'amqps:' ? 5671 : 5672));
-      if (!error.code && /ACCESS[-_]REFUSED/.test(error.message)) {
-        throw Object.assign(new Error(`auth EAUTH ${address}:${port} (ACCESS_REFUSED: the broker refused the login)`), { code: 'EAUTH', syscall: 'auth', reply: 'ACCESS_REFUSED', address, port });
-      }
+      const where = serverAddress(url, url.protocol === 'amqps:' ? 5671 : 5672);
+      if (!error.code && /ACCESS[-_]REFUSED/.test(error.message)) throw serverFailure(where, 'EAUTH', 'auth', ' (ACCESS_REFUSED: the broker refused the login)', 'ACCESS_REFUSED');
       if (error.code || error.message !== 'connect ETIMEDOUT') throw error;
-      throw Object.assign(new Error(`connect ETIMEDOUT ${address}:${port} (no AMQP handshake within ${AMQP_CONNECT_TIMEOUT_MS} ms)`), { code: 'ETIMEDOUT', syscall: 'connect', address, port });
+      throw serverFailure(where, 'ETIMEDOUT', 'connect', ` (no AMQP handshake within ${AMQP_CONNECT_TIMEOUT_MS} ms)`);
     });
     connection.on('error', (error: Error) => this.options.logger.warn({ err: error.message }, 'amqp connection error'));
     connection.on('close', () => this.onConnectionLost(connection));
