@@ -439,3 +439,29 @@ export async function startPluginServer(pluginDir: string, options: { clockOffse
 }
 
 export type PluginServer = Awaited<ReturnType<typeof startPluginServer>>;
+
+/**
+ * The compiled plugins, built into a temporary directory, each in a plugin server of its own;
+ * tiered-rate-limit's clock moved by `clockOffsetMs` (see `startPluginServer`). `stop` ends them
+ * all and removes the directory.
+ */
+export async function startPluginServers(names: readonly string[], options: { clockOffsetMs?: number } = {}) {
+  const dist = mkdtempSync(join(tmpdir(), 'kong-dist-'));
+  const servers = new Map<string, PluginServer>();
+  try {
+    buildPluginsInto(dist);
+    await Promise.all(names.map(async (name) => servers.set(name, await startPluginServer(join(dist, name), name === 'tiered-rate-limit' ? options : {}))));
+  } catch (error) {
+    await Promise.all([...servers.values()].map((s) => s.stop()));
+    rmSync(dist, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    dist,
+    server: (name: string) => servers.get(name)!,
+    async stop() {
+      await Promise.all([...servers.values()].map((s) => s.stop()));
+      rmSync(dist, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,6 +1,5 @@
 import test from 'ava';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Schema as apiKeySchema } from '../../plugins/api-key-auth/schema.js';
@@ -14,7 +13,7 @@ import { revocationChannelFor } from '../../services/kit/revocations.js';
 import { TEST_REDIS_URL } from '../helpers/env.js';
 import { waitFor } from '../helpers/wait.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator, unsignedToken } from '../plugins/fakes.js';
-import { buildPluginsInto, DEFAULT_WORKSPACE_ID, dumpAllPlugins, GLOBAL, SERVICE_SCOPED, startPluginServer, type KongScope, type PluginServer } from './harness.js';
+import { DEFAULT_WORKSPACE_ID, dumpAllPlugins, GLOBAL, SERVICE_SCOPED, startPluginServer, startPluginServers, type KongScope } from './harness.js';
 
 // The compiled plugins (esbuild bundles from plugins/<name>/kong.ts) loaded by the real
 // kong-js-pluginserver of kong-pdk 0.6.0 and driven over its Unix socket as Kong drives them.
@@ -26,33 +25,27 @@ const EXPECTED = [
   { Name: 'tiered-rate-limit', Priority: 910, Phases: ['rewrite', 'access'], Schema: rateLimitSchema },
 ];
 const TOKEN = 'k'.repeat(40);
-let dist: string;
-const servers = new Map<string, PluginServer>();
+let plugins: Awaited<ReturnType<typeof startPluginServers>>;
 let issuer: Awaited<ReturnType<typeof startFakeIssuer>>;
 let validator: Awaited<ReturnType<typeof startFakeValidator>>;
 /** tiered-rate-limit's clock: at second 1 of a minute window when its server starts (see its test). */
 let rateLimitClock: Clock;
 
 test.before(async () => {
-  dist = mkdtempSync(join(tmpdir(), 'kong-dist-'));
-  buildPluginsInto(dist);
   issuer = await startFakeIssuer();
   validator = await startFakeValidator(TOKEN);
   const clockOffsetMs = offsetToNextMinute();
   rateLimitClock = offsetClock(clockOffsetMs);
-  await Promise.all(
-    EXPECTED.map(async ({ Name }) => servers.set(Name, await startPluginServer(join(dist, Name), Name === 'tiered-rate-limit' ? { clockOffsetMs } : {}))),
-  );
+  plugins = await startPluginServers(EXPECTED.map(({ Name }) => Name), { clockOffsetMs });
 });
 
 test.after.always(async () => {
-  await Promise.all([...servers.values()].map((s) => s.stop()));
+  await plugins?.stop();
   await issuer?.close();
   await validator?.close();
-  if (dist) rmSync(dist, { recursive: true, force: true });
 });
 
-const server = (name: string) => servers.get(name)!;
+const server = (name: string) => plugins.server(name);
 
 /** Exit bodies are JSON text with a JSON content type (so `"param": null` survives the trip to Lua). */
 function errorOf(r: { exit?: { body: unknown; headers?: Record<string, unknown> } }) {
@@ -65,8 +58,8 @@ function errorOf(r: { exit?: { body: unknown; headers?: Record<string, unknown> 
 
 for (const expected of EXPECTED) {
   test(`--dump-all-plugins prints exactly the expected JSON for ${expected.Name}`, (t) => {
-    t.deepEqual(readdirSync(join(dist, expected.Name)), [`${expected.Name}.js`], 'the plugin directory holds only its entry file');
-    const { stdout, status } = dumpAllPlugins(join(dist, expected.Name));
+    t.deepEqual(readdirSync(join(plugins.dist, expected.Name)), [`${expected.Name}.js`], 'the plugin directory holds only its entry file');
+    const { stdout, status } = dumpAllPlugins(join(plugins.dist, expected.Name));
     t.is(status, 0);
     // Pure JSON on stdout (anything else would make Kong fail to start).
     t.deepEqual(JSON.parse(stdout), [

@@ -1,9 +1,6 @@
 import test from 'ava';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { offsetToNextMinute } from '../../services/kit/clock.js';
-import { buildPluginsInto, GLOBAL, startPluginServer, type KongScope, type PluginServer } from '../kong/harness.js';
+import { GLOBAL, startPluginServers, type KongScope } from '../kong/harness.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator } from './fakes.js';
 
 // The compiled plugins in the real kong-js-pluginserver (kong-pdk 0.6.0), started the way Kong
@@ -11,29 +8,24 @@ import { AUDIENCE, ISSUER, startFakeIssuer, startFakeValidator } from './fakes.j
 // (kong/runloop/plugins_iterator.lua, `get_plugin_config`), and once per nginx worker.
 const TOKEN = 'g'.repeat(40);
 const PLUGINS = ['jwt-auth', 'api-key-auth', 'identity-headers', 'tiered-rate-limit'];
-let dist: string;
-const servers = new Map<string, PluginServer>();
+let plugins: Awaited<ReturnType<typeof startPluginServers>>;
 let issuer: Awaited<ReturnType<typeof startFakeIssuer>>;
 let validator: Awaited<ReturnType<typeof startFakeValidator>>;
 
 test.before(async () => {
-  dist = mkdtempSync(join(tmpdir(), 'kong-instances-'));
-  buildPluginsInto(dist);
   issuer = await startFakeIssuer();
   validator = await startFakeValidator(TOKEN);
   // The rate limiter's clock at second 1 of a minute window: its scenario runs in one window.
-  const clockOffsetMs = offsetToNextMinute();
-  await Promise.all(PLUGINS.map(async (name) => servers.set(name, await startPluginServer(join(dist, name), name === 'tiered-rate-limit' ? { clockOffsetMs } : {}))));
+  plugins = await startPluginServers(PLUGINS, { clockOffsetMs: offsetToNextMinute() });
 });
 
 test.after.always(async () => {
-  await Promise.all([...servers.values()].map((s) => s.stop()));
+  await plugins?.stop();
   await issuer?.close();
   await validator?.close();
-  if (dist) rmSync(dist, { recursive: true, force: true });
 });
 
-const server = (name: string) => servers.get(name)!;
+const server = (name: string) => plugins.server(name);
 
 /**
  * A plugin configured on a route and a service, named and ordered: the harness sends every key
