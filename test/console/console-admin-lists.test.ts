@@ -57,6 +57,11 @@ async function signedIn(): Promise<Page> {
   return page;
 }
 
+/** The row of the user with this e-mail, once the list shows that user alone (a search's answer). */
+function onlyUserRow(page: Page, email: string) {
+  return page.locator('table.users tbody:not(:has(tr[data-user-id] ~ tr[data-user-id])) tr[data-user-id]', { hasText: email });
+}
+
 test.serial('users: the budget form shows the stored budget and sends only the fields changed (a monthly budget stays monthly)', async (t) => {
   const email = `budget-${randomBase62(6).toLowerCase()}@example.com`;
   const guest = (await (await fetch(`${p.url}/llm/auth/guest-login`, { method: 'POST' })).json()) as { access_token: string; user_id: string };
@@ -69,8 +74,9 @@ test.serial('users: the budget form shows the stored budget and sends only the f
   await page.getByRole('link', { name: 'Users' }).click();
   await page.getByLabel('E-mail', { exact: true }).fill(email);
   await page.getByRole('button', { name: 'Find' }).click();
-  // The search's own answer (one user), not the first load's list, which it replaces.
-  await page.waitForFunction("document.querySelectorAll('tr[data-user-id]').length === 1");
+  // The search's own answer (one user), not the first load's list, which it replaces. A locator
+  // wait, not waitForFunction: the console's CSP forbids the eval that a string predicate needs.
+  await onlyUserRow(page, email).waitFor();
   await page.getByRole('button', { name: `Budget of ${email}` }).click();
   const form = page.getByRole('form', { name: `Budget of ${email}` });
   // The form starts from the stored values.
@@ -117,7 +123,7 @@ test.serial('users: the budget form shows the stored budget and sends only the f
   await page.reload();
   await page.getByLabel('E-mail', { exact: true }).fill(email);
   await page.getByRole('button', { name: 'Find' }).click();
-  await page.waitForFunction("document.querySelectorAll('tr[data-user-id]').length === 1");
+  await onlyUserRow(page, email).waitFor();
   await page.getByRole('button', { name: `Budget of ${email}` }).click();
   t.is(await form.getByLabel('Spending budget (USD)').inputValue(), '2.5');
   t.is(await form.getByLabel('Budget period').inputValue(), 'day');
