@@ -40,6 +40,8 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
   const validate = deps.validate ?? validator!.validate;
   const inflight = new Map<string, Promise<{ result: ValidationResult; epoch: number }>>();
   const unsubscribers: Array<() => Promise<void>> = [];
+  // The header an error's `param` names: the one the key came in (the default spelled as documented).
+  const keyHeader = header === 'x-api-key' ? 'X-API-Key' : config.header_name;
   const removeKey = [header];
   const removeKeyAndBearer = [header, 'authorization'];
 
@@ -76,7 +78,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
   /** A refused key: with `anonymous` configured (OR logic) a valid token on the same request still authenticates it. */
   function refuse(request: EdgeRequest, status: 401 | 503, message: string, param: string | null): Decision {
     if (request.shared.jwt) return { kind: 'continue', removeUpstream: removeKeyAndBearerIfAny(request) };
-    if (config.anonymous) return { kind: 'continue', anonymous: config.anonymous, failure: { method: 'apikey', status, message } };
+    if (config.anonymous) return { kind: 'continue', anonymous: config.anonymous, failure: { method: 'apikey', status, message, param } };
     return deny(status, message, { param });
   }
 
@@ -88,7 +90,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
     // Repeated, the header is a list of lines on Kong and one comma-joined line in Node: either way
     // it names more than one key (a key holds no comma), and neither host picks one for the caller.
     if ((Array.isArray(sent) && sent.length > 1) || (apiKey !== undefined && apiKey.includes(','))) {
-      return refuse(request, 401, `${config.header_name} must carry exactly one API key`, 'X-API-Key');
+      return refuse(request, 401, `${config.header_name} must carry exactly one API key`, keyHeader);
     }
     const bearer = config.accept_bearer ? BEARER_KEY.exec(firstHeader(request.headers, 'authorization') ?? '') : null;
     const fromBearer = bearer !== null;
@@ -97,7 +99,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
       if (request.shared.jwt) return CONTINUE;
       return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, MISSING_CREDENTIALS_MESSAGE);
     }
-    if (!KEY_FORMAT.test(apiKey)) return refuse(request, 401, 'Invalid API key', 'X-API-Key');
+    if (!KEY_FORMAT.test(apiKey)) return refuse(request, 401, 'Invalid API key', fromBearer ? 'Authorization' : keyHeader);
     const hash = apiKeyHash(request, apiKey);
     const cached = cache.get(hash);
     if (cached) return accept(request, cached, fromBearer);
@@ -105,7 +107,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
   }
 
   function accept(request: EdgeRequest, found: VerifiedIdentity | 'invalid' | { unavailable: string }, fromBearer: boolean): Decision {
-    if (found === 'invalid') return refuse(request, 401, 'Invalid API key', 'X-API-Key');
+    if (found === 'invalid') return refuse(request, 401, 'Invalid API key', fromBearer ? 'Authorization' : keyHeader);
     if ('unavailable' in found) {
       logger.error({ reason: found.unavailable }, 'api-key-auth: validator unavailable');
       return refuse(request, 503, 'API key validation is temporarily unavailable', null);

@@ -66,6 +66,8 @@ export interface CredentialFailure {
   /** 401: the credential is wrong; 503: it could not be checked (JWKS or validator down). */
   status: 401 | 503;
   message: string;
+  /** The header that carried the refused credential, named by the error's `param` when it is the only failure. */
+  param?: string | null;
 }
 
 export interface EdgeRequest {

@@ -51,7 +51,7 @@ function anonymousRefusal(shared: SharedContext): Decision {
   if (unavailable) return deny(503, unavailable.message);
   if (failures.length === 0) return deny(401, MISSING_CREDENTIALS_MESSAGE);
   const message = failures.map((f) => f.message).join('; ');
-  const param = failures.length === 1 && failures[0]!.method === 'apikey' ? 'X-API-Key' : null;
+  const param = failures.length === 1 ? (failures[0]!.param ?? null) : null;
   return deny(401, message, { param, headers: INVALID_TOKEN_CHALLENGE });
 }
 

@@ -88,6 +88,24 @@ test.serial('a repeated key header (a list on Kong, a comma-joined line in Node)
   t.is((await core.access(request({ 'x-api-key': [key.key] as unknown as string }))).kind, 'continue', 'a list of one is one key');
 });
 
+test.serial("a refusal's param names the header the key came in: a configured header_name, or Authorization for a bearer key", async (t) => {
+  const unknown = `sk_${'y'.repeat(32)}`;
+  const custom = plugin({ header_name: 'X-Gateway-Key' }).core;
+  for (const sent of [unknown, 'garbage', `${unknown}, ${unknown}`]) {
+    const decision = await custom.access(request({ 'x-gateway-key': sent }));
+    t.is(status(decision), 401);
+    t.is((errorOf(decision) as { param?: string }).param, 'X-Gateway-Key', sent);
+  }
+  for (const sent of [unknown, 'sk_short']) {
+    const decision = await plugin().core.access(request({ authorization: `Bearer ${sent}` }));
+    t.is(status(decision), 401);
+    t.is((errorOf(decision) as { param?: string }).param, 'Authorization', sent);
+  }
+  // With an anonymous fallback the failure carries the header, for the final refusal to name.
+  const fallback = await plugin({ header_name: 'X-Gateway-Key', anonymous: 'anonymous' }).core.access(request({ 'x-gateway-key': unknown }));
+  t.like(fallback, { kind: 'continue', failure: { param: 'X-Gateway-Key' } });
+});
+
 test.serial('validator errors, timeouts and refusals → 503 service_unavailable, never a pass-through', async (t) => {
   const key = validator.add('user_k3');
   const unreachable = createApiKeyAuth(parseApiKeyAuthConfig({ validate_url: 'http://127.0.0.1:9/auth/validate-api-key', timeout_ms: 500 }));
@@ -190,7 +208,7 @@ test.serial('OR logic: a refused key beside a valid token is ignored (and never 
   t.deepEqual(await plugin({ anonymous: 'anonymous' }).core.access(request({ 'x-api-key': unknown })), {
     kind: 'continue',
     anonymous: 'anonymous',
-    failure: { method: 'apikey', status: 401, message: 'Invalid API key' },
+    failure: { method: 'apikey', status: 401, message: 'Invalid API key', param: 'X-API-Key' },
   });
   // Without anonymous (no OR partner configured) the key is refused outright.
   t.is(status(await plugin().core.access(request({ 'x-api-key': unknown }))), 401);

@@ -81,3 +81,15 @@ test('an API key identity carries its key id upstream; a client-sent key id neve
   const withToken = upstream(spoofed, run(spoofed, { jwt: { ...identity('jwt', 'user_j'), keyId: 'key_ignored' } }));
   t.false('x-user-key-id' in withToken);
 });
+
+test("the anonymous refusal names the header of a lone refused credential, and none when several were refused", (t) => {
+  const refusing = createIdentityHeaders(parseIdentityHeadersConfig({ refuse_anonymous: true }));
+  const refuse = (failures: NonNullable<EdgeRequest['shared']['failures']>) =>
+    refusing.access({ method: 'GET', path: '/v1/models', headers: {}, clientIp: '1.2.3.4', shared: { anonymous: true, failures } });
+  const errorOf = (decision: ReturnType<typeof refuse>) => (decision.kind === 'respond' ? (decision.body as { error: { message: string; param: string | null } }).error : null);
+  const key = { method: 'apikey' as const, status: 401 as const, message: 'Invalid API key', param: 'X-Gateway-Key' };
+  t.like(errorOf(refuse([key])), { message: 'Invalid API key', param: 'X-Gateway-Key' });
+  const token = { method: 'jwt' as const, status: 401 as const, message: 'Token expired' };
+  t.like(errorOf(refuse([token, key])), { message: 'Token expired; Invalid API key', param: null });
+  t.like(errorOf(refuse([token])), { param: null });
+});
