@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createIdentityHeaders } from '../../plugins/identity-headers/core.js';
 import { parseIdentityHeadersConfig } from '../../plugins/identity-headers/schema.js';
-import type { Continue, EdgeRequest, VerifiedIdentity } from '../../plugins/core/types.js';
+import type { Continue, Decision, EdgeRequest, VerifiedIdentity } from '../../plugins/core/types.js';
 
 const core = createIdentityHeaders(parseIdentityHeadersConfig({ gateway_token: 'secret-token' }));
 const identity = (authMethod: 'jwt' | 'apikey', userId: string): VerifiedIdentity => ({
@@ -85,8 +85,8 @@ test('an API key identity carries its key id upstream; a client-sent key id neve
 test("the anonymous refusal names the header of a lone refused credential, and none when several were refused", (t) => {
   const refusing = createIdentityHeaders(parseIdentityHeadersConfig({ refuse_anonymous: true }));
   const refuse = (failures: NonNullable<EdgeRequest['shared']['failures']>) =>
-    refusing.access({ method: 'GET', path: '/v1/models', headers: {}, clientIp: '1.2.3.4', shared: { anonymous: true, failures } });
-  const errorOf = (decision: ReturnType<typeof refuse>) => (decision.kind === 'respond' ? (decision.body as { error: { message: string; param: string | null } }).error : null);
+    refusing.access({ method: 'GET', path: '/v1/models', headers: {}, clientIp: '1.2.3.4', shared: { anonymous: true, failures } }) as Decision;
+  const errorOf = (decision: Decision) => (decision.kind === 'respond' ? (decision.body as { error: { message: string; param: string | null } }).error : null);
   const key = { method: 'apikey' as const, status: 401 as const, message: 'Invalid API key', param: 'X-Gateway-Key' };
   t.like(errorOf(refuse([key])), { message: 'Invalid API key', param: 'X-Gateway-Key' });
   const token = { method: 'jwt' as const, status: 401 as const, message: 'Token expired' };
