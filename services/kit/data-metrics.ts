@@ -52,4 +52,13 @@ export function registerDataMetrics(registry: Registry, deps: { knex: Knex; bus:
       for (const q of queues) if (q.oldestSeconds !== null) gauge.set({ queue: q.queue }, q.oldestSeconds);
     },
   });
+  stateGauge(registry, {
+    name: 'bus_dead_letters',
+    help: 'Messages in the dead letters of a bus queue (their handler kept failing), by queue; they wait for an operator',
+    labelNames: ['queue'] as const,
+    read: readBacklog,
+    show: (gauge, queues) => {
+      for (const q of queues) gauge.set({ queue: q.queue }, q.dead);
+    },
+  });
 }

@@ -183,6 +183,7 @@ export function busContract(test: TestFn<unknown>, harness: () => BusHarness) {
     await bus.send(queue, { k: 'poison' }, { messageId: 'p1' });
     t.is((await box.next()).message.id, 'p1');
     t.is(await waitFor(() => h.deadLetters(queue), 5000, 'the dead letter'), 1);
+    t.like((await bus.backlog()).find((b) => b.queue === queue), { ready: 0, dead: 1 }, 'the backlog counts the dead letter');
     await bus.close();
   });
 

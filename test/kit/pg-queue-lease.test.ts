@@ -1,12 +1,15 @@
 import test from 'ava';
+import knexFactory from 'knex';
 import { createDatabase, createLogger, kitMigrations, ManualClock, migrateAll, PgQueueBus, type Database } from '../../services/kit/index.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueName } from '../helpers/env.js';
+import { startFaultProxy } from '../helpers/fault-proxy.js';
 import { inbox } from '../helpers/inbox.js';
 import { waitFor } from '../helpers/wait.js';
 
 // The PostgreSQL-backed queue on the real PostgreSQL: a handler that runs longer than the lease keeps
 // its job (no second consumer is handed it meanwhile), and a draining cancel waits for the handlers
-// in flight, so a graceful stop that closes the bus next does not drop their acks.
+// in flight, so a graceful stop that closes the bus next does not drop their acks; dead letters are
+// counted and kept for their retention; a database outage is logged once, not once per poll.
 const schema = uniqueName('buslease');
 const logger = createLogger({ level: 'silent', name: 'bus-lease-test' });
 let db: Database;
@@ -101,4 +104,72 @@ test.serial('cancel with drainMs waits for the handlers in flight to settle, so 
   release();
   t.true(await stopped, 'the handler had settled when cancel resolved');
   t.is(await db.knex('bus_jobs').where({ message_id: 'drain-1' }).first(), undefined, 'the ack reached the queue');
+});
+
+test.serial('dead letters: counted per queue in the backlog, and those past the retention are deleted when the queue dead-letters another', async (t) => {
+  const clock = new ManualClock(Date.now());
+  const bus = new PgQueueBus({ knex: db.knex, exchange: 'events', queuePrefix: 'dead.', clock, logger, pollMs: 15, deadRetentionMs: 60_000 });
+  t.teardown(() => bus.close());
+  const box = inbox((r) => r.delivery.deadLetter());
+  await bus.consume({ queue: 'poison' }, box.handler);
+  const deadIds = async () => (await db.knex('bus_jobs').where({ queue: 'dead.poison', state: 'dead' }).orderBy('id').select('message_id')).map((r) => r.message_id as string);
+
+  await bus.send('poison', { n: 1 }, { messageId: 'p1' });
+  await box.next();
+  await waitFor(async () => (await deadIds()).length === 1, 10_000, 'the first dead letter');
+  clock.advance(30_000);
+  await bus.send('poison', { n: 2 }, { messageId: 'p2' });
+  await box.next();
+  await waitFor(async () => (await deadIds()).length === 2, 10_000, 'the second dead letter');
+  t.like((await bus.backlog()).find((b) => b.queue === 'poison'), { ready: 0, dead: 2 });
+
+  // p1 died 61 s before p3: past the retention, it goes when p3 dies; p2 (31 s) stays.
+  clock.advance(31_000);
+  await bus.send('poison', { n: 3 }, { messageId: 'p3' });
+  await box.next();
+  t.deepEqual(await waitFor(async () => ((await deadIds()).includes('p3') ? deadIds() : undefined), 10_000, 'the third dead letter'), ['p2', 'p3']);
+  t.like((await bus.backlog()).find((b) => b.queue === 'poison'), { dead: 2 });
+});
+
+/** Knex's own warnings (each failed connection attempt), which the cut makes many of. */
+const QUIET = { warn() {}, error() {}, debug() {}, deprecate() {} };
+
+test.serial('a database outage is logged once per outage, however many consumers poll meanwhile, and so is its end', async (t) => {
+  const lines: Array<{ level: number; msg: string }> = [];
+  const recorded = createLogger({ level: 'info', name: 'bus-outage-test' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  // The bus reaches PostgreSQL through a TCP proxy that the test cuts: every claim then fails.
+  const proxy = await startFaultProxy({ host: '127.0.0.1', port: 5432 });
+  t.teardown(() => proxy.close());
+  const url = new URL(TEST_DATABASE_URL);
+  url.port = String(proxy.port);
+  const knex = knexFactory({ client: 'pg', connection: url.toString(), searchPath: [schema], pool: { min: 0, max: 2 }, acquireConnectionTimeout: 1000, log: QUIET });
+  t.teardown(() => knex.destroy());
+  const bus = new PgQueueBus({ knex, exchange: 'events', queuePrefix: 'outage.', clock: new ManualClock(Date.now()), logger: recorded, pollMs: 15 });
+  t.teardown(() => bus.close());
+  const polls = (n: number) =>
+    new Promise<void>((resolve) => {
+      let seen = 0;
+      const onPoll = () => {
+        if (++seen >= n) {
+          bus.off('poll', onPoll);
+          resolve();
+        }
+      };
+      bus.on('poll', onPoll);
+    });
+  const box = inbox((r) => r.delivery.ack());
+  await bus.consume({ queue: 'a' }, box.handler);
+  await bus.consume({ queue: 'b' }, box.handler);
+  proxy.cut();
+  await polls(20);
+  const failures = () => lines.filter((l) => l.msg.startsWith('bus poll failed'));
+  t.is(failures().length, 1, 'one warning for the whole outage');
+  proxy.resume();
+  await bus.send('a', { n: 1 }, { messageId: 'after-outage' });
+  t.is((await box.next()).message.id, 'after-outage');
+  t.is(lines.filter((l) => l.msg === 'bus poll recovered').length, 1);
+  // A second outage is reported again.
+  proxy.cut();
+  await polls(10);
+  t.is(failures().length, 2);
 });

@@ -483,7 +483,9 @@ class AmqpBus implements Bus {
       for (const queue of queues) {
         const info = await channel.checkQueue(this.q(queue)).catch(() => null);
         if (!info) break;
-        out.push({ queue, ready: info.messageCount, oldestSeconds: null });
+        const dead = await channel.checkQueue(`${this.q(queue)}.dead`).catch(() => null);
+        if (!dead) break;
+        out.push({ queue, ready: info.messageCount, oldestSeconds: null, dead: dead.messageCount });
       }
     } finally {
       await channel.close().catch(() => {});

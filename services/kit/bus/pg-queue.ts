@@ -49,6 +49,12 @@ export interface PgQueueBusOptions {
    */
   maxHoldMs?: number;
   handlerErrorDelayMs?: number;
+  /**
+   * How long a dead-lettered job is kept for inspection (14 days; 0 = for ever). The older dead jobs
+   * of a queue are deleted when it dead-letters another, so the dead letters stay bounded by what
+   * one period dead-letters without a timer of their own.
+   */
+  deadRetentionMs?: number;
   clock: Clock;
   logger: Logger;
 }
@@ -81,6 +87,8 @@ export class PgQueueBus extends EventEmitter implements Bus {
   private readonly dueTimes: number[] = [];
 
   private readonly exchange: string;
+  /** Set while claims fail (the database away): the failure is logged once, and its end. */
+  private pollFailing = false;
 
   constructor(private readonly options: PgQueueBusOptions) {
     super();
@@ -163,9 +171,12 @@ export class PgQueueBus extends EventEmitter implements Bus {
         wakeRequested = false;
         let claimed: JobRow[] = [];
         try {
-          if (inFlight < prefetch) claimed = await this.claim(queue, prefetch - inFlight);
+          if (inFlight < prefetch) {
+            claimed = await this.claim(queue, prefetch - inFlight);
+            this.pollSucceeded();
+          }
         } catch (error) {
-          if (!this.closed) this.options.logger.warn({ err: (error as Error).message, queue }, 'bus poll failed');
+          this.pollFailed(error as Error, queue);
         }
         this.emit('poll', { queue, claimed: claimed.length });
         for (const job of claimed) {
@@ -214,6 +225,19 @@ export class PgQueueBus extends EventEmitter implements Bus {
         }
       },
     };
+  }
+
+  /** One warning per outage, not one per consumer per poll while the database is away. */
+  private pollFailed(error: Error, queue: string): void {
+    if (this.closed || this.pollFailing) return;
+    this.pollFailing = true;
+    this.options.logger.warn({ err: error.message, queue }, 'bus poll failed; consumers keep polling, and its recovery is logged');
+  }
+
+  private pollSucceeded(): void {
+    if (!this.pollFailing) return;
+    this.pollFailing = false;
+    this.options.logger.info('bus poll recovered');
   }
 
   /**
@@ -313,7 +337,14 @@ export class PgQueueBus extends EventEmitter implements Bus {
     };
     const delivery: Delivery = {
       ack: () => settle(() => knex('bus_jobs').where({ id: job.id }).delete()),
-      deadLetter: () => settle(() => knex('bus_jobs').where({ id: job.id }).update({ state: 'dead', locked_until: 0 })),
+      // `run_at` of a dead job is when it died: what its retention counts from.
+      deadLetter: () =>
+        settle(async () => {
+          const now = this.options.clock.now();
+          await knex('bus_jobs').where({ id: job.id }).update({ state: 'dead', locked_until: 0, run_at: now });
+          const retentionMs = this.options.deadRetentionMs ?? DEFAULT_DEAD_RETENTION_MS;
+          if (retentionMs > 0) await knex('bus_jobs').where({ queue, state: 'dead' }).andWhere('run_at', '<', now - retentionMs).delete();
+        }),
       retryAfter: (delayMs, extra) =>
         settle(async () => {
           const runAt = this.options.clock.now() + Math.max(0, delayMs);
@@ -416,21 +447,23 @@ export class PgQueueBus extends EventEmitter implements Bus {
   async backlog(): Promise<QueueBacklog[]> {
     const prefix = this.options.queuePrefix ?? '';
     const now = this.options.clock.now();
-    const rows: Array<{ queue: string; ready: string | number; oldest: string | number | null }> = await this.options
+    const due = `state = 'ready' and run_at <= ? and locked_until < ?`;
+    const rows: Array<{ queue: string; ready: string | number; oldest: string | number | null; dead: string | number }> = await this.options
       .knex('bus_jobs')
       .select('queue')
-      .count({ ready: '*' })
-      .min({ oldest: 'run_at' })
-      .where('state', 'ready')
-      .andWhere('run_at', '<=', now)
-      .andWhere('locked_until', '<', now)
-      .andWhereRaw('left(queue, ?) = ?', [prefix.length, prefix])
+      .select(this.options.knex.raw(`count(*) filter (where ${due}) as ready`, [now, now]))
+      .select(this.options.knex.raw(`min(run_at) filter (where ${due}) as oldest`, [now, now]))
+      .select(this.options.knex.raw(`count(*) filter (where state = 'dead') as dead`))
+      .whereRaw('left(queue, ?) = ?', [prefix.length, prefix])
       .groupBy('queue');
-    return rows.map((r) => ({
-      queue: r.queue.slice(prefix.length),
-      ready: Number(r.ready),
-      oldestSeconds: r.oldest === null ? null : Math.max(0, (now - Number(r.oldest)) / 1000),
-    }));
+    return rows
+      .filter((r) => Number(r.ready) > 0 || Number(r.dead) > 0)
+      .map((r) => ({
+        queue: r.queue.slice(prefix.length),
+        ready: Number(r.ready),
+        oldestSeconds: r.oldest === null ? null : Math.max(0, (now - Number(r.oldest)) / 1000),
+        dead: Number(r.dead),
+      }));
   }
 
   async close(): Promise<void> {
@@ -443,6 +476,8 @@ export class PgQueueBus extends EventEmitter implements Bus {
     this.endLook?.();
   }
 }
+
+const DEFAULT_DEAD_RETENTION_MS = 14 * 24 * 3_600_000;
 
 /** Due times of delayed jobs kept for the look (`expectDue`); beyond them, the idle backoff bounds how late one is found. */
 const MAX_DUE_TIMES = 1024;

@@ -50,6 +50,8 @@ export interface QueueBacklog {
   ready: number;
   /** Seconds the oldest due message has waited; null when unknown (RabbitMQ) or nothing waits. */
   oldestSeconds: number | null;
+  /** Messages in the queue's dead letters (handlers kept failing on them, or they were unreadable). */
+  dead: number;
 }
 
 export interface PublishOptions {
