@@ -82,6 +82,27 @@ test.serial('a message sent to a queue before any consumer declared it is kept (
   t.deepEqual(got, ['early-1', 'early-2']);
 });
 
+test.serial('a send to a queue deleted after this bus declared it is not lost: the broker returns it, the queue is declared again and the send repeated', async (t) => {
+  const bus = await harness.openBus();
+  const queue = `deleted_${Date.now()}`;
+  await bus.send(queue, { n: 1 }, { messageId: 'before-delete' });
+  await bus.send(queue, { n: 2 }, { messageId: 'delayed-before-delete', delayMs: 50 });
+  const admin = await amqp.connect(TEST_AMQP_URL);
+  t.teardown(() => admin.close().catch(() => {}));
+  const channel = await admin.createChannel();
+  // Both deleted with what they held: the work queue and the delay queue.
+  await channel.deleteQueue(`${prefix}${queue}`);
+  await channel.deleteQueue(`${prefix}${queue}.delay.50`);
+  await bus.send(queue, { n: 3 }, { messageId: 'after-delete' });
+  t.is(await queueDepth(`${prefix}${queue}`), 1, 'the send after the delete is in the queue, declared anew');
+  // The delay queue this bus still takes for declared.
+  await bus.send(queue, { n: 4 }, { messageId: 'delayed-after-delete', delayMs: 50 });
+  const box = inbox((r) => r.delivery.ack());
+  const consumer = await bus.consume({ queue }, box.handler);
+  t.teardown(() => consumer.cancel());
+  t.deepEqual([(await box.next()).message.id, (await box.next()).message.id].sort(), ['after-delete', 'delayed-after-delete']);
+});
+
 test.serial('declare: a broker that lost a declared queue gets it back, bound, when the bus reconnects', async (t) => {
   const bus = await harness.openFaultyBus();
   const queue = `redeclared_${Date.now()}`;

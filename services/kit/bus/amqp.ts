@@ -43,6 +43,14 @@ export interface AmqpBusOptions {
  */
 export const AMQP_CONNECT_TIMEOUT_MS = 10_000;
 
+/** A send the broker returned: no queue of that name exists (it was deleted after it was declared). */
+class UnroutableError extends Error {
+  constructor(readonly queue: string) {
+    super(`the broker returned a message for ${queue}: no such queue`);
+    this.name = 'UnroutableError';
+  }
+}
+
 export class BusUnavailableError extends Error {
   constructor(message = 'message broker is not connected') {
     super(message);
@@ -86,6 +94,9 @@ class AmqpBus implements Bus {
   private readonly consumers = new Set<ConsumerState>();
   /** Queues this connection has declared (work queues with their dead letters, delay queues). */
   private readonly declaredQueues = new Set<string>();
+  /** Sends (by their correlation id) the broker returned as unroutable: their queue is gone. */
+  private readonly returned = new Set<string>();
+  private sendSerial = 0;
   /** Queues and bindings asked for with `declare`, declared again on every new connection. */
   private readonly declarations = new Map<string, Set<string>>();
 
@@ -155,6 +166,11 @@ class AmqpBus implements Bus {
   private async openConfirm(connection: ChannelModel): Promise<ConfirmChannel> {
     const confirm = await connection.createConfirmChannel();
     confirm.on('error', (error: Error) => this.options.logger.warn({ err: error.message }, 'amqp channel error'));
+    // The broker returns a mandatory send before it confirms it (basic.return precedes basic.ack).
+    confirm.on('return', (message: { properties: { correlationId?: string } }) => {
+      const id = message.properties.correlationId;
+      if (id) this.returned.add(id);
+    });
     confirm.on('close', () => {
       if (this.confirm === confirm) this.confirm = undefined;
     });
@@ -216,9 +232,15 @@ class AmqpBus implements Bus {
     this.reconnectTimer.unref();
   }
 
-  private async confirmPublish(exchange: string, routingKey: string, body: unknown, options: PublishOptions, originalKey: string): Promise<void> {
+  /**
+   * Publishes and waits for the broker's confirm. `mandatory` (sends to a queue): a message no queue
+   * took is returned by the broker, and the publish then fails with `UnroutableError` instead of
+   * resolving as if it had been stored.
+   */
+  private async confirmPublish(exchange: string, routingKey: string, body: unknown, options: PublishOptions, originalKey: string, mandatory = false): Promise<void> {
     const channel = await this.confirmChannel();
     const content = Buffer.from(JSON.stringify(body));
+    const sendId = mandatory ? String(++this.sendSerial) : undefined;
     let timer: NodeJS.Timeout | undefined;
     await new Promise<void>((resolve, reject) => {
       const timeoutMs = this.options.publishTimeoutMs ?? 10_000;
@@ -230,17 +252,26 @@ class AmqpBus implements Bus {
           content,
           {
             persistent: true,
+            mandatory,
+            correlationId: sendId,
             messageId: options.messageId,
             contentType: 'application/json',
             type: originalKey,
             headers: { ...options.headers, [ROUTING_KEY_HEADER]: originalKey },
           },
-          (error: unknown) => (error ? reject(error instanceof Error ? error : new BusUnavailableError('publish was not confirmed')) : resolve()),
+          (error: unknown) => {
+            if (error) return reject(error instanceof Error ? error : new BusUnavailableError('publish was not confirmed'));
+            if (sendId !== undefined && this.returned.delete(sendId)) return reject(new UnroutableError(routingKey));
+            resolve();
+          },
         );
       } catch (error) {
         reject(error);
       }
-    }).finally(() => clearTimeout(timer));
+    }).finally(() => {
+      clearTimeout(timer);
+      if (sendId !== undefined) this.returned.delete(sendId);
+    });
   }
 
   publish(routingKey: string, body: unknown, options: PublishOptions): Promise<void> {
@@ -250,13 +281,23 @@ class AmqpBus implements Bus {
   async send(queue: string, body: unknown, options: PublishOptions & { delayMs?: number; routingKey?: string }): Promise<void> {
     const target = this.q(queue);
     const key = options.routingKey ?? queue;
-    // The default exchange drops messages for queues that do not exist yet: declare the target first.
-    await this.declareWorkQueue(await this.confirmChannel(), target);
-    if (!options.delayMs || options.delayMs <= 0) {
-      return this.confirmPublish('', target, body, options, key);
+    const delayMs = options.delayMs && options.delayMs > 0 ? Math.round(options.delayMs) : 0;
+    // The default exchange drops messages for queues that do not exist: the target is declared
+    // first, and declared again if the broker returns the message (the queue was deleted since).
+    const attempt = async () => {
+      await this.declareWorkQueue(await this.confirmChannel(), target);
+      const via = delayMs > 0 ? await this.delayQueue(target, delayMs) : target;
+      await this.confirmPublish('', via, body, options, key, true);
+    };
+    try {
+      await attempt();
+    } catch (error) {
+      if (!(error instanceof UnroutableError)) throw error;
+      this.options.logger.warn({ queue: error.queue }, 'amqp send returned: its queue was deleted; declaring it again');
+      this.declaredQueues.delete(target);
+      this.declaredQueues.delete(error.queue);
+      await attempt();
     }
-    const delayQueue = await this.delayQueue(target, Math.round(options.delayMs));
-    return this.confirmPublish('', delayQueue, body, options, key);
   }
 
   private async delayQueue(target: string, delayMs: number): Promise<string> {
