@@ -13,8 +13,8 @@ export const mediaConfigShape = {
   /** `filesystem` (under DATA_DIR) or `s3`; unset: `s3` when S3_BUCKET is set, else `filesystem`. */
   MEDIA_STORAGE: z.enum(['filesystem', 's3']).optional(),
   MEDIA_MAX_BYTES: bytes(20 * MiB).pipe(z.number().min(1)),
-  /** Width × height (× frames) above which an image is refused before it is decoded. */
-  MEDIA_MAX_PIXELS: z.coerce.number().int().min(1).default(100_000_000),
+  /** Width × height (× frames) above which an image is refused before it is decoded; GIF and WebP get half (`pixelLimitOf`). */
+  MEDIA_MAX_PIXELS: z.coerce.number().int().min(1).default(50_000_000),
   MEDIA_ALLOWED_TYPES: z
     .string()
     .default(MIME_TYPES.join(','))

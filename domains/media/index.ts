@@ -8,5 +8,5 @@ export * from './ingest-deps.js';
 export * from './migrations.js';
 export * from './store.js';
 export * from './storage/index.js';
-export { MediaRejection, sanitizeImage, createDecodeSlots, type SanitizedImage, type SanitizeLimits } from './processing/sanitize.js';
+export { MediaRejection, sanitizeImage, pixelLimitOf, createDecodeSlots, type SanitizedImage, type SanitizeLimits } from './processing/sanitize.js';
 export { looksLikeImage } from './processing/sniff.js';

@@ -3,6 +3,7 @@ import { buildIngestDeps, createUrlSigner, signingKeyFor, storageDriverOf } from
 import { mediaConfigShape, type MediaConfig } from './config.js';
 import type { MediaDeps } from './media/media.js';
 import type { SignedRouteDeps } from './files/signed.js';
+import { withStoreOutages } from './media/storage-outage.js';
 
 /** The composition root of media-api: settings parsed once, drivers built once, per app instance. */
 export interface MediaApiDeps {
@@ -16,10 +17,11 @@ export function buildMediaDeps(ctx: ServiceContext): MediaApiDeps {
   const config = loadConfig(mediaConfigShape, base.env);
   const clock = ctx.runtime.clock;
   const ingest = buildIngestDeps(config, base, ctx.runtime.db.knex, clock);
-  const storage = ingest.storage;
+  const storage = withStoreOutages(ingest.storage);
   ctx.onStop(() => storage.close());
   const media: MediaDeps = {
     ...ingest,
+    storage,
     logger: ctx.runtime.logger,
     guard: createEgressGuard({ allowHosts: base.EGRESS_ALLOW_HOSTS }),
     sources: { maxBytes: config.MEDIA_MAX_BYTES, fetchTimeoutMs: config.MEDIA_FETCH_TIMEOUT_MS, maxRedirects: config.MEDIA_FETCH_MAX_REDIRECTS },

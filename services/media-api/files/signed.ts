@@ -1,3 +1,4 @@
+import { pipeline } from 'node:stream';
 import type { Request, Response } from 'express';
 import { ApiError, unixSeconds, type Clock } from '../../kit/index.js';
 import { contentDisposition, KEY_PATTERN, type MediaStore, type ObjectStorage, type UrlSigner } from '../../../domains/media/index.js';
@@ -42,8 +43,8 @@ export async function serveSigned(deps: SignedRouteDeps, req: Request, res: Resp
     res.end();
     return;
   }
-  object.body.on('error', () => res.destroy());
-  object.body.pipe(res);
+  // pipeline, not pipe: a client that goes away mid-download must release the file descriptor.
+  pipeline(object.body, res, () => {});
 }
 
 /** A direct upload to the filesystem driver: exactly the signed type and size, while the reservation is open. */
@@ -73,13 +74,20 @@ export async function acceptSignedUpload(deps: SignedRouteDeps, req: Request, re
   const limit = Math.min(declared, deps.maxBytes);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) {
-      req.destroy();
-      throw new ApiError(400, `The upload exceeds the declared ${declared} bytes`, { param: 'body' });
+  try {
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > limit) {
+        req.destroy();
+        throw new ApiError(400, `The upload exceeds the declared ${declared} bytes`, { param: 'body' });
+      }
+      chunks.push(chunk as Buffer);
     }
-    chunks.push(chunk as Buffer);
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    // The client closed the connection mid-body (ECONNRESET "aborted"): its fault, not an outage
+    // of a dependency, which is how the kit would count a bare connection error (503).
+    throw new ApiError(400, 'The upload body could not be read (the connection closed before it ended)', { param: 'body', cause: error });
   }
   // The reservation may have been completed or expired while the body arrived: the write happens
   // under the reservation's row lock, re-checked there, so a complete waits for it and no write

@@ -51,9 +51,20 @@ export function findReferences(payload: Json): string[] {
   return [...ids];
 }
 
+/**
+ * Distinct media a payload may reference. Far above what any model accepts in one request (a few
+ * hundred images at most), and it keeps the lookup one bounded query: without it, tens of
+ * thousands of ids (a few MB of JSON) overflowed PostgreSQL's 65,535 bind parameters and the
+ * client's mistake was answered as a 503 outage.
+ */
+export const MAX_REFERENCES = 1000;
+
 export async function resolveReferences(deps: MediaDeps, userId: string, payload: Json, expiresIn = deps.urlTtlSeconds): Promise<{ payload: Json }> {
   const ids = findReferences(payload);
   if (ids.length === 0) return { payload };
+  if (ids.length > MAX_REFERENCES) {
+    throw new ApiError(400, `The payload references ${ids.length} distinct media; at most ${MAX_REFERENCES} can be resolved at once`, { param: 'payload' });
+  }
   const rows = await deps.store.readyManyOf(userId, ids);
   const byId = new Map(rows.map((row) => [row.id, row]));
   const missing = ids.find((id) => !byId.has(id));

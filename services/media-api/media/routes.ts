@@ -1,3 +1,4 @@
+import { pipeline } from 'node:stream';
 import { ApiError, parseInput, parsePage } from '../../kit/index.js';
 import { readJsonBody } from '../../kit/http/index.js';
 import { route, type Route } from '../../kit/http/index.js';
@@ -140,8 +141,9 @@ export function mediaRoutes(deps: () => MediaApiDeps, limits: { maxBytes: number
           'x-content-type-options': 'nosniff',
           'cache-control': 'private, max-age=0',
         });
-        object.body.on('error', () => res.destroy());
-        object.body.pipe(res);
+        // pipeline, not pipe: a client that goes away mid-download must release the object's
+        // stream (a file descriptor, or a connection of the S3 client's pool), not leave it paused.
+        pipeline(object.body, res, () => {});
       },
     }),
     route({

@@ -132,6 +132,9 @@ export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = max
       received += chunk.length;
       if (received > maxBodyBytes) fail(bodyTooLarge(maxBodyBytes));
     });
+    // A client that goes away mid-body: the request errors and never ends, so the parser would
+    // never close and the upload would wait for ever (with its buffered part).
+    req.on('error', () => fail(new ApiError(400, 'The request body could not be read (the connection closed before it ended)', { param: 'file' })));
     parser.on('partsLimit', () => fail(new ApiError(400, 'Too many parts in the multipart body', { param: 'file' })));
     parser.on('error', () => fail(malformed()));
     parser.on('close', () => {

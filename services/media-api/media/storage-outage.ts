@@ -1,0 +1,42 @@
+import { ApiError } from '../../kit/index.js';
+import type { ObjectStorage } from '../../../domains/media/index.js';
+
+/**
+ * An object store that answers but fails (S3's 503 SlowDown or ServiceUnavailable, a 500
+ * InternalError, still failing after the SDK's own retries) is an outage of a dependency, like one
+ * that does not answer at all: media-api answers 503 `service_unavailable` (with retry advice),
+ * not a 500 that reads as a bug of this service. The store's 4xx answers (a refused credential, a
+ * missing bucket: configuration faults) and every other error pass through unchanged.
+ */
+export function isStoreServerFault(error: unknown): boolean {
+  if (!error || typeof error !== 'object') return false;
+  const e = error as { $fault?: unknown; $metadata?: { httpStatusCode?: unknown } };
+  const status = e.$metadata?.httpStatusCode;
+  return e.$fault === 'server' || (typeof status === 'number' && status >= 500);
+}
+
+export const storeUnavailable = (cause: unknown) => new ApiError(503, 'The object store is temporarily unavailable; retry later', { cause });
+
+/** `storage` with its calls to the store answering a store's server fault as a 503. */
+export function withStoreOutages(storage: ObjectStorage): ObjectStorage {
+  const guarded =
+    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      try {
+        return await call(...args);
+      } catch (error) {
+        throw isStoreServerFault(error) ? storeUnavailable(error) : error;
+      }
+    };
+  return {
+    driver: storage.driver,
+    put: guarded(storage.put.bind(storage)),
+    read: guarded(storage.read.bind(storage)),
+    open: guarded(storage.open.bind(storage)),
+    delete: guarded(storage.delete.bind(storage)),
+    exists: guarded(storage.exists.bind(storage)),
+    downloadUrl: storage.downloadUrl.bind(storage),
+    uploadUrl: storage.uploadUrl.bind(storage),
+    close: storage.close.bind(storage),
+  };
+}
