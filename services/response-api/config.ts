@@ -18,8 +18,9 @@ export const responsesConfigShape = {
   /** How often a running loop reads the cancel flag from the database (cancels sent to another process). */
   RESPONSES_CANCEL_POLL_MS: int(20, 60_000, 250),
   /**
-   * How long a model's context window, read from llm-api for `truncation: "auto"`, is reused
-   * before it is read again (0: read for every response).
+   * How long a model's context window, read from llm-api for `truncation: "auto"` (and to check a
+   * streamed or background response's model before it starts), is reused before it is read again
+   * (0: read for every response).
    */
   RESPONSES_MODEL_CACHE_MS: int(0, 3_600_000, 30_000),
   /**

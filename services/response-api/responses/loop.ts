@@ -1,4 +1,4 @@
-import { ApiError, isDependencyUnavailable, type Principal } from '../../kit/index.js';
+import { ApiError, isDependencyUnavailable, randomBase62, type Principal } from '../../kit/index.js';
 import type { ChatMessage } from './items.js';
 import type { ChatCompletion, LlmPort, ToolSession } from './ports.js';
 import type { ResponseRecorder } from './recorder.js';
@@ -103,6 +103,8 @@ export async function runLoop(
   const platformTools = new Set(plan.mcpTools.map((t) => t.function.name));
   const tools = [...plan.mcpTools, ...plan.functionTools];
   let toolCalls = 0;
+  /** The call ids the loop's messages use so far (each tool message answers exactly one call). */
+  const ids = new Set<string>();
 
   for (let step = 1; step <= plan.maxSteps; step++) {
     if (abort.aborted || stopAtBoundary()) throw new CancelledError();
@@ -132,16 +134,17 @@ export async function runLoop(
     const content = storableText(choice?.message?.content ?? '');
     // parallel_tool_calls: false is honoured even when the model returns several calls: the first
     // is run and kept, the rest are dropped (as if the model had asked for one); it calls again next step.
-    const asked = (choice?.message?.tool_calls ?? []).map((c) => ({ ...c, function: { name: storableText(c.function.name ?? ''), arguments: storableText(c.function.arguments ?? '') } }));
+    const asked = (choice?.message?.tool_calls ?? []).map((c) => ({ ...c, id: callId(c.id, ids), function: { name: storableText(c.function.name ?? ''), arguments: storableText(c.function.arguments ?? '') } }));
     const calls = plan.parallelToolCalls ? asked : asked.slice(0, 1);
 
     if (calls.length === 0) {
-      const cutOff = choice?.finish_reason === 'length';
+      // The provider stopped the text: at the token limit (`length`) or by its content filter.
+      const cutOff = choice?.finish_reason === 'length' ? 'max_output_tokens' : choice?.finish_reason === 'content_filter' ? 'content_filter' : null;
       recorder.endText(content, true, cutOff ? 'incomplete' : 'completed');
       messages.push({ role: 'assistant', content });
       if (cutOff) {
         response.status = 'incomplete';
-        response.incomplete_details = { reason: 'max_output_tokens' };
+        response.incomplete_details = { reason: cutOff };
       } else response.status = 'completed';
       return { messages, steps };
     }
@@ -181,6 +184,17 @@ export async function runLoop(
   response.status = 'incomplete';
   response.incomplete_details = { reason: 'max_steps' };
   return { messages, steps };
+}
+
+/**
+ * A tool call's id as the history carries it. A provider may give none (or an empty one, or one an
+ * earlier call already had): the tool message answering the call needs an id of its own, which
+ * llm-api requires of a tool message, so the next step would be refused. Such a call gets a new id.
+ */
+function callId(given: unknown, taken: Set<string>): string {
+  const id = typeof given === 'string' && given !== '' && !taken.has(given) ? given : `call_${randomBase62(24)}`;
+  taken.add(id);
+  return id;
 }
 
 async function callTool(deps: LoopDeps, session: ToolSession, fn: { name: string; arguments: string }, abort: AbortSignal): Promise<{ output: string; error: string | null }> {

@@ -1,5 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import {
   ApiError,
   containsMediaId,
@@ -108,6 +109,23 @@ async function collectStream(body: AsyncIterable<Uint8Array>, onText: (delta: st
   throw new ApiError(502, 'The chat completion ended before it was complete', { code: 'upstream_error' });
 }
 
+/**
+ * A step llm-api refused, relayed (`relayError`). Its refusal of the model (`model_not_found`) names
+ * no field, since the step's body is response-api's; the caller's field is the request's `model`.
+ */
+function relayStepError(res: { status: number; body: unknown; headers?: Record<string, unknown> }): never {
+  let body = res.body;
+  if (typeof body === 'string') {
+    try {
+      body = JSON.parse(body);
+    } catch {
+      body = null;
+    }
+  }
+  const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
+  relayError(res, { what: 'The chat completion', ...(code === 'model_not_found' && res.status < 500 ? { param: 'model' } : {}) });
+}
+
 export function createLlmPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number; clock: Clock; modelCacheMs: number }): LlmPort & { close(): Promise<void> } {
   const client = createInternalClient({ baseUrl: options.baseUrl, gatewayToken: options.gatewayToken, timeoutMs: options.timeoutMs });
   // Context windows by model, each reused for `modelCacheMs`: models every user may see, and only
@@ -117,11 +135,11 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
     async complete(principal, body, signal, onText) {
       if (!onText) {
         const res = await client.call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
-        if (res.status !== 200) relayError(res, { what: 'The chat completion' });
+        if (res.status !== 200) relayStepError(res);
         return res.body as ChatCompletion;
       }
       const res = await client.open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
-      if (res.status !== 200) relayError({ ...res, body: await res.body.text().catch(() => '') }, { what: 'The chat completion' });
+      if (res.status !== 200) relayStepError({ ...res, body: await res.body.text().catch(() => '') });
       try {
         return await collectStream(res.body, onText);
       } catch (error) {
@@ -145,7 +163,8 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
       for (;;) {
         const query = `limit=100&order=desc${after ? `&after=${encodeURIComponent(after)}` : ''}`;
         const res = await client.call<any>('GET', `/v1/conversations/${encodeURIComponent(conversationId)}/items?${query}`, { principal });
-        if (res.status !== 200) relayError(res, { what: 'Reading the conversation' });
+        // A conversation that is not the caller's (or does not exist) is the request's `conversation`.
+        if (res.status !== 200) relayError(res, { what: 'Reading the conversation', ...(res.status < 500 ? { param: 'conversation' } : {}) });
         yield* res.body.data as Array<Record<string, any>>;
         if (!res.body.has_more || res.body.data.length === 0) return;
         after = res.body.last_id;
@@ -157,7 +176,7 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
       // Model ids may hold slashes, which the route takes as they are.
       const path = model.split('/').map(encodeURIComponent).join('/');
       const res = await client.call<any>('GET', `/v1/models/${path}`, { principal, signal });
-      if (res.status !== 200) relayError(res, { what: 'Reading the model' });
+      if (res.status !== 200) relayError(res, { what: 'Reading the model', ...(res.status < 500 ? { param: 'model' } : {}) });
       const value = typeof res.body.context_length === 'number' ? res.body.context_length : null;
       if (options.modelCacheMs > 0) contextLengths.set(model, { value, expires: options.clock.now() + options.modelCacheMs });
       return value;
@@ -178,7 +197,11 @@ export function createToolsPort(options: { baseUrl: () => string; gatewayToken: 
   let cachedList: { tools: ToolDescription[]; expires: number } | null = null;
   return {
     async open(principal, openSignal) {
-      let connecting: Promise<{ client: Client; transport: StreamableHTTPClientTransport }> | null = null;
+      /** A connection, its tool calls in flight, and whether later calls must connect anew (`retire`). */
+      type Connection = { client: Client; transport: StreamableHTTPClientTransport; calls: number; retired: boolean };
+      let connecting: Promise<Connection> | null = null;
+      /** What `connecting` resolved to. */
+      let connected: Connection | null = null;
       const connect = (signal: AbortSignal) => {
         if (connecting) return connecting;
         const attempt = (async () => {
@@ -186,13 +209,32 @@ export function createToolsPort(options: { baseUrl: () => string; gatewayToken: 
           const transport = new StreamableHTTPClientTransport(new URL('/v1/mcp', options.baseUrl()), { requestInit: { headers } });
           const client = new Client({ name: 'response-api', version: '1.0.0' });
           await client.connect(transport, { signal });
-          return { client, transport };
+          return { client, transport, calls: 0, retired: false } as Connection;
         })();
+        // Before any caller's continuation (reactions run in the order they were added).
+        attempt.then(
+          (connection) => void (connecting === attempt && (connected = connection)),
+          () => {},
+        );
         // A failed connect is not kept: the response's next tool call tries again.
         attempt.catch(() => {
           if (connecting === attempt) connecting = null;
         });
         return (connecting = attempt);
+      };
+      /**
+       * A call past its timeout: the SDK gives up on it, but its HTTP request to mcp-tools (and the
+       * tool with it, a python_exec sandbox say) runs on, since only closing the transport ends a
+       * request, and that ends every request of the connection. The connection is therefore retired:
+       * later calls connect anew, and it is closed once its other calls are done, which ends the
+       * request and mcp-tools stops the tool (rather than when the response ends).
+       */
+      const retire = (connection: Connection) => {
+        connection.retired = true;
+        if (connected === connection) {
+          connected = null;
+          connecting = null;
+        }
       };
       return {
         async list() {
@@ -209,16 +251,38 @@ export function createToolsPort(options: { baseUrl: () => string; gatewayToken: 
           return tools;
         },
         async call(name, args, { signal: callSignal, timeoutMs }) {
-          const { client, transport } = await connect(callSignal);
+          // The MCP SDK never removes the abort listener it adds to a request's signal, so each call
+          // gets a signal of its own that follows the response's only while the call runs: the
+          // response's signal (one per response, shared by all its calls) would otherwise collect a
+          // listener per call, and a cancel would then send a `notifications/cancelled` to mcp-tools
+          // for every call that had already finished.
+          const own = new AbortController();
           // The server is stateless, so a `notifications/cancelled` cannot reach the running call:
           // closing the transport aborts its HTTP request, and mcp-tools stops the tool when its client leaves.
-          const closeOnAbort = () => void transport.close().catch(() => {});
-          callSignal.addEventListener('abort', closeOnAbort, { once: true });
+          let connection: Connection | null = null;
+          const stop = () => {
+            own.abort(callSignal.reason);
+            void connection?.transport.close().catch(() => {});
+          };
+          if (callSignal.aborted) stop();
+          else callSignal.addEventListener('abort', stop, { once: true });
           let result;
           try {
-            result = await client.callTool({ name, arguments: args }, undefined, { signal: callSignal, timeout: timeoutMs });
+            connection = await connect(own.signal);
+            own.signal.throwIfAborted();
+            const used = connection;
+            used.calls++;
+            try {
+              result = await used.client.callTool({ name, arguments: args }, undefined, { signal: own.signal, timeout: timeoutMs });
+            } catch (error) {
+              if ((error as { code?: unknown }).code === ErrorCode.RequestTimeout) retire(used);
+              throw error;
+            } finally {
+              used.calls--;
+              if (used.retired && used.calls === 0) void used.client.close().catch(() => {});
+            }
           } finally {
-            callSignal.removeEventListener('abort', closeOnAbort);
+            callSignal.removeEventListener('abort', stop);
           }
           const content = Array.isArray(result.content) ? result.content : [];
           const text = content.map((part: any) => (part?.type === 'text' ? part.text : JSON.stringify(part))).join('\n');

@@ -66,6 +66,11 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     }
   }
   await deps.media.checkReferences(principal, inputItems, options.signal);
+  // A streamed or background caller is answered 200 before the first step, so a model llm-api does
+  // not serve would only show as `response.failed`: it is asked for first (as `truncation: "auto"`
+  // does, and reused for RESPONSES_MODEL_CACHE_MS), and an unknown model is the 404 naming `model`
+  // that a JSON caller gets from the step.
+  if (options.onEvent || input.background) await deps.llm.contextLength(principal, input.model, options.signal);
   const messages = [...history, ...current];
   if (messages.length === 0) throw badRequest('input is required', 'input');
 
@@ -275,6 +280,8 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
   const byName = new Map(available.map((t) => [t.name, t]));
   const chosen = new Set<string>();
   const functionTools: LoopPlan['functionTools'] = [];
+  /** Where each client function was declared (`tools[i]`), to name it when its name is taken. */
+  const functionAt: number[] = [];
   if (!input.tools) available.forEach((t) => chosen.add(t.name));
   (input.tools ?? []).forEach((entry, index) => {
     const names = typeof entry === 'string' ? [entry] : entry.type === 'mcp' ? (entry.allowed_tools ?? available.map((t) => t.name)) : null;
@@ -288,7 +295,17 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
       // An optional field sent as null (`description: null`, as the SDK's type allows) is left out: chat completions take no null there.
       for (const key of Object.keys(fn)) if ((fn as Record<string, unknown>)[key] === null) delete (fn as Record<string, unknown>)[key];
       functionTools.push({ type: 'function', function: { ...fn, parameters: entry.parameters ?? { type: 'object', properties: {} } } as any });
+      functionAt.push(index);
     }
+  });
+  // The model is offered one function per name: a second client function of the same name, or one
+  // named like a platform tool offered beside it, would be two tools the model cannot tell apart
+  // (and a call to the name would run only one of them).
+  const functionNames = new Set<string>();
+  functionTools.forEach((tool, k) => {
+    const name = tool.function.name;
+    if (functionNames.has(name) || chosen.has(name)) throw badRequest(`tools[${functionAt[k]}]: a tool named '${name}' is already offered; tool names must be unique`, `tools[${functionAt[k]}].name`);
+    functionNames.add(name);
   });
   const sampling: Record<string, unknown> = {};
   if (input.temperature !== undefined && input.temperature !== null) sampling.temperature = input.temperature;
@@ -298,11 +315,24 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
   if (responseFormat) sampling.response_format = responseFormat;
   if (input.text?.verbosity) sampling.verbosity = input.text.verbosity;
   if (input.reasoning?.effort) sampling.reasoning_effort = input.reasoning.effort;
+  // A choice the model could not follow is refused before anything runs, as OpenAI refuses it: a
+  // named tool must be one of the tools offered (a platform tool for `{type: "mcp"}`), and
+  // `required` or a named tool needs a tool to call. `{type: "mcp"}` without a name (a call of one
+  // of the server's tools) is `required`: the platform tools are the only MCP server.
   let toolChoice: unknown = input.tool_choice ?? 'auto';
+  const offered = (name: string) => chosen.has(name) || functionNames.has(name);
   if (toolChoice && typeof toolChoice === 'object') {
-    const name = (toolChoice as { name?: string }).name;
-    if (!name) throw badRequest('tool_choice needs the name of a tool', 'tool_choice');
-    toolChoice = { type: 'function', function: { name } };
+    const { type, name } = toolChoice as { type: string; name?: string | null };
+    if (type === 'mcp' && !name) {
+      if (chosen.size === 0) throw badRequest('tool_choice requires a platform tool, and none is offered', 'tool_choice');
+      toolChoice = 'required';
+    } else {
+      if (!name) throw badRequest('tool_choice needs the name of a tool', 'tool_choice');
+      if (type === 'mcp' ? !chosen.has(name) : !offered(name)) throw badRequest(`tool_choice names '${name}', which is not one of the tools offered`, 'tool_choice.name');
+      toolChoice = { type: 'function', function: { name } };
+    }
+  } else if (toolChoice === 'required' && chosen.size === 0 && functionTools.length === 0) {
+    throw badRequest("tool_choice 'required' needs at least one tool in tools", 'tool_choice');
   }
   return {
     principal,

@@ -53,7 +53,7 @@ export const createResponseSchema = z.looseObject({
   instructions: z.string().nullable().optional(),
   tools: z.array(toolEntry).max(128).nullable().optional(),
   tool_choice: z
-    .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string(), name: z.string().optional() })])
+    .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string(), name: z.string().nullable().optional() })])
     .nullable()
     .optional(),
   parallel_tool_calls: z.boolean().nullable().optional(),
