@@ -105,7 +105,7 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   ctx.onStop(() => media.close());
   // Deep research: response-api's tool loop, asked service to service (llm-api never imports its code).
   const chatLimits = loadChatLimits(platform.env);
-  const research = createResearchPort({ baseUrl: () => ctx.urls.responseApi, gatewayToken: ctx.gatewaySecret, maxEventBytes: chatLimits.maxEventBytes });
+  const research = createResearchPort({ baseUrl: () => ctx.urls.responseApi, gatewayToken: ctx.gatewaySecret });
   ctx.onStop(() => research.close());
   const spend: SpendDeps = {
     knex,

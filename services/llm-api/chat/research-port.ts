@@ -19,14 +19,23 @@ export interface ResearchPort {
   run(principal: Principal, body: Record<string, unknown>, options: { requestId: string; signal: CancelSignal }): Promise<AsyncIterable<ResponsesEvent>>;
 }
 
-export function createResearchPort(options: { baseUrl: () => string; gatewayToken: string; maxEventBytes: number }): ResearchPort & { close(): Promise<void> } {
+/**
+ * The largest event read from response-api. Not the providers' `LLM_SSE_MAX_EVENT_BYTES`: this
+ * stream is the platform's own, and its terminal event carries the whole response, every page the
+ * research read included (a few dozen long pages pass a megabyte), after every step has run and been
+ * paid for. The bound only stops a runaway.
+ */
+export const RESEARCH_MAX_EVENT_BYTES = 64 * 1024 * 1024;
+
+export function createResearchPort(options: { baseUrl: () => string; gatewayToken: string; maxEventBytes?: number }): ResearchPort & { close(): Promise<void> } {
+  const maxEventBytes = options.maxEventBytes ?? RESEARCH_MAX_EVENT_BYTES;
   const client = createInternalClient({ baseUrl: options.baseUrl, gatewayToken: options.gatewayToken });
   return {
     async run(principal, body, { requestId, signal }) {
       // No timeout between events: each step and each tool call is bounded by response-api itself.
       const res = await client.open('POST', '/v1/responses', { principal, body: { ...body, stream: true }, requestId, signal, timeoutMs: 0 });
       if (res.status !== 200) relayError({ ...res, body: await res.body.text().catch(() => '') }, { what: 'Starting the research', param: 'deep_research' });
-      return parseEvents(res.body, options.maxEventBytes);
+      return parseEvents(res.body, maxEventBytes);
     },
     close: () => client.close(),
   };

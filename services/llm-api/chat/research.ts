@@ -201,7 +201,7 @@ function inputPart(part: Record<string, any>): Record<string, unknown> {
 
 export interface ResearchAnswer {
   content: string;
-  finishReason: 'stop' | 'length';
+  finishReason: 'stop' | 'length' | 'content_filter';
   usage: Usage | null;
   annotations: Array<{ type: 'url_citation'; url_citation: { url: string; title: string; start_index: number; end_index: number } }>;
   error: { status: number; code?: string; message: string } | null;
@@ -319,7 +319,8 @@ export class ResearchProgress {
           completion_tokens_details: { reasoning_tokens: u.output_tokens_details?.reasoning_tokens ?? 0 },
         }
       : null;
-    const finishReason = response.status === 'incomplete' ? 'length' : 'stop';
+    // Incomplete by the provider's content filter, or at a limit (tokens, steps): chat's two reasons.
+    const finishReason = response.status !== 'incomplete' ? 'stop' : response.incomplete_details?.reason === 'content_filter' ? 'content_filter' : 'length';
     return { content, finishReason, usage, annotations, error: null };
   }
 }

@@ -2,6 +2,8 @@ import test from 'ava';
 import { ApiError, systemClock } from '../../../services/kit/index.js';
 import type { StoredAnswer } from '../../../services/llm-api/chat/completions.js';
 import { deepResearch, ResearchProgress, toResponsesInput } from '../../../services/llm-api/chat/research.js';
+import { createResearchPort } from '../../../services/llm-api/chat/research-port.js';
+import { servedOnLoopback } from '../../helpers/loopback-server.js';
 import type { StreamEvent } from '../../../services/llm-api/chat/stream.js';
 
 // The translation of the research loop's Responses events into a chat answer, fed event by event
@@ -36,6 +38,33 @@ test('a failed page read is reported and never cited; the step limit without an 
     answer.annotations.map((a) => [a.url_citation.url, answer.content.slice(a.url_citation.start_index, a.url_citation.end_index)]),
     [['https://b.example/2', 'https://b.example/2']],
   );
+});
+
+test("an answer the provider's content filter stopped is content_filter, not length", (t) => {
+  const progress = new ResearchProgress();
+  progress.read({
+    type: 'response.incomplete',
+    response: { status: 'incomplete', incomplete_details: { reason: 'content_filter' }, output: [{ type: 'message', content: [{ type: 'output_text', text: 'Partly' }] }] },
+  });
+  t.is(progress.answer().finishReason, 'content_filter');
+});
+
+test("the research stream's terminal event is read whole past the providers' 1 MiB event limit (it carries every page read)", async (t) => {
+  const pages = Array.from({ length: 24 }, (_, i) => ({ type: 'mcp_call', id: `mcp_${i}`, name: 'scrape', status: 'completed', output: `# Page ${i}\n${'é'.repeat(40_000)}` }));
+  const terminal = JSON.stringify({ type: 'response.completed', response: { status: 'completed', output: [...pages, { type: 'message', content: [{ type: 'output_text', text: 'Done.' }] }] } });
+  t.true(Buffer.byteLength(terminal) > 1.5 * 1024 * 1024, 'the terminal event is over 1.5 MiB');
+  const { origin } = await servedOnLoopback(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(`event: response.created\ndata: ${JSON.stringify({ type: 'response.created', response: { status: 'in_progress' } })}\n\n`);
+    res.end(`event: response.completed\ndata: ${terminal}\n\n`);
+  });
+  const port = createResearchPort({ baseUrl: () => origin, gatewayToken: 'g'.repeat(32) });
+  t.teardown(() => port.close());
+  const principal = { userId: 'user_r', subject: 'user_r', email: null, username: null, authMethod: 'apikey' as const, isAdmin: false, isGuest: false };
+  const events = [];
+  for await (const event of await port.run(principal, { model: 'm', input: 'q' }, { requestId: 'req-research-big', signal: new AbortController().signal })) events.push(event);
+  t.deepEqual(events.map((e) => e.type), ['response.created', 'response.completed']);
+  t.is(events[1]!.response.output.length, 25);
 });
 
 test('a failed loop is an error (429 when a step was rate limited); a stream that ends early is a 502', (t) => {
