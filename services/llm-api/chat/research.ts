@@ -1,4 +1,4 @@
-import { ApiError, completionId, contentText, errorBody, unixSeconds, type CancelSignal, type Clock, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, completionId, contentText, errorBody, unixSeconds, type CancelSignal, type Clock, type Principal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import type { ResearchPort, ResponsesEvent } from './research-port.js';
 import type { ChatRequest } from './schemas.js';
@@ -49,6 +49,9 @@ export interface ResearchInput {
 
 export type ResearchResult = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; events: AsyncIterable<StreamEvent>; done: Promise<StreamOutcome> };
 
+/** The smallest token budget a research run accepts (response-api's floor for `max_output_tokens`). */
+const RESEARCH_MIN_TOKENS = 16;
+
 export async function deepResearch(deps: ResearchDeps, principal: Principal, input: ResearchInput, signal: CancelSignal): Promise<ResearchResult> {
   const { request } = input;
   const body: Record<string, unknown> = {
@@ -63,7 +66,15 @@ export async function deepResearch(deps: ResearchDeps, principal: Principal, inp
   if (typeof request.temperature === 'number') body.temperature = request.temperature;
   if (typeof request.top_p === 'number') body.top_p = request.top_p;
   const maxTokens = request.max_completion_tokens ?? request.max_tokens;
-  if (typeof maxTokens === 'number') body.max_output_tokens = maxTokens;
+  if (typeof maxTokens === 'number') {
+    // The loop's steps take at least RESEARCH_MIN_TOKENS (response-api's floor for max_output_tokens):
+    // refused here naming the caller's field, not as response-api's refusal of a field it never sent.
+    if (maxTokens < RESEARCH_MIN_TOKENS) {
+      const field = request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
+      throw badRequest(`deep_research needs ${field} of at least ${RESEARCH_MIN_TOKENS}`, field);
+    }
+    body.max_output_tokens = maxTokens;
+  }
 
   let events: AsyncIterable<ResponsesEvent>;
   try {

@@ -131,3 +131,18 @@ test('stream with store: the research answer is stored before done; a failed sto
   t.false(failed.some((e) => e.type === 'done'));
   t.like(failed.at(-1), { type: 'error', error: { type: 'not_found_error', request_id: 'r-research' } });
 });
+
+test('a token budget under the research floor is a 400 naming the field the caller sent, before the loop starts', async (t) => {
+  let runs = 0;
+  const port = { run: async () => (runs++, (async function* () { yield* researchEvents; })()) };
+  const messages = [{ role: 'user', content: 'q' }] as never;
+  const research = (limits: Record<string, number>) =>
+    deepResearch({ port, clock: systemClock }, principal, { request: { model: 'm', messages, deep_research: true, ...limits } as never, messages, requestId: 'r-floor' }, new AbortController().signal);
+  for (const [field, value] of [['max_completion_tokens', 8], ['max_tokens', 15]] as const) {
+    const error = await t.throwsAsync(research({ [field]: value }), { instanceOf: ApiError });
+    t.like(error, { status: 400, param: field });
+  }
+  t.is(runs, 0, 'nothing reached response-api');
+  t.is((await research({ max_completion_tokens: 16 })).kind, 'json');
+  t.is(runs, 1);
+});
