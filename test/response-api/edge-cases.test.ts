@@ -149,3 +149,24 @@ test('an unknown model is a 404 naming model before a stream or a background res
   const { final } = await streamResponse(t, client, { model: MODEL, input: 'x #script:known-model', tools: [] });
   t.is(final.status, 'completed');
 });
+
+test("continuing a response that returned a client function call without the call's output is a 400 naming input, before any step", async (t) => {
+  p.fake.script('unanswered', [{ tool_calls: [{ name: 'get_weather', arguments: { city: 'Oslo' } }] }, { content: 'never asked' }]);
+  const { client } = await p.newClient();
+  const tools = [{ type: 'function' as const, name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false }];
+  const first = await client.responses.create({ model: MODEL, input: 'weather? #script:unanswered', tools });
+  const call = first.output.find((i) => i.type === 'function_call') as { call_id: string };
+  const error = await t.throwsAsync(client.responses.create({ model: MODEL, previous_response_id: first.id, input: 'and tomorrow?', tools }), { instanceOf: BadRequestError });
+  t.is((error as BadRequestError).param, 'input');
+  t.regex((error as BadRequestError).message, new RegExp(`No tool output found for function call ${call.call_id}`));
+  // Sent in the input itself, a call and no output is refused the same way.
+  const inline = await t.throwsAsync(
+    client.responses.create({ model: MODEL, input: [{ type: 'function_call', call_id: 'call_inline', name: 'get_weather', arguments: '{}' }, { role: 'user', content: 'go on' }] as any, tools }),
+    { instanceOf: BadRequestError },
+  );
+  t.is((inline as BadRequestError).param, 'input');
+  t.is(p.fake.scriptRequests('unanswered').length, 1, 'only the first response reached the model');
+  // With the output, the response goes on.
+  const second = await client.responses.create({ model: MODEL, previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: call.call_id, output: 'snow' }], tools });
+  t.is(second.output_text, 'never asked');
+});

@@ -73,6 +73,8 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
   if (options.onEvent || input.background) await deps.llm.contextLength(principal, input.model, options.signal);
   const messages = [...history, ...current];
   if (messages.length === 0) throw badRequest('input is required', 'input');
+  const unanswered = firstUnansweredCall(messages);
+  if (unanswered !== null) throw badRequest(`No tool output found for function call ${unanswered}.`, 'input');
 
   // `tool_choice: "none"` still declares the tools it names (checked like any others); the model is
   // only told not to call them. With `tools` omitted it declares nothing, so nothing is listed.
@@ -239,6 +241,26 @@ function withoutOrphanedOutputs(history: ChatMessage[]): ChatMessage[] {
     return message.role !== 'tool' || called.has(message.tool_call_id);
   });
   return kept.length === history.length ? history : kept;
+}
+
+/**
+ * The id of a tool call no tool message answers before the conversation goes on (or ends), as
+ * OpenAI refuses it: a client function the previous response returned (`function_call`) needs its
+ * `function_call_output` in the input that continues it. Refused here, naming `input`, rather than
+ * by the provider a step later. Platform tool calls always carry their output (an interrupted one
+ * its error), so only a client's function can be left unanswered.
+ */
+function firstUnansweredCall(messages: ChatMessage[]): string | null {
+  let open = new Set<string>();
+  for (const message of messages) {
+    if (message.role === 'tool') {
+      open.delete(message.tool_call_id);
+      continue;
+    }
+    if (open.size > 0) break;
+    if (message.role === 'assistant' && Array.isArray(message.tool_calls)) open = new Set(message.tool_calls.map((call: { id: string }) => call.id));
+  }
+  return open.size > 0 ? [...open][0]! : null;
 }
 
 /**
