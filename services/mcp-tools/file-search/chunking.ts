@@ -12,6 +12,8 @@ export function chunkText(text: string, size: number, overlap: number): string[]
   while (start < clean.length) {
     let end = Math.min(start + size, clean.length);
     if (end < clean.length) end = boundary(clean, start + Math.floor(size / 2), end);
+    // A cut inside a surrogate pair (an emoji in text without spaces) would leave half a character in each chunk.
+    if (end < clean.length && isHighSurrogate(clean.charCodeAt(end - 1))) end--;
     const piece = clean.slice(start, end).trim();
     if (piece) chunks.push(piece);
     if (end >= clean.length) break;
@@ -22,6 +24,8 @@ export function chunkText(text: string, size: number, overlap: number): string[]
   }
   return chunks;
 }
+
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;
 
 function boundary(text: string, from: number, to: number): number {
   const window = text.slice(from, to);

@@ -1,6 +1,8 @@
+import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync, type ZlibOptions } from 'node:zlib';
 import { EgressRefusedError, type EgressGuard } from '../../kit/index.js';
 import { ToolFailure } from '../tools/tool.js';
-import { extractHtml, normaliseText } from './extract.js';
+import { normaliseText, type Extracted } from './extract.js';
+import { ExtractionTimeout, extractHtmlInThread } from './extract-thread.js';
 
 /**
  * Fetches a user-supplied URL through the kit's egress guard (the resolved address is checked and
@@ -27,41 +29,129 @@ const TEXT_TYPES = /^(text\/|application\/(json|xml|javascript|ecmascript|x-ndjs
 const HTML_TYPES = /^(text\/html|application\/xhtml\+xml)$/i;
 
 export async function fetchPage(deps: ScrapeDeps, url: string, format: 'text' | 'markdown', maxChars: number, signal: AbortSignal): Promise<Page> {
+  // The guard's `timeoutMs` is the socket's idle time: a server dripping a byte now and then (or
+  // redirecting slowly) would hold the call, and its concurrency slot, for as long as it likes.
+  // SCRAPE_TIMEOUT_MS bounds the whole fetch, every redirect and the body included. The host name
+  // lookup does not watch the signal, so the call stops waiting for it at the deadline too (a name
+  // server that answers slowly cannot hold the call either).
+  const deadline = AbortSignal.timeout(deps.timeoutMs);
+  const stop = AbortSignal.any([signal, deadline]);
   let response;
   try {
-    response = await deps.egress.request(url, {
+    const fetching = deps.egress.request(url, {
       headers: { 'user-agent': 'mcp-tools-scrape/1.0 (+https://modelcontextprotocol.io)', accept: 'text/html,application/xhtml+xml,text/*;q=0.9,*/*;q=0.5' },
       timeoutMs: deps.timeoutMs,
       maxBytes: deps.maxBytes,
-      signal,
+      signal: stop,
     });
+    response = await Promise.race([fetching, whenAborted(stop, fetching)]);
   } catch (error) {
+    if (deadline.aborted && !signal.aborted) throw new ToolFailure(`The page did not answer within ${deps.timeoutMs} ms`);
     throw new ToolFailure(describeFetchError(error, deps));
   }
   if (response.status >= 400) throw new ToolFailure(`The page answered HTTP ${response.status}`);
   if (response.status >= 300) throw new ToolFailure(`The page redirected too often or without a usable Location (HTTP ${response.status})`);
   const contentType = String(response.headers['content-type'] ?? '');
   const mime = contentType.split(';')[0]!.trim().toLowerCase();
-  const body = response.body;
-  const looksBinary = body.subarray(0, 4096).includes(0);
-  if ((mime && !TEXT_TYPES.test(mime)) || (!mime && looksBinary) || looksBinary) {
+  const body = decodeContent(response.body, String(response.headers['content-encoding'] ?? ''), deps.maxBytes);
+  // UTF-16 text is full of zero bytes: when the page declares it, the declaration is believed.
+  const looksBinary = !/^utf-16(le|be)?$/.test(charsetOf(contentType) ?? '') && body.subarray(0, 4096).includes(0);
+  if ((mime && !TEXT_TYPES.test(mime)) || looksBinary) {
     throw new ToolFailure(`Binary content is not supported (${mime || 'unknown type'}); scrape reads HTML and text pages`);
   }
   const text = decode(body, contentType);
   const isHtml = HTML_TYPES.test(mime) || (!mime && /^\s*(<!doctype html|<html)/i.test(text));
-  const extracted = isHtml ? extractHtml(text, response.url, format) : { title: '', content: normaliseText(text) };
+  const extracted = isHtml ? await readHtml(deps, text, response.url, format, signal) : { title: '', content: normaliseText(text) };
   const truncated = extracted.content.length > maxChars;
   return {
     url,
     final_url: response.url,
     title: extracted.title,
-    content: truncated ? extracted.content.slice(0, maxChars) : extracted.content,
+    content: truncated ? cutAt(extracted.content, maxChars) : extracted.content,
     truncated,
   };
 }
 
+/** The readable part of an HTML page, read off the service's thread within SCRAPE_TIMEOUT_MS (extract-thread.ts). */
+async function readHtml(deps: ScrapeDeps, html: string, url: string, format: 'text' | 'markdown', signal: AbortSignal): Promise<Extracted> {
+  try {
+    return await extractHtmlInThread(html, url, format, { timeoutMs: deps.timeoutMs, signal });
+  } catch (error) {
+    if (error instanceof ExtractionTimeout) throw new ToolFailure(`The page is too complex to read within ${deps.timeoutMs} ms`);
+    if (signal.aborted) throw new ToolFailure('The request was cancelled');
+    throw new ToolFailure(`The page could not be read (${String((error as Error).message).slice(0, 120)})`);
+  }
+}
+
+/**
+ * Rejects when `signal` aborts. `work` is left to finish on its own (it sees the same signal at its
+ * next step): its outcome is then nobody's, so it is swallowed.
+ */
+function whenAborted(signal: AbortSignal, work: Promise<unknown>): Promise<never> {
+  return new Promise((_resolve, reject) => {
+    const abort = () => {
+      work.catch(() => {});
+      reject(signal.reason);
+    };
+    if (signal.aborted) return abort();
+    signal.addEventListener('abort', abort, { once: true });
+    // Settled first: the listener goes (the signal may outlive the call by the deadline's length).
+    work.then(
+      () => signal.removeEventListener('abort', abort),
+      () => signal.removeEventListener('abort', abort),
+    );
+  });
+}
+
+/**
+ * The body as the page meant it. scrape asks for no compression (no Accept-Encoding), but some
+ * servers compress anyway; read raw, such a page would be refused as binary. The decoded size is
+ * bounded by SCRAPE_MAX_BYTES like the bytes on the wire (a small compressed body can inflate a
+ * thousandfold).
+ */
+function decodeContent(body: Buffer, contentEncoding: string, maxBytes: number): Buffer {
+  const codings = contentEncoding.toLowerCase().split(',').map((c) => c.trim()).filter((c) => c && c !== 'identity');
+  const options: ZlibOptions = { maxOutputLength: maxBytes };
+  let out = body;
+  // Codings are listed in the order they were applied: undone last first.
+  for (const coding of codings.reverse()) {
+    try {
+      if (coding === 'gzip' || coding === 'x-gzip') out = gunzipSync(out, options);
+      else if (coding === 'br') out = brotliDecompressSync(out, options);
+      else if (coding === 'deflate') out = inflateDeflate(out, options);
+      else throw new ToolFailure(`The page is compressed with "${coding.slice(0, 40)}", which scrape cannot read`);
+    } catch (error) {
+      if (error instanceof ToolFailure) throw error;
+      if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw new ToolFailure(`The page is larger than ${maxBytes} bytes`);
+      throw new ToolFailure(`The page's ${coding} compression is corrupt`);
+    }
+  }
+  return out;
+}
+
+/** HTTP's "deflate" is zlib-wrapped; some servers send the raw stream instead. */
+function inflateDeflate(body: Buffer, options: ZlibOptions): Buffer {
+  try {
+    return inflateSync(body, options);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw error;
+    return inflateRawSync(body, options);
+  }
+}
+
+/**
+ * The first `max` UTF-16 units of `text`, one fewer when the cut would fall inside a surrogate pair:
+ * half a pair is not text (UTF-8 cannot encode it; the kit refuses such strings as unstorable).
+ */
+function cutAt(text: string, max: number): string {
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
+}
+
+const charsetOf = (contentType: string) => /charset\s*=\s*"?([\w.:-]+)/i.exec(contentType)?.[1]?.toLowerCase();
+
 function decode(body: Buffer, contentType: string): string {
-  const charset = /charset\s*=\s*"?([\w.:-]+)/i.exec(contentType)?.[1] ?? 'utf-8';
+  const charset = charsetOf(contentType) ?? 'utf-8';
   try {
     return new TextDecoder(charset).decode(body);
   } catch {

@@ -17,7 +17,7 @@ export function createSearxngBackend(options: { baseUrl: string; timeoutMs: numb
         q: query.q,
         format: 'json',
         pageno: String(query.page),
-        language: query.hl ? (query.gl ? `${query.hl}-${query.gl.toUpperCase()}` : query.hl) : undefined,
+        language: languageOf(query),
         time_range: query.tbs ? TIME_RANGES[query.tbs] : undefined,
       };
       let json: { results?: Array<Record<string, unknown>> };
@@ -33,4 +33,14 @@ export function createSearxngBackend(options: { baseUrl: string; timeoutMs: numb
         .map((r) => ({ title: String(r.title ?? ''), url: String(r.url), snippet: String(r.content ?? '') }));
     },
   };
+}
+
+/**
+ * SearXNG's one `language` from Google's `hl` and `gl`: `en` + `us` is `en-US`. An `hl` that names
+ * its region already (`en-GB`) is kept as it is: `en-GB-US` is no language SearXNG knows.
+ */
+function languageOf(query: SearchQuery): string | undefined {
+  if (!query.hl) return undefined;
+  if (query.hl.includes('-') || !query.gl) return query.hl;
+  return `${query.hl}-${query.gl.toUpperCase()}`;
 }

@@ -1,4 +1,5 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { isJsonContentType } from '@modelcontextprotocol/sdk/shared/mediaType.js';
 import type { Request, Response } from 'express';
 import { ApiError, decodeValidUtf8, parseJsonText, readRawBody, whenClosed, type Logger } from '../../kit/index.js';
 import { JSONRPC, sendJsonRpcError } from './jsonrpc.js';
@@ -36,18 +37,33 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
     if (error instanceof ApiError && error.status === 415) return sendJsonRpcError(res, 415, JSONRPC.serverError, error.message);
     throw error;
   }
+  // The media type first, as the transport judges it: a body that is not declared JSON is a 415,
+  // whatever it holds (not a parse or invalid-request error from reading it as JSON regardless).
+  if (!isJsonContentType(req.headers['content-type'] ?? null)) return sendJsonRpcError(res, 415, JSONRPC.serverError, 'Unsupported Media Type: Content-Type must be application/json');
   // Refused, not repaired: U+FFFD in place of the bytes sent would reach a tool as the client's text.
   const text = decodeValidUtf8(raw);
   if (text === undefined) return sendJsonRpcError(res, 400, JSONRPC.parseError, 'Parse error: the body is not valid UTF-8');
   let message: unknown;
+  let unstorable = false;
   try {
     message = parseJsonText(text, { maxDepth: deps.jsonMaxDepth, bytes: raw });
   } catch (error) {
     if (error instanceof ApiError && error.code === 'json_too_deep') return sendJsonRpcError(res, 400, JSONRPC.invalidRequest, `Invalid Request: ${error.message}`);
-    return sendJsonRpcError(res, 400, JSONRPC.parseError, `Parse error: ${(error as Error).message}`);
+    // JSON holding a value the platform refuses (a NUL or an unpaired surrogate in a string, a number
+    // out of range) is still JSON: not a parse error. The screen answers each message holding one,
+    // with its id, as invalid params naming the field.
+    const parsed = parseWellFormed(text);
+    if (!parsed) return sendJsonRpcError(res, 400, JSONRPC.parseError, `Parse error: ${(error as Error).message}`);
+    message = parsed.value;
+    unstorable = true;
   }
-  const screened = screenMessages(message);
+  const screened = screenMessages(message, { checkValues: unstorable });
   if (screened.forward === null) {
+    // Nothing left to serve or answer (notifications dropped here): accepted, as notifications are.
+    if (screened.errors.length === 0) {
+      res.status(202).end();
+      return;
+    }
     // Nothing left for the protocol server: the answers made here are the whole answer.
     const answer = Array.isArray(message) && !screened.invalid ? screened.errors : screened.errors[0];
     res.status(screened.invalid ? 400 : 200).json(answer);
@@ -89,5 +105,14 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
     res.end(body);
   } finally {
     await server.close().catch((error: Error) => deps.logger.warn({ err: error.message }, 'mcp server close failed'));
+  }
+}
+
+/** The JSON value of `text`, or null when it is not JSON. */
+function parseWellFormed(text: string): { value: unknown } | null {
+  try {
+    return { value: JSON.parse(text) as unknown };
+  } catch {
+    return null;
   }
 }

@@ -5,6 +5,7 @@ import {
   ListToolsRequestSchema,
   PingRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { ApiError, assertStorable } from '../../kit/index.js';
 import { JSONRPC, jsonRpcError } from './jsonrpc.js';
 
 /**
@@ -17,7 +18,10 @@ import { JSONRPC, jsonRpcError } from './jsonrpc.js';
  *   a usable one;
  * - an empty batch is one invalid request;
  * - a request to a method we serve whose params do not fit that method is invalid params (-32602);
- * - in a batch, each bad member gets its own error and the rest are still served.
+ * - in a batch, each bad member gets its own error and the rest are still served;
+ * - with `checkValues` (the body holds a value the platform refuses: a NUL or an unpaired surrogate
+ *   in a string, a number out of range), a request holding one in its params is invalid params
+ *   (-32602) naming the field, one holding it elsewhere (its id) an invalid request.
  */
 const PARAMS_OF: Record<string, { safeParse(value: unknown): { success: boolean; error?: { issues: Array<{ path: PropertyKey[]; message: string }> } } }> = {
   initialize: InitializeRequestSchema,
@@ -37,9 +41,14 @@ export interface Screened {
   invalid: boolean;
 }
 
-export function screenMessages(body: unknown): Screened {
+/** A message neither served nor answered (a notification or a response holding a refused value). */
+const DROP = Symbol('drop');
+
+export function screenMessages(body: unknown, options: { checkValues?: boolean } = {}): Screened {
+  const screenOne = (message: unknown) => screenMessage(message, options.checkValues ?? false);
   if (!Array.isArray(body)) {
     const error = screenOne(body);
+    if (error === DROP) return { forward: null, errors: [], invalid: false };
     if (!error) return { forward: body, errors: [], invalid: false };
     return { forward: null, errors: [error], invalid: error.error.code === JSONRPC.invalidRequest };
   }
@@ -48,17 +57,29 @@ export function screenMessages(body: unknown): Screened {
   const errors: ErrorAnswer[] = [];
   for (const item of body) {
     const error = screenOne(item);
+    if (error === DROP) continue;
     if (error) errors.push(error);
     else forward.push(item);
   }
   return { forward: forward.length > 0 ? forward : null, errors, invalid: false };
 }
 
-function screenOne(message: unknown): ErrorAnswer | null {
+function screenMessage(message: unknown, checkValues: boolean): ErrorAnswer | typeof DROP | null {
   if (!JSONRPCMessageSchema.safeParse(message).success) {
     return jsonRpcError(JSONRPC.invalidRequest, 'Invalid Request: not a JSON-RPC 2.0 request, notification or response', usableId(message));
   }
   const { id, method } = message as { id?: string | number; method?: unknown };
+  if (checkValues) {
+    const refused = refusedValue(message);
+    if (refused) {
+      // Only a request has an answer to carry the error; a notification or a response goes no further.
+      if (id === undefined || typeof method !== 'string') return DROP;
+      const inParams = refused.param === 'params' || refused.param.startsWith('params.') || refused.param.startsWith('params[');
+      return inParams
+        ? jsonRpcError(JSONRPC.invalidParams, `Invalid params for ${method}: ${refused.message}`, id, { param: refused.param })
+        : jsonRpcError(JSONRPC.invalidRequest, `Invalid Request: ${refused.message}`, refused.param === 'id' ? null : usableId(message));
+    }
+  }
   // Notifications have no answer to carry an error; responses have no params.
   if (id === undefined || typeof method !== 'string') return null;
   const schema = PARAMS_OF[method];
@@ -74,4 +95,15 @@ function usableId(message: unknown): string | number | null {
   if (message === null || typeof message !== 'object' || Array.isArray(message)) return null;
   const id = (message as { id?: unknown }).id;
   return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
+}
+
+/** The first value of `message` the platform refuses to store (the kit's rule for every request body), or null. */
+function refusedValue(message: unknown): { message: string; param: string } | null {
+  try {
+    assertStorable(message);
+    return null;
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    return { message: error.message, param: String(error.param ?? '') };
+  }
 }

@@ -1,0 +1,140 @@
+import { Worker } from 'node:worker_threads';
+import type { Extracted } from './extract.js';
+
+/**
+ * `extractHtml` in worker threads, bounded in time and memory. Readability and the DOM it runs on
+ * are synchronous and grow faster than the page: a few KiB of deeply nested elements, or a couple of
+ * MiB of links, take seconds to minutes. On the service's own thread that time would stop every
+ * other request of the process; here the thread is terminated at the bound.
+ *
+ * The threads are kept and reused (at most `EXTRACT_THREADS`, one page at a time each, the rest
+ * wait their turn): loading the DOM library costs a new thread about half a second of CPU, far
+ * more than reading an ordinary page. Only a thread stopped at its bound (or one that failed) is
+ * replaced, by a new one when the next page needs it. An idle thread does not keep the process alive.
+ */
+export class ExtractionTimeout extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`reading the page took longer than ${timeoutMs} ms`);
+    this.name = 'ExtractionTimeout';
+  }
+}
+
+/** Heap of one thread: a DOM of a page at SCRAPE_MAX_BYTES fits; a pathological one fails instead of growing the service. */
+const WORKER_HEAP_MB = 512;
+/** Pages read at once per process (each on a thread of its own). */
+const EXTRACT_THREADS = 2;
+
+interface Job {
+  input: { html: string; url: string; format: 'text' | 'markdown' };
+  resolve(result: Extracted): void;
+  reject(error: unknown): void;
+  /** Set once a thread runs it. */
+  worker?: Worker;
+}
+
+const idle: Worker[] = [];
+const queue: Job[] = [];
+let running = 0;
+
+/**
+ * Reads `html` on a thread. `timeoutMs` bounds the whole wait, a turn in the queue included; past
+ * it, or when `signal` aborts, the page is given up and the thread reading it (if any) terminated.
+ */
+export function extractHtmlInThread(html: string, url: string, format: 'text' | 'markdown', options: { timeoutMs: number; signal: AbortSignal }): Promise<Extracted> {
+  return new Promise((resolve, reject) => {
+    if (options.signal.aborted) return reject(options.signal.reason);
+    let settled = false;
+    const job: Job = {
+      input: { html, url, format },
+      resolve: (result) => finish(() => resolve(result)),
+      reject: (error) => finish(() => reject(error)),
+    };
+    const finish = (settle: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      options.signal.removeEventListener('abort', onAbort);
+      settle();
+    };
+    const giveUp = (error: unknown) => {
+      if (settled) return;
+      const waiting = queue.indexOf(job);
+      if (waiting >= 0) queue.splice(waiting, 1);
+      // A thread still reading this page is ended; the next page gets a new one.
+      else if (job.worker) retire(job.worker);
+      job.reject(error);
+    };
+    const timer = setTimeout(() => giveUp(new ExtractionTimeout(options.timeoutMs)), options.timeoutMs);
+    const onAbort = () => giveUp(options.signal.reason);
+    options.signal.addEventListener('abort', onAbort, { once: true });
+    queue.push(job);
+    pump();
+  });
+}
+
+/** Starts waiting pages on free threads. */
+function pump(): void {
+  while (queue.length > 0 && running < EXTRACT_THREADS) {
+    const job = queue.shift()!;
+    const worker = idle.pop() ?? spawnWorker();
+    running++;
+    job.worker = worker;
+    worker.ref();
+    const done = (outcome: () => void, reusable: boolean) => {
+      worker.off('message', onMessage);
+      worker.off('error', onError);
+      worker.off('exit', onExit);
+      if (job.worker !== worker) return;
+      job.worker = undefined;
+      running--;
+      if (reusable) {
+        worker.unref();
+        idle.push(worker);
+      } else void worker.terminate();
+      outcome();
+      pump();
+    };
+    const onMessage = (message: { result?: Extracted; error?: string }) =>
+      done(() => (message.result ? job.resolve(message.result) : job.reject(new Error(message.error ?? 'the page could not be read'))), true);
+    const onError = (error: Error) => done(() => job.reject(error), false);
+    const onExit = (code: number) => done(() => job.reject(new Error(`the reader stopped (exit code ${code})`)), false);
+    worker.on('message', onMessage);
+    worker.on('error', onError);
+    worker.on('exit', onExit);
+    worker.postMessage(job.input);
+  }
+}
+
+/** Ends a thread given up on (its page took too long, or its caller left) and frees its place. */
+function retire(worker: Worker): void {
+  worker.removeAllListeners('message').removeAllListeners('error').removeAllListeners('exit');
+  worker.on('error', () => {});
+  void worker.terminate();
+  running--;
+  queueMicrotask(pump);
+}
+
+/**
+ * Compiled: the .js next to this file. Run from source under tsx (tests, `node --import tsx`):
+ * the .ts, loaded through tsx registered inside the worker (workers do not inherit `--import` hooks),
+ * as the kit's PGlite worker is.
+ */
+function spawnWorker(): Worker {
+  const self = import.meta.url;
+  const resourceLimits = { maxOldGenerationSizeMb: WORKER_HEAP_MB };
+  let worker: Worker;
+  if (!self.endsWith('.ts')) worker = new Worker(new URL('./extract-worker.js', self), { resourceLimits });
+  else {
+    const entry = new URL('./extract-worker.ts', self).href;
+    const tsx = import.meta.resolve('tsx/esm/api');
+    const code = `import(${JSON.stringify(tsx)}).then((api) => { api.register(); return import(${JSON.stringify(entry)}); });`;
+    worker = new Worker(code, { eval: true, resourceLimits });
+  }
+  // An idle thread's failure (none expected) only drops it from the pool.
+  worker.on('error', () => {});
+  worker.once('exit', () => {
+    const at = idle.indexOf(worker);
+    if (at >= 0) idle.splice(at, 1);
+  });
+  return worker;
+}
