@@ -1,8 +1,7 @@
-import { readdir, readFile } from 'node:fs/promises';
 import test from 'ava';
 import { randomBase62 } from '../../services/kit/index.js';
 import { waitFor } from '../helpers/wait.js';
-import { lastToolOutput, MODEL, startResponsesPlatform, type ResponsesPlatform } from '../responses/harness.js';
+import { lastToolOutput, MODEL, processesNamed, startResponsesPlatform, type ResponsesPlatform } from '../responses/harness.js';
 
 // A tool call past RESPONSES_TOOL_TIMEOUT_MS: the model sees the timeout as the call's error, and
 // the tool itself is stopped on mcp-tools then, not when the response ends (the SDK gives up on the
@@ -17,17 +16,6 @@ test.before(async () => {
 test.after.always(async () => {
   await p?.stop();
 });
-
-/** Host processes whose name is `name` (the sandboxed code renames its own process). */
-async function processesNamed(name: string): Promise<string[]> {
-  const found: string[] = [];
-  for (const pid of await readdir('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    const comm = await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '');
-    if (comm.trim() === name) found.push(pid);
-  }
-  return found;
-}
 
 test('a tool call that timed out is stopped while the response goes on; the next call runs', async (t) => {
   const marker = `rt${randomBase62(10)}`.slice(0, 12);

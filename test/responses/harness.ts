@@ -1,3 +1,4 @@
+import { readdir, readFile } from 'node:fs/promises';
 import type { ExecutionContext } from 'ava';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
@@ -91,4 +92,15 @@ export function checkStream(t: ExecutionContext, events: any[]) {
   const final = terminal[0].response;
   t.is(final.output.length, closed.size);
   return final;
+}
+
+/** Host processes whose name (/proc/<pid>/comm) is `name`: sandboxed code renames its own process for a test to find it. */
+export async function processesNamed(name: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const pid of await readdir('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    const comm = await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '');
+    if (comm.trim() === name) found.push(pid);
+  }
+  return found;
 }

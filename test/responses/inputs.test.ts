@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -6,7 +6,7 @@ import { NotFoundError } from 'openai';
 import { randomBase62 } from '../../services/kit/index.js';
 import { waitFor } from '../helpers/wait.js';
 import { solidImage } from '../media/fixtures.js';
-import { lastToolOutput, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+import { lastToolOutput, MODEL, processesNamed, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
 
 // Inputs and tool-call rules of the loop through the edge with the official openai SDK:
 // `input_image` parts naming `jan_` media ids (resolved as the owner, refused for anyone else),
@@ -119,17 +119,6 @@ test('parallel_tool_calls: false runs one tool call per step, even when the mode
   }
   t.is(response.output_text, 'last output 22');
 });
-
-/** Host processes whose name (/proc/<pid>/comm) is `name`. */
-async function processesNamed(name: string): Promise<string[]> {
-  const found: string[] = [];
-  for (const pid of await readdir('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    const comm = await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '');
-    if (comm.trim() === name) found.push(pid);
-  }
-  return found;
-}
 
 test('cancel during python_exec kills the sandbox process', async (t) => {
   // The sandboxed code renames its own process, so the test can find exactly that process on the host.
