@@ -41,9 +41,11 @@ export class ResponseRecorder {
     return structuredClone(this.response);
   }
 
+  /** A background response is created `queued` (as OpenAI streams it), then runs. */
   start(): void {
-    this.response.status = 'in_progress';
+    if (this.response.status !== 'queued') this.response.status = 'in_progress';
     this.send('response.created', { response: this.snapshot() });
+    this.response.status = 'in_progress';
     this.send('response.in_progress', { response: this.snapshot() });
   }
 
