@@ -18,6 +18,7 @@ import { createToolCaller } from '../../services/mcp-tools/tools/call-tool.js';
 import { createCatalog } from '../../services/mcp-tools/tools/catalog.js';
 import { createToolMetrics } from '../../services/mcp-tools/tools/metrics.js';
 import { defineTool } from '../../services/mcp-tools/tools/tool.js';
+import { pythonExecDescription as describePythonExec } from '../../services/mcp-tools/tools/python-exec.js';
 import { startTestService, type TestService } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
 
@@ -232,4 +233,13 @@ test('the remote driver speaks SandboxFusion run_code and caps output the same w
   } finally {
     server.close();
   }
+});
+
+test("python_exec's description states the sandbox's own limits (its settings), and no memory figure for a remote sandbox", (t) => {
+  const local = describePythonExec({ memoryMb: 1024, outputLimitBytes: 128 * 1024 });
+  t.regex(local, /1 GiB of memory, and a time limit/);
+  t.regex(local, /Output beyond 128 KiB per stream is cut off\.$/);
+  const remote = describePythonExec(createRemoteSandbox({ url: 'http://127.0.0.1:9', slots: 1, outputLimitBytes: 1500 }).limits);
+  t.false(remote.includes('of memory'));
+  t.regex(remote, /only the standard library, and a time limit; .* Output beyond 1500 bytes per stream/);
 });

@@ -93,6 +93,7 @@ export async function createBwrapSandbox(options: BwrapOptions): Promise<Sandbox
   const running = new Set<AbortController>();
   return {
     name: 'bubblewrap',
+    limits: { memoryMb: options.memoryMb, outputLimitBytes: options.outputLimitBytes },
     unavailableReason: () => reason,
     async run(input: PythonRun): Promise<PythonResult> {
       if (reason) throw new SandboxUnavailableError(reason);

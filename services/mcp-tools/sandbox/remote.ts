@@ -22,6 +22,7 @@ export function createRemoteSandbox(options: { url: string; slots: number; outpu
   };
   return {
     name: 'remote',
+    limits: { memoryMb: null, outputLimitBytes: options.outputLimitBytes },
     unavailableReason: () => null,
     async run(input: PythonRun): Promise<PythonResult> {
       const slot = slots.take();

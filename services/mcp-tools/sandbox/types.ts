@@ -20,6 +20,8 @@ export interface PythonResult {
 
 export interface SandboxDriver {
   readonly name: string;
+  /** What a run may use, as python_exec's description tells the model: memory (null: the remote service decides) and output per stream. */
+  readonly limits: { memoryMb: number | null; outputLimitBytes: number };
   /** Why this driver cannot run code here (e.g. bwrap missing), or null when it can. */
   unavailableReason(): string | null;
   /** Runs the code; throws SandboxBusyError when every slot is taken. */

@@ -23,11 +23,7 @@ export function pythonExecTool(deps: { sandbox: SandboxDriver }) {
   return defineTool({
     name: 'python_exec',
     title: 'Run Python',
-    description:
-      'Runs Python 3 code in an isolated sandbox and returns stdout, stderr and the exit code. ' +
-      'Use it for calculations, data processing and checking code. The sandbox has no network, no files ' +
-      'except an empty writable /tmp, only the standard library, 512 MiB of memory and a time limit; ' +
-      'each call starts fresh (nothing persists between calls). Output beyond 64 KiB per stream is cut off.',
+    description: pythonExecDescription(deps.sandbox.limits),
     input,
     output,
     annotations: { readOnlyHint: true, openWorldHint: false, idempotentHint: false },
@@ -42,6 +38,23 @@ export function pythonExecTool(deps: { sandbox: SandboxDriver }) {
       }
     },
   });
+}
+
+/** The tool's description, with the limits this deployment's sandbox enforces (its settings), not fixed figures. */
+export function pythonExecDescription(limits: SandboxDriver['limits']): string {
+  const memory = limits.memoryMb === null ? '' : `${sizeText(limits.memoryMb * 1024 * 1024)} of memory, `;
+  return (
+    'Runs Python 3 code in an isolated sandbox and returns stdout, stderr and the exit code. ' +
+    'Use it for calculations, data processing and checking code. The sandbox has no network, no files ' +
+    `except an empty writable /tmp, only the standard library, ${memory}and a time limit; ` +
+    `each call starts fresh (nothing persists between calls). Output beyond ${sizeText(limits.outputLimitBytes)} per stream is cut off.`
+  );
+}
+
+/** 512 MiB, 64 KiB, 1500 bytes: the largest binary unit that divides the size. */
+function sizeText(bytes: number): string {
+  for (const [unit, size] of [['GiB', 1024 ** 3], ['MiB', 1024 ** 2], ['KiB', 1024]] as const) if (bytes % size === 0) return `${bytes / size} ${unit}`;
+  return `${bytes} bytes`;
 }
 
 function render(r: z.infer<typeof output>): string {
