@@ -170,3 +170,21 @@ test("continuing a response that returned a client function call without the cal
   const second = await client.responses.create({ model: MODEL, previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: call.call_id, output: 'snow' }], tools });
   t.is(second.output_text, 'never asked');
 });
+
+test('a step the token limit cut inside its tool calls runs none of them: the response ends incomplete (max_output_tokens)', async (t) => {
+  const cut = { tool_calls: [{ name: 'python_exec', arguments: { code: 'print(1)' } }], finish_reason: 'length' };
+  p.fake.script('cut-calls-json', [cut, { content: 'never asked' }]);
+  p.fake.script('cut-calls-stream', [cut, { content: 'never asked' }]);
+  const { client } = await p.newClient();
+  const json = await client.responses.create({ model: MODEL, input: 'run #script:cut-calls-json', tools: ['python_exec' as any] });
+  t.is(json.status, 'incomplete');
+  t.deepEqual(json.incomplete_details, { reason: 'max_output_tokens' });
+  t.false(json.output.some((item) => item.type === 'mcp_call' || item.type === 'function_call'), 'no call was run or returned');
+  t.is(p.fake.scriptRequests('cut-calls-json').length, 1, 'the loop did not go on');
+
+  const { events, final } = await streamResponse(t, client, { model: MODEL, input: 'run #script:cut-calls-stream', tools: ['python_exec' as any] });
+  t.like(final, { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } });
+  t.is(events.at(-1).type, 'response.incomplete');
+  t.false(events.some((e: any) => e.type === 'response.mcp_call.in_progress'));
+  t.is(p.fake.scriptRequests('cut-calls-stream').length, 1);
+});

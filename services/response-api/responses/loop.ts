@@ -137,8 +137,10 @@ export async function runLoop(
     const asked = (choice?.message?.tool_calls ?? []).map((c) => ({ ...c, id: callId(c.id, ids), function: { name: storableText(c.function.name ?? ''), arguments: storableText(c.function.arguments ?? '') } }));
     const calls = plan.parallelToolCalls ? asked : asked.slice(0, 1);
 
-    if (calls.length === 0) {
-      // The provider stopped the text: at the token limit (`length`) or by its content filter.
+    // The provider stopped the text (at the token limit, `length`, or by its content filter), or the
+    // token limit cut the step inside its tool calls: their arguments may be cut too, so none is run
+    // (nor returned to the client) and the response ends incomplete, as it does for text.
+    if (calls.length === 0 || choice?.finish_reason === 'length') {
       const cutOff = choice?.finish_reason === 'length' ? 'max_output_tokens' : choice?.finish_reason === 'content_filter' ? 'content_filter' : null;
       recorder.endText(content, true, cutOff ? 'incomplete' : 'completed');
       messages.push({ role: 'assistant', content });
