@@ -116,6 +116,8 @@ export interface RelayOptions {
   param?: string;
   /** The refusals passed on with their own status; by default every 4xx. Any other answer is a 502. */
   statuses?: readonly number[];
+  /** A refusal's field by its code, where the other service named none of this service's request (`model_not_found` → `model`). */
+  paramOfCode?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -133,7 +135,7 @@ export function relayError(res: { status: number; body: unknown; headers?: Recor
   const retry = Object.fromEntries(['retry-after', 'retry-after-ms'].filter((h) => typeof headers[h] === 'string').map((h) => [h, headers[h] as string]));
   throw new ApiError(res.status, message, {
     code: typeof error?.code === 'string' ? error.code : undefined,
-    param: options.param ?? (typeof error?.param === 'string' ? error.param : null),
+    param: options.param ?? (typeof error?.code === 'string' ? options.paramOfCode?.[error.code] : undefined) ?? (typeof error?.param === 'string' ? error.param : null),
     headers: retry,
   });
 }

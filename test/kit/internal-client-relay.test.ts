@@ -49,6 +49,13 @@ test('`param` names this service’s field, and `statuses` narrows what is passe
   t.like(narrowed, { status: 502, code: 'upstream_error', param: 'input' });
 });
 
+test('`paramOfCode` names this service’s field by the refusal’s code (a text body too); other codes keep their own param, and a 5xx none', (t) => {
+  const options = { what: 'The chat completion', paramOfCode: { model_not_found: 'model' } };
+  t.like(thrown(() => relayError({ status: 404, body: '{"error":{"message":"no model","code":"model_not_found","param":null}}' }, options)), { status: 404, code: 'model_not_found', param: 'model' });
+  t.like(thrown(() => relayError({ status: 400, body: { error: { message: 'bad', code: 'invalid_value', param: 'messages' } } }, options)), { status: 400, param: 'messages' });
+  t.like(thrown(() => relayError({ status: 503, body: { error: { message: 'down', code: 'model_not_found' } } }, options)), { status: 502, param: null });
+});
+
 test('an address given as a function is asked at every call, so a restarted service on a new port is followed', async (t) => {
   const servers = await Promise.all(
     ['first', 'second'].map(async (name) => {

@@ -110,21 +110,10 @@ async function collectStream(body: AsyncIterable<Uint8Array>, onText: (delta: st
 }
 
 /**
- * A step llm-api refused, relayed (`relayError`). Its refusal of the model (`model_not_found`) names
- * no field, since the step's body is response-api's; the caller's field is the request's `model`.
+ * A step llm-api refused, relayed. Its refusal of the model (`model_not_found`) names no field, since
+ * the step's body is response-api's; the caller's field is the request's `model`.
  */
-function relayStepError(res: { status: number; body: unknown; headers?: Record<string, unknown> }): never {
-  let body = res.body;
-  if (typeof body === 'string') {
-    try {
-      body = JSON.parse(body);
-    } catch {
-      body = null;
-    }
-  }
-  const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
-  relayError(res, { what: 'The chat completion', ...(code === 'model_not_found' && res.status < 500 ? { param: 'model' } : {}) });
-}
+const STEP_REFUSAL = { what: 'The chat completion', paramOfCode: { model_not_found: 'model' } } as const;
 
 export function createLlmPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number; clock: Clock; modelCacheMs: number }): LlmPort & { close(): Promise<void> } {
   const client = createInternalClient({ baseUrl: options.baseUrl, gatewayToken: options.gatewayToken, timeoutMs: options.timeoutMs });
@@ -135,11 +124,11 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
     async complete(principal, body, signal, onText) {
       if (!onText) {
         const res = await client.call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
-        if (res.status !== 200) relayStepError(res);
+        if (res.status !== 200) relayError(res, STEP_REFUSAL);
         return res.body as ChatCompletion;
       }
       const res = await client.open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
-      if (res.status !== 200) relayStepError({ ...res, body: await res.body.text().catch(() => '') });
+      if (res.status !== 200) relayError({ ...res, body: await res.body.text().catch(() => '') }, STEP_REFUSAL);
       try {
         return await collectStream(res.body, onText);
       } catch (error) {
