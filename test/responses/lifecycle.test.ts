@@ -6,7 +6,7 @@ import { longestLoopMs, runLoop, type LoopPlan } from '../../services/response-a
 import { createToolsPort, type ChatCompletion, type LlmPort } from '../../services/response-api/responses/ports.js';
 import { INTERRUPTED_ERROR, startRetentionPurge } from '../../services/response-api/responses/purge.js';
 import { ResponseRecorder, type ResponseObject, type StreamEvent } from '../../services/response-api/responses/recorder.js';
-import { createResponse, type ResponsesDeps } from '../../services/response-api/responses/responses.js';
+import { cancelResponse, createResponse, type ResponsesDeps } from '../../services/response-api/responses/responses.js';
 import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
 import { createResponseStore, type ResponseRow, type ResponseStore } from '../../services/response-api/responses/store.js';
 import { checkStream, lastToolOutput, MODEL, startResponsesPlatform, streamResponse, type ResponsesPlatform } from './harness.js';
@@ -128,7 +128,7 @@ test('the store writes NUL and unpaired surrogates as U+FFFD, keys included, and
   const row: ResponseRow = {
     id: `resp_store_${process.pid}`,
     user_id: userId,
-    status: 'completed',
+    status: 'in_progress', // the save below writes the end of a running response
     background: false,
     cancel_requested: false,
     body: { text: 'a\u0000b', lone: 'x\ud800y\udc00z', pair: '\ud83d\ude00', literal: 'reads \\u0000', ['k\u0000']: 1 },
@@ -266,6 +266,68 @@ test('the sweep also runs when the periodic purge starts (a restarted process en
   t.teardown(() => periodic.stop());
   await swept;
   t.is((await store.find(userId, rowId))!.status, 'failed');
+});
+
+test('a cancel no loop answers (the process running it stopped) ends the row cancelled with its output; a loop that wakes later cannot overwrite it', async (t) => {
+  const userId = newUserId();
+  const rowId = `resp_orphan_cancel_${process.pid}`;
+  const now = Date.now();
+  const output = [{ type: 'mcp_call', id: 'mcp_1', name: 'python_exec', arguments: '{}', output: '4', error: null }];
+  await store.insert({
+    id: rowId,
+    user_id: userId,
+    status: 'in_progress',
+    background: true,
+    cancel_requested: false,
+    body: { id: rowId, object: 'response', status: 'in_progress', output, error: null },
+    context: [],
+    input_items: [],
+    created_at: new Date(now),
+    expires_at: new Date(now + 86_400_000),
+  });
+  const { llm } = fakeLlm([answer('unused')]);
+  // No loop runs it anywhere, and no wait: the cancel ends it itself.
+  const answered = await cancelResponse(domainDeps(llm), principalOf(userId), rowId, 0);
+  t.is(answered.status, 'cancelled');
+  t.deepEqual(answered.output, output, 'the output its last write kept');
+  const row = (await store.find(userId, rowId))!;
+  t.is(row.status, 'cancelled');
+  t.true(row.cancel_requested);
+
+  // A loop that was only slow, not gone, writes its end after all: the cancelled row stays.
+  await store.save(rowId, { status: 'completed', body: { id: rowId, object: 'response', status: 'completed', output: [] } });
+  const kept = (await store.find(userId, rowId))!;
+  t.is(kept.status, 'cancelled');
+  t.deepEqual(kept.body.output, output);
+  // Another user's cancel of it is a 404 and changes nothing.
+  const foreign = await cancelResponse(domainDeps(llm), principalOf(newUserId()), rowId, 0).catch((error: ApiError) => error);
+  t.is((foreign as ApiError).status, 404);
+});
+
+test('a row the sweep ended failed is not overwritten by a loop that writes later', async (t) => {
+  const clock = new ManualClock(Date.now());
+  const userId = newUserId();
+  const rowId = `resp_swept_late_${process.pid}`;
+  await store.insert({
+    id: rowId,
+    user_id: userId,
+    status: 'in_progress',
+    background: true,
+    cancel_requested: false,
+    body: { id: rowId, status: 'in_progress', output: [] },
+    context: [],
+    input_items: [],
+    created_at: new Date(clock.now() - 2 * 3_600_000),
+    expires_at: new Date(clock.now() + 86_400_000),
+  });
+  const sweep = startRetentionPurge({ store, clock, logger: p.runtime.logger, intervalMs: 0, interruptedAfterMs: 3_600_000 });
+  t.teardown(() => sweep.stop());
+  await sweep.run();
+  t.is((await store.find(userId, rowId))!.status, 'failed');
+  await store.save(rowId, { status: 'completed', body: { id: rowId, status: 'completed', output: [] } });
+  const row = (await store.find(userId, rowId))!;
+  t.is(row.status, 'failed');
+  t.deepEqual(row.body.error, INTERRUPTED_ERROR);
 });
 
 // --- The caller, timeouts, mcp-tools --------------------------------------------------------

@@ -4,7 +4,7 @@ import { CancelledError, runLoop, SERVER_LABEL, toolsUnreachable, type LoopDeps,
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
 import { ResponseRecorder, type ResponseObject, type StreamEvent } from './recorder.js';
 import type { CreateResponseRequest, TextFormat } from './schemas.js';
-import type { ResponseRow, ResponseStore } from './store.js';
+import { RUNNING_STATUSES, type ResponseRow, type ResponseStore } from './store.js';
 
 /**
  * Responses of one user: create (foreground, streamed or background), read, list input items,
@@ -24,7 +24,7 @@ export interface ResponsesDeps extends LoopDeps {
   running: Map<string, { abort: AbortController; done: Promise<unknown> }>;
 }
 
-const RUNNING = new Set(['queued', 'in_progress']);
+const RUNNING = new Set(RUNNING_STATUSES);
 const unix = (ms: number) => Math.floor(ms / 1000);
 
 export interface CreateOptions {
@@ -441,7 +441,10 @@ export async function deleteResponse(deps: ResponsesDeps, principal: Principal, 
 
 /**
  * Sets the cancel flag; the process running the loop aborts its in-flight calls and stores the
- * partial output as `cancelled`. A response that already ended is returned unchanged.
+ * partial output as `cancelled`. A response that already ended is returned unchanged. When no loop
+ * answers within `waitMs` (every live loop reads the flag each `cancelPollMs`), the process that
+ * ran it has stopped: the row is ended `cancelled` here, with the output its last write kept,
+ * rather than answered `in_progress` until the sweep ends it `failed` an hour later.
  */
 export async function cancelResponse(deps: ResponsesDeps, principal: Principal, id: string, waitMs: number): Promise<ResponseObject> {
   const row = await findOwned(deps, principal, id);
@@ -457,6 +460,9 @@ export async function cancelResponse(deps: ResponsesDeps, principal: Principal, 
       const current = await deps.store.find(principal.userId, id);
       if (!current || !RUNNING.has(current.status)) break;
       await new Promise((r) => setTimeout(r, deps.cancelPollMs));
+    }
+    if (await deps.store.markCancelled(principal.userId, id)) {
+      deps.logger.warn({ response_id: id }, 'a cancelled response no process was running ended cancelled');
     }
   }
   return getResponse(deps, principal, id);

@@ -28,6 +28,9 @@ const json = (value: unknown) => {
   return UNSTORABLE.test(text) ? text.replace(/\\\\|\\u(?:0000|d[89a-f][0-9a-f]{2})/g, (escape) => (escape.length === 2 ? escape : '\\ufffd')) : text;
 };
 
+/** The statuses of a response whose loop has not stored its end. */
+export const RUNNING_STATUSES: readonly string[] = ['queued', 'in_progress'];
+
 export function createResponseStore(knex: Knex) {
   const table = () => knex<ResponseRow>('responses');
   return {
@@ -35,11 +38,15 @@ export function createResponseStore(knex: Knex) {
       await table().insert({ ...row, body: json(row.body) as any, context: json(row.context) as any, input_items: json(row.input_items) as any });
     },
 
-    /** Writes the current state; never overwrites a row whose cancel already landed as `cancelled`. */
+    /**
+     * Writes the current state of a response that is still queued or running. A row that ended
+     * meanwhile is kept as it is: a cancel that ended it for a stopped process (`markCancelled`),
+     * or the sweep (`markInterrupted`), is never overwritten by a loop that turns out to be alive.
+     */
     async save(id: string, patch: { status: string; body: Record<string, any>; context?: unknown[] }): Promise<void> {
       const values: Record<string, unknown> = { status: patch.status, body: json(patch.body) };
       if (patch.context) values.context = json(patch.context);
-      await table().where({ id }).update(values);
+      await table().where({ id }).whereIn('status', RUNNING_STATUSES).update(values);
     },
 
     async find(userId: string, id: string): Promise<ResponseRow | undefined> {
@@ -52,6 +59,20 @@ export function createResponseStore(knex: Knex) {
 
     async requestCancel(userId: string, id: string): Promise<boolean> {
       return (await table().where({ id, user_id: userId }).update({ cancel_requested: true })) > 0;
+    },
+
+    /**
+     * Ends a response that is still queued or running as `cancelled`, its body (the output its last
+     * write kept) marked so too: for a cancel no loop answered, because the process running it
+     * stopped. One statement, so a loop that ends meanwhile is never overwritten. Whether it did.
+     */
+    async markCancelled(userId: string, id: string): Promise<boolean> {
+      const patch = json({ status: 'cancelled' });
+      const changed = await table()
+        .where({ id, user_id: userId })
+        .whereIn('status', RUNNING_STATUSES)
+        .update({ status: 'cancelled', body: knex.raw('body || ?::jsonb', [patch]) as any });
+      return changed > 0;
     },
 
     async cancelRequested(id: string): Promise<boolean> {
@@ -68,7 +89,7 @@ export function createResponseStore(knex: Knex) {
     async markInterrupted(createdBefore: Date, error: { code: string; message: string }): Promise<number> {
       const patch = json({ status: 'failed', error });
       return table()
-        .whereIn('status', ['queued', 'in_progress'])
+        .whereIn('status', RUNNING_STATUSES)
         .where('created_at', '<', createdBefore)
         .update({ status: 'failed', body: knex.raw('body || ?::jsonb', [patch]) as any });
     },
