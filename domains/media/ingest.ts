@@ -49,19 +49,29 @@ export async function sanitize(deps: Pick<IngestDeps, 'limits' | 'withSlot'>, by
   return deps.withSlot(() => sanitizeImage(bytes, deps.limits));
 }
 
-function quotaError(quota: number, used: number, adding: number): ApiError {
+function quotaError(quota: number, used: number, adding: number, param: string): ApiError {
   return new ApiError(
     413,
     `Storing this image (${adding} bytes) would exceed your media quota of ${quota} bytes (${used} bytes in use); delete media to free space`,
-    { param: 'file' },
+    { param },
   );
 }
 
-/** Throws 413 when `adding` bytes would take the user over quota (call under the user's lock). */
-export async function checkQuota(deps: Pick<IngestDeps, 'store' | 'quotaBytes'>, trx: Parameters<MediaStore['usedBytes']>[0], userId: string, adding: number, excludeId?: string) {
+/**
+ * Throws 413 when `adding` bytes would take the user over quota (call under the user's lock),
+ * naming `param`: the request field that carried the bytes or declared their size.
+ */
+export async function checkQuota(
+  deps: Pick<IngestDeps, 'store' | 'quotaBytes'>,
+  trx: Parameters<MediaStore['usedBytes']>[0],
+  userId: string,
+  adding: number,
+  param: string,
+  excludeId?: string,
+) {
   if (deps.quotaBytes <= 0) return;
   const used = await deps.store.usedBytes(trx, userId, excludeId);
-  if (used + adding > deps.quotaBytes) throw quotaError(deps.quotaBytes, used, adding);
+  if (used + adding > deps.quotaBytes) throw quotaError(deps.quotaBytes, used, adding, param);
 }
 
 /**
@@ -101,14 +111,17 @@ async function withObject<T>(deps: IngestDeps, userId: string, image: SanitizedI
   throw new ObjectCollectedError(image.sha256);
 }
 
-/** Stores a sanitised image as a new media of `userId`, or answers the user's existing one (dedup). */
-export async function storeImage(deps: IngestDeps, userId: string, image: SanitizedImage, filename: string | null): Promise<StoredMedia> {
+/**
+ * Stores a sanitised image as a new media of `userId`, or answers the user's existing one (dedup).
+ * `param` is the request field that carried the image (a refusal over quota names it).
+ */
+export async function storeImage(deps: IngestDeps, userId: string, image: SanitizedImage, filename: string | null, param = 'file'): Promise<StoredMedia> {
   return withObject(deps, userId, image, () => deps.store.transaction(async (trx): Promise<StoredMedia | null> => {
     await deps.store.lockUser(trx, userId);
     const existing = await deps.store.readyBySha(trx, userId, image.sha256);
     if (existing) return { row: existing, deduped: true };
     if (!(await deps.store.holdObject(trx, image.sha256))) return null;
-    await checkQuota(deps, trx, userId, image.data.length);
+    await checkQuota(deps, trx, userId, image.data.length, param);
     const row: MediaRow = {
       id: newMediaId(deps.clock),
       user_id: userId,
@@ -176,7 +189,7 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
       await deps.store.markMerged(trx, id, existing.id, unixSeconds(deps.clock) + 86400);
     } else {
       if (!(await deps.store.holdObject(trx, image.sha256))) return null;
-      await checkQuota(deps, trx, row.user_id, image.data.length, id);
+      await checkQuota(deps, trx, row.user_id, image.data.length, 'id', id);
       await deps.store.makeReady(trx, id, { sha256: image.sha256, mime_type: image.mimeType, bytes: image.data.length, width: image.width, height: image.height });
     }
     return { settled: await deps.store.byId(id, trx) };

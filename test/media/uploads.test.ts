@@ -180,10 +180,10 @@ test('quota: an upload that would take the user over MEDIA_QUOTA_BYTES_PER_USER 
   const user = await p.newUser();
   const big = await noisePng(200, 200); // ~120 KB, under the size limit, over the quota
   const res = await upload(user.headers, { source: { type: 'base64', data: big.toString('base64') } });
-  expectError(t, res, 413, 'file', /quota of 100000 bytes/);
+  expectError(t, res, 413, 'source.data', /quota of 100000 bytes/);
   t.is(res.body.error.type, 'invalid_request_error');
   const reserve = await postJson(`${p.url}/v1/media/presigned-url`, user.headers, { mime_type: 'image/png', bytes: QUOTA + 1 });
-  expectError(t, reserve, 413, 'file', /quota/);
+  expectError(t, reserve, 413, 'bytes', /quota/);
 });
 
 test('a phone photo with EXIF GPS and orientation 6 comes back upright and without EXIF', async (t) => {

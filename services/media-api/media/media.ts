@@ -83,7 +83,7 @@ export async function uploadMedia(
   const image = await sanitize(deps, bytes).catch((error) => {
     throw rejectionError(error, param);
   });
-  const stored = await storeImage(deps, userId, image, cleanFilename(input.filename ?? null));
+  const stored = await storeImage(deps, userId, image, cleanFilename(input.filename ?? null), param);
   return { media: await present(deps, stored.row, stored.deduped), deduped: stored.deduped };
 }
 
@@ -145,7 +145,7 @@ export async function reserveUpload(deps: MediaDeps, userId: string, input: { mi
   const expiresAt = unixSeconds(deps.clock) + deps.uploadTtlSeconds;
   await deps.store.transaction(async (trx: Knex.Transaction) => {
     await deps.store.lockUser(trx, userId);
-    await checkQuota(deps, trx, userId, input.bytes);
+    await checkQuota(deps, trx, userId, input.bytes, 'bytes');
     await deps.store.insert(trx, {
       id,
       user_id: userId,
