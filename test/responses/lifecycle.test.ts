@@ -285,7 +285,7 @@ test('a cancel no loop answers (the process running it stopped) ends the row can
     created_at: new Date(now),
     expires_at: new Date(now + 86_400_000),
   });
-  const { llm } = fakeLlm([answer('unused')]);
+  const { llm } = fakeLlm([() => answer('unused')]);
   // No loop runs it anywhere, and no wait: the cancel ends it itself.
   const answered = await cancelResponse(domainDeps(llm), principalOf(userId), rowId, 0);
   t.is(answered.status, 'cancelled');
