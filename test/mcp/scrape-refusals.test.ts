@@ -17,6 +17,7 @@ test.before(async () => {
     '/to-localhost': (port) => ({ status: 307, headers: { location: `http://localhost:${port}/article` } }),
     '/to-article': { status: 302, headers: { location: '/article' } },
     '/loop': { status: 302, headers: { location: '/loop' } },
+    '/not-modified': { status: 304 },
     '/image.png': { type: 'image/png', body: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13]) },
     '/untyped-binary': { body: Buffer.from([0x7f, 0x45, 0x4c, 0x46, 0, 0, 0, 0]) },
     '/huge': { type: 'text/plain', body: 'x'.repeat(300 * 1024) },
@@ -48,6 +49,7 @@ const refusals: Array<[string, string | ((port: number) => string), RegExp]> = [
   ['a redirect from the allowed host to another loopback address', '/to-other-loopback', /not allowed/],
   ['a redirect from the allowed host to localhost', '/to-localhost', /not allowed: internal host name/],
   ['a redirect loop', '/loop', /too many redirects/],
+  ['a 3xx without a Location (304 Not Modified)', '/not-modified', /answered HTTP 304 \(a 3xx without a Location header to follow\)/],
   ['a file: URL', 'file:///etc/passwd', /not allowed: only http and https/],
   ['credentials in the URL', 'http://user:pass@127.0.0.1/', /not allowed: credentials/],
 ];

@@ -50,7 +50,9 @@ export async function fetchPage(deps: ScrapeDeps, url: string, format: 'text' | 
     throw new ToolFailure(describeFetchError(error, deps));
   }
   if (response.status >= 400) throw new ToolFailure(`The page answered HTTP ${response.status}`);
-  if (response.status >= 300) throw new ToolFailure(`The page redirected too often or without a usable Location (HTTP ${response.status})`);
+  // The guard follows every redirect that names a Location (and refuses one too many itself): a
+  // 3xx left over is no redirect at all (304 Not Modified, 300 without a Location).
+  if (response.status >= 300) throw new ToolFailure(`The page answered HTTP ${response.status} (a 3xx without a Location header to follow), not a page`);
   const contentType = String(response.headers['content-type'] ?? '');
   const mime = contentType.split(';')[0]!.trim().toLowerCase();
   const body = decodeContent(response.body, String(response.headers['content-encoding'] ?? ''), deps.maxBytes);
