@@ -33,6 +33,7 @@ export {
   fetchUpstreamModels,
   getProviderJson,
   joinUrl,
+  MAX_UPSTREAM_MODELS,
   readCapped,
   SyncError,
   type ModelListClient,

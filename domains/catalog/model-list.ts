@@ -48,6 +48,14 @@ export function authHeaders(apiKey: string | null): Record<string, string> {
 export const PROVIDER_JSON_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
+ * Most entries a provider's model list may have: a longer list is refused whole (the sync fails,
+ * nothing changes). Bytes alone do not bound the work: 16 MiB of `[0,0,…]` is 8 million entries,
+ * each of which would become a skipped-entry record (over a gigabyte of heap), and as many ids
+ * would each become a catalog entry.
+ */
+export const MAX_UPSTREAM_MODELS = 10_000;
+
+/**
  * `GET url` as JSON on `dispatcher`, guarded like every provider call (PROVIDER_URL_ALLOW), with one
  * timeout for headers and body, reading at most `maxBytes` (more: the connection is cut and it throws).
  * A body that is not JSON comes back as text. Used by the catalog's own client and by llm-api's pool.
@@ -172,6 +180,10 @@ export async function fetchUpstreamModels(
       const data = (res.body as { data?: unknown })?.data;
       if (!Array.isArray(data)) {
         lastError = 'GET /models did not return {data: [...]}';
+        continue;
+      }
+      if (data.length > MAX_UPSTREAM_MODELS) {
+        lastError = `GET /models listed ${data.length} entries; at most ${MAX_UPSTREAM_MODELS} are synchronised`;
         continue;
       }
       const models: UpstreamModel[] = [];

@@ -16,6 +16,12 @@ const MAX_NAME = 300;
 const MAX_OWNED_BY = 200;
 /** Largest `created` stored: 9999-12-31, far beyond any real model and well inside bigint. */
 const MAX_CREATED = 253_402_300_799;
+/**
+ * Deepest `architecture` kept (real ones are two levels deep). JSON.parse reads any depth, but the
+ * walks that follow (the NUL check, JSON.stringify into jsonb) recurse and overflow the stack a few
+ * thousand levels down, which failed the whole provider's sync instead of skipping the one entry.
+ */
+const MAX_DEPTH = 32;
 
 export interface SkippedModel {
   /** The entry's id, or null when the id itself is what is wrong. */
@@ -53,6 +59,7 @@ export function checkUpstreamEntry(raw: unknown, index: number): CheckedEntry {
   let architecture: Record<string, unknown> | undefined;
   if (raw.architecture !== undefined && raw.architecture !== null) {
     if (!isPlainObject(raw.architecture)) return fail('architecture must be an object');
+    if (nestedDeeperThan(raw.architecture, MAX_DEPTH)) return fail(`architecture must not be nested more than ${MAX_DEPTH} levels deep`);
     if (holdsNul(raw.architecture)) return fail('architecture must not contain NUL');
     architecture = raw.architecture;
   }
@@ -92,6 +99,18 @@ function optionalText(value: unknown, max: number): string | undefined | typeof 
 /** A token or context limit: a finite, non-negative number, else ignored. */
 function limit(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/** Whether `value` holds arrays or objects more than `max` levels deep; iterative, so any depth is safe to ask about. */
+function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [current, depth] = stack.pop()!;
+    if (typeof current !== 'object' || current === null) continue;
+    if (depth > max) return true;
+    for (const inner of Array.isArray(current) ? current : Object.values(current)) stack.push([inner, depth + 1]);
+  }
+  return false;
 }
 
 function holdsNul(value: unknown): boolean {

@@ -180,6 +180,29 @@ export interface CheckedDestination {
   addresses: { address: string; family: number }[];
 }
 
+/** `promise`, or the signal's reason as soon as it aborts (the promise itself cannot be cancelled). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) {
+    promise.catch(() => {}); // settles unobserved: its failure must not become an unhandled rejection
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
 /** Marks an error that came before the socket connected: nothing reached that address. */
 const NOT_CONNECTED = Symbol('egress.notConnected');
 
@@ -229,13 +252,15 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
    * is the first answer; `addresses` all of them in the resolver's order (each passed the check),
    * which a request tries in turn while a connection cannot be made.
    */
-  async function check(raw: string): Promise<CheckedDestination> {
+  async function check(raw: string, signal?: AbortSignal): Promise<CheckedDestination> {
     const { url, host, literal, trusted } = checkUrl(raw);
     if (literal) return { url, address: host, family: literal, addresses: [{ address: host, family: literal }] };
     let answers: { address: string; family: number }[];
     try {
-      answers = await resolver(host);
-    } catch {
+      answers = await untilAborted(resolver(host), signal);
+    } catch (error) {
+      // The caller's time is up (or it gave up) while the name was resolving: its reason, not a refusal.
+      if (signal?.aborted && error === signal.reason) throw error;
       throw new EgressRefusedError(raw, 'host name does not resolve');
     }
     if (answers.length === 0) throw new EgressRefusedError(raw, 'host name does not resolve');
@@ -286,7 +311,8 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
     let method = opts.method ?? 'GET';
     let body = opts.body;
     for (let hop = 0; ; hop++) {
-      const target = await check(current);
+      // The request's signal bounds the resolution too: a DNS server that never answers ends it.
+      const target = await check(current, opts.signal);
       const response = await toAnyAddress(target, { ...opts, method, body });
       const location = response.headers.location;
       if (response.status >= 300 && response.status < 400 && location && maxRedirects > 0) {

@@ -55,9 +55,9 @@ export interface VerifyInput {
   previousSignature?: string | undefined | null;
   /** The `X-Timestamp` header (Unix seconds). */
   timestamp: string | undefined | null;
-  /** The webhook secret, or several (e.g. while you rotate on your side). */
+  /** The webhook secret, or several (e.g. while you rotate on your side). An empty one verifies nothing. */
   secret: string | string[];
-  /** Maximum age of X-Timestamp in seconds (default 300); also the allowed clock skew into the future. */
+  /** Maximum age of X-Timestamp in seconds (default 300, also when not a finite number >= 0); also the allowed clock skew into the future. */
   toleranceSeconds?: number;
   /** Current time in ms (default Date.now()); for tests. */
   now?: number;
@@ -79,14 +79,18 @@ export function verifyWebhookSignature(input: VerifyInput): VerifyResult {
   if (!input.signature && !input.previousSignature) return { ok: false, reason: 'missing_signature' };
   const timestamp = (input.timestamp ?? '').trim();
   if (!/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: 'missing_timestamp' };
-  const tolerance = input.toleranceSeconds ?? SIGNATURE_TOLERANCE_SECONDS;
+  // Not a number of seconds (NaN from a setting that is unset, a negative value): the default window,
+  // never none at all.
+  const given = input.toleranceSeconds;
+  const tolerance = typeof given === 'number' && Number.isFinite(given) && given >= 0 ? given : SIGNATURE_TOLERANCE_SECONDS;
   const nowSeconds = Math.floor((input.now ?? Date.now()) / 1000);
   const age = nowSeconds - Number(timestamp);
   if (age > tolerance) return { ok: false, reason: 'timestamp_too_old' };
   if (age < -tolerance) return { ok: false, reason: 'timestamp_in_future' };
 
   const candidates = [...hexOf(input.signature), ...hexOf(input.previousSignature)];
-  const secrets = Array.isArray(input.secret) ? input.secret : [input.secret];
+  // Anyone can sign with an empty key: an empty secret (a setting that is unset) verifies nothing.
+  const secrets = (Array.isArray(input.secret) ? input.secret : [input.secret]).filter((secret) => secret.length > 0);
   let matched = false;
   for (const secret of secrets) {
     const expected = Buffer.from(computeSignature(secret, timestamp, input.body), 'hex');

@@ -21,6 +21,7 @@ test.before(async () => {
     req.resume();
     req.on('end', () => {
       if (path.startsWith('/gzip')) return res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-encoding': 'gzip' }).end(GZIP_HEAD);
+      if (path.startsWith('/status-')) return res.writeHead(Number(path.slice('/status-'.length)), { 'content-type': 'text/plain' }).end('odd');
       if (path === '/gone-big') return res.writeHead(410, { 'content-type': 'text/plain' }).end(Buffer.alloc(2 * 1024 * 1024, 0x62));
       if (path === '/trickle') {
         // The status line and a first piece at once, then nothing more: the body never ends.
@@ -116,4 +117,16 @@ test.serial('a 2xx whose body is still trickling when WEBHOOK_TIMEOUT_MS is up c
   t.is(delivery.last_status_code, 200);
   t.is(excerpts[0], 'partial');
   t.is(receiver.hits.get('/trickle'), 1);
+});
+
+test.serial('a status beyond 5xx (600 to 999, which HTTP does not define) fails once without a retry: only 5xx is retried', async (t) => {
+  const stack = stacks[0] ?? (await stackOn('pg'));
+  for (const status of [600, 999]) {
+    const { delivery } = await deliverTo(stack, `/status-${status}`);
+    t.is(delivery.status, 'failed', String(status));
+    t.is(delivery.attempt_count, 1, String(status));
+    t.is(delivery.last_status_code, status);
+    t.is(delivery.attempts[0].outcome, 'failed');
+    t.is(receiver.hits.get(`/status-${status}`), 1);
+  }
 });

@@ -77,6 +77,26 @@ test('refuses missing or malformed headers', (t) => {
   t.deepEqual(verify({ signature: 'sha256=' + 'a'.repeat(63) }), { ok: false, reason: 'signature_mismatch' });
 });
 
+test('an empty secret verifies nothing: a receiver whose secret setting is unset is not open to forged deliveries', (t) => {
+  // Anyone can sign with the empty key; a verifier handed '' (an unset environment variable) must not accept it.
+  const forged = signatureHeader('', ts, body);
+  t.deepEqual(verify({ secret: '', signature: forged }), { ok: false, reason: 'signature_mismatch' });
+  t.deepEqual(verify({ secret: [''], signature: forged }), { ok: false, reason: 'signature_mismatch' });
+  t.deepEqual(verify({ secret: [], signature: forged }), { ok: false, reason: 'signature_mismatch' });
+  // A usable secret beside an empty one still verifies its own signature, and only that.
+  t.deepEqual(verify({ secret: ['', secret] }), { ok: true });
+  t.deepEqual(verify({ secret: ['', secret], signature: forged }), { ok: false, reason: 'signature_mismatch' });
+});
+
+test('a tolerance that is not a number of seconds (NaN from an unset setting) keeps the 300 s replay window', (t) => {
+  const old = String(now / 1000 - 3600);
+  const replay = { timestamp: old, signature: signatureHeader(secret, old, body) };
+  t.deepEqual(verify({ ...replay, toleranceSeconds: Number(undefined) }), { ok: false, reason: 'timestamp_too_old' });
+  t.deepEqual(verify({ ...replay, toleranceSeconds: -5 }), { ok: false, reason: 'timestamp_too_old' });
+  // A valid tolerance is honoured as before.
+  t.deepEqual(verify({ ...replay, toleranceSeconds: 7200 }), { ok: true });
+});
+
 test('the verifier file imports nothing but node:crypto (receivers can copy it)', async (t) => {
   const { readFile } = await import('node:fs/promises');
   const source = await readFile(new URL('../../services/kit/webhook-signature.ts', import.meta.url), 'utf8');

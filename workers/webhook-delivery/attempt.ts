@@ -5,7 +5,7 @@ import { RESPONSE_EXCERPT_BYTES, type DeliveryRow, type WebhookRow } from '../..
 /**
  * One HTTP attempt of a delivery: the envelope, the delivery headers, a signature
  * made afresh for this attempt, no redirects followed, and a verdict on the status line:
- * 2xx delivered; 3xx and 4xx failed for good; 5xx, timeouts and network errors retried.
+ * 2xx delivered; 3xx, 4xx and any other status failed for good; 5xx, timeouts and network errors retried.
  * Of the answer's body only the excerpt is read (the rest is never read, whatever its size), and a
  * body still coming when the time is up does not change a verdict the status line already gave.
  */
@@ -68,7 +68,8 @@ export async function attemptDelivery(options: {
     const status = response.status;
     const base = { statusCode: status, durationMs: elapsed(), responseHead: response.body.length ? response.body : null };
     if (status >= 200 && status < 300) return { verdict: 'delivered', error: null, ...base };
-    if (status >= 500) return { verdict: 'retry', error: `receiver answered ${status}`, ...base };
+    // Only 5xx is retried: a status HTTP does not define (600 to 999, which Node's parser lets through) fails like a 4xx.
+    if (status >= 500 && status < 600) return { verdict: 'retry', error: `receiver answered ${status}`, ...base };
     if (status >= 300 && status < 400) return { verdict: 'failed', error: `receiver answered ${status}; redirects are not followed`, ...base };
     return { verdict: 'failed', error: `receiver answered ${status}`, ...base };
   } catch (error) {

@@ -31,20 +31,18 @@ const HTML_TYPES = /^(text\/html|application\/xhtml\+xml)$/i;
 export async function fetchPage(deps: ScrapeDeps, url: string, format: 'text' | 'markdown', maxChars: number, signal: AbortSignal): Promise<Page> {
   // The guard's `timeoutMs` is the socket's idle time: a server dripping a byte now and then (or
   // redirecting slowly) would hold the call, and its concurrency slot, for as long as it likes.
-  // SCRAPE_TIMEOUT_MS bounds the whole fetch, every redirect and the body included. The host name
-  // lookup does not watch the signal, so the call stops waiting for it at the deadline too (a name
-  // server that answers slowly cannot hold the call either).
+  // SCRAPE_TIMEOUT_MS bounds the whole fetch, every redirect, host name lookup (the guard stops
+  // waiting for a slow name server when the signal aborts) and the body included.
   const deadline = AbortSignal.timeout(deps.timeoutMs);
   const stop = AbortSignal.any([signal, deadline]);
   let response;
   try {
-    const fetching = deps.egress.request(url, {
+    response = await deps.egress.request(url, {
       headers: { 'user-agent': 'mcp-tools-scrape/1.0 (+https://modelcontextprotocol.io)', accept: 'text/html,application/xhtml+xml,text/*;q=0.9,*/*;q=0.5' },
       timeoutMs: deps.timeoutMs,
       maxBytes: deps.maxBytes,
       signal: stop,
     });
-    response = await Promise.race([fetching, whenAborted(stop, fetching)]);
   } catch (error) {
     if (deadline.aborted && !signal.aborted) throw new ToolFailure(`The page did not answer within ${deps.timeoutMs} ms`);
     throw new ToolFailure(describeFetchError(error, deps));
@@ -83,26 +81,6 @@ async function readHtml(deps: ScrapeDeps, html: string, url: string, format: 'te
     if (signal.aborted) throw new ToolFailure('The request was cancelled');
     throw new ToolFailure(`The page could not be read (${String((error as Error).message).slice(0, 120)})`);
   }
-}
-
-/**
- * Rejects when `signal` aborts. `work` is left to finish on its own (it sees the same signal at its
- * next step): its outcome is then nobody's, so it is swallowed.
- */
-function whenAborted(signal: AbortSignal, work: Promise<unknown>): Promise<never> {
-  return new Promise((_resolve, reject) => {
-    const abort = () => {
-      work.catch(() => {});
-      reject(signal.reason);
-    };
-    if (signal.aborted) return abort();
-    signal.addEventListener('abort', abort, { once: true });
-    // Settled first: the listener goes (the signal may outlive the call by the deadline's length).
-    work.then(
-      () => signal.removeEventListener('abort', abort),
-      () => signal.removeEventListener('abort', abort),
-    );
-  });
 }
 
 /**
