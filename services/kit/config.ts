@@ -28,6 +28,13 @@ export class ConfigError extends Error {
 }
 
 /** Parses `env` against `shape`; throws ConfigError naming the first bad variable. */
+/**
+ * The longest delay a Node timer waits (2^31-1 ms, about 24.8 days). A longer one fires after 1 ms,
+ * so an interval set past it would run its job non-stop and a timeout past it would end every
+ * wait at once: every `*_MS` setting is refused above it.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
 export function loadConfig<S extends ConfigShape>(
   shape: S,
   env: NodeJS.ProcessEnv = process.env,
@@ -48,6 +55,9 @@ export function loadConfig<S extends ConfigShape>(
       const message = result.error.issues[0]!.message;
       const detail = raw === undefined ? `${message} (variable is not set)` : `${message} (got "${redact(variable, raw)}")`;
       throw new ConfigError(variable, detail);
+    }
+    if (variable.endsWith('_MS') && typeof result.data === 'number' && result.data > MAX_TIMER_MS) {
+      throw new ConfigError(variable, `must be at most ${MAX_TIMER_MS} ms, about 24.8 days (got "${raw}")`);
     }
     output[variable] = result.data;
   }

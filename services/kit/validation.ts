@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { ApiError } from './errors.js';
 import { scanJsonMembers } from './json-members.js';
 
@@ -242,3 +242,18 @@ function assertStorableQuery(node: unknown, path: PropertyKey[], depth = 0): voi
     }
   }
 }
+
+/**
+ * Characters as SPEC.md 2.2 and OpenAI's limits count them (and as PostgreSQL's `varchar(n)` does):
+ * code points. A string's `length` counts UTF-16 units, two for an emoji, so a limit checked with it
+ * refuses text of fewer characters than it allows.
+ */
+export function characterCount(text: string): number {
+  let count = 0;
+  for (const _ of text) count++;
+  return count;
+}
+
+/** `schema` (a string) of at most `max` characters (code points), shown as `maxLength` in the OpenAPI document. */
+export const maxCharacters = (max: number, schema: z.ZodString = z.string()) =>
+  schema.refine((value) => characterCount(value) <= max, `must be at most ${max} characters`).meta({ maxLength: max });

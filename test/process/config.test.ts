@@ -9,6 +9,13 @@ test('a malformed setting is rejected naming the variable', (t) => {
   t.regex(error!.message, /^invalid configuration: LLM_API_PORT: .*\(got "eighty"\)$/);
 });
 
+test('every *_MS setting is refused past the longest a timer waits (2^31-1 ms), which Node would fire after 1 ms', (t) => {
+  const error = t.throws(() => loadCatalogConfig({ LLM_PROVIDER_SYNC_INTERVAL_MS: String(30 * 86_400_000) }), { instanceOf: ConfigError });
+  t.is(error!.variable, 'LLM_PROVIDER_SYNC_INTERVAL_MS');
+  t.regex(error!.message, /at most 2147483647 ms/);
+  t.is(loadCatalogConfig({ LLM_PROVIDER_SYNC_INTERVAL_MS: '2147483647' }).LLM_PROVIDER_SYNC_INTERVAL_MS, 2_147_483_647);
+});
+
 test('secrets are never echoed in configuration errors', (t) => {
   const error = t.throws(() => loadBaseConfig({ GATEWAY_SHARED_SECRET: 'short-secret' }), { instanceOf: ConfigError });
   t.is(error!.variable, 'GATEWAY_SHARED_SECRET');

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { badRequest, recordEvent, unixSeconds, type Clock } from '../../kit/index.js';
+import { badRequest, listEnvelope, recordEvent, unixSeconds, type Clock } from '../../kit/index.js';
 import { MAIN, branchNotFound, checkBranchName, itemNotFound, loadConversation, normalizeBranchName, resolveBranch } from './access.js';
 import { toConversationObject, type ConversationObject } from './conversations.js';
 import { normalizeContent } from './item-schema.js';
@@ -14,7 +14,9 @@ import {
   insertBranch,
   listBranches,
   countBranchItems,
+  countBranches,
   renameBranch,
+  reparentBranches,
   type BranchItemRow,
   type BranchRow,
 } from './items-store.js';
@@ -94,6 +96,8 @@ async function installNewMain(
   if (main) {
     oldMainBackup = await backupName(trx, conversation.id);
     await renameBranch(trx, main.id, oldMainBackup, now);
+    // The branches forked from the old MAIN hold its history: they follow it to its new name.
+    await reparentBranches(trx, conversation.id, MAIN, oldMainBackup, now);
   }
   const parent = meta.parent_branch === MAIN && oldMainBackup ? oldMainBackup : meta.parent_branch;
   const branch = await insertBranch(trx, { conversation_id: conversation.id, name: MAIN, ...meta, parent_branch: parent, created_at: now, updated_at: now });
@@ -227,12 +231,20 @@ export async function regenerateItem(
   });
 }
 
-export async function listConversationBranches(deps: BranchDeps, userId: string, conversationId: string) {
+/**
+ * The conversation's branches, oldest first, as a list of SPEC.md 9 (`has_more`, `total_count`) plus
+ * `active_branch`: `limit` of them after `offset`, or all of them when no `limit` is given.
+ */
+export async function listConversationBranches(deps: BranchDeps, userId: string, conversationId: string, page: { limit?: number; offset?: number } = {}) {
   const conversation = await loadConversation(deps.knex, conversationId, userId);
-  const rows = await listBranches(deps.knex, conversation.id);
+  const offset = page.offset ?? 0;
+  const [rows, total] = await Promise.all([listBranches(deps.knex, conversation.id, { limit: page.limit, offset }), countBranches(deps.knex, conversation.id)]);
   return {
-    object: 'list' as const,
-    data: rows.map((r) => toBranchObject(r, r.item_count, conversation.active_branch)),
+    ...listEnvelope(
+      rows.map((r) => toBranchObject(r, r.item_count, conversation.active_branch)),
+      total,
+      { limit: page.limit ?? total, offset },
+    ),
     active_branch: conversation.active_branch,
   };
 }

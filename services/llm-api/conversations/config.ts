@@ -8,6 +8,6 @@ export const conversationsConfigShape = {
    * (inaccessible, not physically removed), so erasure is a retention policy an operator opts into.
    */
   CONVERSATION_PURGE_AFTER_DAYS: z.coerce.number().int().min(0).max(36500).default(0),
-  /** How often the purge job looks for conversations to erase. */
+  /** How often the purge job looks for conversations to erase (at most `MAX_TIMER_MS`, as every `*_MS` setting). */
   CONVERSATION_PURGE_INTERVAL_MS: z.coerce.number().int().min(1000).default(3_600_000),
 };

@@ -44,12 +44,22 @@ export async function findBranch(db: Db, conversationId: string, name: string): 
   return row ? normalizeBranch(row as BranchRow) : undefined;
 }
 
-export async function listBranches(db: Db, conversationId: string): Promise<(BranchRow & { item_count: number })[]> {
-  const rows = await db('conversation_branches as b')
+/** A conversation's branches, oldest first: `limit` of them (all when absent) after skipping `offset`. */
+export async function listBranches(db: Db, conversationId: string, page: { limit?: number; offset: number } = { offset: 0 }): Promise<(BranchRow & { item_count: number })[]> {
+  const query = db('conversation_branches as b')
     .where('b.conversation_id', conversationId)
     .select('b.*', db.raw('(select coalesce(max(position), 0) from branch_items bi where bi.branch_id = b.id) as item_count'))
-    .orderBy('b.id', 'asc');
+    .orderBy('b.id', 'asc')
+    .offset(page.offset);
+  if (page.limit !== undefined) query.limit(page.limit);
+  const rows = await query;
   return (rows as (BranchRow & { item_count: number })[]).map((r) => ({ ...normalizeBranch(r), item_count: Number(r.item_count) }));
+}
+
+/** How many branches a conversation has. */
+export async function countBranches(db: Db, conversationId: string): Promise<number> {
+  const row = (await db('conversation_branches').where({ conversation_id: conversationId }).count<{ count: number | string }[]>({ count: '*' }))[0];
+  return Number(row?.count ?? 0);
 }
 
 /**
@@ -67,6 +77,14 @@ export async function countBranchItems(db: Db, branchId: number): Promise<number
 
 export async function renameBranch(db: Db, branchId: number, name: string, now: number): Promise<void> {
   await db('conversation_branches').where({ id: branchId }).update({ name, updated_at: now });
+}
+
+/**
+ * Branches of a conversation forked from the branch called `from` name `to` as their parent
+ * instead (that branch was renamed: `parent_branch` holds a name, not a row).
+ */
+export async function reparentBranches(db: Db, conversationId: string, from: string, to: string, now: number): Promise<void> {
+  await db('conversation_branches').where({ conversation_id: conversationId, parent_branch: from }).update({ parent_branch: to, updated_at: now });
 }
 
 export async function touchBranch(db: Db, branchId: number, now: number): Promise<void> {

@@ -143,9 +143,9 @@ export function conversationRoutes(deps: { conversations: ConversationDeps }): R
       ...common,
       method: 'get',
       path: '/v1/conversations/:conversationId/branches',
-      summary: 'List the branches of a conversation',
-      request: { params: conversation },
-      handler: ({ principal, params }) => listConversationBranches(deps.conversations, principal.userId, params.conversationId),
+      summary: 'List the branches of a conversation, oldest first (`limit`/`offset`; all of them without `limit`)',
+      request: { params: conversation, query: pageQuery() },
+      handler: ({ principal, params, query }) => listConversationBranches(deps.conversations, principal.userId, params.conversationId, query),
     }),
     route({
       ...common,

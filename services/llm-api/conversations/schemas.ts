@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { characterCount, maxCharacters } from '../../kit/core/index.js';
 import { cursorQuery, intParam } from '../../kit/http/index.js';
 
 /**
@@ -23,9 +24,9 @@ export const metadataSchema = z
     if (keys.length > METADATA_MAX_PAIRS) ctx.addIssue({ code: 'custom', message: `at most ${METADATA_MAX_PAIRS} pairs are allowed (got ${keys.length})` });
     for (const key of keys) {
       const value = record[key];
-      if (key.length > METADATA_KEY_MAX) ctx.addIssue({ code: 'custom', message: `keys must be at most ${METADATA_KEY_MAX} characters`, path: [key] });
+      if (characterCount(key) > METADATA_KEY_MAX) ctx.addIssue({ code: 'custom', message: `keys must be at most ${METADATA_KEY_MAX} characters`, path: [key] });
       else if (typeof value !== 'string') ctx.addIssue({ code: 'custom', message: 'values must be strings', path: [key] });
-      else if (value.length > METADATA_VALUE_MAX) ctx.addIssue({ code: 'custom', message: `values must be at most ${METADATA_VALUE_MAX} characters`, path: [key] });
+      else if (characterCount(value) > METADATA_VALUE_MAX) ctx.addIssue({ code: 'custom', message: `values must be at most ${METADATA_VALUE_MAX} characters`, path: [key] });
     }
   })
   .transform((record) => record as Record<string, string>);
@@ -33,8 +34,8 @@ export const metadataSchema = z
 const items = z
   .array(z.unknown())
   .max(ITEMS_PER_REQUEST_MAX, `at most ${ITEMS_PER_REQUEST_MAX} items are allowed per request`);
-const title = z.string().max(TITLE_MAX, `must be at most ${TITLE_MAX} characters`);
-const referrer = z.string().max(REFERRER_MAX, `must be at most ${REFERRER_MAX} characters`);
+const title = maxCharacters(TITLE_MAX);
+const referrer = maxCharacters(REFERRER_MAX);
 const projectId = z.string().min(1).max(64);
 
 export const createConversationSchema = z.strictObject({

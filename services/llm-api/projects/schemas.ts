@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { pageQuery } from '../../kit/index.js';
+import { maxCharacters, pageQuery } from '../../kit/index.js';
 
 /**
  * Request schemas of the projects resource (SPEC.md 2.1, 4.4). Bodies are strict, as on every other
@@ -9,12 +9,9 @@ import { pageQuery } from '../../kit/index.js';
 export const PROJECT_NAME_MAX = 120;
 export const PROJECT_INSTRUCTION_MAX = 32768;
 
-const name = z
-  .string()
-  .trim()
-  .min(1, 'must not be empty')
-  .max(PROJECT_NAME_MAX, `must be at most ${PROJECT_NAME_MAX} characters`);
-const instruction = z.string().max(PROJECT_INSTRUCTION_MAX, `must be at most ${PROJECT_INSTRUCTION_MAX} characters`);
+// Limits count characters (code points), not UTF-16 units: an emoji is one.
+const name = maxCharacters(PROJECT_NAME_MAX, z.string().trim().min(1, 'must not be empty'));
+const instruction = maxCharacters(PROJECT_INSTRUCTION_MAX);
 
 export const createProjectSchema = z.strictObject({
   name,

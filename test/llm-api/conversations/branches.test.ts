@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { TestService } from '../../helpers/env.js';
-import { eventsOf, startWithUser, text, type Client } from './client.js';
+import { assertBadRequest, eventsOf, startWithUser, text, type Client } from './client.js';
 
 let svc: TestService;
 let alice: Client;
@@ -260,6 +260,42 @@ test('branch endpoints: list, create (full or forked from an item), get, activat
   t.deepEqual(await ids(id, 'alt'), [items[0], items[1], added.body.data[0].id], 'alt itself is untouched');
   t.deepEqual(await ids(id, del.body.old_main_backup), items, 'the previous MAIN is the backup');
   t.is((await alice.post(`/v1/conversations/${id}/branches/nope/activate`)).status, 404);
+});
+
+test('branches forked from MAIN name the backup as their parent once MAIN is replaced (delete, edit)', async (t) => {
+  const { id, items } = await conversationWith(4);
+  t.is((await alice.post(`/v1/conversations/${id}/branches`, { name: 'side', fork_from_item_id: items[1] })).status, 201);
+  t.is((await alice.post(`/v1/conversations/${id}/branches`, { name: 'deeper', parent_branch: 'side' })).status, 201);
+  const del = await alice.del(`/v1/conversations/${id}/items/${items[3]}`);
+  t.is(del.body.old_main_backup, 'MAIN_backup_1');
+  const parents = async () =>
+    Object.fromEntries((await alice.get(`/v1/conversations/${id}/branches`)).body.data.map((b: any) => [b.name, b.parent_branch]));
+  // `side` holds the history of the MAIN it was forked from, which is now called MAIN_backup_1.
+  t.deepEqual(await parents(), { MAIN_backup_1: null, side: 'MAIN_backup_1', deeper: 'side', MAIN: 'MAIN_backup_1' });
+  t.is((await alice.get(`/v1/conversations/${id}/branches/side`)).body.parent_branch, 'MAIN_backup_1');
+  t.is((await alice.post(`/v1/conversations/${id}/branches`, { name: 'later' })).status, 201);
+  const edit = await alice.post(`/v1/conversations/${id}/items/${items[2]}/edit`, { content: 'again' });
+  t.is(edit.status, 200, JSON.stringify(edit.body));
+  t.is(edit.body.old_main_backup, 'MAIN_backup_2');
+  t.deepEqual(await parents(), { MAIN_backup_1: null, side: 'MAIN_backup_1', deeper: 'side', MAIN_backup_2: 'MAIN_backup_1', later: 'MAIN_backup_2', MAIN: 'MAIN_backup_2' });
+});
+
+test('the branch list is paged like every list (SPEC.md 9): limit/offset, has_more, total_count', async (t) => {
+  const { id } = await conversationWith(2);
+  for (const name of ['b1', 'b2', 'b3']) t.is((await alice.post(`/v1/conversations/${id}/branches`, { name })).status, 201);
+  const all = await alice.get(`/v1/conversations/${id}/branches`);
+  t.is(all.status, 200);
+  t.like(all.body, { object: 'list', has_more: false, total_count: 4, active_branch: 'MAIN' });
+  t.deepEqual(all.body.data.map((b: any) => b.name), ['MAIN', 'b1', 'b2', 'b3'], 'without limit: every branch, oldest first');
+  const page = await alice.get(`/v1/conversations/${id}/branches?limit=2&offset=1`);
+  t.deepEqual(page.body.data.map((b: any) => b.name), ['b1', 'b2']);
+  t.like(page.body, { object: 'list', has_more: true, total_count: 4, active_branch: 'MAIN' });
+  const last = await alice.get(`/v1/conversations/${id}/branches?limit=2&offset=2`);
+  t.deepEqual(last.body.data.map((b: any) => b.name), ['b2', 'b3']);
+  t.false(last.body.has_more);
+  for (const [query, param] of [['limit=0', 'limit'], ['limit=101', 'limit'], ['limit=x', 'limit'], ['offset=-1', 'offset']] as const) {
+    assertBadRequest(t, await alice.get(`/v1/conversations/${id}/branches?${query}`), param);
+  }
 });
 
 test('a branch named like a future backup does not make backups collide', async (t) => {

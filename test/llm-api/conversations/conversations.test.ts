@@ -75,6 +75,21 @@ test('every create limit breach is a 400 naming its param', async (t) => {
   t.is(malformed.status, 200, 'no body at all is an empty create');
 });
 
+test('text limits count characters as SPEC.md and OpenAI do: an emoji is one character, not two', async (t) => {
+  const emoji = (n: number) => '\u{1F600}'.repeat(n); // one character, two UTF-16 units each
+  const created = await alice.post('/v1/conversations', { metadata: { [emoji(64)]: emoji(512) }, title: emoji(256), referrer: emoji(256) });
+  t.is(created.status, 200, JSON.stringify(created.body));
+  t.is(created.body.metadata[emoji(64)], emoji(512));
+  t.is(created.body.title, emoji(256));
+  const updated = await alice.patch(`/v1/conversations/${created.body.id}`, { metadata: { k: emoji(512) }, title: emoji(256) });
+  t.is(updated.status, 200, JSON.stringify(updated.body));
+  // One character more is still a 400 naming the field.
+  assertBadRequest(t, await alice.post('/v1/conversations', { metadata: { k: emoji(513) } }), 'metadata.k');
+  assertBadRequest(t, await alice.post('/v1/conversations', { metadata: { [emoji(65)]: 'v' } }), `metadata.${emoji(65)}`);
+  assertBadRequest(t, await alice.post('/v1/conversations', { title: emoji(257) }), 'title');
+  assertBadRequest(t, await alice.post('/v1/conversations', { referrer: emoji(257) }), 'referrer');
+});
+
 test('an unknown field of a conversation body is a 400 naming it (create, update through POST and PATCH)', async (t) => {
   assertBadRequest(t, await alice.post('/v1/conversations', { metdata: { a: 'b' } }), 'metdata');
   assertBadRequest(t, await alice.post('/v1/conversations', { title: 'x', project: 'proj_x' }), 'project');

@@ -1,6 +1,6 @@
 import test from 'ava';
-import { ManualClock } from '../../../services/kit/index.js';
-import { purgeDeletedConversations } from '../../../services/llm-api/conversations/index.js';
+import { ConfigError, loadConfig, ManualClock } from '../../../services/kit/index.js';
+import { conversationsConfigShape, purgeDeletedConversations } from '../../../services/llm-api/conversations/index.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
@@ -98,4 +98,10 @@ test.serial('the running job erases expired conversations on its own', async (t)
   await alice.del(`/v1/conversations/${id}`);
   clock.advance(31 * DAY);
   t.true(await waitFor(async () => !(await knex()('conversations').where({ id }).first()), 10_000, 'purge job'));
+});
+
+test('a purge interval longer than a timer can wait is refused at start (Node would run the purge every millisecond)', (t) => {
+  const error = t.throws(() => loadConfig(conversationsConfigShape, { CONVERSATION_PURGE_AFTER_DAYS: '30', CONVERSATION_PURGE_INTERVAL_MS: String(30 * DAY) }), { instanceOf: ConfigError });
+  t.is((error as ConfigError).variable, 'CONVERSATION_PURGE_INTERVAL_MS');
+  t.is(loadConfig(conversationsConfigShape, { CONVERSATION_PURGE_INTERVAL_MS: '2147483647' }).CONVERSATION_PURGE_INTERVAL_MS, 2_147_483_647, 'the longest a timer waits (about 24.8 days) is fine');
 });

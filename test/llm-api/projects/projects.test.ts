@@ -43,6 +43,11 @@ test('validation: name required and at most 120 characters; instruction at most 
   assertBadRequest(t, await alice.post('/v1/projects', { name: 5 }), 'name');
   assertBadRequest(t, await alice.post('/v1/projects', { name: 'n'.repeat(121) }), 'name');
   t.is((await alice.post('/v1/projects', { name: 'n'.repeat(120) })).status, 201);
+  // Characters, not UTF-16 units: 120 emoji (240 units) are a name of 120 characters.
+  const emoji = await alice.post('/v1/projects', { name: '\u{1F9A6}'.repeat(120) });
+  t.is(emoji.status, 201, JSON.stringify(emoji.body));
+  t.is(emoji.body.name, '\u{1F9A6}'.repeat(120));
+  assertBadRequest(t, await alice.post('/v1/projects', { name: '\u{1F9A6}'.repeat(121) }), 'name');
   assertBadRequest(t, await alice.post('/v1/projects', { name: 'ok', instruction: 'i'.repeat(32769) }), 'instruction');
   t.is((await alice.post('/v1/projects', { name: 'ok', instruction: 'i'.repeat(32768) })).status, 201);
   const p = await alice.post('/v1/projects', { name: 'patchme' });
