@@ -1,5 +1,5 @@
-import { ApiError, badRequest, decodeUtf8, encodeWithRawMembers, estimateTextTokens, estimateTokens, estimateTokensOf, isPending, notFound, unixSeconds, type Cancellation, type RawJsonMembers, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
-import type { ResolvedModel } from '../models/registry.js';
+import { ApiError, badRequest, decodeUtf8, encodeWithRawMembers, estimateTextTokens, estimateTokens, estimateTokensOf, isPending, unixSeconds, type Cancellation, type RawJsonMembers, type CancelSignal, type Clock, type MaybePromise, type Principal } from '../../kit/index.js';
+import { modelNotFound, type ResolvedModel } from '../models/registry.js';
 import { ClientClosed, type Attempt } from '../routing/failover.js';
 import type { UpstreamResponse } from '../routing/upstream.js';
 import type { UsageMeter, UsageMeters } from '../usage/meter.js';
@@ -122,12 +122,11 @@ function streamUsage(request: ChatRequest, outcome: StreamOutcome): Usage {
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, completion_tokens_details: { reasoning_tokens: estimateTextTokens(outcome.relayedReasoningChars) } };
 }
 
-const modelNotFound = (id: string) => notFound(`The model '${id}' does not exist or you do not have access to it.`, 'model_not_found');
 
 /** The model that serves the request, after the enable_thinking rule. */
 export function chooseModel(registry: ChatDeps['registry'], input: ChatRequest): { model: ResolvedModel; disableThinking: boolean } {
   const model = registry.resolve(input.model);
-  if (!model) throw modelNotFound(input.model);
+  if (!model) throw modelNotFound(input.model, 'model');
   const reasoning = model.catalog.supports_reasoning || model.candidates.some((c) => c.pm.supports_reasoning);
   if (input.deep_research && !reasoning) {
     throw badRequest(`The model '${input.model}' does not support deep_research (it needs a reasoning model)`, 'deep_research');
@@ -232,6 +231,11 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
         firstChunk: dispatched.value.firstChunk,
         rest: dispatched.value.rest,
         clientWantsUsage: request.stream_options?.include_usage === true,
+        // A provider that ignores stream_options sends no usage: the client still gets the estimate that is recorded.
+        usageFallback:
+          request.stream_options?.include_usage === true
+            ? { usage: (outcome) => streamUsage(effective, outcome), model: dispatched.attempt.candidate.pm.model_public_id, created: unixSeconds(deps.clock) }
+            : undefined,
         collect: persist,
         requestId: input.requestId,
         firstChunkExtra: session ? { conversation: session.conversation } : undefined,

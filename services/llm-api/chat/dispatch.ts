@@ -4,6 +4,7 @@ import { failover, planAttempts, type Attempt, type AttemptFailure, type Dispatc
 import type { Random } from '../routing/select.js';
 import { isTimeout, joinUrl, type ProviderCall, type UpstreamResponse } from '../routing/upstream.js';
 import type { BodyChunks } from '../routing/provider-answer.js';
+import { firstReadData } from './stream.js';
 import { clientErrorFor, redactSecrets } from './upstream-errors.js';
 
 /**
@@ -114,13 +115,32 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
         await res.readable();
         first = res.read();
       }
-      if (first !== null) return { ok: true, value: { firstChunk: first, rest: res } };
+      if (first !== null) {
+        const refusal = leadingErrorEvent(first);
+        if (refusal === null) return { ok: true, value: { firstChunk: first, rest: res } };
+        // Nothing has gone to the client yet: an error as the provider's first event fails the
+        // attempt like an error status would, so the client gets a status, not a 200 stream.
+        res.discardRest(DISCARD_UNEXPECTED_BODY);
+        return refusedStream(refusal, attempt, res.statusCode);
+      }
       return fail(new ApiError(502, 'The model provider ended the stream before sending anything'), { retry: true, unhealthy: true }, 'empty stream', res.statusCode);
     } catch (error) {
       res.release();
       if (request.signal.aborted) throw request.signal.reason;
       return fail(new ApiError(502, 'The model provider failed before the stream started'), { retry: true, unhealthy: true }, (error as Error)?.message ?? '', res.statusCode);
     }
+  }
+
+  /**
+   * A stream whose first event is an error: the request's fault when the provider says what an
+   * HTTP 400 would (a known OpenAI code, or a context that is too long), else a provider failure
+   * tried elsewhere (health untouched: the error may be this request's alone).
+   */
+  function refusedStream(payload: string, attempt: Attempt, upstreamStatus: number) {
+    const detail = redactSecrets(payload, [attempt.candidate.provider.apiKey]);
+    const client = clientErrorFor(400, payload, deps.knownFields);
+    if (client.code !== 'upstream_invalid_request') return fail(client, { retry: false, unhealthy: false }, detail, upstreamStatus);
+    return fail(new ApiError(502, 'The model provider reported an error before the stream started'), { retry: true, unhealthy: false }, detail, upstreamStatus);
   }
 
   /** One log line per upstream failure, naming the provider and the endpoint; the upstream text is redacted. */
@@ -145,6 +165,22 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
       logUpstream(attempt, requestId, 'upstream stream failure', { failure: kind, upstream_error: redactSecrets(detail, [attempt.candidate.provider.apiKey]) });
     },
   };
+}
+
+const ERROR_KEY = Buffer.from('"error"');
+
+/**
+ * The data of a stream's first event (comments and data-less events before it skipped) when that
+ * event is an error (`data: {"error": …}`), else null. `first` is the provider's first read; it is
+ * decoded and split only when it holds `"error"` at all, so a stream pays one byte search.
+ */
+export function leadingErrorEvent(first: Uint8Array): string | null {
+  const bytes = Buffer.isBuffer(first) ? first : Buffer.from(first.buffer, first.byteOffset, first.byteLength);
+  if (bytes.indexOf(ERROR_KEY) < 0) return null;
+  // Not JSON, or cut by the end of the read: the relay's business, as any later event's.
+  const data = firstReadData(bytes);
+  const value = data?.value as { error?: unknown } | null | undefined;
+  return value && typeof value === 'object' && value.error ? data!.payload : null;
 }
 
 /** An endpoint URL without any user:password part (some operators put credentials there). */

@@ -1,4 +1,4 @@
-import { ApiError, errorBody, isDependencyUnavailable, SseEventTooLarge, SseSplitter, type CancelSignal } from '../../kit/index.js';
+import { ApiError, completionId, errorBody, isDependencyUnavailable, SseEventTooLarge, SseSplitter, type CancelSignal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import type { BodyChunks } from '../routing/provider-answer.js';
 import { cleanUsage, usageCopy, type InvalidCountLog } from '../usage/token-counts.js';
@@ -69,6 +69,12 @@ export interface RelayOptions {
   /** Aborted with `ClientClosed` when the client leaves, or with an ApiError (504) at the deadline. */
   signal: CancelSignal;
   onUpstreamError(detail: string, kind: Exclude<StreamOutcomeKind, 'ok' | 'client_closed'>): void;
+  /**
+   * With `clientWantsUsage`: the usage a stream ends with when the provider reported none (it
+   * ignored `stream_options`), sent as OpenAI sends it, a chunk with `choices: []` before `[DONE]`,
+   * with the id, `created` and `model` of the provider's first chunk (else a new id and these).
+   */
+  usageFallback?: { usage(outcome: StreamOutcome): Usage; model: string; created: number };
   /** Where a usage count that is not a non-negative integer is logged, with `requestId` (taken as 0, or absent for reasoning tokens). */
   usageLog?: InvalidCountLog;
   /**
@@ -167,6 +173,45 @@ export function countAnswerText(text: string, counts: { relayedChars: number; re
   }
 }
 
+/** The data of one event (its `data:` lines joined, as the format says), without parsing it. */
+function eventData(event: string): string {
+  return event
+    .split('\n')
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
+    .join('\n');
+}
+
+/**
+ * The first event with data in a provider's first read (comments and data-less events before it
+ * skipped): its data and that parsed, or undefined when there is none or it is not (whole) JSON.
+ * For the rare paths that look at a stream's start; the relay itself never decodes a read twice.
+ */
+export function firstReadData(first: Uint8Array): { payload: string; value: unknown } | undefined {
+  const text = Buffer.from(first.buffer, first.byteOffset, first.byteLength).toString('utf8').replace(/\r\n?/g, '\n');
+  for (const event of text.split('\n\n')) {
+    if (!event.includes('data:')) continue;
+    const payload = eventData(event);
+    try {
+      return { payload, value: JSON.parse(payload) as unknown };
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/** The id, `created` and `model` of the provider's first chunk (each only when well typed). */
+function chunkIdentity(first: Uint8Array): { id?: string; created?: number; model?: string } {
+  const chunk = firstReadData(first)?.value as ChatCompletionChunk | null | undefined;
+  if (!chunk || typeof chunk !== 'object') return {};
+  return {
+    id: typeof chunk.id === 'string' ? chunk.id : undefined,
+    created: Number.isInteger(chunk.created) ? (chunk.created as number) : undefined,
+    model: typeof chunk.model === 'string' ? chunk.model : undefined,
+  };
+}
+
 const errorEvent = (status: number, message: string, requestId: string, code?: string): StreamEvent => {
   const body = errorBody(status, message, { code, requestId });
   return { type: 'error', error: body.error as ErrorPayload };
@@ -222,11 +267,7 @@ class StreamRelay {
     // Without data, only comments (keep-alives) pass: the SDKs parse every other event's data as
     // JSON, and an `event: ping` with none breaks their stream.
     if (!event.includes('data:')) return event.trim() && isCommentsOnly(event) ? { type: 'raw', text: event } : null;
-    const payload = event
-      .split('\n')
-      .filter((line) => line.startsWith('data:'))
-      .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
-      .join('\n');
+    const payload = eventData(event);
     if (payload.trim() === '[DONE]') return 'done';
     let chunk: ChatCompletionChunk & { error?: unknown };
     try {
@@ -387,6 +428,8 @@ class StreamRelay {
         yield errorEvent(502, 'The model provider reported an error during the stream', this.options.requestId);
         return;
       }
+      // The client asked for usage and the provider sent none: the chunk it was promised (rare path).
+      if (this.result.usage === null && this.options.clientWantsUsage && this.options.usageFallback) yield this.usageChunk(this.options.usageFallback);
       // [DONE] means the exchange is stored: the next turn, sent once the client has it, reads it.
       if (this.options.save) {
         const failed = await this.store(true);
@@ -405,6 +448,15 @@ class StreamRelay {
       if (this.options.save && !this.saved) await this.store(false);
       this.settle(this.result);
     }
+  }
+
+  /** The usage-only chunk of a stream whose provider reported no usage (see `usageFallback`). */
+  private usageChunk(fallback: NonNullable<RelayOptions['usageFallback']>): StreamEvent {
+    const first = chunkIdentity(this.options.firstChunk);
+    return {
+      type: 'chunk',
+      chunk: { id: first.id ?? completionId(), object: 'chat.completion.chunk', created: first.created ?? fallback.created, model: first.model ?? fallback.model, choices: [], usage: fallback.usage(this.result) },
+    };
   }
 
   private classify(error: unknown) {

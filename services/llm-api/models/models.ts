@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { diff, type CatalogRow, type ModelsStore, type ProviderModelRow, type ProvidersStore } from '../../../domains/catalog/index.js';
 import { badRequest, notFound, recordEvent, unixSeconds, type Clock, type Page, listEnvelope } from '../../kit/index.js';
-import type { ModelRegistry } from './registry.js';
+import { modelNotFound, type ModelRegistry } from './registry.js';
 import { catalogView, modelEntry, providerModelView } from './types.js';
 import type { PatchCatalogInput, PatchProviderModelInput } from './schemas.js';
 
@@ -15,7 +15,6 @@ export interface ModelDeps {
   registry: Pick<ModelRegistry, 'listing' | 'resolve' | 'reload'>;
 }
 
-const modelNotFound = (id: string) => notFound(`The model '${id}' does not exist or you do not have access to it.`, 'model_not_found');
 const nowIso = (deps: ModelDeps) => new Date(deps.clock.now()).toISOString();
 
 /** GET /v1/models from memory: active models of active providers, best provider per model. */
@@ -37,7 +36,7 @@ export function listModels(deps: ModelDeps, withProvider: boolean) {
 
 export function retrieveModel(deps: ModelDeps, publicId: string) {
   const model = deps.registry.resolve(publicId);
-  if (!model) throw modelNotFound(publicId);
+  if (!model) throw modelNotFound(publicId, 'model');
   return modelEntry(model);
 }
 

@@ -7,7 +7,14 @@ import {
   type ProviderRow,
   type ProvidersStore,
 } from '../../../domains/catalog/index.js';
-import { runEvery, type Logger, type Periodic, type SecretBox } from '../../kit/index.js';
+import { notFound, runEvery, type Logger, type Periodic, type SecretBox } from '../../kit/index.js';
+
+/**
+ * OpenAI's 404 for a model id that resolves to nothing. `param` names the request field that gave
+ * it (`model` in a chat body or the model path of `GET /v1/models/{model}`: `err.param` in the SDKs).
+ */
+export const modelNotFound = (id: string, param: string | null = null) =>
+  notFound(`The model '${id}' does not exist or you do not have access to it.`, 'model_not_found', param ?? undefined);
 
 /**
  * The in-memory view of providers and models that the hot path reads: model resolution and the

@@ -165,6 +165,10 @@ test('error classes: 401, 403, 404 model_not_found, 400 with param, 429 after fa
   t.is((forbidden as APIError).type, 'permission_error');
   const missing = await t.throwsAsync(client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }), { instanceOf: NotFoundError });
   t.is((missing as APIError).code, 'model_not_found');
+  // The body field that named the unknown model (as any other bad field is named); a stream request is refused the same way, before any byte.
+  t.is((missing as APIError).param, 'model');
+  const missingStream = await t.throwsAsync(client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }], stream: true }), { instanceOf: NotFoundError });
+  t.like((missingStream as APIError).error, { code: 'model_not_found', param: 'model' });
   const bad = await t.throwsAsync(client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }), { instanceOf: BadRequestError });
   t.is((bad as APIError).param, 'top_logprobs');
   t.is((bad as APIError).message, "400 The 'top_logprobs' parameter is only allowed when 'logprobs' is enabled.");

@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
@@ -21,7 +23,36 @@ test.after.always(async () => {
 });
 
 const chat = (model: string, content = 'hi') => h.call('POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content }] }, h.user);
-const streamChat = (model: string) => h.call('POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], stream: true }, h.user);
+const streamChat = (model: string, content = 'hi') => h.call('POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content }], stream: true }, h.user);
+
+/**
+ * A provider that accepts every stream (200, text/event-stream) and sends an error event as its
+ * first event (as vLLM does when the engine fails before the first token): `#context` in the last
+ * user message makes it a context-length error, otherwise an engine failure quoting a secret.
+ */
+async function leadingErrorUpstream(models: string[]): Promise<{ url: string; chats(): number; close(): Promise<void> }> {
+  let chats = 0;
+  const server = http.createServer(async (req, res) => {
+    let raw = '';
+    for await (const piece of req) raw += String(piece);
+    if (req.method === 'GET') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ object: 'list', data: models.map((id) => ({ id, object: 'model', created: 1700000000, owned_by: 'lead' })) }));
+    }
+    chats++;
+    const error = raw.includes('#context')
+      ? { message: "This model's maximum context length is 4096 tokens. However, you requested 9000 tokens.", type: 'BadRequestError', param: null, code: 400 }
+      : { message: 'engine dead at 10.0.0.7 key sk-secret-engine-key-123456', type: 'InternalServerError', param: null, code: 500 };
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end(`: first\n\ndata: ${JSON.stringify({ error })}\n\ndata: [DONE]\n\n`);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    chats: () => chats,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
 
 test.serial('failover across two endpoints when one is down; passive health marks it, the probe restores it', async (t) => {
   const primary = await fake('primary', ['ep-model']);
@@ -156,4 +187,35 @@ test.serial('a model no reachable provider ever listed answers 404 model_not_fou
   await h.call('POST', '/v1/admin/providers', { name: 'Ghost', vendor: 'fake', base_url: 'http://127.0.0.1:9/v1' });
   t.is((await chat('ghost-model')).status, 404);
   t.is((await chat('ghost-model')).body.error.code, 'model_not_found');
+});
+
+test.serial("a stream whose provider's first event is an error is failed over before the 200; with no provider left, a JSON error", async (t) => {
+  const leading = await leadingErrorUpstream(['lead-model', 'lead-only']);
+  t.teardown(() => leading.close());
+  const healthy = await fake('after-lead', ['lead-model']);
+  // Registered first, so the provider with the error event is tried first.
+  await h.call('POST', '/v1/admin/providers', { name: 'Leading', vendor: 'fake', base_url: leading.url });
+  await h.call('POST', '/v1/admin/providers', { name: 'AfterLead', vendor: 'fake', base_url: healthy.url });
+
+  const served = await streamChat('lead-model');
+  t.is(served.status, 200);
+  t.true(String(served.body).includes('"content":" after-lead"'));
+  t.true(String(served.body).endsWith('data: [DONE]\n\n'));
+  t.false(String(served.body).includes('"error"'));
+  t.is(leading.chats(), 1);
+
+  // Nothing was sent yet: the client gets a status it (and its SDK's retries) can act on, not a 200 stream.
+  const failed = await streamChat('lead-only');
+  t.is(failed.status, 502);
+  t.regex(failed.headers.get('content-type')!, /^application\/json/);
+  t.like(failed.body.error, { type: 'internal_error', code: 'upstream_error' });
+  t.false(JSON.stringify(failed.body).includes('secret'));
+  t.false(JSON.stringify(failed.body).includes('10.0.0.7'));
+
+  // An error the request caused (its context is too long) is the client's 400, as the provider's HTTP 400 would be; not tried elsewhere.
+  const before = healthy.chatCount();
+  const tooLong = await streamChat('lead-model', 'a long story #context');
+  t.is(tooLong.status, 400);
+  t.like(tooLong.body.error, { type: 'invalid_request_error', code: 'context_length_exceeded', param: 'messages' });
+  t.is(healthy.chatCount(), before);
 });

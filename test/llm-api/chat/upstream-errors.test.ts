@@ -1,4 +1,5 @@
 import test from 'ava';
+import { leadingErrorEvent } from '../../../services/llm-api/chat/dispatch.js';
 import { clientErrorFor, redactSecrets } from '../../../services/llm-api/chat/upstream-errors.js';
 
 const fields = new Set(['messages', 'temperature', 'tools']);
@@ -37,4 +38,19 @@ test('an upstream 4xx becomes our message: known codes and request params map, f
   t.is(worded.param, 'messages');
   t.is(clientErrorFor(413, 'too big', fields).status, 413);
   t.is(clientErrorFor(400, '<html>proxy error at 10.0.0.7</html>', fields).message, 'The model provider rejected the request (upstream status 400)');
+});
+
+test("a stream's leading error event: found after comments and data-less events, with CRLF; not when other data comes first or the word is only text", (t) => {
+  const error = JSON.stringify({ error: { message: 'boom', code: 'x' } });
+  const chunk = (text: string) => Buffer.from(text);
+  t.is(leadingErrorEvent(chunk(`data: ${error}\n\n`)), error);
+  t.is(leadingErrorEvent(chunk(`: hello\r\n\r\nevent: ping\r\n\r\nevent: error\r\ndata: ${error}\r\n\r\n`)), error);
+  // Not cut yet by a blank line, but whole: the provider closed after it.
+  t.is(leadingErrorEvent(chunk(`data: ${error}`)), error);
+  const role = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: '' } }] })}\n\n`;
+  t.is(leadingErrorEvent(chunk(`${role}data: ${error}\n\n`)), null, 'an error after the first data event is the relay\'s');
+  t.is(leadingErrorEvent(chunk(`data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta: { content: '"error"' } }], error: null })}\n\n`)), null);
+  t.is(leadingErrorEvent(chunk(`data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, finish_reason: 'error', delta: {} }] })}\n\n`)), null);
+  t.is(leadingErrorEvent(chunk(`data: {"error": {"message": "cut in the mid`)), null);
+  t.is(leadingErrorEvent(new Uint8Array(chunk(`data: ${error}\n\n`))), error, 'a Uint8Array that is not a Buffer');
 });

@@ -110,6 +110,24 @@ test.serial('events without data (event: ping, id, retry) are dropped, comments 
   t.true(raw.endsWith('data: [DONE]\n\n'));
 });
 
+test.serial('include_usage from a provider that sends no usage: the SDK still reads the usage chunk (choices: []) last, before [DONE]', async (t) => {
+  const stream = await client.chat.completions.create({ model: 'hostile-model', messages: [{ role: 'user', content: 'count me' }], stream: true, stream_options: { include_usage: true } });
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  t.is(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'Hello world');
+  const last = chunks.at(-1)!;
+  t.deepEqual(last.choices, []);
+  t.like(last, { id: 'chatcmpl-h', object: 'chat.completion.chunk', created: 1, model: 'hostile-model' });
+  t.true(last.usage!.prompt_tokens > 0);
+  t.true(last.usage!.completion_tokens > 0);
+  t.is(last.usage!.total_tokens, last.usage!.prompt_tokens + last.usage!.completion_tokens);
+  t.is(chunks.filter((c) => c.usage).length, 1);
+  const raw = await (await client.chat.completions.create({ model: 'hostile-model', messages: [{ role: 'user', content: 'count me' }], stream: true, stream_options: { include_usage: true } }).asResponse()).text();
+  const events = raw.split('\n\n').filter(Boolean);
+  t.is(events.at(-1), 'data: [DONE]');
+  t.like(JSON.parse(events.at(-2)!.slice(6)), { object: 'chat.completion.chunk', choices: [] });
+});
+
 test.serial('an event over LLM_SSE_MAX_EVENT_BYTES cuts the upstream; the client gets a clear error event', async (t) => {
   const cutBefore = hostile.cut();
   const raw = await (await client.chat.completions.create({ model: 'hostile-model', messages: [{ role: 'user', content: '#bigevent:8000000' }], stream: true }).asResponse()).text();

@@ -148,3 +148,37 @@ test("a stream with the provider's usage report records and charges it exactly, 
   t.like(records[0], { outcome: 'ok', status: 200, usage_estimated: false, prompt_tokens: 7, completion_tokens: 3, total_tokens: 10, cost_micro_usd: 7 + 300 });
   t.deepEqual(settled, [{ cost: 307, tokens: 10 }]);
 });
+
+test('include_usage with a provider that sends no usage (it ignored stream_options): the stream still ends with the usage chunk, the estimate that is recorded', async (t) => {
+  const { deps, records } = setup();
+  const first = event({ id: 'chatcmpl-up', object: 'chat.completion.chunk', created: 1_699_999_999, model: 'up-model', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] });
+  deps.dispatcher.stream = async (_attempts, request) => {
+    const feed = fedAnswer({ signal: request.signal });
+    feed.push(delta({ content: 'A story without a count.' }) + event({ id: 'chatcmpl-up', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }) + 'data: [DONE]\n\n');
+    feed.end();
+    return { value: { firstChunk: Buffer.from(first), rest: feed.answer }, attempt: { candidate, endpoint: candidate.provider.endpoints[0]! } as never, tries: 1 };
+  };
+  const result = await completeChat(deps, principal, { request: { ...request(), stream_options: { include_usage: true } }, requestId: 'r-no-usage' }, new AbortController());
+  if (result.kind !== 'stream') return t.fail();
+  const events: StreamEvent[] = [];
+  for await (const e of result.events) events.push(e);
+  t.is(events.at(-1)!.type, 'done');
+  const usageEvent = events.at(-2)!;
+  if (usageEvent.type !== 'chunk') return t.fail(`expected the usage chunk before done, got ${usageEvent.type}`);
+  await result.done;
+  t.like(records[0], { outcome: 'ok', usage_estimated: true });
+  // The chunk OpenAI ends an include_usage stream with: the stream's id, created and model, no choices.
+  t.like(usageEvent.chunk, { id: 'chatcmpl-up', object: 'chat.completion.chunk', created: 1_699_999_999, model: 'up-model', choices: [] });
+  t.like(usageEvent.chunk.usage, { prompt_tokens: records[0]!.prompt_tokens, completion_tokens: records[0]!.completion_tokens, total_tokens: records[0]!.total_tokens });
+  t.true(records[0]!.completion_tokens > 0);
+
+  // Without include_usage, nothing is added.
+  const plain = setup();
+  plain.deps.dispatcher.stream = deps.dispatcher.stream;
+  const quiet = await completeChat(plain.deps, principal, { request: request(), requestId: 'r-no-usage-quiet' }, new AbortController());
+  if (quiet.kind !== 'stream') return t.fail();
+  const types: string[] = [];
+  for await (const e of quiet.events) types.push(e.type);
+  t.deepEqual(types.filter((type) => type === 'chunk'), []);
+  t.is(types.at(-1), 'done');
+});

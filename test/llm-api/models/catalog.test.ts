@@ -51,6 +51,10 @@ test.serial('catalog entry by public id with slashes; unknown → 404 model_not_
   t.is(missing.body.error.code, 'model_not_found');
   const retrieve = await h.call('GET', `/v1/models/${SLASHED}`, undefined, h.user);
   t.is(retrieve.body.id, SLASHED);
+  // GET /v1/models/{model} with an unknown id: OpenAI's 404, naming the `model` parameter.
+  const unknown = await h.call('GET', '/v1/models/nope/nothing', undefined, h.user);
+  t.is(unknown.status, 404);
+  t.like(unknown.body.error, { code: 'model_not_found', param: 'model' });
 });
 
 test.serial('manual catalog update is protected from synchronisation; unpatched fields still sync', async (t) => {
