@@ -93,8 +93,9 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
       return refuse(request, 401, `${config.header_name} must carry exactly one API key`, keyHeader);
     }
     const bearer = config.accept_bearer ? BEARER_KEY.exec(firstHeader(request.headers, 'authorization') ?? '') : null;
-    const fromBearer = bearer !== null;
-    if ((apiKey === undefined || apiKey === '') && bearer) apiKey = bearer[1]!;
+    // The key header wins over a Bearer key: the one checked is the one a refusal names.
+    const fromBearer = (apiKey === undefined || apiKey === '') && bearer !== null;
+    if (fromBearer) apiKey = bearer[1]!;
     if (apiKey === undefined || apiKey === '') {
       if (request.shared.jwt) return CONTINUE;
       return config.anonymous ? { kind: 'continue', anonymous: config.anonymous } : deny(401, MISSING_CREDENTIALS_MESSAGE);
@@ -117,7 +118,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
     if (request.shared.jwt && personOf(request.shared.jwt) !== personOf(found)) {
       return deny(401, 'The bearer token and the API key belong to different users');
     }
-    return { kind: 'continue', identity: found, removeUpstream: fromBearer ? removeKeyAndBearer : removeKey };
+    return { kind: 'continue', identity: found, removeUpstream: removeKeyAndBearerIfAny(request) };
   }
 
   /** The key never goes upstream, even when it was ignored. */

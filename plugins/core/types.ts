@@ -143,6 +143,17 @@ export function firstHeader(headers: HeaderMap, name: string): string | undefine
   return Array.isArray(value) ? value[0] : value;
 }
 
+/**
+ * A value a host can send upstream as a header: what an HTTP/1.1 field value may hold (RFC 9110:
+ * visible characters, spaces, tabs, and obs-text, which Node sends as Latin-1). A verified claim
+ * outside it (a Unicode name an external issuer signed, a line break) would make the embedded
+ * edge's upstream request throw (a 500 on every request of that user).
+ */
+export function fitsInHeader(value: string): boolean {
+  return HEADER_VALUE.test(value);
+}
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 /** The identity the auth plugins verified for this request (a token wins over a key), if any. */
 export const identityOf = (shared: SharedContext): VerifiedIdentity | undefined => shared.jwt ?? shared.apikey;
 

@@ -1,5 +1,5 @@
 import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, startsWithAny } from '../../services/kit/core/index.js';
-import { deny, identityOf, INVALID_TOKEN_CHALLENGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import { deny, fitsInHeader, identityOf, INVALID_TOKEN_CHALLENGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import type { Decision, EdgeRequest, PluginCore, SharedContext } from '../core/index.js';
 import type { IdentityHeadersConfig } from './schema.js';
 
@@ -20,8 +20,12 @@ export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore
   const prefixes = config.strip_header_prefixes.map((p) => p.toLowerCase());
   const exact = new Set(config.strip_headers.map((h) => h.toLowerCase()));
 
+  const guarded = (lower: string) => exact.has(lower) || startsWithAny(lower, prefixes) || lower === IDENTITY_HEADERS.authMethod || lower.startsWith('x-user-') || lower === GATEWAY_TOKEN_HEADER;
+
   function access(request: EdgeRequest): Decision {
     if (config.refuse_anonymous && request.shared.anonymous && !identityOf(request.shared)) return anonymousRefusal(request.shared);
+    const dropped = connectionOption(request.headers.connection, guarded);
+    if (dropped !== null) return deny(400, `The Connection header may not name ${dropped}: the gateway removes or sets that header for the service`, { param: 'Connection' });
     const removeUpstream: string[] = [];
     for (const name of Object.keys(request.headers)) {
       const lower = name.toLowerCase();
@@ -34,14 +38,33 @@ export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore
       setUpstream[IDENTITY_HEADERS.authMethod] = identity.authMethod;
       setUpstream[IDENTITY_HEADERS.userId] = identity.userId;
       setUpstream[IDENTITY_HEADERS.subject] = identity.subject;
-      if (identity.email) setUpstream[IDENTITY_HEADERS.email] = identity.email;
-      if (identity.username) setUpstream[IDENTITY_HEADERS.username] = identity.username;
+      // A name or e-mail no header can carry is left out (the service sees none), never a failed request.
+      if (identity.email && fitsInHeader(identity.email)) setUpstream[IDENTITY_HEADERS.email] = identity.email;
+      if (identity.username && fitsInHeader(identity.username)) setUpstream[IDENTITY_HEADERS.username] = identity.username;
       if (identity.authMethod === 'apikey' && identity.keyId) setUpstream[IDENTITY_HEADERS.apiKeyId] = identity.keyId;
     }
     return { kind: 'continue', removeUpstream, setUpstream };
   }
 
   return { access };
+}
+
+/**
+ * The first header the request's `Connection` header names (any case, repeated or comma-joined)
+ * that `guarded` holds, or null. Kong clears every header `Connection` names after the access
+ * phase (its runloop's hop-by-hop clearing), so such a request would reach the service without the
+ * identity headers set here: without `X-User-Key-Id` a key's own budget and model allow-list
+ * would not apply, without `X-User-ID` it would be anonymous. No client needs to name them.
+ */
+function connectionOption(value: string | string[] | undefined, guarded: (lower: string) => boolean): string | null {
+  if (value === undefined) return null;
+  for (const line of Array.isArray(value) ? value : [value]) {
+    for (const option of line.split(',')) {
+      const name = option.trim().toLowerCase();
+      if (name !== '' && guarded(name)) return name.slice(0, 64);
+    }
+  }
+  return null;
 }
 
 /** 503 when a credential could not be checked (and none succeeded); otherwise 401 with the reasons. */

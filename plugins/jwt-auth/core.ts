@@ -1,7 +1,7 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
 import { systemClock, type Clock, type MaybePromise } from '../../services/kit/core/index.js';
 import { deny, INVALID_CREDENTIALS_MESSAGE, INVALID_TOKEN_CHALLENGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
-import { CONTINUE, firstHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger } from '../core/index.js';
+import { CONTINUE, firstHeader, fitsInHeader, isPreflight, silentLogger, type Decision, type EdgeRequest, type PluginCore, type PluginLogger } from '../core/index.js';
 import { JwksCache, JwksUnavailableError } from './jwks.js';
 import type { JwtAuthConfig } from './schema.js';
 
@@ -95,6 +95,9 @@ export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): Pl
     }
     const userId = payload[config.user_id_claim];
     if (typeof userId !== 'string' || userId.length === 0 || userId.length > 256) return refuse('Token has no subject');
+    const subject = typeof payload.sub === 'string' ? payload.sub : userId;
+    // The user travels upstream in X-User-ID and X-User-Subject: a value no header can carry names no user the services can see.
+    if (!fitsInHeader(userId) || !fitsInHeader(subject)) return refuse('Token subject cannot be passed on');
     const email = typeof payload.email === 'string' ? payload.email : null;
     const username = typeof payload.preferred_username === 'string' ? payload.preferred_username : null;
     return {
@@ -102,7 +105,7 @@ export function createJwtAuth(config: JwtAuthConfig, deps: JwtAuthDeps = {}): Pl
       identity: {
         authMethod: 'jwt',
         userId,
-        subject: typeof payload.sub === 'string' ? payload.sub : userId,
+        subject,
         email,
         username,
         isGuest: payload[config.guest_claim] === true,

@@ -16,7 +16,9 @@ export class JwksUnavailableError extends Error {
  * the issuer removed stops being trusted within that time. A token whose `kid` is unknown triggers
  * a refetch earlier (key rotation needs no restart), at most once per cool-down period; concurrent
  * misses share one fetch. A failed refetch keeps the keys already known while they are younger than
- * the maximum age; past it they are dropped (no keys → 503), never trusted indefinitely.
+ * the maximum age; past it they are dropped (no keys → 503), never trusted indefinitely. A failed
+ * fetch is retried at most once per cool-down too: while the issuer is down (first load, or past
+ * the maximum age) requests are answered 503 at once, not each with a fetch of its own.
  */
 export class JwksCache {
   private resolver: KeyResolver | null = null;
@@ -34,14 +36,20 @@ export class JwksCache {
 
   /** The key resolver for a token header; refetches once (cool-down permitting) when the kid is unknown. */
   async resolverFor(header: { kid?: string }): Promise<KeyResolver> {
-    const stale = () => this.options.clock.now() - this.loadedAt >= this.options.maxAgeMs;
-    if (stale()) await this.refresh().catch(() => {});
+    const now = this.options.clock.now();
+    if (now - this.loadedAt >= this.options.maxAgeMs) {
+      // A fetch in flight is shared; one that failed (the last fetch did not load the keys in hand)
+      // is retried once the cool-down has passed, not on every request while the issuer is down.
+      const failedRecently = this.lastFetch > this.loadedAt && now - this.lastFetch < this.options.cooldownMs;
+      if (this.inflight || !failedRecently) await this.refresh().catch(() => {});
+    }
     const known = () => this.resolver !== null && (header.kid === undefined || this.kids.has(header.kid));
     if (!known() && this.inflight) await this.inflight.catch(() => {});
     if (!known() && this.options.clock.now() - this.lastFetch >= this.options.cooldownMs) {
       await this.refresh().catch(() => {});
     }
-    if (!this.resolver) throw new JwksUnavailableError('no keys could be loaded');
+    // Keys past the maximum age are never used, whichever fetch failed last.
+    if (!this.resolver || this.options.clock.now() - this.loadedAt >= this.options.maxAgeMs) throw new JwksUnavailableError('no keys could be loaded');
     return this.resolver;
   }
 

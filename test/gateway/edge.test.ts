@@ -257,3 +257,43 @@ test.serial('validator down → 503 at the edge, the request is not passed throu
     edge.validator.setMode('normal');
   }
 });
+
+test.serial('a token whose name or e-mail cannot travel in a header is served without that header; one whose subject cannot is 401, never a 500', async (t) => {
+  // Over HTTP a header value holds Latin-1 at most; an external issuer (Keycloak) may sign any Unicode name.
+  const named = await token({ preferred_username: '李雷', email: '用户@例子.test' }, { sub: 'user_cjk' });
+  const res = await call('/v1/models', { headers: { authorization: `Bearer ${named}` } });
+  t.is(res.status, 200);
+  const headers = (res.json as Echo).headers;
+  t.like(headers, { 'x-auth-method': 'jwt', 'x-user-id': 'user_cjk' });
+  t.false('x-user-username' in headers);
+  t.false('x-user-email' in headers);
+  // Latin-1 still travels as before.
+  const latin = await call('/v1/models', { headers: { authorization: `Bearer ${await token({ preferred_username: 'josé' }, { sub: 'user_latin' })}` } });
+  t.is(latin.status, 200);
+  t.is((latin.json as Echo).headers['x-user-username'], 'josé');
+  const before = edge.upstream.seen.length;
+  for (const sub of ['用户', 'user_a\r\nx-user-id: admin']) {
+    const refused = await call('/v1/models', { headers: { authorization: `Bearer ${await token({}, { sub })}` } });
+    t.is(refused.status, 401, sub);
+    t.like(refused.json.error, { type: 'auth_error', code: 'unauthorized' });
+  }
+  t.is(edge.upstream.seen.length, before);
+});
+
+test.serial('a Connection header naming an identity header is refused at the edge (Kong would drop those headers after the plugins)', async (t) => {
+  const key = edge.validator.add('user_conn');
+  const before = edge.upstream.seen.length;
+  const answer = await new Promise<{ status: number; body: string; requestId: string | undefined }>((resolve, reject) => {
+    const req = httpRequest(`${edge.url}/v1/chat/completions`, { method: 'POST', headers: { 'x-api-key': key.key, connection: 'keep-alive, X-User-Key-Id', 'content-type': 'application/json' } }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, body, requestId: res.headers['x-request-id'] as string | undefined }));
+    });
+    req.on('error', reject);
+    req.end('{"model":"m"}');
+  });
+  t.is(answer.status, 400);
+  const error = (JSON.parse(answer.body) as { error: Record<string, unknown> }).error;
+  t.like(error, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'Connection', request_id: answer.requestId });
+  t.is(edge.upstream.seen.length, before);
+});

@@ -101,6 +101,15 @@ test.serial("a refusal's param names the header the key came in: a configured he
     t.is(status(decision), 401);
     t.is((errorOf(decision) as { param?: string }).param, 'Authorization', sent);
   }
+  // A key in X-API-Key is the one checked (and named) even beside a Bearer key, which still never goes upstream.
+  for (const sent of [unknown, 'garbage']) {
+    const decision = await plugin().core.access(request({ 'x-api-key': sent, authorization: `Bearer sk_${'w'.repeat(32)}` }));
+    t.is(status(decision), 401);
+    t.is((errorOf(decision) as { param?: string }).param, 'X-API-Key', sent);
+  }
+  const owner = validator.add('user_both_headers');
+  const both = await plugin().core.access(request({ 'x-api-key': owner.key, authorization: `Bearer sk_${'w'.repeat(32)}` }));
+  t.like(both, { kind: 'continue', removeUpstream: ['x-api-key', 'authorization'] });
   // With an anonymous fallback the failure carries the header, for the final refusal to name.
   const fallback = await plugin({ header_name: 'X-Gateway-Key', anonymous: 'anonymous' }).core.access(request({ 'x-gateway-key': unknown }));
   t.like(fallback, { kind: 'continue', failure: { param: 'X-Gateway-Key' } });

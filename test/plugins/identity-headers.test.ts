@@ -93,3 +93,23 @@ test("the anonymous refusal names the header of a lone refused credential, and n
   t.like(errorOf(refuse([token, key])), { message: 'Token expired; Invalid API key', param: null });
   t.like(errorOf(refuse([token])), { param: null });
 });
+
+// Kong clears every header a request's `Connection` names after the access phase (its runloop's
+// "clear hop-by-hop request headers"), so the headers this plugin sets would be dropped on the way.
+test('a Connection header naming a header the edge sets or strips is refused (400), in any case, repeated or not', (t) => {
+  const apikey = { ...identity('apikey', 'user_k'), keyId: 'key_budgeted' };
+  for (const connection of ['X-User-Key-Id', 'keep-alive, x-user-key-id', 'close,X-Gateway-Token', 'X-AUTH-METHOD', ' x-user-id ', 'x-user-whatever', 'x-api-key']) {
+    const decision = core.access({ method: 'POST', path: '/v1/chat/completions', headers: { connection }, clientIp: '1.2.3.4', shared: { apikey } }) as Decision;
+    t.is(decision.kind, 'respond', connection);
+    if (decision.kind !== 'respond') continue;
+    t.is(decision.status, 400);
+    t.like((decision.body as { error: object }).error, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'Connection' });
+  }
+  // Kong's multimap: a repeated Connection header is a list of lines.
+  const repeated = core.access({ method: 'GET', path: '/v1/models', headers: { connection: ['keep-alive', 'X-User-Email'] }, clientIp: '1.2.3.4', shared: { apikey } }) as Decision;
+  t.is(repeated.kind, 'respond');
+  // Ordinary connection options pass.
+  for (const connection of ['keep-alive', 'close', 'Upgrade', 'keep-alive, te', 'x-custom-hop']) {
+    t.is((core.access({ method: 'GET', path: '/v1/models', headers: { connection }, clientIp: '1.2.3.4', shared: { apikey } }) as Decision).kind, 'continue', connection);
+  }
+});

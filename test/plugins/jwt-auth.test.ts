@@ -218,7 +218,81 @@ test('past the maximum age a JWKS that cannot be fetched is not trusted any more
   clock.advance(601_000);
   refused(t, await core.access(bearer(await token())), 503);
   up = true;
+  // The failed fetch is retried once its cool-down (30 s by default) has passed.
+  clock.advance(30_000);
   t.is((await core.access(bearer(await token()))).kind, 'continue');
+});
+
+test('a JWKS that cannot be fetched is retried at most once per cool-down, not once per request (first load and past the maximum age)', async (t) => {
+  const clock = new ManualClock(NOW);
+  let up = false;
+  let fetches = 0;
+  const fetchJwks: typeof fetch = async () => {
+    fetches++;
+    if (!up) throw new Error('connection refused');
+    return new Response(JSON.stringify({ keys: [issuer.keys[0]!.jwk] }), { status: 200 });
+  };
+  const config = parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: 'http://jwks.invalid/', jwks_max_age_seconds: 600, jwks_refresh_cooldown_seconds: 30 });
+  const core = createJwtAuth(config, { clock, fetch: fetchJwks });
+  const token = () => issuer.sign({}, { key: issuer.keys[0], iat: Math.floor(clock.now() / 1000), exp: Math.floor(clock.now() / 1000) + 900 });
+  // Never loaded: one fetch, then every request within the cool-down is 503 without another.
+  for (let i = 0; i < 5; i++) refused(t, await core.access(bearer(await token())), 503);
+  t.is(fetches, 1);
+  clock.advance(30_000);
+  up = true;
+  t.is((await core.access(bearer(await token()))).kind, 'continue');
+  t.is(fetches, 2);
+  // Past the maximum age with the issuer down: likewise one fetch per cool-down.
+  up = false;
+  clock.advance(600_000);
+  for (let i = 0; i < 5; i++) refused(t, await core.access(bearer(await token())), 503);
+  t.is(fetches, 3);
+  clock.advance(10_000);
+  refused(t, await core.access(bearer(await token())), 503);
+  t.is(fetches, 3);
+  clock.advance(20_000);
+  up = true;
+  t.is((await core.access(bearer(await token()))).kind, 'continue');
+  t.is(fetches, 4);
+  // A refetch for an unknown kid fails shortly before the maximum age: past it the keys are not
+  // trusted any more, though that failure's cool-down has not passed.
+  clock.advance(590_000);
+  up = false;
+  const unknownKid = await issuer.sign({}, { key: await newSigningKey('ES256'), iat: Math.floor(clock.now() / 1000) });
+  refused(t, await core.access(bearer(unknownKid)), 401, /unknown key/);
+  t.is(fetches, 5);
+  clock.advance(15_000);
+  refused(t, await core.access(bearer(await token())), 503);
+  t.is(fetches, 5);
+});
+
+test('past the maximum age, requests that arrive while the refetch is in flight wait for it and share it', async (t) => {
+  const clock = new ManualClock(NOW);
+  let fetches = 0;
+  let release!: () => void;
+  let refetchStarted!: () => void;
+  const refetching = new Promise<void>((resolve) => (refetchStarted = resolve));
+  const fetchJwks: typeof fetch = async () => {
+    fetches++;
+    if (fetches > 1) {
+      const released = new Promise<void>((resolve) => (release = resolve));
+      refetchStarted();
+      await released;
+    }
+    return new Response(JSON.stringify({ keys: [issuer.keys[0]!.jwk] }), { status: 200 });
+  };
+  const config = parseJwtAuthConfig({ issuer: ISSUER, audience: AUDIENCE, jwks_url: 'http://jwks.invalid/', jwks_max_age_seconds: 600 });
+  const core = createJwtAuth(config, { clock, fetch: fetchJwks });
+  const token = () => issuer.sign({}, { key: issuer.keys[0], iat: Math.floor(clock.now() / 1000), exp: Math.floor(clock.now() / 1000) + 900 });
+  t.is((await core.access(bearer(await token()))).kind, 'continue');
+  clock.advance(601_000);
+  const first = core.access(bearer(await token()));
+  const second = core.access(bearer(await token()));
+  await refetching;
+  release();
+  t.is((await first).kind, 'continue');
+  t.is((await second).kind, 'continue');
+  t.is(fetches, 2);
 });
 
 test('the schema refuses unknown fields and a lifetime above 3600 s', (t) => {
