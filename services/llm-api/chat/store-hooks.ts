@@ -116,7 +116,7 @@ export function createStoreHooks(
       let conversation: ConversationSession['conversation'];
       let projectId: string | null = null;
       if (ref) {
-        const history = await openHistory(knex, { conversationId: ref, userId: principal.userId });
+        const history = await openHistory(knex, { conversationId: ref, userId: principal.userId, param: 'conversation' });
         conversation = { id: history.conversation.id, title: history.conversation.title };
         projectId = history.conversation.project_id ?? null;
         if (projectId) {

@@ -5,7 +5,8 @@ import { findConversation, type ConversationRow, type Db } from './store.js';
 /** Ownership and branch resolution shared by the conversation, item and branch domains. */
 export const MAIN = 'MAIN';
 
-export const conversationNotFound = (id: string) => notFound(`Conversation with id '${id}' not found.`);
+/** `param`: the body field that named the conversation (chat's `conversation`); none for a path id. */
+export const conversationNotFound = (id: string, param?: string) => notFound(`Conversation with id '${id}' not found.`, undefined, param);
 export const itemNotFound = (id: string) => notFound(`Item with id '${id}' not found.`);
 export const branchNotFound = (name: string, param?: string) => notFound(`Branch '${name}' not found.`, undefined, param);
 
@@ -13,9 +14,9 @@ export const branchNotFound = (name: string, param?: string) => notFound(`Branch
  * The caller's live conversation or 404 (another user's and soft-deleted ones alike: existence is
  * not leaked). With `lock`, the row stays locked FOR UPDATE until the transaction ends.
  */
-export async function loadConversation(db: Db, id: string, userId: string, lock = false): Promise<ConversationRow> {
+export async function loadConversation(db: Db, id: string, userId: string, lock = false, param?: string): Promise<ConversationRow> {
   const row = await findConversation(db, id, userId, lock);
-  if (!row) throw conversationNotFound(id);
+  if (!row) throw conversationNotFound(id, param);
   return row;
 }
 

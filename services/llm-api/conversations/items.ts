@@ -254,9 +254,9 @@ export interface HistoryItem {
  */
 export async function openHistory(
   db: Db,
-  input: { conversationId: string; userId: string },
+  input: { conversationId: string; userId: string; param?: string },
 ): Promise<{ conversation: ConversationRow; newestFirst: () => AsyncGenerator<HistoryItem, void, undefined> }> {
-  const conversation = await loadConversation(db, input.conversationId, input.userId);
+  const conversation = await loadConversation(db, input.conversationId, input.userId, false, input.param);
   const branch = await resolveBranch(db, conversation);
   async function* newestFirst(): AsyncGenerator<HistoryItem, void, undefined> {
     let below: number | undefined;

@@ -70,6 +70,7 @@ test.serial('history is prepended, the project instruction becomes the system me
 
   const other = await h.call('POST', '/v1/chat/completions', { model: 'store-model', messages: [{ role: 'user', content: 'x' }], store: true, conversation: 'conv_doesnotexist000000000000' }, h.user);
   t.is(other.status, 404);
+  t.like(other.body.error, { type: 'not_found_error', param: 'conversation' });
 });
 
 test.serial('history is trimmed to the context length, keeping system and latest turns', async (t) => {
