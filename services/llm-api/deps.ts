@@ -156,6 +156,7 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
     clock,
     logger: logger.child({ resource: 'webhooks' }),
     secretGraceSeconds: config.WEBHOOK_SECRET_GRACE_SECONDS,
+    checkTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
   };
 
   registerWebhookMetrics(metricsRegistry, { deliveries: webhooks.deliveries, clock });

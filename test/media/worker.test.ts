@@ -2,8 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { Writable } from 'node:stream';
 import test from 'ava';
-import { ManualClock, recordEvent, type BusMessage, type Delivery, type EventMessage } from '../../services/kit/index.js';
+import { pino } from 'pino';
+import { MAX_HANDLER_FAILURES, ManualClock, recordEvent, type BusMessage, type Delivery, type EventMessage } from '../../services/kit/index.js';
 import {
   MEDIA_UPLOAD_COMPLETED,
   collectObject,
@@ -276,4 +278,91 @@ test.serial('the worker on the bus finalises a completed upload that arrives by 
   } finally {
     await worker.stop();
   }
+});
+
+/**
+ * Feeds a media event to the handler as the bus would: each `retryAfter` hands the message back
+ * with the headers the retry carried, until the handler acks or dead-letters it (or `max` rounds).
+ */
+async function untilSettled(handle: ReturnType<typeof createMediaDedup>['handle'], first: BusMessage<EventMessage>, max: number) {
+  const outcomes: string[] = [];
+  let message = first;
+  for (let round = 0; round < max; round++) {
+    let next: Record<string, string> | undefined;
+    const delivery: Delivery = {
+      ack: async () => void outcomes.push('ack'),
+      retryAfter: async (_delayMs, headers) => {
+        outcomes.push('retry');
+        next = { ...message.headers, ...headers };
+      },
+      deadLetter: async () => void outcomes.push('dead'),
+    };
+    await handle(message, delivery);
+    if (!next) break;
+    message = { ...message, headers: next };
+  }
+  return outcomes;
+}
+
+function logSink() {
+  const lines: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  return { lines, logger: pino({ level: 'info' }, sink) };
+}
+
+test.serial('a media event that always fails is dead-lettered after MAX_HANDLER_FAILURES attempts, logged once as an error', async (t) => {
+  const user = await createTestUser(runtime.db.knex);
+  const deps = depsFor(join(root, 'poison'));
+  const id = await reserveCompleted(deps, user.id, await phonePhoto());
+  const { lines, logger } = logSink();
+  const { handle } = createMediaDedup({
+    ...deps,
+    logger,
+    checkpoint: (step) => {
+      if (step === 'staging-read') throw new Error('always broken');
+    },
+  });
+  const outcomes = await untilSettled(handle, event(MEDIA_UPLOAD_COMPLETED, { media_id: id }), MAX_HANDLER_FAILURES * 3);
+  t.deepEqual(outcomes, [...Array<string>(MAX_HANDLER_FAILURES - 1).fill('retry'), 'dead']);
+  const errors = lines.filter((l) => Number(l.level) >= 50);
+  t.is(errors.length, 1, 'the dead letter is logged once');
+  t.like(errors[0], { event: MEDIA_UPLOAD_COMPLETED, failures: MAX_HANDLER_FAILURES, err: 'always broken' });
+  t.like(await deps.store.byId(id), { state: 'completing' }, 'nothing was half-done: the sweep can still finish it');
+});
+
+test.serial('a media event failing transiently is retried and then finalised', async (t) => {
+  const user = await createTestUser(runtime.db.knex);
+  const deps = depsFor(join(root, 'transient'));
+  const id = await reserveCompleted(deps, user.id, await phonePhoto());
+  let failures = 3;
+  const { handle } = createMediaDedup({
+    ...deps,
+    checkpoint: (step) => {
+      if (step === 'staging-read' && failures-- > 0) throw new Error('storage hiccup');
+    },
+  });
+  const outcomes = await untilSettled(handle, event(MEDIA_UPLOAD_COMPLETED, { media_id: id }), MAX_HANDLER_FAILURES * 3);
+  t.deepEqual(outcomes, ['retry', 'retry', 'retry', 'ack']);
+  t.like(await deps.store.byId(id), { state: 'ready' });
+});
+
+test.serial('a media event failing because the database is unavailable is retried for as long as the outage lasts, never dead-lettered', async (t) => {
+  const user = await createTestUser(runtime.db.knex);
+  const deps = depsFor(join(root, 'outage'));
+  const id = await reserveCompleted(deps, user.id, await phonePhoto());
+  let failures = MAX_HANDLER_FAILURES * 2;
+  const { handle } = createMediaDedup({
+    ...deps,
+    checkpoint: (step) => {
+      if (step === 'staging-read' && failures-- > 0) throw Object.assign(new Error('Connection terminated unexpectedly'), { code: '57P01' });
+    },
+  });
+  const outcomes = await untilSettled(handle, event(MEDIA_UPLOAD_COMPLETED, { media_id: id }), MAX_HANDLER_FAILURES * 3);
+  t.deepEqual(outcomes, [...Array<string>(MAX_HANDLER_FAILURES * 2).fill('retry'), 'ack']);
+  t.like(await deps.store.byId(id), { state: 'ready' });
 });

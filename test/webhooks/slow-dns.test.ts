@@ -1,7 +1,7 @@
 import test from 'ava';
 import { pino } from 'pino';
 import { createDeliveriesStore, type DeliveryJob } from '../../domains/webhooks/index.js';
-import { createEgressGuard, createSecretBox, loadMasterKey, type BusMessage, type Delivery, type Resolver } from '../../services/kit/index.js';
+import { createEgressGuard, createSecretBox, loadMasterKey, setEgressResolver, type BusMessage, type Delivery, type Resolver } from '../../services/kit/index.js';
 import { createDeliveryHandler } from '../../workers/webhook-delivery/deliver.js';
 import { startStack, type Stack } from './helpers.js';
 
@@ -17,12 +17,43 @@ const resolver: Resolver = (host) =>
     ? Promise.resolve(host === 'hooks.example.test' ? [{ address: '93.184.215.14', family: 4 }] : [])
     : new Promise((resolve) => pendingLookups.push(() => resolve([]))); // answers only when the test ends
 
+// The admin API's check of a URL at create and PATCH is bounded by WEBHOOK_TIMEOUT_MS too: the
+// process-wide stub never answers for `silent.example.test` (and finds no other name).
+const ADMIN_TIMEOUT_MS = 300;
+const silentLookups: Array<() => void> = [];
+
 test.before(async () => {
-  stack = await startStack({ bus: 'pg', worker: false });
+  setEgressResolver((host) => (host === 'silent.example.test' ? new Promise((resolve) => silentLookups.push(() => resolve([]))) : Promise.resolve([])));
+  stack = await startStack({ bus: 'pg', worker: false, env: { WEBHOOK_TIMEOUT_MS: String(ADMIN_TIMEOUT_MS) } });
 });
 test.after.always(async () => {
   for (const answer of pendingLookups) answer();
+  for (const answer of silentLookups) answer();
+  setEgressResolver(null);
   await stack?.close();
+});
+
+/** `call`, or 'still resolving' after 100 times the timeout (without a bound the request never ends). */
+async function bounded<T>(call: Promise<T>): Promise<T | 'still resolving'> {
+  let bound: NodeJS.Timeout | undefined;
+  const ended = await Promise.race([call, new Promise<'still resolving'>((resolve) => (bound = setTimeout(() => resolve('still resolving'), ADMIN_TIMEOUT_MS * 100)))]);
+  clearTimeout(bound);
+  return ended;
+}
+
+test('creating or re-pointing a webhook at a host name whose DNS never answers ends at WEBHOOK_TIMEOUT_MS, accepted like a name that does not resolve', async (t) => {
+  const created = await bounded(stack.api('POST', '/v1/admin/webhooks', { url: 'https://silent.example.test/in', events: ['*'] }));
+  if (created === 'still resolving') return t.fail('create is still waiting for DNS');
+  t.is(created.status, 201, JSON.stringify(created.body));
+  t.is(created.body.url, 'https://silent.example.test/in');
+
+  const other = await stack.api('POST', '/v1/admin/webhooks', { url: 'https://elsewhere.example.test/in', events: ['*'] });
+  t.is(other.status, 201, JSON.stringify(other.body));
+  const patched = await bounded(stack.api('PATCH', `/v1/admin/webhooks/${other.body.id}`, { url: 'https://silent.example.test/other' }));
+  if (patched === 'still resolving') return t.fail('PATCH is still waiting for DNS');
+  t.is(patched.status, 200, JSON.stringify(patched.body));
+  t.is(patched.body.url, 'https://silent.example.test/other');
+  t.true(silentLookups.length >= 2, 'both checks asked the DNS');
 });
 
 test('a host name whose DNS never answers ends the attempt at WEBHOOK_TIMEOUT_MS as a retried timeout', async (t) => {

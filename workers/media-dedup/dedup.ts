@@ -1,4 +1,4 @@
-import { ApiError, type BusMessage, type Delivery, type EventMessage, type Logger } from '../../services/kit/index.js';
+import { afterHandlerFailure, ApiError, HANDLER_FAILURES_HEADER, type BusMessage, type Delivery, type EventMessage, type Logger } from '../../services/kit/index.js';
 import { MEDIA_DELETED, MEDIA_UPLOAD_COMPLETED, collectObject, finalizeUpload, sweep, type IngestDeps } from '../../domains/media/index.js';
 
 /**
@@ -9,7 +9,10 @@ import { MEDIA_DELETED, MEDIA_UPLOAD_COMPLETED, collectObject, finalizeUpload, s
  *   when no media references it any more.
  * - `sweep`: expires reservations never completed (their staging objects go first), finishes
  *   finalisations that stopped half-way, and collects objects no record references.
- * Every step is idempotent; a failure is retried (the bus redelivers after RETRY_MS).
+ * Every step is idempotent; a failure is retried after RETRY_MS, as the bus retries a handler that
+ * throws: an event failing MAX_HANDLER_FAILURES times in a row (a poison event) goes to the queue's
+ * dead letters, logged once; a failure because the database or the bus is unavailable is retried
+ * for as long as the outage lasts. What a dead-lettered event left undone, the sweep finishes.
  */
 export const RETRY_MS = 5000;
 
@@ -36,8 +39,14 @@ export function createMediaDedup(deps: MediaDedupDeps) {
         await delivery.ack();
         return;
       }
-      deps.logger.warn({ event: event?.type, err: (error as Error).message }, `media event failed; retrying in ${RETRY_MS} ms`);
-      await delivery.retryAfter(RETRY_MS);
+      const { failures, deadLetter } = afterHandlerFailure(message.headers, error);
+      if (deadLetter) {
+        deps.logger.error({ event: event?.type, message_id: message.id, failures, err: (error as Error)?.message }, 'media event keeps failing; moved to dead letters');
+        await delivery.deadLetter();
+        return;
+      }
+      deps.logger.warn({ event: event?.type, failures, err: (error as Error)?.message }, `media event failed; retrying in ${RETRY_MS} ms`);
+      await delivery.retryAfter(RETRY_MS, { [HANDLER_FAILURES_HEADER]: String(failures) });
     }
   }
 

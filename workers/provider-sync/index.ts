@@ -11,6 +11,7 @@ import {
   type SyncDeps,
 } from '../../domains/catalog/index.js';
 import { createEgressGuard, createSecretBox, loadMasterKey, runEvery, unixSeconds, type BaseConfig, type SharedServiceContext, type WorkerDefinition } from '../../services/kit/index.js';
+import { createSyncScheduleStore, providerSyncMigrations } from './schedule.js';
 
 /**
  * provider-sync: re-synchronises every active provider's models on a schedule
@@ -20,7 +21,8 @@ import { createEgressGuard, createSecretBox, loadMasterKey, runEvery, unixSecond
  * running → succeeded | failed with the counts, and a redelivered message for a finished run is
  * acknowledged without running again. Sync adds new models, deactivates vanished ones and never
  * touches manually updated fields; events go through the outbox. llm-api processes notice the
- * change through the catalog version (LLM_CATALOG_POLL_MS).
+ * change through the catalog version (LLM_CATALOG_POLL_MS). The schedule is the platform's: with
+ * several processes, one of them syncs per interval (schedule.ts).
  */
 export { PROVIDER_SYNC_QUEUE };
 
@@ -81,12 +83,13 @@ export async function syncAllProviders(ctx: SharedServiceContext, deps: SyncDeps
 export const providerSyncWorker: WorkerDefinition = {
   name: 'provider-sync',
   config: catalogConfigShape,
-  migrations: [],
+  migrations: [providerSyncMigrations],
   async start(ctx) {
     const config = loadCatalogConfig(ctx.runtime.config.env);
     const upstream = modelListClientFor(ctx.runtime.config);
     const deps = syncDepsFor(ctx, upstream);
     const runs = createSyncRunsStore(ctx.runtime.db.knex);
+    const schedules = createSyncScheduleStore(ctx.runtime.db.knex);
     let running: Promise<unknown> = Promise.resolve();
     // Scheduled passes and on-demand messages share one chain, so two syncs never run at once.
     const run = (providerId?: string) => {
@@ -124,7 +127,17 @@ export const providerSyncWorker: WorkerDefinition = {
     // it never becomes an unhandled rejection that ends the process.
     const schedule =
       config.LLM_PROVIDER_SYNC_INTERVAL_MS > 0
-        ? runEvery(config.LLM_PROVIDER_SYNC_INTERVAL_MS, () => run(), (error) => ctx.runtime.logger.error({ err: error }, 'scheduled provider sync failed'))
+        ? runEvery(
+            config.LLM_PROVIDER_SYNC_INTERVAL_MS,
+            async () => {
+              if (!(await schedules.claim('models', ctx.runtime.clock.now(), config.LLM_PROVIDER_SYNC_INTERVAL_MS))) {
+                ctx.runtime.logger.debug('scheduled provider sync skipped: another process ran it this interval');
+                return;
+              }
+              await run();
+            },
+            (error) => ctx.runtime.logger.error({ err: error }, 'scheduled provider sync failed'),
+          )
         : undefined;
     return {
       async stop() {

@@ -35,6 +35,8 @@ export interface WebhooksDeps {
   clock: Clock;
   logger: Logger;
   secretGraceSeconds: number;
+  /** Bound of a URL's check at create and PATCH, its host name's resolution included (WEBHOOK_TIMEOUT_MS). */
+  checkTimeoutMs: number;
 }
 
 const unix = (date: Date | null | undefined) => (date ? Math.floor(new Date(date).getTime() / 1000) : null);
@@ -87,12 +89,18 @@ export function presentDelivery(row: DeliveryRow, attempts: AttemptRow[]) {
   };
 }
 
-/** Refuses targets the egress guard would refuse at delivery time (private, loopback, link-local…). */
+/**
+ * Refuses targets the egress guard would refuse at delivery time (private, loopback, link-local…).
+ * The host name's resolution is bounded by `checkTimeoutMs`: a DNS server that never answers must
+ * not hold the admin request.
+ */
 async function checkTarget(deps: WebhooksDeps, url: string): Promise<void> {
+  const signal = AbortSignal.timeout(deps.checkTimeoutMs);
   try {
-    await deps.guard.check(url);
+    await deps.guard.check(url, signal);
   } catch (error) {
-    // A name that does not resolve today may resolve later: delivery checks again (and retries).
+    // A name that does not resolve today (or not in time) may resolve later: delivery checks again (and retries).
+    if (signal.aborted && error === signal.reason) return;
     if (error instanceof EgressRefusedError && error.reason !== 'host name does not resolve') throw egressError(error, 'url');
     if (!(error instanceof EgressRefusedError)) throw error;
   }
