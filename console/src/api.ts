@@ -96,8 +96,26 @@ function renewToken(): Promise<boolean> {
   return renewing;
 }
 
+// `.` and `..` segments, written plainly or percent-encoded: the browser resolves them away before
+// sending (`/v1/admin/models/catalogs/../../providers/x` reaches `/v1/admin/providers/x`).
+const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
+
+/**
+ * Refuses a path with a dot segment. Ids and names put in paths come from the API, and some from
+ * providers (a model id of a provider's sync), which must not steer a call made with the signed-in
+ * user's credential to another endpoint; `encodeURIComponent` leaves dots as they are.
+ */
+function refuseDotSegments(path: string): void {
+  const [pathname = ''] = path.split(/[?#]/, 1);
+  if (pathname.split('/').some((segment) => DOT_SEGMENT.test(segment))) {
+    // Not an API answer: nothing was sent.
+    throw new Error(`Refused before sending: the path ${pathname} has a "." or ".." segment (an id that cannot be used in a URL).`);
+  }
+}
+
 /** fetch with the credential; a 401 with a token sign-in renews the access token and tries once more. */
 async function authorizedFetch(path: string, init: RequestInit & { extraHeaders?: Record<string, string> }): Promise<Response> {
+  refuseDotSegments(path);
   const send = () => fetch(path, { ...init, headers: headers(init.extraHeaders), credentials: 'omit', cache: 'no-store' });
   const res = await send();
   if (res.status === 401 && current?.kind === 'token' && (await renewToken())) return send();

@@ -22,12 +22,15 @@ const TYPES: Record<string, string> = {
 
 /**
  * The console's files carry their own policy: scripts and styles only from this origin (no inline
- * script), API calls only to this origin, never framed, no referrer leaving the page.
+ * script), API calls only to this origin, never framed, no referrer leaving the page, and no
+ * handle kept by a page of another origin that opened it (which could otherwise send the
+ * signed-in tab to a look-alike sign-in page).
  */
 export const CONSOLE_HEADERS: Record<string, string> = {
   'content-security-policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
   'x-frame-options': 'DENY',
+  'cross-origin-opener-policy': 'same-origin',
   'referrer-policy': 'no-referrer',
   'x-content-type-options': 'nosniff',
   'cache-control': 'no-cache',
