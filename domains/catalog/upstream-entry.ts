@@ -41,6 +41,11 @@ export function checkUpstreamEntry(raw: unknown, index: number): CheckedEntry {
   if (typeof id !== 'string' || id.length === 0 || id.length > MAX_ID || CONTROL.test(id)) {
     return skip(null, `the entry at index ${index} has no usable id (a string of 1 to ${MAX_ID} characters, no control characters)`);
   }
+  // A browser resolves `.` and `..` path segments away: an id made of them would address another
+  // resource in every URL that carries it (`../../providers/x` in /v1/admin/models/catalogs/…).
+  if (id.split('/').some((segment) => segment === '.' || segment === '..')) {
+    return skip(null, `the entry at index ${index} has no usable id (it has a "." or ".." path segment)`);
+  }
   const fail = (reason: string) => skip(id, `model '${id}' skipped: ${reason}`);
 
   const name = optionalText(raw.name, MAX_NAME);

@@ -104,6 +104,8 @@ test.serial('a malformed entry is skipped and named, never with SQL; the provide
     { id: 'bad/owner', owned_by: { org: 'x' } },
     { id: 'bad/modalities', architecture: { input_modalities: 7 } },
     { name: 'no id' },
+    { id: '../../providers/prov_x' },
+    { id: 'bad/./dot' },
   ]);
   const registered = await h.call('POST', '/v1/admin/providers', { name: 'Bad entries', vendor: 'fake', base_url: fake.url });
   t.is(registered.status, 201);
@@ -112,11 +114,14 @@ test.serial('a malformed entry is skipped and named, never with SQL; the provide
   // A fractional created is rounded down, not a failure.
   t.is(registered.body.models.find((m: any) => m.id === 'bad/float-created').created, 1716249600);
   const error: string = registered.body.last_sync_error;
-  t.regex(error, /^4 model entries skipped: /);
+  t.regex(error, /^6 model entries skipped: /);
   t.regex(error, /model 'bad\/long-name' skipped: name must be a string of at most 300 characters/);
   t.regex(error, /model 'bad\/nul' skipped: description/);
   t.regex(error, /model 'bad\/owner' skipped: owned_by/);
   t.regex(error, /the entry at index 6 has no usable id/);
+  t.regex(error, /the entry at index 7 has no usable id \(it has a "\." or "\.\." path segment\)/);
+  t.regex(error, /; and 1 more$/, 'the list is cut after five');
+  t.false(registered.body.models.some((m: any) => m.id.includes('./')), 'no id with a dot segment is synchronised');
   t.notRegex(error, /insert into|llm_provider_models|llm_model_catalogs/i);
 
   // Later passes: the same, through the worker's summary; once fixed upstream, the entry syncs
