@@ -58,12 +58,16 @@ test('create returns the webhook with its secret once; get, list and patch never
 test('a given secret is kept; PATCH with a secret rotates to it', async (t) => {
   const created = await stack.api('POST', '/v1/admin/webhooks', { url: PUBLIC_URL, events: ['*'], secret: 'my-own-secret-1234567890' });
   t.is(created.body.secret, 'my-own-secret-1234567890');
+  // Answers that show a secret are kept by no cache; the others are not marked.
+  t.is(created.headers.get('cache-control'), 'no-store');
   const patched = await stack.api('PATCH', `/v1/admin/webhooks/${created.body.id}`, { secret: 'another-secret-1234567890' });
   t.is(patched.status, 200);
   t.is(patched.body.secret, undefined);
   t.is(typeof patched.body.previous_secret_expires_at, 'number');
   const rotated = await stack.api('POST', `/v1/admin/webhooks/${created.body.id}/rotate-secret`);
   t.regex(rotated.body.secret, /^whsec_/);
+  t.is(rotated.headers.get('cache-control'), 'no-store');
+  t.is((await stack.api('GET', `/v1/admin/webhooks/${created.body.id}`)).headers.get('cache-control'), null);
   t.not(rotated.body.secret, 'another-secret-1234567890');
 });
 

@@ -97,7 +97,7 @@ export const llmApiWith = (resources: LlmApiResource[]): ServiceDefinition => cr
 export interface Stack {
   svc: TestService;
   admin: TestUser;
-  api(method: string, path: string, body?: unknown, user?: TestUser): Promise<{ status: number; body: any }>;
+  api(method: string, path: string, body?: unknown, user?: TestUser): Promise<{ status: number; body: any; headers: Headers }>;
   emit(type: string, data?: Record<string, unknown>): Promise<string>;
   stopWorker(): Promise<void>;
   startWorker(): Promise<void>;
@@ -127,7 +127,7 @@ export async function startStack(options: {
       if (body !== undefined) headers['content-type'] = 'application/json';
       const res = await fetch(svc.url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
       const text = await res.text();
-      return { status: res.status, body: text ? JSON.parse(text) : null };
+      return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
     },
     async emit(type, data = {}) {
       const id = await svc.runtime.db.knex.transaction((trx) => recordEvent(trx, type, data));

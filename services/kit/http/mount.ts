@@ -169,8 +169,11 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
   const limit = route.bodyLimit ?? options.bodyLimit;
   const status = route.response?.status ?? 200;
   const cursors = refusedCursors(route);
+  const noStore = route.response?.noStore === true;
   return async (req, res, next) => {
     try {
+      // Refusals too: a 4xx of a credential route may echo what was sent.
+      if (noStore) res.setHeader('cache-control', 'no-store');
       // Metrics label every request by the template it matched, aliases included in one series.
       res.locals.routeTemplate = route.path;
       let principal = authorize(route, req, options.users);

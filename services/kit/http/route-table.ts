@@ -56,6 +56,12 @@ export interface RouteResponse {
   /** Default `application/json`; e.g. `text/event-stream`, `image/*`, `text/csv`. */
   contentType?: string;
   description?: string;
+  /**
+   * The answer carries a credential shown once (tokens, a new API key, a signing secret, a temporary
+   * password): sent with `Cache-Control: no-store`, so no cache, the browser's included, keeps a copy
+   * (RFC 6749 5.1 asks it of token answers).
+   */
+  noStore?: true;
 }
 
 export interface Route<B = any, Q = any, P = any> {

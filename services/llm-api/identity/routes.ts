@@ -79,7 +79,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       path: '/auth/guest-login',
       summary: 'Create a guest user and return its tokens',
       access: 'public',
-      response: { status: 201 },
+      response: { status: 201, noStore: true },
       handler: () => {
         if (deps.identity.guestLoginEnabled === false) {
           throw new ApiError(403, 'Guest login is disabled on this platform; sign in with an account or use an API key', { code: 'guest_login_disabled' });
@@ -94,6 +94,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       summary: 'Sign in with e-mail and password (embedded issuer); the same tokens as guest login',
       access: 'public',
       request: { body: loginRequest },
+      response: { noStore: true },
       handler: ({ body }) => deps.identity.identity.passwords.login(body.email, body.password),
     }),
     route({
@@ -103,6 +104,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       summary: "Change the caller's password (all refresh tokens revoked; new tokens returned)",
       access: 'user',
       request: { body: changePasswordRequest },
+      response: { noStore: true },
       handler: ({ principal, body }) => {
         if (principal.authMethod !== 'jwt') throw new ApiError(403, 'The password is changed with a bearer token, not with an API key', { param: 'Authorization' });
         return deps.identity.identity.passwords.change(principal.userId, body.current_password, body.new_password);
@@ -116,6 +118,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
         summary: 'Exchange a refresh token for new tokens (the old refresh token is spent)',
         access: 'public',
         request: { body: refreshRequest },
+        response: { noStore: true },
         handler: ({ body }) => deps.identity.identity.auth.refresh(body.refresh_token),
       }),
     ),
@@ -126,6 +129,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       summary: 'Turn the calling guest into an account with an e-mail (and, optionally, a password)',
       access: 'user',
       request: { body: upgradeRequest },
+      response: { noStore: true },
       handler: ({ principal, body }) => {
         if (body.email.toLowerCase().endsWith(`@${deps.identity.guestEmailDomain.toLowerCase()}`)) {
           throw new ApiError(400, 'A temporary guest e-mail cannot be used for an account', { param: 'email' });
@@ -177,7 +181,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       summary: 'Create an API key (the secret is shown once); every field is optional',
       access: 'user',
       request: { body: createKeyRequest(ANY_TTL_DAYS) },
-      response: { status: 201, schema: createdApiKeyAnswer },
+      response: { status: 201, schema: createdApiKeyAnswer, noStore: true },
       handler: ({ principal, body }) => deps.identity.identity.apiKeys.create(principal, createOptions(body ?? {})),
     }),
     route({
@@ -229,7 +233,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       path: '/v1/admin/api-keys',
       summary: 'Create an API key for any user, any tier, custom limits',
       request: { body: adminCreateKeyRequest(ANY_TTL_DAYS) },
-      response: { status: 201, schema: createdApiKeyAnswer },
+      response: { status: 201, schema: createdApiKeyAnswer, noStore: true },
       handler: ({ body }) => deps.identity.identity.apiKeys.createFor(body.user_id, createOptions(body)),
     }),
     route({
@@ -302,6 +306,7 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       path: '/v1/admin/users/:id/reset-login',
       summary: 'Clear the sign-in lockout and set a temporary password (returned once); every refresh token revoked',
       request: { params: userParams },
+      response: { noStore: true },
       handler: ({ params }) => deps.identity.identity.passwords.resetLogin(userId(params.id)),
     }),
   ];

@@ -21,7 +21,7 @@ export function webhookRoutes(deps: { webhooks: domain.WebhooksDeps }): Route[] 
       path: base,
       summary: 'Subscribe a URL to events (the answer shows the signing secret once)',
       request: { body: createWebhookSchema },
-      response: { status: 201, schema: webhookObjectSchema },
+      response: { status: 201, schema: webhookObjectSchema, noStore: true },
       handler: ({ principal, body }) => domain.createWebhook(deps.webhooks, body, principal.userId),
     }),
     route({
@@ -68,7 +68,7 @@ export function webhookRoutes(deps: { webhooks: domain.WebhooksDeps }): Route[] 
       path: `${base}/:webhook_id/rotate-secret`,
       summary: 'Generate a new signing secret (the old one also signs during the grace period)',
       request: { params: webhookParams },
-      response: { schema: webhookObjectSchema },
+      response: { schema: webhookObjectSchema, noStore: true },
       handler: ({ params }) => domain.rotateSecret(deps.webhooks, params.webhook_id),
     }),
     route({

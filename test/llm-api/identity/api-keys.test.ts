@@ -38,6 +38,8 @@ test.serial('create → secret once; list without secret or hash; validate; dele
   t.is(created.body.last_four, key.slice(-4));
   t.is(created.body.created_at, Math.floor(clock.now() / 1000));
   t.is(created.body.expires_at, null);
+  // The secret is shown once: no cache keeps the answer.
+  t.is(created.headers.get('cache-control'), 'no-store');
 
   // Only the SHA-256 hash is stored.
   const rows = await svc.runtime.db.knex('identity_api_keys').where({ user_id: user.id });
@@ -47,6 +49,7 @@ test.serial('create → secret once; list without secret or hash; validate; dele
 
   const list = await call(svc, 'GET', '/auth/api-keys', { headers: as(user) });
   t.is(list.status, 200);
+  t.is(list.headers.get('cache-control'), null, 'a list without secrets is not marked');
   t.is(list.body.object, 'list');
   t.is(list.body.data.length, 1);
   const item = list.body.data[0];

@@ -55,6 +55,23 @@ test.serial('guest login creates a guest user and returns tokens (201)', async (
   t.true(jwks.body.keys.some((k: any) => k.kid === header.kid && k.use === 'sig' && !('d' in k)));
 });
 
+test.serial('token answers are never cached (Cache-Control: no-store), refusals included; a profile answer is not marked', async (t) => {
+  const login = await guestLogin();
+  t.is(login.status, 201);
+  t.is(login.headers.get('cache-control'), 'no-store');
+  const refreshed = await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: login.body.refresh_token } });
+  t.is(refreshed.status, 200);
+  t.is(refreshed.headers.get('cache-control'), 'no-store');
+  // A refusal of a credential route too (it may echo what was sent).
+  const refused = await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: 'rt_nope' } });
+  t.true(refused.status >= 400);
+  t.is(refused.headers.get('cache-control'), 'no-store');
+  // A profile answer carries no credential: not marked.
+  const me = await call(svc, 'GET', '/llm/auth/me', { headers: await bearerHeaders(svc, refreshed.body.access_token, clock) });
+  t.is(me.status, 200, JSON.stringify(me.body));
+  t.is(me.headers.get('cache-control'), null);
+});
+
 test.serial('both path forms work; discovery names the issuer and the JWKS', async (t) => {
   t.is((await guestLogin('/auth/guest-login')).status, 201);
   const discovery = await call(svc, 'GET', '/.well-known/openid-configuration');
