@@ -16,12 +16,15 @@ export const responseApiService: ServiceDefinition = {
   port: (config) => config.RESPONSE_API_PORT,
   config: responsesConfigShape,
   routeTable: () => responsesRoutes(() => unbuiltDeps('responses deps')),
+  aliases: ['/llm'],
   migrations: [responseApiMigrations],
   createApp(ctx) {
     const deps = buildResponsesDeps(ctx);
     return createServiceApp({
       ...serviceAppOptions(ctx, 'response-api'),
       routeTable: responsesRoutes(() => deps.responses),
+      // `/llm/v1/responses/...` and `/v1/responses/...` are the same endpoints (as on the other services).
+      aliases: ['/llm'],
     });
   },
 };
