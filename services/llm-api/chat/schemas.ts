@@ -9,7 +9,67 @@ import { badRequest, conversationRefSchema, requestMetadataSchema } from '../../
 const num = (min: number, max: number) => z.number().min(min).max(max).nullable().optional();
 const int = (min: number, max: number) => z.number().int().min(min).max(max).nullable().optional();
 
-const contentPart = z.looseObject({ type: z.string().min(1) });
+/**
+ * A content part: the kinds OpenAI defines are checked field by field as OpenAI does (a wrong type or
+ * a missing field is a 400 naming its path, `messages[0].content[0].image_url.url`); a kind the
+ * platform does not know (vLLM's `video_url`, …) passes to the provider as it came. One hand-written
+ * check per part, built once with the schema: nothing is built per request, string content is never
+ * walked, and no part is copied or rewritten (the forwarded bytes stay what was validated).
+ */
+const contentPart = z.looseObject({ type: z.string().min(1) }).superRefine((part, ctx) => checkContentPart(part, ctx));
+
+type PartContext = { addIssue(issue: z.core.$ZodRawIssue): void };
+const IMAGE_DETAILS: readonly string[] = ['auto', 'low', 'high'];
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function checkContentPart(part: Record<string, unknown> & { type: string }, ctx: PartContext): void {
+  switch (part.type) {
+    case 'text':
+      return requireString(part, 'text', ctx, []);
+    case 'refusal':
+      return requireString(part, 'refusal', ctx, []);
+    case 'image_url': {
+      const image = requireObject(part, 'image_url', ctx);
+      if (!image) return;
+      requireString(image, 'url', ctx, ['image_url']);
+      const detail = image.detail;
+      if (detail !== undefined && (typeof detail !== 'string' || !IMAGE_DETAILS.includes(detail))) {
+        ctx.addIssue({ code: 'invalid_value', values: [...IMAGE_DETAILS], input: detail, path: ['image_url', 'detail'], message: "expected one of 'auto', 'low', 'high'" });
+      }
+      return;
+    }
+    case 'input_audio': {
+      const audio = requireObject(part, 'input_audio', ctx);
+      if (!audio) return;
+      requireString(audio, 'data', ctx, ['input_audio']);
+      requireString(audio, 'format', ctx, ['input_audio']);
+      return;
+    }
+    case 'file': {
+      const file = requireObject(part, 'file', ctx);
+      if (!file) return;
+      for (const key of ['file_id', 'file_data', 'filename'] as const) {
+        if (file[key] !== undefined && typeof file[key] !== 'string') ctx.addIssue({ code: 'invalid_type', expected: 'string', input: file[key], path: ['file', key], message: 'expected a string' });
+      }
+      if (file.file_id === undefined && file.file_data === undefined) ctx.addIssue({ code: 'custom', input: file, path: ['file'], message: 'a file part needs file_id or file_data' });
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+function requireString(holder: Record<string, unknown>, key: string, ctx: PartContext, at: PropertyKey[]): void {
+  if (typeof holder[key] !== 'string') ctx.addIssue({ code: 'invalid_type', expected: 'string', input: holder[key], path: [...at, key], message: 'expected a string' });
+}
+
+function requireObject(part: Record<string, unknown>, key: string, ctx: PartContext): Record<string, unknown> | null {
+  const value = part[key];
+  if (isObject(value)) return value;
+  ctx.addIssue({ code: 'invalid_type', expected: 'object', input: value, path: [key], message: 'expected an object' });
+  return null;
+}
+
 const toolCall = z.looseObject({
   id: z.string().optional(),
   type: z.string().optional(),
@@ -28,6 +88,10 @@ const message = z
     if (m.role === 'tool' && !m.tool_call_id) ctx.addIssue({ code: 'custom', path: ['tool_call_id'], message: "messages with role 'tool' need tool_call_id" });
     if ((m.role === 'user' || m.role === 'system' || m.role === 'developer' || m.role === 'tool') && (m.content === undefined || m.content === null)) {
       ctx.addIssue({ code: 'custom', path: ['content'], message: `messages with role '${m.role}' need content` });
+    }
+    // OpenAI refuses an empty parts array where content is required; an assistant turn of tool calls may send one.
+    if (m.role !== 'assistant' && Array.isArray(m.content) && m.content.length === 0) {
+      ctx.addIssue({ code: 'too_small', origin: 'array', minimum: 1, inclusive: true, input: m.content, path: ['content'], message: 'expected at least one content part' });
     }
     if (m.role === 'assistant' && (m.content === undefined || m.content === null) && !m.tool_calls && !m.function_call) {
       ctx.addIssue({ code: 'custom', path: ['content'], message: "assistant messages need content or tool_calls" });
