@@ -20,7 +20,7 @@ import { createUsageRecorder } from './usage/recorder.js';
 import { createUsageMetrics } from './usage/metrics.js';
 import { registerProviderConnectionMetrics } from './routing/connection-metrics.js';
 import type { WebhooksDeps } from './webhooks/index.js';
-import { admitRequest, createSpendLimitsCache, spendLimitsPort, type SpendDeps, type UsageReportDeps } from './usage/index.js';
+import { admitRequest, createSpendLimitsCache, modelAccess, spendLimitsPort, type SpendDeps, type UsageReportDeps } from './usage/index.js';
 
 /**
  * llm-api's composition root: every dependency of the app is built here, once per `createApp`,
@@ -57,8 +57,16 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   const config = loadLlmApiConfig(platform.env);
   const knex = db.knex;
 
-  // Budgets are written by identity (with a key or a user, in one transaction) and read by chat's admission.
+  // Budgets are written by identity (with a key or a user, in one transaction) and read by chat's
+  // admission; the allow-lists also limit what the public model list and lookup show.
   const limitsCache = createSpendLimitsCache({ ttlMs: config.LLM_SPEND_LIMITS_CACHE_MS, clock });
+  const spend: SpendDeps = {
+    knex,
+    clock,
+    logger,
+    guestAllowedModels: config.GUEST_ALLOWED_MODELS,
+    limitsCache,
+  };
   // One box seals what the platform keeps secret at rest: identity's signing keys, providers' API keys.
   const box = createSecretBox(loadMasterKey(platform));
   const identity: IdentityDeps = {
@@ -99,7 +107,7 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   const sync = catalogSyncDeps({ knex, box, clock, upstream, modelsTimeoutMs: config.LLM_MODELS_TIMEOUT_MS });
 
   const providers: ProviderDeps = { knex, clock, box, providers: providerStore, models: modelStore, syncRuns: createSyncRunsStore(knex), sync, health, registry, bus };
-  const models: ModelDeps = { knex, clock, providers: providerStore, models: modelStore, registry };
+  const models: ModelDeps = { knex, clock, providers: providerStore, models: modelStore, registry, modelAccess: (principal) => modelAccess(spend, principal) };
   // Media in chat: jan_ references resolved and inline images stored, by calls to media-api.
   const media = createMediaPort({ baseUrl: () => ctx.urls.mediaApi, gatewayToken: ctx.gatewaySecret, timeoutMs: platform.INTERNAL_HTTP_TIMEOUT_MS });
   ctx.onStop(() => media.close());
@@ -107,13 +115,6 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   const chatLimits = loadChatLimits(platform.env);
   const research = createResearchPort({ baseUrl: () => ctx.urls.responseApi, gatewayToken: ctx.gatewaySecret });
   ctx.onStop(() => research.close());
-  const spend: SpendDeps = {
-    knex,
-    clock,
-    logger,
-    guestAllowedModels: config.GUEST_ALLOWED_MODELS,
-    limitsCache,
-  };
   // Chat: narrow deps over the same registry, pool, health and usage recorder.
   const chat = buildChatDeps({
     registry,

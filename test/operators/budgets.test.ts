@@ -1,5 +1,5 @@
 import test from 'ava';
-import OpenAI, { PermissionDeniedError, RateLimitError, type APIError } from 'openai';
+import OpenAI, { NotFoundError, PermissionDeniedError, RateLimitError, type APIError } from 'openai';
 import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, ManualClock, openRuntime, randomBase62, serviceUrls, startService, type Runtime } from '../../services/kit/index.js';
 import { llmApiService } from '../../services/llm-api/service.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
@@ -119,6 +119,32 @@ test.serial('a model outside the allow-list gets 403 naming it (key and user all
   const bad = await fetch(`${p.url}/v1/admin/api-keys/${guestKey.id}`, { method: 'PATCH', headers: { 'X-API-Key': ADMIN_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ max_budget_micro_usd: -1 }) });
   t.is(bad.status, 400);
   t.is(((await bad.json()) as any).error.param, 'max_budget_micro_usd');
+});
+
+test.serial('GET /v1/models lists only the models the allow-lists admit; retrieving another is 404 model_not_found naming model', async (t) => {
+  const ids = async (client: OpenAI) => (await client.models.list()).data.map((m) => m.id).sort();
+  const limited = keyClient((await newKey({ allowed_models: ['budget-*'] })).key);
+  t.deepEqual(await ids(limited), ['budget-model']);
+  t.is((await limited.models.retrieve('budget-model')).id, 'budget-model');
+  const hidden = await t.throwsAsync(limited.models.retrieve('other-model'), { instanceOf: NotFoundError });
+  t.is((hidden as APIError).code, 'model_not_found');
+  t.is((hidden as APIError).param, 'model');
+  t.regex((hidden as APIError).message, /'other-model' does not exist or you do not have access to it/);
+  // A key without an allow-list sees every model.
+  const open = keyClient((await newKey({})).key);
+  t.deepEqual(await ids(open), ['budget-model', 'other-model']);
+  t.is((await open.models.retrieve('other-model')).id, 'other-model');
+
+  // The user's allow-list applies to every key of the user, together with the key's own.
+  const login = await fetch(`${p.url}/llm/auth/guest-login`, { method: 'POST' });
+  t.is(login.status, 201);
+  const userId = (await p.runtime.db.knex('users').where({ is_guest: true }).orderBy('created_at', 'desc').first()).id;
+  await admin.patch(`/admin/users/${userId}`, { body: { allowed_models: ['other-model'] } });
+  t.deepEqual(await ids(keyClient((await newKey({}, userId)).key)), ['other-model']);
+  t.deepEqual(await ids(keyClient((await newKey({ allowed_models: ['budget-*'] }, userId)).key)), [], 'both lists apply: nothing is in both');
+  // The admin routes are unchanged: the catalog is read whole.
+  const pms: any = await admin.get('/admin/models/provider-models', { query: { limit: 100 } });
+  t.true(pms.data.some((pm: any) => pm.model_public_id === 'other-model'));
 });
 
 test.serial('one budget holds across two llm-api instances sharing the database (bounded overshoot printed)', async (t) => {

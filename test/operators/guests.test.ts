@@ -1,5 +1,5 @@
 import test from 'ava';
-import OpenAI, { PermissionDeniedError, type APIError } from 'openai';
+import OpenAI, { NotFoundError, PermissionDeniedError, type APIError } from 'openai';
 import { randomBase62 } from '../../services/kit/index.js';
 import { startFakeUpstream } from '../fakes/openai-upstream.js';
 import { startTestPlatform } from '../helpers/platform.js';
@@ -37,6 +37,13 @@ test('GUEST_ALLOWED_MODELS: guests may use only the listed models; keys of membe
     const denied = await t.throwsAsync(guest.chat.completions.create({ model: 'paid-large', messages: msg }), { instanceOf: PermissionDeniedError });
     t.regex((denied as APIError).message, /'paid-large' is not available to guest accounts/);
     await admin.chat.completions.create({ model: 'paid-large', messages: msg });
+    // The model list shows a guest only what it may use; the others do not exist for it.
+    t.deepEqual((await guest.models.list()).data.map((m) => m.id), ['free-small']);
+    const hidden = await t.throwsAsync(guest.models.retrieve('paid-large'), { instanceOf: NotFoundError });
+    t.is((hidden as APIError).code, 'model_not_found');
+    t.is((hidden as APIError).param, 'model');
+    t.is((await guest.models.retrieve('free-small')).id, 'free-small');
+    t.deepEqual((await admin.models.list()).data.map((m) => m.id).sort(), ['free-small', 'paid-large'], 'members are not limited by it');
   } finally {
     await p.stop();
     await fake.close();

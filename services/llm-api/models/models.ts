@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { diff, type CatalogRow, type ModelsStore, type ProviderModelRow, type ProvidersStore } from '../../../domains/catalog/index.js';
-import { badRequest, notFound, recordEvent, unixSeconds, type Clock, type Page, listEnvelope } from '../../kit/index.js';
+import { badRequest, isPending, notFound, recordEvent, unixSeconds, type Clock, type MaybePromise, type Page, type Principal, listEnvelope } from '../../kit/index.js';
 import { modelNotFound, type ModelRegistry } from './registry.js';
 import { catalogView, modelEntry, providerModelView } from './types.js';
 import type { PatchCatalogInput, PatchProviderModelInput } from './schemas.js';
@@ -13,15 +13,29 @@ export interface ModelDeps {
   models: ModelsStore;
   /** The in-memory catalog: read by the public routes, reloaded after a change committed here. */
   registry: Pick<ModelRegistry, 'listing' | 'resolve' | 'reload'>;
+  /**
+   * Which models a caller may use (the allow-lists of its key, its user, the guest setting): the
+   * public list and lookup show no other. Synchronous when the caller's limits are cached.
+   */
+  modelAccess(principal: Principal): MaybePromise<(model: string) => boolean>;
 }
 
 const nowIso = (deps: ModelDeps) => new Date(deps.clock.now()).toISOString();
 
-/** GET /v1/models from memory: active models of active providers, best provider per model. */
-export function listModels(deps: ModelDeps, withProvider: boolean) {
+/**
+ * GET /v1/models from memory: active models of active providers the caller may use, best provider
+ * per model.
+ */
+export function listModels(deps: ModelDeps, principal: Principal, withProvider: boolean) {
+  const access = deps.modelAccess(principal);
+  return isPending(access) ? access.then((allowed) => modelList(deps, allowed, withProvider)) : modelList(deps, access, withProvider);
+}
+
+function modelList(deps: ModelDeps, allowed: (model: string) => boolean, withProvider: boolean) {
   return {
     object: 'list',
-    data: deps.registry.listing().map((model) => {
+    data: deps.registry.listing().flatMap((model) => {
+      if (!allowed(model.publicId)) return [];
       const entry: Record<string, unknown> = modelEntry(model);
       if (withProvider) {
         const { provider } = model.candidates[0]!;
@@ -29,15 +43,20 @@ export function listModels(deps: ModelDeps, withProvider: boolean) {
         entry.provider_name = provider.row.name;
         entry.provider_vendor = provider.row.vendor;
       }
-      return entry;
+      return [entry];
     }),
   };
 }
 
-export function retrieveModel(deps: ModelDeps, publicId: string) {
-  const model = deps.registry.resolve(publicId);
-  if (!model) throw modelNotFound(publicId, 'model');
-  return modelEntry(model);
+/** GET /v1/models/{model}: a model the caller may not use does not exist for it (OpenAI's 404). */
+export function retrieveModel(deps: ModelDeps, principal: Principal, publicId: string) {
+  const access = deps.modelAccess(principal);
+  const entry = (allowed: (model: string) => boolean) => {
+    const model = deps.registry.resolve(publicId);
+    if (!model || !allowed(model.publicId)) throw modelNotFound(publicId, 'model');
+    return modelEntry(model);
+  };
+  return isPending(access) ? access.then(entry) : entry(access);
 }
 
 export async function getCatalog(deps: ModelDeps, publicId: string) {

@@ -28,7 +28,7 @@ export function modelRoutes(deps: { models: ModelDeps }): Route[] {
       summary: 'List available models, best provider first (X-Provider-Data: true adds the provider)',
       access: 'user',
       response: { schema: modelListSchema },
-      handler: ({ req }) => listModels(deps.models, String(req.headers['x-provider-data'] ?? '').toLowerCase() === 'true'),
+      handler: ({ req, principal }) => listModels(deps.models, principal, String(req.headers['x-provider-data'] ?? '').toLowerCase() === 'true'),
     }),
     models.get('/v1/models/catalogs/*publicId', {
       summary: "Get a model's catalog entry",
@@ -91,7 +91,7 @@ export function modelRoutes(deps: { models: ModelDeps }): Route[] {
       access: 'user',
       request: { params: byModel },
       response: { schema: modelEntrySchema },
-      handler: ({ params }) => retrieveModel(deps.models, params.model),
+      handler: ({ params, principal }) => retrieveModel(deps.models, principal, params.model),
     }),
   ];
 }

@@ -205,13 +205,33 @@ const who = (scope: SpendScope) => (scope === 'key' ? 'this API key' : 'this acc
  * applies. Synchronous when the caller's limits are cached and set no budget (no counter to reserve).
  */
 export function admitRequest(deps: SpendDeps, principal: Principal, model: string): MaybePromise<SpendTicket | null> {
-  const scopes: Array<{ scope: SpendScope; id: string }> = [{ scope: 'user', id: principal.userId }];
-  if (principal.apiKeyId) scopes.unshift({ scope: 'key', id: principal.apiKeyId });
   if (principal.isGuest && deps.guestAllowedModels?.length && !modelAllowed(deps.guestAllowedModels, model)) {
     throw new ApiError(403, `The model '${model}' is not available to guest accounts; sign in or use an API key`, { code: 'model_not_allowed', param: 'model' });
   }
-  const rows = deps.limitsCache ? deps.limitsCache.rows(deps.knex, scopes) : findSpendLimits(deps.knex, scopes);
+  const rows = limitsOf(deps, principal);
   return isPending(rows) ? rows.then((settled) => admitAgainst(deps, settled, model)) : admitAgainst(deps, rows, model);
+}
+
+/** The caller's key and user limits (both apply), from the cache when there is one. */
+function limitsOf(deps: SpendDeps, principal: Principal): MaybePromise<SpendLimitsRow[]> {
+  const scopes: Array<{ scope: SpendScope; id: string }> = [{ scope: 'user', id: principal.userId }];
+  if (principal.apiKeyId) scopes.unshift({ scope: 'key', id: principal.apiKeyId });
+  return deps.limitsCache ? deps.limitsCache.rows(deps.knex, scopes) : findSpendLimits(deps.knex, scopes);
+}
+
+/**
+ * Which models the caller may use, by the allow-lists admission applies (the guest setting, the
+ * key's, the user's): what `GET /v1/models` lists and `GET /v1/models/{model}` shows. Synchronous
+ * when the caller's limits are cached, so reading the model list costs no database query then.
+ */
+export function modelAccess(deps: SpendDeps, principal: Principal): MaybePromise<(model: string) => boolean> {
+  const lists = (rows: SpendLimitsRow[]) => {
+    const patterns = rows.flatMap((row) => (row.allowed_models ? [row.allowed_models] : []));
+    if (principal.isGuest && deps.guestAllowedModels?.length) patterns.unshift(deps.guestAllowedModels);
+    return (model: string) => patterns.every((list) => modelAllowed(list, model));
+  };
+  const rows = limitsOf(deps, principal);
+  return isPending(rows) ? rows.then(lists) : lists(rows);
 }
 
 function admitAgainst(deps: SpendDeps, rows: SpendLimitsRow[], model: string): MaybePromise<SpendTicket | null> {

@@ -3,7 +3,7 @@ import { spendSettledCount, spendTables, usageRollupTables } from './migrations.
 import { usageRoutes } from './routes.js';
 
 export type { UsageReportDeps } from './report.js';
-export { admitRequest, createSpendLimitsCache, getSpendLimits, hasSpendInput, setSpendLimits, spendFields, spendLimitsPort, type SpendDeps, type SpendInput, type SpendLimitsPort, type SpendView } from './budgets.js';
+export { admitRequest, createSpendLimitsCache, getSpendLimits, hasSpendInput, modelAccess, setSpendLimits, spendFields, spendLimitsPort, type SpendDeps, type SpendInput, type SpendLimitsPort, type SpendView } from './budgets.js';
 
 /** Usage and cost reports (the raw usage table and the writer belong to chat's request path). */
 export const usageResource: LlmApiResource = {

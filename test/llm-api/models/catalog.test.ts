@@ -11,7 +11,9 @@ test.before(async () => {
   fake = await startFakeUpstream({ name: 'cat', models: [{ id: SLASHED, context_length: 4096, description: 'from upstream' }, { id: 'plain' }] });
   // The request log flushes every few milliseconds, so its writes fall inside the hot-path test's
   // calls on every run rather than on a slow one only.
-  h = await startLlmHarness({ REQUEST_LOG_FLUSH_MS: '5' });
+  // The caller's allow-lists (which models it may see) are cached for an hour here, so the hot-path
+  // test can show the model list reads them from the cache, never the database, once warm.
+  h = await startLlmHarness({ REQUEST_LOG_FLUSH_MS: '5', LLM_SPEND_LIMITS_CACHE_MS: '3600000' });
   const res = await h.call('POST', '/v1/admin/providers', { name: 'Cat', vendor: 'cat', base_url: fake.url });
   providerId = res.body.id;
 });
@@ -135,11 +137,14 @@ test.serial('the hot path does not query the model tables for model resolution',
   const queried: string[] = [];
   // Only the tables model resolution would read: the request log's and the usage recorder's timed
   // flushes write their own llm_ tables whenever their timers fire, which is not the request path.
-  const MODEL_TABLES = /\b(llm_providers|llm_provider_models|llm_model_catalogs|llm_catalog_state)\b/;
+  // The caller's allow-lists (llm_spend_limits) come from admission's cache once it is warm.
+  const MODEL_TABLES = /\b(llm_providers|llm_provider_models|llm_model_catalogs|llm_catalog_state|llm_spend_limits)\b/;
   const onQuery = (q: { sql: string }) => void (MODEL_TABLES.test(q.sql) && queried.push(q.sql));
+  t.is((await h.call('GET', '/v1/models', undefined, h.user)).status, 200);
   knex.on('query', onQuery);
   try {
     for (let i = 0; i < 5; i++) t.is((await h.call('GET', '/v1/models', undefined, h.user)).status, 200);
+    t.is((await h.call('GET', `/v1/models/${SLASHED}`, undefined, h.user)).status, 200);
   } finally {
     knex.off('query', onQuery);
   }
