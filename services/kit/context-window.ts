@@ -13,6 +13,11 @@ const TOKENS_PER_MESSAGE = 4;
 /** What OpenAI charges for a high-detail 1024×1024 image (85 + 4 tiles × 170): a typical image's cost. */
 export const TOKENS_PER_IMAGE = 765;
 const IMAGE_PART_TYPES = new Set(['image_url', 'input_image', 'image']);
+/**
+ * The `detail` values of an image part the chat API takes. A request naming another is refused; a
+ * stored part holding another (the conversations API keeps items as sent) is replayed without it.
+ */
+export const IMAGE_DETAILS: ReadonlySet<string> = new Set(['auto', 'low', 'high']);
 
 function imagePartCount(content: unknown): number {
   if (!Array.isArray(content)) return 0;

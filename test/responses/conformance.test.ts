@@ -152,13 +152,14 @@ test('reasoning and mcp_list_tools items are accepted and not sent; an assistant
   t.is(items[4].error, 'boom');
 });
 
-test('item_reference, a refusal in a user message and an mcp_call without a name are 400s naming the field', async (t) => {
+test('item_reference, a refusal in a user message, an image detail the chat API does not take and an mcp_call without a name are 400s naming the field', async (t) => {
   p.fake.script('never-items', [{ content: 'must not be asked' }]);
   const { client } = await p.newClient();
   const cases: Array<[unknown[], string]> = [
     [[{ type: 'item_reference', id: 'msg_abc' }], 'input[0].type'],
     [[{ role: 'user', content: [{ type: 'refusal', refusal: 'no' }] }], 'input[0].content[0].type'],
     [[{ role: 'assistant', content: [{ type: 'refusal' }] }], 'input[0].content[0].refusal'],
+    [[{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png', detail: 'original' }] }], 'input[0].content[0].detail'],
     [[{ role: 'user', content: 'x' }, { type: 'mcp_call', arguments: '{}' }], 'input[1].name'],
     [[{ type: 'mcp_list_tools', tools: [{ description: 'nameless' }] }], 'input[0].tools[0].name'],
   ];

@@ -1,4 +1,4 @@
-import { contentText, estimateTokensOf, keepNewest } from '../../kit/index.js';
+import { contentText, estimateTokensOf, IMAGE_DETAILS, keepNewest } from '../../kit/index.js';
 import type { HistoryItem } from '../conversations/index.js';
 import type { ChatRequest } from './schemas.js';
 
@@ -154,7 +154,7 @@ function imageOf(part: ContentPart | null): { url: string; detail?: string } | n
   const url = typeof part.image_url === 'string' ? part.image_url : typeof part.image_url?.url === 'string' ? part.image_url.url : typeof nested?.url === 'string' ? nested.url : undefined;
   if (!url || (part.type !== 'input_image' && part.type !== 'image_url' && part.type !== 'image' && !nested)) return null;
   const detail = typeof part.detail === 'string' ? part.detail : typeof nested?.detail === 'string' ? nested.detail : undefined;
-  return detail ? { url, detail } : { url };
+  return detail && IMAGE_DETAILS.has(detail) ? { url, detail } : { url };
 }
 
 /**

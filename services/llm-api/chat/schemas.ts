@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { badRequest, conversationRefSchema, requestMetadataSchema } from '../../kit/index.js';
+import { badRequest, conversationRefSchema, IMAGE_DETAILS, requestMetadataSchema } from '../../kit/index.js';
 
 /**
  * POST /v1/chat/completions request (SPEC.md 4.2, openai-api.md 1.1). Objects are loose: fields the
@@ -19,7 +19,6 @@ const int = (min: number, max: number) => z.number().int().min(min).max(max).nul
 const contentPart = z.looseObject({ type: z.string().min(1) }).superRefine((part, ctx) => checkContentPart(part, ctx));
 
 type PartContext = { addIssue(issue: z.core.$ZodRawIssue): void };
-const IMAGE_DETAILS: readonly string[] = ['auto', 'low', 'high'];
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 function checkContentPart(part: Record<string, unknown> & { type: string }, ctx: PartContext): void {
@@ -33,7 +32,7 @@ function checkContentPart(part: Record<string, unknown> & { type: string }, ctx:
       if (!image) return;
       requireString(image, 'url', ctx, ['image_url']);
       const detail = image.detail;
-      if (detail !== undefined && (typeof detail !== 'string' || !IMAGE_DETAILS.includes(detail))) {
+      if (detail !== undefined && (typeof detail !== 'string' || !IMAGE_DETAILS.has(detail))) {
         ctx.addIssue({ code: 'invalid_value', values: [...IMAGE_DETAILS], input: detail, path: ['image_url', 'detail'], message: "expected one of 'auto', 'low', 'high'" });
       }
       return;

@@ -1,4 +1,4 @@
-import { badRequest, contentText, newId } from '../../kit/index.js';
+import { badRequest, contentText, IMAGE_DETAILS, newId } from '../../kit/index.js';
 import { SERVER_LABEL } from './loop.js';
 import { INPUT_ITEM_ID_MAX } from './schemas.js';
 
@@ -22,6 +22,10 @@ function checkInputPart(part: any, param: string): void {
       // A URL, a data URL or a `jan_` media id (llm-api resolves those to download URLs).
       const url = typeof part.image_url === 'string' ? part.image_url : part.file_id;
       if (typeof url !== 'string' || !url) throw badRequest(`${param} needs image_url or file_id`, `${param}.image_url`);
+      // Checked here, not left to the step: llm-api would refuse it naming its own chat path.
+      if (part.detail !== undefined && part.detail !== null && !IMAGE_DETAILS.has(part.detail)) {
+        throw badRequest(`${param}.detail must be one of 'auto', 'low', 'high'`, `${param}.detail`);
+      }
       return;
     }
     default:
@@ -240,8 +244,9 @@ function imageOf(part: Record<string, any>): { url: string; detail?: string } | 
   if (part.type === 'input_image' || part.type === 'image_url') url = typeof part.image_url === 'string' ? part.image_url : typeof part.file_id === 'string' ? part.file_id : part.image_url?.url;
   else if (nested) url = typeof nested.url === 'string' ? nested.url : nested.file_id;
   if (typeof url !== 'string' || !url) return null;
+  // A detail the chat API does not take (stored by a client of the conversations API) is left out.
   const detail = [part.detail, part.image_url?.detail, nested?.detail].find((d) => typeof d === 'string');
-  return detail ? { url, detail } : { url };
+  return detail && IMAGE_DETAILS.has(detail) ? { url, detail } : { url };
 }
 
 /** A function's output as a tool message's text: a string as it is, parts by their text (their JSON when they hold none). */

@@ -66,3 +66,10 @@ test('trimming to the context keeps or drops a tool-calling turn as a whole', as
   t.deepEqual(roomy.map((m) => m.role), ['assistant', 'tool', 'assistant', 'user']);
   t.is(roomy[0]!.tool_calls?.[0]?.id, 'c1');
 });
+
+test('a stored image keeps a detail the chat API takes; another (the conversations API stores items as sent) is replayed without it', async (t) => {
+  const image = (detail: string) => ({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'see' }, { type: 'input_image', image_url: 'https://example.com/a.png', detail }] });
+  const replayed = await fit([image('low'), assistant('ok'), image('original'), assistant('ok')]);
+  t.deepEqual(replayed[0], { role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png', detail: 'low' } }] });
+  t.deepEqual(replayed[2], { role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] });
+});
