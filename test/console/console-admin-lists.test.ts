@@ -1,9 +1,6 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import test from 'ava';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
+import { openConsoleBrowser, signIn } from './browser.js';
 import { randomBase62 } from '../../services/kit/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -18,27 +15,20 @@ let p: TestPlatform;
 let many: FakeUpstream;
 let small: FakeUpstream;
 let browser: BrowserContext;
-let userDataDir: string;
+let chrome: Awaited<ReturnType<typeof openConsoleBrowser>>;
 
 test.before(async () => {
-  const build = spawnSync(process.execPath, ['scripts/build-console.mjs'], { stdio: 'inherit' });
-  if (build.status !== 0) throw new Error('console build failed');
   many = await startFakeUpstream({ name: 'many', models: MANY });
   small = await startFakeUpstream({ name: 'small', models: [{ id: 'sw-model' }] });
   p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY, LLM_HEALTH_PROBE_INTERVAL_MS: '0' } });
-  userDataDir = mkdtempSync(join(tmpdir(), 'console-chromium-'));
-  browser = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'],
-  });
+  chrome = await openConsoleBrowser();
+  browser = chrome.browser;
 });
 test.after.always(async () => {
-  await browser?.close();
+  await chrome?.close();
   await p?.stop();
   await many?.close();
   await small?.close();
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
 });
 
 const api = async (path: string, init: RequestInit = {}) => {
@@ -46,16 +36,7 @@ const api = async (path: string, init: RequestInit = {}) => {
   return { status: res.status, body: (await res.json()) as any };
 };
 
-async function signedIn(): Promise<Page> {
-  const page = await browser.newPage();
-  await page.setViewportSize({ width: 1280, height: 800 });
-  page.on('pageerror', (error) => console.error('page error:', error.message));
-  await page.goto(`${p.url}/console/`);
-  await page.getByLabel('API key').fill(ADMIN_KEY);
-  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-  await page.getByRole('button', { name: 'Sign out' }).waitFor();
-  return page;
-}
+const signedIn = (): Promise<Page> => signIn(browser, p.url, ADMIN_KEY);
 
 /** The row of the user with this e-mail, once the list shows that user alone (a search's answer). */
 function onlyUserRow(page: Page, email: string) {

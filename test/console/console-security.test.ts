@@ -1,9 +1,6 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import test from 'ava';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
+import { openConsoleBrowser, signIn } from './browser.js';
 import { randomBase62 } from '../../services/kit/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -17,27 +14,20 @@ let p: TestPlatform;
 let victim: FakeUpstream;
 let hostile: FakeUpstream;
 let browser: BrowserContext;
-let userDataDir: string;
+let chrome: Awaited<ReturnType<typeof openConsoleBrowser>>;
 
 test.before(async () => {
-  const build = spawnSync(process.execPath, ['scripts/build-console.mjs'], { stdio: 'inherit' });
-  if (build.status !== 0) throw new Error('console build failed');
   victim = await startFakeUpstream({ name: 'victim', models: [{ id: 'victim-model' }] });
   hostile = await startFakeUpstream({ name: 'hostile', models: [] });
   p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY, LLM_HEALTH_PROBE_INTERVAL_MS: '0' } });
-  userDataDir = mkdtempSync(join(tmpdir(), 'console-chromium-'));
-  browser = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'],
-  });
+  chrome = await openConsoleBrowser();
+  browser = chrome.browser;
 });
 test.after.always(async () => {
-  await browser?.close();
+  await chrome?.close();
   await p?.stop();
   await victim?.close();
   await hostile?.close();
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
 });
 
 const api = async (path: string, init: RequestInit = {}) => {
@@ -45,25 +35,20 @@ const api = async (path: string, init: RequestInit = {}) => {
   return { status: res.status, headers: res.headers, body: (await res.json()) as any };
 };
 
-async function signedIn(): Promise<Page> {
-  const page = await browser.newPage();
-  await page.setViewportSize({ width: 1280, height: 800 });
-  page.on('pageerror', (error) => console.error('page error:', error.message));
-  await page.goto(`${p.url}/console/`);
-  await page.getByLabel('API key').fill(ADMIN_KEY);
-  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-  await page.getByRole('button', { name: 'Sign out' }).waitFor();
-  return page;
-}
+const signedIn = (): Promise<Page> => signIn(browser, p.url, ADMIN_KEY);
 
 test.serial("a model id made of dot segments cannot steer the admin's catalog buttons to another endpoint", async (t) => {
   const registered = await api('/v1/admin/providers', { method: 'POST', body: JSON.stringify({ name: 'Victim', vendor: 'fake', base_url: victim.url }) });
   t.is(registered.status, 201);
   const victimId = registered.body.id as string;
-  // A provider's model list names a "model" whose id, as a URL path, climbs out of the catalog.
+  // A "model" whose id, as a URL path, climbs out of the catalog. The sync skips such an id now, so
+  // the entry is written as an earlier release stored it: the console must refuse it all the same.
   const trap = `../../providers/${victimId}`;
-  hostile.setModels([{ id: trap }]);
+  hostile.setModels([{ id: 'hostile-model' }]);
   t.is((await api('/v1/admin/providers', { method: 'POST', body: JSON.stringify({ name: 'Hostile', vendor: 'fake', base_url: hostile.url }) })).status, 201);
+  const knex = p.runtime.db.knex;
+  t.is(await knex('llm_model_catalogs').where({ public_id: 'hostile-model' }).update({ public_id: trap }), 1);
+  t.is(await knex('llm_provider_models').where({ model_public_id: 'hostile-model' }).update({ model_public_id: trap }), 1);
 
   const seen: string[] = [];
   const page = await signedIn();

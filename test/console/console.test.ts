@@ -1,9 +1,8 @@
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
+import { openConsoleBrowser, signIn } from './browser.js';
 import { randomBase62 } from '../../services/kit/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
@@ -20,31 +19,22 @@ let p: TestPlatform;
 let fake: FakeUpstream;
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
 let browser: BrowserContext;
-let userDataDir: string;
+let chrome: Awaited<ReturnType<typeof openConsoleBrowser>>;
 
 test.before(async () => {
-  const build = spawnSync(process.execPath, ['scripts/build-console.mjs'], { stdio: 'inherit' });
-  if (build.status !== 0) throw new Error('console build failed');
   mkdirSync(SHOTS, { recursive: true });
   fake = await startFakeUpstream({ name: 'fakeco', models: [{ id: 'console-model' }, { id: 'console-other' }] });
   receiver = await startReceiver();
   // Webhooks may reach the local receiver (the egress guard refuses loopback otherwise).
   p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY, LLM_HEALTH_PROBE_INTERVAL_MS: '0', EGRESS_ALLOW_HOSTS: '127.0.0.1', LOGIN_MAX_FAILURES: '3' } });
-  userDataDir = mkdtempSync(join(tmpdir(), 'console-chromium-'));
-  // A fresh profile per run; each signed-in user gets their own tab (sessionStorage is per tab).
-  browser = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    acceptDownloads: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'],
-  });
+  chrome = await openConsoleBrowser({ acceptDownloads: true });
+  browser = chrome.browser;
 });
 test.after.always(async () => {
-  await browser?.close();
+  await chrome?.close();
   await p?.stop();
   await fake?.close();
   await receiver?.close();
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
 });
 
 const api = async (path: string, init: RequestInit & { key?: string } = {}) => {
@@ -53,15 +43,7 @@ const api = async (path: string, init: RequestInit & { key?: string } = {}) => {
 };
 
 async function signedIn(key: string, viewport = { width: 1280, height: 800 }): Promise<{ context: BrowserContext; page: Page }> {
-  const context = browser;
-  const page = await context.newPage();
-  await page.setViewportSize(viewport);
-  page.on('pageerror', (error) => console.error('page error:', error.message));
-  await page.goto(`${p.url}/console/`);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
-  await page.getByRole('button', { name: 'Sign out' }).waitFor();
-  return { context, page };
+  return { context: browser, page: await signIn(browser, p.url, key, viewport) };
 }
 
 async function pickerOptions(page: Page): Promise<string[]> {
