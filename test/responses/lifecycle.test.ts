@@ -39,6 +39,23 @@ const toolCall = (name: string, args = '{}'): ChatCompletion => ({ choices: [{ m
 /** A step that answers only when its signal aborts, with the signal's reason (as the real port does). */
 const never = (_body: unknown, signal: AbortSignal) => new Promise<ChatCompletion>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
 
+/** A background response's row as a running loop writes it (no loop runs it in these tests). */
+const insertRunning = (userId: string, id: string, fields: { createdAt: number; status?: string; body?: Record<string, unknown> }) => {
+  const status = fields.status ?? 'in_progress';
+  return store.insert({
+    id,
+    user_id: userId,
+    status,
+    background: true,
+    cancel_requested: false,
+    body: fields.body ?? { id, status, output: [] },
+    context: [],
+    input_items: [],
+    created_at: new Date(fields.createdAt),
+    expires_at: new Date(fields.createdAt + 30 * 86_400_000),
+  });
+};
+
 /** An llm-api port answering each step from `steps` (the last repeats); `asked` holds a copy of every step's body as sent. */
 function fakeLlm(steps: Array<(body: Record<string, any>, signal: AbortSignal) => ChatCompletion | Promise<ChatCompletion>>) {
   const asked: Array<Record<string, any>> = [];
@@ -201,18 +218,7 @@ test('the sweep ends responses left queued or running longer than any loop runs,
   t.is(bound, 64 * 60_000, 'about an hour with the default timeouts');
   const userId = newUserId();
   const insert = (id: string, status: string) =>
-    store.insert({
-      id,
-      user_id: userId,
-      status,
-      background: true,
-      cancel_requested: false,
-      body: { id, object: 'response', status, output: [{ type: 'message', content: [] }], error: null },
-      context: [],
-      input_items: [],
-      created_at: new Date(clock.now()),
-      expires_at: new Date(clock.now() + 30 * 86_400_000),
-    });
+    insertRunning(userId, id, { createdAt: clock.now(), status, body: { id, object: 'response', status, output: [{ type: 'message', content: [] }], error: null } });
   const id = (name: string) => `resp_sweep_${process.pid}_${name}`;
   await insert(id('running'), 'in_progress');
   await insert(id('queued'), 'queued');
@@ -240,18 +246,7 @@ test('the sweep also runs when the periodic purge starts (a restarted process en
   const clock = new ManualClock(Date.now());
   const userId = newUserId();
   const rowId = `resp_sweep_start_${process.pid}`;
-  await store.insert({
-    id: rowId,
-    user_id: userId,
-    status: 'in_progress',
-    background: true,
-    cancel_requested: false,
-    body: { id: rowId, status: 'in_progress', output: [] },
-    context: [],
-    input_items: [],
-    created_at: new Date(clock.now() - 2 * 3_600_000),
-    expires_at: new Date(clock.now() + 86_400_000),
-  });
+  await insertRunning(userId, rowId, { createdAt: clock.now() - 2 * 3_600_000 });
   const knex = p.runtime.db.knex;
   const swept = new Promise<void>((resolve) => {
     const onResponse = (_rows: unknown, query: { method?: string; sql: string; bindings?: unknown[] }) => {
@@ -273,18 +268,7 @@ test('a cancel no loop answers (the process running it stopped) ends the row can
   const rowId = `resp_orphan_cancel_${process.pid}`;
   const now = Date.now();
   const output = [{ type: 'mcp_call', id: 'mcp_1', name: 'python_exec', arguments: '{}', output: '4', error: null }];
-  await store.insert({
-    id: rowId,
-    user_id: userId,
-    status: 'in_progress',
-    background: true,
-    cancel_requested: false,
-    body: { id: rowId, object: 'response', status: 'in_progress', output, error: null },
-    context: [],
-    input_items: [],
-    created_at: new Date(now),
-    expires_at: new Date(now + 86_400_000),
-  });
+  await insertRunning(userId, rowId, { createdAt: now, body: { id: rowId, object: 'response', status: 'in_progress', output, error: null } });
   const { llm } = fakeLlm([() => answer('unused')]);
   // No loop runs it anywhere, and no wait: the cancel ends it itself.
   const answered = await cancelResponse(domainDeps(llm), principalOf(userId), rowId, 0);
@@ -308,18 +292,7 @@ test('a row the sweep ended failed is not overwritten by a loop that writes late
   const clock = new ManualClock(Date.now());
   const userId = newUserId();
   const rowId = `resp_swept_late_${process.pid}`;
-  await store.insert({
-    id: rowId,
-    user_id: userId,
-    status: 'in_progress',
-    background: true,
-    cancel_requested: false,
-    body: { id: rowId, status: 'in_progress', output: [] },
-    context: [],
-    input_items: [],
-    created_at: new Date(clock.now() - 2 * 3_600_000),
-    expires_at: new Date(clock.now() + 86_400_000),
-  });
+  await insertRunning(userId, rowId, { createdAt: clock.now() - 2 * 3_600_000 });
   const sweep = startRetentionPurge({ store, clock, logger: p.runtime.logger, intervalMs: 0, interruptedAfterMs: 3_600_000 });
   t.teardown(() => sweep.stop());
   await sweep.run();
