@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import type { z } from 'zod';
 import { ApiError } from './errors.js';
 import { scanJsonMembers } from './json-members.js';
 
@@ -253,7 +253,3 @@ export function characterCount(text: string): number {
   for (const _ of text) count++;
   return count;
 }
-
-/** `schema` (a string) of at most `max` characters (code points), shown as `maxLength` in the OpenAPI document. */
-export const maxCharacters = (max: number, schema: z.ZodString = z.string()) =>
-  schema.refine((value) => characterCount(value) <= max, `must be at most ${max} characters`).meta({ maxLength: max });

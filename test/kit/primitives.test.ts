@@ -1,5 +1,5 @@
 import test from 'ava';
-import { ApiError, decodeUtf8, decodeValidUtf8, ID_PREFIXES, isId, listEnvelope, newId, parsePage, randomBase62, safeEqual, secretMatcher, sha256Hex, startsWithAny } from '../../services/kit/index.js';
+import { ApiError, characterCount, decodeUtf8, decodeValidUtf8, ID_PREFIXES, isId, listEnvelope, maxCharacters, newId, parseInput, parsePage, randomBase62, requestMetadataSchema, safeEqual, secretMatcher, sha256Hex, startsWithAny } from '../../services/kit/index.js';
 
 test('ids carry their prefix, are URL-safe and do not repeat', (t) => {
   const seen = new Set<string>();
@@ -101,4 +101,16 @@ test('decodeValidUtf8 reads valid UTF-8 as toString does, and gives undefined fo
     Buffer.concat([Buffer.from('é'.repeat(5000)), Buffer.from([0xf0, 0x9f])]),
   ];
   for (const bytes of invalid) t.is(decodeValidUtf8(bytes), undefined);
+});
+
+test('text limits count characters (code points): an emoji is one, as OpenAI and PostgreSQL count', (t) => {
+  const otter = '\u{1F9A6}';
+  t.is(otter.length, 2);
+  t.is(characterCount(otter.repeat(3) + 'ab'), 5);
+  t.is(parseInput(maxCharacters(3), otter.repeat(3)), otter.repeat(3));
+  t.is((t.throws(() => parseInput(maxCharacters(3), otter.repeat(4)), { instanceOf: ApiError }) as ApiError).message.includes('at most 3 characters'), true);
+  // Chat's and the Responses API's metadata: keys up to 64 characters, values up to 512.
+  t.deepEqual(parseInput(requestMetadataSchema, { [otter.repeat(64)]: otter.repeat(512) }), { [otter.repeat(64)]: otter.repeat(512) });
+  t.throws(() => parseInput(requestMetadataSchema, { [otter.repeat(65)]: 'v' }, 'metadata'), { instanceOf: ApiError });
+  t.throws(() => parseInput(requestMetadataSchema, { k: otter.repeat(513) }, 'metadata'), { instanceOf: ApiError });
 });

@@ -13,7 +13,7 @@ export { CounterFamily, HistogramFamily, type CounterCell, type HistogramCell } 
 export { bodyTooLarge, readJsonBody, readRawBody, checkRequestStrings, parseSize } from './body.js';
 export { mountRoutes, ROUTE_TABLE, type MountOptions } from './mount.js';
 export * from './route-table.js';
-export { conversationRefSchema, requestMetadataSchema } from './openai-fields.js';
+export { conversationRefSchema, maxCharacters, requestMetadataSchema } from './openai-fields.js';
 export { apiMarkdown, openApiDocument, openApiPath, unbuiltDeps, type DocumentedService, type OpenApiInfo } from './openapi.js';
 export * from '../pagination.js';
 export * from '../lifecycle.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { characterCount, maxCharacters } from '../../kit/core/index.js';
-import { cursorQuery, intParam } from '../../kit/http/index.js';
+import { characterCount } from '../../kit/core/index.js';
+import { cursorQuery, intParam, maxCharacters } from '../../kit/http/index.js';
 
 /**
  * Request schemas of conversations, items and branches (SPEC.md 2.2, 4.3, 8). Bodies are strict, as
