@@ -123,13 +123,18 @@ test.serial('a model outside the allow-list gets 403 naming it (key and user all
 
 test.serial('GET /v1/models lists only the models the allow-lists admit; retrieving another is 404 model_not_found naming model', async (t) => {
   const ids = async (client: OpenAI) => (await client.models.list()).data.map((m) => m.id).sort();
-  const limited = keyClient((await newKey({ allowed_models: ['budget-*'] })).key);
+  const limitedKey = (await newKey({ allowed_models: ['budget-*'] })).key;
+  const limited = keyClient(limitedKey);
   t.deepEqual(await ids(limited), ['budget-model']);
   t.is((await limited.models.retrieve('budget-model')).id, 'budget-model');
   const hidden = await t.throwsAsync(limited.models.retrieve('other-model'), { instanceOf: NotFoundError });
   t.is((hidden as APIError).code, 'model_not_found');
   t.is((hidden as APIError).param, 'model');
   t.regex((hidden as APIError).message, /'other-model' does not exist or you do not have access to it/);
+  // Its catalog entry is hidden alike; an admitted model's is shown.
+  const catalog = async (key: string, model: string) => (await fetch(`${p.url}/v1/models/catalogs/${model}`, { headers: { authorization: `Bearer ${key}` } })).status;
+  t.is(await catalog(limitedKey, 'other-model'), 404);
+  t.is(await catalog(limitedKey, 'budget-model'), 200);
   // A key without an allow-list sees every model.
   const open = keyClient((await newKey({})).key);
   t.deepEqual(await ids(open), ['budget-model', 'other-model']);

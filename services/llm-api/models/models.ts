@@ -59,7 +59,12 @@ export function retrieveModel(deps: ModelDeps, principal: Principal, publicId: s
   return isPending(access) ? access.then(entry) : entry(access);
 }
 
-export async function getCatalog(deps: ModelDeps, publicId: string) {
+/**
+ * A catalog entry. With `principal` (the public route), an entry of a model the caller's
+ * allow-lists do not admit does not exist for it, as in the model list.
+ */
+export async function getCatalog(deps: ModelDeps, publicId: string, principal?: Principal) {
+  if (principal && !(await deps.modelAccess(principal))(publicId)) throw modelNotFound(publicId);
   const row = await deps.models.catalogByPublicId(publicId);
   if (!row) throw modelNotFound(publicId);
   return catalogView(row);

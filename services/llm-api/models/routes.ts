@@ -35,7 +35,7 @@ export function modelRoutes(deps: { models: ModelDeps }): Route[] {
       access: 'user',
       request: { params: byPublicId },
       response: { schema: catalogObjectSchema },
-      handler: ({ params }) => getCatalog(deps.models, params.publicId),
+      handler: ({ params, principal }) => getCatalog(deps.models, params.publicId, principal),
     }),
     models.get('/v1/admin/models/catalogs', {
       summary: 'List catalog entries',
