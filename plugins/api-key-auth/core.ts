@@ -118,7 +118,8 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
     if (request.shared.jwt && personOf(request.shared.jwt) !== personOf(found)) {
       return deny(401, 'The bearer token and the API key belong to different users');
     }
-    return { kind: 'continue', identity: found, removeUpstream: removeKeyAndBearerIfAny(request) };
+    // A key that came as the Bearer value is that header: no second look at it on the hot path.
+    return { kind: 'continue', identity: found, removeUpstream: fromBearer ? removeKeyAndBearer : removeKeyAndBearerIfAny(request) };
   }
 
   /** The key never goes upstream, even when it was ignored. */
