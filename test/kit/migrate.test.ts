@@ -26,3 +26,22 @@ test('each owner keeps its own history; a shared set runs once; two sets may not
   const impostor: MigrationSet = { owner: 'shared_part', migrations: [] };
   await t.throwsAsync(migrateAll(db.knex, [shared, impostor]), { message: /two different migration sets claim the owner shared_part/ });
 });
+
+test('copies started together migrate once: no duplicate history table, one lock row, every copy starts', async (t) => {
+  const own = uniqueName('migrate_race');
+  t.teardown(() => dropSchema(own));
+  const copies = await Promise.all(Array.from({ length: 4 }, () => createDatabase({ url: TEST_DATABASE_URL, dataDir: '.', schema: own, poolMax: 2 })));
+  t.teardown(() => Promise.all(copies.map((db) => db.close())));
+  let runs = 0;
+  const set: MigrationSet = {
+    owner: 'raced_part',
+    migrations: [{ name: '20261207_9002_raced_table', up: async (knex) => void (runs++, await knex.schema.createTable('raced_table', (tb) => tb.string('id').primary())) }],
+  };
+  const applied = await Promise.all(copies.map((db) => migrateAll(db.knex, [kitMigrations, set])));
+  t.is(runs, 1);
+  t.is(applied.filter((names) => names.includes('20261207_9002_raced_table')).length, 1);
+  const locks = await copies[0].knex('migrations_raced_part_lock').select('is_locked');
+  t.deepEqual(locks, [{ is_locked: 0 }]);
+  // A later start takes the lock and finds nothing to do.
+  t.deepEqual(await migrateAll(copies[1].knex, [kitMigrations, set]), []);
+});

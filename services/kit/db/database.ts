@@ -86,7 +86,7 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
       acquireConnectionTimeout: connectTimeoutMs,
       log: knexLog(options.logger),
     });
-    if (options.schema) await knex.raw('create schema if not exists ??', [options.schema]);
+    if (options.schema) await ensureSchema(knex, options.schema);
     return wrap(knex, 'postgres');
   }
   let dir: string | undefined;
@@ -115,7 +115,7 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
     // A waiting query fails instead of hanging forever if someone holds the one connection too long.
     acquireConnectionTimeout: 30_000,
   });
-  if (options.schema) await knex.raw('create schema if not exists ??', [options.schema]);
+  if (options.schema) await ensureSchema(knex, options.schema);
   const everyMs = options.vacuumEveryMs ?? 60_000;
   const vacuum = everyMs > 0 ? startEmbeddedVacuum(knex, { everyMs, logger: options.logger }) : undefined;
   return wrap(knex, 'pglite', () => vacuum?.stop());
@@ -133,6 +133,19 @@ const ClientPgLiteCounts = class extends (ClientPgLite as unknown as new (config
     return super.processResponse(obj, runner);
   }
 };
+
+/**
+ * `if not exists` is checked before the insert into the catalog, so two processes creating the
+ * schema at the same moment can both pass it, and the second fails on the catalog's unique index.
+ */
+async function ensureSchema(knex: Knex, schema: string): Promise<void> {
+  try {
+    await knex.raw('create schema if not exists ??', [schema]);
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code !== '23505' && code !== '42P06') throw error;
+  }
+}
 
 function knexLog(logger: Logger | undefined): Knex.Logger | undefined {
   if (!logger) return undefined;
