@@ -62,6 +62,23 @@ export const headerRequestId = (request: EdgeRequest) => firstHeader(request.hea
  */
 export const MAX_HEADER_LINES = 1000;
 
+/**
+ * The header names a `Connection` header lists (any case, repeated or comma-joined), lower-cased:
+ * hop-by-hop headers of this connection only (RFC 9110 section 7.6.1), which a proxy removes before
+ * forwarding. Kong clears them after the access phase; the embedded edge when it copies the headers.
+ */
+export function connectionOptions(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  const names: string[] = [];
+  for (const line of Array.isArray(value) ? value : [value]) {
+    for (const option of line.split(',')) {
+      const name = option.trim().toLowerCase();
+      if (name !== '') names.push(name);
+    }
+  }
+  return names;
+}
+
 /** The 431 both hosts answer a request of `MAX_HEADER_LINES` header lines or more with. */
 export function tooManyHeaderLines(requestId: string) {
   return {

@@ -1,5 +1,5 @@
 import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, startsWithAny } from '../../services/kit/core/index.js';
-import { deny, fitsInHeader, identityOf, INVALID_TOKEN_CHALLENGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import { connectionOptions, deny, fitsInHeader, identityOf, INVALID_TOKEN_CHALLENGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import type { Decision, EdgeRequest, PluginCore, SharedContext } from '../core/index.js';
 import type { IdentityHeadersConfig } from './schema.js';
 
@@ -57,14 +57,8 @@ export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore
  * would not apply, without `X-User-ID` it would be anonymous. No client needs to name them.
  */
 function connectionOption(value: string | string[] | undefined, guarded: (lower: string) => boolean): string | null {
-  if (value === undefined) return null;
-  for (const line of Array.isArray(value) ? value : [value]) {
-    for (const option of line.split(',')) {
-      const name = option.trim().toLowerCase();
-      if (name !== '' && guarded(name)) return name.slice(0, 64);
-    }
-  }
-  return null;
+  const name = connectionOptions(value).find(guarded);
+  return name === undefined ? null : name.slice(0, 64);
 }
 
 /** 503 when a credential could not be checked (and none succeeded); otherwise 401 with the reasons. */

@@ -2,6 +2,7 @@ import http, { type IncomingMessage, type OutgoingHttpHeaders, type ServerRespon
 import https from 'node:https';
 import { decodeUsageReport, errorBody, USAGE_REPORT_HEADER, type UsageReport } from '../kit/core/index.js';
 import { whenClosed } from '../kit/http/index.js';
+import { connectionOptions } from '../../plugins/core/index.js';
 
 /**
  * Streams a request to its upstream and the answer back, unbuffered in both directions (SSE
@@ -10,6 +11,17 @@ import { whenClosed } from '../kit/http/index.js';
  * the client connection is cut, since the status line is already gone).
  */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+
+/** A message's headers minus the hop-by-hop ones: the fixed set, and any its `Connection` header names. */
+function endToEndHeaders(source: IncomingMessage['headers']): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = {};
+  const named = source.connection === undefined ? undefined : connectionOptions(source.connection);
+  for (const name in source) {
+    const value = source[name];
+    if (value !== undefined && !HOP_BY_HOP.has(name) && !named?.includes(name)) headers[name] = value;
+  }
+  return headers;
+}
 
 /** Where a request goes, and where the edge hears what the service reported about it (access log). */
 export interface ForwardTarget {
@@ -42,13 +54,7 @@ export function createProxy(options: ProxyOptions) {
 
   /** Copies the client's headers minus hop-by-hop ones (the plugins then edit the copy). */
   function upstreamHeaders(req: IncomingMessage): OutgoingHttpHeaders {
-    const headers: OutgoingHttpHeaders = {};
-    const source = req.headers;
-    for (const name in source) {
-      const value = source[name];
-      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-    }
-    return headers;
+    return endToEndHeaders(req.headers);
   }
 
   function forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): void {
@@ -73,12 +79,7 @@ export function createProxy(options: ProxyOptions) {
     });
     upstream.on('timeout', () => upstream.destroy(Object.assign(new Error('upstream read timeout'), { code: 'ETIMEDOUT' })));
     upstream.on('response', (upstreamRes) => {
-      const headers: OutgoingHttpHeaders = {};
-      const source = upstreamRes.headers;
-      for (const name in source) {
-        const value = source[name];
-        if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-      }
+      const headers = endToEndHeaders(upstreamRes.headers);
       takeUsageReport(headers, target);
       // A stream reports its usage in a trailer; trailers are not forwarded (`pipe` drops them).
       if (target.onUsageReport) upstreamRes.once('end', () => takeUsageReport(upstreamRes.trailers, target));

@@ -297,3 +297,21 @@ test.serial('a Connection header naming an identity header is refused at the edg
   t.like(error, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'Connection', request_id: answer.requestId });
   t.is(edge.upstream.seen.length, before);
 });
+
+test.serial('a header the request\'s Connection header names stays on that hop: the service never sees it', async (t) => {
+  const key = edge.validator.add('user_hop', 'pro');
+  const echo = await new Promise<Echo>((resolve, reject) => {
+    const headers = { 'x-api-key': key.key, connection: 'keep-alive, X-Custom-Hop', 'x-custom-hop': 'for the next hop only', 'x-kept': 'end to end' };
+    const req = httpRequest(`${edge.url}/v1/models`, { headers }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(body) as Echo) : reject(new Error(`status ${res.statusCode}: ${body}`))));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  t.is(echo.headers['x-kept'], 'end to end');
+  t.false('x-custom-hop' in echo.headers);
+  t.false('connection' in echo.headers && /x-custom-hop/i.test(echo.headers.connection));
+  t.is(echo.headers['x-user-id'], 'user_hop');
+});
