@@ -1,5 +1,5 @@
-import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, startsWithAny } from '../../services/kit/core/index.js';
-import { connectionOptions, deny, fitsInHeader, identityOf, INVALID_TOKEN_CHALLENGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
+import { encodeIdentityText, GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, startsWithAny } from '../../services/kit/core/index.js';
+import { connectionOptions, deny, identityOf, INVALID_TOKEN_CHALLENGE, MISSING_CREDENTIALS_MESSAGE } from '../core/index.js';
 import type { Decision, EdgeRequest, PluginCore, SharedContext } from '../core/index.js';
 import type { IdentityHeadersConfig } from './schema.js';
 
@@ -38,9 +38,11 @@ export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore
       setUpstream[IDENTITY_HEADERS.authMethod] = identity.authMethod;
       setUpstream[IDENTITY_HEADERS.userId] = identity.userId;
       setUpstream[IDENTITY_HEADERS.subject] = identity.subject;
-      // A name or e-mail no header can carry is left out (the service sees none), never a failed request.
-      if (identity.email && fitsInHeader(identity.email)) setUpstream[IDENTITY_HEADERS.email] = identity.email;
-      if (identity.username && fitsInHeader(identity.username)) setUpstream[IDENTITY_HEADERS.username] = identity.username;
+      // Unicode travels encoded (encodeIdentityText); a string with no UTF-8 form is left out, never a failed request.
+      const email = identity.email ? encodeIdentityText(identity.email) : null;
+      if (email) setUpstream[IDENTITY_HEADERS.email] = email;
+      const username = identity.username ? encodeIdentityText(identity.username) : null;
+      if (username) setUpstream[IDENTITY_HEADERS.username] = username;
       if (identity.authMethod === 'apikey' && identity.keyId) setUpstream[IDENTITY_HEADERS.apiKeyId] = identity.keyId;
     }
     return { kind: 'continue', removeUpstream, setUpstream };

@@ -258,19 +258,22 @@ test.serial('validator down → 503 at the edge, the request is not passed throu
   }
 });
 
-test.serial('a token whose name or e-mail cannot travel in a header is served without that header; one whose subject cannot is 401, never a 500', async (t) => {
-  // Over HTTP a header value holds Latin-1 at most; an external issuer (Keycloak) may sign any Unicode name.
+test.serial('a Unicode name or e-mail travels encoded (RFC 8187 ext-value); a subject no header can carry is 401, never a 500', async (t) => {
+  // Kong sends a plugin's header value as UTF-8 and Node reads headers as Latin-1; an external
+  // issuer (Keycloak) may sign any Unicode name, so anything but printable ASCII is encoded.
   const named = await token({ preferred_username: '李雷', email: '用户@例子.test' }, { sub: 'user_cjk' });
   const res = await call('/v1/models', { headers: { authorization: `Bearer ${named}` } });
   t.is(res.status, 200);
   const headers = (res.json as Echo).headers;
   t.like(headers, { 'x-auth-method': 'jwt', 'x-user-id': 'user_cjk' });
-  t.false('x-user-username' in headers);
-  t.false('x-user-email' in headers);
-  // Latin-1 still travels as before.
+  t.is(headers['x-user-username'], "UTF-8''%E6%9D%8E%E9%9B%B7");
+  t.is(headers['x-user-email'], "UTF-8''%E7%94%A8%E6%88%B7%40%E4%BE%8B%E5%AD%90.test");
   const latin = await call('/v1/models', { headers: { authorization: `Bearer ${await token({ preferred_username: 'josé' }, { sub: 'user_latin' })}` } });
   t.is(latin.status, 200);
-  t.is((latin.json as Echo).headers['x-user-username'], 'josé');
+  t.is((latin.json as Echo).headers['x-user-username'], "UTF-8''jos%C3%A9");
+  // Printable ASCII travels as it is.
+  const ascii = await call('/v1/models', { headers: { authorization: `Bearer ${await token({ preferred_username: 'ada 100%' }, { sub: 'user_ascii' })}` } });
+  t.is((ascii.json as Echo).headers['x-user-username'], 'ada 100%');
   const before = edge.upstream.seen.length;
   for (const sub of ['用户', 'user_a\r\nx-user-id: admin']) {
     const refused = await call('/v1/models', { headers: { authorization: `Bearer ${await token({}, { sub })}` } });

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createServiceApp, listen, ManualClock, parseSize, route, userRevocation, type RunningServer } from '../../services/kit/index.js';
+import { createServiceApp, decodeIdentityText, encodeIdentityText, identityHeadersFor, listen, ManualClock, parseSize, route, userRevocation, type Principal, type RunningServer } from '../../services/kit/index.js';
 import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
 
@@ -90,6 +90,34 @@ test.serial('an external subject maps to one platform user, created on first sig
   t.is(second.userId, first.userId);
   const rows = await runtime.db.knex('users').where({ subject: 'f47ac10b-58cc-4372-a567-0e02b2c3d479' });
   t.is(rows.length, 1);
+});
+
+test.serial('a Unicode name and e-mail the edge sent encoded are stored and answered as the text they encode, and travel on encoded', async (t) => {
+  const subject = 'b8e6c3a2-6a5e-4f7d-9d51-3c2f2d6a1e01';
+  const headers = {
+    'x-gateway-token': secret,
+    'x-auth-method': 'jwt',
+    'x-user-id': subject,
+    'x-user-subject': subject,
+    'x-user-email': encodeIdentityText('josé@例子.test')!,
+    'x-user-username': encodeIdentityText('李雷')!,
+  };
+  t.is(headers['x-user-username'], "UTF-8''%E6%9D%8E%E9%9B%B7");
+  const me = (await (await fetch(`${base}/me`, { headers })).json()) as Principal;
+  t.is(me.username, '李雷');
+  t.is(me.email, 'josé@例子.test');
+  const row = await runtime.db.knex('users').where({ subject }).first();
+  t.like(row, { username: '李雷', email: 'josé@例子.test' });
+  // A service-to-service call for this user carries the same encoded values (Node refuses to send
+  // anything past U+00FF in a header), and the receiving service reads the same text back.
+  const onward = identityHeadersFor(me);
+  t.is(onward['x-user-username'], headers['x-user-username']);
+  t.is(((await (await fetch(`${base}/me`, { headers: { ...onward, 'x-gateway-token': secret } })).json()) as Principal).username, '李雷');
+  // ASCII passes as it is; a value that only looks encoded, or has no UTF-8 form, does not confuse either side.
+  t.is(encodeIdentityText('ada@example.test'), 'ada@example.test');
+  t.is(decodeIdentityText(encodeIdentityText("UTF-8''ada")!), "UTF-8''ada");
+  t.is(encodeIdentityText('broken \ud800'), null);
+  t.is(decodeIdentityText("UTF-8''%E6%9D"), null);
 });
 
 test.serial('admin changes take effect after the short cache TTL, or at once when invalidated', async (t) => {

@@ -3,7 +3,7 @@ import { ApiError } from '../errors.js';
 import { whenSettled, type MaybePromise } from '../maybe-async.js';
 import { secretMatcher } from '../secrets.js';
 import type { UserDirectory } from './directory.js';
-import { GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, type Principal } from './principal.js';
+import { decodeIdentityText, GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, type Principal } from './principal.js';
 import '../http/context.js';
 
 /**
@@ -24,6 +24,13 @@ export function requireGatewayToken(secret: string, exempt: (path: string) => bo
 
 const header = (value: string | string[] | undefined): string | null =>
   typeof value === 'string' && value.length > 0 && value.length <= 512 ? value : null;
+
+/** An e-mail address or name, which the edge sends encoded when it is not printable ASCII. */
+const textHeader = (value: string | string[] | undefined): string | null => {
+  // Up to nine characters encode one (a three-byte character as three `%XX`).
+  if (typeof value !== 'string' || value.length === 0 || value.length > 9 * 512) return null;
+  return header(decodeIdentityText(value) ?? undefined);
+};
 
 /** True when the request carries any identity header the edge sets (`X-Auth-Method`, `X-User-*`). */
 export function hasIdentityHeaders(req: { headers: Record<string, string | string[] | undefined> }): boolean {
@@ -46,8 +53,8 @@ export function resolvePrincipal(
     authMethod: method,
     userId,
     subject: header(req.headers[IDENTITY_HEADERS.subject]) ?? userId,
-    email: header(req.headers[IDENTITY_HEADERS.email]),
-    username: header(req.headers[IDENTITY_HEADERS.username]),
+    email: textHeader(req.headers[IDENTITY_HEADERS.email]),
+    username: textHeader(req.headers[IDENTITY_HEADERS.username]),
     apiKeyId: method === 'apikey' ? (header(req.headers[IDENTITY_HEADERS.apiKeyId])?.slice(0, 64) ?? null) : null,
   });
   return whenSettled(principal, knownUser);

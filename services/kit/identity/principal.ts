@@ -31,8 +31,39 @@ export function identityHeadersFor(principal: Principal): Record<string, string>
     [IDENTITY_HEADERS.userId]: principal.userId,
     [IDENTITY_HEADERS.subject]: principal.subject,
   };
-  if (principal.email) headers[IDENTITY_HEADERS.email] = principal.email;
-  if (principal.username) headers[IDENTITY_HEADERS.username] = principal.username;
+  const email = principal.email ? encodeIdentityText(principal.email) : null;
+  if (email) headers[IDENTITY_HEADERS.email] = email;
+  const username = principal.username ? encodeIdentityText(principal.username) : null;
+  if (username) headers[IDENTITY_HEADERS.username] = username;
   if (principal.apiKeyId) headers[IDENTITY_HEADERS.apiKeyId] = principal.apiKeyId;
   return headers;
 }
+
+/**
+ * E-mail addresses and names are Unicode, header values are bytes: Kong sends a plugin's value as
+ * UTF-8, Node reads a header as Latin-1 and refuses to send anything past U+00FF. So a value that
+ * is not printable ASCII travels as an RFC 8187 ext-value, `UTF-8''` and its percent-encoded
+ * UTF-8 bytes; so does one that already starts with that prefix, so decoding is never ambiguous.
+ * Null for a string that has no UTF-8 form (a lone surrogate): the header is left out.
+ */
+export function encodeIdentityText(value: string): string | null {
+  if (PRINTABLE_ASCII.test(value) && !value.startsWith(EXT_VALUE_PREFIX)) return value;
+  try {
+    return EXT_VALUE_PREFIX + encodeURIComponent(value);
+  } catch {
+    return null;
+  }
+}
+
+/** The text `encodeIdentityText` encoded; null when an ext-value does not decode. */
+export function decodeIdentityText(value: string): string | null {
+  if (!value.startsWith(EXT_VALUE_PREFIX)) return value;
+  try {
+    return decodeURIComponent(value.slice(EXT_VALUE_PREFIX.length));
+  } catch {
+    return null;
+  }
+}
+
+const EXT_VALUE_PREFIX = "UTF-8''";
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
