@@ -86,13 +86,19 @@ export async function admitSpend(knex: Knex, key: { scope: SpendScope; scopeId: 
   return result.rows.length === 1;
 }
 
-/** Adds a finished request's real cost and tokens, and takes it out of the in-flight count. */
+/**
+ * Adds a finished request's real cost and tokens, and takes it out of the in-flight count. Only a
+ * request that used something (a token or a micro-USD) counts as settled: one that ended without
+ * (refused upstream, failed before the provider answered, its input refused) shows nothing about
+ * what requests cost, and counting it let every later request join in flight as if each cost 0.
+ */
 export async function settleSpend(knex: Knex, key: { scope: SpendScope; scopeId: string; periodStart: string }, spent: { cost: number; tokens: number }): Promise<void> {
+  const used = spent.cost > 0 || spent.tokens > 0 ? 1 : 0;
   await knex.raw(
-    `update llm_spend_counters set spent_micro_usd = spent_micro_usd + ?, tokens = tokens + ?, in_flight = greatest(in_flight - 1, 0), settled = settled + 1,
+    `update llm_spend_counters set spent_micro_usd = spent_micro_usd + ?, tokens = tokens + ?, in_flight = greatest(in_flight - 1, 0), settled = settled + ?,
        max_request_cost = greatest(max_request_cost, ?), max_request_tokens = greatest(max_request_tokens, ?)
      where scope = ? and scope_id = ? and period_start = ?`,
-    [spent.cost, spent.tokens, spent.cost, spent.tokens, key.scope, key.scopeId, key.periodStart],
+    [spent.cost, spent.tokens, used, spent.cost, spent.tokens, key.scope, key.scopeId, key.periodStart],
   );
 }
 

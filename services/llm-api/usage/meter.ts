@@ -109,7 +109,10 @@ class Meter implements UsageMeter {
     const prompt = usage?.prompt_tokens ?? 0;
     const completion = usage?.completion_tokens ?? 0;
     const pm = routed?.pm;
-    const cost = pm ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion }) : 0;
+    // A failed request costs nothing unless usage came with it (the provider's or, for a stream, the
+    // estimate): its `per_request` line is not charged for an answer that never came.
+    const priced = pm && (usage !== null || result.status < 400);
+    const cost = priced ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion }) : 0;
     this.env.recorder.record({
       request_id: request.requestId,
       user_id: request.userId,

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { z } from 'zod';
-import { listEnvelope, pageQuery, pageOf, type ListEnvelope, type Principal } from '../../kit/index.js';
+import { ApiError, listEnvelope, pageQuery, pageOf, type ListEnvelope, type Principal } from '../../kit/index.js';
 import { countUsageGroups, GROUP_COLUMNS, selectUsage, selectUsageAfter, type GroupBy, type UsageFilter, type UsageRowRaw } from './report-store.js';
 
 /**
@@ -63,7 +63,11 @@ export const usageRowSchema = z.object({
 });
 export type UsageRow = z.infer<typeof usageRowSchema>;
 
+/** The query's filters; a range that ends before it starts is a 400 naming `to` (not an empty report). */
 export function filterOf(query: UsageQuery): UsageFilter {
+  if (query.from !== undefined && query.to !== undefined && query.to < query.from) {
+    throw new ApiError(400, `Invalid value for 'to': ${query.to} is before 'from' (${query.from}); both days are included, so a single day is from=to`, { param: 'to' });
+  }
   return {
     from: query.from,
     to: query.to,
@@ -123,17 +127,18 @@ function csvCell(value: unknown): string {
 export async function* usageCsv(deps: UsageReportDeps, filter: UsageFilter, groups: GroupBy[]): AsyncGenerator<string> {
   const groupOfColumn: Record<string, GroupBy> = { day: 'day', user_id: 'user', key_id: 'key', model: 'model', provider_id: 'provider', project_id: 'project' };
   const columns = CSV_COLUMNS.filter((c) => !(c in groupOfColumn) || groups.includes(groupOfColumn[c]!));
-  yield `${columns.join(',')}\n`;
   const pageSize = 1000;
   // By key, not offset: while traffic goes on, new groups must not shift the pages (see selectUsageAfter).
-  let after: UsageRowRaw | null = null;
+  // The first page is read before the header line goes out: a database that cannot answer is then
+  // an error status, not a 200 whose CSV (a header, perhaps) is cut off.
+  let rows: UsageRowRaw[] = await selectUsageAfter(deps.knex, filter, groups, null, pageSize);
+  yield `${columns.join(',')}\n`;
   for (;;) {
-    const rows: UsageRowRaw[] = await selectUsageAfter(deps.knex, filter, groups, after, pageSize);
     for (const raw of rows) {
       const row = toUsageRow(raw, groups) as Record<string, unknown>;
       yield `${columns.map((c) => csvCell(row[c])).join(',')}\n`;
     }
     if (rows.length < pageSize || groups.length === 0) return;
-    after = rows.at(-1)!;
+    rows = await selectUsageAfter(deps.knex, filter, groups, rows.at(-1)!, pageSize);
   }
 }

@@ -43,10 +43,16 @@ export function usageRoutes(deps: { usageReports: UsageReportDeps }): Route[] {
       request: { query: exportQuery },
       response: { contentType: 'text/csv' },
       handler: async ({ query, res, signal }) => {
-        res.status(200).setHeader('content-type', 'text/csv; charset=utf-8');
-        res.setHeader('content-disposition', 'attachment; filename="usage.csv"');
-        for await (const line of usageCsv(deps.usageReports, filterOf(query), query.group_by)) {
+        const filter = filterOf(query);
+        let started = false;
+        for await (const line of usageCsv(deps.usageReports, filter, query.group_by)) {
           if (signal.aborted) break;
+          // The CSV head goes with the first line (read after the first page): until then an error is answered as JSON.
+          if (!started) {
+            started = true;
+            res.status(200).setHeader('content-type', 'text/csv; charset=utf-8');
+            res.setHeader('content-disposition', 'attachment; filename="usage.csv"');
+          }
           if (!res.write(line) && !(await drained(res, signal))) break;
         }
         res.end();
