@@ -5,7 +5,7 @@ import type { UpstreamResponse } from '../routing/upstream.js';
 import type { UsageMeter, UsageMeters } from '../usage/meter.js';
 import type { ChatLimits } from './config.js';
 import type { ChatDispatcher } from './dispatch.js';
-import { normalizeCompletion } from './normalize.js';
+import { isPlainObject, normalizeCompletion } from './normalize.js';
 import { deepResearch, type ResearchDeps } from './research.js';
 import { FORWARDED_MEMBERS, upstreamBody, type ChatRequest } from './schemas.js';
 import { relayStream, type StreamEvent, type StreamOutcome } from './stream.js';
@@ -221,6 +221,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     startedAt,
   });
   const dispatchRequest = { bodies, requestId: input.requestId, signal };
+  let answered: ChatCompletion['usage'] | null = null;
 
   try {
     if (request.stream) {
@@ -262,6 +263,8 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     meter.routed({ pm: dispatched.attempt.candidate.pm, endpoint: dispatched.attempt.endpoint.url, tries: dispatched.tries });
     meter.firstByte();
     const body = await readAnswer(dispatched.value, deps.limits.maxResponseBytes, signal);
+    // The provider counted these tokens whatever happens next (a malformed answer, a failed store).
+    if (isPlainObject(body.usage)) answered = body.usage;
     const served = dispatched.attempt.candidate.pm.model_public_id;
     normalizeCompletion(body, served, unixSeconds(deps.clock), deps.logger, input.requestId);
     if (persist) {
@@ -282,7 +285,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     return { kind: 'json', body, report: usageReport(model.publicId, dispatched.attempt.candidate.pm.provider_id, body.usage) };
   } catch (error) {
     cleanup();
-    closeOnError(meter, error);
+    closeOnError(meter, error, answered);
     throw error;
   }
 }
@@ -340,13 +343,14 @@ function toolCallsOf(message: AssistantMessage | undefined): AnswerToolCall[] | 
   return out;
 }
 
-function closeOnError(meter: UsageMeter, error: unknown): void {
+/** Records a failed request, with the usage the provider reported when it had answered before the failure. */
+function closeOnError(meter: UsageMeter, error: unknown, usage: ChatCompletion['usage'] | null): void {
   if (error instanceof ClientClosed) {
-    void meter.close({ status: 499, outcome: 'client_closed' });
+    void meter.close({ status: 499, outcome: 'client_closed', usage });
     return;
   }
   const status = error instanceof ApiError ? error.status : 500;
-  void meter.close({ status, outcome: status === 429 ? 'rate_limited' : 'upstream_error' });
+  void meter.close({ status, outcome: status === 429 ? 'rate_limited' : 'upstream_error', usage });
 }
 
 /** The non-stream answer, read up to the limit (a larger one is cut: 502) and parsed. */

@@ -43,7 +43,7 @@ export function normalizeCompletion(body: ChatCompletion, fallbackModel: string,
   return body;
 }
 
-const isPlainObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+export const isPlainObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** The 502 of an answer whose shape is wrong; `what` (ours, never the provider's text) goes to the log through the cause. */
 const malformedAnswer = (what: string) => new ApiError(502, 'The model provider answered with a malformed body', { cause: new Error(what) });

@@ -76,6 +76,13 @@ test.serial('an answer not shaped like a chat completion is a 502 upstream_error
   t.deepEqual(await endpointsHealthy(), [true]);
 });
 
+test.serial('tokens the provider reported with an answer that then failed are recorded: it counted them', async (t) => {
+  const res = await ask('{"choices":"nope","usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}');
+  t.is(res.status, 502);
+  const row = await usageOf(res.body.error.request_id);
+  t.like(row, { status: 502, outcome: 'upstream_error', prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 });
+});
+
 test.serial('what is merely incomplete is still filled in: a null message, null usage, missing fields', async (t) => {
   const res = await ask('{"choices":[{"message":null},{"index":5,"finish_reason":"length","message":{"content":"x"}}],"usage":null}');
   t.is(res.status, 200, JSON.stringify(res.body));
