@@ -30,12 +30,34 @@ export function createEmbedder(options: { url: string; model: string; apiKey?: s
         const batch = texts.slice(i, i + 64);
         const body = await endpoint.json<{ data?: Array<{ index?: number; embedding?: number[] }> }>('embeddings', { json: { model: options.model, input: batch }, signal });
         const data = [...(body?.data ?? [])].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
-        if (data.length !== batch.length || data.some((d) => !Array.isArray(d.embedding))) throw new Error('the embeddings endpoint answered without one embedding per input');
-        out.push(...data.map((d) => d.embedding!));
+        if (data.length !== batch.length || data.some((d, i) => (d.index ?? i) !== i)) throw new Error('the embeddings endpoint answered without one embedding per input');
+        const width = out[0]?.length ?? data[0]?.embedding?.length;
+        for (const d of data) {
+          const vector = asRealVector(d.embedding);
+          if (vector === null || vector.length !== width) throw new Error('the embeddings endpoint answered with an embedding that is not a list of numbers of one length');
+          out.push(vector);
+        }
       }
       return out;
     },
   };
+}
+
+/**
+ * `value` as the `real` (float4) numbers it is stored as, or null when it is not a non-empty list of
+ * numbers that fit one: PostgreSQL refuses a value that overflows or underflows `real`, and that
+ * would fail the whole document rather than only its vector side.
+ */
+function asRealVector(value: unknown): number[] | null {
+  if (!Array.isArray(value) || value.length === 0) return null;
+  const vector = new Array<number>(value.length);
+  for (let i = 0; i < value.length; i++) {
+    const x = value[i];
+    if (typeof x !== 'number') return null;
+    vector[i] = Math.fround(x);
+    if (!Number.isFinite(vector[i])) return null;
+  }
+  return vector;
 }
 
 export function cosine(a: number[], b: number[]): number {

@@ -53,7 +53,9 @@ export function createFileSearch(deps: FileSearchDeps) {
         try {
           embeddings = await deps.embedder.embed(chunks, signal);
         } catch (error) {
-          // Full-text search still finds the document; the vector side simply does not see it.
+          // A cancelled call stores nothing; otherwise full-text search still finds the document
+          // and the vector side simply does not see it.
+          if (signal.aborted) throw error;
           deps.logger.warn({ err: (error as Error).message, user_id: userId }, 'embeddings unavailable; indexed for full-text search only');
         }
       }
@@ -70,8 +72,11 @@ export function createFileSearch(deps: FileSearchDeps) {
         try {
           const [queryVector] = await deps.embedder.embed([input.query], signal);
           const candidates = await deps.store.withEmbeddings(filter, deps.vectorCandidates ?? 5000);
+          // A chunk with no similarity at all (cosine <= 0, or 0 for a vector of another size, as when
+          // the embeddings model changed) is not a match: ranked, it would fill the results with the newest chunks.
           vectorHits = candidates
             .map((c) => ({ ...c, score: cosine(queryVector!, c.embedding) }))
+            .filter((c) => c.score > 0)
             .sort((a, b) => b.score - a.score)
             .slice(0, depth);
         } catch (error) {

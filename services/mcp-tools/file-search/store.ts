@@ -40,18 +40,25 @@ export function createFileSearchStore(knex: Knex) {
     return query;
   };
   return {
-    /** Replaces the document (and all its chunks) in one transaction. */
+    /**
+     * Replaces the document (and all its chunks) in one transaction. The document row is upserted
+     * first, so two calls indexing the same id at once take turns on its row lock (the later one
+     * replaces the earlier's chunks) instead of colliding on the primary key.
+     */
     async replace(doc: NewDocument): Promise<void> {
       await knex.transaction(async (trx) => {
         const key = { user_id: doc.userId, document_id: doc.documentId };
-        await trx('mcp_documents').where(key).delete();
-        await trx('mcp_documents').insert({
-          ...key,
+        const fields = {
           metadata: JSON.stringify(doc.metadata),
           tags: doc.tags,
           chunk_count: doc.chunks.length,
           chars: doc.chunks.reduce((n, c) => n + c.length, 0),
-        });
+        };
+        await trx('mcp_documents')
+          .insert({ ...key, ...fields })
+          .onConflict(['user_id', 'document_id'])
+          .merge({ ...fields, updated_at: trx.fn.now() });
+        await trx('mcp_chunks').where(key).delete();
         const rows = doc.chunks.map((text, ord) => ({ ...key, ord, text, embedding: doc.embeddings ? doc.embeddings[ord] : null }));
         for (let i = 0; i < rows.length; i += 500) await trx('mcp_chunks').insert(rows.slice(i, i + 500));
       });
