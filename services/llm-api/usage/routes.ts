@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { listOf, routeGroup, type Route } from '../../kit/index.js';
 import { filterOf, ownUsage, usageCsv, usageQuery, usageReport, usageRowSchema, type UsageReportDeps } from './report.js';
 
-const exportQuery = usageQuery.extend({ format: z.enum(['csv']).default('csv') });
+// Every row, always: the download pages itself (by group key), so it takes no limit or offset.
+const exportQuery = usageQuery.omit({ limit: true, offset: true }).extend({ format: z.enum(['csv']).default('csv') });
 const usage = routeGroup({ tag: 'usage' });
 /** The caller's report and everyone's take the same filters and answer the same rows. */
 const report = { request: { query: usageQuery }, response: { schema: listOf(usageRowSchema) } };
