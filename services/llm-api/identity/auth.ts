@@ -66,8 +66,10 @@ export function createAuth(deps: AuthDeps) {
       // Hashed before the transaction: scrypt takes a while and must not hold the row locks.
       const passwordHash = change.password === undefined ? undefined : await deps.passwords.hashNew(change.password, 'password');
       const user = await knex.transaction(async (trx) => {
-        await users.lockName(trx, change.email);
-        if (change.username) await users.lockName(trx, change.username);
+        // In one order whatever the field (a username may look like an e-mail): two upgrades
+        // claiming each other's e-mail as username must not each hold the lock the other waits for.
+        const names = [change.email, change.username].flatMap((name) => (name ? [name.toLowerCase()] : []));
+        for (const name of [...new Set(names)].sort()) await users.lockName(trx, name);
         const current = await users.lock(trx, userId);
         if (!current) throw new ApiError(401, 'Unknown or disabled user');
         if (!current.is_guest) throw new ApiError(400, 'Only a guest account can be upgraded', { param: 'email', code: 'not_a_guest' });

@@ -49,6 +49,18 @@ export function createIdentityUsersStore(knex: Knex) {
     async lockName(db: Knex, value: string): Promise<void> {
       await db.raw('select pg_advisory_xact_lock(hashtext(?))', [`identity:name:${value.toLowerCase()}`]);
     },
+    /**
+     * Serialises the changes that take an active administrator away (demote, disable), so two
+     * administrators demoting each other at once cannot leave the platform without one.
+     */
+    async lockAdmins(db: Knex): Promise<void> {
+      await db.raw('select pg_advisory_xact_lock(hashtext(?))', ['identity:admins']);
+    },
+    /** How many enabled administrators there are besides `exceptId`. */
+    async otherActiveAdmins(db: Knex, exceptId: string): Promise<number> {
+      const [{ count }] = (await db('users').where({ is_admin: true, disabled: false }).whereNot({ id: exceptId }).count<{ count: number }[]>({ count: '*' })) as { count: number }[];
+      return Number(count);
+    },
     async list(page: Page, filter: { email?: string; isGuest?: boolean; isAdmin?: boolean; disabled?: boolean }): Promise<{ rows: UserRecord[]; total: number }> {
       const base = knex('users').where((q) => {
         if (filter.email) q.whereRaw('lower(email) = lower(?)', [filter.email]);

@@ -13,6 +13,7 @@ import type { RefreshTokens } from '../tokens/refresh-tokens.js';
  * hash published) and every refresh token of the user. Any change of the three flags publishes
  * `user:<id>`: edge caches drop the validation answers of the user's keys (they carry is_admin) and
  * every process's user directory forgets its cached row, so the next request sees the new role.
+ * The last enabled administrator cannot be demoted or disabled (409), even by concurrent requests.
  */
 export interface UserAdminPatch {
   is_admin?: boolean;
@@ -61,9 +62,17 @@ export function createUserAdmin(deps: {
           param: patch.disabled === true ? 'disabled' : 'is_admin',
         });
       }
+      const removesAdmin = patch.is_admin === false || patch.disabled === true;
       const { user, revokedKeys, spend, changed } = await deps.knex.transaction(async (trx) => {
+        // Before the row lock: demotions and disablings are checked one after the other.
+        if (removesAdmin) await users.lockAdmins(trx);
         const current = await users.lock(trx, id);
         if (!current) throw new ApiError(404, 'User not found', { param: 'id' });
+        if (removesAdmin && current.is_admin && !current.disabled && (await users.otherActiveAdmins(trx, id)) === 0) {
+          throw new ApiError(409, 'This is the last enabled administrator: make another user an administrator first', {
+            param: patch.disabled === true ? 'disabled' : 'is_admin',
+          });
+        }
         const change: UserPatch = {};
         if (patch.is_admin !== undefined) change.is_admin = patch.is_admin;
         if (patch.disabled !== undefined) change.disabled = patch.disabled;

@@ -18,6 +18,15 @@ export function createRefreshStore(knex: Knex) {
     insert(db: Knex, row: Omit<RefreshRow, 'id' | 'used_at' | 'revoked_at'>): Promise<unknown> {
       return db('identity_refresh_tokens').insert(row);
     },
+    /** The user a token belongs to, without a lock (a rotation locks the user row before the token's). */
+    async ownerOf(db: Knex, tokenHash: string): Promise<string | undefined> {
+      const row = await db('identity_refresh_tokens').where({ token_hash: tokenHash }).first('user_id');
+      return row?.user_id;
+    },
+    /** Holds the user row against a user-wide revocation until the rotation's successor is committed. */
+    async shareUser(db: Knex, userId: string): Promise<void> {
+      await db('users').where({ id: userId }).forShare().first('id');
+    },
     byHash(db: Knex, tokenHash: string): Promise<RefreshRow | undefined> {
       return db('identity_refresh_tokens').where({ token_hash: tokenHash }).forUpdate().first();
     },
@@ -28,7 +37,12 @@ export function createRefreshStore(knex: Knex) {
     revokeFamily(db: Knex, familyId: string, now: number): Promise<number> {
       return db('identity_refresh_tokens').where({ family_id: familyId }).whereNull('revoked_at').update({ revoked_at: now });
     },
-    revokeUser(db: Knex, userId: string, now: number): Promise<number> {
+    /**
+     * Revokes every token of the user, the user row locked first: a rotation running meanwhile
+     * (it holds the row shared) commits its successor before this runs, so the successor is revoked too.
+     */
+    async revokeUser(db: Knex, userId: string, now: number): Promise<number> {
+      await db('users').where({ id: userId }).forUpdate().first('id');
       return db('identity_refresh_tokens').where({ user_id: userId }).whereNull('revoked_at').update({ revoked_at: now });
     },
     /** Drops rows no longer useful even for reuse detection (their family has ended). */

@@ -59,6 +59,11 @@ export function createRefreshTokens(options: { store: RefreshStore; clock: Clock
       // Reuse is detected in its own transaction so the family revocation commits even though we answer 401.
       const outcome = await store.knex.transaction(async (trx) => {
         const now = clock.now();
+        // The user row before the token's, as a user-wide revocation (disable, password change or
+        // reset) locks them: one waits for the other, and a successor issued here is revoked with the rest.
+        const owner = await store.ownerOf(trx, hash);
+        if (owner === undefined) return { error: true as const };
+        await store.shareUser(trx, owner);
         const row = await store.byHash(trx, hash);
         if (!row || row.revoked_at !== null) return { error: true as const };
         if (row.used_at !== null) {
