@@ -9,7 +9,8 @@ import type { ResponseRecorder } from './recorder.js';
  * included, go back to the model; the loop ends when the model answers without tool calls, when
  * it calls a function the client executes itself, or at `maxSteps`.
  *
- * Two ways to stop early: `abort` (a cancel) aborts the in-flight upstream and tool calls at once;
+ * Two ways to stop early: `abort` (a cancel, or the caller of an unstored response leaving) aborts
+ * the in-flight upstream and tool calls at once;
  * `stopAtBoundary()` (a foreground client went away) is checked before each step.
  */
 export const SERVER_LABEL = 'jan';

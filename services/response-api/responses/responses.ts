@@ -75,6 +75,8 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
   if (messages.length === 0) throw badRequest('input is required', 'input');
   const unanswered = firstUnansweredCall(messages);
   if (unanswered !== null) throw badRequest(`No tool output found for function call ${unanswered}.`, 'input');
+  const orphaned = firstOrphanedOutput(history, inputItems);
+  if (orphaned !== null) throw badRequest(`No tool call found for function call output with call_id ${inputItems[orphaned]!.call_id}.`, `input[${orphaned}].call_id`);
 
   // `tool_choice: "none"` still declares the tools it names (checked like any others); the model is
   // only told not to call them. With `tools` omitted it declares nothing, so nothing is listed.
@@ -136,14 +138,28 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     created_at: new Date(now),
     expires_at: new Date(now + deps.retentionDays * 86_400_000),
   });
-  if (seenWhileRunning) await deps.store.insert(row(messages));
+  if (seenWhileRunning) {
+    try {
+      await deps.store.insert(row(messages));
+    } catch (error) {
+      // No loop will run to close the tool session (its MCP connection to mcp-tools).
+      await session?.close().catch(() => {});
+      throw error;
+    }
+  }
 
   const recorder = new ResponseRecorder(response, options.onEvent);
   const abort = new AbortController();
   // A caller that left while the response was prepared (history, checks, the insert) is gone already:
   // its abort event fired before anyone listened.
   let callerGone = !input.background && options.signal.aborted;
-  if (!input.background) options.signal.addEventListener('abort', () => void (callerGone = true), { once: true });
+  // A response that is not stored keeps nothing once its caller left (deep research is one): the
+  // step and the tool calls in flight are aborted at once, rather than finished and paid for unseen.
+  const onCallerGone = () => {
+    callerGone = true;
+    if (!store) abort.abort(new CancelledError());
+  };
+  if (!input.background) options.signal.addEventListener('abort', onCallerGone, { once: true });
   const execute = async () => {
     const queued = response.status === 'queued';
     recorder.start();
@@ -261,6 +277,22 @@ function firstUnansweredCall(messages: ChatMessage[]): string | null {
     if (message.role === 'assistant' && Array.isArray(message.tool_calls)) open = new Set(message.tool_calls.map((call: { id: string }) => call.id));
   }
   return open.size > 0 ? [...open][0]! : null;
+}
+
+/**
+ * The index of the first `function_call_output` of the input that answers no call made before it
+ * (in the history or an earlier input item), as OpenAI refuses it. Sent on, it would be a tool
+ * message answering nothing, which the provider refuses a step later (naming its own `messages`
+ * field), or which a streamed or background caller would only see as `response.failed`.
+ */
+function firstOrphanedOutput(history: ChatMessage[], items: Array<Record<string, any>>): number | null {
+  const called = new Set<unknown>();
+  for (const message of history) if (message.role === 'assistant' && Array.isArray(message.tool_calls)) for (const call of message.tool_calls) called.add(call?.id);
+  const at = items.findIndex((item) => {
+    if (item.type === 'function_call') called.add(item.call_id);
+    return item.type === 'function_call_output' && !called.has(item.call_id);
+  });
+  return at < 0 ? null : at;
 }
 
 /**

@@ -16,7 +16,14 @@ const mcpTool = z.looseObject({
   allowed_tools: z.array(z.string().min(1).max(64)).nullable().optional(),
   server_url: z.undefined({ error: 'only the platform tools are available: leave server_url out' }).optional(),
 });
-const toolEntry = z.union([z.string().min(1).max(64), functionTool, mcpTool]);
+/**
+ * A tool object is told by its `type`, so a refusal names the field of that kind that is wrong
+ * (`tools[0].server_url`), not the `type` of another kind.
+ */
+const toolEntry = z.union([
+  z.string().min(1).max(64),
+  z.discriminatedUnion('type', [functionTool, mcpTool], { error: 'must be one of function, mcp (or a platform tool name)' }),
+]);
 
 const inputItem = z.looseObject({ type: z.string().optional(), role: z.string().optional() });
 

@@ -1,0 +1,148 @@
+import test from 'ava';
+import { BadRequestError } from 'openai';
+import type { Principal } from '../../services/kit/index.js';
+import type { LlmPort, ToolSession } from '../../services/response-api/responses/ports.js';
+import { createResponse, type ResponsesDeps } from '../../services/response-api/responses/responses.js';
+import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
+import type { ResponseStore } from '../../services/response-api/responses/store.js';
+import { waitFor } from '../helpers/wait.js';
+import { MODEL, REASONING_MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+
+// Bad input to POST /v1/responses that must be refused before anything runs, naming the field the
+// caller has to fix; what a response that cannot start leaves behind; and a deep research (an
+// unstored response) whose client leaves in the middle of a step.
+let p: ResponsesPlatform;
+
+test.before(async () => {
+  p = await startResponsesPlatform();
+});
+test.after.always(async () => {
+  await p?.stop();
+});
+
+async function post(key: string, body: unknown) {
+  const res = await fetch(`${p.url}/v1/responses`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+test('a tool object is refused naming its own wrong field: server_url and allowed_tools of an mcp tool, the type of an unknown kind', async (t) => {
+  const { key } = await p.newUser();
+  const remote = await post(key, { model: MODEL, input: 'x', tools: [{ type: 'mcp', server_label: 'remote', server_url: 'https://mcp.example.com/sse' }] });
+  t.is(remote.status, 400);
+  t.is(remote.body.error.param, 'tools[0].server_url');
+  t.regex(remote.body.error.message, /leave server_url out/);
+
+  const filter = await post(key, { model: MODEL, input: 'x', tools: ['python_exec', { type: 'mcp', server_label: 'jan', allowed_tools: 'python_exec' }] });
+  t.is(filter.status, 400);
+  t.is(filter.body.error.param, 'tools[1].allowed_tools');
+
+  const unknown = await post(key, { model: MODEL, input: 'x', tools: [{ type: 'web_search_preview' }] });
+  t.is(unknown.status, 400);
+  t.is(unknown.body.error.param, 'tools[0].type');
+  t.regex(unknown.body.error.message, /function, mcp/);
+
+  const unnamed = await post(key, { model: MODEL, input: 'x', tools: [{ type: 'function' }] });
+  t.is(unnamed.status, 400);
+  t.is(unnamed.body.error.param, 'tools[0].name');
+});
+
+test('a function_call_output that answers no call is a 400 naming its call_id, before any step (JSON and stream)', async (t) => {
+  p.fake.script('orphan-output', [{ content: 'never asked' }]);
+  const { client } = await p.newClient();
+  const input = [
+    { role: 'user' as const, content: 'weather?' },
+    { type: 'function_call_output' as const, call_id: 'call_nobody_made', output: 'sunny' },
+    { role: 'user' as const, content: 'and now? #script:orphan-output' },
+  ];
+  const json = await t.throwsAsync(client.responses.create({ model: MODEL, input, tools: [] }), { instanceOf: BadRequestError });
+  t.is((json as BadRequestError).param, 'input[1].call_id');
+  t.regex(json!.message, /call_nobody_made/);
+  const streamed = await t.throwsAsync(client.responses.create({ model: MODEL, input, tools: [], stream: true }), { instanceOf: BadRequestError });
+  t.is((streamed as BadRequestError).param, 'input[1].call_id');
+  t.is(p.fake.scriptRequests('orphan-output').length, 0, 'nothing went upstream');
+
+  // The same output after its call (in the input, or in the response it continues) is accepted.
+  p.fake.script('answered-output', [{ content: 'answered' }]);
+  const answered = await client.responses.create({
+    model: MODEL,
+    tools: [],
+    input: [
+      { role: 'user', content: 'weather?' },
+      { type: 'function_call', call_id: 'call_made', name: 'get_weather', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'call_made', output: 'sunny' },
+      { role: 'user', content: 'and now? #script:answered-output' },
+    ],
+  });
+  t.is(answered.status, 'completed');
+  t.is(answered.output_text, 'answered');
+});
+
+test('a streamed or background response whose first write fails closes the tool session it opened', async (t) => {
+  const principal: Principal = { userId: 'user_audit_insert', subject: 'user_audit_insert', email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false };
+  const llm: LlmPort = {
+    complete: async () => {
+      throw new Error('no step may run');
+    },
+    appendConversationItems: async () => {},
+    conversationHistory: async function* () {},
+    contextLength: async () => null,
+  };
+  const store = {
+    insert: async () => {
+      throw new Error('the database refused the row');
+    },
+  } as unknown as ResponseStore;
+  for (const mode of [{ stream: true }, { background: true }]) {
+    let opened = 0;
+    let closed = 0;
+    const session: ToolSession = {
+      list: async () => [{ name: 'python_exec', inputSchema: { type: 'object', properties: {} } }],
+      call: async () => ({ output: '', isError: false }),
+      close: async () => void closed++,
+    };
+    const deps: ResponsesDeps = {
+      store,
+      llm,
+      tools: { open: async () => (opened++, session) },
+      media: { checkReferences: async () => {} },
+      clock: p.runtime.clock,
+      logger: p.runtime.logger,
+      retentionDays: 30,
+      cancelPollMs: 50,
+      running: new Map(),
+      toolTimeoutMs: 5000,
+      stepTimeoutMs: 30_000,
+    };
+    const input = { model: MODEL, input: 'hello', ...mode } as CreateResponseRequest;
+    await t.throwsAsync(createResponse(deps, principal, input, { signal: new AbortController().signal, ...(mode.stream ? { onEvent: () => {} } : {}) }), { message: /refused the row/ });
+    t.is(opened, 1, `${Object.keys(mode)[0]}: the platform tools were listed`);
+    t.is(closed, 1, `${Object.keys(mode)[0]}: the session is closed`);
+    t.is(deps.running.size, 0, 'no loop was left running');
+  }
+});
+
+test.serial('a client leaving a deep research (an unstored response) in the middle of a step aborts that step at once', async (t) => {
+  const { client } = await p.newClient();
+  // Deep research: the first step never answers; the client leaves after the first chunk.
+  p.fake.script('research-leaver', [{ hold: true }]);
+  const abortedBefore = p.fake.aborted();
+  const research = await client.chat.completions.create({
+    model: REASONING_MODEL,
+    messages: [{ role: 'user', content: 'Research otters #script:research-leaver' }],
+    deep_research: true,
+    stream: true,
+  } as any);
+  await waitFor(() => p.fake.holding() > 0, 20_000, 'the research step reaching the provider');
+  for await (const _chunk of research as any) break; // leaves: the SDK aborts the request
+  await waitFor(() => p.fake.aborted() > abortedBefore, 20_000, "the research step's provider request aborted");
+  t.is(p.fake.scriptRequests('research-leaver').length, 1, 'no further step was asked');
+
+  // The same through the Responses API with store: false.
+  p.fake.script('unstored-leaver', [{ hold: true }]);
+  const abortedMid = p.fake.aborted();
+  const unstored = await client.responses.create({ model: MODEL, input: 'x #script:unstored-leaver', tools: [], store: false, stream: true });
+  await waitFor(() => p.fake.holding() > 0, 20_000, 'the step reaching the provider');
+  for await (const _event of unstored) break;
+  await waitFor(() => p.fake.aborted() > abortedMid, 20_000, "the unstored response's step aborted");
+  t.is(p.fake.holding(), 0);
+});
