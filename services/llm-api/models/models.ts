@@ -60,11 +60,12 @@ export function retrieveModel(deps: ModelDeps, principal: Principal, publicId: s
 }
 
 /**
- * A catalog entry. With `principal` (the public route), an entry of a model the caller's
- * allow-lists do not admit does not exist for it, as in the model list.
+ * A catalog entry. With `principal` (the public route), an entry of a model the caller cannot use
+ * (outside its allow-lists, or not served: disabled, or no enabled provider) does not exist for it,
+ * as in the model list.
  */
 export async function getCatalog(deps: ModelDeps, publicId: string, principal?: Principal) {
-  if (principal && !(await deps.modelAccess(principal))(publicId)) throw modelNotFound(publicId);
+  if (principal && (!deps.registry.resolve(publicId) || !(await deps.modelAccess(principal))(publicId))) throw modelNotFound(publicId);
   const row = await deps.models.catalogByPublicId(publicId);
   if (!row) throw modelNotFound(publicId);
   return catalogView(row);
@@ -114,6 +115,10 @@ export async function patchProviderModel(deps: ModelDeps, id: string, input: Pat
     const current = await deps.models.providerModelById(id, trx);
     if (!current) throw notFound(`Provider model '${id}' not found`);
     if (input.instruct_model_public_id) {
+      // Itself as its instruct model would make enable_thinking=false serve it with thinking on.
+      if (input.instruct_model_public_id === current.model_public_id) {
+        throw badRequest(`A model cannot be its own instruct model ('${current.model_public_id}')`, 'instruct_model_public_id');
+      }
       if (!(await deps.models.catalogByPublicId(input.instruct_model_public_id, trx))) {
         throw badRequest(`The model '${input.instruct_model_public_id}' is not in the catalog`, 'instruct_model_public_id', 'model_not_found');
       }

@@ -42,6 +42,15 @@ export const patchCatalogSchema = z
   })
   .strict();
 
+/** What each pricing unit charges for (see costMicroUsd). */
+const PRICED_BY_UNIT: Record<string, string> = {
+  per_1k_prompt_tokens: 'prompt tokens',
+  per_1m_prompt_tokens: 'prompt tokens',
+  per_1k_completion_tokens: 'completion tokens',
+  per_1m_completion_tokens: 'completion tokens',
+  per_request: 'requests',
+};
+
 export const pricingSchema = z
   .object({
     lines: z
@@ -54,7 +63,17 @@ export const pricingSchema = z
           })
           .strict(),
       )
-      .max(32),
+      .max(32)
+      .superRefine((lines, ctx) => {
+        // Cost adds every line up: two lines pricing the same thing would charge it twice.
+        const seen = new Map<string, number>();
+        lines.forEach((line, i) => {
+          const priced = PRICED_BY_UNIT[line.unit];
+          const first = seen.get(priced);
+          if (first === undefined) seen.set(priced, i);
+          else ctx.addIssue({ code: 'custom', path: [i, 'unit'], message: `${priced} are already priced by lines[${first}]` });
+        });
+      }),
   })
   .strict();
 

@@ -78,15 +78,17 @@ export async function patchProject(deps: ProjectDeps, userId: string, id: string
     const row = await findProject(trx, id, userId, 'update');
     if (!row) throw projectNotFound(id);
     const now = unixSeconds(deps.clock);
-    const patch: Partial<ProjectRow> = { updated_at: now };
-    if (input.name !== undefined) patch.name = input.name;
-    if (input.instruction !== undefined) patch.instruction = input.instruction;
-    if (input.is_favorite !== undefined) patch.is_favorite = input.is_favorite;
+    // Only what changes: a patch that changes nothing keeps updated_at and the list position.
+    const patch: Partial<ProjectRow> = {};
+    if (input.name !== undefined && input.name !== row.name) patch.name = input.name;
+    if (input.instruction !== undefined && input.instruction !== row.instruction) patch.instruction = input.instruction;
+    if (input.is_favorite !== undefined && input.is_favorite !== row.is_favorite) patch.is_favorite = input.is_favorite;
     if (input.is_archived !== undefined && input.is_archived !== row.is_archived) {
       patch.is_archived = input.is_archived;
       patch.archived_at = input.is_archived ? now : null;
     }
-    return toProjectObject(await updateProject(trx, id, patch));
+    if (Object.keys(patch).length === 0) return toProjectObject(row);
+    return toProjectObject(await updateProject(trx, id, { ...patch, updated_at: now }));
   });
 }
 
