@@ -341,9 +341,10 @@ export class PgQueueBus extends EventEmitter implements Bus {
       deadLetter: () =>
         settle(async () => {
           const now = this.options.clock.now();
-          await knex('bus_jobs').where({ id: job.id }).update({ state: 'dead', locked_until: 0, run_at: now });
+          // The expired dead letters go first: once this one shows as dead, they are gone.
           const retentionMs = this.options.deadRetentionMs ?? DEFAULT_DEAD_RETENTION_MS;
           if (retentionMs > 0) await knex('bus_jobs').where({ queue, state: 'dead' }).andWhere('run_at', '<', now - retentionMs).delete();
+          await knex('bus_jobs').where({ id: job.id }).update({ state: 'dead', locked_until: 0, run_at: now });
         }),
       retryAfter: (delayMs, extra) =>
         settle(async () => {
