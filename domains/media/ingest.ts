@@ -239,7 +239,8 @@ export async function expireReservations(deps: Pick<IngestDeps, 'store' | 'stora
 
 /**
  * One pass of housekeeping: expire reservations, finish finalisations that stopped half-way,
- * remove leftover staging objects and collect unreferenced objects.
+ * remove leftover staging objects, collect unreferenced objects, and delete the staging keys of
+ * upload URLs that expired (`media_staging`) once more.
  */
 export async function sweep(deps: IngestDeps, graceSeconds: number): Promise<{ expired: number; finalized: number; collected: number }> {
   const expired = await expireReservations(deps);
@@ -255,6 +256,12 @@ export async function sweep(deps: IngestDeps, graceSeconds: number): Promise<{ e
   let collected = 0;
   for (const sha of await deps.store.unreferencedObjects(new Date(deps.clock.now() - graceSeconds * 1000), 500)) {
     if (await collectObject(deps, sha, graceSeconds)) collected++;
+  }
+  // Upload URLs that have expired can write no more: whatever they wrote after the reservation
+  // ended (completed, refused, cancelled, deleted with its owner) goes now.
+  for (const key of await deps.store.dueStaging(unixSeconds(deps.clock), 500)) {
+    await deps.storage.delete(key);
+    await deps.store.forgetStaging(key);
   }
   return { expired, finalized, collected };
 }

@@ -46,4 +46,24 @@ export const mediaTables: Migration = {
   },
 };
 
-export const mediaMigrations: MigrationSet = { owner: 'media_api', migrations: [mediaTables] };
+/**
+ * `media_staging`: every staging key a direct-upload URL was signed for, with the time its URL has
+ * expired (plus a margin for clock skew). An S3 presigned PUT cannot be revoked: after a complete,
+ * a refusal, a cancel or the owner's deletion, the URL still writes until it expires, and nothing
+ * else would remember that key. The sweep deletes the key once more after that time.
+ */
+export const mediaStaging: Migration = {
+  name: '20261207_5001_media_staging',
+  async up(knex) {
+    await knex.schema.createTable('media_staging', (t) => {
+      t.string('upload_key', 128).primary();
+      t.bigInteger('delete_after').notNullable(); // Unix seconds
+    });
+    await knex.raw('create index media_staging_due on media_staging (delete_after)');
+  },
+  async down(knex) {
+    await knex.schema.dropTable('media_staging');
+  },
+};
+
+export const mediaMigrations: MigrationSet = { owner: 'media_api', migrations: [mediaTables, mediaStaging] };

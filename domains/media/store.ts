@@ -125,6 +125,20 @@ export function createMediaStore(knex: Knex) {
       return toRow(row);
     },
 
+    /**
+     * Cancels a user's open reservation: deletes the row (waiting for a direct upload writing to it,
+     * which holds its lock), then `removeStaging` runs before the commit, so a failure keeps the
+     * row (the expiry still finds it) and no upload lands once it is gone. Null when not one.
+     */
+    async deletePending(userId: string, id: string, removeStaging: () => Promise<void>): Promise<MediaRow | null> {
+      return knex.transaction(async (trx) => {
+        const [row] = await trx('media').where({ id, user_id: userId, state: 'pending' }).del().returning('*');
+        if (!row) return null;
+        await removeStaging();
+        return toRow(row);
+      });
+    },
+
     async deleteById(id: string): Promise<void> {
       await knex('media').where({ id }).del();
     },
@@ -201,6 +215,27 @@ export function createMediaStore(knex: Knex) {
         .select('o.sha256')
         .limit(limit);
       return rows.map((r: { sha256: string }) => r.sha256);
+    },
+
+    // --- staging keys whose upload URL may still write (see migrations.ts, `media_staging`) ---
+
+    async rememberStaging(trx: Knex | Knex.Transaction, uploadKey: string, deleteAfter: number): Promise<void> {
+      await trx('media_staging').insert({ upload_key: uploadKey, delete_after: deleteAfter }).onConflict('upload_key').merge();
+    },
+
+    /** Staging keys due at `now` that no open or completing reservation still uses. */
+    async dueStaging(now: number, limit: number): Promise<string[]> {
+      const rows = await knex('media_staging as s')
+        .where('s.delete_after', '<=', now)
+        .whereNotExists(knex('media as m').whereRaw('m.upload_key = s.upload_key').whereIn('m.state', ['pending', 'completing']))
+        .orderBy('s.delete_after')
+        .select('s.upload_key')
+        .limit(limit);
+      return rows.map((r: { upload_key: string }) => r.upload_key);
+    },
+
+    async forgetStaging(uploadKey: string): Promise<void> {
+      await knex('media_staging').where({ upload_key: uploadKey }).del();
     },
 
     async objectExists(sha256: string): Promise<boolean> {

@@ -17,7 +17,7 @@ import {
   type StoredMedia,
 } from '../../../domains/media/index.js';
 import type { MediaObject } from './schemas.js';
-import { cleanFilename, decodeBase64, decodeDataUrl, fetchSource, type SourceLimits } from './sources.js';
+import { cleanFilename, decodeBase64Source, decodeDataUrl, fetchSource, type SourceLimits } from './sources.js';
 
 /**
  * Domain functions of the Media API: `(deps, userId, input)`; no request, no SQL (the store has
@@ -64,7 +64,7 @@ async function readSource(deps: MediaDeps, source: UploadSource, signal: AbortSi
     case 'url':
       return fetchSource(deps.guard, source.url, deps.sources, signal);
     case 'base64':
-      return decodeBase64(source.data, max, 'source.data');
+      return decodeBase64Source(source.data, max, 'source.data');
     case 'data_url':
       return decodeDataUrl(source.data_url, max, 'source.data_url');
     case 'bytes':
@@ -99,11 +99,22 @@ export async function listMedia(deps: MediaDeps, userId: string, page: Page) {
 }
 
 export async function deleteMedia(deps: MediaDeps, userId: string, id: string) {
-  if (!isMediaId(id)) throw notFoundMedia(id);
+  const row = isMediaId(id) ? await deps.store.byId(id) : null;
+  if (!row || row.user_id !== userId) throw notFoundMedia(id);
+  if (row.state === 'pending') {
+    // An open direct-upload reservation is cancelled: its staging object and its quota go now.
+    const cancelled = await deps.store.deletePending(userId, id, () => deps.storage.delete(row.upload_key ?? uploadKey(id)));
+    if (!cancelled) throw notFoundMedia(id);
+    return { id, object: 'media.deleted' as const, deleted: true as const };
+  }
+  if (row.state !== 'ready') throw notFoundMedia(id);
+  // A direct upload whose finalisation stopped before removing its staging object: once the row is
+  // gone no sweep finds that object any more, so it goes first (idempotent, like the sweep's own).
+  if (row.upload_key) await deps.storage.delete(row.upload_key);
   const deleted = await deps.store.transaction(async (trx: Knex.Transaction) => {
-    const row = await deps.store.deleteReady(trx, userId, id);
-    if (row) await recordEvent(trx, MEDIA_DELETED, { media_id: row.id, sha256: row.sha256 });
-    return row;
+    const removed = await deps.store.deleteReady(trx, userId, id);
+    if (removed) await recordEvent(trx, MEDIA_DELETED, { media_id: removed.id, sha256: removed.sha256 });
+    return removed;
   });
   if (!deleted) throw notFoundMedia(id);
   return { id, object: 'media.deleted' as const, deleted: true as const };
@@ -128,6 +139,9 @@ export async function presignDownload(deps: MediaDeps, userId: string, input: { 
   const link = await deps.storage.downloadUrl(objectKey(row.sha256!), { expiresIn, contentType: row.mime_type, filename: row.filename });
   return { id: row.id, object: 'media.url' as const, url: link.url, expires_at: link.expiresAt };
 }
+
+/** How long after its expiry an upload URL's key is deleted once more (clock skew with the store). */
+const STAGING_MARGIN_SECONDS = 300;
 
 /**
  * Reserves a media id for a direct upload: the declared size counts against the quota until the
@@ -161,6 +175,7 @@ export async function reserveUpload(deps: MediaDeps, userId: string, input: { mi
       created_at: unixSeconds(deps.clock),
       expires_at: expiresAt,
     });
+    await deps.store.rememberStaging(trx, uploadKey(id), expiresAt + STAGING_MARGIN_SECONDS);
   });
   const target = await deps.storage.uploadUrl(uploadKey(id), { expiresIn: deps.uploadTtlSeconds, contentType: mimeType, bytes: input.bytes });
   return { id, object: 'media.upload' as const, upload_url: target.url, method: target.method, headers: target.headers, expires_at: expiresAt };

@@ -48,21 +48,35 @@ export async function fetchSource(guard: EgressGuard, url: string, limits: Sourc
 
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
-/** Strict base64 (standard or URL-safe alphabet; whitespace ignored); size checked before decoding. */
+/**
+ * Strict base64 (standard or URL-safe alphabet; whitespace ignored; padding optional, but when
+ * present exactly what completes the last group); size checked before decoding.
+ */
 export function decodeBase64(data: string, maxBytes: number, param: string): Buffer {
   const compact = data.replace(/\s+/g, '');
-  if (!BASE64.test(compact) || compact.replace(/=+$/, '').length % 4 === 1) {
+  const unpadded = compact.replace(/=+$/, '');
+  if (!BASE64.test(compact) || unpadded.length % 4 === 1 || (compact.length > unpadded.length && compact.length % 4 !== 0)) {
     throw new ApiError(400, 'The data is not valid base64', { param });
   }
-  if (Math.floor((compact.replace(/=+$/, '').length * 3) / 4) > maxBytes) throw tooLarge(maxBytes, param);
+  if (Math.floor((unpadded.length * 3) / 4) > maxBytes) throw tooLarge(maxBytes, param);
   return Buffer.from(compact, compact.includes('-') || compact.includes('_') ? 'base64url' : 'base64');
 }
 
+const DATA_URL_PREFIX = /^\s*data:([\w.+-]+\/[\w.+-]+)?((?:;[\w.+-]+=[^;,]*)*);base64,/i;
+
 /** `data:<mime>;base64,<data>` → bytes (the claimed type is ignored: the decoder decides). */
 export function decodeDataUrl(dataUrl: string, maxBytes: number, param: string): Buffer {
-  const match = /^data:([\w.+-]+\/[\w.+-]+)?((?:;[\w.+-]+=[^;,]*)*);base64,/i.exec(dataUrl);
+  const match = DATA_URL_PREFIX.exec(dataUrl);
   if (!match) throw new ApiError(400, 'Expected a data URL of the form data:<mime type>;base64,<data>', { param });
   return decodeBase64(dataUrl.slice(match[0].length), maxBytes, param);
+}
+
+/**
+ * The `base64` source: plain base64, or a whole data URL pasted into it (what many clients send
+ * as "base64"); its prefix goes like a `data_url` source's, its claimed type ignored alike.
+ */
+export function decodeBase64Source(data: string, maxBytes: number, param: string): Buffer {
+  return /^\s*data:/i.test(data) ? decodeDataUrl(data, maxBytes, param) : decodeBase64(data, maxBytes, param);
 }
 
 /**
@@ -155,11 +169,13 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 
 /**
  * A display name: the last path segment, without control characters, bidirectional overrides and
- * isolates or lone surrogates, at most 255 characters (code points: a pair is never split).
+ * isolates or lone surrogates, at most 255 characters (code points: a pair is never split); no
+ * name when nothing, `.` or `..` is left.
  */
 export function cleanFilename(name: string | null | undefined): string | null {
   if (!name) return null;
   const base = name.split(/[\\/]/).pop() ?? '';
   const clean = Array.from(base.replace(UNSAFE_FILENAME_CHARS, '').replace(LONE_SURROGATE, '').trim()).slice(0, 255).join('').trim();
-  return clean || null;
+  // `.` and `..` name directories, not a file: a client saving under this name must not get a path.
+  return clean && clean !== '.' && clean !== '..' ? clean : null;
 }
