@@ -109,7 +109,8 @@ export async function allowPolicyScenario(t: ExecutionContext, row: FigureRow, o
 export async function denyPolicyScenario(t: ExecutionContext, row: FigureRow, outage: RedisOutage): Promise<void> {
   const s = await setup(t, outage, 'deny');
   const call = () => s.call('/v1/models', { token: s.token });
-  t.is((await call()).status, 200);
+  const before = await call();
+  t.is(before.status, 200, JSON.stringify(before.body));
   await outage.fail();
   row.faultsInjected++;
   for (let i = 0; i < 3; i++) {
