@@ -38,7 +38,7 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
   const cache = new ValidationCache({ ttlMs: config.cache_ttl_seconds * 1000, maxEntries: config.cache_max_entries, clock });
   const validator = deps.validate ? null : createKeyValidator({ url: config.validate_url, gatewayToken: config.gateway_token, timeoutMs: config.timeout_ms });
   const validate = deps.validate ?? validator!.validate;
-  const inflight = new Map<string, Promise<{ result: ValidationResult; epoch: number }>>();
+  const inflight = new Map<string, Promise<{ result: ValidationResult; epoch: number }> & { epoch: number }>();
   const unsubscribers: Array<() => Promise<void>> = [];
   // The header an error's `param` names: the one the key came in (the default spelled as documented).
   const keyHeader = header === 'x-api-key' ? 'X-API-Key' : config.header_name;
@@ -47,12 +47,15 @@ export function createApiKeyAuth(config: ApiKeyAuthConfig, deps: ApiKeyAuthDeps 
 
   /** The validator's answer for a key the cache does not hold (one call per key at a time). */
   async function validateKey(hash: string, apiKey: string): Promise<VerifiedIdentity | 'invalid' | { unavailable: string }> {
+    // A call started before a revocation (the epoch moved since) may answer for a revoked key: a
+    // request arriving after it gets a call of its own instead of joining that one.
     let pending = inflight.get(hash);
-    if (!pending) {
+    if (!pending || pending.epoch !== cache.epoch) {
       const epoch = cache.epoch;
-      pending = validate(apiKey).then((result) => ({ result, epoch }));
-      inflight.set(hash, pending);
-      pending.finally(() => inflight.delete(hash)).catch(() => {});
+      const started = Object.assign(validate(apiKey).then((result) => ({ result, epoch })), { epoch });
+      pending = started;
+      inflight.set(hash, started);
+      started.finally(() => inflight.get(hash) === started && inflight.delete(hash)).catch(() => {});
     }
     const { result, epoch } = await pending;
     if (result.kind === 'invalid') return 'invalid';

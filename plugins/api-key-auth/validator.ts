@@ -43,7 +43,8 @@ export function createKeyValidator(options: { url: string; gatewayToken?: string
       });
       const text = await res.body.text();
       if (res.statusCode === 200) {
-        const key = JSON.parse(text) as ValidatedKey;
+        // Never JSON.parse's own message as the reason: it quotes the answer, which may echo the key.
+        const key = parseAnswer(text);
         if (!key || typeof key.user_id !== 'string' || key.user_id.length === 0) return { kind: 'unavailable', reason: 'malformed validator answer' };
         return { kind: 'valid', key };
       }
@@ -55,6 +56,14 @@ export function createKeyValidator(options: { url: string; gatewayToken?: string
   }
 
   return { validate, close: () => agent.close() };
+}
+
+function parseAnswer(text: string): ValidatedKey | null {
+  try {
+    return JSON.parse(text) as ValidatedKey;
+  } catch {
+    return null;
+  }
 }
 
 /**
