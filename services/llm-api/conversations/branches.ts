@@ -60,6 +60,8 @@ function toBranchObject(row: BranchRow, itemCount: number, activeBranch: string)
   };
 }
 
+const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
+
 interface Locked {
   trx: Knex.Transaction;
   conversation: ConversationRow;
@@ -103,6 +105,14 @@ async function installNewMain(
   const branch = await insertBranch(trx, { conversation_id: conversation.id, name: MAIN, ...meta, parent_branch: parent, created_at: now, updated_at: now });
   await fill(branch);
   const updated = await updateConversation(trx, conversation.id, { active_branch: MAIN }, now);
+  // Leaving another active branch for MAIN is the change an activation announces: announce it too.
+  if (conversation.active_branch !== MAIN) {
+    await recordEvent(trx, 'conversation.updated', {
+      conversation_id: conversation.id,
+      changes: { active_branch: { old: conversation.active_branch, new: MAIN } },
+      updated_at: iso(now),
+    });
+  }
   return { branch, oldMainBackup, conversation: updated };
 }
 
@@ -112,8 +122,6 @@ async function activeItem(locked: Locked, itemId: string): Promise<{ branch: Bra
   if (!item) throw itemNotFound(itemId);
   return { branch, item };
 }
-
-const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
 
 export type DeleteItemResult = ConversationObject & { branch: string; branch_created: true; deleted: true; old_main_backup: string | null };
 
@@ -305,6 +313,7 @@ export async function removeBranch(deps: BranchDeps, userId: string, conversatio
     const branch = await findBranch(trx, conversation.id, name);
     if (!branch) throw branchNotFound(name);
     await deleteBranch(trx, branch.id);
+    await reparentBranches(trx, conversation.id, name, null, now);
     await deleteUnreferencedItems(trx, conversation.id);
     await updateConversation(trx, conversation.id, {}, now);
     return { object: 'conversation.branch.deleted' as const, name, deleted: true as const };

@@ -81,9 +81,10 @@ export async function renameBranch(db: Db, branchId: number, name: string, now: 
 
 /**
  * Branches of a conversation forked from the branch called `from` name `to` as their parent
- * instead (that branch was renamed: `parent_branch` holds a name, not a row).
+ * instead (that branch was renamed: `parent_branch` holds a name, not a row), or none when `to` is
+ * null (that branch was deleted: a later branch of the same name is no parent of theirs).
  */
-export async function reparentBranches(db: Db, conversationId: string, from: string, to: string, now: number): Promise<void> {
+export async function reparentBranches(db: Db, conversationId: string, from: string, to: string | null, now: number): Promise<void> {
   await db('conversation_branches').where({ conversation_id: conversationId, parent_branch: from }).update({ parent_branch: to, updated_at: now });
 }
 
