@@ -191,3 +191,42 @@ test.serial('past the python_exec bound a call gets "busy, retry" at once instea
   t.deepEqual(results.map((r) => r.structuredContent.stdout), ['done\n', 'done\n']);
   await stillAnswers(t);
 });
+
+test.serial('output cut at the cap inside a UTF-8 character leaves that character out instead of adding U+FFFD', async (t) => {
+  const out = await run('import sys\nsys.stdout.buffer.write(b"a" * (64 * 1024 - 1) + "é".encode())\nsys.stderr.buffer.write(b"b" * (64 * 1024 - 2) + "😀".encode())');
+  t.true(out.truncated);
+  t.is(out.stdout, 'a'.repeat(64 * 1024 - 1));
+  t.is(out.stderr, 'b'.repeat(64 * 1024 - 2));
+  const whole = await run('print("é" * 10)');
+  t.is(whole.stdout, `${'é'.repeat(10)}\n`, 'output under the cap is kept whole');
+  t.false(whole.truncated);
+});
+
+test.serial('a detached child holding stdout dies with the run at the timeout; a signal exit is 128 + its number', async (t) => {
+  const out = await run(`
+import os, signal, sys, time
+if os.fork() == 0:
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    while True:
+        time.sleep(0.05)
+print("parent", flush=True)
+time.sleep(60)
+`, 1500);
+  t.true(out.timed_out);
+  t.is(out.exit_code, 137);
+  t.is(out.stdout, 'parent\n');
+  await waitFor(() => sandboxProcesses() === 0, 10_000, 'the detached child is gone');
+  const term = await run('import os, signal\nos.kill(os.getpid(), signal.SIGTERM)');
+  t.is(term.exit_code, 143);
+  t.false(term.timed_out);
+});
+
+test.serial('1 MB of stdin the program never reads does not block the run', async (t) => {
+  const out = await run('print("ignored stdin")', 10_000, 'x'.repeat(1_000_000));
+  t.is(out.stdout, 'ignored stdin\n');
+  t.is(out.exit_code, 0);
+  const read = await run('import sys\nprint(len(sys.stdin.read()))', 10_000, 'é'.repeat(400_000));
+  t.is(read.stdout, '400000\n');
+});

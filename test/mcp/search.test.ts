@@ -142,3 +142,87 @@ test.serial('search arguments are checked before any backend is called', async (
   t.regex(result.content[0].text, /arguments\.domain_allow_list\[0\]/);
   t.true(nock.isDone(), 'no request was left pending');
 });
+
+test.serial('Serper: results whose link is not http(s) (javascript:, data:, file:) never reach the caller; citation ids stay 1..n', async (t) => {
+  nock('https://google.serper.dev')
+    .post('/search')
+    .reply(200, {
+      organic: [
+        { title: 'Click me', link: 'javascript:alert(document.cookie)', snippet: 'x', position: 1 },
+        { title: 'Sea otter - Wikipedia', link: 'https://en.wikipedia.org/wiki/Sea_otter', snippet: 'Otters.', position: 2 },
+        { title: 'Inline', link: 'data:text/html,<script>alert(1)</script>', snippet: 'y', position: 3 },
+        { title: 'Local', link: 'file:///etc/passwd', snippet: 'z', position: 4 },
+        { title: 'Otters', link: 'http://otters.example.org/', snippet: 'More otters.', position: 5 },
+      ],
+    });
+  const client = await serper.client(serperKey);
+  const result: any = await client.callTool({ name: 'google_search', arguments: { q: 'otters' } });
+  t.falsy(result.isError);
+  const out = result.structuredContent;
+  t.deepEqual(out.results.map((r: any) => [r.position, r.url]), [
+    [1, 'https://en.wikipedia.org/wiki/Sea_otter'],
+    [2, 'http://otters.example.org/'],
+  ]);
+  t.deepEqual(out.citations.map((c: any) => c.id), [1, 2]);
+  t.notRegex(result.content[0].text, /javascript:|data:|file:/);
+});
+
+test.serial('malformed result entries (null, numbers, fields of the wrong type) are skipped, not a tool failure', async (t) => {
+  const entries = (url: string) => [null, 42, 'https://a.example', [], { [url]: 7 }, { [url]: 'https://ok.example.org/', title: { x: 1 }, snippet: ['s'], content: 5 }];
+  nock('https://google.serper.dev').post('/search').reply(200, { organic: entries('link') });
+  nock(SEARXNG).get('/search').query(true).reply(200, { results: entries('url') });
+  for (const [platform, key] of [[serper, serperKey], [searxng, searxngKey]] as const) {
+    const client = await platform.client(key);
+    const result: any = await client.callTool({ name: 'google_search', arguments: { q: 'otters' } });
+    t.falsy(result.isError, result.content[0].text);
+    t.deepEqual(result.structuredContent.results, [{ title: '', url: 'https://ok.example.org/', snippet: '', position: 1 }]);
+  }
+  t.true(nock.isDone());
+});
+
+test.serial('Serper: 429 and an HTML 502 page are error results naming the status', async (t) => {
+  nock('https://google.serper.dev').post('/search').reply(429, { message: 'Too many requests' });
+  nock('https://google.serper.dev').post('/search').reply(502, '<html><body>Bad Gateway</body></html>', { 'content-type': 'text/html' });
+  const client = await serper.client(serperKey);
+  for (const status of [429, 502]) {
+    const result: any = await client.callTool({ name: 'google_search', arguments: { q: 'otters' } });
+    t.true(result.isError);
+    t.regex(result.content[0].text, new RegExp(`^Search failed: Serper answered HTTP ${status}$`));
+  }
+});
+
+test.serial('tbs outside qdr:d|w|m|y and domain entries that are URLs, wildcards or malformed are refused', async (t) => {
+  const client = await searxng.client(searxngKey);
+  const refused = [
+    { tbs: 'qdr:h' },
+    { tbs: 'nonsense' },
+    ...['https://example.com', '*.example.com', '.example.com', 'example..com', 'example.com/path', '-example.com', 'localhost', ' '].map((d) => ({ domain_allow_list: [d] })),
+  ];
+  for (const extra of refused) {
+    const result: any = await client.callTool({ name: 'google_search', arguments: { q: 'otters', ...extra } });
+    t.true(result.isError, JSON.stringify(extra));
+    t.regex(result.content[0].text, 'domain_allow_list' in extra ? /arguments\.domain_allow_list\[0\]/ : /arguments\.tbs/, JSON.stringify(extra));
+  }
+  t.true(nock.isDone(), 'no backend was called');
+});
+
+test.serial('an internationalised domain in domain_allow_list is searched and matched in its punycode form', async (t) => {
+  let sentQuery = '';
+  nock('https://google.serper.dev')
+    .post('/search', (body) => {
+      sentQuery = body.q;
+      return true;
+    })
+    .reply(200, {
+      organic: [
+        { title: 'München', link: 'https://www.münchen.de/rathaus', snippet: 'Stadt.', position: 1 },
+        { title: 'Elsewhere', link: 'https://example.org/', snippet: 'No.', position: 2 },
+        { title: 'Punycode', link: 'https://xn--mnchen-3ya.de/', snippet: 'Ja.', position: 3 },
+      ],
+    });
+  const client = await serper.client(serperKey);
+  const result: any = await client.callTool({ name: 'google_search', arguments: { q: 'rathaus', domain_allow_list: ['MÜNCHEN.de'] } });
+  t.falsy(result.isError, result.content[0].text);
+  t.is(sentQuery, 'rathaus (site:xn--mnchen-3ya.de)');
+  t.deepEqual(result.structuredContent.results.map((r: any) => r.title), ['München', 'Punycode']);
+});

@@ -23,8 +23,19 @@ export function cappedCollector(limit: number) {
       return seen > kept;
     },
     text(): string {
-      // A multi-byte character cut at the cap becomes U+FFFD rather than invalid text.
-      return new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(chunks, kept));
+      // A multi-byte character cut at the cap is left out whole; other invalid bytes become U+FFFD.
+      const bytes = Buffer.concat(chunks, kept);
+      return new TextDecoder('utf-8', { fatal: false }).decode(seen > kept ? withoutCutCharacter(bytes) : bytes);
     },
   };
+}
+
+/** `bytes` without a last UTF-8 sequence that the cut left incomplete (a lead byte missing its continuation bytes). */
+function withoutCutCharacter(bytes: Buffer): Buffer {
+  let lead = bytes.length - 1;
+  while (lead >= 0 && bytes.length - lead < 4 && (bytes[lead]! & 0xc0) === 0x80) lead--;
+  if (lead < 0) return bytes;
+  const b = bytes[lead]!;
+  const length = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+  return bytes.length - lead < length ? bytes.subarray(0, lead) : bytes;
 }

@@ -1,5 +1,6 @@
 import { createTrustedEndpoint, TRUSTED_ENDPOINT_MAX_BYTES } from '../../kit/index.js';
 import { createSlots } from '../slots.js';
+import { cappedCollector } from './output.js';
 import { SandboxBusyError, type PythonResult, type PythonRun, type SandboxDriver } from './types.js';
 
 /**
@@ -16,9 +17,10 @@ export function createRemoteSandbox(options: { url: string; slots: number; outpu
   const sandbox = createTrustedEndpoint({ name: 'the remote sandbox', baseUrl: options.url, maxBytes: answerLimitBytes });
   const cap = (text: string) => {
     const bytes = Buffer.from(text ?? '', 'utf8');
-    return bytes.length > options.outputLimitBytes
-      ? { text: new TextDecoder().decode(bytes.subarray(0, options.outputLimitBytes)), truncated: true }
-      : { text: text ?? '', truncated: false };
+    if (bytes.length <= options.outputLimitBytes) return { text: text ?? '', truncated: false };
+    const collector = cappedCollector(options.outputLimitBytes);
+    collector.push(bytes);
+    return { text: collector.text(), truncated: true };
   };
   return {
     name: 'remote',

@@ -1,5 +1,5 @@
 import { createTrustedEndpoint } from '../../kit/index.js';
-import { SearchBackendError, searchFailure, type SearchBackend, type SearchHit, type SearchQuery } from './types.js';
+import { SearchBackendError, hitOf, searchFailure, type SearchBackend, type SearchHit, type SearchQuery } from './types.js';
 
 /**
  * A self-hosted SearXNG: `GET /search?q=…&format=json&pageno=…&language=…&time_range=…` (the JSON
@@ -20,7 +20,7 @@ export function createSearxngBackend(options: { baseUrl: string; timeoutMs: numb
         language: languageOf(query),
         time_range: query.tbs ? TIME_RANGES[query.tbs] : undefined,
       };
-      let json: { results?: Array<Record<string, unknown>> };
+      let json: { results?: unknown[] };
       try {
         json = await searxng.json('search', { query: params, signal });
       } catch (error) {
@@ -28,9 +28,9 @@ export function createSearxngBackend(options: { baseUrl: string; timeoutMs: numb
       }
       if (!Array.isArray(json?.results)) throw new SearchBackendError('SearXNG answered without a results list (is format=json enabled?)');
       return json.results
-        .filter((r) => typeof r.url === 'string')
-        .slice(0, query.num)
-        .map((r) => ({ title: String(r.title ?? ''), url: String(r.url), snippet: String(r.content ?? '') }));
+        .map((r) => hitOf(r, { url: 'url', title: 'title', snippet: 'content' }))
+        .filter((hit) => hit !== null)
+        .slice(0, query.num);
     },
   };
 }

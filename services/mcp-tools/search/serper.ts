@@ -1,5 +1,5 @@
 import { createTrustedEndpoint } from '../../kit/index.js';
-import { SearchBackendError, searchFailure, type SearchBackend, type SearchHit, type SearchQuery } from './types.js';
+import { SearchBackendError, hitOf, searchFailure, type SearchBackend, type SearchHit, type SearchQuery } from './types.js';
 
 /**
  * Serper (google.serper.dev): `POST /search` with `X-API-KEY` and `{q, num, gl, hl, location, tbs, page}`;
@@ -13,16 +13,14 @@ export function createSerperBackend(options: { apiKey: string; baseUrl: string; 
     async search(query: SearchQuery, signal: AbortSignal): Promise<SearchHit[]> {
       const body: Record<string, unknown> = { q: query.q, num: query.num, page: query.page };
       for (const key of ['gl', 'hl', 'location', 'tbs'] as const) if (query[key]) body[key] = query[key];
-      let json: { organic?: Array<Record<string, unknown>> };
+      let json: { organic?: unknown[] };
       try {
         json = await serper.json('search', { json: body, signal });
       } catch (error) {
         throw searchFailure(error);
       }
       if (json?.organic !== undefined && !Array.isArray(json.organic)) throw new SearchBackendError('Serper answered without an organic result list');
-      return (json?.organic ?? [])
-        .filter((r) => typeof r.link === 'string')
-        .map((r) => ({ title: String(r.title ?? ''), url: String(r.link), snippet: String(r.snippet ?? '') }));
+      return (json?.organic ?? []).map((r) => hitOf(r, { url: 'link', title: 'title', snippet: 'snippet' })).filter((hit) => hit !== null);
     },
   };
 }

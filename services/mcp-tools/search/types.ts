@@ -17,6 +17,17 @@ export interface SearchHit {
   snippet: string;
 }
 
+/**
+ * One entry of a backend's result list as a hit, read from the named fields; null when the entry is
+ * not an object with a string URL. A title or snippet that is not a string counts as empty.
+ */
+export function hitOf(entry: unknown, fields: { url: string; title: string; snippet: string }): SearchHit | null {
+  if (!entry || typeof entry !== 'object') return null;
+  const r = entry as Record<string, unknown>;
+  const text = (value: unknown) => (typeof value === 'string' ? value : '');
+  return typeof r[fields.url] === 'string' ? { title: text(r[fields.title]), url: r[fields.url] as string, snippet: text(r[fields.snippet]) } : null;
+}
+
 export interface SearchBackend {
   readonly name: 'serper' | 'searxng';
   search(query: SearchQuery, signal: AbortSignal): Promise<SearchHit[]>;

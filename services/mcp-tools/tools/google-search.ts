@@ -1,8 +1,17 @@
+import { domainToASCII } from 'node:url';
 import { z } from 'zod';
 import { SearchBackendError, type SearchBackend, type SearchHit } from '../search/index.js';
 import { ToolFailure, defineTool } from './tool.js';
 
-const domain = z.string().min(1).max(253).regex(/^(?!-)[a-z0-9.-]+\.[a-z]{2,}$/i, 'a domain name such as example.com');
+/** A host name in its ASCII form: labels of letters, digits and inner hyphens; a letter TLD or an IDN (xn--) one. */
+const HOST = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+(?:[a-z]{2,63}|xn--[a-z0-9-]{1,59})$/;
+/**
+ * A domain as URLs name it: lower case, an internationalised name (bücher.de) in its punycode form;
+ * '' for anything but letters, digits, dots and hyphens (domainToASCII would cut `example.com/path` to its host).
+ */
+const asciiDomain = (d: string) => (/^[\p{L}\p{M}\p{N}.-]+$/u.test(d.trim()) ? domainToASCII(d.trim().toLowerCase()) : '');
+const domain = z.string().min(1).max(253).refine((d) => HOST.test(asciiDomain(d)), 'a domain name such as example.com (no scheme, path or wildcard)');
+const RECENCY = ['qdr:d', 'qdr:w', 'qdr:m', 'qdr:y'] as const;
 
 const input = z
   .object({
@@ -11,7 +20,7 @@ const input = z
     gl: z.string().regex(/^[a-z]{2}$/i, 'a two-letter country code').optional().describe('Country of the search, e.g. "us".'),
     hl: z.string().regex(/^[a-z]{2}(-[a-z]{2,4})?$/i, 'a language code such as en').optional().describe('Interface language, e.g. "en".'),
     location: z.string().max(256).optional().describe('Place the search is made from, e.g. "Berlin, Germany".'),
-    tbs: z.string().max(64).optional().describe('Recency filter: qdr:d (day), qdr:w (week), qdr:m (month), qdr:y (year).'),
+    tbs: z.enum(RECENCY).optional().describe('Recency filter: qdr:d (day), qdr:w (week), qdr:m (month), qdr:y (year).'),
     page: z.number().int().min(1).max(100).default(1).describe('Result page (default 1).'),
     domain_allow_list: z.array(domain).max(20).optional().describe('Only return results from these domains (and their subdomains).'),
   })
@@ -42,7 +51,7 @@ export function googleSearchTool(deps: { search: SearchBackend | null }) {
     unavailableReason: () => (deps.search ? null : NOT_CONFIGURED),
     async run(ctx, args) {
       if (!deps.search) throw new ToolFailure(NOT_CONFIGURED);
-      const allow = (args.domain_allow_list ?? []).map((d) => d.toLowerCase());
+      const allow = (args.domain_allow_list ?? []).map(asciiDomain);
       // The backend narrows the search itself; the results are filtered again because engines treat site: loosely.
       const q = allow.length ? `${args.q} (${allow.map((d) => `site:${d}`).join(' OR ')})` : args.q;
       let hits: SearchHit[];
@@ -52,7 +61,7 @@ export function googleSearchTool(deps: { search: SearchBackend | null }) {
         if (error instanceof SearchBackendError) throw new ToolFailure(`Search failed: ${error.message}`);
         throw error;
       }
-      const kept = hits.filter((hit) => allow.length === 0 || allowed(hit.url, allow)).slice(0, args.num);
+      const kept = hits.filter((hit) => isWebUrl(hit.url) && (allow.length === 0 || allowed(hit.url, allow))).slice(0, args.num);
       const results = kept.map((hit, i) => ({ ...hit, position: i + 1 }));
       const structured = {
         query: args.q,
@@ -66,6 +75,11 @@ export function googleSearchTool(deps: { search: SearchBackend | null }) {
       return { structured, text };
     },
   });
+}
+
+/** Only http(s) results reach the caller: a javascript:, data: or file: link from a backend is dropped. */
+function isWebUrl(url: string): boolean {
+  return URL.canParse(url) && ['http:', 'https:'].includes(new URL(url).protocol);
 }
 
 function allowed(url: string, domains: string[]): boolean {
