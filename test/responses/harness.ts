@@ -3,6 +3,9 @@ import type { ExecutionContext } from 'ava';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startMcpPlatform, type McpPlatform } from '../mcp/helpers.js';
+import type { LlmPort } from '../../services/response-api/responses/ports.js';
+import type { ResponsesDeps } from '../../services/response-api/responses/responses.js';
+import type { ResponseStore } from '../../services/response-api/responses/store.js';
 
 /**
  * The whole platform behind the embedded edge with a scripted fake provider serving `fake-model`,
@@ -35,6 +38,32 @@ export async function startResponsesPlatform(env: Record<string, string | undefi
       await fake.close();
     },
   });
+}
+
+/**
+ * The Responses domain's dependencies for a test that calls `createResponse` or `cancelResponse`
+ * directly: the platform's clock, logger and database (through `store`), no platform tools unless
+ * `overrides` gives some, and ports that answer as the case needs.
+ */
+export function responsesDomainDeps(p: ResponsesPlatform, store: ResponseStore, llm: LlmPort, overrides: Partial<ResponsesDeps> = {}): ResponsesDeps {
+  return {
+    store,
+    llm,
+    tools: {
+      open: async () => {
+        throw new Error('this test offers no platform tools');
+      },
+    },
+    media: { checkReferences: async () => {} },
+    clock: p.runtime.clock,
+    logger: p.runtime.logger,
+    retentionDays: 30,
+    cancelPollMs: 50,
+    running: new Map(),
+    toolTimeoutMs: 5000,
+    stepTimeoutMs: 30_000,
+    ...overrides,
+  };
 }
 
 /** The text of the last tool message the model was sent. */

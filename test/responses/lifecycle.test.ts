@@ -9,7 +9,7 @@ import { ResponseRecorder, type ResponseObject, type StreamEvent } from '../../s
 import { cancelResponse, createResponse, type ResponsesDeps } from '../../services/response-api/responses/responses.js';
 import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
 import { createResponseStore, type ResponseRow, type ResponseStore } from '../../services/response-api/responses/store.js';
-import { checkStream, lastToolOutput, MODEL, startResponsesPlatform, streamResponse, type ResponsesPlatform } from './harness.js';
+import { checkStream, lastToolOutput, MODEL, responsesDomainDeps, startResponsesPlatform, streamResponse, type ResponsesPlatform } from './harness.js';
 
 // How a response ends, whatever happens on the way: text no database can store, a store that
 // fails, a caller that left before the loop started, a step past its timeout, mcp-tools out of
@@ -71,26 +71,7 @@ function fakeLlm(steps: Array<(body: Record<string, any>, signal: AbortSignal) =
   return { llm, asked };
 }
 
-function domainDeps(llm: LlmPort, overrides: Partial<ResponsesDeps> = {}): ResponsesDeps {
-  return {
-    store,
-    llm,
-    tools: {
-      open: async () => {
-        throw new Error('this test offers no platform tools');
-      },
-    },
-    media: { checkReferences: async () => {} },
-    clock: p.runtime.clock,
-    logger: p.runtime.logger,
-    retentionDays: 30,
-    cancelPollMs: 50,
-    running: new Map(),
-    toolTimeoutMs: 5000,
-    stepTimeoutMs: 30_000,
-    ...overrides,
-  };
-}
+const domainDeps = (llm: LlmPort, overrides: Partial<ResponsesDeps> = {}) => responsesDomainDeps(p, store, llm, overrides);
 
 async function listen(server: Server): Promise<number> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -2,11 +2,11 @@ import test from 'ava';
 import { BadRequestError } from 'openai';
 import type { Principal } from '../../services/kit/index.js';
 import type { LlmPort, ToolSession } from '../../services/response-api/responses/ports.js';
-import { createResponse, type ResponsesDeps } from '../../services/response-api/responses/responses.js';
+import { createResponse } from '../../services/response-api/responses/responses.js';
 import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
 import type { ResponseStore } from '../../services/response-api/responses/store.js';
 import { waitFor } from '../helpers/wait.js';
-import { MODEL, REASONING_MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+import { MODEL, REASONING_MODEL, responsesDomainDeps, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
 
 // Bad input to POST /v1/responses that must be refused before anything runs, naming the field the
 // caller has to fix; what a response that cannot start leaves behind; and a deep research (an
@@ -100,19 +100,7 @@ test('a streamed or background response whose first write fails closes the tool 
       call: async () => ({ output: '', isError: false }),
       close: async () => void closed++,
     };
-    const deps: ResponsesDeps = {
-      store,
-      llm,
-      tools: { open: async () => (opened++, session) },
-      media: { checkReferences: async () => {} },
-      clock: p.runtime.clock,
-      logger: p.runtime.logger,
-      retentionDays: 30,
-      cancelPollMs: 50,
-      running: new Map(),
-      toolTimeoutMs: 5000,
-      stepTimeoutMs: 30_000,
-    };
+    const deps = responsesDomainDeps(p, store, llm, { tools: { open: async () => (opened++, session) } });
     const input = { model: MODEL, input: 'hello', ...mode } as CreateResponseRequest;
     await t.throwsAsync(createResponse(deps, principal, input, { signal: new AbortController().signal, ...(mode.stream ? { onEvent: () => {} } : {}) }), { message: /refused the row/ });
     t.is(opened, 1, `${Object.keys(mode)[0]}: the platform tools were listed`);
