@@ -15,7 +15,9 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'p
 /** A message's headers minus the hop-by-hop ones: the fixed set, and any its `Connection` header names. */
 function endToEndHeaders(source: IncomingMessage['headers']): OutgoingHttpHeaders {
   const headers: OutgoingHttpHeaders = {};
-  const named = source.connection === undefined ? undefined : connectionOptions(source.connection);
+  const connection = source.connection;
+  // The usual values name only hop-by-hop options already dropped: nothing to split on the hot path.
+  const named = connection === undefined || connection === 'keep-alive' || connection === 'close' ? undefined : connectionOptions(connection);
   for (const name in source) {
     const value = source[name];
     if (value !== undefined && !HOP_BY_HOP.has(name) && !named?.includes(name)) headers[name] = value;
