@@ -71,6 +71,7 @@ async function engine(): Promise<number[]> {
     parallelToolCalls: true,
     maxToolCalls: null,
     maxSteps: 8,
+    answerOnLastStep: false,
     sampling: {},
   };
   const perStep: number[] = [];

@@ -22,8 +22,10 @@ import type { AddressInfo } from 'node:net';
  * message. The answer to a request is the step whose index is the number of assistant turns after
  * that user message (the last step repeats). A step calls tools, answers text (a function of the
  * messages, e.g. to quote a tool's output), holds the request until the client leaves, or waits
- * for a `gate` the test opens.
+ * for a `gate` the test opens. A step's tool calls are not made when the request's tool_choice is
+ * "none": the step answers its content, or `NO_TOOLS_ANSWER`.
  */
+export const NO_TOOLS_ANSWER = 'Answering without calling a tool.';
 export interface ScriptStep {
   tool_calls?: Array<{ name: string; arguments: Record<string, unknown> | string }>;
   content?: string | ((messages: any[]) => string);
@@ -304,12 +306,14 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
         }),
       );
     }
-    const calls = (step.tool_calls ?? []).map((c, i) => ({
+    // A request with tool_choice "none" gets text, as a provider's model cannot call a tool then.
+    const refused = body.tool_choice === 'none' && (step.tool_calls?.length ?? 0) > 0;
+    const calls = (refused ? [] : (step.tool_calls ?? [])).map((c, i) => ({
       id: `call_${name}_${turn}_${i}`,
       type: 'function',
       function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
     }));
-    const content = typeof step.content === 'function' ? step.content(messages) : (step.content ?? (calls.length ? null : ''));
+    const content = typeof step.content === 'function' ? step.content(messages) : (step.content ?? (calls.length ? null : refused ? NO_TOOLS_ANSWER : ''));
     const usage = { prompt_tokens: messages.length, completion_tokens: 3, total_tokens: messages.length + 3 };
     const message = { role: 'assistant', content, ...(calls.length ? { tool_calls: calls } : {}) };
     const finish = step.finish_reason ?? (calls.length ? 'tool_calls' : 'stop');

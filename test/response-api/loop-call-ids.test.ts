@@ -37,6 +37,7 @@ const plan = (functionTools: LoopPlan['functionTools'] = []): LoopPlan => ({
   parallelToolCalls: true,
   maxToolCalls: null,
   maxSteps: 8,
+  answerOnLastStep: false,
   sampling: {},
 });
 

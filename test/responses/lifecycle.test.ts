@@ -357,6 +357,7 @@ test('a tool call that cannot reach mcp-tools becomes that call output saying so
     parallelToolCalls: true,
     maxToolCalls: null,
     maxSteps: 8,
+    answerOnLastStep: false,
     sampling: {},
   };
   await runLoop({ llm, toolTimeoutMs: 5000, stepTimeoutMs: 5000 }, plan, new ResponseRecorder(response), live(), () => false);

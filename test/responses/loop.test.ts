@@ -1,6 +1,7 @@
 import test from 'ava';
 import { BadRequestError, NotFoundError } from 'openai';
 import { lastToolOutput, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+import { NO_TOOLS_ANSWER } from '../fakes/openai-upstream.js';
 
 // The tool loop through the edge with the official openai SDK: llm-api is asked service to
 // service, python_exec runs on mcp-tools through an MCP client, and the stored response is read back.
@@ -140,6 +141,34 @@ test('the step cap: a model that keeps calling tools ends incomplete with reason
   });
   t.is(tooMany.status, 400);
   t.is(((await tooMany.json()) as any).error.param, 'max_steps');
+});
+
+test('answer_on_last_step: the last step offers no tool call, so a model still calling tools answers with what it has', async (t) => {
+  p.fake.script('answer-last', [{ tool_calls: [{ name: 'python_exec', arguments: { code: 'print(1)' } }] }]);
+  const { client } = await p.newClient();
+  const answered = await client.responses.create({ model: MODEL, input: 'loop #script:answer-last', max_steps: 3, answer_on_last_step: true } as any);
+  t.is(answered.status, 'completed');
+  t.is(answered.incomplete_details, null);
+  t.deepEqual(
+    answered.output.map((i) => i.type),
+    ['mcp_call', 'mcp_call', 'message'],
+  );
+  t.is(answered.output_text, NO_TOOLS_ANSWER);
+  const steps = p.fake.scriptRequests('answer-last');
+  t.deepEqual(
+    steps.map((s) => s.body.tool_choice),
+    ['auto', 'auto', 'none'],
+  );
+  t.true(steps[2]!.body.tools.length > 0, 'the tools stay declared: the history names them');
+
+  // One step cannot both be required to call a tool and be asked to answer without one.
+  const conflict = await fetch(`${p.url}/v1/responses`, {
+    method: 'POST',
+    headers: { 'x-api-key': (await p.newUser()).key, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, input: 'x', tools: ['python_exec'], tool_choice: 'required', max_steps: 1, answer_on_last_step: true }),
+  });
+  t.is(conflict.status, 400);
+  t.is(((await conflict.json()) as any).error.param, 'answer_on_last_step');
 });
 
 test('a client-executed function stops the loop and returns the call; its output continues the response', async (t) => {

@@ -1,6 +1,7 @@
 import test from 'ava';
 import nock from 'nock';
 import { BadRequestError } from 'openai';
+import { NO_TOOLS_ANSWER } from '../fakes/openai-upstream.js';
 import { MODEL, REASONING_MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
 
 // Deep research (`deep_research: true` on chat completions) through the edge with the official
@@ -93,7 +94,28 @@ test.serial('deep_research: plans, searches, reads the top results and answers c
   t.deepEqual(steps[0]!.body.tools.map((tool: any) => tool.function.name).sort(), ['google_search', 'scrape']);
   t.is(steps[0]!.body.tool_choice, 'required', 'the first step must research');
   t.false('deep_research' in steps[0]!.body, 'the steps themselves are plain completions');
+  t.is(steps[2]!.body.tool_choice, 'auto', 'a step before the last may still research');
+
   t.is(completion.usage.total_tokens, steps.reduce((sum, s) => sum + s.body.messages.length + 3, 0), 'usage is the sum over the steps');
+});
+
+test.serial('deep_research: a model still searching at the last step is asked to answer from what it has, and does', async (t) => {
+  // Each step calls a tool that does not exist (its error goes back to the model, no network needed).
+  p.fake.script('research-endless', [{ tool_calls: [{ name: 'no_such_tool', arguments: {} }] }]);
+  const { client } = await p.newClient();
+  const completion: any = await client.chat.completions.create({
+    model: REASONING_MODEL,
+    messages: [{ role: 'user', content: 'Keep looking #script:research-endless' }],
+    deep_research: true,
+  } as any);
+  const steps = p.fake.scriptRequests('research-endless');
+  t.is(steps.length, 8, 'the research step cap');
+  t.deepEqual(
+    steps.map((s) => s.body.tool_choice),
+    ['required', 'auto', 'auto', 'auto', 'auto', 'auto', 'auto', 'none'],
+  );
+  t.is(completion.choices[0].finish_reason, 'stop');
+  t.is(completion.choices[0].message.content, NO_TOOLS_ANSWER);
 });
 
 test.serial('deep_research streams its progress as reasoning_content before the answer; uncited pages are listed', async (t) => {

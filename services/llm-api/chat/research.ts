@@ -9,7 +9,7 @@ import type { ChatCompletion, ChatCompletionChunk, ConversationRef, Usage } from
 /**
  * `deep_research: true` on chat completions: the Response API's tool loop runs with a research
  * instruction and the `google_search` and `scrape` tools (up to 8 steps; the first step must call
- * a tool), and its result comes back as a chat completion. What the loop does (the model's plans,
+ * a tool; the last may not call one, so it answers), and its result comes back as a chat completion. What the loop does (the model's plans,
  * each search, each page read, each failure) is the answer's `reasoning_content`: streamed as it
  * happens, or whole in the JSON answer. The answer cites the pages it read as URLs: when the
  * model's text cites none of them, a "Sources" list of the pages read is appended, and every cited
@@ -61,6 +61,8 @@ export async function deepResearch(deps: ResearchDeps, principal: Principal, inp
     tools: [...RESEARCH_TOOLS],
     tool_choice: 'required',
     max_steps: RESEARCH_MAX_STEPS,
+    // A model still searching at the last step answers from what it read, rather than not at all.
+    answer_on_last_step: true,
     store: false,
   };
   if (typeof request.temperature === 'number') body.temperature = request.temperature;

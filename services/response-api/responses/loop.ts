@@ -7,7 +7,8 @@ import type { ResponseRecorder } from './recorder.js';
  * The tool loop: each step asks llm-api for a chat completion; tool calls in the answer run
  * against mcp-tools (in parallel when allowed, otherwise one per step; each with a timeout) and their outputs, errors
  * included, go back to the model; the loop ends when the model answers without tool calls, when
- * it calls a function the client executes itself, or at `maxSteps`.
+ * it calls a function the client executes itself, or at `maxSteps` (whose step may be asked to
+ * answer without tools, `answerOnLastStep`).
  *
  * Two ways to stop early: `abort` (a cancel, or the caller of an unstored response leaving) aborts
  * the in-flight upstream and tool calls at once;
@@ -36,6 +37,12 @@ export interface LoopPlan {
   parallelToolCalls: boolean;
   maxToolCalls: number | null;
   maxSteps: number;
+  /**
+   * The last step is sent with `tool_choice: "none"` (the tools still declared, as the history's
+   * calls name them): a model still calling tools must answer from what it has, rather than the
+   * response ending `incomplete` at `max_steps` with no answer (deep research asks for this).
+   */
+  answerOnLastStep: boolean;
   /** Passed to every step as they are: sampling, `max_completion_tokens`, `response_format`, `verbosity`, `reasoning_effort`. */
   sampling: Record<string, unknown>;
 }
@@ -116,7 +123,7 @@ export async function runLoop(
     };
     if (tools.length > 0 && plan.toolChoice !== 'none') {
       body.tools = tools;
-      body.tool_choice = step === 1 ? (plan.toolChoice ?? 'auto') : firstStepOnly(plan.toolChoice ?? 'auto');
+      body.tool_choice = plan.answerOnLastStep && step === plan.maxSteps ? 'none' : step === 1 ? (plan.toolChoice ?? 'auto') : firstStepOnly(plan.toolChoice ?? 'auto');
       body.parallel_tool_calls = plan.parallelToolCalls;
     }
     let completion: ChatCompletion;

@@ -388,6 +388,12 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
   } else if (toolChoice === 'required' && chosen.size === 0 && functionTools.length === 0) {
     throw badRequest("tool_choice 'required' needs at least one tool in tools", 'tool_choice');
   }
+  const maxSteps = input.max_steps ?? 8;
+  const answerOnLastStep = input.answer_on_last_step === true;
+  // One step cannot both have to call a tool and have to answer without one.
+  if (answerOnLastStep && maxSteps === 1 && (toolChoice === 'required' || (toolChoice && typeof toolChoice === 'object'))) {
+    throw badRequest('answer_on_last_step with max_steps 1 leaves no step for the tool call tool_choice requires', 'answer_on_last_step');
+  }
   return {
     principal,
     model: input.model,
@@ -402,7 +408,8 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
     toolChoice,
     parallelToolCalls: input.parallel_tool_calls !== false,
     maxToolCalls: input.max_tool_calls ?? null,
-    maxSteps: input.max_steps ?? 8,
+    maxSteps,
+    answerOnLastStep,
     sampling,
   };
 }

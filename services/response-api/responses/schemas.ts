@@ -66,6 +66,8 @@ export const createResponseSchema = z.looseObject({
   parallel_tool_calls: z.boolean().nullable().optional(),
   max_tool_calls: z.number().int().min(1).max(1000).nullable().optional(),
   max_steps: z.number().int().min(1).max(8).nullable().optional(),
+  /** Platform extension: the last step (`max_steps`) offers no tool calls, so the model answers with what it has. */
+  answer_on_last_step: z.boolean().nullable().optional(),
   temperature: z.number().min(0).max(2).nullable().optional(),
   top_p: z.number().min(0).max(1).nullable().optional(),
   max_output_tokens: z.number().int().min(16).max(10_000_000).nullable().optional(),
