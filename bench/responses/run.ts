@@ -72,6 +72,7 @@ async function engine(): Promise<number[]> {
     maxToolCalls: null,
     maxSteps: 8,
     answerOnLastStep: false,
+    maxOutputTokens: null,
     sampling: {},
   };
   const perStep: number[] = [];

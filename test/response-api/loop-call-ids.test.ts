@@ -38,6 +38,7 @@ const plan = (functionTools: LoopPlan['functionTools'] = []): LoopPlan => ({
   maxToolCalls: null,
   maxSteps: 8,
   answerOnLastStep: false,
+  maxOutputTokens: null,
   sampling: {},
 });
 

@@ -358,6 +358,7 @@ test('a tool call that cannot reach mcp-tools becomes that call output saying so
     maxToolCalls: null,
     maxSteps: 8,
     answerOnLastStep: false,
+    maxOutputTokens: null,
     sampling: {},
   };
   await runLoop({ llm, toolTimeoutMs: 5000, stepTimeoutMs: 5000 }, plan, new ResponseRecorder(response), live(), () => false);

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { BadRequestError, NotFoundError } from 'openai';
-import { lastToolOutput, MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+import { lastToolOutput, MODEL, startResponsesPlatform, streamResponse, type ResponsesPlatform } from './harness.js';
 import { NO_TOOLS_ANSWER } from '../fakes/openai-upstream.js';
 
 // The tool loop through the edge with the official openai SDK: llm-api is asked service to
@@ -202,6 +202,26 @@ test('model is required; a bad previous_response_id is a 400 naming it', async (
   const body: any = await unknownPrevious.json();
   t.is(body.error.code, 'previous_response_not_found');
   t.is(body.error.param, 'previous_response_id');
+});
+
+test('max_output_tokens is the budget of the whole response: each step is sent what is left, and a spent budget ends it incomplete', async (t) => {
+  // Each scripted step reports 3 completion tokens; every step calls a tool that does not exist.
+  p.fake.script('budget', [{ tool_calls: [{ name: 'no_such_tool', arguments: {} }] }]);
+  const { client } = await p.newClient();
+  const spent = await client.responses.create({ model: MODEL, input: 'x #script:budget', max_output_tokens: 16 });
+  t.is(spent.status, 'incomplete');
+  t.deepEqual(spent.incomplete_details, { reason: 'max_output_tokens' });
+  t.deepEqual(
+    p.fake.scriptRequests('budget').map((r) => r.body.max_completion_tokens),
+    [16, 13, 10, 7, 4, 1],
+  );
+  t.is(spent.usage!.output_tokens, 18);
+
+  p.fake.script('budget-stream', [{ tool_calls: [{ name: 'no_such_tool', arguments: {} }] }]);
+  const { events, final } = await streamResponse(t, client, { model: MODEL, input: 'x #script:budget-stream', max_output_tokens: 16 });
+  t.is(events.at(-1).type, 'response.incomplete');
+  t.deepEqual(final.incomplete_details, { reason: 'max_output_tokens' });
+  t.is(p.fake.scriptRequests('budget-stream').length, 6);
 });
 
 test('max_output_tokens reached: incomplete with that reason; a tools subset by name, an unknown name is a 400', async (t) => {

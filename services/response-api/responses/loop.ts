@@ -43,7 +43,13 @@ export interface LoopPlan {
    * response ending `incomplete` at `max_steps` with no answer (deep research asks for this).
    */
   answerOnLastStep: boolean;
-  /** Passed to every step as they are: sampling, `max_completion_tokens`, `response_format`, `verbosity`, `reasoning_effort`. */
+  /**
+   * The response's output budget (`max_output_tokens`), over all its steps as OpenAI counts it:
+   * each step is sent what earlier steps left of it as `max_completion_tokens`, and a response
+   * whose steps spent it ends `incomplete` with `max_output_tokens` before asking another.
+   */
+  maxOutputTokens: number | null;
+  /** Passed to every step as they are: sampling, `response_format`, `verbosity`, `reasoning_effort`. */
   sampling: Record<string, unknown>;
 }
 
@@ -114,13 +120,22 @@ export async function runLoop(
   /** The call ids the loop's messages use so far (each tool message answers exactly one call). */
   const ids = new Set<string>();
 
+  let outputTokens = 0;
+
   for (let step = 1; step <= plan.maxSteps; step++) {
     if (abort.aborted || stopAtBoundary()) throw new CancelledError();
+    const budgetLeft = plan.maxOutputTokens === null ? null : plan.maxOutputTokens - outputTokens;
+    if (budgetLeft !== null && budgetLeft <= 0) {
+      response.status = 'incomplete';
+      response.incomplete_details = { reason: 'max_output_tokens' };
+      return { messages, steps };
+    }
     const body: Record<string, unknown> = {
       model: plan.model,
       messages: plan.instructions ? [{ role: 'system', content: plan.instructions }, ...messages] : messages,
       ...plan.sampling,
     };
+    if (budgetLeft !== null) body.max_completion_tokens = budgetLeft;
     if (tools.length > 0 && plan.toolChoice !== 'none') {
       body.tools = tools;
       body.tool_choice = plan.answerOnLastStep && step === plan.maxSteps ? 'none' : step === 1 ? (plan.toolChoice ?? 'auto') : firstStepOnly(plan.toolChoice ?? 'auto');
@@ -137,7 +152,9 @@ export async function runLoop(
       if (stepTimeout.aborted) throw new ApiError(504, `The chat completion of step ${step} did not finish within ${deps.stepTimeoutMs} ms`, { cause: error });
       throw error;
     }
-    steps.push(addUsage(response, step, completion));
+    const used = addUsage(response, step, completion);
+    steps.push(used);
+    outputTokens += used.output_tokens;
     const choice = completion.choices?.[0];
     const content = storableText(choice?.message?.content ?? '');
     // parallel_tool_calls: false is honoured even when the model returns several calls: the first

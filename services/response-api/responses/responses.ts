@@ -364,7 +364,6 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
   const sampling: Record<string, unknown> = {};
   if (input.temperature !== undefined && input.temperature !== null) sampling.temperature = input.temperature;
   if (input.top_p !== undefined && input.top_p !== null) sampling.top_p = input.top_p;
-  if (input.max_output_tokens) sampling.max_completion_tokens = input.max_output_tokens;
   const responseFormat = chatResponseFormat(appliedFormat(input.text?.format));
   if (responseFormat) sampling.response_format = responseFormat;
   if (input.text?.verbosity) sampling.verbosity = input.text.verbosity;
@@ -410,6 +409,7 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
     maxToolCalls: input.max_tool_calls ?? null,
     maxSteps,
     answerOnLastStep,
+    maxOutputTokens: input.max_output_tokens ?? null,
     sampling,
   };
 }
