@@ -24,7 +24,14 @@ interface Provider {
   last_synced_at?: number | null;
   last_sync_error?: string | null;
 }
-type PriceUnit = 'per_1k_prompt_tokens' | 'per_1k_completion_tokens' | 'per_1m_prompt_tokens' | 'per_1m_completion_tokens' | 'per_request';
+type PriceUnit =
+  | 'per_1k_prompt_tokens'
+  | 'per_1k_completion_tokens'
+  | 'per_1k_cached_prompt_tokens'
+  | 'per_1m_prompt_tokens'
+  | 'per_1m_completion_tokens'
+  | 'per_1m_cached_prompt_tokens'
+  | 'per_request';
 interface PriceLine {
   amount_micro_usd: number;
   currency: string;
@@ -55,10 +62,11 @@ interface SyncRun {
   error?: string | null;
 }
 
-/** The three prices the form edits, in USD; a provider model may also carry per-1k lines, which are kept. */
+/** The four prices the form edits, in USD; a provider model may also carry per-1k lines, which are kept. */
 const PRICE_FIELDS: Array<[PriceUnit, string]> = [
   ['per_1m_prompt_tokens', 'Prompt, USD per 1M tokens'],
   ['per_1m_completion_tokens', 'Completion, USD per 1M tokens'],
+  ['per_1m_cached_prompt_tokens', 'Cached prompt, USD per 1M tokens'],
   ['per_request', 'USD per request'],
 ];
 const usd = (micro: number) => String(micro / 1e6);
@@ -287,7 +295,7 @@ export function providersPage(root: HTMLElement) {
     return form;
   }
 
-  /** Prices per 1M prompt and completion tokens and per request, in USD; other lines are kept as they are. */
+  /** Prices per 1M prompt, completion and cached prompt tokens and per request, in USD; other lines are kept as they are. */
   function pricingForm(m: ProviderModel): HTMLElement {
     const lines = m.pricing?.lines ?? [];
     const inputs = PRICE_FIELDS.map(([unit, label]) => {
@@ -321,6 +329,8 @@ const UNIT_LABELS: Record<PriceUnit, string> = {
   per_1k_completion_tokens: '/1k completion',
   per_1m_prompt_tokens: '/1M prompt',
   per_1m_completion_tokens: '/1M completion',
+  per_1k_cached_prompt_tokens: '/1k cached prompt',
+  per_1m_cached_prompt_tokens: '/1M cached prompt',
   per_request: '/request',
 };
 function priceSummary(lines: PriceLine[]): string {

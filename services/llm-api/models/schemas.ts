@@ -48,6 +48,8 @@ const PRICED_BY_UNIT: Record<string, string> = {
   per_1m_prompt_tokens: 'prompt tokens',
   per_1k_completion_tokens: 'completion tokens',
   per_1m_completion_tokens: 'completion tokens',
+  per_1k_cached_prompt_tokens: 'cached prompt tokens',
+  per_1m_cached_prompt_tokens: 'cached prompt tokens',
   per_request: 'requests',
 };
 
@@ -59,7 +61,7 @@ export const pricingSchema = z
           .object({
             amount_micro_usd: z.number().int().min(0),
             currency: z.string().min(1).max(8).default('USD'),
-            unit: z.enum(['per_1k_prompt_tokens', 'per_1k_completion_tokens', 'per_1m_prompt_tokens', 'per_1m_completion_tokens', 'per_request']),
+            unit: z.enum(['per_1k_prompt_tokens', 'per_1k_completion_tokens', 'per_1k_cached_prompt_tokens', 'per_1m_prompt_tokens', 'per_1m_completion_tokens', 'per_1m_cached_prompt_tokens', 'per_request']),
           })
           .strict(),
       )

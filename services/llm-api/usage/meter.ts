@@ -1,7 +1,7 @@
 import type { Clock, MaybePromise } from '../../kit/index.js';
 import type { ProviderModelRow } from '../models/types.js';
 import { costMicroUsd, type UsageRecord } from './recorder.js';
-import { cleanUsage } from './token-counts.js';
+import { cleanUsage, tokenCount } from './token-counts.js';
 
 /**
  * One usage meter per chat request: opened once when the request is about to be dispatched,
@@ -34,6 +34,8 @@ export interface CloseResult {
 export interface MeteredUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
+  /** `cached_tokens`: prompt tokens the provider served from its cache (priced at the cached rate when the model has one). */
+  prompt_tokens_details?: { cached_tokens?: unknown } | null;
   completion_tokens_details?: { reasoning_tokens?: number };
 }
 
@@ -112,7 +114,7 @@ class Meter implements UsageMeter {
     // A failed request costs nothing unless usage came with it (the provider's or, for a stream, the
     // estimate): its `per_request` line is not charged for an answer that never came.
     const priced = pm && (usage !== null || result.status < 400);
-    const cost = priced ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion }) : 0;
+    const cost = priced ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion, cached: tokenCount(given?.prompt_tokens_details?.cached_tokens) }) : 0;
     this.env.recorder.record({
       request_id: request.requestId,
       user_id: request.userId,

@@ -36,23 +36,38 @@ export interface UsageRecord {
   project_id?: string | null;
 }
 
-/** Cost from pricing lines: `per_1k_prompt_tokens`, `per_1k_completion_tokens`, `per_1m_*`, `per_request`. */
-export function costMicroUsd(lines: PricingLine[], usage: { prompt: number; completion: number }): number {
+/**
+ * Cost from pricing lines: `per_1k_prompt_tokens`, `per_1k_completion_tokens`,
+ * `per_1k_cached_prompt_tokens`, their `per_1m_*` forms, and `per_request`. Cached prompt tokens
+ * (the provider's `prompt_tokens_details.cached_tokens`, part of the prompt count) are charged at
+ * the cached rate when the model has one, and the prompt lines then charge the rest of the prompt;
+ * without a cached line every prompt token is charged at the prompt rate.
+ */
+export function costMicroUsd(lines: PricingLine[], usage: { prompt: number; completion: number; cached?: number }): number {
+  const cachedPriced = usage.cached ? lines.some((line) => line.unit === 'per_1k_cached_prompt_tokens' || line.unit === 'per_1m_cached_prompt_tokens') : false;
+  const cached = cachedPriced ? Math.min(usage.cached!, usage.prompt) : 0;
+  const prompt = usage.prompt - cached;
   let total = 0;
   for (const line of lines) {
     const amount = Number(line.amount_micro_usd) || 0;
     switch (line.unit) {
       case 'per_1k_prompt_tokens':
-        total += (amount * usage.prompt) / 1000;
+        total += (amount * prompt) / 1000;
         break;
       case 'per_1k_completion_tokens':
         total += (amount * usage.completion) / 1000;
         break;
+      case 'per_1k_cached_prompt_tokens':
+        total += (amount * cached) / 1000;
+        break;
       case 'per_1m_prompt_tokens':
-        total += (amount * usage.prompt) / 1_000_000;
+        total += (amount * prompt) / 1_000_000;
         break;
       case 'per_1m_completion_tokens':
         total += (amount * usage.completion) / 1_000_000;
+        break;
+      case 'per_1m_cached_prompt_tokens':
+        total += (amount * cached) / 1_000_000;
         break;
       case 'per_request':
         total += amount;

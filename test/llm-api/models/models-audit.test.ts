@@ -104,13 +104,19 @@ test.serial('pricing: two lines pricing the same thing are a 400 naming the seco
   ]);
   t.is(perK.body.error.param, 'pricing.lines[1].unit');
   t.deepEqual((await pmOf('a1')).pricing, { lines: [] }, 'nothing stored');
+  const cachedTwice = await patch([
+    { amount_micro_usd: 1, unit: 'per_1k_cached_prompt_tokens' },
+    { amount_micro_usd: 1000, unit: 'per_1m_cached_prompt_tokens' },
+  ]);
+  t.is(cachedTwice.body.error.param, 'pricing.lines[1].unit');
   const ok = await patch([
     { amount_micro_usd: 5, unit: 'per_1k_prompt_tokens' },
     { amount_micro_usd: 15, unit: 'per_1k_completion_tokens' },
+    { amount_micro_usd: 1, unit: 'per_1k_cached_prompt_tokens' },
     { amount_micro_usd: 1, unit: 'per_request' },
   ]);
   t.is(ok.status, 200, JSON.stringify(ok.body));
-  t.is(ok.body.pricing.lines.length, 3);
+  t.is(ok.body.pricing.lines.length, 4);
 });
 
 test.serial('bulk enable: a model whose catalog entry is disabled fails (it would stay unavailable), as with an inactive provider', async (t) => {

@@ -129,6 +129,25 @@ test('a request that failed without usage is recorded at no cost, as the report 
   );
 });
 
+test('cached prompt tokens are charged at the model\'s cached rate when it has one, at the prompt rate otherwise', (t) => {
+  const records: UsageRecord[] = [];
+  const meters = createUsageMeters({ recorder: { record: (r) => void records.push(r) }, clock: new ManualClock(1_700_000_000_000), elapsed: () => 0 });
+  const priced = (lines: unknown[], usage: Record<string, unknown>) => {
+    const meter = meters.open({ requestId: 'r', userId: 'user_1', authMethod: 'apikey', apiKeyId: null, model: 'm', stream: false, metadata: null, startedAt: 0 });
+    meter.routed({ pm: { ...pm, pricing: { lines } } as ProviderModelRow, endpoint: 'http://p/v1', tries: 1 });
+    meter.close({ status: 200, outcome: 'ok', usage: usage as any });
+    return records.at(-1)!.cost_micro_usd;
+  };
+  const prompt = { unit: 'per_1m_prompt_tokens', amount_micro_usd: 3_000_000, currency: 'USD' };
+  const cachedRate = { unit: 'per_1k_cached_prompt_tokens', amount_micro_usd: 300, currency: 'USD' };
+  // 1000 prompt tokens, 800 of them cached: 200 at 3 µ$ and 800 at 0.3 µ$.
+  t.is(priced([prompt, cachedRate], { prompt_tokens: 1000, completion_tokens: 0, prompt_tokens_details: { cached_tokens: 800 } }), 600 + 240);
+  t.is(priced([prompt], { prompt_tokens: 1000, completion_tokens: 0, prompt_tokens_details: { cached_tokens: 800 } }), 3000, 'no cached rate: every prompt token at the prompt rate');
+  t.is(priced([prompt, cachedRate], { prompt_tokens: 1000, completion_tokens: 0 }), 3000, 'nothing cached');
+  t.is(priced([prompt, cachedRate], { prompt_tokens: 1000, completion_tokens: 0, prompt_tokens_details: { cached_tokens: 5000 } }), 300, 'a cached count above the prompt counts as the whole prompt');
+  t.is(priced([prompt, cachedRate], { prompt_tokens: 1000, completion_tokens: 0, prompt_tokens_details: { cached_tokens: -5 } }), 3000, 'a cached count that is not one is ignored');
+});
+
 test('a request that ended without using anything does not let the next ones of the period run side by side', async (t) => {
   const clock = new ManualClock(Date.parse('2026-12-07T10:00:00Z'));
   const deps: SpendDeps = { knex: db.knex, clock, logger: createLogger({ level: 'silent', name: 'usage-audit' }) };
