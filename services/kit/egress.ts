@@ -10,7 +10,8 @@ import { embeddedIpv4 } from './ip.js';
  * loopback, link-local, metadata and other special-purpose destinations unless the host is in
  * `EGRESS_ALLOW_HOSTS`; it checks the address the name resolves to and then connects to exactly
  * that address (the check lives in the socket's lookup, so DNS rebinding cannot slip a second
- * answer in); every redirect is a new request and is checked again.
+ * answer in); every redirect is a new request and is checked again (one to another origin goes
+ * without the caller's Authorization, Proxy-Authorization and Cookie headers).
  */
 
 export class EgressRefusedError extends Error {
@@ -69,6 +70,9 @@ export function blockedReason(address: string): string | null {
   const family = isIP(address);
   if (family === 4) return blocked.check(address, 'ipv4') ? 'private or special-purpose IPv4 address' : null;
   if (family === 6) {
+    // A zone id (`fe80::1%eth0`) means a link on this host, and hides the address from the
+    // embedded-IPv4 parse (`::ffff:0:7f00:1%1` would pass as public): no public address has one.
+    if (address.includes('%')) return 'scoped IPv6 address';
     const embedded = embeddedIpv4(address);
     if (embedded) {
       // Every form that carries an IPv4 address is judged by that address first, so no spelling
@@ -203,6 +207,16 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
   });
 }
 
+/** Request headers that carry credentials: dropped when a redirect leaves the origin. */
+const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'cookie']);
+/** Request headers that describe the body: dropped when a redirect turns the request into a GET. */
+const BODY_HEADERS = new Set(['content-type', 'content-length', 'content-encoding', 'content-language', 'content-location', 'transfer-encoding']);
+
+function withoutHeaders(headers: Record<string, string> | undefined, names: ReadonlySet<string>): Record<string, string> | undefined {
+  if (!headers) return headers;
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !names.has(name.toLowerCase())));
+}
+
 /** Marks an error that came before the socket connected: nothing reached that address. */
 const NOT_CONNECTED = Symbol('egress.notConnected');
 
@@ -310,18 +324,25 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
     let current = raw;
     let method = opts.method ?? 'GET';
     let body = opts.body;
+    let headers = opts.headers;
     for (let hop = 0; ; hop++) {
       // The request's signal bounds the resolution too: a DNS server that never answers ends it.
       const target = await check(current, opts.signal);
-      const response = await toAnyAddress(target, { ...opts, method, body });
+      const response = await toAnyAddress(target, { ...opts, method, body, headers });
       const location = response.headers.location;
       if (response.status >= 300 && response.status < 400 && location && maxRedirects > 0) {
         if (hop >= maxRedirects) throw new EgressRefusedError(current, 'too many redirects');
-        current = new URL(location, current).toString();
+        const next = new URL(location, current);
+        // Credentials were meant for the origin they were given for (as fetch does): not for
+        // another host, port or scheme (an https origin's token never goes out over http).
+        if (next.origin !== target.url.origin) headers = withoutHeaders(headers, CREDENTIAL_HEADERS);
         if (response.status === 303 || ((response.status === 301 || response.status === 302) && method === 'POST')) {
           method = 'GET';
           body = undefined;
+          // The body is gone, and so is what described it (a stale Content-Length would hang the request).
+          headers = withoutHeaders(headers, BODY_HEADERS);
         }
+        current = next.toString();
         continue;
       }
       return response;

@@ -1,4 +1,4 @@
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import type { CancelSignal } from './cancel.js';
 import { ApiError } from './errors.js';
 import { GATEWAY_TOKEN_HEADER, identityHeadersFor, type Principal } from './identity/principal.js';
@@ -47,6 +47,16 @@ export function createInternalClient(options: InternalClientOptions) {
   const agent = new Agent({ keepAliveTimeout: 30_000, connections: options.connections ?? 128 });
   const timeoutMs = options.timeoutMs ?? 30_000;
   const baseUrl = typeof options.baseUrl === 'function' ? options.baseUrl : () => options.baseUrl as string;
+  // The other service's origin, parsed again only when its address changes.
+  let lastBase: string | undefined;
+  let lastOrigin = '';
+  const originOf = (base: string) => {
+    if (base !== lastBase) {
+      lastOrigin = new URL(base).origin;
+      lastBase = base;
+    }
+    return lastOrigin;
+  };
 
   async function send(method: string, path: string, opts: InternalCallOptions, accept: string) {
     const headers: Record<string, string> = { accept, ...opts.headers };
@@ -60,11 +70,16 @@ export function createInternalClient(options: InternalClientOptions) {
     }
     const limit = opts.timeoutMs ?? timeoutMs;
     try {
-      return await request(new URL(path, baseUrl()), {
+      // The path goes to the other service's origin as it is: never resolved against the address
+      // as a URL, where `//host/…` or `/\host/…` would name another host (which would receive
+      // the gateway token and the caller's identity) and `..` segments (a model id of `..`, say)
+      // would climb to another route of the service.
+      return await agent.request({
+        origin: originOf(baseUrl()),
+        path: requestTarget(path),
         method: method as 'GET',
         headers,
         body: payload,
-        dispatcher: agent,
         headersTimeout: limit,
         bodyTimeout: limit,
         // undici takes any object with addEventListener as a signal (CancelSignal's contract).
@@ -97,6 +112,19 @@ export function createInternalClient(options: InternalClientOptions) {
 
   return { call, open, close: () => agent.close() };
 }
+
+/**
+ * `path` as the request target, taken as it is: spaces, controls and non-ASCII characters (which
+ * a request line cannot carry) percent-encoded as a URL would encode them, nothing else touched.
+ */
+function requestTarget(path: string): string {
+  const target = path.startsWith('/') ? path : `/${path}`;
+  return UNSENDABLE.test(target) ? target.replace(UNSENDABLE_ALL, (chars) => encodeURIComponent(chars.replace(LONE_SURROGATE, '\ufffd'))) : target;
+}
+/** encodeURIComponent throws on a lone surrogate; a URL writes it as U+FFFD, and so does this. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const UNSENDABLE = /[^\x21-\x7e]/;
+const UNSENDABLE_ALL = /[^\x21-\x7e]+/g;
 
 /** The caller's own abort is not a failure of the other service; anything else maps to 503/504. */
 function failure(error: unknown, signal: CancelSignal | undefined): unknown {
