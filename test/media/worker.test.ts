@@ -7,6 +7,7 @@ import test from 'ava';
 import { pino } from 'pino';
 import { MAX_HANDLER_FAILURES, ManualClock, recordEvent, type BusMessage, type Delivery, type EventMessage } from '../../services/kit/index.js';
 import {
+  MEDIA_DELETED,
   MEDIA_UPLOAD_COMPLETED,
   collectObject,
   createDecodeSlots,
@@ -365,4 +366,43 @@ test.serial('a media event failing because the database is unavailable is retrie
   const outcomes = await untilSettled(handle, event(MEDIA_UPLOAD_COMPLETED, { media_id: id }), MAX_HANDLER_FAILURES * 3);
   t.deepEqual(outcomes, [...Array<string>(MAX_HANDLER_FAILURES * 2).fill('retry'), 'ack']);
   t.like(await deps.store.byId(id), { state: 'ready' });
+});
+
+test.serial('a media deleted within the grace period of its object: the event comes back after the grace and collects it; a still-referenced object is acked at once', async (t) => {
+  const dir = join(root, 'deleted-in-grace');
+  const [alice, bob] = [await createTestUser(runtime.db.knex), await createTestUser(runtime.db.knex)];
+  const deps = depsFor(dir);
+  const { handle } = createMediaDedup(deps);
+  const settle = async (data: Record<string, unknown>) => {
+    const outcome: Array<string | number> = [];
+    await handle(event(MEDIA_DELETED, data), {
+      ack: async () => void outcome.push('ack'),
+      retryAfter: async (delayMs) => void outcome.push('retry', delayMs),
+      deadLetter: async () => void outcome.push('dead'),
+    });
+    return outcome;
+  };
+
+  // Shared bytes: Alice deletes hers while Bob still holds the object → settled, no retry.
+  const shared = await sanitize(deps, await solidImage('png', 13, 13, 61));
+  const a = await storeImage(deps, alice.id, shared, null);
+  await storeImage(deps, bob.id, shared, null);
+  await runtime.db.knex('media').where({ id: a.row.id }).del();
+  t.deepEqual(await settle({ media_id: a.row.id, sha256: shared.sha256 }), ['ack']);
+  t.true(await deps.store.objectExists(shared.sha256));
+
+  // Alice uploads and deletes at once (MEDIA_SWEEP_INTERVAL_MS=0 here: events are the only collector).
+  const image = await sanitize(deps, await solidImage('png', 13, 13, 62));
+  const mine = await storeImage(deps, alice.id, image, null);
+  await runtime.db.knex('media').where({ id: mine.row.id }).del();
+  const first = await settle({ media_id: mine.row.id, sha256: image.sha256 });
+  t.is(first[0], 'retry', 'the object is kept for its grace period, and the event comes back');
+  t.true((first[1] as number) >= 60_000, 'not before the grace period is over');
+  t.true(await deps.store.objectExists(image.sha256));
+  clock.advance(61_000);
+  t.deepEqual(await settle({ media_id: mine.row.id, sha256: image.sha256 }), ['ack']);
+  t.false(await deps.store.objectExists(image.sha256));
+  t.deepEqual(await files(dir), [`objects/${shared.sha256.slice(0, 2)}/${shared.sha256}`], 'only the object Bob references remains');
+  // A redelivery after the collection changes nothing.
+  t.deepEqual(await settle({ media_id: mine.row.id, sha256: image.sha256 }), ['ack']);
 });

@@ -21,7 +21,16 @@ export interface MediaDedupDeps extends IngestDeps {
   logger: Logger;
 }
 
+/** Added to the grace period before a deleted media's object is tried again, so the retry finds the grace over. */
+const GRACE_MARGIN_MS = 1000;
+
 export function createMediaDedup(deps: MediaDedupDeps) {
+  /** An object the collector declined that nothing references yet: only its grace period kept it. */
+  async function stillToCollect(sha256: string): Promise<boolean> {
+    if (deps.graceSeconds <= 0 || !(await deps.store.objectExists(sha256))) return false;
+    return (await deps.store.transaction((trx) => deps.store.referenceCount(trx, sha256))) === 0;
+  }
+
   async function handle(message: BusMessage<EventMessage>, delivery: Delivery): Promise<void> {
     const event = message.body;
     const data = (event?.data ?? {}) as Record<string, unknown>;
@@ -29,7 +38,14 @@ export function createMediaDedup(deps: MediaDedupDeps) {
       if (event?.type === MEDIA_UPLOAD_COMPLETED && typeof data.media_id === 'string') {
         await finalizeUpload(deps, data.media_id);
       } else if (event?.type === MEDIA_DELETED && typeof data.sha256 === 'string') {
-        await collectObject(deps, data.sha256, deps.graceSeconds);
+        if (!(await collectObject(deps, data.sha256, deps.graceSeconds)) && (await stillToCollect(data.sha256))) {
+          // Unreferenced but touched within the grace period (a media deleted soon after its
+          // upload): the event comes back once the grace has passed, rather than leaving the object
+          // to a sweep that may be off (MEDIA_SWEEP_INTERVAL_MS=0: only on events).
+          deps.logger.debug({ sha256: data.sha256 }, 'object within its grace period; collecting it later');
+          await delivery.retryAfter(deps.graceSeconds * 1000 + GRACE_MARGIN_MS);
+          return;
+        }
       }
       await delivery.ack();
     } catch (error) {

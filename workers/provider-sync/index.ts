@@ -10,7 +10,7 @@ import {
   type ModelListClient,
   type SyncDeps,
 } from '../../domains/catalog/index.js';
-import { createEgressGuard, createSecretBox, loadMasterKey, runEvery, unixSeconds, type BaseConfig, type SharedServiceContext, type WorkerDefinition } from '../../services/kit/index.js';
+import { afterHandlerFailure, createEgressGuard, createSecretBox, HANDLER_FAILURES_HEADER, loadMasterKey, runEvery, unixSeconds, type BaseConfig, type SharedServiceContext, type WorkerDefinition } from '../../services/kit/index.js';
 import { createSyncScheduleStore, providerSyncMigrations } from './schedule.js';
 
 /**
@@ -19,7 +19,8 @@ import { createSyncScheduleStore, providerSyncMigrations } from './schedule.js';
  * `llm.provider-sync` queue (`{provider_id?}`; without an id: all active providers), which
  * `POST /v1/admin/providers/sync` sends with the id of the run it recorded (`run_id`): the run goes
  * running → succeeded | failed with the counts, and a redelivered message for a finished run is
- * acknowledged without running again. Sync adds new models, deactivates vanished ones and never
+ * acknowledged without running again; a run a stopping worker cut short (it stops after the provider
+ * in flight) goes back to the queue, queued again. Sync adds new models, deactivates vanished ones and never
  * touches manually updated fields; events go through the outbox. llm-api processes notice the
  * change through the catalog version (LLM_CATALOG_POLL_MS). The schedule is the platform's: with
  * several processes, one of them syncs per interval (schedule.ts).
@@ -32,6 +33,11 @@ export interface SyncRunSummary {
   added: number;
   updated: number;
   deactivated: number;
+  /**
+   * Set when the pass stopped before every provider was synchronised (the worker is stopping): the
+   * providers not reached are left for the next pass, or, for an on-demand run, for its retry.
+   */
+  interrupted?: true;
 }
 
 /** The worker's own model-list client, guarded like every provider call (PROVIDER_URL_ALLOW). */
@@ -51,12 +57,23 @@ export function syncDepsFor(ctx: SharedServiceContext, client: ModelListClient):
 }
 
 const UNEXPECTED = 'model sync failed: unexpected error (see the provider-sync log)';
+const ABANDONED = 'the run kept failing and was abandoned (see the provider-sync log)';
+const NOTHING_SYNCED = { providers_synced: 0, providers_failed: 0, added: 0, updated: 0, deactivated: 0 };
 
-export async function syncAllProviders(ctx: SharedServiceContext, deps: SyncDeps, providerId?: string): Promise<SyncRunSummary> {
+/**
+ * Synchronises one provider or every active one, one after another. `stopping` is asked before each
+ * provider: once it answers true, no further provider starts (a stop waits for one provider's sync,
+ * not a whole pass) and the summary says `interrupted`.
+ */
+export async function syncAllProviders(ctx: SharedServiceContext, deps: SyncDeps, providerId?: string, stopping: () => boolean = () => false): Promise<SyncRunSummary> {
   const providers = providerId ? [await deps.providers.byId(providerId)].filter(Boolean) : (await deps.providers.list()).filter((p) => p.active);
   const summary: SyncRunSummary = { synced: [], failed: [], added: 0, updated: 0, deactivated: 0 };
   if (providerId && providers.length === 0) summary.failed.push({ provider_id: providerId, error: 'the provider no longer exists' });
   for (const provider of providers) {
+    if (stopping()) {
+      summary.interrupted = true;
+      break;
+    }
     try {
       const result = await syncProvider(deps, provider!.id);
       summary.synced.push(provider!.id);
@@ -91,9 +108,10 @@ export const providerSyncWorker: WorkerDefinition = {
     const runs = createSyncRunsStore(ctx.runtime.db.knex);
     const schedules = createSyncScheduleStore(ctx.runtime.db.knex);
     let running: Promise<unknown> = Promise.resolve();
+    let stopping = false;
     // Scheduled passes and on-demand messages share one chain, so two syncs never run at once.
     const run = (providerId?: string) => {
-      const next = running.then(() => syncAllProviders(ctx, deps, providerId));
+      const next = running.then(() => syncAllProviders(ctx, deps, providerId, () => stopping));
       running = next.catch(() => {});
       return next;
     };
@@ -107,6 +125,13 @@ export const providerSyncWorker: WorkerDefinition = {
           return;
         }
         const summary = await run(providerId);
+        if (summary.interrupted) {
+          // The worker is stopping: the run goes back to the queue, handed over while this channel
+          // still holds its message (a redelivery later would race a run still in progress here).
+          if (runId) await runs.requeue(runId, 'interrupted by a worker stop; retrying');
+          await delivery.retryAfter(0);
+          return;
+        }
         if (runId) {
           const error = summary.failed.length ? summary.failed.map((f) => `${f.provider_id}: ${f.error}`).join('; ') : null;
           await runs.finish(
@@ -117,9 +142,24 @@ export const providerSyncWorker: WorkerDefinition = {
         }
         await delivery.ack();
       } catch (error) {
-        ctx.runtime.logger.error({ err: (error as Error).message }, 'on-demand provider sync failed; retrying in 30 s');
-        if (runId) await runs.requeue(runId, `interrupted, retrying: ${(error as Error).message}`).catch(() => {});
-        await delivery.retryAfter(30_000);
+        // Counted as the bus counts a handler that throws: a message failing MAX_HANDLER_FAILURES
+        // times in a row (not because the database or the bus is away) is a poison message, dead-
+        // lettered with its run failed, instead of re-running every provider's sync every 30 s for ever.
+        const { failures, deadLetter } = afterHandlerFailure(message.headers, error);
+        if (deadLetter) {
+          ctx.runtime.logger.error({ err: (error as Error)?.message, run_id: runId, failures }, 'on-demand provider sync keeps failing; moved to dead letters');
+          // A run that did finish (its message kept failing to settle) keeps its outcome.
+          const abandon = async (id: string) => {
+            const current = await runs.byId(id);
+            if (current && current.status !== 'succeeded' && current.status !== 'failed') await runs.finish(id, { ...NOTHING_SYNCED, failures: [], error: ABANDONED }, unixSeconds(ctx.runtime.clock));
+          };
+          if (runId) await abandon(runId).catch(() => {});
+          await delivery.deadLetter();
+          return;
+        }
+        ctx.runtime.logger.error({ err: (error as Error)?.message, failures }, 'on-demand provider sync failed; retrying in 30 s');
+        if (runId) await runs.requeue(runId, `interrupted, retrying: ${(error as Error)?.message}`).catch(() => {});
+        await delivery.retryAfter(30_000, { [HANDLER_FAILURES_HEADER]: String(failures) });
       }
     });
     // Scheduled passes start once the consumer is up (a failed start leaves no timer behind).
@@ -130,6 +170,7 @@ export const providerSyncWorker: WorkerDefinition = {
         ? runEvery(
             config.LLM_PROVIDER_SYNC_INTERVAL_MS,
             async () => {
+              if (stopping) return;
               if (!(await schedules.claim('models', ctx.runtime.clock.now(), config.LLM_PROVIDER_SYNC_INTERVAL_MS))) {
                 ctx.runtime.logger.debug('scheduled provider sync skipped: another process ran it this interval');
                 return;
@@ -142,9 +183,12 @@ export const providerSyncWorker: WorkerDefinition = {
     return {
       async stop() {
         // No further scheduled pass (stop cancels the timer at once), then no further message;
-        // then the pass in progress, whichever started it, ends before the client closes.
-        // The message of an on-demand run in flight is acked when the run ends: on RabbitMQ a channel
-        // closed under it would hand it to another worker, which would run the same sync again.
+        // then the pass in progress, whichever started it, ends after the provider it is
+        // synchronising (a whole pass could outlast the drain), before the client closes.
+        // The message of an on-demand run in flight is settled when it ends, acked or (cut short)
+        // sent back to the queue with its run queued again: on RabbitMQ a channel closed under it
+        // would hand it to another worker while this one still ran the same sync.
+        stopping = true;
         const scheduleStopped = schedule?.stop();
         await consumer.cancel({ drainMs: config.LLM_MODELS_TIMEOUT_MS + 5000 });
         await scheduleStopped;

@@ -26,14 +26,19 @@ export const providerSyncMigrations: MigrationSet = { owner: 'provider_sync', mi
 
 export function createSyncScheduleStore(knex: Knex) {
   return {
-    /** True when no pass started in the `intervalMs` before `nowMs` (this caller's pass is then recorded). */
+    /**
+     * True when no pass started in the `intervalMs` before `nowMs` (this caller's pass is then
+     * recorded). A pass recorded more than an interval after `nowMs` says the clock was set back
+     * since (or the process that recorded it runs that far ahead): it is claimed too, rather than
+     * every process skipping its passes until the clock catches up with it.
+     */
     async claim(name: string, nowMs: number, intervalMs: number): Promise<boolean> {
       const result = await knex.raw(
         `insert into ${TABLE} (name, last_started_at) values (?, ?)
            on conflict (name) do update set last_started_at = excluded.last_started_at
-            where ${TABLE}.last_started_at <= ?
+            where ${TABLE}.last_started_at <= ? or ${TABLE}.last_started_at > ?
          returning name`,
-        [name, nowMs, nowMs - intervalMs],
+        [name, nowMs, nowMs - intervalMs, nowMs + intervalMs],
       );
       return (result.rows ?? []).length > 0;
     },
