@@ -33,6 +33,7 @@ export {
   fetchUpstreamModels,
   getProviderJson,
   joinUrl,
+  MAX_MODEL_LIST_PAGES,
   MAX_UPSTREAM_MODELS,
   readCapped,
   SyncError,

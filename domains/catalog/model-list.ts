@@ -160,6 +160,45 @@ export class SyncError extends Error {
   }
 }
 
+/** The most pages of one model list followed (`has_more`); a longer list fails the sync. */
+export const MAX_MODEL_LIST_PAGES = 50;
+
+/**
+ * Every entry of a provider's model list, or why there is none. OpenAI's list is one page; a
+ * provider that pages it (`has_more: true`, as Anthropic's does) is followed with the last entry's
+ * id as the cursor, `after_id` when the page names its `last_id` (Anthropic) and `after` otherwise,
+ * because a sync that saw only the first page would deactivate every model on the others. A list
+ * that cannot be read whole (a page that fails, a cursor that does not move, more than
+ * MAX_MODEL_LIST_PAGES pages or MAX_UPSTREAM_MODELS entries) fails the sync: nothing is
+ * deactivated on a partial list.
+ */
+async function listAllPages(
+  deps: { upstream: ModelListClient; modelsTimeoutMs: number; apiKeyOf(row: ProviderRow): string | null },
+  row: ProviderRow,
+  url: string,
+): Promise<unknown[] | string> {
+  const entries: unknown[] = [];
+  const cursors = new Set<string>();
+  let next = url;
+  for (let page = 1; ; page++) {
+    const res = await deps.upstream.getJson(next, authHeaders(deps.apiKeyOf(row)), deps.modelsTimeoutMs);
+    if (res.status !== 200) return `GET /models answered ${res.status}${page > 1 ? ` on page ${page}` : ''}`;
+    const body = res.body as { data?: unknown; has_more?: unknown; last_id?: unknown };
+    if (!Array.isArray(body?.data)) return 'GET /models did not return {data: [...]}';
+    if (entries.length + body.data.length > MAX_UPSTREAM_MODELS) return `GET /models listed more than ${MAX_UPSTREAM_MODELS} entries; at most ${MAX_UPSTREAM_MODELS} are synchronised`;
+    for (const entry of body.data) entries.push(entry);
+    if (body.has_more !== true) return entries;
+    const lastEntry = body.data.at(-1) as { id?: unknown } | undefined;
+    const cursor = typeof body.last_id === 'string' ? body.last_id : typeof lastEntry?.id === 'string' ? lastEntry.id : null;
+    if (cursor === null || cursors.has(cursor)) return `GET /models said has_more, but page ${page} gave no new cursor to go on from`;
+    if (page >= MAX_MODEL_LIST_PAGES) return `GET /models has more than ${MAX_MODEL_LIST_PAGES} pages`;
+    cursors.add(cursor);
+    const paged = new URL(url);
+    paged.searchParams.set(typeof body.last_id === 'string' ? 'after_id' : 'after', cursor);
+    next = paged.toString();
+  }
+}
+
 const SYNC_FAILED = "model sync failed: the provider's models endpoint could not be reached or did not answer with a model list";
 const SYNC_REFUSED = 'model sync refused: the provider URL is not an allowed destination (PROVIDER_URL_ALLOW)';
 
@@ -172,23 +211,14 @@ export async function fetchUpstreamModels(
   let refused = false;
   for (const endpoint of endpoints) {
     try {
-      const res = await deps.upstream.getJson(joinUrl(endpoint.url, 'models'), authHeaders(deps.apiKeyOf(row)), deps.modelsTimeoutMs);
-      if (res.status !== 200) {
-        lastError = `GET /models answered ${res.status}`;
-        continue;
-      }
-      const data = (res.body as { data?: unknown })?.data;
-      if (!Array.isArray(data)) {
-        lastError = 'GET /models did not return {data: [...]}';
-        continue;
-      }
-      if (data.length > MAX_UPSTREAM_MODELS) {
-        lastError = `GET /models listed ${data.length} entries; at most ${MAX_UPSTREAM_MODELS} are synchronised`;
+      const listed = await listAllPages(deps, row, joinUrl(endpoint.url, 'models'));
+      if (typeof listed === 'string') {
+        lastError = listed;
         continue;
       }
       const models: UpstreamModel[] = [];
       const skipped: SkippedModel[] = [];
-      data.forEach((entry: unknown, index) => {
+      listed.forEach((entry: unknown, index) => {
         const checked = checkUpstreamEntry(entry, index);
         if (checked.skipped) skipped.push(checked.skipped);
         else models.push(checked.model);
