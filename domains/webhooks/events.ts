@@ -56,6 +56,8 @@ export const ATTEMPT_HEADER = 'x-webhook-attempt';
 export const RESERVED_HEADERS = new Set([
   'content-type',
   'content-length',
+  // The body goes as it is: a receiver told it is compressed could not read it.
+  'content-encoding',
   'x-signature',
   'x-signature-previous',
   'x-timestamp',

@@ -12,14 +12,23 @@ export interface WebhookRow {
   previous_secret_sealed: string | null;
   previous_secret_expires_at: Date | null;
   created_by: string | null;
-  /** Database time of the insert; the fan-out compares events' `occurred_at` with it. */
+  /**
+   * Database time of the insert, or of the update that last made it active again; the fan-out
+   * compares events' `occurred_at` with it, so no event that occurred while it was inactive reaches it.
+   */
   subscribed_at: Date;
   created_at: Date;
   updated_at: Date;
 }
 
 export type WebhookInsert = Pick<WebhookRow, 'id' | 'url' | 'events' | 'active' | 'headers' | 'secret_sealed' | 'created_by'>;
-export type WebhookPatch = Partial<Pick<WebhookRow, 'url' | 'events' | 'active' | 'headers' | 'secret_sealed' | 'previous_secret_sealed' | 'previous_secret_expires_at'>>;
+export type WebhookPatch = Partial<Pick<WebhookRow, 'url' | 'events' | 'active' | 'headers' | 'secret_sealed' | 'previous_secret_sealed' | 'previous_secret_expires_at'>> & {
+  /**
+   * A rotation: the secret that is current when the update runs becomes the previous one, read and
+   * written in the same statement (two rotations at once never drop the secret one of them handed out).
+   */
+  previous_secret_from_current?: boolean;
+};
 
 const json = (value: unknown) => JSON.stringify(value);
 
@@ -44,7 +53,13 @@ export function createWebhooksStore(knex: Knex) {
     },
 
     async update(id: string, patch: WebhookPatch, now: Date): Promise<WebhookRow | undefined> {
-      const values: Record<string, unknown> = { ...patch, updated_at: now };
+      const { previous_secret_from_current: fromCurrent, ...fields } = patch;
+      const values: Record<string, unknown> = { ...fields, updated_at: now };
+      // SET sees the row as it was before this statement: the secret being replaced.
+      if (fromCurrent) values.previous_secret_sealed = knex.ref('secret_sealed');
+      // Made active again: it subscribes anew from now (database time), like a new subscription, so a
+      // lagging fan-out never hands it the events that occurred while it was inactive.
+      if (patch.active === true) values.subscribed_at = knex.raw('case when active then subscribed_at else now() end');
       if (patch.events) values.events = json(patch.events);
       if (patch.headers) values.headers = json(patch.headers);
       const [row] = await table().where({ id }).update(values as never).returning('*');
@@ -56,8 +71,9 @@ export function createWebhooksStore(knex: Knex) {
     },
 
     /**
-     * Active subscriptions that existed when an event occurred: created at or before `occurredAt`
-     * (an ISO timestamp in database time, microseconds kept), never ones created since.
+     * Active subscriptions that existed when an event occurred: created (or last made active again)
+     * at or before `occurredAt` (an ISO timestamp in database time, microseconds kept), never ones
+     * created or reactivated since.
      */
     async activeAt(occurredAt: string): Promise<WebhookRow[]> {
       return (await table().where({ active: true }).andWhere('subscribed_at', '<=', knex.raw('?::timestamptz', [occurredAt])).select('*')) as WebhookRow[];

@@ -55,7 +55,7 @@ export interface VerifyInput {
   previousSignature?: string | undefined | null;
   /** The `X-Timestamp` header (Unix seconds). */
   timestamp: string | undefined | null;
-  /** The webhook secret, or several (e.g. while you rotate on your side). An empty one verifies nothing. */
+  /** The webhook secret, or several (e.g. while you rotate on your side). An empty or missing one verifies nothing. */
   secret: string | string[];
   /** Maximum age of X-Timestamp in seconds (default 300, also when not a finite number >= 0); also the allowed clock skew into the future. */
   toleranceSeconds?: number;
@@ -89,8 +89,10 @@ export function verifyWebhookSignature(input: VerifyInput): VerifyResult {
   if (age < -tolerance) return { ok: false, reason: 'timestamp_in_future' };
 
   const candidates = [...hexOf(input.signature), ...hexOf(input.previousSignature)];
-  // Anyone can sign with an empty key: an empty secret (a setting that is unset) verifies nothing.
-  const secrets = (Array.isArray(input.secret) ? input.secret : [input.secret]).filter((secret) => secret.length > 0);
+  // Anyone can sign with an empty key: an empty secret verifies nothing, and neither does a missing one
+  // (`process.env.WEBHOOK_SECRET` of an unset setting is undefined, whatever the types said).
+  const listed = Array.isArray(input.secret) ? input.secret : [input.secret];
+  const secrets = listed.filter((secret): secret is string => typeof secret === 'string' && secret.length > 0);
   let matched = false;
   for (const secret of secrets) {
     const expected = Buffer.from(computeSignature(secret, timestamp, input.body), 'hex');

@@ -96,6 +96,7 @@ test('validation names the bad field', async (t) => {
     [{ url: PUBLIC_URL, events: ['user.*'] }, 'events[0]'],
     [{ url: PUBLIC_URL, events: ['*'], headers: { 'X-Signature': 'forged' } }, 'headers.X-Signature'],
     [{ url: PUBLIC_URL, events: ['*'], headers: { 'content-type': 'text/plain' } }, 'headers.content-type'],
+    [{ url: PUBLIC_URL, events: ['*'], headers: { 'Content-Encoding': 'gzip' } }, 'headers.Content-Encoding'],
     [{ url: PUBLIC_URL, events: ['*'], headers: { 'X-Event-ID': 'x' } }, 'headers.X-Event-ID'],
     [{ url: PUBLIC_URL, events: ['*'], headers: { 'X-Ok': 'a\r\nInjected: 1' } }, 'headers.X-Ok'],
     [{ url: PUBLIC_URL, events: ['*'], headers: { 'bad name': 'x' } }, 'headers.bad name'],

@@ -88,6 +88,18 @@ test('an empty secret verifies nothing: a receiver whose secret setting is unset
   t.deepEqual(verify({ secret: ['', secret], signature: forged }), { ok: false, reason: 'signature_mismatch' });
 });
 
+test('a missing secret (an unset setting read as undefined) verifies nothing instead of throwing', (t) => {
+  // `process.env.WEBHOOK_SECRET!` of an unset variable is undefined at run time: a verdict, not a TypeError
+  // (which a receiver would answer with a 500, and the platform would retry).
+  const forged = signatureHeader('', ts, body);
+  const unset = undefined as unknown as string;
+  t.deepEqual(verify({ secret: unset, signature: forged }), { ok: false, reason: 'signature_mismatch' });
+  t.deepEqual(verify({ secret: unset }), { ok: false, reason: 'signature_mismatch' });
+  t.deepEqual(verify({ secret: [unset, null as unknown as string], signature: forged }), { ok: false, reason: 'signature_mismatch' });
+  // A usable secret beside a missing one still verifies its own signature.
+  t.deepEqual(verify({ secret: [unset, secret] }), { ok: true });
+});
+
 test('a tolerance that is not a number of seconds (NaN from an unset setting) keeps the 300 s replay window', (t) => {
   const old = String(now / 1000 - 3600);
   const replay = { timestamp: old, signature: signatureHeader(secret, old, body) };

@@ -141,12 +141,16 @@ export async function getWebhook(deps: WebhooksDeps, id: string) {
   return presentWebhook(await mustGet(deps, id), deps.clock.now());
 }
 
-/** The new secret signs at once; the old one keeps signing (second signature) for the grace period. */
+/**
+ * The new secret signs at once; the old one keeps signing (second signature) for the grace period.
+ * The old one is the secret current when the update runs (not as read before it), so of two
+ * rotations at once the later keeps the earlier's secret as its previous one.
+ */
 function rotation(deps: WebhooksDeps, row: WebhookRow, secret: string): WebhookPatch {
   const grace = deps.secretGraceSeconds;
   return {
     secret_sealed: deps.box.seal(secret, row.id),
-    previous_secret_sealed: grace > 0 ? row.secret_sealed : null,
+    ...(grace > 0 ? { previous_secret_from_current: true } : { previous_secret_sealed: null }),
     previous_secret_expires_at: grace > 0 ? new Date(deps.clock.now() + grace * 1000) : null,
   };
 }
@@ -185,6 +189,8 @@ export async function listDeliveries(deps: WebhooksDeps, webhookId: string, page
 }
 
 export async function getDelivery(deps: WebhooksDeps, webhookId: string, deliveryId: string) {
+  // An unknown webhook is named as such (like the list of its deliveries), not as an unknown delivery.
+  await mustGet(deps, webhookId);
   const row = await deps.deliveries.get(webhookId, deliveryId);
   if (!row) throw new ApiError(404, `No delivery with id ${deliveryId}`, { param: 'delivery_id' });
   return presentDelivery(row, await deps.deliveries.attemptsOf([row.id]));
@@ -192,7 +198,13 @@ export async function getDelivery(deps: WebhooksDeps, webhookId: string, deliver
 
 /** Sends a finished (delivered, failed or dead) delivery again: a new run of the retry schedule. */
 export async function redeliver(deps: WebhooksDeps, webhookId: string, deliveryId: string) {
-  await mustGet(deps, webhookId);
+  const webhook = await mustGet(deps, webhookId);
+  // An inactive subscription gets no attempt: reopening would only have the worker end the delivery
+  // `failed` ("webhook is inactive"), overwriting the outcome it had (a delivered one included).
+  if (!webhook.active) {
+    if (!(await deps.deliveries.get(webhookId, deliveryId))) throw new ApiError(404, `No delivery with id ${deliveryId}`, { param: 'delivery_id' });
+    throw new ApiError(409, 'The webhook is inactive; activate it before redelivering', { param: 'webhook_id' });
+  }
   const reopened = await deps.deliveries.reopen(webhookId, deliveryId, new Date(deps.clock.now()));
   if (!reopened) {
     const existing = await deps.deliveries.get(webhookId, deliveryId);

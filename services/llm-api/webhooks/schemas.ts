@@ -45,11 +45,16 @@ const headers = z
     const names = Object.keys(value);
     if (names.length > MAX_CUSTOM_HEADERS) ctx.addIssue({ code: 'custom', message: `at most ${MAX_CUSTOM_HEADERS} headers` });
     let bytes = 0;
+    // Header names are case-insensitive: two spellings of one name would be sent as one header (the last).
+    const seen = new Set<string>();
     for (const name of names) {
       // Names and values that pass their checks are one byte per character.
       bytes += name.length + 2 + value[name].length + 2;
+      const lower = name.toLowerCase();
       if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'is not a valid header name' });
-      else if (RESERVED_HEADERS.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [name], message: 'is set by the delivery and cannot be overridden' });
+      else if (RESERVED_HEADERS.has(lower)) ctx.addIssue({ code: 'custom', path: [name], message: 'is set by the delivery and cannot be overridden' });
+      else if (seen.has(lower)) ctx.addIssue({ code: 'custom', path: [name], message: 'is given twice (header names are case-insensitive)' });
+      seen.add(lower);
     }
     if (bytes > MAX_CUSTOM_HEADER_BYTES) ctx.addIssue({ code: 'custom', message: `must total at most ${MAX_CUSTOM_HEADER_BYTES} bytes (each header counted as "Name: value" plus a line break)` });
   });
