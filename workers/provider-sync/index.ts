@@ -57,6 +57,7 @@ export function syncDepsFor(ctx: SharedServiceContext, client: ModelListClient):
 }
 
 const UNEXPECTED = 'model sync failed: unexpected error (see the provider-sync log)';
+const INTERRUPTED = 'interrupted by an unexpected error (see the provider-sync log); retrying in 30 s';
 const ABANDONED = 'the run kept failing and was abandoned (see the provider-sync log)';
 const NOTHING_SYNCED = { providers_synced: 0, providers_failed: 0, added: 0, updated: 0, deactivated: 0 };
 
@@ -158,7 +159,9 @@ export const providerSyncWorker: WorkerDefinition = {
           return;
         }
         ctx.runtime.logger.error({ err: (error as Error)?.message, failures }, 'on-demand provider sync failed; retrying in 30 s');
-        if (runId) await runs.requeue(runId, `interrupted, retrying: ${(error as Error)?.message}`).catch(() => {});
+        // The admin's view of the run says what happened, not the error itself: a database error's
+        // message holds its SQL and values, which belong in the log only (as for a provider's failure).
+        if (runId) await runs.requeue(runId, INTERRUPTED).catch(() => {});
         await delivery.retryAfter(30_000, { [HANDLER_FAILURES_HEADER]: String(failures) });
       }
     });

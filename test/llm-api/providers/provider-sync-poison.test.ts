@@ -60,3 +60,20 @@ test('a sync message that always fails is dead-lettered after MAX_HANDLER_FAILUR
     await worker.stop();
   }
 });
+
+test('a run interrupted by a database error shows a generic message while it waits for its retry, never the SQL', async (t) => {
+  const runs = createSyncRunsStore(h.service.runtime.db.knex);
+  const runId = newId('syncRun');
+  await runs.insert({ id: runId, provider_id: null, status: 'queued', created_at: unixSeconds(h.service.runtime.clock) });
+  const { ctx, handler } = capturing(h.service.ctx);
+  const worker = await providerSyncWorker.start(ctx);
+  try {
+    const message: BusMessage<unknown> = { id: runId, routingKey: 'llm.provider-sync', body: { provider_id: 'prov_\u0000', run_id: runId }, headers: {}, redelivered: false };
+    t.deepEqual(await untilSettled(handler(), message, 1), ['retry']);
+    const view = await h.call('GET', `/v1/admin/providers/sync/${runId}`);
+    t.is(view.status, 200);
+    t.like(view.body, { status: 'queued', error: 'interrupted by an unexpected error (see the provider-sync log); retrying in 30 s' });
+  } finally {
+    await worker.stop();
+  }
+});
