@@ -88,6 +88,7 @@ test('validation names the bad field', async (t) => {
     [{ url: 'ftp://example.com/x', events: ['*'] }, 'url'],
     [{ url: 'not a url', events: ['*'] }, 'url'],
     [{ url: 'https://user:pw@example.com/x', events: ['*'] }, 'url'],
+    [{ url: 'https://example.com:0/x', events: ['*'] }, 'url'],
     [{ url: PUBLIC_URL }, 'events'],
     [{ url: PUBLIC_URL, events: [] }, 'events'],
     [{ url: PUBLIC_URL, events: ['conversation.created', 'conversation.archived'] }, 'events[1]'],
@@ -111,7 +112,10 @@ test('validation names the bad field', async (t) => {
     if (param) t.is(r.body.error.param, param, JSON.stringify(body));
     t.notRegex(JSON.stringify(r.body), /\.ts:\d+|\n\s+at /, 'no stack trace');
   }
-  const w = await stack.api('POST', '/v1/admin/webhooks', { url: PUBLIC_URL, events: ['*'] });
+  // Whitespace around the URL is not part of it: stored (and shown) as the URL that is called.
+  const w = await stack.api('POST', '/v1/admin/webhooks', { url: ` ${PUBLIC_URL}\n`, events: ['*'] });
+  t.is(w.status, 201);
+  t.is(w.body.url, PUBLIC_URL);
   const bad = await stack.api('PATCH', `/v1/admin/webhooks/${w.body.id}`, { events: ['nope'] });
   t.is(bad.status, 400);
   t.is(bad.body.error.param, 'events[0]');

@@ -4,17 +4,19 @@ import { isValidPattern, RESERVED_HEADERS } from '../../../domains/webhooks/inde
 
 /** Requests and answers of the webhook admin API. */
 
+/** Stored without surrounding whitespace (as a URL parser reads it); port 0 can never be connected to. */
 const url = z
   .string()
+  .trim()
   .max(2048)
   .refine((value) => {
     try {
       const u = new URL(value);
-      return (u.protocol === 'http:' || u.protocol === 'https:') && !u.username && !u.password;
+      return (u.protocol === 'http:' || u.protocol === 'https:') && !u.username && !u.password && u.port !== '0';
     } catch {
       return false;
     }
-  }, 'must be an absolute http(s) URL without credentials');
+  }, 'must be an absolute http(s) URL without credentials, on a port other than 0');
 
 const pattern = z
   .string()
