@@ -5,6 +5,9 @@ import { z } from 'zod';
  * workers/webhook-delivery (everything else). Parse with the kit's `loadConfig(webhooksConfigShape,
  * ctx.runtime.config.env)`; README.md documents each.
  */
+/** The longest delay between attempts: within what a Node timer (~24.8 days) and a RabbitMQ message TTL can wait. */
+const MAX_RETRY_DELAY_MS = 24 * 86_400_000;
+
 export const webhooksConfigShape = {
   /** Delays before attempts 2..n after a failed attempt; units ms, s, m, h, d. */
   WEBHOOK_RETRY_SCHEDULE: z
@@ -20,14 +23,23 @@ export const webhooksConfigShape = {
           ctx.addIssue({ code: 'custom', message: `"${step}" is not a duration such as 500ms, 5s, 2m, 4h` });
           return z.NEVER;
         }
-        out.push(Number(match[1]) * units[match[2]!]!);
+        const ms = Number(match[1]) * units[match[2]!]!;
+        if (ms > MAX_RETRY_DELAY_MS) {
+          ctx.addIssue({ code: 'custom', message: `"${step}" is longer than 24d, the longest delay between attempts` });
+          return z.NEVER;
+        }
+        out.push(ms);
+      }
+      if (out.length > 50) {
+        ctx.addIssue({ code: 'custom', message: 'at most 50 steps (51 attempts)' });
+        return z.NEVER;
       }
       return out;
     }),
   /** Per-attempt HTTP timeout (whole request, headers and body). */
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(1).default(10000),
   /** How long the previous secret still signs deliveries after a rotation. */
-  WEBHOOK_SECRET_GRACE_SECONDS: z.coerce.number().int().min(0).default(86400),
+  WEBHOOK_SECRET_GRACE_SECONDS: z.coerce.number().int().min(0).max(365 * 86400).default(86400),
   /** Attempts in flight at once per subscription (one slow receiver never blocks the others). */
   WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION: z.coerce.number().int().min(1).max(1000).default(8),
   /** Delivery jobs a worker holds at once (AMQP prefetch of the delivery queue). */
