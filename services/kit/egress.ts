@@ -207,6 +207,9 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
   });
 }
 
+/** The statuses a redirect is followed for, as fetch follows them (not 300, 304 or 305, whatever their Location says). */
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
 /** Request headers that carry credentials: dropped when a redirect leaves the origin. */
 const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'cookie']);
 /** Request headers that describe the body: dropped when a redirect turns the request into a GET. */
@@ -330,9 +333,14 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
       const target = await check(current, opts.signal);
       const response = await toAnyAddress(target, { ...opts, method, body, headers });
       const location = response.headers.location;
-      if (response.status >= 300 && response.status < 400 && location && maxRedirects > 0) {
+      if (REDIRECTS.has(response.status) && location && maxRedirects > 0) {
         if (hop >= maxRedirects) throw new EgressRefusedError(current, 'too many redirects');
-        const next = new URL(location, current);
+        let next: URL;
+        try {
+          next = new URL(location, current);
+        } catch {
+          throw new EgressRefusedError(current, 'a redirect to a location that is not a URL');
+        }
         // Credentials were meant for the origin they were given for (as fetch does): not for
         // another host, port or scheme (an https origin's token never goes out over http).
         if (next.origin !== target.url.origin) headers = withoutHeaders(headers, CREDENTIAL_HEADERS);

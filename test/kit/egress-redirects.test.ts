@@ -97,3 +97,21 @@ test('an IPv6 answer with a zone id is refused, also one that embeds a private I
   const looked = await new Promise<unknown>((resolve) => (guard.lookup as unknown as (h: string, o: object, cb: (e: unknown) => void) => void)('scoped.test', { all: true }, resolve));
   t.true(looked instanceof EgressRefusedError);
 });
+
+test('only 301, 302, 303, 307 and 308 are followed; a Location that is not a URL is refused as a redirect, not thrown as a TypeError', async (t) => {
+  const target = await server(t, (_req, res) => res.end('landed'));
+  const redirector = await server(t, (req, res) => {
+    const status = Number(req.url!.slice(1, 4));
+    if (req.url === '/bad') return res.writeHead(302, { location: 'http://[::1' }).end();
+    res.writeHead(status, { location: `http://127.0.0.1:${target.port}/landing` }).end(status === 304 ? undefined : `status ${status}`);
+  });
+  const guard = createEgressGuard({ allowHosts: ['127.0.0.1'] });
+  for (const status of [300, 304, 305]) {
+    const answer = await guard.request(`http://127.0.0.1:${redirector.port}/${status}`, { timeoutMs: 5000 });
+    t.is(answer.status, status, 'answered as it is');
+  }
+  t.is(target.seen.length, 0, 'none of them was followed');
+  const followed = await guard.request(`http://127.0.0.1:${redirector.port}/307`, { timeoutMs: 5000 });
+  t.is(followed.body.toString(), 'landed');
+  await t.throwsAsync(guard.request(`http://127.0.0.1:${redirector.port}/bad`, { timeoutMs: 5000 }), { instanceOf: EgressRefusedError, message: /not a URL/ });
+});
