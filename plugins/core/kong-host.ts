@@ -104,6 +104,56 @@ export async function readRequest(kong: KongPdk, needs: Needs): Promise<EdgeRequ
   return { method, path, headers: headers as HeaderMap, clientIp, shared };
 }
 
+/**
+ * The request headers Node keeps the first line of when one is repeated (`matchKnownFields` in
+ * Node's lib/_http_incoming.js); it joins the lines of any other header with ", " (a Cookie's with
+ * "; ", and keeps Set-Cookie's as a list).
+ */
+const NODE_FIRST_LINE_ONLY = new Set([
+  'age',
+  'authorization',
+  'content-length',
+  'content-type',
+  'etag',
+  'expires',
+  'from',
+  'host',
+  'if-modified-since',
+  'if-unmodified-since',
+  'last-modified',
+  'location',
+  'max-forwards',
+  'proxy-authorization',
+  'referer',
+  'retry-after',
+  'server',
+  'user-agent',
+]);
+
+/**
+ * Kong hands a plugin each line of a repeated header (`get_headers`: name → array of lines); the
+ * embedded edge reads Node's `req.headers`, where a repeated header is one value. So that a core
+ * reads a request the same way on both hosts, the repeated headers are turned into Node's values
+ * here, in place (a header of one line stays `[value]`, which the cores read as that value): two
+ * X-API-Key lines read as `"k1, k2"` (no one key, refused by api-key-auth and no key to the rate
+ * limiter), two X-Request-ID lines as no acceptable id. Returns the first line of a repeated
+ * Authorization: Node keeps only that one, and only that one goes upstream from the embedded edge.
+ */
+export function readRepeatedAsNode(headers: HeaderMap): string | undefined {
+  let authorization: string | undefined;
+  for (const name in headers) {
+    const lines = headers[name];
+    if (!Array.isArray(lines) || lines.length < 2 || name === 'set-cookie') continue;
+    if (NODE_FIRST_LINE_ONLY.has(name)) {
+      headers[name] = lines[0];
+      if (name === 'authorization') authorization = lines[0];
+    } else {
+      headers[name] = lines.join(name === 'cookie' ? '; ' : ', ');
+    }
+  }
+  return authorization;
+}
+
 /** Header lines as Kong counts them: each value of a repeated header is a line of its own. */
 function headerLines(headers: EdgeRequest['headers']): number {
   let lines = 0;
@@ -174,10 +224,17 @@ export async function runPhase(kong: KongPdk, core: PluginCore, needs: Needs, na
   let requestId = '';
   try {
     const request = await readRequest(kong, needs);
-    if (needs.headers && headerLines(request.headers) >= MAX_HEADER_LINES) {
-      // The PDK may have dropped lines past its most; what the plugins did not see must not pass.
-      const refusal = tooManyHeaderLines(acceptRequestId(headerRequestId(request)));
-      return exitJson(kong, refusal.status, refusal.body, refusal.headers);
+    if (needs.headers) {
+      const tooMany = headerLines(request.headers) >= MAX_HEADER_LINES;
+      const authorization = readRepeatedAsNode(request.headers);
+      if (tooMany) {
+        // The PDK may have dropped lines past its most; what the plugins did not see must not pass.
+        const refusal = tooManyHeaderLines(acceptRequestId(headerRequestId(request)));
+        return exitJson(kong, refusal.status, refusal.body, refusal.headers);
+      }
+      // Kong would forward every Authorization line (a second one may be an API key nothing checked);
+      // the embedded edge forwards the first. Kong's later plugins then read that one line too.
+      if (authorization !== undefined) await io.setUpstreamHeaders({ authorization });
     }
     requestId = await ensureRequestId(request, io, () => (needs.headers ? headerRequestId(request) : kong.request.getHeader('x-request-id')));
     await runPlugin(core, phase, request, io, { name, requestId, logger: kongLogger(kong) });

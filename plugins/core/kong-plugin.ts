@@ -9,15 +9,24 @@ export const VERSION = '0.1.0';
  * the scope the instance was configured at (`route_id`, `service_id`, `consumer_id`,
  * `consumer_group_id`: present for a route-, service- or consumer-scoped plugin), `ordering`,
  * `plugin_instance_name`, plus `__key__`, `__seq__`, `__plugin_id` (the `__` ones `applySchema`
- * drops itself). None is a field of our schemas; the schema refuses every other unknown key.
+ * drops itself), and `$refs` when a field is a vault reference (`KONG_REFS_KEY`). None is a field of
+ * our schemas; the schema refuses every other unknown key.
  */
 export const KONG_SCOPE_KEYS: readonly string[] = ['route_id', 'service_id', 'consumer_id', 'consumer_group_id', 'ordering', 'plugin_instance_name'];
+
+/**
+ * Where Kong keeps the vault references of a configuration's referenceable fields once it has
+ * resolved them (`config["$refs"] = { gateway_token = "{vault://…}" }`, set by `process_auto_fields`
+ * in kong/db/schema/init.lua): present whenever a field such as `gateway_token` or `redis_url` is a
+ * vault reference, and sent to the plugin server with the rest.
+ */
+export const KONG_REFS_KEY = '$refs';
 
 /** The configuration as decK wrote it: Kong's own keys removed. */
 export function withoutKongKeys(config: Record<string, unknown> | null | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const key of Object.keys(config ?? {})) {
-    if (key.startsWith('__') || KONG_SCOPE_KEYS.includes(key)) continue;
+    if (key.startsWith('__') || key === KONG_REFS_KEY || KONG_SCOPE_KEYS.includes(key)) continue;
     out[key] = config![key];
   }
   return out;

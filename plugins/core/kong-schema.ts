@@ -58,10 +58,14 @@ function checkValue(field: KongField, value: unknown, path: string): unknown {
     return undefined;
   }
   switch (field.type) {
-    case 'string':
+    case 'string': {
       if (typeof value !== 'string') throw new SchemaError(path, 'expected a string');
-      if (field.len_min !== undefined && value.length < field.len_min) throw new SchemaError(path, `length must be at least ${field.len_min}`);
+      // Kong refuses the empty string unless the field says otherwise ("empty strings are not
+      // accepted by default": kong/db/schema/init.lua gives a string field without len_min one of 1).
+      const lenMin = field.len_min ?? 1;
+      if (value.length < lenMin) throw new SchemaError(path, `length must be at least ${lenMin}`);
       break;
+    }
     case 'integer':
       if (typeof value !== 'number' || !Number.isInteger(value)) throw new SchemaError(path, 'expected an integer');
       break;

@@ -211,3 +211,19 @@ test('kong/kong.conf registers one plugin server per plugin with absolute comman
   }
   t.is(get('nginx_http_client_body_buffer_size'), '1m');
 });
+
+test('routes whose answers stream (SSE) turn Kong’s response buffering off; kong.conf does not rely on a directive Kong overrides', (t) => {
+  // Kong's proxy `location /` sets `proxy_buffering on` itself (nginx_kong.lua), which overrides a
+  // server-level `nginx_proxy_proxy_buffering = off`: only a route's `response_buffering: false`
+  // sends it through Kong's unbuffered location, so SSE chunks reach the client as they come.
+  const streaming = ['llm-api-v1', 'response-api-responses'];
+  for (const service of rendered.services ?? []) {
+    for (const route of service.routes ?? []) {
+      if (streaming.includes(route.name)) t.is((route as DeckRoute & { response_buffering?: boolean }).response_buffering, false, `${route.name} streams chat and responses`);
+    }
+  }
+  const routes = (rendered.services ?? []).flatMap((s) => (s.routes ?? []).map((r) => r.name));
+  for (const name of streaming) t.true(routes.includes(name), `${name} exists`);
+  const conf = readFileSync('kong/kong.conf', 'utf8');
+  t.false(/^nginx_proxy_proxy_buffering\s*=/m.test(conf), 'a server-level proxy_buffering is overridden by the location Kong generates');
+});

@@ -368,3 +368,23 @@ test('harness fidelity: an instance gets the configuration Kong builds (its scop
     await probe.stop();
   }
 });
+
+test('a configuration whose gateway_token is a vault reference runs: the "$refs" Kong sends beside it is not a field', async (t) => {
+  const s = server('identity-headers');
+  // Kong resolves `{vault://env/gw-secret}` into the field and records the reference in `$refs`.
+  const id = await s.start('identity-headers', { gateway_token: 'gw-from-vault', $refs: { gateway_token: '{vault://env/gw-secret}' } }, GLOBAL);
+  const r = await s.run(id, { headers: { 'x-user-id': 'admin' } });
+  t.is(r.status, null, 'proxied, not the 500 of a misconfigured instance');
+  t.deepEqual(r.upstreamHeaders['x-gateway-token'], ['gw-from-vault']);
+  t.false('x-user-id' in r.upstreamHeaders);
+});
+
+test('a repeated Authorization reaches the upstream as its first line only; a repeated X-Request-ID is replaced (as on the embedded edge)', async (t) => {
+  const s = server('identity-headers');
+  const id = await s.start('identity-headers', { gateway_token: 'gw' }, GLOBAL);
+  const r = await s.run(id, { headers: { authorization: ['Bearer first.token.value', `Bearer sk_${'B'.repeat(32)}`], 'x-request-id': ['req-1', 'req-2'] } });
+  t.is(r.status, null);
+  t.deepEqual(r.upstreamHeaders.authorization, ['Bearer first.token.value']);
+  t.not(r.upstreamHeaders['x-request-id']?.[0], 'req-1');
+  t.regex(r.upstreamHeaders['x-request-id']![0]!, /^[0-9a-f-]{36}$/);
+});
