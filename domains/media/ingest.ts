@@ -49,12 +49,27 @@ export async function sanitize(deps: Pick<IngestDeps, 'limits' | 'withSlot'>, by
   return deps.withSlot(() => sanitizeImage(bytes, deps.limits));
 }
 
-function quotaError(quota: number, used: number, adding: number, param: string): ApiError {
-  return new ApiError(
-    413,
-    `Storing this image (${adding} bytes) would exceed your media quota of ${quota} bytes (${used} bytes in use); delete media to free space`,
-    { param },
-  );
+function quotaError(quota: number, used: number, adding: number, param: string, advice: string): ApiError {
+  return new ApiError(413, `Storing this image (${adding} bytes) would exceed your media quota of ${quota} bytes (${used} bytes in use); ${advice}`, { param });
+}
+
+const FREE_SPACE = 'delete media to free space';
+/** A completion over quota ends its reservation (see finalizeUpload): the client must upload again. */
+const UPLOAD_DISCARDED = 'the upload was discarded: delete media to free space, then upload it again';
+
+/** The 413 for `adding` bytes taking the user over quota (call under the user's lock), or null. */
+async function quotaRefusal(
+  deps: Pick<IngestDeps, 'store' | 'quotaBytes'>,
+  trx: Parameters<MediaStore['usedBytes']>[0],
+  userId: string,
+  adding: number,
+  param: string,
+  excludeId: string | undefined,
+  advice: string,
+): Promise<ApiError | null> {
+  if (deps.quotaBytes <= 0) return null;
+  const used = await deps.store.usedBytes(trx, userId, excludeId);
+  return used + adding > deps.quotaBytes ? quotaError(deps.quotaBytes, used, adding, param, advice) : null;
 }
 
 /**
@@ -69,9 +84,17 @@ export async function checkQuota(
   param: string,
   excludeId?: string,
 ) {
-  if (deps.quotaBytes <= 0) return;
-  const used = await deps.store.usedBytes(trx, userId, excludeId);
-  if (used + adding > deps.quotaBytes) throw quotaError(deps.quotaBytes, used, adding, param);
+  const refusal = await quotaRefusal(deps, trx, userId, adding, param, excludeId, FREE_SPACE);
+  if (refusal) throw refusal;
+}
+
+/**
+ * What a log line says of a failure: its name and message, never the error object itself (an S3
+ * SDK error carries the whole HTTP exchange).
+ */
+function failureOf(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`.slice(0, 500);
+  return String(error).slice(0, 500);
 }
 
 /**
@@ -160,9 +183,13 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
   if (!row) return null;
   if (row.state === 'ready' || row.state === 'merged') return settle(deps, row);
   if (row.state !== 'completing') return null;
-  const data = await deps.storage.read(row.upload_key!, deps.limits.maxBytes).catch((error) => {
-    throw rejectionError(error, 'id');
-  });
+  let data: Buffer | null;
+  try {
+    data = await deps.storage.read(row.upload_key!, deps.limits.maxBytes);
+  } catch (error) {
+    if (error instanceof ObjectTooLargeError) return discardUpload(deps, row, rejectionError(error, 'id'));
+    throw error;
+  }
   if (!data) {
     // Completed before anything arrived: back to pending, so the client can still upload.
     await deps.store.revertCompleting(id);
@@ -173,14 +200,10 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
   try {
     image = await sanitize(deps, data);
   } catch (error) {
-    if (error instanceof MediaRejection) {
-      // A refused upload ends its reservation: the staging object and the row go.
-      await deps.storage.delete(row.upload_key!);
-      await deps.store.deleteById(id);
-    }
-    throw rejectionError(error, 'id');
+    if (error instanceof MediaRejection) return discardUpload(deps, row, rejectionError(error, 'id'));
+    throw error;
   }
-  const { settled } = await withObject(deps, row.user_id, image, () => deps.store.transaction(async (trx): Promise<{ settled: MediaRow | null } | null> => {
+  const outcome = await withObject(deps, row.user_id, image, () => deps.store.transaction(async (trx): Promise<{ settled: MediaRow | null } | { refused: ApiError } | null> => {
     await deps.store.lockUser(trx, row.user_id);
     const current = await deps.store.byId(id, trx);
     if (!current || current.state !== 'completing') return { settled: current };
@@ -189,14 +212,33 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
       await deps.store.markMerged(trx, id, existing.id, unixSeconds(deps.clock) + 86400);
     } else {
       if (!(await deps.store.holdObject(trx, image.sha256))) return null;
-      await checkQuota(deps, trx, row.user_id, image.data.length, 'id', id);
+      const refused = await quotaRefusal(deps, trx, row.user_id, image.data.length, 'id', id, UPLOAD_DISCARDED);
+      if (refused) return { refused };
       await deps.store.makeReady(trx, id, { sha256: image.sha256, mime_type: image.mimeType, bytes: image.data.length, width: image.width, height: image.height });
     }
     return { settled: await deps.store.byId(id, trx) };
   }));
+  if ('refused' in outcome) return discardUpload(deps, row, outcome.refused);
   await deps.checkpoint?.('committed');
-  if (!settled) return null;
-  return settle(deps, settled);
+  if (!outcome.settled) return null;
+  return settle(deps, outcome.settled);
+}
+
+/**
+ * A completed upload refused for good (not an image, too large, over quota) ends its reservation,
+ * like a cancel: the staging object goes, then the row, unless a concurrent finalisation made it
+ * ready meanwhile (see `deleteRefused`). Left `completing`, the sweep would retry it at every pass.
+ * Throws `refusal`, also when the clean-up fails: that is logged, the row stays `completing`, and
+ * the next sweep refuses it again and retries the clean-up.
+ */
+async function discardUpload(deps: IngestDeps, row: MediaRow, refusal: unknown): Promise<never> {
+  try {
+    await deps.storage.delete(row.upload_key!);
+    await deps.store.deleteRefused(row.id);
+  } catch (error) {
+    deps.logger?.warn({ media_id: row.id, err: failureOf(error) }, 'removing a refused upload failed; the sweep retries it');
+  }
+  throw refusal;
 }
 
 /** Last step of a finalisation (also its replay): the staging object goes, the answer is built. */
@@ -222,46 +264,97 @@ export async function collectObject(deps: Pick<IngestDeps, 'store' | 'storage' |
   });
 }
 
-/** Expires open reservations (their staging objects first, then the rows) and merged leftovers. */
-export async function expireReservations(deps: Pick<IngestDeps, 'store' | 'storage' | 'clock' | 'checkpoint'>, limit = 500): Promise<number> {
+/**
+ * Runs one item's step of the housekeeping: a failure (a staging object whose delete keeps
+ * failing, a database error) is counted and logged with the ids in `what` and the error's name and
+ * message (never the error object); the pass goes on with the next item, and the item is found
+ * again by the next pass.
+ */
+async function eachItem(deps: Pick<IngestDeps, 'logger'>, failures: { count: number }, what: Record<string, string>, message: string, step: () => Promise<void>): Promise<boolean> {
+  try {
+    await step();
+    return true;
+  } catch (error) {
+    failures.count++;
+    deps.logger?.warn({ ...what, err: failureOf(error) }, `${message}; retried next sweep`);
+    return false;
+  }
+}
+
+type SweepDeps = Pick<IngestDeps, 'store' | 'storage' | 'clock' | 'checkpoint' | 'logger'>;
+
+async function expireCounted(deps: SweepDeps, limit: number, failures: { count: number }): Promise<number> {
   const now = unixSeconds(deps.clock);
   const rows = await deps.store.expiredReservations(now, limit);
+  let expired = 0;
   for (const row of rows) {
-    if (row.upload_key) await deps.storage.delete(row.upload_key);
+    const what = { media_id: row.id };
+    if (row.upload_key && !(await eachItem(deps, failures, what, 'removing an expired upload\'s staging object failed', () => deps.storage.delete(row.upload_key!)))) continue;
+    // Outside eachItem: the checkpoint simulates the process stopping here, which ends the pass.
     await deps.checkpoint?.('staging-expired');
-    await deps.store.deleteExpired(row.id, now);
-    // A direct upload that took the reservation's lock just before it expired may have written
-    // after the delete above (the row delete waited for it): once the row is gone, delete again.
-    if (row.upload_key && !(await deps.store.byId(row.id))) await deps.storage.delete(row.upload_key);
+    const done = await eachItem(deps, failures, what, 'expiring a reservation failed', async () => {
+      await deps.store.deleteExpired(row.id, now);
+      // A direct upload that took the reservation's lock just before it expired may have written
+      // after the delete above (the row delete waited for it): once the row is gone, delete again.
+      if (row.upload_key && !(await deps.store.byId(row.id))) await deps.storage.delete(row.upload_key);
+    });
+    if (done) expired++;
   }
-  return rows.length;
+  return expired;
+}
+
+/**
+ * Expires open reservations (their staging objects first, then the rows) and merged leftovers;
+ * returns how many were expired. One that fails is logged and left for the next call; the rest
+ * are expired all the same.
+ */
+export async function expireReservations(deps: SweepDeps, limit = 500): Promise<number> {
+  return expireCounted(deps, limit, { count: 0 });
+}
+
+export interface SweepResult {
+  expired: number;
+  finalized: number;
+  collected: number;
+  /** Items whose step failed (logged one by one); each is tried again by the next sweep. */
+  failed: number;
 }
 
 /**
  * One pass of housekeeping: expire reservations, finish finalisations that stopped half-way,
  * remove leftover staging objects, collect unreferenced objects, and delete the staging keys of
- * upload URLs that expired (`media_staging`) once more.
+ * upload URLs that expired (`media_staging`) once more. A failing item never stops the pass.
  */
-export async function sweep(deps: IngestDeps, graceSeconds: number): Promise<{ expired: number; finalized: number; collected: number }> {
-  const expired = await expireReservations(deps);
+export async function sweep(deps: IngestDeps, graceSeconds: number): Promise<SweepResult> {
+  const failures = { count: 0 };
+  const expired = await expireCounted(deps, 500, failures);
   let finalized = 0;
   for (const row of await deps.store.stuckCompleting(unixSeconds(deps.clock), 100)) {
     try {
       if (await finalizeUpload(deps, row.id)) finalized++;
     } catch (error) {
-      deps.logger?.warn({ media_id: row.id, err: (error as Error).message }, 'finalising a completed upload failed');
+      // A refusal (a client error) has ended the reservation, or put it back to pending: settled.
+      if (!(error instanceof ApiError && error.status < 500)) failures.count++;
+      deps.logger?.warn({ media_id: row.id, err: failureOf(error) }, 'finalising a completed upload failed');
     }
   }
-  for (const row of await deps.store.readyWithUploadKey(100)) await settle(deps, row);
+  for (const row of await deps.store.readyWithUploadKey(100)) {
+    await eachItem(deps, failures, { media_id: row.id }, 'removing a finalised upload\'s staging object failed', async () => void (await settle(deps, row)));
+  }
   let collected = 0;
   for (const sha of await deps.store.unreferencedObjects(new Date(deps.clock.now() - graceSeconds * 1000), 500)) {
-    if (await collectObject(deps, sha, graceSeconds)) collected++;
+    await eachItem(deps, failures, { sha256: sha }, 'collecting an unreferenced object failed', async () => {
+      if (await collectObject(deps, sha, graceSeconds)) collected++;
+    });
   }
   // Upload URLs that have expired can write no more: whatever they wrote after the reservation
   // ended (completed, refused, cancelled, deleted with its owner) goes now.
   for (const key of await deps.store.dueStaging(unixSeconds(deps.clock), 500)) {
-    await deps.storage.delete(key);
-    await deps.store.forgetStaging(key);
+    await eachItem(deps, failures, { upload_key: key }, 'removing the staging object of an expired upload URL failed', async () => {
+      await deps.storage.delete(key);
+      await deps.store.forgetStaging(key);
+    });
   }
-  return { expired, finalized, collected };
+  if (failures.count > 0) deps.logger?.warn({ expired, finalized, collected, failed: failures.count }, 'media sweep: some items failed; they are retried next sweep');
+  return { expired, finalized, collected, failed: failures.count };
 }

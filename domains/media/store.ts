@@ -139,8 +139,13 @@ export function createMediaStore(knex: Knex) {
       });
     },
 
-    async deleteById(id: string): Promise<void> {
-      await knex('media').where({ id }).del();
+    /**
+     * Deletes a reservation refused at finalisation: `completing`, or `pending` again when a
+     * concurrent finalisation found its staging object already removed by the refusal and put it
+     * back; never a media another finalisation made ready (or merged) meanwhile.
+     */
+    async deleteRefused(id: string): Promise<void> {
+      await knex('media').where({ id }).whereIn('state', ['completing', 'pending']).del();
     },
 
     /** Deletes one expired reservation or merged leftover, only if it is still one at `now`. */

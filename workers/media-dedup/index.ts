@@ -39,7 +39,7 @@ export const mediaDedupWorker: WorkerDefinition = {
             config.MEDIA_SWEEP_INTERVAL_MS,
             async () => {
               const result = await dedup.sweep();
-              if (result.expired || result.finalized || result.collected) logger.info(result, 'media sweep');
+              if (result.expired || result.finalized || result.collected || result.failed) logger.info(result, 'media sweep');
             },
             (error) => logger.warn({ err: error.message }, 'media sweep failed'),
           )
