@@ -133,7 +133,8 @@ export function isDependencyUnavailable(error: unknown): boolean {
   for (let current = error, depth = 0; current && depth < 5; depth++) {
     const e = current as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown };
     if (typeof e.code === 'string' && (UNAVAILABLE_ERRNO.has(e.code) || UNAVAILABLE_SQLSTATE.test(e.code))) return true;
-    if (e.name === 'KnexTimeoutError') return true;
+    // The bus's own "broker away" (kit/bus): a send while RabbitMQ is down is as retryable as a query while PostgreSQL is.
+    if (e.name === 'KnexTimeoutError' || e.name === 'BusUnavailableError') return true;
     if (typeof e.message === 'string' && UNAVAILABLE_MESSAGE.test(e.message)) return true;
     current = e.cause;
   }

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { z } from 'zod';
 import { gzipSync } from 'node:zlib';
-import { ApiError, isDependencyUnavailable, pageQuery, plannedRoute, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
+import { ApiError, BusUnavailableError, isDependencyUnavailable, pageQuery, plannedRoute, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
 import { listenKitApp } from '../helpers/kit-app.js';
 
 // An app built from the kit with a few routes that exercise every error class.
@@ -31,6 +31,9 @@ test.before(async () => {
       route({ method: 'get', path: '/public', summary: 'public', access: 'public', handler: () => ({ ok: true }) }),
       route({ method: 'get', path: '/boom', summary: 'throws', access: 'user', handler: () => {
         throw new Error('secret internal detail at /srv/app.ts:42');
+      } }),
+      route({ method: 'post', path: '/send', summary: 'sends on a bus that is away', access: 'user', handler: () => {
+        throw new BusUnavailableError();
       } }),
       route({ method: 'get', path: '/async-boom', summary: 'rejects', access: 'user', handler: async () => {
         await Promise.resolve();
@@ -280,4 +283,11 @@ test('dependency outages (network errors, PostgreSQL connection states, pool tim
   t.false(isDependencyUnavailable(new TypeError("Cannot read properties of undefined (reading 'id')")));
   t.false(isDependencyUnavailable(withCode('duplicate key value violates unique constraint', '23505')));
   t.false(isDependencyUnavailable(undefined));
+});
+
+test('a send on a bus whose broker is away is a retryable 503, not a 500', async (t) => {
+  const res = await call('/send', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  t.is(res.status, 503);
+  t.regex(res.body.error.message, /temporarily unavailable/);
+  t.true(isDependencyUnavailable(new Error('publish failed', { cause: new BusUnavailableError() })), 'also as the cause of another error');
 });

@@ -260,13 +260,17 @@ class AmqpBus implements Bus {
             headers: { ...options.headers, [ROUTING_KEY_HEADER]: originalKey },
           },
           (error: unknown) => {
-            if (error) return reject(error instanceof Error ? error : new BusUnavailableError('publish was not confirmed'));
+            // amqplib's only failures here are the broker's: the channel (or its connection) closed
+            // before the confirm ("channel closed"), or the broker nacked. Unavailable, like a
+            // publish while disconnected: a handler that published is not counted as failing.
+            if (error) return reject(Object.assign(new BusUnavailableError(`publish was not confirmed: ${(error as Error)?.message ?? error}`), { cause: error }));
             if (sendId !== undefined && this.returned.delete(sendId)) return reject(new UnroutableError(routingKey));
             resolve();
           },
         );
       } catch (error) {
-        reject(error);
+        // The channel closed between being handed out and this publish: the broker's fault too.
+        reject((error as Error)?.name === 'IllegalOperationError' ? Object.assign(new BusUnavailableError(`publish failed: ${(error as Error).message}`), { cause: error }) : error);
       }
     }).finally(() => {
       clearTimeout(timer);
@@ -354,7 +358,8 @@ class AmqpBus implements Bus {
         this.consumers.delete(state);
         clearTimeout(state.restartTimer);
         state.restartTimer = undefined;
-        if (state.channel && state.tag) await state.channel.cancel(state.tag).catch(() => {});
+        // Each bounded: a broker that stopped answering must not hold a cancel (a graceful stop).
+        if (state.channel && state.tag) await this.answered(state.channel.cancel(state.tag));
         const drainMs = cancelOptions?.drainMs ?? 0;
         if (drainMs > 0 && state.inFlight.size > 0) {
           let timer: NodeJS.Timeout | undefined;
@@ -364,9 +369,27 @@ class AmqpBus implements Bus {
           ]);
           clearTimeout(timer);
         }
-        await state.channel?.close().catch(() => {});
+        if (state.channel) await this.answered(state.channel.close());
       },
     };
+  }
+
+  /**
+   * Waits for the broker's answer to `request` (a consumer's cancel, its channel's close) for no
+   * longer than the confirm bound (`publishTimeoutMs`), failures included. A stalled connection
+   * (heartbeats off, or not missed yet) otherwise held `Consumer.cancel` until it dropped, or for
+   * ever; a channel left behind this way goes with its connection.
+   */
+  private async answered(request: Promise<unknown>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      request.then(
+        () => {},
+        () => {},
+      ),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.options.publishTimeoutMs ?? 10_000))),
+    ]);
+    clearTimeout(timer);
   }
 
   private async startConsumer(state: ConsumerState): Promise<void> {
@@ -481,6 +504,10 @@ class AmqpBus implements Bus {
       deadLetter: () => once(() => channel.nack(raw, false, false)),
       retryAfter: (delayMs, extra) =>
         once(async () => {
+          // The channel died (the connection dropped, the consumer started again): the broker put
+          // this message back and offers it again. A copy sent now would be a second one, each
+          // going on with its own retries; as on the PostgreSQL queue, the lost message's settle does nothing.
+          if (state.channel !== channel) throw new BusUnavailableError('the consumer channel closed before the retry; the broker offers the message again');
           await this.send(queue, JSON.parse(raw.content.toString('utf8')), {
             messageId: raw.properties.messageId ?? '',
             headers: retryHeaders(headers, extra),
@@ -535,8 +562,10 @@ class AmqpBus implements Bus {
   }
 
   async ping(): Promise<void> {
-    if (!this.connection || !this.confirm) throw new BusUnavailableError();
-    await this.confirm.checkExchange(this.exchange);
+    if (!this.connection) throw new BusUnavailableError();
+    // A publishing channel the broker closed (the connection up) is replaced here too: readiness
+    // must not stay down until something happens to publish.
+    await (await this.confirmChannel()).checkExchange(this.exchange);
   }
 
   async close(): Promise<void> {
@@ -546,7 +575,12 @@ class AmqpBus implements Bus {
     const connection = this.connection;
     this.connection = undefined;
     this.confirm = undefined;
-    await connection?.close().catch(() => {});
+    if (!connection) return;
+    // Bounded like a cancel: a broker that stopped answering held the close (and the database's
+    // close after it in a graceful stop) for as long as the stall lasted. Unanswered, the socket goes.
+    let answered = false;
+    await this.answered(connection.close().then(() => (answered = true), () => (answered = true)));
+    if (!answered) (connection as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream?.destroy?.();
   }
 }
 

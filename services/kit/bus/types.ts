@@ -40,6 +40,8 @@ export interface Consumer {
    * in-flight handlers to settle (RabbitMQ: before closing the channel), so a graceful stop does not
    * turn their acks into redeliveries. Default 0: return at once (RabbitMQ closes the channel, and
    * its unsettled messages are redelivered; on the PostgreSQL queue a bus closed next drops them).
+   * RabbitMQ: each broker answer it waits for (the consumer's cancel, its channel's close) is bounded
+   * by the confirm bound (`publishTimeoutMs`), so a broker that stopped answering does not hold it.
    */
   cancel(options?: { drainMs?: number }): Promise<void>;
 }
@@ -98,7 +100,7 @@ export const MAX_HANDLER_FAILURES = 10;
 export function afterHandlerFailure(headers: Record<string, string>, error: unknown): { failures: number; deadLetter: boolean } {
   const before = Number(headers[HANDLER_FAILURES_HEADER] ?? '0');
   const failures = (Number.isInteger(before) && before > 0 ? before : 0) + 1;
-  const unavailable = isDependencyUnavailable(error) || (error as Error | undefined)?.name === 'BusUnavailableError';
+  const unavailable = isDependencyUnavailable(error);
   return { failures, deadLetter: !unavailable && failures >= MAX_HANDLER_FAILURES };
 }
 

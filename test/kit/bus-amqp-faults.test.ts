@@ -1,0 +1,154 @@
+import amqp from 'amqplib';
+import test from 'ava';
+import { createAmqpBus } from '../../services/kit/bus/amqp.js';
+import { afterHandlerFailure, createLogger, type Bus } from '../../services/kit/index.js';
+import { deleteAmqpTopology, queueConsumers, queueDepth } from '../helpers/amqp.js';
+import { TEST_AMQP_URL, uniqueName } from '../helpers/env.js';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.js';
+import { inbox } from '../helpers/inbox.js';
+import { waitFor } from '../helpers/wait.js';
+
+// Broker faults the RabbitMQ driver must survive: a publishing channel the broker closed, a
+// connection lost while a publish waits for its confirm, a broker that stops answering while a
+// consumer is cancelled. Real RabbitMQ, behind a fault proxy where the test cuts or stalls it.
+const name = uniqueName('busamqpfault');
+const exchange = `${name}.events`;
+const prefix = `${name}.`;
+const logger = createLogger({ level: 'silent', name: 'bus-amqp-faults-test' });
+let proxy: FaultProxy;
+const buses: Bus[] = [];
+
+test.before(async () => {
+  proxy = await startFaultProxy({ host: '127.0.0.1', port: 5672 });
+});
+
+test.after.always(async () => {
+  proxy?.resume();
+  for (const bus of buses) await bus.close().catch(() => {});
+  await proxy?.close();
+  await deleteAmqpTopology(prefix, exchange);
+});
+
+async function open(url: string, extra: { publishTimeoutMs?: number } = {}): Promise<Bus> {
+  const bus = await createAmqpBus({ url, exchange, queuePrefix: prefix, logger, minBackoffMs: 20, maxBackoffMs: 200, handlerErrorDelayMs: 50, ...extra });
+  buses.push(bus);
+  return bus;
+}
+
+/** Declares `queue` on the shared broker with other arguments than the bus uses, so the bus's own declaration of it is refused (a channel error). */
+async function declareConflicting(queue: string): Promise<void> {
+  const admin = await amqp.connect(TEST_AMQP_URL);
+  try {
+    const channel = await admin.createChannel();
+    await channel.assertQueue(queue, { durable: true, arguments: { 'x-max-length': 1000 } });
+  } finally {
+    await admin.close();
+  }
+}
+
+/** Messages in a queue; 0 when it does not exist (a check of a missing queue closes the channel it was asked on). */
+async function depthIfDeclared(queue: string): Promise<number> {
+  const admin = await amqp.connect(TEST_AMQP_URL);
+  try {
+    const channel = await admin.createChannel();
+    channel.on('error', () => {});
+    return await channel.checkQueue(queue).then((reply) => reply.messageCount, () => 0);
+  } finally {
+    await admin.close().catch(() => {});
+  }
+}
+
+test.serial('the readiness ping answers after the broker closed the publishing channel, without waiting for a publish to replace it', async (t) => {
+  const bus = await open(TEST_AMQP_URL);
+  await bus.ping();
+  const queue = `pingconflict_${Date.now()}`;
+  await declareConflicting(`${prefix}${queue}`);
+  // The broker refuses the declaration and closes the publishing channel; the connection stays up.
+  const refused = await t.throwsAsync(bus.send(queue, { n: 1 }, { messageId: 'refused' }));
+  t.regex(refused!.message, /PRECONDITION/);
+  // Nothing is published next (a quiet service): readiness must not stay down for as long as that lasts.
+  await t.notThrowsAsync(bus.ping());
+});
+
+test.serial('a publish waiting for its confirm when the connection drops fails as unavailable (a broker fault, not a handler failure)', async (t) => {
+  const bus = await open(proxy.url('amqp', 'guest:guest'), { publishTimeoutMs: 60_000 });
+  await bus.publish('inflight.before', {}, { messageId: 'inflight-0' });
+  proxy.stall();
+  t.teardown(() => proxy.resume());
+  const pending = bus.publish('inflight.during', {}, { messageId: 'inflight-1' });
+  const failed = t.throwsAsync(pending);
+  proxy.cut();
+  const error = await failed;
+  t.is(error!.name, 'BusUnavailableError');
+  t.false(afterHandlerFailure({}, error).deadLetter, 'not counted as a handler failure');
+  proxy.resume();
+  let n = 0;
+  await waitFor(() => bus.publish('inflight.after', { n }, { messageId: `inflight-after-${n++}` }).then(() => true, () => false), 10_000, 'publishing after the reconnect');
+});
+
+test.serial('cancelling a consumer while the broker stops answering returns within the broker-answer bound; the consumer is gone once the broker answers again', async (t) => {
+  // Heartbeats off: nothing but the bus's own bound ends a wait for the broker (a stalled broker keeps the connection).
+  const bus = await open(`${proxy.url('amqp', 'guest:guest')}/?heartbeat=0`, { publishTimeoutMs: 300 });
+  const queue = `stalledcancel_${Date.now()}`;
+  const box = inbox((r) => r.delivery.ack());
+  const consumer = await bus.consume({ queue }, box.handler);
+  await bus.send(queue, {}, { messageId: 'stalled-0' });
+  t.is((await box.next()).message.id, 'stalled-0');
+  proxy.stall();
+  t.teardown(() => proxy.resume());
+  await consumer.cancel({ drainMs: 100 });
+  t.is(box.items.length, 1);
+  proxy.resume();
+  const admin = await amqp.connect(TEST_AMQP_URL);
+  t.teardown(() => admin.close().catch(() => {}));
+  await waitFor(async () => (await queueConsumers(admin, `${prefix}${queue}`)) === 0, 10_000, 'the cancelled consumer to leave its queue');
+  await bus.send(queue, {}, { messageId: 'stalled-1' });
+  t.is(await queueDepth(`${prefix}${queue}`), 1, 'kept in the queue, not handed to the cancelled consumer');
+});
+
+test.serial('a retryAfter from a handler whose channel died meanwhile sends no second copy: the broker already offers the message again', async (t) => {
+  const bus = await open(proxy.url('amqp', 'guest:guest'));
+  const queue = `deadretry_${Date.now()}`;
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const retried: Array<Promise<void>> = [];
+  const box = inbox(async (r) => {
+    if (r.message.redelivered) return r.delivery.ack();
+    await gate;
+    // A long delay: a copy, if one were sent, would still be waiting in the delay queue at the end.
+    const retry = r.delivery.retryAfter(60_000, { copy: 'yes' });
+    retried.push(retry);
+    await retry;
+  });
+  await bus.consume({ queue }, box.handler);
+  await bus.send(queue, {}, { messageId: 'dead-retry' });
+  const first = await box.next();
+  t.false(first.message.redelivered);
+  proxy.cut();
+  proxy.resume();
+  let n = 0;
+  await waitFor(() => bus.publish('deadretry.ping', { n }, { messageId: `deadretry-${n++}` }).then(() => true, () => false), 10_000, 'publishing after the reconnect');
+  // The consumer is back on a new channel and the broker hands the message out again.
+  const again = await box.next();
+  t.is(again.message.id, 'dead-retry');
+  t.true(again.message.redelivered);
+  // Only now does the first handler, on the dead channel, ask for its retry.
+  release();
+  await Promise.all(retried);
+  t.is(await depthIfDeclared(`${prefix}${queue}.delay.60000`), 0, 'no copy was sent');
+  t.is(await queueDepth(`${prefix}${queue}`), 0);
+});
+
+test.serial('closing the bus while the broker stops answering returns within the broker-answer bound and lets go of the connection', async (t) => {
+  // A proxy of its own: its connection count is this bus's alone.
+  const own = await startFaultProxy({ host: '127.0.0.1', port: 5672 });
+  t.teardown(() => own.close());
+  const bus = await open(`${own.url('amqp', 'guest:guest')}/?heartbeat=0`, { publishTimeoutMs: 300 });
+  await bus.publish('stalledclose.before', {}, { messageId: 'stalled-close-0' });
+  t.is(own.connections(), 1);
+  own.stall();
+  await bus.close();
+  await t.throwsAsync(bus.publish('stalledclose.after', {}, { messageId: 'stalled-close-1' }), { name: 'BusUnavailableError' });
+  own.resume();
+  await waitFor(() => own.connections() === 0, 10_000, 'the closed bus to let go of its connection');
+});
