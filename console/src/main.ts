@@ -108,6 +108,11 @@ function signOut() {
   signInView();
 }
 
+function skipToContent(event: Event) {
+  event.preventDefault();
+  document.getElementById('main')?.focus();
+}
+
 function render() {
   if (!me) return signInView();
   const user = me;
@@ -123,7 +128,9 @@ function render() {
   const header = h(
     'header',
     {},
-    h('a', { class: 'skip', href: '#main' }, 'Skip to content'),
+    // Focus moves without touching the address: `#main` would be read as a page path (hashchange)
+    // and replace the page with "Page not found".
+    h('a', { class: 'skip', href: '#main', onclick: skipToContent }, 'Skip to content'),
     h('span', { class: 'brand' }, 'AI Gateway console'),
     nav,
     // A guest's e-mail is a placeholder: guests are named by their username.

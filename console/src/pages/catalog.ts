@@ -43,8 +43,8 @@ export function catalogPage(root: HTMLElement) {
       }
       return count;
     });
-    if (changed === undefined) return;
-    status.replaceChildren(h('p', { class: 'ok', role: 'status' }, `${enable ? 'Enabled' : 'Disabled'} ${changed} catalog ${changed === 1 ? 'entry' : 'entries'}.`));
+    if (changed !== undefined) status.replaceChildren(h('p', { class: 'ok', role: 'status' }, `${enable ? 'Enabled' : 'Disabled'} ${changed} catalog ${changed === 1 ? 'entry' : 'entries'}.`));
+    // Also when it stopped part-way with an error: the entries changed before it show their new state.
     await refresh();
   };
   const bulk = (enable: boolean) =>

@@ -1,7 +1,7 @@
-import { del, get, post } from '../api.js';
+import { del, getAll, post } from '../api.js';
 import { h } from '../dom.js';
-import type { List, Me } from '../session.js';
-import { attempt, formatDate, labelled } from '../ui.js';
+import type { Me } from '../session.js';
+import { attempt, formatDate, labelled, truncatedNote } from '../ui.js';
 
 interface ApiKey {
   id: string;
@@ -20,11 +20,19 @@ interface ApiKey {
   allowed_models?: string[] | null;
 }
 
+/**
+ * Micro-USD as dollars: cents at least, and every further digit the amount has ($0.005 stays
+ * $0.005 rather than rounding to $0.01, and $0.004 to a budget of $0.00).
+ */
+export function formatUsd(micro: number): string {
+  return (micro / 1e6).toFixed(6).replace(/0{1,4}$/, '');
+}
+
 /** "$5.00 per day, 10000 tokens per day, models: a, b" from a key answer's budget fields. */
 export function spendSummary(k: { budget_period?: string; max_budget_micro_usd?: number | null; max_tokens?: number | null; allowed_models?: string[] | null }): string {
   const per = k.budget_period ?? 'day';
   const parts: string[] = [];
-  if (k.max_budget_micro_usd != null) parts.push(`$${(k.max_budget_micro_usd / 1e6).toFixed(2)} per ${per}`);
+  if (k.max_budget_micro_usd != null) parts.push(`$${formatUsd(k.max_budget_micro_usd)} per ${per}`);
   if (k.max_tokens != null) parts.push(`${k.max_tokens} tokens per ${per}`);
   parts.push(k.allowed_models ? `models: ${k.allowed_models.join(', ')}` : 'every model');
   return parts.join('; ');
@@ -112,7 +120,8 @@ export function keysPage(root: HTMLElement, me: Me) {
   root.replaceChildren(h('h1', {}, 'API keys'), secretSlot, form, h('section', { 'aria-label': 'Keys' }, h('h2', {}, 'Your keys'), listSlot));
 
   async function refresh() {
-    const keys = await attempt(listSlot, () => get<List<ApiKey>>(me.is_admin ? `${base}?user_id=${encodeURIComponent(me.id)}&limit=100` : `${base}?limit=100`));
+    // Every page of the list (bounded): a user with more keys than one API page sees them all.
+    const keys = await attempt(listSlot, () => getAll<ApiKey>(me.is_admin ? `${base}?user_id=${encodeURIComponent(me.id)}` : base));
     if (!keys) return;
     if (!keys.data.length) return void listSlot.replaceChildren(h('p', {}, 'No key yet.'));
     listSlot.replaceChildren(
@@ -140,6 +149,7 @@ export function keysPage(root: HTMLElement, me: Me) {
           }),
         ),
       ),
+      truncatedNote(keys),
     );
   }
   void refresh();

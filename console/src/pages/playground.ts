@@ -1,4 +1,4 @@
-import { get, post, streamChat } from '../api.js';
+import { get, getAll, post, streamChat } from '../api.js';
 import { h } from '../dom.js';
 import type { List } from '../session.js';
 import { attempt, errorBox, labelled } from '../ui.js';
@@ -37,6 +37,7 @@ interface BranchList extends List<Branch> {
 type State = 'idle' | 'streaming' | 'saving' | 'done' | 'stopped' | 'error';
 
 const ITEMS_SHOWN = 100;
+const CONVERSATIONS_PAGE = 20;
 
 /** The text of a stored message's content (a string, or parts with `text`). */
 function textOf(content: unknown): string {
@@ -69,6 +70,8 @@ export function playgroundPage(root: HTMLElement) {
   let controller: AbortController | null = null;
   let conversationId: string | null = null;
   let itemCount = 0;
+  // How many conversations the side panel lists (most recently active first); "More conversations" adds a page.
+  let conversationsShown = CONVERSATIONS_PAGE;
 
   root.replaceChildren(
     h('h1', {}, 'Playground'),
@@ -274,8 +277,22 @@ export function playgroundPage(root: HTMLElement) {
   }
 
   async function refreshList() {
-    const list = await attempt(listSlot, () => get<List<Conversation>>('/v1/conversations?limit=20'));
+    const list = await attempt(listSlot, () => getAll<Conversation>('/v1/conversations', { pageSize: CONVERSATIONS_PAGE, maxItems: conversationsShown }));
     if (!list) return;
+    const more = list.truncated
+      ? h(
+          'button',
+          {
+            type: 'button',
+            class: 'secondary small',
+            onclick: () => {
+              conversationsShown += CONVERSATIONS_PAGE;
+              void refreshList();
+            },
+          },
+          'More conversations',
+        )
+      : null;
     if (!list.data.length) return void listSlot.replaceChildren(h('p', { class: 'badge' }, 'No conversation yet.'));
     listSlot.replaceChildren(
       h(
@@ -304,6 +321,7 @@ export function playgroundPage(root: HTMLElement) {
           ),
         ),
       ),
+      ...(more ? [more] : []),
     );
   }
 

@@ -62,12 +62,18 @@ interface SyncRun {
   error?: string | null;
 }
 
-/** The four prices the form edits, in USD; a provider model may also carry per-1k lines, which are kept. */
-const PRICE_FIELDS: Array<[PriceUnit, string]> = [
-  ['per_1m_prompt_tokens', 'Prompt, USD per 1M tokens'],
-  ['per_1m_completion_tokens', 'Completion, USD per 1M tokens'],
-  ['per_1m_cached_prompt_tokens', 'Cached prompt, USD per 1M tokens'],
-  ['per_request', 'USD per request'],
+/**
+ * The four prices the form edits, in USD, with the per-1k unit that prices the same thing: the API
+ * refuses two lines pricing one thing, so a per-1k line is shown converted to per 1M, kept as it is
+ * while its field is unchanged, and replaced by the per-1M line when the field is changed.
+ */
+const PRICE_FIELDS: Array<[PriceUnit, PriceUnit | null, string]> = [
+  ['per_1m_prompt_tokens', 'per_1k_prompt_tokens', 'Prompt, USD per 1M tokens'],
+  ['per_1m_completion_tokens', 'per_1k_completion_tokens', 'Completion, USD per 1M tokens'],
+  // (not "Cached prompt, USD per 1M tokens": a label containing another field's whole label makes
+  // that field's name ambiguous to assistive technology and to tests that find fields by label)
+  ['per_1m_cached_prompt_tokens', 'per_1k_cached_prompt_tokens', 'Cached prompt tokens, USD per 1M'],
+  ['per_request', null, 'USD per request'],
 ];
 const usd = (micro: number) => String(micro / 1e6);
 
@@ -295,13 +301,15 @@ export function providersPage(root: HTMLElement) {
     return form;
   }
 
-  /** Prices per 1M prompt, completion and cached prompt tokens and per request, in USD; other lines are kept as they are. */
+  /** Prices per 1M prompt, completion and cached prompt tokens and per request, in USD; a price not changed keeps its stored line. */
   function pricingForm(m: ProviderModel): HTMLElement {
     const lines = m.pricing?.lines ?? [];
-    const inputs = PRICE_FIELDS.map(([unit, label]) => {
-      const line = lines.find((l) => l.unit === unit);
-      const input = h('input', { name: unit, type: 'number', min: '0', step: 'any', placeholder: 'none', value: line ? usd(line.amount_micro_usd) : undefined });
-      return { unit, label, input };
+    const inputs = PRICE_FIELDS.map(([unit, perThousand, label]) => {
+      const units = new Set<PriceUnit>(perThousand ? [unit, perThousand] : [unit]);
+      const line = lines.find((l) => l.unit === unit) ?? lines.find((l) => l.unit === perThousand);
+      const shown = line ? usd(line.unit === unit ? line.amount_micro_usd : line.amount_micro_usd * 1000) : '';
+      const input = h('input', { name: unit, type: 'number', min: '0', step: 'any', placeholder: 'none', value: shown || undefined });
+      return { unit, units, label, input, shown };
     });
     const slot = h('div', {});
     const form = h(
@@ -313,9 +321,12 @@ export function providersPage(root: HTMLElement) {
     );
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
-      const edited = new Set(PRICE_FIELDS.map(([unit]) => unit));
-      const next: Array<{ unit: PriceUnit; amount_micro_usd: number; currency: string }> = lines.filter((l) => !edited.has(l.unit));
-      for (const { unit, input } of inputs) if (input.value !== '') next.push({ unit, amount_micro_usd: Math.round(Number(input.value) * 1e6), currency: 'USD' });
+      // A field left as shown keeps its stored line (per 1k or per 1M); a changed one replaces every
+      // line pricing the same thing (or removes them when emptied).
+      const changed = inputs.filter(({ input, shown }) => input.value !== shown);
+      const replaced = new Set(changed.flatMap(({ units }) => [...units]));
+      const next: Array<{ unit: PriceUnit; amount_micro_usd: number; currency: string }> = lines.filter((l) => !replaced.has(l.unit));
+      for (const { unit, input } of changed) if (input.value !== '') next.push({ unit, amount_micro_usd: Math.round(Number(input.value) * 1e6), currency: 'USD' });
       if ((await attempt(slot, () => patch(`/v1/admin/models/provider-models/${encodeURIComponent(m.id)}`, { pricing: { lines: next } }))) !== undefined) await refresh();
     });
     return form;

@@ -44,8 +44,10 @@ export function usagePage(root: HTMLElement, me: Me) {
   const exportButton = h('button', { type: 'button', class: 'secondary' }, 'Export CSV');
   let rows: UsageRow[] = [];
 
-  let shown: Stack = 'model';
-  const query = (stack: Stack) => `group_by=day,${stack}&from=${from.value}&to=${to.value}`;
+  // What the chart shows (grouping and range): the export asks for exactly that, even when the
+  // range fields were changed since without pressing Show.
+  let shown: { stack: Stack; from: string; to: string } = { stack: 'model', from: from.value, to: to.value };
+  const query = (q: { stack: Stack; from: string; to: string }) => new URLSearchParams({ group_by: `day,${q.stack}`, from: q.from, to: q.to }).toString();
   const form = h(
     'form',
     { class: 'card row', 'aria-label': 'Date range' },
@@ -65,7 +67,7 @@ export function usagePage(root: HTMLElement, me: Me) {
   exportButton.addEventListener('click', async () => {
     const csv = await attempt(slot, () => fetchText(`/v1/admin/usage/export?${query(shown)}`));
     if (csv === undefined) return;
-    const link = h('a', { href: URL.createObjectURL(new Blob([csv], { type: 'text/csv' })), download: `usage-${shown}-${from.value}-${to.value}.csv` });
+    const link = h('a', { href: URL.createObjectURL(new Blob([csv], { type: 'text/csv' })), download: `usage-${shown.stack}-${shown.from}-${shown.to}.csv` });
     document.body.append(link);
     link.click();
     link.remove();
@@ -74,20 +76,20 @@ export function usagePage(root: HTMLElement, me: Me) {
   root.replaceChildren(h('h1', {}, me.is_admin ? 'Usage (everyone)' : 'Your usage'), form, slot, chartSlot, tableSlot);
 
   async function load() {
-    const stack = stackBy.value as Stack;
+    const asked = { stack: stackBy.value as Stack, from: from.value, to: to.value };
     // Every page of the report (bounded), so a long range or many groups still shows its last days.
-    const page = await attempt(slot, () => getAll<UsageRow>(`${base}?${query(stack)}`, { pageSize: 1000, maxItems: 50_000 }));
+    const page = await attempt(slot, () => getAll<UsageRow>(`${base}?${query(asked)}`, { pageSize: 1000, maxItems: 50_000 }));
     if (!page) return;
     if (page.truncated) slot.replaceChildren(truncatedNote(page));
     rows = page.data;
-    shown = stack;
+    shown = asked;
     draw();
   }
 
   function draw() {
     const m = metric.value as Metric;
-    chartSlot.replaceChildren(chart(rows, m, shown));
-    tableSlot.replaceChildren(table(rows, shown));
+    chartSlot.replaceChildren(chart(rows, m, shown.stack));
+    tableSlot.replaceChildren(table(rows, shown.stack));
   }
 
   void load();

@@ -1,7 +1,7 @@
-import { del, get, patch, post } from '../api.js';
+import { del, get, getAll, patch, post } from '../api.js';
 import { h } from '../dom.js';
 import type { List } from '../session.js';
-import { attempt, formatDate, labelled } from '../ui.js';
+import { attempt, formatDate, labelled, truncatedNote } from '../ui.js';
 
 interface Webhook {
   id: string;
@@ -71,10 +71,11 @@ export function webhooksPage(root: HTMLElement) {
   }
 
   async function refresh() {
-    const hooks = await attempt(listSlot, () => get<List<Webhook>>('/v1/admin/webhooks?limit=100'));
+    // Every page of the list (bounded), not only the first.
+    const hooks = await attempt(listSlot, () => getAll<Webhook>('/v1/admin/webhooks'));
     if (!hooks) return;
     if (!hooks.data.length) return void listSlot.replaceChildren(h('p', {}, 'No webhook yet.'));
-    listSlot.replaceChildren(...hooks.data.map(card));
+    listSlot.replaceChildren(...hooks.data.map(card), truncatedNote(hooks));
   }
 
   function card(w: Webhook): HTMLElement {
