@@ -30,6 +30,28 @@ export function clearCredential() {
   sessionStorage.removeItem(STORAGE_KEY);
 }
 
+/**
+ * Sign-out: the credential is forgotten at once, and a token sign-in's session is ended at the API
+ * (`POST /llm/auth/logout`), so its refresh token, wherever a copy of it went, renews nothing.
+ * An API key stays valid: it is revoked on the keys page, not by signing out.
+ */
+export function signOutCredential(): Promise<void> {
+  const held = current;
+  clearCredential();
+  if (held?.kind !== 'token') return Promise.resolve();
+  return fetch('/llm/auth/logout', {
+    method: 'POST',
+    headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
+    body: JSON.stringify({ refresh_token: held.refresh }),
+    credentials: 'omit',
+    cache: 'no-store',
+    keepalive: true,
+  }).then(
+    () => {},
+    () => {},
+  );
+}
+
 /** An API error as the platform answers it: `{"error":{"type","code","message","param","request_id"}}`. */
 export class ApiError extends Error {
   constructor(

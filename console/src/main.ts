@@ -1,4 +1,4 @@
-import { clearCredential, credential, get, setCredential, signInWithPassword, type Credential } from './api.js';
+import { clearCredential, credential, get, setCredential, signInWithPassword, signOutCredential, type Credential } from './api.js';
 import { h } from './dom.js';
 import { catalogPage } from './pages/catalog.js';
 import { keysPage } from './pages/keys.js';
@@ -102,7 +102,7 @@ function signInView() {
 }
 
 function signOut() {
-  clearCredential();
+  void signOutCredential();
   me = null;
   history.replaceState(null, '', '#/');
   signInView();

@@ -526,9 +526,15 @@ test.serial('e-mail and password sign-in: a wrong password and a locked address 
   t.is((await api('/v1/models', { key: secret })).status, 200);
   await page.screenshot({ path: join(SHOTS, 'keys-own.png'), fullPage: true });
 
+  const current = JSON.parse(await page.evaluate("sessionStorage.getItem('console.credential')")) as { refresh: string };
+  const loggedOut = page.waitForResponse((r) => r.url().endsWith('/llm/auth/logout'));
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByLabel('API key').waitFor();
   t.is(await page.evaluate('sessionStorage.length'), 0);
+  // Sign-out ended the session at the API: the refresh token the tab held renews nothing now.
+  t.is((await loggedOut).status(), 200);
+  const reuse = await fetch(`${p.url}/llm/auth/refresh`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ refresh_token: current.refresh }) });
+  t.is(reuse.status, 401);
   await page.close();
 });
 

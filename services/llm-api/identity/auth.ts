@@ -54,6 +54,12 @@ export function createAuth(deps: AuthDeps) {
       return { ...tokens, user_id: userId, username: user?.username ?? null };
     },
 
+    /** Sign-out: the refresh token's session ends (its access tokens run out on their own, within minutes). */
+    async logout(refreshToken: string): Promise<{ revoked: true }> {
+      await deps.provider.revokeRefresh(refreshToken);
+      return { revoked: true };
+    },
+
     /**
      * Guest → permanent account: the temporary e-mail is replaced by the real one, the guest flag
      * cleared, and with `password` (embedded issuer) a password set for sign-in. Nobody proved the

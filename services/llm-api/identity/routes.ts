@@ -125,6 +125,16 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
     route({
       ...auth,
       method: 'post',
+      path: '/auth/logout',
+      summary: "Sign out: end the refresh token's session (every token of that login); an unknown token answers the same",
+      access: 'public',
+      request: { body: refreshRequest },
+      response: { noStore: true },
+      handler: ({ body }) => deps.identity.identity.auth.logout(body.refresh_token),
+    }),
+    route({
+      ...auth,
+      method: 'post',
       path: '/auth/upgrade',
       summary: 'Turn the calling guest into an account with an e-mail (and, optionally, a password)',
       access: 'user',

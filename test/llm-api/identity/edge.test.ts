@@ -39,6 +39,28 @@ async function permanentAccount(email: string) {
   return { userId: login.body.user_id as string, token: refreshed.body.access_token as string };
 }
 
+test.serial('sign-out through the edge (public, no access token needed) ends the session: neither its current nor an earlier refresh token renews', async (t) => {
+  const login = await edge('POST', '/llm/auth/guest-login');
+  const refreshed = await edge('POST', '/llm/auth/refresh', { body: { refresh_token: login.body.refresh_token } });
+  t.is(refreshed.status, 200);
+  // Another sign-in of the same kind is a session of its own, and stays.
+  const other = await edge('POST', '/llm/auth/guest-login');
+
+  const out = await edge('POST', '/llm/auth/logout', { body: { refresh_token: refreshed.body.refresh_token } });
+  t.is(out.status, 200, JSON.stringify(out.body));
+  t.deepEqual(out.body, { revoked: true });
+  t.is((await edge('POST', '/llm/auth/refresh', { body: { refresh_token: refreshed.body.refresh_token } })).status, 401);
+  t.is((await edge('POST', '/auth/refresh', { body: { refresh_token: other.body.refresh_token } })).status, 200, 'another session is untouched');
+
+  // An unknown token answers the same (nothing tells which tokens exist); a missing one is a 400 naming it.
+  const unknown = await edge('POST', '/auth/logout', { body: { refresh_token: `rt_${'x'.repeat(48)}` } });
+  t.is(unknown.status, 200);
+  t.deepEqual(unknown.body, { revoked: true });
+  const missing = await edge('POST', '/auth/logout', { body: {} });
+  t.is(missing.status, 400);
+  t.is(missing.body.error.param, 'refresh_token');
+});
+
 test.serial('guest lifecycle: login → authenticated call → refresh → reuse refused → upgrade → guest flag gone', async (t) => {
   const login = await edge('POST', '/llm/auth/guest-login');
   t.is(login.status, 201, JSON.stringify(login.body));

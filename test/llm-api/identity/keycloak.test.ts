@@ -122,6 +122,23 @@ test.serial('refresh goes to the token endpoint (refresh_token grant); a rejecte
   t.true(nock.isDone());
 });
 
+test.serial('sign-out revokes the refresh token at the realm (RFC 7009 revoke endpoint); Keycloak down is a 502, not a silent success', async (t) => {
+  nock(KC)
+    .post(`/realms/${REALM}/protocol/openid-connect/revoke`, (body) => {
+      const f = typeof body === 'string' ? form(body) : body;
+      return f.token === 'kc-refresh-login' && f.token_type_hint === 'refresh_token' && f.client_id === 'backend' && f.client_secret === 'backend-secret';
+    })
+    .reply(200, '');
+  const out = await call(svc, 'POST', '/llm/auth/logout', { body: { refresh_token: 'kc-refresh-login' } });
+  t.is(out.status, 200, JSON.stringify(out.body));
+  t.deepEqual(out.body, { revoked: true });
+  t.true(nock.isDone());
+
+  nock(KC).post(`/realms/${REALM}/protocol/openid-connect/revoke`).replyWithError({ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED' });
+  const down = await call(svc, 'POST', '/auth/logout', { body: { refresh_token: 'kc-refresh-login' } });
+  t.is(down.status, 502, JSON.stringify(down.body));
+});
+
 test.serial('upgrade: e-mail checked with GET users?email=&exact=true, then PUT with email, emailVerified:false, guest=false', async (t) => {
   const kcId = 'a1b2c3d4-0000-4000-8000-000000000003';
   const { r: login, created } = await kcGuest(kcId);

@@ -41,6 +41,7 @@ export function createEmbeddedProvider(deps: { issuer: TokenIssuer; refreshToken
       if (!user || user.disabled) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
       return { userId, tokens: await tokensFor(user, next) };
     },
+    revokeRefresh: (refreshToken) => refreshTokens.revoke(refreshToken),
     async startSession(user) {
       // Outside any transaction: signing may read the key table (PGlite has a single connection).
       const refresh = await refreshTokens.start(users.knex, user.id);

@@ -110,6 +110,17 @@ export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
 
   return {
     tokenRequest,
+    /**
+     * RFC 7009 token revocation at the realm (`…/openid-connect/revoke`), which for a refresh token
+     * ends its session; Keycloak answers 200 for an unknown token as well.
+     */
+    async revoke(refreshToken: string): Promise<TrustedResponse> {
+      return send(
+        `realms/${realm}/protocol/openid-connect/revoke`,
+        { method: 'POST', form: { client_id: settings.clientId, client_secret: settings.clientSecret, token: refreshToken, token_type_hint: 'refresh_token' } },
+        'revoke',
+      );
+    },
     async createUser(rep: UserRepresentation): Promise<string> {
       const res = await adminCall('POST', '/users', 'create user', rep);
       if (res.status === 409) throw new ApiError(409, 'The identity provider already has this user');
@@ -201,6 +212,12 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       const user = sub ? await users.byIssuerSubject(EXTERNAL_ISSUER, sub) : undefined;
       if (!user || user.disabled) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
       return { userId: user.id, tokens };
+    },
+
+    async revokeRefresh(refreshToken) {
+      const res = await kc.revoke(refreshToken);
+      // 400 is Keycloak's answer to a token it cannot read (another client's, malformed): nothing to end.
+      if (!res.ok && res.status !== 400) throw unavailable(`revoke: HTTP ${res.status}`);
     },
 
     async startSession() {

@@ -50,6 +50,8 @@ export interface IdentityProvider {
   createGuest(profile: GuestProfile): Promise<GuestAccount>;
   /** Exchanges a refresh token; 401 ApiError when it is invalid, expired, reused or its user is disabled. */
   refresh(refreshToken: string): Promise<{ userId: string; tokens: TokenSet }>;
+  /** Sign-out: ends the session the refresh token belongs to; an unknown or invalid token is ignored. */
+  revokeRefresh(refreshToken: string): Promise<void>;
   /**
    * A new session (a refresh-token family) for a user who proved who they are (password sign-in).
    * Only the embedded issuer can; Keycloak signs its users in itself (400 pointing to it).

@@ -83,6 +83,17 @@ export function createRefreshTokens(options: { store: RefreshStore; clock: Clock
       return { userId: outcome.userId, next: outcome.next };
     },
 
+    /**
+     * Sign-out: ends the family (the login) `token` belongs to, whether it is the current token or
+     * one already rotated, so no token of that session refreshes again. An unknown token is ignored
+     * (as RFC 7009 answers it: nothing tells a caller which tokens exist).
+     */
+    async revoke(token: string): Promise<void> {
+      if (!REFRESH_TOKEN_PATTERN.test(token)) return;
+      const row = await store.byHash(store.knex, sha256Hex(token));
+      if (row) await store.revokeFamily(store.knex, row.family_id, clock.now());
+    },
+
     /** Deletes tokens of families that have ended (kept until then for reuse detection). */
     prune(): Promise<number> {
       return store.prune(store.knex, clock.now());
