@@ -64,6 +64,8 @@ test.serial('the console files carry a strict CSP, X-Frame-Options DENY and no r
     t.notRegex(csp, /unsafe-inline|unsafe-eval/, path);
     t.is(res.headers.get('x-frame-options'), 'DENY', path);
     t.is(res.headers.get('referrer-policy'), 'no-referrer', path);
+    t.is(res.headers.get('cross-origin-resource-policy'), 'same-origin', path);
+    t.regex(res.headers.get('permissions-policy') ?? '', /camera=\(\), microphone=\(\)/, path);
   }
   const html = await (await fetch(`${p.url}/console/`)).text();
   t.notRegex(html, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script in the page');
