@@ -44,6 +44,17 @@ function toMarkdown(html: string, baseUrl: string): string {
       return href ? `[${content}](${href})` : content;
     },
   });
+  // An image keeps its alt text; its address only when it is a web address (made absolute): not a
+  // javascript: one, nor a data: URL that would fill the content with base64.
+  turndown.addRule('webImages', {
+    filter: 'img',
+    replacement: (_content, node) => {
+      const element = node as { getAttribute(name: string): string | null };
+      const alt = (element.getAttribute('alt') ?? '').replace(/[\[\]\\]/g, '\\$&').replace(/\s+/g, ' ').trim();
+      const src = webAddress(element.getAttribute('src') ?? '', baseUrl);
+      return src ? `![${alt}](${src})` : alt;
+    },
+  });
   return turndown.turndown(html).replace(/\n{3,}/g, '\n\n').trim();
 }
 
@@ -54,6 +65,12 @@ function absolute(href: string, base: string): string | null {
   } catch {
     return null;
   }
+}
+
+function webAddress(src: string, base: string): string | null {
+  if (!src.trim()) return null;
+  const url = absolute(src, base);
+  return url && !url.startsWith('mailto:') ? url : null;
 }
 
 export function normaliseText(text: string): string {

@@ -1,7 +1,7 @@
 import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync, type ZlibOptions } from 'node:zlib';
 import { EgressRefusedError, type EgressGuard } from '../../kit/index.js';
 import { ToolFailure } from '../tools/tool.js';
-import { normaliseText, type Extracted } from './extract.js';
+import type { Extracted } from './extract.js';
 import { ExtractionTimeout, extractHtmlInThread } from './extract-thread.js';
 
 /**
@@ -59,9 +59,13 @@ export async function fetchPage(deps: ScrapeDeps, url: string, format: 'text' | 
   if ((mime && !TEXT_TYPES.test(mime)) || looksBinary) {
     throw new ToolFailure(`Binary content is not supported (${mime || 'unknown type'}); scrape reads HTML and text pages`);
   }
-  const text = decode(body, contentType);
+  // A page that declares its encoding only in a <meta> (legacy windows-1252, Shift_JIS, GBK pages
+  // often do) is read in it, as a browser would, not as UTF-8.
+  const text = decode(body, charsetOf(contentType) ?? (!mime || HTML_TYPES.test(mime) ? metaCharset(body) : undefined));
   const isHtml = HTML_TYPES.test(mime) || (!mime && /^\s*(<!doctype html|<html)/i.test(text));
-  const extracted = isHtml ? await readHtml(deps, text, response.url, format, signal) : { title: '', content: normaliseText(text) };
+  // Other text is returned as it is (line ends aside): indentation is meaning in source, YAML and
+  // Markdown, and tabs separate the columns of TSV.
+  const extracted = isHtml ? await readHtml(deps, text, response.url, format, signal) : { title: '', content: text.replace(/\r\n?/g, '\n') };
   const truncated = extracted.content.length > maxChars;
   return {
     url,
@@ -130,8 +134,24 @@ function cutAt(text: string, max: number): string {
 
 const charsetOf = (contentType: string) => /charset\s*=\s*"?([\w.:-]+)/i.exec(contentType)?.[1]?.toLowerCase();
 
-function decode(body: Buffer, contentType: string): string {
-  const charset = charsetOf(contentType) ?? 'utf-8';
+/**
+ * The encoding an HTML page declares in a <meta> within its first 1024 bytes (the HTML standard's
+ * prescan: `<meta charset=…>` or `<meta http-equiv="Content-Type" content="…; charset=…">`). A
+ * UTF-16 declaration there cannot be true (the bytes read it as ASCII) and is read as UTF-8.
+ */
+function metaCharset(body: Buffer): string | undefined {
+  // A byte order mark outranks any declaration.
+  if (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) return 'utf-8';
+  const head = body.subarray(0, 1024).toString('latin1');
+  for (const [tag] of head.matchAll(/<meta\b[^>]*>/gi)) {
+    const charset = /charset\s*=\s*["']?\s*([\w.:-]+)/i.exec(tag)?.[1]?.toLowerCase();
+    if (charset) return charset.startsWith('utf-16') ? 'utf-8' : charset;
+  }
+  return undefined;
+}
+
+function decode(body: Buffer, declared: string | undefined): string {
+  const charset = declared ?? 'utf-8';
   try {
     return new TextDecoder(charset).decode(body);
   } catch {

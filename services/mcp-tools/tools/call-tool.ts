@@ -23,11 +23,26 @@ export interface CallToolDeps {
   maxConcurrentCalls: number;
 }
 
-export type ToolCaller = (ctx: ToolCallContext, name: string, args: unknown) => Promise<CallToolResult>;
+export interface ToolCaller {
+  (ctx: ToolCallContext, name: string, args: unknown): Promise<CallToolResult>;
+  /**
+   * Cancels the call `userId` has in flight in this process under `requestId` (the client's
+   * `notifications/cancelled`, which arrives in a request of its own: the server is stateless).
+   * Nothing happens when there is no such call, or more than one (two clients of the user reusing
+   * an id: which one was meant is unknown). Returns whether a call was cancelled.
+   */
+  cancel(userId: string, requestId: string | number, reason?: unknown): boolean;
+}
 
 export function createToolCaller(deps: CallToolDeps): ToolCaller {
   const slots = createSlots(deps.maxConcurrentCalls);
-  return async (ctx, name, args) => {
+  // One user never holds more than half the slots (at least one), so a user with many slow calls
+  // in flight cannot leave every other user "busy".
+  const perUser = Math.max(1, Math.ceil(deps.maxConcurrentCalls / 2));
+  const heldBy = new Map<string, number>();
+  const inFlight = new Map<string, AbortController[]>();
+  const callKey = (userId: string, requestId: string | number) => JSON.stringify([userId, requestId]);
+  const call = async (ctx: ToolCallContext, name: string, args: unknown): Promise<CallToolResult> => {
     const tool = deps.catalog.get(name);
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${String(name).slice(0, 100)}`, { param: 'name' });
     const started = performance.now();
@@ -52,8 +67,18 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
     if (!deps.switches.isEnabled(name)) return finish('disabled', errorResult(`The tool ${name} is disabled by an administrator`));
     const slot = slots.take();
     if (slot === null) return finish('busy', errorResult(`mcp-tools is busy (${deps.maxConcurrentCalls} calls in progress); retry shortly`));
+    const held = heldBy.get(ctx.userId) ?? 0;
+    if (held >= perUser) {
+      slots.give(slot);
+      return finish('busy', errorResult(`You have ${held} tool calls in progress, the most one user may run at once; retry shortly`));
+    }
+    heldBy.set(ctx.userId, held + 1);
+    const cancelled = new AbortController();
+    const key = ctx.requestId === undefined ? null : callKey(ctx.userId, ctx.requestId);
+    if (key !== null) inFlight.set(key, [...(inFlight.get(key) ?? []), cancelled]);
+    const signal = AbortSignal.any([ctx.signal, cancelled.signal]);
     try {
-      const output = await tool.run(ctx, parsed.data);
+      const output = await tool.run({ ...ctx, signal }, parsed.data);
       return finish('ok', {
         content: [{ type: 'text', text: output.text }],
         structuredContent: output.structured as Record<string, unknown>,
@@ -61,13 +86,29 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
     } catch (error) {
       if (error instanceof SandboxBusyError) return finish('busy', errorResult(error.message));
       if (error instanceof ToolFailure || error instanceof SandboxUnavailableError) return finish('error', errorResult(error.message), error.message);
-      if (ctx.signal.aborted) return finish('error', errorResult('The call was cancelled'));
+      if (signal.aborted) return finish('error', errorResult('The call was cancelled'));
       deps.logger.error({ tool: name, user_id: ctx.userId, err: (error as Error).message }, 'mcp tool failed unexpectedly');
       return finish('error', errorResult(`The tool ${name} failed unexpectedly; the failure was logged`));
     } finally {
+      if (key !== null) {
+        const others = inFlight.get(key)!.filter((c) => c !== cancelled);
+        if (others.length > 0) inFlight.set(key, others);
+        else inFlight.delete(key);
+      }
       slots.give(slot);
+      const left = heldBy.get(ctx.userId)! - 1;
+      if (left > 0) heldBy.set(ctx.userId, left);
+      else heldBy.delete(ctx.userId);
     }
   };
+  return Object.assign(call, {
+    cancel(userId: string, requestId: string | number, reason?: unknown) {
+      const calls = inFlight.get(callKey(userId, requestId));
+      if (calls?.length !== 1) return false;
+      calls[0]!.abort(reason ?? new Error('cancelled by the client'));
+      return true;
+    },
+  });
 }
 
 export const errorResult = (message: string): CallToolResult => ({ content: [{ type: 'text', text: message }], isError: true });

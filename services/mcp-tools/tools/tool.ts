@@ -10,6 +10,8 @@ export interface ToolCallContext {
   userId: string;
   /** Aborted when the client goes away or cancels the request. */
   signal: AbortSignal;
+  /** The JSON-RPC id of the tools/call request (what a client's notifications/cancelled names). */
+  requestId?: string | number;
   /** Arguments that fail the input schema are answered as an error result, not a JSON-RPC error (protocol 2025-11-25 on). */
   argumentErrorsAsResults?: boolean;
 }

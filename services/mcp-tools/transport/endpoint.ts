@@ -37,6 +37,9 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
     if (error instanceof ApiError && error.status === 415) return sendJsonRpcError(res, 415, JSONRPC.serverError, error.message);
     throw error;
   }
+  // The answer is always JSON (never an SSE stream): a client that takes neither it nor a wildcard
+  // covering it (`*/*`, `application/*`) cannot be answered (no Accept: anything goes).
+  if (!acceptsJson(req.headers.accept)) return sendJsonRpcError(res, 406, JSONRPC.serverError, 'Not Acceptable: the answer is application/json; send Accept: application/json, text/event-stream');
   // The media type first, as the transport judges it: a body that is not declared JSON is a 415,
   // whatever it holds (not a parse or invalid-request error from reading it as JSON regardless).
   if (!isJsonContentType(req.headers['content-type'] ?? null)) return sendJsonRpcError(res, 415, JSONRPC.serverError, 'Unsupported Media Type: Content-Type must be application/json');
@@ -106,6 +109,28 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
   } finally {
     await server.close().catch((error: Error) => deps.logger.warn({ err: error.message }, 'mcp server close failed'));
   }
+}
+
+/**
+ * Whether an Accept header admits application/json: its most specific range that covers it
+ * (`application/json`, else `application/*`, else `*\/*`) has a q above 0. Parameters other than q
+ * (`application/json; charset=utf-8`) do not matter; no header, or an empty one, admits anything.
+ */
+function acceptsJson(accept: string | undefined): boolean {
+  if (accept === undefined || accept.trim() === '') return true;
+  const SPECIFICITY: Record<string, number> = { '*/*': 1, 'application/*': 2, 'application/json': 3 };
+  let best = 0;
+  let acceptable = false;
+  for (const range of accept.split(',')) {
+    const [type = '', ...params] = range.split(';').map((part) => part.trim().toLowerCase());
+    const specificity = SPECIFICITY[type] ?? 0;
+    if (specificity === 0 || specificity < best) continue;
+    const q = params.find((param) => param.startsWith('q='));
+    const positive = q === undefined || Number(q.slice(2)) !== 0;
+    acceptable = specificity > best ? positive : acceptable || positive;
+    best = specificity;
+  }
+  return acceptable;
 }
 
 /** The JSON value of `text`, or null when it is not JSON. */

@@ -1,5 +1,5 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js';
+import { CancelledNotificationSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import type { ToolCatalog } from '../tools/catalog.js';
@@ -62,7 +62,17 @@ export function createRequestServer(deps: McpServerDeps, userId: string, request
   server.setRequestHandler(LenientCallToolRequest, (request, extra) => {
     // `Server` has validated the strict shape by now.
     const { name, arguments: args } = (request as unknown as CallToolRequest).params;
-    return deps.callTool({ userId, signal: AbortSignal.any([requestSignal, extra.signal]), argumentErrorsAsResults: options.argumentErrorsAsResults }, name, args);
+    return deps.callTool(
+      { userId, requestId: extra.requestId, signal: AbortSignal.any([requestSignal, extra.signal]), argumentErrorsAsResults: options.argumentErrorsAsResults },
+      name,
+      args,
+    );
+  });
+  // A client cancels a call with a notification POSTed on its own, which reaches a server of its own:
+  // the call it names is looked up among this user's calls in flight in the process.
+  server.setNotificationHandler(CancelledNotificationSchema, (notification) => {
+    const { requestId, reason } = notification.params;
+    if (requestId !== undefined) deps.callTool.cancel(userId, requestId, new Error(reason ?? 'cancelled by the client'));
   });
   return server;
 }

@@ -55,11 +55,18 @@ export function screenMessages(body: unknown, options: { checkValues?: boolean }
   if (body.length === 0) return { forward: null, errors: [jsonRpcError(JSONRPC.invalidRequest, 'Invalid Request: an empty batch')], invalid: true };
   const forward: unknown[] = [];
   const errors: ErrorAnswer[] = [];
+  // The transport answers by id: a second request with an id already served in this batch would
+  // overwrite the first one's answer (one request run, its answer lost). The later one is refused.
+  const served = new Set<unknown>();
   for (const item of body) {
     const error = screenOne(item);
     if (error === DROP) continue;
     if (error) errors.push(error);
-    else forward.push(item);
+    else if (isRequest(item) && served.has(item.id)) errors.push(jsonRpcError(JSONRPC.invalidRequest, 'Invalid Request: the id is already used by another request of this batch', item.id));
+    else {
+      if (isRequest(item)) served.add(item.id);
+      forward.push(item);
+    }
   }
   return { forward: forward.length > 0 ? forward : null, errors, invalid: false };
 }
@@ -85,10 +92,22 @@ function screenMessage(message: unknown, checkValues: boolean): ErrorAnswer | ty
   const schema = PARAMS_OF[method];
   if (!schema) return null;
   const parsed = schema.safeParse(message);
-  if (parsed.success) return null;
+  if (parsed.success) {
+    // No tool runs as a task (tasks, 2025-11-25: a tool without `execution.taskSupport` is
+    // "forbidden", and such a call is a -32601); the SDK would answer an internal error (-32603).
+    const params = (message as { params?: { task?: unknown } }).params;
+    if (method === 'tools/call' && params?.task !== undefined) return jsonRpcError(JSONRPC.methodNotFound, 'Method not found: no tool of this server runs as a task; call it without params.task', id, { param: 'params.task' });
+    return null;
+  }
   const issue = parsed.error!.issues[0]!;
   const where = issue.path.map(String).join('.');
   return jsonRpcError(JSONRPC.invalidParams, `Invalid params for ${method}${where ? `: '${where}'` : ''}: ${issue.message}`, id, where ? { param: where } : undefined);
+}
+
+/** A request (a method and an id), as opposed to a notification or a response. */
+function isRequest(message: unknown): message is { id: string | number; method: string } {
+  const m = message as { id?: unknown; method?: unknown };
+  return m.id !== undefined && typeof m.method === 'string';
 }
 
 function usableId(message: unknown): string | number | null {
