@@ -2,7 +2,7 @@ import test from 'ava';
 import { pino } from 'pino';
 import { createDeliveriesStore, createWebhooksStore, type WebhookRow } from '../../domains/webhooks/index.js';
 import { createEgressGuard, createSecretBox, loadMasterKey } from '../../services/kit/index.js';
-import { rotateSecret, type WebhooksDeps } from '../../services/llm-api/webhooks/domain.js';
+import { rotateSecret, sendTestEvent, type WebhooksDeps } from '../../services/llm-api/webhooks/domain.js';
 import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
 
 // Edges of the webhook admin API: redelivery to an inactive subscription, the parameter an unknown
@@ -114,4 +114,33 @@ test('two rotations at once: the secret each one answered still signs (current o
   const previous = row.previous_secret_sealed ? box.open(row.previous_secret_sealed, row.id) : null;
   // One of the two is current; the other, handed out a moment before, keeps signing as the previous one.
   t.deepEqual([current, previous].sort(), [a.secret!, b.secret!].sort());
+});
+
+test('a test event whose webhook is deleted while it is sent is a 404 naming webhook_id, not a 500', async (t) => {
+  const knex = stack.svc.runtime.db.knex;
+  const created = (await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/deleted-meanwhile'), events: ['*'] })).body;
+  const store = createWebhooksStore(knex);
+  const deliveries = createDeliveriesStore(knex);
+  // The DELETE lands between the read of the subscription and the insert of its test delivery.
+  const webhooks = {
+    ...store,
+    async get(id: string): Promise<WebhookRow | undefined> {
+      const row = await store.get(id);
+      t.is((await stack.api('DELETE', `/v1/admin/webhooks/${id}`)).status, 204);
+      return row;
+    },
+  };
+  const deps: WebhooksDeps = {
+    webhooks,
+    deliveries,
+    box: createSecretBox(loadMasterKey(stack.svc.runtime.config)),
+    guard: createEgressGuard(),
+    bus: stack.svc.runtime.bus,
+    clock: stack.svc.runtime.clock,
+    logger: pino({ level: 'silent' }),
+    secretGraceSeconds: 3600,
+    checkTimeoutMs: 1000,
+  };
+  const error = await t.throwsAsync(sendTestEvent(deps, created.id));
+  t.like(error, { status: 404, param: 'webhook_id' });
 });

@@ -230,6 +230,7 @@ export async function sendTestEvent(deps: WebhooksDeps, webhookId: string) {
   if (!webhook.active) throw new ApiError(409, 'The webhook is inactive; activate it before sending a test event', { param: 'webhook_id' });
   const now = new Date(deps.clock.now());
   const id = newId('webhookDelivery');
+  const gone = () => new ApiError(404, `No webhook with id ${webhookId}`, { param: 'webhook_id' });
   await deps.deliveries.insertMissing(
     [
       {
@@ -242,8 +243,12 @@ export async function sendTestEvent(deps: WebhooksDeps, webhookId: string) {
       },
     ],
     now,
-  );
-  const delivery = (await deps.deliveries.get(webhook.id, id))!;
+  ).catch((error) => {
+    // Deleted since it was read (a DELETE at the same moment): its deliveries' foreign key refuses the row.
+    throw (error as { code?: string }).code === '23503' ? gone() : error;
+  });
+  const delivery = await deps.deliveries.get(webhook.id, id);
+  if (!delivery) throw gone();
   try {
     await sendDeliveryJob(deps.bus, delivery);
     await deps.deliveries.markQueued([id]);
