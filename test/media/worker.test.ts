@@ -27,6 +27,7 @@ import { createMediaDedup, mediaDedupWorker, type MediaDedupDeps } from '../../w
 import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser } from '../helpers/users.js';
 import { waitFor } from '../helpers/wait.js';
+import { untilSettled } from '../helpers/settle.js';
 import { phonePhoto, solidImage } from './fixtures.js';
 
 /**
@@ -280,30 +281,6 @@ test.serial('the worker on the bus finalises a completed upload that arrives by 
     await worker.stop();
   }
 });
-
-/**
- * Feeds a media event to the handler as the bus would: each `retryAfter` hands the message back
- * with the headers the retry carried, until the handler acks or dead-letters it (or `max` rounds).
- */
-async function untilSettled(handle: ReturnType<typeof createMediaDedup>['handle'], first: BusMessage<EventMessage>, max: number) {
-  const outcomes: string[] = [];
-  let message = first;
-  for (let round = 0; round < max; round++) {
-    let next: Record<string, string> | undefined;
-    const delivery: Delivery = {
-      ack: async () => void outcomes.push('ack'),
-      retryAfter: async (_delayMs, headers) => {
-        outcomes.push('retry');
-        next = { ...message.headers, ...headers };
-      },
-      deadLetter: async () => void outcomes.push('dead'),
-    };
-    await handle(message, delivery);
-    if (!next) break;
-    message = { ...message, headers: next };
-  }
-  return outcomes;
-}
 
 function logSink() {
   const lines: Array<Record<string, unknown>> = [];

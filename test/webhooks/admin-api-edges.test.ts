@@ -78,6 +78,22 @@ test('custom header names that differ only in case are refused, naming the secon
   t.deepEqual((await stack.api('GET', `/v1/admin/webhooks/${hook.id}`)).body.headers, { 'X-Team': 'a', 'X-Other': 'b' });
 });
 
+/** The admin domain's dependencies on the stack's database and bus, with `webhooks` as the store (a test's wrapper around it). */
+function domainDeps(webhooks: WebhooksDeps['webhooks']): WebhooksDeps {
+  const knex = stack.svc.runtime.db.knex;
+  return {
+    webhooks,
+    deliveries: createDeliveriesStore(knex),
+    box: createSecretBox(loadMasterKey(stack.svc.runtime.config)),
+    guard: createEgressGuard(),
+    bus: stack.svc.runtime.bus,
+    clock: stack.svc.runtime.clock,
+    logger: pino({ level: 'silent' }),
+    secretGraceSeconds: 3600,
+    checkTimeoutMs: 1000,
+  };
+}
+
 test('two rotations at once: the secret each one answered still signs (current or previous)', async (t) => {
   const knex = stack.svc.runtime.db.knex;
   const box = createSecretBox(loadMasterKey(stack.svc.runtime.config));
@@ -96,17 +112,7 @@ test('two rotations at once: the secret each one answered still signs (current o
       return row;
     },
   };
-  const deps: WebhooksDeps = {
-    webhooks,
-    deliveries: createDeliveriesStore(knex),
-    box,
-    guard: createEgressGuard(),
-    bus: stack.svc.runtime.bus,
-    clock: stack.svc.runtime.clock,
-    logger: pino({ level: 'silent' }),
-    secretGraceSeconds: 3600,
-    checkTimeoutMs: 1000,
-  };
+  const deps = domainDeps(webhooks);
   const [a, b] = await Promise.all([rotateSecret(deps, created.id), rotateSecret(deps, created.id)]);
   t.not(a.secret, b.secret);
   const row = (await store.get(created.id))!;
@@ -120,7 +126,6 @@ test('a test event whose webhook is deleted while it is sent is a 404 naming web
   const knex = stack.svc.runtime.db.knex;
   const created = (await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/deleted-meanwhile'), events: ['*'] })).body;
   const store = createWebhooksStore(knex);
-  const deliveries = createDeliveriesStore(knex);
   // The DELETE lands between the read of the subscription and the insert of its test delivery.
   const webhooks = {
     ...store,
@@ -130,17 +135,7 @@ test('a test event whose webhook is deleted while it is sent is a 404 naming web
       return row;
     },
   };
-  const deps: WebhooksDeps = {
-    webhooks,
-    deliveries,
-    box: createSecretBox(loadMasterKey(stack.svc.runtime.config)),
-    guard: createEgressGuard(),
-    bus: stack.svc.runtime.bus,
-    clock: stack.svc.runtime.clock,
-    logger: pino({ level: 'silent' }),
-    secretGraceSeconds: 3600,
-    checkTimeoutMs: 1000,
-  };
+  const deps = domainDeps(webhooks);
   const error = await t.throwsAsync(sendTestEvent(deps, created.id));
   t.like(error, { status: 404, param: 'webhook_id' });
 });
