@@ -1,5 +1,3 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +5,7 @@ import test from 'ava';
 import S3rver from 's3rver';
 import { solidImage } from '../media/fixtures.js';
 import { postJson, startMediaPlatform, type MediaPlatform } from '../media/harness.js';
+import { startS3FaultProxy } from '../helpers/s3-fault-proxy.js';
 
 // A real S3-protocol server (s3rver) behind a proxy the test can switch to "failing": every call
 // then gets the answer an overloaded or broken S3 gives (503 SlowDown, 500 InternalError). Such an
@@ -16,7 +15,7 @@ import { postJson, startMediaPlatform, type MediaPlatform } from '../media/harne
 const BUCKET = 'media-outage';
 let s3: S3rver;
 let dir: string;
-let proxy: http.Server;
+let proxy: Awaited<ReturnType<typeof startS3FaultProxy>>;
 let failing: 0 | 500 | 503 = 0;
 let failedCalls = 0;
 let p: MediaPlatform;
@@ -25,26 +24,13 @@ test.before(async () => {
   dir = await mkdtemp(join(tmpdir(), 's3rver-outage-'));
   s3 = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dir, configureBuckets: [{ name: BUCKET }] });
   const upstream = await s3.run();
-  proxy = http.createServer((req, res) => {
-    if (failing) {
-      failedCalls++;
-      req.resume();
-      req.on('end', () => {
-        const code = failing === 503 ? 'SlowDown' : 'InternalError';
-        res.writeHead(failing, { 'content-type': 'application/xml' }).end(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>try again</Message></Error>`);
-      });
-      return;
-    }
-    const forward = http.request({ host: '127.0.0.1', port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
-    forward.on('error', () => res.destroy());
-    req.pipe(forward);
+  proxy = await startS3FaultProxy(upstream.port, () => {
+    if (!failing) return null;
+    failedCalls++;
+    return { status: failing, code: failing === 503 ? 'SlowDown' : 'InternalError', message: 'try again' };
   });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   p = await startMediaPlatform({
-    S3_ENDPOINT: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+    S3_ENDPOINT: proxy.endpoint,
     S3_BUCKET: BUCKET,
     S3_REGION: 'us-east-1',
     S3_ACCESS_KEY_ID: 'S3RVER',
@@ -54,8 +40,7 @@ test.before(async () => {
 });
 test.after.always(async () => {
   await p?.stop();
-  proxy?.closeAllConnections();
-  await new Promise((resolve) => proxy?.close(resolve));
+  await proxy?.close();
   await s3?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });

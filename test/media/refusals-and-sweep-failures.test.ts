@@ -1,6 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +8,7 @@ import { pino } from 'pino';
 import S3rver from 's3rver';
 import sharp from 'sharp';
 import { ApiError, ManualClock, unixSeconds } from '../../services/kit/index.js';
+import { startS3FaultProxy } from '../helpers/s3-fault-proxy.js';
 import {
   createDecodeSlots,
   createMediaStore,
@@ -51,7 +50,7 @@ let runtime: Runtime;
 let s3: S3rver;
 let s3Dir: string;
 let s3Endpoint: string;
-let proxy: http.Server;
+let proxy: Awaited<ReturnType<typeof startS3FaultProxy>>;
 let proxyEndpoint: string;
 const lockedKeys = new Set<string>();
 let refusedDeletes = 0;
@@ -62,32 +61,17 @@ test.before(async () => {
   s3 = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: s3Dir, configureBuckets: [{ name: BUCKET }] });
   const upstream = await s3.run();
   s3Endpoint = `http://127.0.0.1:${upstream.port}`;
-  proxy = http.createServer((req, res) => {
+  proxy = await startS3FaultProxy(upstream.port, (req) => {
     const key = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname).replace(`/${BUCKET}/`, '');
-    if (req.method === 'DELETE' && lockedKeys.has(key)) {
-      refusedDeletes++;
-      req.resume();
-      req.on('end', () => {
-        res
-          .writeHead(403, { 'content-type': 'application/xml' })
-          .end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied because object protected by object lock.</Message></Error>');
-      });
-      return;
-    }
-    const forward = http.request({ host: '127.0.0.1', port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
-    forward.on('error', () => res.destroy());
-    req.pipe(forward);
+    if (req.method !== 'DELETE' || !lockedKeys.has(key)) return null;
+    refusedDeletes++;
+    return { status: 403, code: 'AccessDenied', message: 'Access Denied because object protected by object lock.' };
   });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  proxyEndpoint = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  proxyEndpoint = proxy.endpoint;
 });
 test.after.always(async () => {
   await runtime?.dispose();
-  proxy?.closeAllConnections();
-  await new Promise((resolve) => proxy?.close(resolve));
+  await proxy?.close();
   await s3?.close();
   if (s3Dir) await rm(s3Dir, { recursive: true, force: true });
 });
