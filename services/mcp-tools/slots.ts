@@ -18,3 +18,38 @@ export function createSlots(size: number) {
   };
 }
 export type Slots = ReturnType<typeof createSlots>;
+
+/** Why `createSharedSlots().take` gave no slot: every slot is taken, or the user holds their share. */
+export type SlotRefusal = { full: true } | { full: false; held: number };
+
+/**
+ * Slots shared fairly between users: one user holds at most half of them (at least one), so one
+ * user's slow work cannot leave every other user "busy". Tool calls (MCP_MAX_CONCURRENT_CALLS)
+ * and every sandbox driver's Python runs (MCP_MAX_CONCURRENT_PYTHON) take theirs here.
+ */
+export function createSharedSlots(size: number) {
+  const slots = createSlots(size);
+  const perUser = Math.max(1, Math.ceil(size / 2));
+  const heldBy = new Map<string, number>();
+  return {
+    /** A free slot number for `userId`, or why there is none (a full set is said first). */
+    take(userId: string): number | SlotRefusal {
+      const held = heldBy.get(userId) ?? 0;
+      if (held < perUser) {
+        const slot = slots.take();
+        if (slot !== null) {
+          heldBy.set(userId, held + 1);
+          return slot;
+        }
+      }
+      return slots.inUse === size ? { full: true } : { full: false, held };
+    },
+    give(userId: string, slot: number) {
+      slots.give(slot);
+      const left = (heldBy.get(userId) ?? 1) - 1;
+      if (left > 0) heldBy.set(userId, left);
+      else heldBy.delete(userId);
+    },
+    perUser,
+  };
+}

@@ -180,13 +180,15 @@ test.serial('100 KiB of output is truncated to 64 KiB per stream', async (t) => 
 
 test.serial('past the python_exec bound a call gets "busy, retry" at once instead of queueing', async (t) => {
   const client = await p.client(key);
-  const slow = () => client.callTool({ name: 'python_exec', arguments: { code: 'import time\ntime.sleep(3)\nprint("done")', timeout_ms: 20_000 } });
-  const running = [slow(), slow()];
+  // Two users: one user holds at most half of the slots.
+  const other = await p.client((await p.newUser()).key);
+  const slow = (c: typeof client) => c.callTool({ name: 'python_exec', arguments: { code: 'import time\ntime.sleep(3)\nprint("done")', timeout_ms: 20_000 } });
+  const running = [slow(client), slow(other)];
   // Both slots (MCP_MAX_CONCURRENT_PYTHON=2) are taken once both sandbox uids have a process.
   await waitFor(() => sandboxUids().size >= 2, 10_000, 'two sandboxes running');
   const third: any = await client.callTool({ name: 'python_exec', arguments: { code: 'print(1)' } });
   t.true(third.isError);
-  t.regex(third.content[0].text, /busy.*retry/i);
+  t.regex(third.content[0].text, /every sandbox slot is in use.*retry/i);
   const results: any[] = await Promise.all(running);
   t.deepEqual(results.map((r) => r.structuredContent.stdout), ['done\n', 'done\n']);
   await stillAnswers(t);

@@ -4,8 +4,8 @@ import { delimiter, isAbsolute, join } from 'node:path';
 import type { Logger } from '../../kit/index.js';
 import { cappedCollector } from './output.js';
 import { PYTHON_FLAGS, discoverRuntimeFiles, type RuntimeFiles } from './runtime-files.js';
-import { createSlots } from '../slots.js';
-import { SandboxBusyError, SandboxUnavailableError, type PythonResult, type PythonRun, type SandboxDriver } from './types.js';
+import { createRunSlots } from './slots.js';
+import { SandboxUnavailableError, type PythonResult, type PythonRun, type SandboxDriver } from './types.js';
 
 /**
  * python_exec on this host: CPython inside bubblewrap. The command line, outermost first:
@@ -40,10 +40,12 @@ export interface BwrapOptions {
 
 const SETPRIV = '/usr/bin/setpriv';
 const PRLIMIT = '/usr/bin/prlimit';
+/** The start-up check's own limit: generous, as a loaded host starts Python slowly. */
+const PROBE_TIMEOUT_MS = 20_000;
 
 
 export async function createBwrapSandbox(options: BwrapOptions): Promise<SandboxDriver> {
-  const slots = createSlots(options.slots);
+  const slots = createRunSlots(options.slots);
   const bwrap = findExecutable(options.bwrapPath);
   const asRoot = process.getuid?.() === 0;
   let reason: string | null = null;
@@ -58,8 +60,6 @@ export async function createBwrapSandbox(options: BwrapOptions): Promise<Sandbox
       reason = `the Python runtime ${options.pythonPath} could not be inspected (${(error as Error).message.split('\n')[0]})`;
     }
   }
-  if (reason) options.logger.warn({ reason }, 'python_exec sandbox unavailable');
-  else if (!asRoot) options.logger.warn('mcp-tools is not root: sandboxed runs share the service uid, so its process count limit includes the service');
 
   function command(slot: number, timeoutMs: number): { file: string; args: string[] } {
     const rt = files!;
@@ -90,6 +90,29 @@ export async function createBwrapSandbox(options: BwrapOptions): Promise<Sandbox
     return { file: SETPRIV, args: ['--reuid', uid, '--regid', uid, '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--', ...inner] };
   }
 
+  /**
+   * One empty run at start: a bwrap that is installed but cannot build its sandbox here (no user
+   * namespaces in the container, a seccomp profile refusing them) would otherwise answer every
+   * call with a run that "failed" with bwrap's own complaint, while the tool reports itself available.
+   */
+  async function probe(): Promise<string | null> {
+    try {
+      const result = await runOnce(command(0, PROBE_TIMEOUT_MS), { code: 'pass', timeoutMs: PROBE_TIMEOUT_MS }, 4096);
+      if (result.exit_code === 0) return null;
+      if (result.timed_out) {
+        options.logger.warn('the python_exec sandbox start-up check timed out (a loaded host?); runs are tried anyway');
+        return null;
+      }
+      const said = result.stderr.trim().split('\n')[0]!.slice(0, 300);
+      return `an empty program failed in the sandbox on this host (${said || `exit code ${result.exit_code}`})`;
+    } catch (error) {
+      return `the sandbox could not be started (${(error as Error).message.split('\n')[0]})`;
+    }
+  }
+  if (!reason) reason = await probe();
+  if (reason) options.logger.warn({ reason }, 'python_exec sandbox unavailable');
+  else if (!asRoot) options.logger.warn('mcp-tools is not root: sandboxed runs share the service uid, so its process count limit includes the service');
+
   const running = new Set<AbortController>();
   return {
     name: 'bubblewrap',
@@ -97,8 +120,9 @@ export async function createBwrapSandbox(options: BwrapOptions): Promise<Sandbox
     unavailableReason: () => reason,
     async run(input: PythonRun): Promise<PythonResult> {
       if (reason) throw new SandboxUnavailableError(reason);
-      const slot = slots.take();
-      if (slot === null) throw new SandboxBusyError();
+      // A caller already gone starts nothing (an abort listener added now would never fire, and the run would hold its slot to the timeout).
+      input.signal?.throwIfAborted();
+      const slot = slots.take(input.userId);
       const stop = new AbortController();
       running.add(stop);
       try {
@@ -106,7 +130,7 @@ export async function createBwrapSandbox(options: BwrapOptions): Promise<Sandbox
         return await runOnce(command(slot, input.timeoutMs), { ...input, signal }, options.outputLimitBytes);
       } finally {
         running.delete(stop);
-        slots.give(slot);
+        slots.give(input.userId, slot);
       }
     },
     /** Kills every run still in flight (the service is stopping). */

@@ -1,7 +1,7 @@
 import { createTrustedEndpoint, TRUSTED_ENDPOINT_MAX_BYTES } from '../../kit/index.js';
-import { createSlots } from '../slots.js';
 import { cappedCollector } from './output.js';
-import { SandboxBusyError, type PythonResult, type PythonRun, type SandboxDriver } from './types.js';
+import { createRunSlots } from './slots.js';
+import { type PythonResult, type PythonRun, type SandboxDriver } from './types.js';
 
 /**
  * python_exec on a remote SandboxFusion-compatible service (`POST {SANDBOX_URL}/run_code`,
@@ -12,7 +12,7 @@ import { SandboxBusyError, type PythonResult, type PythonRun, type SandboxDriver
  * default): room for both streams at the cap with every byte escaped (6 bytes each), and the rest.
  */
 export function createRemoteSandbox(options: { url: string; slots: number; outputLimitBytes: number }): SandboxDriver {
-  const slots = createSlots(options.slots);
+  const slots = createRunSlots(options.slots);
   const answerLimitBytes = Math.max(TRUSTED_ENDPOINT_MAX_BYTES, 2 * 6 * options.outputLimitBytes + 64 * 1024);
   const sandbox = createTrustedEndpoint({ name: 'the remote sandbox', baseUrl: options.url, maxBytes: answerLimitBytes });
   const cap = (text: string) => {
@@ -27,8 +27,7 @@ export function createRemoteSandbox(options: { url: string; slots: number; outpu
     limits: { memoryMb: null, outputLimitBytes: options.outputLimitBytes },
     unavailableReason: () => null,
     async run(input: PythonRun): Promise<PythonResult> {
-      const slot = slots.take();
-      if (slot === null) throw new SandboxBusyError();
+      const slot = slots.take(input.userId);
       const started = performance.now();
       try {
         const body = await sandbox.json<{ status?: string; message?: string; run_result?: Record<string, unknown> | null }>('run_code', {
@@ -49,7 +48,7 @@ export function createRemoteSandbox(options: { url: string; slots: number; outpu
           truncated: stdout.truncated || stderr.truncated,
         };
       } finally {
-        slots.give(slot);
+        slots.give(input.userId, slot);
       }
     },
   };

@@ -7,6 +7,8 @@ export interface PythonRun {
   stdin?: string;
   timeoutMs: number;
   signal?: AbortSignal;
+  /** The user the run is for: one user holds at most half of the driver's slots (runs without one count as one user). */
+  userId?: string;
 }
 
 export interface PythonResult {
@@ -24,14 +26,14 @@ export interface SandboxDriver {
   readonly limits: { memoryMb: number | null; outputLimitBytes: number };
   /** Why this driver cannot run code here (e.g. bwrap missing), or null when it can. */
   unavailableReason(): string | null;
-  /** Runs the code; throws SandboxBusyError when every slot is taken. */
+  /** Runs the code; throws SandboxBusyError when every slot is taken, or the user already holds their share of them. */
   run(input: PythonRun): Promise<PythonResult>;
   close?(): Promise<void>;
 }
 
 export class SandboxBusyError extends Error {
-  constructor() {
-    super('python_exec is busy: every sandbox slot is in use; retry shortly');
+  constructor(message = 'python_exec is busy: every sandbox slot is in use; retry shortly') {
+    super(message);
     this.name = 'SandboxBusyError';
   }
 }

@@ -1,7 +1,7 @@
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { formatPath, type Logger } from '../../kit/index.js';
 import { SandboxBusyError, SandboxUnavailableError } from '../sandbox/index.js';
-import { createSlots } from '../slots.js';
+import { createSharedSlots } from '../slots.js';
 import type { ToolCatalog } from './catalog.js';
 import type { CallOutcome, ToolMetrics } from './metrics.js';
 import { ToolFailure, type ToolCallContext } from './tool.js';
@@ -35,11 +35,9 @@ export interface ToolCaller {
 }
 
 export function createToolCaller(deps: CallToolDeps): ToolCaller {
-  const slots = createSlots(deps.maxConcurrentCalls);
   // One user never holds more than half the slots (at least one), so a user with many slow calls
   // in flight cannot leave every other user "busy".
-  const perUser = Math.max(1, Math.ceil(deps.maxConcurrentCalls / 2));
-  const heldBy = new Map<string, number>();
+  const slots = createSharedSlots(deps.maxConcurrentCalls);
   const inFlight = new Map<string, AbortController[]>();
   const callKey = (userId: string, requestId: string | number) => JSON.stringify([userId, requestId]);
   const call = async (ctx: ToolCallContext, name: string, args: unknown): Promise<CallToolResult> => {
@@ -65,14 +63,11 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
       throw new McpError(ErrorCode.InvalidParams, message, { param });
     }
     if (!deps.switches.isEnabled(name)) return finish('disabled', errorResult(`The tool ${name} is disabled by an administrator`));
-    const slot = slots.take();
-    if (slot === null) return finish('busy', errorResult(`mcp-tools is busy (${deps.maxConcurrentCalls} calls in progress); retry shortly`));
-    const held = heldBy.get(ctx.userId) ?? 0;
-    if (held >= perUser) {
-      slots.give(slot);
-      return finish('busy', errorResult(`You have ${held} tool calls in progress, the most one user may run at once; retry shortly`));
+    const slot = slots.take(ctx.userId);
+    if (typeof slot !== 'number') {
+      const message = slot.full ? `mcp-tools is busy (${deps.maxConcurrentCalls} calls in progress); retry shortly` : `You have ${slot.held} tool calls in progress, the most one user may run at once; retry shortly`;
+      return finish('busy', errorResult(message));
     }
-    heldBy.set(ctx.userId, held + 1);
     const cancelled = new AbortController();
     const key = ctx.requestId === undefined ? null : callKey(ctx.userId, ctx.requestId);
     if (key !== null) inFlight.set(key, [...(inFlight.get(key) ?? []), cancelled]);
@@ -95,10 +90,7 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
         if (others.length > 0) inFlight.set(key, others);
         else inFlight.delete(key);
       }
-      slots.give(slot);
-      const left = heldBy.get(ctx.userId)! - 1;
-      if (left > 0) heldBy.set(ctx.userId, left);
-      else heldBy.delete(ctx.userId);
+      slots.give(ctx.userId, slot);
     }
   };
   return Object.assign(call, {

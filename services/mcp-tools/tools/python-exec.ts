@@ -30,7 +30,7 @@ export function pythonExecTool(deps: { sandbox: SandboxDriver }) {
     unavailableReason: () => deps.sandbox.unavailableReason(),
     async run(ctx, args) {
       try {
-        const result = await deps.sandbox.run({ code: args.code, stdin: args.stdin, timeoutMs: args.timeout_ms, signal: ctx.signal });
+        const result = await deps.sandbox.run({ code: args.code, stdin: args.stdin, timeoutMs: args.timeout_ms, signal: ctx.signal, userId: ctx.userId });
         return { structured: result, text: render(result) };
       } catch (error) {
         if (error instanceof SandboxUnavailableError || error instanceof SandboxBusyError) throw error;
