@@ -96,7 +96,9 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   const registry = createModelRegistry({ providers: providerStore, models: modelStore, box, logger, pollMs: config.LLM_CATALOG_POLL_MS });
 
   // Calls to providers: one guarded connection pool, endpoint health, and the prober that heals it.
-  const upstream = upstreamFor(config);
+  // One guard for every provider destination: the pool's connections and the URLs an admin stores.
+  const providerGuard = providerGuardFor(config);
+  const upstream = upstreamFor(config, providerGuard);
   const health = new EndpointHealth({ threshold: config.LLM_HEALTH_FAILURE_THRESHOLD, cooldownMs: config.LLM_HEALTH_COOLDOWN_MS, clock });
   const prober = createProber({ registry, health, upstream, logger, intervalMs: config.LLM_HEALTH_PROBE_INTERVAL_MS, timeoutMs: config.LLM_UPSTREAM_CONNECT_TIMEOUT_MS });
   const random = config.LLM_ROUTING_SEED === undefined ? Math.random : seededRandom(config.LLM_ROUTING_SEED);
@@ -106,7 +108,7 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   const usage = createUsageRecorder({ knex, logger, flushMs: config.LLM_USAGE_FLUSH_MS, batchSize: config.LLM_USAGE_BATCH_SIZE });
   const sync = catalogSyncDeps({ knex, box, clock, upstream, modelsTimeoutMs: config.LLM_MODELS_TIMEOUT_MS });
 
-  const providers: ProviderDeps = { knex, clock, box, providers: providerStore, models: modelStore, syncRuns: createSyncRunsStore(knex), sync, health, registry, bus };
+  const providers: ProviderDeps = { knex, clock, box, providers: providerStore, models: modelStore, syncRuns: createSyncRunsStore(knex), sync, health, registry, bus, guard: providerGuard };
   const models: ModelDeps = { knex, clock, providers: providerStore, models: modelStore, registry, modelAccess: (principal) => modelAccess(spend, principal) };
   // Media in chat: jan_ references resolved and inline images stored, by calls to media-api.
   const media = createMediaPort({ baseUrl: () => ctx.urls.mediaApi, gatewayToken: ctx.gatewaySecret, timeoutMs: platform.INTERNAL_HTTP_TIMEOUT_MS });
@@ -179,15 +181,18 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   return { identity, conversations, projects, providers, models, webhooks, catalog, chat, chatSettings, usageReports: { knex }, metricsRegistry, spend, requestLog: { knex }, requestLogWriter };
 }
 
+/** Where provider calls may go: PROVIDER_URL_ALLOW when set (only there), else the egress guard's public rules. */
+export const providerGuardFor = (config: LlmApiConfig) => createEgressGuard({ allowHosts: config.PROVIDER_URL_ALLOW, exclusive: true });
+
 /** The connection pool for provider calls, guarded by PROVIDER_URL_ALLOW. */
-export function upstreamFor(config: LlmApiConfig): Upstream {
+export function upstreamFor(config: LlmApiConfig, guard = providerGuardFor(config)): Upstream {
   return createUpstream({
     connections: config.LLM_UPSTREAM_CONNECTIONS,
     connectTimeoutMs: config.LLM_UPSTREAM_CONNECT_TIMEOUT_MS,
     headersTimeoutMs: config.LLM_UPSTREAM_HEADERS_TIMEOUT_MS,
     bodyTimeoutMs: config.LLM_UPSTREAM_BODY_TIMEOUT_MS,
     httpVersion: config.LLM_UPSTREAM_HTTP_VERSION,
-    guard: createEgressGuard({ allowHosts: config.PROVIDER_URL_ALLOW, exclusive: true }),
+    guard,
     maxBodyBytes: parseSize(config.LLM_MAX_RESPONSE_BYTES),
   });
 }

@@ -31,14 +31,14 @@ test.after.always(async () => {
 
 test.serial('empty PROVIDER_URL_ALLOW: a loopback provider is never called, and the error is generic', async (t) => {
   const before = fake.requests.length;
+  // Refused before anything is stored: a refused destination is the admin's configuration, not an upstream failure.
   const created = await guarded.call('POST', '/v1/admin/providers', { name: 'Internal', vendor: 'fake', base_url: fake.url, api_key: 'sk-provider-secret' });
-  t.is(created.status, 201);
-  t.regex(created.body.sync_error, /not an allowed destination/);
-  t.false(String(created.body.sync_error).includes(String(fake.port)), 'no port in the error');
-  const sync = await guarded.call('POST', `/v1/admin/providers/${created.body.id}/sync`, {});
-  t.is(sync.status, 400, 'a refused destination is the admin\'s configuration, not an upstream failure');
-  t.is(sync.body.error.param, 'base_url');
-  t.regex(sync.body.error.message, /not an allowed destination/);
+  t.is(created.status, 400);
+  t.is(created.body.error.param, 'base_url');
+  t.regex(created.body.error.message, /not an allowed destination/);
+  t.false(JSON.stringify(created.body).includes(String(fake.port)), 'no port in the error');
+  const listed = await guarded.call('GET', '/v1/admin/providers');
+  t.false(JSON.stringify(listed.body).includes('Internal'), 'no provider was stored');
   t.is(fake.requests.length, before, 'the fake upstream saw no request, so no key left');
 });
 

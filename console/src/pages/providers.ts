@@ -123,7 +123,7 @@ export function providersPage(root: HTMLElement) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const body: Record<string, string> = { name: name.value, vendor: vendor.value, base_url: baseUrl.value };
-    if (key.value) body.api_key = key.value;
+    if (key.value.trim()) body.api_key = key.value.trim();
     const created = await attempt(status, () => post<Provider>('/v1/admin/providers', body));
     if (created) {
       key.value = '';
@@ -289,7 +289,7 @@ export function providersPage(root: HTMLElement) {
       if (name.value !== p.name) body.name = name.value;
       if (base.value !== (p.base_url ?? '')) body.base_url = base.value;
       if (removeKey.checked) body.api_key = null;
-      else if (key.value) body.api_key = key.value;
+      else if (key.value.trim()) body.api_key = key.value.trim();
       if (active.checked !== p.active) body.active = active.checked;
       if (endpoints.value.trim() !== endpointsText(p.endpoints).trim()) body.endpoints = parseEndpoints(endpoints.value);
       if (!Object.keys(body).length) return void slot.replaceChildren(h('p', { role: 'status' }, 'Nothing changed.'));

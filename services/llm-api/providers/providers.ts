@@ -14,7 +14,23 @@ import {
   type SyncRunRow,
   type SyncRunsStore,
 } from '../../../domains/catalog/index.js';
-import { ApiError, badRequest, conflict, listEnvelope, newId, notFound, recordEvent, unixSeconds, type Bus, type Page, type Clock, type Principal, type SecretBox } from '../../kit/index.js';
+import {
+  ApiError,
+  badRequest,
+  conflict,
+  EgressRefusedError,
+  listEnvelope,
+  newId,
+  notFound,
+  recordEvent,
+  unixSeconds,
+  type Bus,
+  type EgressGuard,
+  type Page,
+  type Clock,
+  type Principal,
+  type SecretBox,
+} from '../../kit/index.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { modelSummary } from '../models/types.js';
 import type { PatchProviderInput, RegisterProviderInput } from './schemas.js';
@@ -35,6 +51,44 @@ export interface ProviderDeps {
   registry: Pick<ModelRegistry, 'providers' | 'reload'>;
   /** Where on-demand sync requests go (the provider-sync worker's queue). */
   bus: Pick<Bus, 'send'>;
+  /**
+   * Where provider URLs may point (PROVIDER_URL_ALLOW, the guard of the chat path's pool): a URL
+   * sent to register or PATCH, and the URLs a new API key will go to, are checked before they are
+   * stored, so a refused destination is a 400 naming the field rather than a provider that fails
+   * every request. Every call to a provider is checked again when it is made.
+   */
+  guard?: Pick<EgressGuard, 'check'>;
+}
+
+/** How long an admin request waits for a provider host name to resolve before storing it unchecked (calls check it again). */
+const DESTINATION_CHECK_MS = 5_000;
+
+/** Refuses destinations the egress guard refuses; a name that does not resolve (yet) is let through, as a provider may be registered while down. */
+async function checkDestinations(deps: Pick<ProviderDeps, 'guard'>, targets: Array<{ url: string; param: string }>): Promise<void> {
+  const guard = deps.guard;
+  if (!guard) return;
+  for (const { url, param } of targets) {
+    const signal = AbortSignal.timeout(DESTINATION_CHECK_MS);
+    try {
+      await guard.check(url, signal);
+    } catch (error) {
+      if (signal.aborted && error === signal.reason) continue;
+      if (error instanceof EgressRefusedError && error.reason !== 'host name does not resolve') {
+        // Said as a sync says it, naming the setting that decides (no connection was made, so nothing about the host's ports).
+        throw badRequest(`The provider URL is not an allowed destination (PROVIDER_URL_ALLOW): ${error.reason}`, param);
+      }
+      if (!(error instanceof EgressRefusedError)) throw error;
+    }
+  }
+}
+
+/** The URLs of a request body, each with the field that names it. */
+function requestedUrls(input: { base_url?: string; url?: string; endpoints?: { url: string }[] }): Array<{ url: string; param: string }> {
+  const targets: Array<{ url: string; param: string }> = [];
+  if (input.base_url) targets.push({ url: input.base_url, param: 'base_url' });
+  else if (input.url) targets.push({ url: input.url, param: 'url' });
+  input.endpoints?.forEach((e, i) => targets.push({ url: e.url, param: `endpoints[${i}].url` }));
+  return targets;
 }
 
 const hint = (key: string) => key.slice(-4);
@@ -88,6 +142,7 @@ export async function registerProvider(deps: ProviderDeps, input: RegisterProvid
   const baseUrl = baseUrlOf(input);
   if (!baseUrl) throw badRequest('One of base_url, url or endpoints is required', 'base_url');
   if (input.base_url && input.url && input.base_url !== input.url) throw badRequest('base_url and url must agree when both are given', 'url');
+  await checkDestinations(deps, requestedUrls(input));
   const id = newId('provider');
   const now = unixSeconds(deps.clock);
   await deps.knex.transaction(async (trx) => {
@@ -130,6 +185,19 @@ export async function registerProvider(deps: ProviderDeps, input: RegisterProvid
 }
 
 export async function patchProvider(deps: ProviderDeps, id: string, input: PatchProviderInput) {
+  if (deps.guard) {
+    // Checked before the row is locked (a name may take a while to resolve). A new key is checked
+    // against every URL it will be sent to, the stored ones too: the allow-list may have changed.
+    const targets = requestedUrls(input);
+    if (input.api_key) {
+      const current = await deps.providers.byId(id);
+      if (!current) throw notFound(`Provider '${id}' not found`);
+      const baseUrl = input.base_url ?? input.url;
+      if (!baseUrl) targets.push({ url: current.base_url, param: 'api_key' });
+      if (input.endpoints === undefined) for (const e of current.endpoints ?? []) targets.push({ url: e.url, param: 'api_key' });
+    }
+    await checkDestinations(deps, targets);
+  }
   const row = await deps.knex.transaction(async (trx) => {
     const current = await deps.providers.byIdForUpdate(trx, id);
     if (!current) throw notFound(`Provider '${id}' not found`);

@@ -1,11 +1,43 @@
 import { z } from 'zod';
 import { modelSummarySchema } from '../models/schemas.js';
 
+/**
+ * A provider URL: http(s), and nothing that could never work. Paths are appended to it as text
+ * (`{url}/chat/completions`), so a query or a fragment would swallow them; credentials in it are
+ * refused by the egress guard on every call, and would be shown in admin views and change events.
+ */
 const httpUrl = z
   .string()
   .max(2048)
   .url()
-  .refine((v) => /^https?:\/\//i.test(v), 'must be an http(s) URL');
+  .refine((v) => /^https?:\/\//i.test(v), 'must be an http(s) URL')
+  .refine((v) => !hasCredentials(v), 'must not carry credentials (user:password@): send the key as api_key')
+  .refine((v) => !v.includes('?') && !v.includes('#'), 'must not have a query string or a fragment (paths are appended to it)');
+
+function hasCredentials(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return parsed.username !== '' || parsed.password !== '';
+  } catch {
+    return false; // not a URL: `.url()` says so
+  }
+}
+
+/** The same endpoint whatever its letter case in scheme and host, or a trailing slash. */
+const endpointKey = (url: string) => {
+  try {
+    return new URL(url).href.replace(/\/+$/, '');
+  } catch {
+    return url;
+  }
+};
+
+/**
+ * An API key goes out in the `Authorization` header: a character that cannot travel there (a
+ * newline pasted with it, a space, a letter outside ASCII) would fail every call to the provider.
+ */
+const API_KEY = /^[\x21-\x7e]+$/;
+const apiKeyMessage = 'must be printable ASCII without spaces or line breaks (as pasted keys sometimes carry)';
 
 /**
  * An endpoint as an admin configures it. `enabled` is the administrative switch (false takes it out
@@ -22,6 +54,19 @@ export const endpointSchema = z
   })
   .strict();
 
+/** A provider's endpoints: one URL at most once (twice, it would be tried twice per request and its health counted double). */
+const endpointList = z
+  .array(endpointSchema)
+  .max(64)
+  .superRefine((endpoints, ctx) => {
+    const seen = new Set<string>();
+    endpoints.forEach((e, i) => {
+      const key = endpointKey(e.url);
+      if (seen.has(key)) ctx.addIssue({ code: 'custom', path: [i, 'url'], message: 'the same URL is already an endpoint of this provider' });
+      seen.add(key);
+    });
+  });
+
 const metadata = z.record(z.string().min(1).max(64), z.string().max(512)).refine((m) => Object.keys(m).length <= 64, 'at most 64 pairs');
 
 export const registerProviderSchema = z
@@ -31,11 +76,11 @@ export const registerProviderSchema = z
     category: z.enum(['llm', 'image']).default('llm'),
     base_url: httpUrl.optional(),
     url: httpUrl.optional(),
-    api_key: z.string().min(1).max(8192).optional(),
+    api_key: z.string().min(1).max(8192).regex(API_KEY, apiKeyMessage).optional(),
     active: z.boolean().default(true),
     default_provider_image_edit: z.boolean().default(false),
     default_provider_image_generate: z.boolean().default(false),
-    endpoints: z.array(endpointSchema).max(64).optional(),
+    endpoints: endpointList.optional(),
     metadata: metadata.optional(),
   })
   .strict();
@@ -46,11 +91,16 @@ export const patchProviderSchema = z
     base_url: httpUrl.optional(),
     url: httpUrl.optional(),
     // null or "" removes the key.
-    api_key: z.string().max(8192).nullable().optional(),
+    api_key: z
+      .string()
+      .max(8192)
+      .refine((v) => v === '' || API_KEY.test(v), apiKeyMessage)
+      .nullable()
+      .optional(),
     active: z.boolean().optional(),
     default_provider_image_edit: z.boolean().optional(),
     default_provider_image_generate: z.boolean().optional(),
-    endpoints: z.array(endpointSchema).max(64).optional(),
+    endpoints: endpointList.optional(),
     metadata: metadata.optional(),
   })
   .strict();

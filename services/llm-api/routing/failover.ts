@@ -1,4 +1,4 @@
-import { ApiError, type CancelSignal } from '../../kit/index.js';
+import { ApiError, MAX_RETRY_AFTER_SECONDS, type CancelSignal } from '../../kit/index.js';
 import type { Candidate } from '../models/registry.js';
 import type { EndpointConfig } from '../models/types.js';
 import { orderEndpoints, type Random } from './select.js';
@@ -13,8 +13,8 @@ import { orderEndpoints, type Random } from './select.js';
  *   the loop at once. `send` decides what an answer is: for a stream, the first body chunk has
  *   arrived. Once `send` returned an answer nothing is retried: what goes wrong after the first
  *   byte is the stream's business, not failover's.
- * - When every attempt failed: 429 (with a bounded `Retry-After`) if the last failure was a 429,
- *   else the last failure's error.
+ * - When every attempt failed: 429 if the last failure was a 429, its `Retry-After` the soonest
+ *   any rate-limited attempt asked for, in [1, 60] s; else the last failure's error.
  */
 export interface Attempt {
   candidate: Candidate;
@@ -60,7 +60,12 @@ export function planAttempts(candidates: Candidate[], health: Pick<HealthTracker
   return [...healthy, ...unhealthy];
 }
 
-export const MAX_RETRY_AFTER_SECONDS = 60;
+export { MAX_RETRY_AFTER_SECONDS };
+
+/** A provider's Retry-After as the client's: whole seconds in [1, MAX_RETRY_AFTER_SECONDS] (never 0, which invites a retry storm). */
+export function clientRetryAfter(seconds: number): number {
+  return Math.min(Math.max(Math.round(seconds) || 1, 1), MAX_RETRY_AFTER_SECONDS);
+}
 
 export async function failover<T>(
   attempts: readonly Attempt[],
@@ -69,6 +74,8 @@ export async function failover<T>(
 ): Promise<Dispatched<T>> {
   if (attempts.length === 0) throw new ApiError(503, 'No endpoint is available for this model');
   let last: AttemptFailure | undefined;
+  // The soonest any rate-limited attempt said it would take requests again.
+  let soonest = Infinity;
   let tries = 0;
   for (const attempt of attempts) {
     // The signal's reason says why: the client left (ClientClosed) or the deadline passed (504).
@@ -81,13 +88,13 @@ export async function failover<T>(
       return { value: result.value, attempt, tries };
     }
     last = result.failure;
+    if (last.retryAfterSeconds !== undefined) soonest = Math.min(soonest, clientRetryAfter(last.retryAfterSeconds));
     if (last.unhealthy) options.health.failure(url);
     options.onFailure?.(attempt, last);
     if (!last.retry) throw last.error;
   }
   if (last!.retryAfterSeconds !== undefined) {
-    const seconds = Math.min(Math.max(Math.round(last!.retryAfterSeconds) || 1, 0), MAX_RETRY_AFTER_SECONDS);
-    throw new ApiError(429, 'All providers for this model are rate limited', { headers: { 'retry-after': String(seconds) } });
+    throw new ApiError(429, 'All providers for this model are rate limited', { headers: { 'retry-after': String(soonest) } });
   }
   throw last!.error;
 }

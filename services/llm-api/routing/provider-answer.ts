@@ -176,8 +176,18 @@ export class ProviderAnswer implements BodyChunks, Dispatcher.DispatchHandler {
     waiting?.();
   }
 
-  // Before the request has a connection, onRequestStart aborts it when it gets one.
-  private readonly onAbort = () => this.controller?.abort(abortReason(this.signal!));
+  private readonly onAbort = () => {
+    const reason = abortReason(this.signal!);
+    if (this.controller) {
+      this.controller.abort(reason);
+      return;
+    }
+    // No connection yet (queued for a free one in the pool, or connecting): nothing to cut, but the
+    // caller must not wait for a connection to free up (a stream can hold one for many minutes) to
+    // learn that its client left or its time ran out. undici aborts the request when it starts it
+    // (onRequestStart), so it never reaches the provider.
+    this.onResponseError(null as never, reason);
+  };
 }
 
 function abortReason(signal: CancelSignal): Error {

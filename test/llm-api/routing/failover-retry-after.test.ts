@@ -1,0 +1,76 @@
+import test from 'ava';
+import { ApiError, ManualClock } from '../../../services/kit/index.js';
+import type { Candidate } from '../../../services/llm-api/models/registry.js';
+import { failover, planAttempts, type AttemptFailure, type SendResult } from '../../../services/llm-api/routing/failover.js';
+import { EndpointHealth } from '../../../services/llm-api/routing/health.js';
+import { seededRandom } from '../../../services/llm-api/routing/select.js';
+
+// The Retry-After a client gets when every provider of a model is rate limited: over a fake `send`.
+
+const candidate = (provider: string, urls: string[]): Candidate =>
+  ({
+    pm: { id: `pm-${provider}`, provider_id: provider, provider_original_model_id: 'm', model_public_id: 'm', pricing: { lines: [] } },
+    provider: { row: { id: provider, name: provider }, apiKey: null, endpoints: urls.map((url, i) => ({ url, priority: i, weight: 1, healthy: true })) },
+  }) as unknown as Candidate;
+
+const health = () => new EndpointHealth({ threshold: 1, cooldownMs: 60_000, clock: new ManualClock(1_000) });
+const limited = (retryAfterSeconds: number): SendResult<never> => ({
+  ok: false,
+  failure: { error: new ApiError(429, 'The model provider is rate limited'), retry: true, unhealthy: false, retryAfterSeconds } satisfies AttemptFailure,
+});
+
+async function rateLimitedAnswer(retryAfters: Record<string, number>) {
+  const h = health();
+  const attempts = planAttempts([candidate('p1', ['a', 'b']), candidate('p2', ['c'])].filter((c) => c.provider.endpoints.some((e) => e.url in retryAfters)), h, seededRandom(1));
+  const relevant = attempts.filter((a) => a.endpoint.url in retryAfters);
+  const error = await failover(relevant, async (a) => limited(retryAfters[a.endpoint.url]!), { health: h, signal: new AbortController().signal }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof ApiError)) throw new Error(`expected an ApiError, got ${String(error)}`);
+  return { error, health: h };
+}
+
+test('all rate limited: Retry-After is the soonest any provider asked for, not the last one tried', async (t) => {
+  const { error, health: h } = await rateLimitedAnswer({ a: 30, b: 45, c: 2 });
+  t.is(error.status, 429);
+  t.is(error.headers['retry-after'], '2');
+  const other = await rateLimitedAnswer({ a: 3, b: 45, c: 50 });
+  t.is(other.error.headers['retry-after'], '3');
+  // Rate limits never count against health.
+  t.true(h.isHealthy('a') && h.isHealthy('b') && h.isHealthy('c'));
+});
+
+test('a Retry-After of zero or below becomes 1 s (never 0: an instant retry storm); above 60 s is capped', async (t) => {
+  for (const [given, expected] of [
+    [-5, '1'],
+    [0, '1'],
+    [0.2, '1'],
+    [-0.6, '1'],
+    [7.4, '7'],
+    [600, '60'],
+    [Infinity, '60'],
+    [NaN, '1'],
+  ] as const) {
+    const { error } = await rateLimitedAnswer({ a: given });
+    t.is(error.status, 429);
+    t.is(error.headers['retry-after'], expected, String(given));
+  }
+});
+
+test('a 429 that is not the last failure does not make the answer a 429; the last failure decides', async (t) => {
+  const h = health();
+  const attempts = planAttempts([candidate('p1', ['a', 'b'])], h, seededRandom(1));
+  const error = await t.throwsAsync(
+    failover(
+      attempts,
+    async (a): Promise<SendResult<never>> =>
+      a.endpoint.url === 'a' ? limited(5) : { ok: false, failure: { error: new ApiError(502, 'The model provider could not be reached'), retry: true, unhealthy: true } },
+      { health: h, signal: new AbortController().signal },
+    ),
+    { instanceOf: ApiError },
+  );
+  t.is(error!.status, 502);
+  t.false(h.isHealthy('b'));
+  t.true(h.isHealthy('a'));
+});
