@@ -1,4 +1,5 @@
 import test from 'ava';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { parseDeck } from '../../services/gateway/deck.js';
@@ -16,6 +17,9 @@ interface ComposeService {
   image?: string;
   build?: { target?: string };
   command?: string[];
+  entrypoint?: string[];
+  user?: string;
+  security_opt?: string[];
   environment?: Record<string, string | number>;
   healthcheck?: { test: string[] };
   ports?: string[];
@@ -188,4 +192,66 @@ test('the platform image serves its API document, and the build context leaves o
   t.regex(dockerfile, /COPY --from=build \/src\/docs\/openapi\.json \.\/docs\/openapi\.json/);
   const ignored = readFileSync('.dockerignore', 'utf8').split('\n').map((line) => line.trim());
   for (const path of ['node_modules', 'dist', 'kong/dist', '.data', '.git']) t.true(ignored.includes(path), path);
+});
+
+test('a secret no platform process sees is refused by the container that takes it while it holds the placeholder', (t) => {
+  // Platform processes refuse change-me values themselves (productionRefusals, checked above); a
+  // secret only an infrastructure container receives needs that container to refuse it.
+  const nodeNames = new Set(nodeServices.map(([name]) => name));
+  let guarded = 0;
+  for (const [name, value] of Object.entries(envExample)) {
+    if (!/PASSWORD|SECRET|MASTER_KEY/.test(name) || !value) continue;
+    const consumers = Object.entries(compose.services).filter(([, svc]) => Object.values(envOf(svc)).some((v) => v.includes(value)));
+    t.true(consumers.length > 0, `${name} reaches no container`);
+    if (consumers.some(([consumer]) => nodeNames.has(consumer))) continue;
+    for (const [consumer, svc] of consumers) {
+      t.truthy(svc.entrypoint, `${consumer} starts with the ${name} placeholder: it has no entrypoint refusing it`);
+      const run = (env: Record<string, string>) => {
+        const [file, ...args] = svc.entrypoint!.map((part) => part.replace(/\$\$/g, '$'));
+        return spawnSync(file!, [...args, ...(svc.command ?? [])], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, encoding: 'utf8' });
+      };
+      const refused = run(envOf(svc));
+      t.is(refused.status, 1, `${consumer} accepts the ${name} placeholder`);
+      t.regex(refused.stderr, new RegExp(`${name}.*change-me`));
+      // A real value passes the check and reaches the image's own start command (absent here).
+      const replaced = Object.fromEntries(Object.entries(envOf(svc)).map(([k, v]) => [k, v.replaceAll(value, 'a-real-secret-of-32-characters-xx')]));
+      const started = run(replaced);
+      t.is(started.status, 127, `${consumer} with a real ${name}: ${started.stderr}`);
+      t.notRegex(started.stderr, /change-me/);
+      guarded += 1;
+    }
+  }
+  t.true(guarded >= 1, 'KEYCLOAK_ADMIN_PASSWORD reaches Keycloak alone');
+});
+
+test('mcp-tools can build its python_exec sandbox: user namespaces, a fresh /proc, and no root beside unmasked system paths', (t) => {
+  const svc = compose.services['mcp-tools']!;
+  const opts = new Set(svc.security_opt ?? []);
+  // bwrap --unshare-all needs unshare(CLONE_NEWUSER) (seccomp), mounts (AppArmor) and --proc /proc,
+  // which the kernel refuses while Docker masks paths under the container's /proc ("mount too revealing").
+  for (const opt of ['seccomp=unconfined', 'apparmor=unconfined', 'systempaths=unconfined']) t.true(opts.has(opt), `mcp-tools lacks security_opt ${opt}`);
+  // With /proc/sys and /proc/sysrq-trigger writable, root in the container would reach the host: the image's non-root user runs it.
+  t.falsy(svc.user, 'mcp-tools must keep the image user');
+  t.regex(readFileSync('deploy/Dockerfile', 'utf8'), /FROM node:\S+ AS platform[\s\S]*\bbubblewrap\b[\s\S]*\nUSER node\n/);
+  // Only mcp-tools is relaxed.
+  for (const [name, other] of Object.entries(compose.services)) if (name !== 'mcp-tools') t.falsy(other.security_opt, `${name} relaxes its security profile`);
+});
+
+test('PostgreSQL is healthy only once it accepts connections over the network, not while its init scripts run', (t) => {
+  // During first-start initialisation (postgres-init.sql) the image runs a temporary server on its
+  // Unix socket only; a socket probe reports it ready then, and kong-migrations (restart "no") and the
+  // services connecting to postgres:5432 would be refused.
+  const probe = compose.services.postgres!.healthcheck!.test.join(' ');
+  t.regex(probe, /pg_isready\b/);
+  t.regex(probe, /\s(-h|--host)[ =](127\.0\.0\.1|localhost)\b/, probe);
+  t.regex(probe, /\s(-p|--port)[ =]5432\b/, probe);
+  for (const name of ['kong-migrations', 'keycloak', 'llm-api']) t.is(compose.services[name]!.depends_on?.postgres?.condition, 'service_healthy', name);
+});
+
+test('kong-migrations bootstraps an empty database and applies a newer Kong image\'s migrations', (t) => {
+  // `bootstrap` alone does nothing on a bootstrapped database: after KONG_IMAGE moves to a newer Kong,
+  // kong would refuse to start on pending migrations. bootstrap, up and finish each exit 0 when there is nothing to do.
+  const svc = compose.services['kong-migrations']!;
+  t.deepEqual(svc.command, ['/bin/sh', '-c', 'kong migrations bootstrap && kong migrations up && kong migrations finish']);
+  t.is(compose.services.kong!.depends_on?.['kong-migrations']?.condition, 'service_completed_successfully');
 });
