@@ -34,7 +34,18 @@ const required = (name) => {
 const DATABASE_URL = required('DATABASE_URL');
 const AMQP_URL = required('AMQP_URL');
 const REDIS_URL = required('REDIS_URL');
-const READY_TIMEOUT_MS = Number(process.env.CLUSTER_READY_TIMEOUT_MS ?? 120_000);
+// Unset or empty: 120 s. Anything but a whole number of milliseconds (up to a timer's longest
+// delay) is refused with one line: NaN would make every wait for a process endless.
+const READY_TIMEOUT_MS = (() => {
+  const raw = process.env.CLUSTER_READY_TIMEOUT_MS?.trim();
+  if (!raw) return 120_000;
+  const value = /^\d+$/.test(raw) ? Number(raw) : NaN;
+  if (!(value >= 1 && value <= 2_147_483_647)) {
+    console.error(`cluster: CLUSTER_READY_TIMEOUT_MS must be a whole number of milliseconds from 1 to 2147483647 (got "${raw.slice(0, 40)}")`);
+    process.exit(1);
+  }
+  return value;
+})();
 // A process killed again and again (e.g. by the kernel's OOM killer) is not restarted forever.
 const MAX_RESTARTS = 3;
 

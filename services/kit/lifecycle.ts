@@ -124,15 +124,41 @@ export function markDraining(readiness: Record<string, () => Promise<void>>): vo
 }
 
 /**
+ * How long a whole stop may take: the drain (`SHUTDOWN_TIMEOUT_MS`) plus 15 s to stop workers, flush
+ * batches and close the bus and the database. Below a Node timer's longest delay.
+ */
+export function shutdownBoundMs(drainMs: number): number {
+  return Math.min(2_147_483_647, drainMs + 15_000);
+}
+
+/**
  * Runs `steps` once on SIGTERM or SIGINT, in order, then exits 0 (1 if a step failed).
  * Steps: close servers (drain), stop workers and relays, flush batches, close bus and database.
  * A second signal while the steps run exits at once (code 1): the operator does not want to wait
  * for the drain timeout. Returns the same stop for a request that is not a signal (a supervising
- * process asking its child to stop): it starts the steps once and never counts as the second signal,
- * since a Ctrl-C reaches the supervisor's children as well as the supervisor.
+ * process asking its child to stop): it starts the steps once and never counts as a signal, before
+ * or after the first one, since a Ctrl-C reaches the supervisor's children as well as the supervisor.
+ * `timeoutMs`: the whole stop is bounded; a stop still running then exits 1 with a line naming the step.
  */
-export function exitOnSignals(logger: Logger, steps: Array<[string, () => Promise<void>]>): (reason: string) => void {
+export function exitOnSignals(
+  logger: Logger,
+  steps: Array<[string, () => Promise<void>]>,
+  options: { timeoutMs?: number } = {},
+): (reason: string) => void {
   let stopping = false;
+  // The step running now, named if the whole stop outlasts `timeoutMs`.
+  let current = '';
+  // Signals seen: a stop started by a request (a supervisor's) and then the terminal's or the
+  // process group's signal is one stop; only a second signal exits at once.
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals += 1;
+    if (stopping && signals === 1) {
+      logger.info({ signal }, 'signal while stopping on request: still draining');
+      return;
+    }
+    void stop(signal);
+  };
   const stop = async (signal: string) => {
     if (stopping) {
       logger.warn({ signal }, 'second signal: exiting without waiting for the drain');
@@ -141,8 +167,18 @@ export function exitOnSignals(logger: Logger, steps: Array<[string, () => Promis
     }
     stopping = true;
     logger.info({ signal }, 'shutting down');
+    // A step that never ends (a database or broker that never answers its close) must not keep the
+    // process: past the bound it exits 1, naming the step. Not unref'd: it may be all that is left.
+    if (options.timeoutMs !== undefined) {
+      setTimeout(() => {
+        logger.error({ step: current, timeout_ms: options.timeoutMs }, 'shutdown did not finish in time: exiting without waiting for it');
+        logger.flush?.();
+        process.exit(1);
+      }, options.timeoutMs);
+    }
     let failed = false;
     for (const [name, step] of steps) {
+      current = name;
       try {
         await step();
       } catch (error) {
@@ -154,8 +190,8 @@ export function exitOnSignals(logger: Logger, steps: Array<[string, () => Promis
     logger.flush?.();
     process.exit(failed ? 1 : 0);
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
   return (reason) => {
     if (!stopping) void stop(reason);
   };

@@ -7,7 +7,7 @@ import type { Route } from './http/route-table.js';
 import type { ServiceAppOptions } from './http/app.js';
 import { parseSize } from './http/body.js';
 import { serviceLogger } from './logger.js';
-import { exitOnSignals, listen, markDraining, serverTimeouts, type RunningServer } from './lifecycle.js';
+import { exitOnSignals, listen, markDraining, serverTimeouts, shutdownBoundMs, type RunningServer } from './lifecycle.js';
 import { gatewaySecretFor, openProcessRuntime, openRuntime, type ProcessRuntime, type Runtime } from './runtime.js';
 
 /**
@@ -161,7 +161,7 @@ async function startStandalone(def: ServiceDefinition<any>, config: BaseConfig, 
       ['drain http', () => (markDraining(runtime.readiness), started.server.close(config.SHUTDOWN_TIMEOUT_MS))],
       ['stop service', () => started.stop()],
       ['close runtime', () => runtime.close()],
-    ]);
+    ], { timeoutMs: shutdownBoundMs(config.SHUTDOWN_TIMEOUT_MS) });
     return;
   }
   const runtime = await openRuntime(config, { name: def.name, migrations: def.migrations });
@@ -172,7 +172,7 @@ async function startStandalone(def: ServiceDefinition<any>, config: BaseConfig, 
     ['stop service', () => started.stop()],
     ['flush outbox', async () => void (await runtime.relay.drain().catch(() => 0))],
     ['close runtime', () => runtime.close()],
-  ]);
+  ], { timeoutMs: shutdownBoundMs(config.SHUTDOWN_TIMEOUT_MS) });
 }
 
 /**

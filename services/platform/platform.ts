@@ -2,6 +2,7 @@ import type { RequestListener } from 'node:http';
 import {
   checkOwnConfig,
   exitOnSignals,
+  shutdownBoundMs,
   markDraining,
   gatewaySecretFor,
   loadBaseConfig,
@@ -95,5 +96,6 @@ export async function startPlatform(config: BaseConfig = loadBaseConfig(), optio
 
 /** Stops the platform on SIGTERM / SIGINT; returns the same stop for a request that is not a signal. */
 export function stopOnSignals(platform: Platform): (reason: string) => void {
-  return exitOnSignals(platform.ctx.runtime.logger, [['stop platform', () => platform.stop()]]);
+  const bound = shutdownBoundMs(platform.ctx.runtime.config.SHUTDOWN_TIMEOUT_MS);
+  return exitOnSignals(platform.ctx.runtime.logger, [['stop platform', () => platform.stop()]], { timeoutMs: bound });
 }

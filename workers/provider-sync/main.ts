@@ -1,4 +1,4 @@
-import { exitOnSignals, openRuntime, serviceUrls } from '../../services/kit/index.js';
+import { exitOnSignals, openRuntime, serviceUrls, shutdownBoundMs } from '../../services/kit/index.js';
 import { runWorkerAlone } from '../../services/platform/standalone.js';
 import { providerSyncWorker } from './index.js';
 
@@ -11,5 +11,5 @@ await runWorkerAlone(providerSyncWorker, async (config) => {
     ['stop worker', () => worker.stop()],
     ['flush outbox', async () => void (await runtime.relay.drain().catch(() => 0))],
     ['close runtime', () => runtime.close()],
-  ]);
+  ], { timeoutMs: shutdownBoundMs(config.SHUTDOWN_TIMEOUT_MS) });
 });

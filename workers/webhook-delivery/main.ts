@@ -1,4 +1,4 @@
-import { exitOnSignals, openRuntime, serviceUrls } from '../../services/kit/index.js';
+import { exitOnSignals, openRuntime, serviceUrls, shutdownBoundMs } from '../../services/kit/index.js';
 import { runWorkerAlone } from '../../services/platform/standalone.js';
 import { webhookDeliveryWorker } from './index.js';
 
@@ -11,5 +11,5 @@ await runWorkerAlone(webhookDeliveryWorker, async (config) => {
   exitOnSignals(runtime.logger, [
     ['stop worker', () => worker.stop()],
     ['close runtime', () => runtime.close()],
-  ]);
+  ], { timeoutMs: shutdownBoundMs(config.SHUTDOWN_TIMEOUT_MS) });
 });
