@@ -176,6 +176,7 @@ export async function createEdge(options: EdgeOptions) {
     headers['x-forwarded-for'] = xff ? `${Array.isArray(xff) ? xff.join(', ') : xff}, ${socketIp}` : socketIp;
     headers['x-forwarded-proto'] = 'http';
     if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
+    else delete headers['x-forwarded-host']; // HTTP/1.0 without Host: never the client's own value
 
     for (const entry of plan.chain) {
       // Consumer-scoped plugins (Kong) run only for the consumer the request is authenticated as.

@@ -113,7 +113,15 @@ export function createProxy(options: ProxyOptions) {
       const timedOut = error.code === 'ETIMEDOUT' || error.code === 'ECONNECTTIMEOUT';
       const status = timedOut ? 504 : 502;
       const message = timedOut ? 'The upstream service did not answer in time' : 'The upstream service is unreachable';
-      sendJson(res, status, errorBody(status, message, { requestId: target.requestId }), { ...target.responseHeaders, 'x-request-id': target.requestId });
+      const headers: Record<string, string> = { ...target.responseHeaders, 'x-request-id': target.requestId };
+      if (!req.complete) {
+        // The client is still sending a body nobody will read: as for an early answer, drain what
+        // is in flight and close after this one, or the unread bytes stall the kept-alive connection.
+        headers.connection = 'close';
+        req.unpipe(upstream);
+        req.resume();
+      }
+      sendJson(res, status, errorBody(status, message, { requestId: target.requestId }), headers);
     });
     whenClosed(res, () => {
       if (!res.writableFinished) upstream.destroy();
