@@ -1,4 +1,5 @@
 import { ApiError, type CancelSignal, type Logger } from '../../kit/index.js';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { ResolvedModel } from '../models/registry.js';
 import { failover, planAttempts, type Attempt, type AttemptFailure, type Dispatched, type HealthTracker, type SendResult } from '../routing/failover.js';
 import type { Random } from '../routing/select.js';
@@ -51,6 +52,20 @@ export interface DispatcherDeps {
   knownFields: ReadonlySet<string>;
 }
 
+/**
+ * A 429's `Retry-After` in seconds: a number, or an HTTP date (RFC 9110 allows both), read against
+ * the provider's own `Date` header so neither clock's skew counts; 1 when it says neither.
+ */
+function retryAfterSeconds(headers: IncomingHttpHeaders): number {
+  const value = headers['retry-after'];
+  if (typeof value !== 'string') return 1;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return seconds;
+  const at = Date.parse(value);
+  const now = Date.parse(headers.date ?? '');
+  return Number.isFinite(at) && Number.isFinite(now) ? (at - now) / 1000 : 1;
+}
+
 /** A failed attempt's body that is not an event stream: dropped, and the connection kept if it is short. */
 const DISCARD_UNEXPECTED_BODY = { maxMs: 2_000, maxBytes: 128 * 1024 };
 
@@ -89,9 +104,7 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
     const secrets = [attempt.candidate.provider.apiKey];
     const detail = redactSecrets(text, secrets);
     if (status === 429) {
-      const header = res.headers['retry-after'];
-      const seconds = Number(typeof header === 'string' ? header : NaN);
-      return fail(new ApiError(429, 'The model provider is rate limited'), { retry: true, unhealthy: false }, detail, status, Number.isFinite(seconds) ? seconds : 1);
+      return fail(new ApiError(429, 'The model provider is rate limited'), { retry: true, unhealthy: false }, detail, status, retryAfterSeconds(res.headers));
     }
     if (status >= 500) return fail(new ApiError(502, `The model provider failed (upstream status ${status})`), { retry: true, unhealthy: true }, detail, status);
     if (status === 401 || status === 403 || status === 404) {

@@ -118,6 +118,14 @@ test.serial('failover across two providers offering the same model (5xx, 429, co
   t.is(limited.status, 429);
   t.is(limited.body.error.type, 'rate_limit_error');
   t.true(Number(limited.headers.get('retry-after')) <= 60);
+  // A Retry-After given as an HTTP date is read against the provider's own Date header (not as 1 s).
+  const inHalfAMinute = new Date(Date.now() + 30_000).toUTCString();
+  first.failAll(429, { retryAfter: inHalfAMinute });
+  second.failAll(429, { retryAfter: inHalfAMinute });
+  const dated = await chat('dup-model');
+  t.is(dated.status, 429);
+  const waited = Number(dated.headers.get('retry-after'));
+  t.true(waited >= 28 && waited <= 31, `retry-after ${waited}`);
   // Both failing with 5xx → 502 upstream_error.
   first.failAll(500);
   second.failAll(502);
