@@ -1,8 +1,7 @@
 import test from 'ava';
-import net from 'node:net';
-import { once } from 'node:events';
 import { ManualClock } from '../../services/kit/clock.js';
 import { startEdgeWithFakes } from './edge-harness.js';
+import { rawExchange } from '../helpers/raw-http.js';
 
 // Edge cases of what the edge forwards on a public route (no credential needed): Upgrade requests,
 // a request without Host, and encoded paths that try to leave a public route's prefix.
@@ -15,17 +14,8 @@ test.after.always(async () => {
   await edge?.close();
 });
 
-/** Sends raw bytes and reads until the edge closes the connection. */
-async function raw(request: string): Promise<string> {
-  const { port } = new URL(edge.url);
-  const socket = net.connect(Number(port), '127.0.0.1');
-  let answer = '';
-  socket.setEncoding('latin1');
-  socket.on('data', (chunk) => (answer += chunk));
-  socket.write(request);
-  await once(socket, 'close');
-  return answer;
-}
+/** Sends raw bytes to the edge and reads until it closes the connection. */
+const raw = (request: string) => rawExchange(Number(new URL(edge.url).port), request);
 
 const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { url: string; headers: Record<string, string | undefined> };
 

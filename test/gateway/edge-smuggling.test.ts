@@ -1,10 +1,9 @@
 import test from 'ava';
-import net from 'node:net';
-import { once } from 'node:events';
 import { gatewayService } from '../../services/gateway/service.js';
 import { openProcessRuntime, serviceUrls, startService, type StartedService } from '../../services/kit/index.js';
 import type { ProcessRuntime } from '../../services/kit/index.js';
 import { testConfig } from '../helpers/env.js';
+import { rawExchange } from '../helpers/raw-http.js';
 
 // Request smuggling hazards reach the edge's server (the one the platform runs it on), which
 // refuses them with 400, the error body and a request id, then closes the connection: no request
@@ -25,16 +24,7 @@ test.after.always(async () => {
   }
 });
 
-async function raw(request: string): Promise<string> {
-  const socket = net.connect(alone.port, '127.0.0.1');
-  let answer = '';
-  socket.setEncoding('latin1');
-  socket.on('data', (chunk) => (answer += chunk));
-  socket.on('error', () => {});
-  socket.write(request);
-  await once(socket, 'close');
-  return answer;
-}
+const raw = (request: string) => rawExchange(alone.port, request);
 
 const head = 'POST /v1/chat/completions HTTP/1.1\r\nhost: edge\r\ncontent-type: application/json\r\n';
 for (const [title, request] of [

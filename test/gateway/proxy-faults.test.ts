@@ -3,6 +3,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { createProxy } from '../../services/gateway/proxy.js';
+import { rawExchange } from '../helpers/raw-http.js';
 
 // The proxy's error and edge-case paths on real loopback sockets: a raw TCP upstream plays the
 // misbehaving service; the edge side is a plain Node server calling `forward`.
@@ -50,17 +51,6 @@ async function edgeFor(origin: URL, options: { readTimeoutMs?: number } = {}) {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
-}
-
-/** Sends raw bytes to the edge and collects everything it answers until it closes the socket. */
-async function rawCall(port: number, request: string): Promise<string> {
-  const socket = net.connect(port, '127.0.0.1');
-  let answer = '';
-  socket.setEncoding('latin1');
-  socket.on('data', (chunk) => (answer += chunk));
-  socket.write(request);
-  await once(socket, 'close');
-  return answer;
 }
 
 function readHeadOf(socket: net.Socket): Promise<string> {
@@ -173,7 +163,7 @@ test('HEAD, 204 and 304 answers carry no body and leave the connection usable', 
   const port = await listen(upstream);
   const edge = await edgeFor(new URL(`http://127.0.0.1:${port}`));
   try {
-    const answer = await rawCall(
+    const answer = await rawExchange(
       edge.port,
       'HEAD /x HTTP/1.1\r\nhost: e\r\n\r\nGET /204 HTTP/1.1\r\nhost: e\r\n\r\nGET /304 HTTP/1.1\r\nhost: e\r\n\r\nGET /x HTTP/1.1\r\nhost: e\r\nconnection: close\r\n\r\n',
     );
