@@ -7,7 +7,9 @@
 // service, so the cluster is two halves: edge A and the services of half A call instance 1 of
 // every service, edge B and half B call instance 2; both halves share the database, the bus and
 // Redis. Everything it creates carries one fresh prefix (database schema, exchange and queues,
-// Redis keys, S3 directory) and is removed when the script stops (SIGINT or SIGTERM).
+// Redis keys, S3 directory) and is removed when the script stops (SIGINT or SIGTERM). The stop
+// waits for the processes at most SHUTDOWN_TIMEOUT_MS + 15 s (then SIGKILLs them); a second signal
+// SIGKILLs them at once; a stop during the start starts nothing more.
 //
 // When every process answers, it prints one line: `cluster ready {json}` with the edges' URLs,
 // the services' direct URLs, the prefix and the shared gateway token. Settings in the script's own
@@ -46,6 +48,14 @@ const READY_TIMEOUT_MS = (() => {
   }
   return value;
 })();
+// How long a stop waits for its processes: every one bounds its own stop at SHUTDOWN_TIMEOUT_MS
+// (the drain) plus 15 s (services/kit/lifecycle.ts shutdownBoundMs), so one still running past that
+// hangs: it is SIGKILLed and the cleanup goes on. A value the processes would refuse leaves the default.
+const STOP_BOUND_MS = (() => {
+  const raw = process.env.SHUTDOWN_TIMEOUT_MS?.trim();
+  const drain = raw && /^\d+$/.test(raw) ? Number(raw) : 10_000;
+  return Math.min(2_147_483_647, drain + 15_000);
+})();
 // A process killed again and again (e.g. by the kernel's OOM killer) is not restarted forever.
 const MAX_RESTARTS = 3;
 
@@ -73,6 +83,9 @@ function log(message) {
  * would, and the script prints `cluster restarted {"name","pid"}` once the new process serves.
  */
 function startProcess(name, entry, env, readiness, restarts = 0) {
+  // Once stopping, nothing new starts: a readiness probe that answered just as the stop began would
+  // otherwise start processes the stop never sees (it has already signalled the ones it knows).
+  if (stopping) throw new Error('stopping');
   // A worker's readiness is a log line at level info: keep it visible whatever LOG_LEVEL says.
   if (readiness.line && ['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL)) env = { ...env, LOG_LEVEL: 'info' };
   const child = spawn(process.execPath, ['--import', 'tsx', entry], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -157,16 +170,46 @@ async function cleanup() {
   }
 }
 
+/** SIGKILLs every process still running; true if there was one. */
+function killRemaining() {
+  let killed = false;
+  for (const c of children) {
+    if (c.child.exitCode === null && c.child.signalCode === null) {
+      c.child.kill('SIGKILL');
+      killed = true;
+    }
+  }
+  return killed;
+}
+
+// The first SIGINT or SIGTERM (or a process that ended on its own) stops every process: SIGTERM,
+// then up to STOP_BOUND_MS for them to end; those still running then are SIGKILLed. A second signal
+// while stopping SIGKILLs them at once. Either way the cleanup runs; the exit code is 1 if a process
+// had to be killed.
+let forceStop = () => {};
 async function stop(code) {
   if (stopping) return;
   stopping = true;
   for (const c of children) c.child.kill('SIGTERM');
-  await Promise.all(children.map((c) => c.exited));
+  let timer;
+  const forced = new Promise((resolve) => {
+    forceStop = () => resolve(`second signal: killing the processes still running`);
+    timer = setTimeout(() => resolve(`processes still running after ${STOP_BOUND_MS} ms: killing them`), STOP_BOUND_MS);
+  });
+  const all = Promise.all(children.map((c) => c.exited));
+  const why = await Promise.race([all.then(() => undefined), forced]);
+  clearTimeout(timer);
+  if (why !== undefined && killRemaining()) {
+    log(why);
+    code = 1;
+    await all;
+  }
   await cleanup().catch((e) => log(`cleanup: ${e.message}`));
   process.exit(code);
 }
-process.on('SIGINT', () => void stop(0));
-process.on('SIGTERM', () => void stop(0));
+const onSignal = () => (stopping ? forceStop() : void stop(0));
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
 
 try {
   const { default: S3rver } = await import('s3rver');

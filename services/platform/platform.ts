@@ -81,10 +81,13 @@ export async function startPlatform(config: BaseConfig = loadBaseConfig(), optio
       return found.server.port;
     },
     async stop() {
-      const timeout = config.SHUTDOWN_TIMEOUT_MS;
+      // One deadline for every server: each is closed with what the ones before it left, so the
+      // whole drain takes at most SHUTDOWN_TIMEOUT_MS (a server still open keeps serving its
+      // in-flight requests meanwhile), not that once per server.
+      const deadline = runtime.clock.now() + config.SHUTDOWN_TIMEOUT_MS;
       markDraining(runtime.readiness);
       // The edge first, so no new work reaches the services, then the services, then background work.
-      for (const s of [...started].reverse()) await s.server.close(timeout);
+      for (const s of [...started].reverse()) await s.server.close(Math.max(0, deadline - runtime.clock.now()));
       for (const s of [...started].reverse()) await s.stop();
       for (const r of running) await r.stop();
       await runtime.relay.drain().catch(() => 0);

@@ -1,0 +1,73 @@
+import test, { type ExecutionContext } from 'ava';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { processAlive, startChild, waitWhileRunning, type Child } from '../helpers/process.js';
+
+// How `npm run cluster` stops. Its processes are stand-ins (fixtures/cluster-fake-children.mjs,
+// loaded into the script): no PostgreSQL-backed service starts. The servers' URLs point nowhere and
+// PATH holds only node (no rabbitmqctl), so the cleanup fails fast and says so.
+
+const fake = pathToFileURL(join(process.cwd(), 'test/process/fixtures/cluster-fake-children.mjs')).href;
+const nowhere = { DATABASE_URL: 'postgres://127.0.0.1:1/none', AMQP_URL: 'amqp://127.0.0.1:1', REDIS_URL: 'redis://127.0.0.1:1' };
+
+function startCluster(t: ExecutionContext, mode: string, extra: Record<string, string> = {}): Child {
+  const child = startChild(process.execPath, ['scripts/cluster.mjs'], {
+    env: {
+      PATH: dirname(process.execPath),
+      HOME: process.env.HOME,
+      ...nowhere,
+      CLUSTER_VERBOSE: '1',
+      NODE_OPTIONS: `--import=${fake}`,
+      FAKE_CLUSTER_MODE: mode,
+      ...extra,
+    },
+  });
+  t.teardown(async () => {
+    child.process.kill('SIGKILL');
+    await child.exited;
+    const pid = fakePid(child);
+    if (pid && processAlive(pid)) process.kill(pid, 'SIGKILL');
+  });
+  return child;
+}
+
+const fakePid = (child: Child) => Number(/fake: listening pid=(\d+)/.exec(child.stderr())?.[1] ?? 0);
+const until = (child: Child, line: string) => waitWhileRunning(child, 'the cluster script', () => child.stderr().includes(line), 30_000, line);
+
+test('a process that ignores SIGTERM is SIGKILLed once SHUTDOWN_TIMEOUT_MS + 15 s pass, and the cleanup still runs', async (t) => {
+  const cluster = startCluster(t, 'ignore-term', { SHUTDOWN_TIMEOUT_MS: '0' });
+  await until(cluster, 'fake: listening');
+  const pid = fakePid(cluster);
+  cluster.process.kill('SIGTERM');
+  await until(cluster, 'fake: SIGTERM ignored');
+  const { code } = await cluster.exited;
+  t.is(code, 1);
+  t.regex(cluster.stderr(), /cluster: processes still running after 15000 ms: killing them/);
+  t.false(processAlive(pid));
+  // The cleanup ran after the kill (it reports what it could not reach).
+  t.regex(cluster.stderr(), /cluster: (schema not dropped|cleanup)/);
+});
+
+test('a second signal while stopping SIGKILLs the processes still running at once', async (t) => {
+  const cluster = startCluster(t, 'ignore-term');
+  await until(cluster, 'fake: listening');
+  const pid = fakePid(cluster);
+  cluster.process.kill('SIGINT');
+  await until(cluster, 'fake: SIGTERM ignored');
+  cluster.process.kill('SIGTERM');
+  const { code } = await cluster.exited;
+  t.is(code, 1);
+  t.regex(cluster.stderr(), /cluster: second signal: killing the processes still running/);
+  t.false(processAlive(pid));
+  t.regex(cluster.stderr(), /cluster: (schema not dropped|cleanup)/);
+});
+
+test('a readiness probe that succeeds as the stop begins starts nothing more', async (t) => {
+  const cluster = startCluster(t, 'ready-on-term');
+  await until(cluster, 'fake: probe held');
+  cluster.process.kill('SIGTERM');
+  const { code } = await cluster.exited;
+  t.is(code, 0);
+  const spawned = cluster.stderr().split('\n').filter((l) => l.startsWith('fake-children: spawn '));
+  t.deepEqual(spawned, ['fake-children: spawn services/llm-api/main.ts']);
+});
