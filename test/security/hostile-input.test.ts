@@ -4,6 +4,7 @@ import type { Route } from '../../services/kit/index.js';
 import { llmApiService } from '../../services/llm-api/service.js';
 import { edgeCall } from '../helpers/edge-call.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 
 /**
  * The attack class "hostile input" against every JSON endpoint of llm-api, through the edge: NUL
@@ -45,6 +46,8 @@ function targets(): Target[] {
 }
 
 let p: TestPlatform;
+// A provider that answers (on loopback, allowed): its sync succeeds whatever hostile body the sync route is sent.
+let provider: FakeUpstream;
 let bearer: string;
 const ids: Record<string, string> = {};
 
@@ -52,7 +55,8 @@ const call = (method: string, path: string, options: { body?: string; bearer?: b
   edgeCall(p.url, method, path, { body: options.body, ...(options.bearer ? { bearer } : { apiKey: ADMIN_KEY }) });
 
 test.before(async () => {
-  p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY } });
+  provider = await startFakeUpstream({ name: 'suite' });
+  p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: ADMIN_KEY, PROVIDER_URL_ALLOW: '127.0.0.1' } });
   bearer = (await call('post', '/auth/guest-login')).json.access_token;
   const upgraded = await call('post', '/auth/upgrade', { bearer: true, body: JSON.stringify({ email: 'suite@example.com' }) });
   if (upgraded.json?.access_token) bearer = upgraded.json.access_token;
@@ -62,13 +66,17 @@ test.before(async () => {
   ids.itemId = (await call('get', `/v1/conversations/${ids.conversationId}/items`)).json.data[0].id;
   ids.branch = 'MAIN';
   ids.projectId = (await call('post', '/v1/projects', { body: JSON.stringify({ name: 'suite' }) })).json.id;
-  ids.providerId = (await call('post', '/v1/admin/providers', { body: JSON.stringify({ name: 'suite', vendor: 'fake', base_url: 'http://192.0.2.1/v1' }) })).json.id;
+  ids.providerId = (await call('post', '/v1/admin/providers', { body: JSON.stringify({ name: 'suite', vendor: 'fake', base_url: provider.url }) })).json.id;
+  if (!ids.providerId) throw new Error('the suite provider was not registered');
   const webhook = await call('post', '/v1/admin/webhooks', { body: JSON.stringify({ url: 'https://192.0.2.1/hook', events: ['conversation.created'] }) });
   if (webhook.json?.id) ids.webhook_id = webhook.json.id;
   const key = await call('post', '/auth/api-keys', { bearer: true, body: '{}' });
   ids.id = key.json?.id ?? 'key_unknown';
 });
-test.after.always(() => p?.stop());
+test.after.always(async () => {
+  await p?.stop();
+  await provider?.close();
+});
 
 /** The path with its parameters filled: known ids where the suite made one, else `fill`. */
 function pathWith(path: string, fill?: string): string {

@@ -71,8 +71,8 @@ test('admin providers: limit/offset, has_more and total_count', async (t) => {
   const admin = await createTestUser(svc.runtime.db.knex, { admin: true });
   const headers = { ...edgeHeaders(svc.gatewaySecret, admin), 'content-type': 'application/json' };
   for (const name of ['P1', 'P2', 'P3']) {
-    // Public documentation addresses: never called successfully, and the sync error is not the point here.
-    await fetch(`${svc.url}/v1/admin/providers`, { method: 'POST', headers, body: JSON.stringify({ name, vendor: 'fake', base_url: 'http://192.0.2.1/v1' }) });
+    // Names that do not resolve: stored (checked again at every call), never called successfully; the sync error is not the point here.
+    await fetch(`${svc.url}/v1/admin/providers`, { method: 'POST', headers, body: JSON.stringify({ name, vendor: 'fake', base_url: `http://${name.toLowerCase()}.provider.invalid/v1` }) });
   }
   const page = (await (await fetch(`${svc.url}/v1/admin/providers?limit=2&offset=1`, { headers })).json()) as any;
   t.is(page.object, 'list');
