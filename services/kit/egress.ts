@@ -450,6 +450,24 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
 
 export type EgressGuard = ReturnType<typeof createEgressGuard>;
 
+/**
+ * Checks a URL an admin stores (a webhook receiver, a provider) as every later call to it will be
+ * checked, and answers the refusal, or null. A host name that does not resolve (yet), or not within
+ * `timeoutMs` (a DNS server that never answers must not hold the admin request), passes: it may
+ * resolve later, and each call checks again.
+ */
+export async function storedUrlRefusal(guard: Pick<EgressGuard, 'check'>, url: string, timeoutMs: number): Promise<EgressRefusedError | null> {
+  const signal = AbortSignal.timeout(timeoutMs);
+  try {
+    await guard.check(url, signal);
+    return null;
+  } catch (error) {
+    if (signal.aborted && error === signal.reason) return null;
+    if (!(error instanceof EgressRefusedError)) throw error;
+    return error.reason === 'host name does not resolve' ? null : error;
+  }
+}
+
 /** A refused destination as a client error, for routes that take URLs from users. */
 export function egressError(error: EgressRefusedError, param: string): ApiError {
   return new ApiError(400, `The URL is not allowed: ${error.reason}`, { param });

@@ -2,6 +2,7 @@ import { Agent } from 'undici';
 import type { CancelSignal } from './cancel.js';
 import { ApiError } from './errors.js';
 import { GATEWAY_TOKEN_HEADER, identityHeadersFor, type Principal } from './identity/principal.js';
+import { toWellFormed } from './validation.js';
 
 /**
  * Service-to-service calls go straight to the other service's internal address (never through
@@ -119,10 +120,9 @@ export function createInternalClient(options: InternalClientOptions) {
  */
 function requestTarget(path: string): string {
   const target = path.startsWith('/') ? path : `/${path}`;
-  return UNSENDABLE.test(target) ? target.replace(UNSENDABLE_ALL, (chars) => encodeURIComponent(chars.replace(LONE_SURROGATE, '\ufffd'))) : target;
+  // encodeURIComponent throws on a lone surrogate; a URL writes it as U+FFFD, and so does this.
+  return UNSENDABLE.test(target) ? target.replace(UNSENDABLE_ALL, (chars) => encodeURIComponent(toWellFormed(chars))) : target;
 }
-/** encodeURIComponent throws on a lone surrogate; a URL writes it as U+FFFD, and so does this. */
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 const UNSENDABLE = /[^\x21-\x7e]/;
 const UNSENDABLE_ALL = /[^\x21-\x7e]+/g;
 

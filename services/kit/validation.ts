@@ -98,6 +98,14 @@ const isWellFormed: (value: string) => boolean =
     ? (value) => (value as string & { isWellFormed(): boolean }).isWellFormed()
     : (value) => !LONE_SURROGATE.test(value);
 
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
+
+/** `String.prototype.toWellFormed` (native since Node 20): each unpaired surrogate becomes U+FFFD, as a URL or a UTF-8 encoder writes it. */
+export const toWellFormed: (value: string) => string =
+  typeof (String.prototype as { toWellFormed?: unknown }).toWellFormed === 'function'
+    ? (value) => (value as string & { toWellFormed(): string }).toWellFormed()
+    : (value) => value.replace(LONE_SURROGATES, '\ufffd');
+
 /** Keys that would reach an object's prototype when copied with `Object.assign` or spread into defaults. */
 const FORBIDDEN_KEYS = new Set(['__proto__']);
 

@@ -18,11 +18,11 @@ import {
   ApiError,
   badRequest,
   conflict,
-  EgressRefusedError,
   listEnvelope,
   newId,
   notFound,
   recordEvent,
+  storedUrlRefusal,
   unixSeconds,
   type Bus,
   type EgressGuard,
@@ -68,17 +68,9 @@ async function checkDestinations(deps: Pick<ProviderDeps, 'guard'>, targets: Arr
   const guard = deps.guard;
   if (!guard) return;
   for (const { url, param } of targets) {
-    const signal = AbortSignal.timeout(DESTINATION_CHECK_MS);
-    try {
-      await guard.check(url, signal);
-    } catch (error) {
-      if (signal.aborted && error === signal.reason) continue;
-      if (error instanceof EgressRefusedError && error.reason !== 'host name does not resolve') {
-        // Said as a sync says it, naming the setting that decides (no connection was made, so nothing about the host's ports).
-        throw badRequest(`The provider URL is not an allowed destination (PROVIDER_URL_ALLOW): ${error.reason}`, param);
-      }
-      if (!(error instanceof EgressRefusedError)) throw error;
-    }
+    const refused = await storedUrlRefusal(guard, url, DESTINATION_CHECK_MS);
+    // Said as a sync says it, naming the setting that decides (no connection was made, so nothing about the host's ports).
+    if (refused) throw badRequest(`The provider URL is not an allowed destination (PROVIDER_URL_ALLOW): ${refused.reason}`, param);
   }
 }
 

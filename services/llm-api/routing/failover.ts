@@ -60,10 +60,8 @@ export function planAttempts(candidates: Candidate[], health: Pick<HealthTracker
   return [...healthy, ...unhealthy];
 }
 
-export { MAX_RETRY_AFTER_SECONDS };
-
 /** A provider's Retry-After as the client's: whole seconds in [1, MAX_RETRY_AFTER_SECONDS] (never 0, which invites a retry storm). */
-export function clientRetryAfter(seconds: number): number {
+function clientRetryAfter(seconds: number): number {
   return Math.min(Math.max(Math.round(seconds) || 1, 1), MAX_RETRY_AFTER_SECONDS);
 }
 

@@ -1,6 +1,6 @@
 import {
   ApiError,
-  EgressRefusedError,
+  storedUrlRefusal,
   egressError,
   listEnvelope,
   newId,
@@ -95,15 +95,9 @@ export function presentDelivery(row: DeliveryRow, attempts: AttemptRow[]) {
  * not hold the admin request.
  */
 async function checkTarget(deps: WebhooksDeps, url: string): Promise<void> {
-  const signal = AbortSignal.timeout(deps.checkTimeoutMs);
-  try {
-    await deps.guard.check(url, signal);
-  } catch (error) {
-    // A name that does not resolve today (or not in time) may resolve later: delivery checks again (and retries).
-    if (signal.aborted && error === signal.reason) return;
-    if (error instanceof EgressRefusedError && error.reason !== 'host name does not resolve') throw egressError(error, 'url');
-    if (!(error instanceof EgressRefusedError)) throw error;
-  }
+  // A name that does not resolve today (or not in time) may resolve later: delivery checks again (and retries).
+  const refused = await storedUrlRefusal(deps.guard, url, deps.checkTimeoutMs);
+  if (refused) throw egressError(refused, 'url');
 }
 
 export async function createWebhook(deps: WebhooksDeps, input: CreateWebhookInput, createdBy: string) {
