@@ -9,7 +9,9 @@
 // Redis. Everything it creates carries one fresh prefix (database schema, exchange and queues,
 // Redis keys, S3 directory) and is removed when the script stops (SIGINT or SIGTERM). The stop
 // waits for the processes at most SHUTDOWN_TIMEOUT_MS + 15 s (then SIGKILLs them); a second signal
-// SIGKILLs them at once; a stop during the start starts nothing more.
+// SIGKILLs them at once; a stop during the start starts nothing more. The removal is bounded too
+// (CLUSTER_CLEANUP_TIMEOUT_MS): past it the script names what it left and exits 1. Each readiness
+// probe waits at most PROBE_TIMEOUT_MS for an answer, the whole start CLUSTER_READY_TIMEOUT_MS.
 //
 // When every process answers, it prints one line: `cluster ready {json}` with the edges' URLs,
 // the services' direct URLs, the prefix and the shared gateway token. Settings in the script's own
@@ -36,18 +38,27 @@ const required = (name) => {
 const DATABASE_URL = required('DATABASE_URL');
 const AMQP_URL = required('AMQP_URL');
 const REDIS_URL = required('REDIS_URL');
-// Unset or empty: 120 s. Anything but a whole number of milliseconds (up to a timer's longest
-// delay) is refused with one line: NaN would make every wait for a process endless.
-const READY_TIMEOUT_MS = (() => {
-  const raw = process.env.CLUSTER_READY_TIMEOUT_MS?.trim();
-  if (!raw) return 120_000;
+// Unset or empty: the default. Anything but a whole number of milliseconds (up to a timer's longest
+// delay) is refused with one line: NaN would make the wait it bounds endless.
+const milliseconds = (name, fallback) => {
+  const raw = process.env[name]?.trim();
+  if (!raw) return fallback;
   const value = /^\d+$/.test(raw) ? Number(raw) : NaN;
   if (!(value >= 1 && value <= 2_147_483_647)) {
-    console.error(`cluster: CLUSTER_READY_TIMEOUT_MS must be a whole number of milliseconds from 1 to 2147483647 (got "${raw.slice(0, 40)}")`);
+    console.error(`cluster: ${name} must be a whole number of milliseconds from 1 to 2147483647 (got "${raw.slice(0, 40)}")`);
     process.exit(1);
   }
   return value;
-})();
+};
+// The whole start: every process serving.
+const READY_TIMEOUT_MS = milliseconds('CLUSTER_READY_TIMEOUT_MS', 120_000);
+// The removal of what the cluster created (schema, Redis keys, exchange and queues, S3 directory),
+// once the processes are gone: a server that takes the connection and never answers would hang the
+// stop. rabbitmqctl alone may take 2 × 20 s.
+const CLEANUP_TIMEOUT_MS = milliseconds('CLUSTER_CLEANUP_TIMEOUT_MS', 60_000);
+// One readiness probe (an HTTP GET of /readyz or /healthz): a process that accepts the connection
+// and never answers is asked again, not waited on for good.
+const PROBE_TIMEOUT_MS = 5_000;
 // How long a stop waits for its processes: every one bounds its own stop at SHUTDOWN_TIMEOUT_MS
 // (the drain) plus 15 s (services/kit/lifecycle.ts shutdownBoundMs), so one still running past that
 // hangs: it is SIGKILLed and the cleanup goes on. A value the processes would refuse leaves the default.
@@ -127,26 +138,66 @@ function startProcess(name, entry, env, readiness, restarts = 0) {
   return entryInfo;
 }
 
+/** `check(remainingMs)` until it is true, for at most READY_TIMEOUT_MS. */
 async function waitUntil(check, what) {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
     if (stopping) throw new Error('stopping');
-    if (await check()) return;
+    if (await check(deadline - Date.now())) return;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 
-const answers = (url, path = '/readyz') => async () => (await fetch(`${url}${path}`).catch(() => undefined))?.status === 200;
+/** A readiness probe: true once `url + path` answers 200, each try bounded by PROBE_TIMEOUT_MS (or less, what is left of the start). */
+const answers = (url, path = '/readyz') => async (remainingMs) => {
+  const signal = AbortSignal.timeout(Math.max(1, Math.min(PROBE_TIMEOUT_MS, remainingMs)));
+  const response = await fetch(`${url}${path}`, { signal }).catch(() => undefined);
+  await response?.body?.cancel().catch(() => {});
+  return response?.status === 200;
+};
 
+/**
+ * Removes what the cluster created, each kind at once and on its own, so one hung server does not
+ * hold up the others. True when it ended within CLEANUP_TIMEOUT_MS; otherwise it names on stderr
+ * what it left (the steps still running) and returns false. A step that fails says so and counts
+ * as done: what it could not remove is in its line.
+ */
 async function cleanup() {
-  await s3?.close().catch(() => {});
-  rmSync(workDir, { recursive: true, force: true });
+  const steps = {
+    [`S3 directory ${workDir}`]: async () => {
+      await s3?.close().catch(() => {});
+      rmSync(workDir, { recursive: true, force: true });
+    },
+    [`schema ${prefix}`]: dropSchema,
+    [`Redis keys ${prefix}*`]: () => deleteRedisKeys(prefix, REDIS_URL).catch((e) => log(`redis keys not removed: ${e.message}`)),
+    [`exchange and queues ${prefix}.*`]: deleteQueues,
+  };
+  const left = new Set(Object.keys(steps));
+  const done = Promise.all(
+    Object.entries(steps).map(([what, step]) =>
+      step()
+        .catch((e) => log(`${what} not removed: ${e.message}`))
+        .finally(() => left.delete(what)),
+    ),
+  );
+  let timer;
+  const late = new Promise((resolve) => (timer = setTimeout(resolve, CLEANUP_TIMEOUT_MS, 'late')));
+  const outcome = await Promise.race([done, late]);
+  clearTimeout(timer);
+  if (outcome !== 'late') return true;
+  log(`cleanup not finished after ${CLEANUP_TIMEOUT_MS} ms; left behind: ${[...left].join(', ')}`);
+  return false;
+}
+
+async function dropSchema() {
   const { default: knex } = await import('knex');
   const admin = knex({ client: 'pg', connection: DATABASE_URL, pool: { min: 0, max: 1 } });
   await admin.raw('drop schema if exists ?? cascade', [prefix]).catch((e) => log(`schema not dropped: ${e.message}`));
   await admin.destroy();
-  await deleteRedisKeys(prefix, REDIS_URL).catch((e) => log(`redis keys not removed: ${e.message}`));
+}
+
+async function deleteQueues() {
   // Queues are named after the prefix; listing them needs rabbitmqctl (best effort without it).
   const { default: amqp } = await import('amqplib');
   const list = async (what) => {
@@ -184,8 +235,8 @@ function killRemaining() {
 
 // The first SIGINT or SIGTERM (or a process that ended on its own) stops every process: SIGTERM,
 // then up to STOP_BOUND_MS for them to end; those still running then are SIGKILLed. A second signal
-// while stopping SIGKILLs them at once. Either way the cleanup runs; the exit code is 1 if a process
-// had to be killed.
+// while stopping SIGKILLs them at once. Either way the cleanup runs (for at most
+// CLEANUP_TIMEOUT_MS); the exit code is 1 if a process had to be killed or the cleanup did not end.
 let forceStop = () => {};
 async function stop(code) {
   if (stopping) return;
@@ -204,7 +255,7 @@ async function stop(code) {
     code = 1;
     await all;
   }
-  await cleanup().catch((e) => log(`cleanup: ${e.message}`));
+  if (!(await cleanup().catch((e) => log(`cleanup: ${e.message}`)))) code = 1;
   process.exit(code);
 }
 const onSignal = () => (stopping ? forceStop() : void stop(0));

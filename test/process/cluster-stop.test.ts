@@ -1,9 +1,10 @@
+import net from 'node:net';
 import test, { type ExecutionContext } from 'ava';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { processAlive, startChild, waitWhileRunning, type Child } from '../helpers/process.js';
 
-// How `npm run cluster` stops. Its processes are stand-ins (fixtures/cluster-fake-children.mjs,
+// How `npm run cluster` stops, and the bounds on its readiness probes and its cleanup. Its processes are stand-ins (fixtures/cluster-fake-children.mjs,
 // loaded into the script): no PostgreSQL-backed service starts. The servers' URLs point nowhere and
 // PATH holds only node (no rabbitmqctl), so the cleanup fails fast and says so.
 
@@ -70,4 +71,52 @@ test('a readiness probe that succeeds as the stop begins starts nothing more', a
   t.is(code, 0);
   const spawned = cluster.stderr().split('\n').filter((l) => l.startsWith('fake-children: spawn '));
   t.deepEqual(spawned, ['fake-children: spawn services/llm-api/main.ts']);
+});
+
+test('a readiness probe the process accepts and never answers is abandoned and tried again', async (t) => {
+  t.timeout(60_000);
+  const cluster = startCluster(t, 'never-answer');
+  // The first probe is held until its bound; the next one opens a new connection.
+  await until(cluster, 'fake: probe connection 2');
+  t.false(cluster.stderr().includes('fake-children: spawn services/response-api'));
+  cluster.process.kill('SIGTERM');
+  t.is((await cluster.exited).code, 0);
+});
+
+test('a start whose probe is never answered still ends at CLUSTER_READY_TIMEOUT_MS, with one line', async (t) => {
+  t.timeout(60_000);
+  const cluster = startCluster(t, 'never-answer', { CLUSTER_READY_TIMEOUT_MS: '3000' });
+  const { code } = await cluster.exited;
+  t.is(code, 1);
+  t.regex(cluster.stderr(), /cluster: start failed: timed out waiting for llm-api-a ready/);
+  t.regex(cluster.stderr(), /fake: probe connection 1/);
+});
+
+test('a cleanup whose servers accept and never answer ends at CLUSTER_CLEANUP_TIMEOUT_MS, naming what it left, exit 1', async (t) => {
+  t.timeout(60_000);
+  // PostgreSQL, RabbitMQ and Redis that take the connection and never say a word.
+  const held: net.Socket[] = [];
+  const silent = net.createServer((socket) => void held.push(socket));
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const socket of held) socket.destroy();
+    silent.close();
+  });
+  const at = `127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+  const cluster = startCluster(t, 'never-answer', {
+    DATABASE_URL: `postgres://u:p@${at}/none`,
+    AMQP_URL: `amqp://${at}`,
+    REDIS_URL: `redis://${at}`,
+    CLUSTER_CLEANUP_TIMEOUT_MS: '1000',
+  });
+  await until(cluster, 'fake: listening');
+  const prefix = /cluster: prefix (cluster_\w+):/.exec(cluster.stderr())![1]!;
+  cluster.process.kill('SIGTERM');
+  const { code } = await cluster.exited;
+  t.is(code, 1);
+  const line = cluster.stderr().split('\n').find((l) => l.startsWith('cluster: cleanup not finished'));
+  t.truthy(line, cluster.stderr());
+  t.true(line!.startsWith('cluster: cleanup not finished after 1000 ms; left behind: '), line);
+  t.true(line!.includes(`schema ${prefix}`), line);
+  t.true(held.length > 0);
 });
