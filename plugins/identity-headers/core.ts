@@ -8,7 +8,8 @@ export const PRIORITY = 1000; // after every auth plugin (1450, 1250), before ra
 /** The identity the request was authenticated with: the token's when both were presented (same user). */
 
 /**
- * Strips every client-sent identity header (`X-User-*`, `X-Auth-Method`, `X-Gateway-*`, the API key),
+ * Strips every client-sent identity header (`X-User-*`, `X-Auth-Method`, `X-Gateway-*`, the API key,
+ * and `Forwarded`, a client's own claim about its address),
  * then sets X-Auth-Method, X-User-ID, X-User-Subject, X-User-Email, X-User-Username from the verified
  * identity only, and X-Gateway-Token when configured. Runs on every route, public ones included.
  * With `refuse_anonymous`, a request the auth plugins left to the anonymous consumer (no credential,

@@ -80,9 +80,7 @@ export async function createEdge(options: EdgeOptions) {
   const proxy = createProxy({ connectTimeoutMs: options.connectTimeoutMs, readTimeoutMs: options.readTimeoutMs });
   const logger = options.deps.logger;
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const incomingId = req.headers['x-request-id'];
-    const requestId = acceptRequestId(typeof incomingId === 'string' ? incomingId : undefined);
+  async function handle(req: IncomingMessage, res: ServerResponse, requestId: string, responseHeaders: Record<string, string>): Promise<void> {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const rawPath = q < 0 ? url : url.slice(0, q);
@@ -128,7 +126,6 @@ export async function createEdge(options: EdgeOptions) {
       shared,
     };
     const headers = proxy.upstreamHeaders(req);
-    const responseHeaders: Record<string, string> = { 'x-request-id': requestId };
     const io = new EmbeddedIO(res, headers, responseHeaders, edgeRequest, requestId, logger);
     if (req.rawHeaders.length >= 2 * MAX_HEADER_LINES) {
       // Kong's limit, kept here too, so both hosts answer such a request alike.
@@ -175,6 +172,10 @@ export async function createEdge(options: EdgeOptions) {
     const socketIp = peer?.startsWith('::ffff:') ? peer.slice(7) : peer ?? '';
     headers['x-forwarded-for'] = xff ? `${Array.isArray(xff) ? xff.join(', ') : xff}, ${socketIp}` : socketIp;
     headers['x-forwarded-proto'] = 'http';
+    // As Kong's `proxy_set_header X-Real-IP $remote_addr` (with `trusted_ips`/`real_ip_header`):
+    // the address the edge derived, replacing any the client sent. A client's `Forwarded` is
+    // removed by identity-headers (its `strip_headers`), on both hosts.
+    headers['x-real-ip'] = edgeRequest.clientIp;
     if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
     else delete headers['x-forwarded-host']; // HTTP/1.0 without Host: never the client's own value
 
@@ -215,13 +216,21 @@ export async function createEdge(options: EdgeOptions) {
     else proxy.forward(req, res, target);
   }
 
+  /** A failure of the edge's own code: logged once with the request id (the message only), answered 500 with it. */
+  function requestFailed(error: unknown, res: ServerResponse, requestId: string, responseHeaders: Record<string, string>): void {
+    logger.error({ err: error instanceof Error ? error.message : String(error), request_id: requestId }, 'gateway: request failed');
+    if (res.headersSent) res.destroy();
+    else if (!res.destroyed) sendJson(res, 500, errorBody(500, 'The gateway could not process the request', { requestId }), responseHeaders);
+  }
+
   return {
     handle(req: IncomingMessage, res: ServerResponse) {
-      handle(req, res).catch((error) => {
-        logger.error({ err: (error as Error).message }, 'gateway: request failed');
-        if (!res.headersSent) sendJson(res, 500, errorBody(500, 'The gateway could not process the request'));
-        else res.destroy();
-      });
+      // The id (and the answer's headers, which carry it) exist before anything can fail, so the
+      // catch-all answer below carries it as every other answer of the edge does.
+      const incomingId = req.headers['x-request-id'];
+      const requestId = acceptRequestId(typeof incomingId === 'string' ? incomingId : undefined);
+      const responseHeaders: Record<string, string> = { 'x-request-id': requestId };
+      handle(req, res, requestId, responseHeaders).catch((error) => requestFailed(error, res, requestId, responseHeaders));
     },
     router,
     async close() {

@@ -1,5 +1,6 @@
 import http, { type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import https from 'node:https';
+import type { Duplex } from 'node:stream';
 import { decodeUsageReport, errorBody, USAGE_REPORT_HEADER, type UsageReport } from '../kit/core/index.js';
 import { whenClosed } from '../kit/http/index.js';
 import { connectionOptions } from '../../plugins/core/index.js';
@@ -23,6 +24,19 @@ function endToEndHeaders(source: IncomingMessage['headers']): OutgoingHttpHeader
     if (value !== undefined && !HOP_BY_HOP.has(name) && !named?.includes(name)) headers[name] = value;
   }
   return headers;
+}
+
+/**
+ * An upstream that answers 101 Switching Protocols. The edge never forwards an `Upgrade` (it is
+ * hop-by-hop), so the switch is the upstream misbehaving. Without an `upgrade` listener Node's
+ * client destroys the socket and the request emits neither `response` nor `error`: the client was
+ * never answered. With this one (module-level: one listener per request, no closure) the switched
+ * socket, already taken out of the agent's pool, is closed and the request fails like any other
+ * upstream fault, through its `error` listener (502 with the request id).
+ */
+function refuseUpgrade(this: http.ClientRequest, _res: IncomingMessage, socket: Duplex): void {
+  socket.destroy();
+  this.emit('error', Object.assign(new Error('upstream switched protocols without being asked'), { code: 'EUNEXPECTEDUPGRADE' }));
 }
 
 /** Where a request goes, and where the edge hears what the service reported about it (access log). */
@@ -80,6 +94,7 @@ export function createProxy(options: ProxyOptions) {
       }
     });
     upstream.on('timeout', () => upstream.destroy(Object.assign(new Error('upstream read timeout'), { code: 'ETIMEDOUT' })));
+    upstream.on('upgrade', refuseUpgrade);
     upstream.on('response', (upstreamRes) => {
       const headers = endToEndHeaders(upstreamRes.headers);
       takeUsageReport(headers, target);

@@ -36,6 +36,40 @@ test('a request without Host does not forward a client-sent X-Forwarded-Host', a
   t.not(echo.headers['x-forwarded-host'], 'attacker.example');
 });
 
+test('a client-sent Forwarded never reaches the service, and X-Real-IP is the address the edge derived', async (t) => {
+  const res = await fetch(`${edge.url}/.well-known/f`, {
+    headers: { forwarded: 'for=203.0.113.66;proto=https;host=admin.example', 'x-real-ip': '203.0.113.66', 'x-forwarded-for': '198.51.100.7' },
+  });
+  t.is(res.status, 200);
+  const echo = (await res.json()) as { headers: Record<string, string | undefined> };
+  t.is(echo.headers.forwarded, undefined);
+  // The peer is not a trusted proxy: the client is the socket peer, whatever the client claims.
+  t.is(echo.headers['x-real-ip'], '127.0.0.1');
+  t.is(echo.headers['x-forwarded-for'], '198.51.100.7, 127.0.0.1');
+});
+
+test('a Forwarded header in any case or repeated is dropped; without a client X-Real-IP the edge still sets it', async (t) => {
+  const answer = await raw('GET /.well-known/g HTTP/1.1\r\nhost: edge\r\nFORWARDED: for=10.0.0.1\r\nForwarded: for=10.0.0.2\r\nconnection: close\r\n\r\n');
+  t.regex(answer, /^HTTP\/1\.1 200 /);
+  const echo = JSON.parse(answer.slice(answer.indexOf('{'), answer.lastIndexOf('}') + 1)) as { headers: Record<string, string | undefined> };
+  t.is(echo.headers.forwarded, undefined);
+  t.is(echo.headers['x-real-ip'], '127.0.0.1');
+});
+
+test('behind a trusted proxy X-Real-IP is the client address taken from X-Forwarded-For, never a client-sent X-Real-IP', async (t) => {
+  const behind = await startEdgeWithFakes({ clock: new ManualClock(Date.UTC(2026, 10, 22, 12, 0, 10)), trustedProxies: ['127.0.0.1'] });
+  try {
+    const res = await fetch(`${behind.url}/.well-known/p`, { headers: { 'x-forwarded-for': '198.51.100.23, 203.0.113.9', 'x-real-ip': '10.9.9.9', forwarded: 'for=10.9.9.9' } });
+    t.is(res.status, 200);
+    const echo = (await res.json()) as { headers: Record<string, string | undefined> };
+    // The right-most entry that is not a trusted proxy, as for the per-address limits.
+    t.is(echo.headers['x-real-ip'], '203.0.113.9');
+    t.is(echo.headers.forwarded, undefined);
+  } finally {
+    await behind.close();
+  }
+});
+
 for (const path of ['/.well-known/%2e%2e/v1/models', '/.well-known/..%2f..%2fv1/models', '//.well-known/../v1/models', '/.well-known/.%2E/v1/models']) {
   test(`${path} does not reach an authenticated route through a public one`, async (t) => {
     const res = await fetch(`${edge.url}${path}`);

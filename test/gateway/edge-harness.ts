@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createEdge } from '../../services/gateway/edge.js';
 import type { ReadinessChecks } from '../../services/kit/core/index.js';
+import { silentLogger, type PluginLogger } from '../../plugins/core/index.js';
 import type { Clock } from '../../services/kit/clock.js';
 import { createInProcessRevocations, type RevocationChannel } from '../../services/kit/revocations.js';
 import { AUDIENCE, ISSUER, startFakeIssuer, startFakeUpstream, startFakeValidator } from '../plugins/fakes.js';
@@ -14,7 +15,15 @@ export const GATEWAY_TOKEN = 'gw-'.padEnd(40, 'z');
  * validator replaced by real local fakes, on a free port. `deck` is the rendered file, for a test
  * that configures another host (Kong's plugin servers) from the same deck.
  */
-export async function startEdgeWithFakes(options: { vars?: Record<string, string>; clock: Clock; revocations?: RevocationChannel; trustedProxies?: string[]; readiness?: ReadinessChecks }) {
+export async function startEdgeWithFakes(options: {
+  vars?: Record<string, string>;
+  clock: Clock;
+  revocations?: RevocationChannel;
+  trustedProxies?: string[];
+  readiness?: ReadinessChecks;
+  /** Where the edge logs (silent unless given). */
+  logger?: PluginLogger;
+}) {
   const issuer = await startFakeIssuer();
   const validator = await startFakeValidator(GATEWAY_TOKEN);
   const upstream = await startFakeUpstream();
@@ -34,7 +43,7 @@ export async function startEdgeWithFakes(options: { vars?: Record<string, string
   });
   const edge = await createEdge({
     deck,
-    deps: { clock: options.clock, logger: { warn() {}, error() {} }, revocations },
+    deps: { clock: options.clock, logger: options.logger ?? silentLogger, revocations },
     trustedProxies: options.trustedProxies ?? [],
     connectTimeoutMs: 1000,
     readTimeoutMs: 5000,

@@ -85,6 +85,63 @@ test('an upstream that answers garbage gives a 502 error body with the request i
   }
 });
 
+test('an upstream that answers 101 Switching Protocols to a plain request gives a 502 error body, and its connection is closed', async (t) => {
+  // The edge never forwards an Upgrade (hop-by-hop), so a 101 is the upstream misbehaving. Without
+  // handling, Node's client destroys the socket and the client request was never answered.
+  t.timeout(15_000, 'the edge never answered');
+  const closed: Array<Promise<unknown>> = [];
+  let calls = 0;
+  const upstream = await rawUpstream((socket) => {
+    closed.push(once(socket, 'close'));
+    void readHeadOf(socket).then(() => {
+      calls++;
+      if (calls === 1) socket.write('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\nafter-the-switch');
+      else socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok');
+    });
+  });
+  const edge = await edgeFor(upstream.origin);
+  try {
+    const res = await fetch(`${edge.url}/v1/x`);
+    t.is(res.status, 502);
+    t.is(res.headers.get('x-request-id'), 'req-fault');
+    const body = (await res.json()) as { error: { type: string; code: string; request_id?: string } };
+    t.is(body.error.type, 'internal_error');
+    t.is(body.error.code, 'upstream_error');
+    t.is(body.error.request_id, 'req-fault');
+    // The switched connection is not kept (nor handed to the next request): it is closed.
+    await closed[0];
+    const next = await fetch(`${edge.url}/v1/y`);
+    t.is(next.status, 200);
+    t.is(await next.text(), 'ok');
+    t.is(closed.length, 2, 'the next request opened a connection of its own');
+  } finally {
+    await edge.close();
+    await upstream.close();
+  }
+});
+
+test('a 101 from the upstream while the client is still sending its body gives a 502 and closes the client connection after it', async (t) => {
+  t.timeout(15_000, 'the edge never answered');
+  const upstream = await rawUpstream((socket) => {
+    void readHeadOf(socket).then(() => socket.write('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n'));
+  });
+  const edge = await edgeFor(upstream.origin);
+  try {
+    const socket = net.connect(edge.port, '127.0.0.1');
+    socket.on('error', () => {});
+    socket.write('POST /v1/x HTTP/1.1\r\nhost: e\r\ncontent-type: text/plain\r\ncontent-length: 100\r\n\r\n0123456789');
+    const head = (await readHeadOf(socket)).toLowerCase();
+    t.regex(head, /^http\/1\.1 502/);
+    t.regex(head, /\r\nconnection: close/);
+    t.regex(head, /\r\nx-request-id: req-fault/);
+    socket.write('x'.repeat(90));
+    await once(socket, 'close');
+  } finally {
+    await edge.close();
+    await upstream.close();
+  }
+});
+
 test('an upstream that resets the connection before answering gives a 502 error body', async (t) => {
   const upstream = await rawUpstream((socket) => {
     void readHeadOf(socket).then(() => socket.resetAndDestroy());

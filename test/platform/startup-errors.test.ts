@@ -34,6 +34,15 @@ test('MASTER_KEY must be 32 bytes (hex or base64) at parse time, and its value i
   t.truthy(loadBaseConfig({ MASTER_KEY: Buffer.alloc(32, 7).toString('base64') }).MASTER_KEY);
 });
 
+test('a GATEWAY_SHARED_SECRET no header can carry (a space, a non-ASCII character) is a ConfigError naming it, never echoing it', (t) => {
+  for (const secret of [`${'s'.repeat(32)} x`, `${'s'.repeat(32)}€`]) {
+    const error = t.throws(() => loadBaseConfig({ GATEWAY_SHARED_SECRET: secret }), { instanceOf: ConfigError });
+    t.regex(error!.message, /^invalid configuration: GATEWAY_SHARED_SECRET: /);
+    t.false(error!.message.includes('s'.repeat(32)));
+  }
+  t.is(loadBaseConfig({ GATEWAY_SHARED_SECRET: 'A-z_0.9~'.repeat(4) }).GATEWAY_SHARED_SECRET, 'A-z_0.9~'.repeat(4));
+});
+
 test('the Keycloak settings are all or none: a partial set is one ConfigError naming every missing variable, never a value', (t) => {
   const all = { KEYCLOAK_URL: 'http://127.0.0.1:1', KEYCLOAK_REALM: 'platform', KEYCLOAK_CLIENT_ID: 'backend', KEYCLOAK_CLIENT_SECRET: 's3cret-kc' };
   for (const missing of [['KEYCLOAK_REALM', 'KEYCLOAK_CLIENT_ID', 'KEYCLOAK_CLIENT_SECRET'], ['KEYCLOAK_CLIENT_SECRET'], ['KEYCLOAK_URL'], ['KEYCLOAK_URL', 'KEYCLOAK_CLIENT_ID']]) {

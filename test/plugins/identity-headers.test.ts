@@ -41,6 +41,17 @@ test('spoofed identity headers never reach a service, even without any credentia
   t.deepEqual(out, { accept: 'application/json', 'x-gateway-token': 'secret-token' });
 });
 
+test('a client-sent Forwarded header (any case) is removed by default: no host rewrites it, so neither passes it on', (t) => {
+  const sent = { Forwarded: 'for=203.0.113.66;proto=https', 'x-real-ip': '203.0.113.66', accept: 'application/json' };
+  const decision = run(sent);
+  t.deepEqual(decision.removeUpstream, ['forwarded']);
+  // X-Real-IP is the host's to set (Kong's nginx, the embedded edge), from the address it derived.
+  t.false(decision.removeUpstream!.includes('x-real-ip'));
+  // An operator can keep it by listing the headers to strip without it.
+  const keeping = createIdentityHeaders(parseIdentityHeadersConfig({ strip_headers: ['x-auth-method', 'x-api-key'] }));
+  t.deepEqual((keeping.access({ method: 'GET', path: '/', headers: sent, clientIp: '', shared: {} }) as Continue).removeUpstream, []);
+});
+
 test('identity headers come from the verified identity only', (t) => {
   const headers = { 'x-user-id': 'admin', 'x-auth-method': 'jwt' };
   const out = upstream(headers, run(headers, { apikey: identity('apikey', 'user_real') }));

@@ -75,7 +75,12 @@ export const baseConfigShape = {
    * channel the edge and the services listen on.
    */
   EDGE_REDIS_PREFIX: z.string().min(1).default(DEFAULT_REDIS_PREFIX),
-  GATEWAY_SHARED_SECRET: z.string().min(32, 'at least 32 characters').optional(),
+  /** Sent as a header on every request the edge forwards: visible ASCII only, or every request would fail at send time. */
+  GATEWAY_SHARED_SECRET: z
+    .string()
+    .min(32, 'at least 32 characters')
+    .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces (it travels in a header)')
+    .optional(),
   GATEWAY_PORT: port(8000),
   LLM_API_PORT: port(8080),
   RESPONSE_API_PORT: port(8082),
