@@ -11,7 +11,7 @@ import type { SyncDeps } from './sync.js';
  * the upstream model-list client. Import this file only; the others are its internals.
  */
 export { catalogConfigShape, loadCatalogConfig, type CatalogConfig } from './config.js';
-export { providersTables, syncRunsTables } from './providers-migrations.js';
+export { providerSyncGeneration, providersTables, syncRunsTables } from './providers-migrations.js';
 export { createSyncRunsStore, type SyncRunCounts, type SyncRunRow, type SyncRunStatus, type SyncRunsStore } from './sync-runs-store.js';
 export { modelsTables } from './models-migrations.js';
 export { createProvidersStore, endpointsOf, type EndpointConfig, type ProviderRow, type ProvidersStore } from './providers-store.js';

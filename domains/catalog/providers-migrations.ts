@@ -54,3 +54,26 @@ export const syncRunsTables: Migration = {
     await knex.schema.dropTable('llm_provider_sync_runs');
   },
 };
+
+/**
+ * Which model list a provider's catalog holds: every sync draws a generation from one sequence
+ * before it fetches the provider's `/models`, and commits only if no sync with a later generation
+ * committed first (`llm_providers.synced_generation`). Two syncs of one provider side by side (two
+ * workers, or the admin's sync beside the scheduled one) then never let the list fetched first
+ * overwrite the one fetched after it. A sequence, not a clock: a clock set back changes nothing.
+ */
+export const providerSyncGeneration: Migration = {
+  name: '20261207_3001_llm_provider_sync_generation',
+  async up(knex) {
+    await knex.raw('create sequence llm_provider_sync_generations');
+    await knex.schema.alterTable('llm_providers', (t) => {
+      t.bigInteger('synced_generation'); // null: never synchronised
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('llm_providers', (t) => {
+      t.dropColumn('synced_generation');
+    });
+    await knex.raw('drop sequence if exists llm_provider_sync_generations');
+  },
+};

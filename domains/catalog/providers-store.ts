@@ -30,6 +30,8 @@ export interface ProviderRow {
   created_at: number;
   updated_at: number;
   seq: number;
+  /** The generation of the model list last committed by a sync (null: none yet); see `claimSyncCommit`. */
+  synced_generation?: number | null;
 }
 
 /** The configured endpoints, or the base URL as the single endpoint. */
@@ -48,6 +50,34 @@ export function createProvidersStore(knex: Knex) {
     },
     async byIdForUpdate(trx: Knex, id: string): Promise<ProviderRow | undefined> {
       return trx(PROVIDERS).where({ id }).forUpdate().first();
+    },
+    /**
+     * A sync's generation, drawn before it fetches the provider's list: later fetches get larger
+     * ones, whatever the clocks say (a sequence, never rolled back).
+     */
+    async nextSyncGeneration(): Promise<number> {
+      const result = await knex.raw("select nextval('llm_provider_sync_generations') as generation");
+      return Number(result.rows[0].generation);
+    },
+    /**
+     * Locks the provider for a sync's commit and records its generation, in one statement, unless a
+     * sync of a later generation committed first: then (or when the provider is gone) undefined,
+     * and nothing changed.
+     */
+    async claimSyncCommit(trx: Knex, id: string, generation: number): Promise<ProviderRow | undefined> {
+      const [row] = await trx(PROVIDERS)
+        .where({ id })
+        .andWhere((q) => q.whereNull('synced_generation').orWhere('synced_generation', '<', generation))
+        .update({ synced_generation: generation })
+        .returning('*');
+      return row;
+    },
+    /** A failed sync's error, recorded unless a sync of a later generation committed first. */
+    async recordSyncError(trx: Knex, id: string, generation: number, message: string): Promise<void> {
+      await trx(PROVIDERS)
+        .where({ id })
+        .andWhere((q) => q.whereNull('synced_generation').orWhere('synced_generation', '<', generation))
+        .update({ last_sync_error: message });
     },
     async byName(name: string, trx: Knex = knex): Promise<ProviderRow | undefined> {
       return trx(PROVIDERS).whereRaw('lower(name) = lower(?)', [name]).first();

@@ -18,6 +18,14 @@ import type { SkippedModel } from './upstream-entry.js';
  * carries the metadata (name, description, context length, architecture, parameters) of one of
  * them: the first active provider in registration order whose list has it (`catalogSources`), so
  * the others' syncs leave it alone and a steady state emits no events.
+ *
+ * Two syncs of one provider may run side by side (two provider-sync workers, the admin's sync beside
+ * the scheduled one) and the one that fetched first may commit last. Each sync draws a generation
+ * before it fetches, and commits only if no later one committed first (`claimSyncCommit`, one
+ * statement that also locks the provider for the commit): an older list never overwrites a newer
+ * one. A superseded sync changes nothing and says so (`superseded`); its failure to fetch is not
+ * recorded over a later success either. Generations come from a sequence, so a clock set back
+ * freezes nothing.
  */
 
 export interface SyncDeps {
@@ -39,7 +47,13 @@ export interface SyncResult {
   deactivated: number;
   /** Entries of the provider's list that were not synchronised, each with its reason. */
   skipped: SkippedModel[];
+  /** The provider's models as committed (after this sync, or the later one that superseded it). */
   models: ProviderModelRow[];
+  /**
+   * Set when a sync that fetched the provider's list later committed first: this one's older list
+   * was dropped and nothing changed (the counts are 0).
+   */
+  superseded?: true;
 }
 
 /** How many skipped models `last_sync_error` names before "and N more". */
@@ -89,14 +103,16 @@ const iso = (clock: Clock) => new Date(clock.now()).toISOString();
 export async function syncProvider(deps: SyncDeps, providerId: string, trxIn?: Knex.Transaction): Promise<SyncResult> {
   const row = await deps.providers.byId(providerId);
   if (!row) throw new SyncError(`provider ${providerId} does not exist`);
+  // Drawn before the fetch: a sync that fetches later has a later generation.
+  const generation = await deps.providers.nextSyncGeneration();
   let upstream: { models: UpstreamModel[]; skipped: SkippedModel[] };
   try {
     upstream = await fetchUpstreamModels(deps, row);
   } catch (error) {
-    await deps.providers.update(trxIn ?? deps.providers.knex, providerId, { last_sync_error: (error as Error).message });
+    await deps.providers.recordSyncError(trxIn ?? deps.providers.knex, providerId, generation, (error as Error).message);
     throw error;
   }
-  const run = async (trx: Knex.Transaction) => applySync(deps, trx, providerId, upstream.models, upstream.skipped);
+  const run = async (trx: Knex.Transaction) => applySync(deps, trx, providerId, generation, upstream.models, upstream.skipped);
   return trxIn ? run(trxIn) : deps.models.knex.transaction(run);
 }
 
@@ -120,9 +136,21 @@ function precedes(a: { active: boolean; seq: number }, b: { active: boolean; seq
   return a.active !== b.active ? a.active : a.seq < b.seq;
 }
 
-async function applySync(deps: SyncDeps, trx: Knex.Transaction, providerId: string, upstreamModels: UpstreamModel[], skipped: SkippedModel[]): Promise<SyncResult> {
-  const row = await deps.providers.byIdForUpdate(trx, providerId);
-  if (!row) throw new SyncError(`provider ${providerId} does not exist`);
+async function applySync(
+  deps: SyncDeps,
+  trx: Knex.Transaction,
+  providerId: string,
+  generation: number,
+  upstreamModels: UpstreamModel[],
+  skipped: SkippedModel[],
+): Promise<SyncResult> {
+  // Locks the provider until the commit; waits for a sync committing meanwhile, then sees its generation.
+  const row = await deps.providers.claimSyncCommit(trx, providerId, generation);
+  if (!row) {
+    if (!(await deps.providers.byId(providerId, trx))) throw new SyncError(`provider ${providerId} does not exist`);
+    // A sync that fetched later committed first: its list stands.
+    return { provider_id: providerId, added: 0, updated: 0, deactivated: 0, skipped: [], models: await deps.models.providerModelsOf(providerId, trx), superseded: true };
+  }
   const now = unixSeconds(deps.clock);
   const existing = new Map((await deps.models.providerModelsOf(providerId, trx)).map((pm) => [pm.provider_original_model_id, pm]));
   // A skipped entry is still on the provider's list: its model keeps its last synchronised state

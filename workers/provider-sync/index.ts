@@ -23,7 +23,10 @@ import { createSyncScheduleStore, providerSyncMigrations } from './schedule.js';
  * in flight) goes back to the queue, queued again. Sync adds new models, deactivates vanished ones and never
  * touches manually updated fields; events go through the outbox. llm-api processes notice the
  * change through the catalog version (LLM_CATALOG_POLL_MS). The schedule is the platform's: with
- * several processes, one of them syncs per interval (schedule.ts).
+ * several processes, one of them syncs per interval (schedule.ts). Two syncs of one provider that
+ * still meet (two workers' on-demand runs, or the admin's inline sync) cannot let the list fetched
+ * first overwrite a later one: the commit checks the sync's generation (the catalog's sync.ts), and a
+ * superseded sync changes nothing.
  */
 export { PROVIDER_SYNC_QUEUE };
 
@@ -81,6 +84,8 @@ export async function syncAllProviders(ctx: SharedServiceContext, deps: SyncDeps
       summary.added += result.added;
       summary.updated += result.updated;
       summary.deactivated += result.deactivated;
+      // Another sync of this provider (another worker, the admin's) fetched its list after this one and committed first.
+      if (result.superseded) ctx.runtime.logger.info({ provider_id: provider!.id }, 'provider sync superseded by a later one; its older model list was dropped');
       if (result.added || result.updated || result.deactivated) {
         ctx.runtime.logger.info({ provider_id: provider!.id, added: result.added, updated: result.updated, deactivated: result.deactivated }, 'provider models synchronised');
       }

@@ -2,12 +2,21 @@ import type { Knex } from 'knex';
 import type { Bus } from '../bus/types.js';
 import type { Clock } from '../clock.js';
 import { idleBackoff } from '../db/idle-backoff.js';
+import { isDependencyUnavailable } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { runEvery, type Periodic } from '../periodic.js';
 
 /** Rows deleted per statement when published events are pruned. */
 const PRUNE_BATCH = 1000;
+
+/** Refusals of one row by the bus (not a broker away) before it is parked. */
+export const OUTBOX_PUBLISH_ATTEMPTS = 10;
+
+/** How long a row waits after its `failures`-th refusal before it is offered again: 1 s, doubling, at most 5 minutes. */
+export function outboxRetryDelayMs(failures: number): number {
+  return Math.min(1000 * 2 ** Math.max(0, failures - 1), 5 * 60_000);
+}
 
 /**
  * The transactional outbox. Domain code calls `recordEvent(trx, type, data)` inside the
@@ -19,6 +28,12 @@ const PRUNE_BATCH = 1000;
  * publishes its rows again (at least once). Consumers never rely on order (docs/webhooks.md). Published
  * rows are deleted once older than the retention (`retentionMs`, OUTBOX_RETENTION_HOURS); rows
  * not yet published are never deleted.
+ *
+ * A row the bus refuses for good (an error that does not say the broker is away) does not hold back
+ * the rows after it: the pass goes on with them, and the refused row is offered again after
+ * `outboxRetryDelayMs` (growing with its refusals). After OUTBOX_PUBLISH_ATTEMPTS refusals it is
+ * parked: kept with `dead_at` set, logged once with its id, counted by `outbox_events_dead`, never
+ * offered again until an operator clears `dead_at`. A broker away stops the pass and charges no row.
  */
 
 /** The message every event travels as on the bus; webhook delivery wraps it in SPEC.md 6.3. */
@@ -102,6 +117,8 @@ export interface OutboxRelay {
 interface PendingRow {
   id: string;
   type: string;
+  /** Refusals of this row by the bus so far. */
+  publish_failures: number;
   data: Record<string, unknown>;
   /** Already formatted by the claim query (microseconds kept). */
   occurred_at: string;
@@ -128,21 +145,41 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       `update outbox_events set locked_until = ?, attempts = attempts + 1
          where id in (
            select id from outbox_events
-            where published_at is null and locked_until < ?
+            where published_at is null and dead_at is null and locked_until < ?
             order by seq
             limit ?
             for update skip locked)
-       returning id, type, data, seq,
+       returning id, type, data, seq, publish_failures,
                  to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as occurred_at`,
       [now + leaseMs, now, batchSize],
     );
     return ((result.rows ?? []) as (PendingRow & { seq: number })[]).sort((a, b) => a.seq - b.seq);
   }
 
-  async function passOnce(): Promise<number> {
+  /**
+   * A row the bus refused (not a broker away): offered again after its delay, or parked after
+   * OUTBOX_PUBLISH_ATTEMPTS refusals. Its lease holds it meanwhile (no other relay touches it).
+   */
+  async function refused(row: PendingRow, error: unknown): Promise<void> {
+    const failures = row.publish_failures + 1;
+    const now = clock.now();
+    const park = failures >= OUTBOX_PUBLISH_ATTEMPTS;
+    await knex('outbox_events')
+      .where({ id: row.id })
+      .update({ publish_failures: failures, locked_until: now + outboxRetryDelayMs(failures), ...(park ? { dead_at: new Date(now) } : {}) });
+    const err = (error as Error)?.message ?? String(error);
+    if (park) {
+      logger.error({ event_id: row.id, type: row.type, failures, err }, 'outbox event parked: the bus kept refusing it; it is kept with dead_at set and never offered again (outbox_events_dead)');
+    } else if (failures === 1) {
+      logger.warn({ event_id: row.id, type: row.type, err }, 'outbox event refused by the bus; later events go on, this one is offered again with a growing delay');
+    }
+  }
+
+  async function passOnce(): Promise<{ published: number; claimed: number }> {
     const rows = await claim();
     const sent: string[] = [];
-    let error: unknown;
+    let unavailable: unknown;
+    let tried = 0;
     for (const row of rows) {
       const message: EventMessage = {
         id: row.id,
@@ -156,24 +193,29 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
         await bus.publish(row.type, message, { messageId: row.id });
         sent.push(row.id);
       } catch (e) {
-        error = e;
-        break;
+        // The broker away: no row is at fault; the pass stops and the relay backs off.
+        if (isDependencyUnavailable(e)) {
+          unavailable = e;
+          break;
+        }
+        await refused(row, e);
       }
+      tried++;
     }
     // The relay's clock, like the lease: the retention is measured from it.
     if (sent.length) await knex('outbox_events').whereIn('id', sent).update({ published_at: new Date(clock.now()) });
-    const unsent = rows.filter((r) => !sent.includes(r.id)).map((r) => r.id);
-    if (unsent.length) await knex('outbox_events').whereIn('id', unsent).update({ locked_until: 0 });
-    if (error) throw error;
-    return sent.length;
+    const untried = rows.slice(tried).map((r) => r.id);
+    if (untried.length) await knex('outbox_events').whereIn('id', untried).update({ locked_until: 0 });
+    if (unavailable) throw unavailable;
+    return { published: sent.length, claimed: rows.length };
   }
 
   async function drain(): Promise<number> {
     let total = 0;
     for (;;) {
-      const n = await passOnce();
-      total += n;
-      if (n < batchSize) return total;
+      const { published, claimed } = await passOnce();
+      total += published;
+      if (claimed < batchSize) return total;
     }
   }
 
