@@ -9,6 +9,7 @@ import { createFileSearch } from './file-search/file-search.js';
 import { createFileSearchStore } from './file-search/store.js';
 import { createSandbox } from './sandbox/index.js';
 import { createSearchBackend } from './search/index.js';
+import { createCancelRelay } from './tools/cancel-relay.js';
 import { createToolCaller } from './tools/call-tool.js';
 import { createCatalog } from './tools/catalog.js';
 import { buildTools } from './tools/index.js';
@@ -56,13 +57,21 @@ export async function buildMcpDeps(ctx: ServiceContext, overrides: Partial<McpCo
   ctx.onStop(() => switches.stop());
 
   const metricsRegistry = new Registry();
+  // A cancel that reaches a replica not running the call is passed on over the bus (RabbitMQ).
+  const cancelRelay = createCancelRelay({ bus: runtime.bus, logger });
   const callTool = createToolCaller({
     catalog,
     switches,
     metrics: createToolMetrics(metricsRegistry),
     logger,
     maxConcurrentCalls: config.MCP_MAX_CONCURRENT_CALLS,
+    cancelElsewhere: cancelRelay?.publish,
   });
+  if (cancelRelay) {
+    // Optional: a replica that cannot take other replicas' cancels still serves (each call still ends at its timeout).
+    await cancelRelay.listen(callTool.cancelHere).catch((error: Error) => logger.warn({ err: error.message }, 'cancels sent to other replicas will not reach this one'));
+    ctx.onStop(() => cancelRelay.stop());
+  }
 
   return {
     config,

@@ -21,6 +21,16 @@ test.before(async () => {
     '/image.png': { type: 'image/png', body: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13]) },
     '/untyped-binary': { body: Buffer.from([0x7f, 0x45, 0x4c, 0x46, 0, 0, 0, 0]) },
     '/huge': { type: 'text/plain', body: 'x'.repeat(300 * 1024) },
+    // Types that only begin like a text type: the whole type is matched, not a prefix of it.
+    '/jsonx': { type: 'application/jsonx', body: '{"otter": 1}' },
+    '/xml-suffixed': { type: 'application/xml-dtd-whatever', body: '<otter/>' },
+    '/javascript-archive': { type: 'application/javascript-archive; charset=utf-8', body: 'var otter = 1;' },
+    '/json-then-more': { type: 'application/vnd.otter+jsonx', body: '{"otter": 1}' },
+    // Text types, with parameters and in capitals, are still read.
+    '/json': { type: 'Application/JSON; charset=utf-8', body: '{"otter": "raft"}' },
+    '/vendor-json': { type: 'application/vnd.api+json', body: '{"data": "raft"}' },
+    '/csv': { type: 'application/csv', body: 'otter,raft' },
+    '/markdown': { type: 'text/markdown;charset=UTF-8', body: '# raft' },
   });
   p = await startMcpPlatform({ EGRESS_ALLOW_HOSTS: '127.0.0.1', SCRAPE_MAX_BYTES: '200kb' });
   ({ key } = await p.newUser());
@@ -78,6 +88,19 @@ test('refuses binary content, typed or sniffed', async (t) => {
   const sniffed = await scrape(site.url('/untyped-binary'));
   t.true(sniffed.isError);
   t.regex(sniffed.text, /Binary content/);
+});
+
+test('a type that merely begins like a text type (application/jsonx, application/xml-…) is refused as binary; real text types are read', async (t) => {
+  for (const [path, mime] of [['/jsonx', 'application/jsonx'], ['/xml-suffixed', 'application/xml-dtd-whatever'], ['/javascript-archive', 'application/javascript-archive'], ['/json-then-more', 'application/vnd.otter+jsonx']]) {
+    const result = await scrape(site.url(path!));
+    t.true(result.isError, `${mime} was read as text: ${result.text}`);
+    t.is(result.text, `Binary content is not supported (${mime}); scrape reads HTML and text pages`);
+  }
+  for (const [path, text] of [['/json', '{"otter": "raft"}'], ['/vendor-json', '{"data": "raft"}'], ['/csv', 'otter,raft'], ['/markdown', '# raft']]) {
+    const result = await scrape(site.url(path!));
+    t.falsy(result.isError, `${path} was refused: ${result.text}`);
+    t.is(result.page.content, text);
+  }
 });
 
 test('refuses a page larger than SCRAPE_MAX_BYTES while it streams', async (t) => {

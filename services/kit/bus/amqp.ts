@@ -413,7 +413,12 @@ class AmqpBus implements Bus {
     channel.on('close', () => this.onConsumerChannelClosed(state, channel, connection));
     try {
       await channel.assertExchange(this.exchange, 'topic', { durable: true });
-      await this.declareBound(channel, queue, state.options.bindings ?? []);
+      if (state.options.transient) {
+        await channel.assertQueue(queue, { durable: false, exclusive: true, autoDelete: true });
+        for (const pattern of state.options.bindings ?? []) await channel.bindQueue(queue, this.exchange, pattern);
+      } else {
+        await this.declareBound(channel, queue, state.options.bindings ?? []);
+      }
       await channel.prefetch(state.options.prefetch ?? this.options.prefetch ?? 32);
     } catch (error) {
       await channel.close().catch(() => {});
@@ -528,6 +533,11 @@ class AmqpBus implements Bus {
     try {
       await state.handler(message, delivery);
     } catch (error) {
+      if (state.options.transient) {
+        // No dead letters nor retries for a process's own broadcast queue: the message is dropped.
+        this.options.logger.error({ err: (error as Error)?.message, queue, message_id: message.id }, 'message handler failed; a transient queue drops the message');
+        return delivery.deadLetter();
+      }
       const { failures, deadLetter } = afterHandlerFailure(headers, error);
       if (deadLetter) {
         this.options.logger.error({ err: (error as Error)?.message, queue, message_id: message.id, failures }, 'message handler keeps failing; moved to dead letters');
@@ -541,7 +551,7 @@ class AmqpBus implements Bus {
   async backlog(): Promise<QueueBacklog[]> {
     const connection = this.connection;
     if (!connection) throw new BusUnavailableError();
-    const queues = [...new Set([...this.consumers].filter((c) => !c.cancelled).map((c) => c.options.queue))];
+    const queues = [...new Set([...this.consumers].filter((c) => !c.cancelled && !c.options.transient).map((c) => c.options.queue))];
     if (queues.length === 0) return [];
     // A channel of its own: checking a queue that does not exist closes the channel it is asked on.
     const channel = await connection.createChannel();

@@ -149,6 +149,7 @@ export class PgQueueBus extends EventEmitter implements Bus {
   }
 
   async consume<T>(options: ConsumeOptions, handler: MessageHandler<T>): Promise<Consumer> {
+    if (options.transient) throw new Error('the PostgreSQL-backed queue has no transient queues (RabbitMQ only)');
     await this.declare(options);
     const queue = this.q(options.queue);
     const prefetch = options.prefetch ?? this.options.prefetch ?? 32;

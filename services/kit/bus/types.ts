@@ -32,6 +32,14 @@ export interface ConsumeOptions {
   /** Topic patterns (`conversation.*`, `#`) binding the queue to the exchange. Empty: direct queue only. */
   bindings?: string[];
   prefetch?: number;
+  /**
+   * RabbitMQ only: a queue of this consumer alone, for broadcasts to every live process (each
+   * process names its own): exclusive, not durable, deleted by the broker with the consumer's
+   * connection, so a process that is gone leaves nothing behind; declared again after a reconnect
+   * (what was published meanwhile is lost). No dead letters and no retries: a message whose
+   * handler throws is dropped (logged). The PostgreSQL queue refuses it.
+   */
+  transient?: boolean;
 }
 
 export interface Consumer {

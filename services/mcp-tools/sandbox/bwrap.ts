@@ -15,6 +15,7 @@ import { SandboxUnavailableError, type PythonResult, type PythonRun, type Sandbo
  *   bwrap --unshare-all --die-with-parent --new-session --clearenv
  *         --ro-bind <python runtime only> --tmpfs /tmp (size-limited) --proc --dev
  *         --ro-bind-data 3 /sandbox/main.py       the code arrives on fd 3, never through argv or env
+ *   python3 -I -S -B -c <close fds above 2; exec>  a trusted prelude: the code never sees an inherited descriptor
  *   python3 -I -S -B /sandbox/main.py           isolated mode, no site-packages: the standard library only
  *
  * setpriv and prlimit exec into bwrap, so bwrap is this service's child; with --die-with-parent
@@ -42,6 +43,27 @@ const SETPRIV = '/usr/bin/setpriv';
 const PRLIMIT = '/usr/bin/prlimit';
 /** The start-up check's own limit: generous, as a loaded host starts Python slowly. */
 const PROBE_TIMEOUT_MS = 20_000;
+/**
+ * The trusted first program inside the sandbox: closes every descriptor above 2, then execs the
+ * interpreter on the user's code (argv[1:]), which so starts with stdin, stdout and stderr only.
+ * Node opens its own descriptors close-on-exec, but leaves most of those the service process inherited
+ * without it (from a supervisor, a shell, a container runtime), and neither setpriv, prlimit nor
+ * bwrap closes them: without this the code could read and write them through /proc/self/fd.
+ * bwrap's own init (the sandbox's PID 1) closes its extra descriptors itself. The exec replaces
+ * this program, so the user's program, its argv, tracebacks and line numbers are as if run
+ * directly. Anything failing here (no /proc) exits non-zero before the code runs, and the
+ * start-up check, which runs through the same command, then makes the tool unavailable.
+ */
+const CLOSE_INHERITED_FDS = [
+  'import os, sys',
+  'for fd in os.listdir("/proc/self/fd"):',
+  '    if int(fd) > 2:',
+  '        try:',
+  '            os.close(int(fd))',
+  '        except OSError:',
+  '            pass',
+  'os.execv(sys.argv[1], sys.argv[1:])',
+].join('\n');
 
 
 export async function createBwrapSandbox(options: BwrapOptions): Promise<SandboxDriver> {
@@ -79,7 +101,7 @@ export async function createBwrapSandbox(options: BwrapOptions): Promise<Sandbox
       '--remount-ro', '/dev', '--remount-ro', '/',
       '--setenv', 'PATH', '/usr/bin', '--setenv', 'HOME', '/tmp', '--setenv', 'LANG', 'C.UTF-8',
       '--setenv', 'PYTHONIOENCODING', 'utf-8', '--chdir', '/tmp',
-      '--', rt.pythonPath, ...PYTHON_FLAGS, '/sandbox/main.py',
+      '--', rt.pythonPath, ...PYTHON_FLAGS, '-c', CLOSE_INHERITED_FDS, rt.pythonPath, ...PYTHON_FLAGS, '/sandbox/main.py',
     ];
     const limits = [
       `--nproc=${options.maxProcesses}`, `--as=${options.memoryMb * mib}`, `--cpu=${cpuSeconds}`,

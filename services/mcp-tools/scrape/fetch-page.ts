@@ -25,7 +25,8 @@ export interface Page {
   truncated: boolean;
 }
 
-const TEXT_TYPES = /^(text\/|application\/(json|xml|javascript|ecmascript|x-ndjson|ld\+json|rss\+xml|atom\+xml|x-yaml|yaml|toml|csv)|[a-z]+\/[a-z0-9.+-]*\+(json|xml)$)/i;
+/** Media types (parameters already stripped) read as text: any text/*, these application/* and any `+json`/`+xml` suffix. The whole type must match. */
+const TEXT_TYPES = /^(?:text\/[a-z0-9!#$&^_.+-]+|application\/(?:json|xml|javascript|ecmascript|x-ndjson|ld\+json|rss\+xml|atom\+xml|x-yaml|yaml|toml|csv)|[a-z]+\/[a-z0-9!#$&^_.+-]*\+(?:json|xml))$/i;
 const HTML_TYPES = /^(text\/html|application\/xhtml\+xml)$/i;
 
 export async function fetchPage(deps: ScrapeDeps, url: string, format: 'text' | 'markdown', maxChars: number, signal: AbortSignal): Promise<Page> {

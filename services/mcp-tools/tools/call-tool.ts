@@ -21,6 +21,8 @@ export interface CallToolDeps {
   metrics: ToolMetrics;
   logger: Logger;
   maxConcurrentCalls: number;
+  /** Passes a cancel naming no call in flight here to the other replicas (`cancel-relay.ts`); none: cancels stay in this process. */
+  cancelElsewhere?: (userId: string, requestId: string | number, reason: string | undefined) => void;
 }
 
 export interface ToolCaller {
@@ -28,10 +30,13 @@ export interface ToolCaller {
   /**
    * Cancels the call `userId` has in flight in this process under `requestId` (the client's
    * `notifications/cancelled`, which arrives in a request of its own: the server is stateless).
-   * Nothing happens when there is no such call, or more than one (two clients of the user reusing
-   * an id: which one was meant is unknown). Returns whether a call was cancelled.
+   * Nothing happens here when there is more than one (two clients of the user reusing an id: which
+   * one was meant is unknown). When there is none, the cancel goes to the other replicas
+   * (`cancelElsewhere`): the call may run on one of them. Returns whether a call here was cancelled.
    */
-  cancel(userId: string, requestId: string | number, reason?: unknown): boolean;
+  cancel(userId: string, requestId: string | number, reason?: string): boolean;
+  /** The same, in this process only: a cancel another replica passed on. */
+  cancelHere(userId: string, requestId: string | number, reason?: string): boolean;
 }
 
 export function createToolCaller(deps: CallToolDeps): ToolCaller {
@@ -93,13 +98,21 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
       slots.give(ctx.userId, slot);
     }
   };
+  const cancelHere = (userId: string, requestId: string | number, reason?: string) => {
+    const calls = inFlight.get(callKey(userId, requestId));
+    if (calls?.length !== 1) return false;
+    calls[0]!.abort(new Error(reason ?? 'cancelled by the client'));
+    return true;
+  };
   return Object.assign(call, {
-    cancel(userId: string, requestId: string | number, reason?: unknown) {
-      const calls = inFlight.get(callKey(userId, requestId));
-      if (calls?.length !== 1) return false;
-      calls[0]!.abort(reason ?? new Error('cancelled by the client'));
-      return true;
+    cancel(userId: string, requestId: string | number, reason?: string) {
+      if (!inFlight.has(callKey(userId, requestId))) {
+        deps.cancelElsewhere?.(userId, requestId, reason);
+        return false;
+      }
+      return cancelHere(userId, requestId, reason);
     },
+    cancelHere,
   });
 }
 

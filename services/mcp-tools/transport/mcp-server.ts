@@ -69,10 +69,11 @@ export function createRequestServer(deps: McpServerDeps, userId: string, request
     );
   });
   // A client cancels a call with a notification POSTed on its own, which reaches a server of its own:
-  // the call it names is looked up among this user's calls in flight in the process.
+  // the call it names is looked up among this user's calls in flight in the process, and passed to
+  // the other replicas when it is not here.
   server.setNotificationHandler(CancelledNotificationSchema, (notification) => {
     const { requestId, reason } = notification.params;
-    if (requestId !== undefined) deps.callTool.cancel(userId, requestId, new Error(reason ?? 'cancelled by the client'));
+    if (requestId !== undefined) deps.callTool.cancel(userId, requestId, reason);
   });
   return server;
 }

@@ -1,0 +1,120 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import test from 'ava';
+import { openRuntime, serviceUrls, startService, type Runtime, type StartedService } from '../../services/kit/index.js';
+import { mcpToolsService } from '../../services/mcp-tools/service.js';
+import { startTestService, type TestService } from '../helpers/env.js';
+import { createTestUser, edgeHeaders, type TestUser } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
+
+// Two mcp-tools replicas on one bus (real RabbitMQ, this file's own exchange and queue prefix) and
+// one database, as behind the gateway: the server keeps no session, so a client's
+// notifications/cancelled may reach the replica that is not running the call it names. It must
+// still stop that call, and only a call of the same user.
+let a: TestService;
+let runtimeB: Runtime | undefined;
+let b: StartedService | undefined;
+let bUrl: string;
+let page: Awaited<ReturnType<typeof startEndlessPages>>;
+
+/** Pages that never finish: headers, then a byte now and then until their reader goes away. */
+async function startEndlessPages() {
+  let requests = 0;
+  let open = 0;
+  const server = http.createServer((_req, res) => {
+    requests++;
+    open++;
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    const timer = setInterval(() => res.write('x'), 200);
+    res.on('close', () => {
+      clearInterval(timer);
+      open--;
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: (path: string) => `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`,
+    requests: () => requests,
+    open: () => open,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
+test.before(async () => {
+  page = await startEndlessPages();
+  // SCRAPE_TIMEOUT_MS far past the test's own bounds: only a cancel ends a call here.
+  a = await startTestService(mcpToolsService, { bus: 'amqp', env: { EGRESS_ALLOW_HOSTS: '127.0.0.1', SCRAPE_TIMEOUT_MS: '120000' } });
+  // Replica B: its own process state and its own connections, the same configuration (database schema, exchange, queue prefix).
+  runtimeB = await openRuntime(a.runtime.config, { name: 'replica-b', migrations: [] });
+  b = await startService(mcpToolsService, { runtime: runtimeB, gatewaySecret: a.gatewaySecret, urls: serviceUrls(runtimeB.config) });
+  bUrl = `http://127.0.0.1:${b.server.port}`;
+});
+test.after.always(async () => {
+  await b?.server.close(1000);
+  await b?.stop();
+  await runtimeB?.close();
+  await a?.close();
+  page?.close();
+});
+
+async function rpc(url: string, user: TestUser, body: unknown): Promise<{ status: number; json: any }> {
+  const res = await fetch(`${url}/v1/mcp`, {
+    method: 'POST',
+    headers: { ...edgeHeaders(a.gatewaySecret, user), 'content-type': 'application/json', accept: 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text ? JSON.parse(text) : null };
+}
+
+function slowCall(user: TestUser, id: number, path: string) {
+  const state: { settled: boolean; result?: any } = { settled: false };
+  const done = rpc(a.url, user, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'scrape', arguments: { url: page.url(path) } } }).then((answer) => {
+    state.settled = true;
+    state.result = answer.json?.result;
+    return answer;
+  });
+  // A call still running when the file stops fails with the servers: that is no unhandled rejection.
+  done.catch(() => {});
+  return { state, done };
+}
+
+test.serial("a cancel sent to the other replica stops the call, and only the same user's call under that id", async (t) => {
+  const x = await createTestUser(a.runtime.db.knex);
+  const y = await createTestUser(a.runtime.db.knex);
+  // Both users have a call with JSON-RPC id 7 running on replica A.
+  const before = page.requests();
+  const xCall = slowCall(x, 7, '/x');
+  const yCall = slowCall(y, 7, '/y');
+  await waitFor(() => page.requests() >= before + 2, 10_000, 'both calls fetching their page');
+
+  // Y cancels its id 7 through replica B, which runs nothing.
+  const cancelY = await rpc(bUrl, y, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7, reason: 'changed my mind' } });
+  t.is(cancelY.status, 202);
+  await waitFor(() => yCall.state.settled, 10_000, "Y's call ended by the cancel that reached replica B");
+  t.true(yCall.state.result?.isError, JSON.stringify(yCall.state.result));
+  t.is(yCall.state.result?.content?.[0]?.text, 'The request was cancelled');
+  t.false(xCall.state.settled, "X's call under the same id goes on: Y's cancel named Y's call only");
+
+  // A cancel of an id X has no call under cancels nothing either; then X's own cancel, through B, stops X's call.
+  t.is((await rpc(bUrl, x, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: '7' } })).status, 202);
+  t.is((await rpc(bUrl, x, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7 } })).status, 202);
+  await waitFor(() => xCall.state.settled, 10_000, "X's call ended by its cancel that reached replica B");
+  t.is(xCall.state.result?.content?.[0]?.text, 'The request was cancelled');
+  await waitFor(() => page.open() === 0, 10_000, 'both page fetches stopped');
+  await Promise.all([xCall.done, yCall.done]);
+});
+
+test.serial('a cancel reaching the replica running the call stops it there at once', async (t) => {
+  const x = await createTestUser(a.runtime.db.knex);
+  const before = page.requests();
+  const call = slowCall(x, 9, '/local');
+  await waitFor(() => page.requests() >= before + 1, 10_000, 'the call fetching its page');
+  t.is((await rpc(a.url, x, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 9 } })).status, 202);
+  await waitFor(() => call.state.settled, 10_000, 'the call ended by the local cancel');
+  t.is(call.state.result?.content?.[0]?.text, 'The request was cancelled');
+  await call.done;
+});
