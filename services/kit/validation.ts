@@ -106,6 +106,16 @@ export const toWellFormed: (value: string) => string =
     ? (value) => (value as string & { toWellFormed(): string }).toWellFormed()
     : (value) => value.replace(LONE_SURROGATES, '\ufffd');
 
+/**
+ * `value` made storable: each NUL and each unpaired surrogate becomes U+FFFD. For text the platform
+ * did not take at its door but must keep, such as a provider's answer; an input is refused instead.
+ * The common case is one scan that finds nothing, and the same string back.
+ */
+export function storableText(value: string): string {
+  if (unstorableStringReason(value) === null) return value;
+  return toWellFormed(value).replaceAll('\u0000', '\ufffd');
+}
+
 /** Keys that would reach an object's prototype when copied with `Object.assign` or spread into defaults. */
 const FORBIDDEN_KEYS = new Set(['__proto__']);
 

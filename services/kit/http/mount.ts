@@ -192,8 +192,13 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       const query = schemas.query ? parseInput(schemas.query, rawQuery) : rawQuery;
       const rawParams = joinedParams(req.params);
       const params = schemas.params ? parseInput(schemas.params, rawParams) : rawParams;
-      const call: RouteCall = new Call(req, res, principal as Principal, body, query, params);
-      const result = await route.handler(call);
+      const call = new Call(req, res, principal as Principal, body, query, params);
+      let result;
+      try {
+        result = await route.handler(call);
+      } finally {
+        call.cancellation.handlerReturned = true;
+      }
       if (res.headersSent || res.writableEnded) return;
       if (result !== undefined) answerJson(res, status, result);
       else if (status === 204) res.status(204).end();
@@ -278,12 +283,30 @@ class Call implements RouteCall {
   }
 }
 
-/** Aborted with `ClientClosed` when the answer's connection closes before the answer is complete. */
+/**
+ * Aborted with `ClientClosed` when the answer's connection closes before the answer is complete,
+ * and when the answer ends before the route's handler has returned, that is, when someone else
+ * answered on the route's response: the embedded edge, which hands a request to an in-process
+ * service on the client's own response object, writes its 504 there once the service wrote
+ * nothing for `EDGE_UPSTREAM_READ_TIMEOUT_MS`, and that answer completes normally. (Over HTTP the
+ * edge closes its connection to the service instead, the first case.) A handler that writes its
+ * own answer (a stream) returns right after ending it, before the response's 'close', which
+ * follows the end by at least a turn of the event loop. A response that ended or closed before
+ * the handler is called (while the body was read) aborts at once. No listener of its own: the
+ * check rides on the close hook every route already had, and `handlerReturned` is one field.
+ */
 class ClientCancellation extends CancelToken implements Cancellation {
+  /** Set by the mount once the route's handler has returned (or thrown). */
+  handlerReturned = false;
+
   constructor(res: Response) {
     super();
+    if (res.writableEnded || res.destroyed) {
+      this.abort(new ClientClosed());
+      return;
+    }
     whenClosed(res, () => {
-      if (!res.writableFinished) this.abort(new ClientClosed());
+      if (!res.writableFinished || !this.handlerReturned) this.abort(new ClientClosed());
     });
   }
 

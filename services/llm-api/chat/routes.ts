@@ -61,6 +61,9 @@ async function handleCompletion(deps: ChatDeps, settings: ChatRouteSettings, cal
     }
     return result.body;
   }
+  // Answered meanwhile by someone else (the embedded edge's 504, between the provider's head and
+  // here): the client is gone, which the relay must know before writeEventStream closes it.
+  if (call.res.headersSent) call.cancellation.abort(new ClientClosed());
   await writeEventStream(call.res, result.events, settings.keepAliveMs, result.report, toEdge);
   return undefined;
 }
@@ -69,6 +72,8 @@ async function handleCompletion(deps: ChatDeps, settings: ChatRouteSettings, cal
  * Writes the events as SSE until `done`, an `error` event, or the client leaving. `report` (the
  * stream's usage, settled when the events end) is kept for the requests log and, when the edge
  * asked for it (`reportToEdge`), handed to it in process or sent as the `X-Usage-Report` trailer.
+ * A response answered already (the embedded edge's 504) gets nothing: the events are started and
+ * closed at once, so the relay still releases its provider and settles its outcome.
  */
 export async function writeEventStream(
   res: Response,
@@ -77,6 +82,11 @@ export async function writeEventStream(
   report?: Promise<UsageReport>,
   reportToEdge?: 'encoded' | ((report: UsageReport) => void),
 ): Promise<void> {
+  if (res.headersSent || res.writableEnded) {
+    // A generator closed before its first step skips its `finally` (the relay's cleanup): one step first.
+    for await (const _event of events) break;
+    return;
+  }
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache, no-transform',

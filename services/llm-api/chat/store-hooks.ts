@@ -1,4 +1,4 @@
-import { ApiError, contentText, newId, type Principal, type ServiceContext } from '../../kit/index.js';
+import { ApiError, contentText, newId, storableText, type Principal, type ServiceContext } from '../../kit/index.js';
 import { appendItems, createConversation, openHistory, type ConversationDeps } from '../conversations/index.js';
 import { findProject } from '../projects/index.js';
 import { contextLengthOf, type ResolvedModel } from '../models/registry.js';
@@ -83,16 +83,23 @@ function contentOf(message: Message): unknown {
   });
 }
 
-/** The answer → its items: the reasoning (when kept), the assistant text, one `function_call` per tool call. */
+/**
+ * The answer → its items: the reasoning (when kept), the assistant text, one `function_call` per tool
+ * call. The provider's text is kept as it came, except what no database stores (a NUL, an unpaired
+ * surrogate), which becomes U+FFFD: refusing it would lose an exchange the client was already
+ * answered (or charged) for.
+ */
 function answerItems(answer: StoredAnswer, keepReasoning: boolean): Record<string, unknown>[] {
   const items: Record<string, unknown>[] = [];
-  if (keepReasoning && answer.reasoning) items.push({ type: 'reasoning', status: answer.status, summary: [{ type: 'summary_text', text: answer.reasoning }] });
+  if (keepReasoning && answer.reasoning) items.push({ type: 'reasoning', status: answer.status, summary: [{ type: 'summary_text', text: storableText(answer.reasoning) }] });
   const calls = (answer.toolCalls ?? []).filter((call) => call.id !== '' && call.name !== '');
   // A turn that only calls tools is its calls; any other answer (even an empty one) is a message.
   if (answer.content !== '' || calls.length === 0) {
-    items.push({ type: 'message', role: 'assistant', status: answer.status, content: [{ type: 'output_text', text: answer.content, annotations: [] }] });
+    items.push({ type: 'message', role: 'assistant', status: answer.status, content: [{ type: 'output_text', text: storableText(answer.content), annotations: [] }] });
   }
-  for (const call of calls) items.push({ type: 'function_call', status: answer.status, call_id: call.id, name: call.name, arguments: call.arguments });
+  for (const call of calls) {
+    items.push({ type: 'function_call', status: answer.status, call_id: storableText(call.id), name: storableText(call.name), arguments: storableText(call.arguments) });
+  }
   return items;
 }
 
@@ -136,7 +143,7 @@ export function createStoreHooks(
 
       const append = async (db: typeof knex, answer: StoredAnswer): Promise<void> => {
         const stored = answerItems(answer, input.store_reasoning === true);
-        const common = { ...ids, model: answer.model, tokensUsed: answer.usage ? { prompt: answer.usage.prompt_tokens, completion: answer.usage.completion_tokens } : null, clock };
+        const common = { ...ids, model: storableText(answer.model), tokensUsed: answer.usage ? { prompt: answer.usage.prompt_tokens, completion: answer.usage.completion_tokens } : null, clock };
         try {
           await appendItems(db, { ...common, items: [...latest.flatMap(toItems), ...stored] });
         } catch (error) {

@@ -282,7 +282,9 @@ class StreamRelay {
     // A copy, cleaned: the event goes to the client as the provider sent it, the counts to the meter as numbers.
     if (chunk.usage && typeof chunk.usage === 'object' && !Array.isArray(chunk.usage)) this.result.usage = cleanUsage(usageCopy(chunk.usage as Record<string, unknown>), this.options.usageLog, this.options.requestId);
     const choices = chunk.choices;
-    if (Array.isArray(choices) && choices.length === 0 && chunk.usage && !this.options.clientWantsUsage) return null;
+    // The usage-only chunk (asked for by the gateway, not the client): `choices: []` as OpenAI sends
+    // it, or no `choices` at all (absent or null) as some providers send it.
+    if (chunk.usage && !this.options.clientWantsUsage && (choices === undefined || choices === null || (Array.isArray(choices) && choices.length === 0))) return null;
     if (this.options.collect && Array.isArray(choices)) this.collect(choices);
     if (this.extraPending && Array.isArray(choices)) {
       Object.assign(chunk, this.extraPending);

@@ -37,12 +37,15 @@ const USAGE_ROWS = columnArrays<UsageRecord>([
 
 const names = USAGE_ROWS.names;
 // The raw rows and the daily rollup in one statement, so the rollup can never miss or double a batch.
+// The rollup's groups are upserted in key order: two processes flushing batches that share groups
+// then lock their rows in the same order and wait for each other, where the hash aggregate's own
+// order could make each hold a row the other needs (a deadlock, and a retried batch).
 const SQL = `with x as (select * from ${USAGE_ROWS.fromItem}),
   raw as (insert into llm_usage (${names}) select ${names} from x)
   insert into llm_usage_daily as d (day, user_id, api_key_id, model, provider_id, project_id, requests, prompt_tokens, completion_tokens, reasoning_tokens, cost_micro_usd)
   select (created_at at time zone 'UTC')::date, coalesce(user_id, ''), coalesce(api_key_id, ''), model, coalesce(provider_id, ''), coalesce(project_id, ''),
          count(*), sum(prompt_tokens), sum(completion_tokens), sum(reasoning_tokens), sum(cost_micro_usd)
-  from x group by 1, 2, 3, 4, 5, 6
+  from x group by 1, 2, 3, 4, 5, 6 order by 1, 2, 3, 4, 5, 6
   on conflict (day, user_id, api_key_id, model, provider_id, project_id) do update set
     requests = d.requests + excluded.requests,
     prompt_tokens = d.prompt_tokens + excluded.prompt_tokens,

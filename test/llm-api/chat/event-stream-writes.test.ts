@@ -4,12 +4,14 @@ import { PassThrough } from 'node:stream';
 import test from 'ava';
 import type { Response } from 'express';
 import { request } from 'undici';
+import { ClientClosed } from '../../../services/kit/index.js';
 import { writeEventStream } from '../../../services/llm-api/chat/routes.js';
 import type { StreamEvent } from '../../../services/llm-api/chat/stream.js';
 import { startRelay } from '../../helpers/relay.js';
 
 // How a streamed answer reaches the socket: the head and the first event in one write when the
-// event is ready, the head alone (at once) when it is not.
+// event is ready, the head alone (at once) when it is not; and nothing at all when the response
+// was answered already.
 
 const chunk = (n: number) => ({ type: 'chunk', chunk: { id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: `t${n}` } }] } }) as unknown as StreamEvent;
 
@@ -103,5 +105,30 @@ test("a provider answer that arrives whole leaves in one write, ending at the pr
     providerBody.end();
   } finally {
     await s.close();
+  }
+});
+
+test('a response answered already (the embedded edge gave up with its 504): nothing is written, nothing thrown, and the relay releases its provider and settles', async (t) => {
+  const data = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'late' } }] })}\n\n`;
+  const providerBody = new PassThrough();
+  const client = new AbortController();
+  client.abort(new ClientClosed());
+  const relayed = startRelay(data, providerBody, { signal: client.signal });
+  let wrote: Promise<void> | undefined;
+  const server = createServer((_req, res) => {
+    res.writeHead(504, { 'content-type': 'application/json' });
+    res.end('{"error":{"code":"upstream_timeout"}}');
+    wrote = writeEventStream(res as ServerResponse as Response, relayed.events, 0);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const res = await request(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+    t.is(res.statusCode, 504);
+    t.is(await res.body.text(), '{"error":{"code":"upstream_timeout"}}');
+    await t.notThrowsAsync(wrote!);
+    t.is((await relayed.done).outcome, 'client_closed');
+    t.true(providerBody.destroyed, "the provider's answer is cut");
+  } finally {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 });
