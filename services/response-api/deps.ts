@@ -2,14 +2,15 @@ import { loadConfig, type ServiceContext } from '../kit/index.js';
 import { responsesConfigShape, type ResponsesConfig } from './config.js';
 import { createLlmPort, createMediaPort, createToolsPort, type LlmPort, type MediaPort, type ToolsPort } from './responses/ports.js';
 import { startRetentionPurge } from './responses/purge.js';
-import { CancelledError, longestLoopMs } from './responses/loop.js';
+import { longestLoopMs, ProcessStoppingError } from './responses/loop.js';
 import type { ResponsesDeps } from './responses/responses.js';
 import { createResponseStore } from './responses/store.js';
 
 /**
  * The composition root of response-api: settings parsed once, the clients of llm-api and
  * mcp-tools, the store and the retention purge, per app instance. On stop, loops still running in
- * this process are cancelled and stored as such (a background response never stays "in_progress").
+ * this process are stopped and stored `failed` with the error a crash leaves (purge.ts), never
+ * `cancelled`, which only a cancel stores (a background response never stays "in_progress").
  */
 export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPort; tools?: ToolsPort; media?: MediaPort } = {}) {
   const { runtime } = ctx;
@@ -54,7 +55,7 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
   ctx.onStop(async () => {
     await purge.stop();
     const loops = [...running.values()];
-    for (const loop of loops) loop.abort.abort(new CancelledError());
+    for (const loop of loops) loop.abort.abort(new ProcessStoppingError());
     await Promise.allSettled(loops.map((loop) => loop.done));
     if ('close' in llm && typeof llm.close === 'function') await llm.close();
     if ('close' in media && typeof media.close === 'function') await media.close();

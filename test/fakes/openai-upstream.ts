@@ -21,8 +21,8 @@ import type { AddressInfo } from 'node:net';
  * Scripted conversations (tool loops): `script(name, steps)`, then `#script:<name>` in the last user
  * message. The answer to a request is the step whose index is the number of assistant turns after
  * that user message (the last step repeats). A step calls tools, answers text (a function of the
- * messages, e.g. to quote a tool's output), holds the request until the client leaves, or waits
- * for a `gate` the test opens. A step's tool calls are not made when the request's tool_choice is
+ * messages, e.g. to quote a tool's output), refuses (`refusal`), holds the request until the client
+ * leaves, or waits for a `gate` the test opens. A step's tool calls are not made when the request's tool_choice is
  * "none": the step answers its content, or `NO_TOOLS_ANSWER`.
  */
 export const NO_TOOLS_ANSWER = 'Answering without calling a tool.';
@@ -30,6 +30,13 @@ export interface ScriptStep {
   tool_calls?: Array<{ name: string; arguments: Record<string, unknown> | string }>;
   content?: string | ((messages: any[]) => string);
   finish_reason?: string;
+  /** The model refuses (OpenAI's structured refusal): `message.refusal`, streamed as `delta.refusal` pieces. */
+  refusal?: string;
+  /**
+   * Streamed tool calls without `index` (as some providers send them): each call as a first delta
+   * with its id and name, then one with its name again and its arguments, neither with an index.
+   */
+  indexlessToolCalls?: boolean;
   /** Never answer; the client's disconnect ends it (counted in `aborted()`). */
   hold?: boolean;
   /** Answer only once this settles (a test releases it when it has seen what it waits for). */
@@ -313,9 +320,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       type: 'function',
       function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
     }));
-    const content = typeof step.content === 'function' ? step.content(messages) : (step.content ?? (calls.length ? null : refused ? NO_TOOLS_ANSWER : ''));
+    const content = typeof step.content === 'function' ? step.content(messages) : (step.content ?? (calls.length || step.refusal !== undefined ? null : refused ? NO_TOOLS_ANSWER : ''));
     const usage = { prompt_tokens: messages.length, completion_tokens: 3, total_tokens: messages.length + 3 };
-    const message = { role: 'assistant', content, ...(calls.length ? { tool_calls: calls } : {}) };
+    const message = { role: 'assistant', content, ...(step.refusal !== undefined ? { refusal: step.refusal } : {}), ...(calls.length ? { tool_calls: calls } : {}) };
     const finish = step.finish_reason ?? (calls.length ? 'tool_calls' : 'stop');
     const id = `chatcmpl-${name}-${chats}`;
     const created = Math.floor(Date.now() / 1000);
@@ -329,7 +336,13 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     // The text in word-sized pieces, as providers stream it.
     res.write(chunk({ role: 'assistant', content: '' }, null));
     for (const piece of (content ?? '').split(/(?<= )/)) if (piece) res.write(chunk({ content: piece }, null));
-    if (calls.length) res.write(chunk({ tool_calls: calls.map((c, index) => ({ index, ...c })) }, null));
+    for (const piece of (step.refusal ?? '').split(/(?<= )/)) if (piece) res.write(chunk({ refusal: piece }, null));
+    if (calls.length && step.indexlessToolCalls) {
+      for (const c of calls) {
+        res.write(chunk({ tool_calls: [{ id: c.id, type: 'function', function: { name: c.function.name, arguments: '' } }] }, null));
+        res.write(chunk({ tool_calls: [{ function: { name: c.function.name, arguments: c.function.arguments } }] }, null));
+      }
+    } else if (calls.length) res.write(chunk({ tool_calls: calls.map((c, index) => ({ index, ...c })) }, null));
     res.write(chunk({}, finish));
     if (body.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [], usage })}\n\n`);
     res.end('data: [DONE]\n\n');

@@ -78,6 +78,8 @@ export async function streamResponse(t: ExecutionContext, client: OpenAI, body: 
 }
 
 const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+/** The events of a content part's text or refusal, each inside its part. */
+const TEXT_EVENTS = new Set(['response.output_text.delta', 'response.output_text.done', 'response.refusal.delta', 'response.refusal.done']);
 
 /** The rules of the Responses event stream, checked on a whole recorded stream; returns the terminal event's response. */
 export function checkStream(t: ExecutionContext, events: any[]) {
@@ -108,7 +110,7 @@ export function checkStream(t: ExecutionContext, events: any[]) {
     if (event.item_id) t.is(event.item_id, open.get(event.output_index).id, `${event.type} names its item`);
     const partKey = `${event.output_index}:${event.content_index}`;
     if (event.type === 'response.content_part.added') openParts.add(partKey);
-    if (event.type === 'response.output_text.delta' || event.type === 'response.output_text.done') t.true(openParts.has(partKey), `${event.type} inside its content part`);
+    if (TEXT_EVENTS.has(event.type)) t.true(openParts.has(partKey), `${event.type} inside its content part`);
     if (event.type === 'response.content_part.done') openParts.delete(partKey);
     if (event.type === 'response.output_item.done') {
       t.is(event.item.id, open.get(event.output_index).id);

@@ -4,6 +4,7 @@ import test from 'ava';
 import { ApiError, ManualClock, systemClock, type Principal } from '../../services/kit/index.js';
 import { longestLoopMs, runLoop, type LoopPlan } from '../../services/response-api/responses/loop.js';
 import { createToolsPort, type ChatCompletion, type LlmPort } from '../../services/response-api/responses/ports.js';
+import { buildResponsesDeps } from '../../services/response-api/deps.js';
 import { INTERRUPTED_ERROR, startRetentionPurge } from '../../services/response-api/responses/purge.js';
 import { ResponseRecorder, type ResponseObject, type StreamEvent } from '../../services/response-api/responses/recorder.js';
 import { cancelResponse, createResponse, type ResponsesDeps } from '../../services/response-api/responses/responses.js';
@@ -259,8 +260,8 @@ test('a cancel no loop answers (the process running it stopped) ends the row can
   t.is(row.status, 'cancelled');
   t.true(row.cancel_requested);
 
-  // A loop that was only slow, not gone, writes its end after all: the cancelled row stays.
-  await store.save(rowId, { status: 'completed', body: { id: rowId, object: 'response', status: 'completed', output: [] } });
+  // A loop that was only slow, not gone, writes its end after all: the cancelled row stays, and the write says so.
+  t.false(await store.save(rowId, { status: 'completed', body: { id: rowId, object: 'response', status: 'completed', output: [] } }));
   const kept = (await store.find(userId, rowId))!;
   t.is(kept.status, 'cancelled');
   t.deepEqual(kept.body.output, output);
@@ -282,6 +283,82 @@ test('a row the sweep ended failed is not overwritten by a loop that writes late
   const row = (await store.find(userId, rowId))!;
   t.is(row.status, 'failed');
   t.deepEqual(row.body.error, INTERRUPTED_ERROR);
+});
+
+test('a loop that ends completed after a cancel from another process ended its row: the row stays cancelled and the turn is not appended to its conversation', async (t) => {
+  const userId = newUserId();
+  let id = '';
+  const appended: Array<{ conversation: string; items: unknown[] }> = [];
+  // The step answers only once the cancel has ended the row, as `cancelResponse` does when no loop
+  // answers in time (here the loop polls its flag too seldom to see it): no timing involved.
+  const { llm } = fakeLlm([
+    async () => {
+      t.true(await store.markCancelled(userId, id), 'the cancel ended the row');
+      return answer('too late');
+    },
+  ]);
+  llm.appendConversationItems = async (_principal, conversation, items) => void appended.push({ conversation, items });
+  const deps = domainDeps(llm, { cancelPollMs: 3_600_000 });
+  const events: StreamEvent[] = [];
+  const onEvent = (event: StreamEvent) => {
+    events.push(event);
+    if (event.type === 'response.created') id = event.response.id;
+  };
+  const late = await createResponse(deps, principalOf(userId), request({ conversation: 'conv_ended_elsewhere' }), { signal: live(), onEvent });
+  t.is(late.status, 'completed', 'the loop itself completed');
+  const row = (await store.find(userId, late.id))!;
+  t.is(row.status, 'cancelled', 'the stored end stands');
+  t.is(row.body.status, 'cancelled');
+  t.deepEqual(appended, [], 'nothing written to the conversation of a response stored cancelled');
+
+  // The same response, not cancelled meanwhile, writes its turn to the conversation.
+  const { llm: normal } = fakeLlm([() => answer('in time')]);
+  normal.appendConversationItems = llm.appendConversationItems;
+  const completed = await createResponse(domainDeps(normal, { cancelPollMs: 3_600_000 }), principalOf(userId), request({ conversation: 'conv_ended_elsewhere' }), { signal: live(), onEvent: () => {} });
+  t.is((await store.find(userId, completed.id))!.status, 'completed');
+  t.is(appended.length, 1);
+  t.is(appended[0]!.conversation, 'conv_ended_elsewhere');
+  t.is(appended[0]!.items.length, 2, 'its input and its answer');
+});
+
+test('a graceful stop ends the responses its loops run failed, with the error a crash leaves (never cancelled)', async (t) => {
+  const stops: Array<() => unknown> = [];
+  const ctx = { ...p.ctx, onStop: (cleanup: () => unknown) => void stops.push(cleanup) } as typeof p.ctx;
+  let asked = 0;
+  let allAsked!: () => void;
+  const threeAsked = new Promise<void>((resolve) => (allAsked = resolve));
+  const { llm } = fakeLlm([
+    (body, signal) => {
+      if (++asked === 3) allAsked();
+      return never(body, signal);
+    },
+  ]);
+  const { responses } = buildResponsesDeps(ctx, { llm, tools: { open: async () => ({}) as never }, media: { checkReferences: async () => {} } });
+  const userId = newUserId();
+  const principal = principalOf(userId);
+  const queued = await createResponse(responses, principal, request({ background: true }), { signal: live() });
+  const events: StreamEvent[] = [];
+  const streamed = createResponse(responses, principal, request(), { signal: live(), onEvent: (e) => void events.push(e) });
+  const json = createResponse(responses, principal, request(), { signal: live() });
+  await threeAsked;
+  for (const stop of stops) await stop();
+
+  const background = (await store.find(userId, queued.id))!;
+  t.is(background.status, 'failed', 'a polling client sees what a crash leaves, not a cancel');
+  t.is(background.body.status, 'failed');
+  t.deepEqual(background.body.error, INTERRUPTED_ERROR);
+  t.false(background.cancel_requested);
+
+  const ended = await streamed;
+  t.is(ended.status, 'failed');
+  t.deepEqual(ended.error, INTERRUPTED_ERROR);
+  t.is(events.at(-1)!.type, 'response.failed');
+  t.is((await store.find(userId, ended.id))!.status, 'failed');
+
+  // A foreground JSON caller whose response had no output yet gets the error itself: a 503 its SDK retries.
+  const refused = await t.throwsAsync(json, { instanceOf: ApiError });
+  t.is(refused!.status, 503);
+  t.is(refused!.message, INTERRUPTED_ERROR.message);
 });
 
 // --- The caller, timeouts, mcp-tools --------------------------------------------------------

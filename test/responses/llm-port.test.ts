@@ -81,3 +81,55 @@ test.serial('a conversation is read newest first, a page of 100 at a time, no fu
   t.is(all.reads - twoPages.reads, twoPages.reads - onePage.reads, 'the third page is read only by the caller that goes on');
   await port.close();
 });
+
+// A step's completion, streamed (a streaming caller's steps) and whole, through llm-api from the
+// fake provider: tool calls assembled by the rule llm-api's relay uses, refusals carried.
+const stepOf = async (script: string, streamed: boolean) => {
+  const port = createLlmPort({ baseUrl: () => h.url, gatewayToken: h.service.gatewaySecret, timeoutMs: 10_000, clock: new ManualClock(), modelCacheMs: 0 });
+  const texts: string[] = [];
+  const refusals: string[] = [];
+  const onDelta = streamed ? { text: (d: string) => void texts.push(d), refusal: (d: string) => void refusals.push(d) } : undefined;
+  try {
+    const body = { model: 'unbounded', messages: [{ role: 'user', content: `go #script:${script}` }] };
+    const completion = await port.complete(principal, body, new AbortController().signal, onDelta);
+    return { completion, texts, refusals };
+  } finally {
+    await port.close();
+  }
+};
+
+test('streamed tool calls without an index, their name in every delta: one call each, the name as given', async (t) => {
+  fake.script('indexless', [
+    {
+      indexlessToolCalls: true,
+      tool_calls: [
+        { name: 'get_a', arguments: { x: 1 } },
+        { name: 'get_b', arguments: { y: 2 } },
+      ],
+    },
+  ]);
+  const { completion } = await stepOf('indexless', true);
+  const [choice] = completion.choices;
+  t.is(choice!.finish_reason, 'tool_calls');
+  t.deepEqual(
+    choice!.message.tool_calls!.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })),
+    [
+      { id: 'call_indexless_0_0', name: 'get_a', arguments: '{"x":1}' },
+      { id: 'call_indexless_0_1', name: 'get_b', arguments: '{"y":2}' },
+    ],
+  );
+});
+
+test('a refusal is carried by a step, streamed (each piece handed over as it arrives) and whole', async (t) => {
+  const refusal = "I'm sorry, I can't help with that.";
+  fake.script('refusing-port', [{ refusal }]);
+  const streamed = await stepOf('refusing-port', true);
+  t.is(streamed.completion.choices[0]!.message.refusal, refusal);
+  t.is(streamed.completion.choices[0]!.message.content, '');
+  t.true(streamed.refusals.length > 1, 'the pieces as the provider wrote them');
+  t.is(streamed.refusals.join(''), refusal);
+  t.deepEqual(streamed.texts, []);
+  const whole = await stepOf('refusing-port', false);
+  t.is(whole.completion.choices[0]!.message.refusal, refusal);
+  t.falsy(whole.completion.choices[0]!.message.content);
+});

@@ -2,7 +2,7 @@
  * kit/http: building HTTP services and calling others. The app factory, route tables and their
  * mount, bodies, pagination, the OpenAPI generator, listening and draining, the internal client,
  * the client of operator-configured endpoints, the egress guard for user-supplied URLs, the
- * reader of server-sent events.
+ * reader of server-sent events and the assembly of a streamed completion's tool calls.
  */
 export { createServiceApp, type ServiceAppOptions } from './app.js';
 export type { ServedRequest } from './served.js';
@@ -21,3 +21,4 @@ export * from '../internal-client.js';
 export * from './trusted-endpoint.js';
 export * from '../egress.js';
 export * from '../sse.js';
+export * from '../tool-call-deltas.js';

@@ -1,4 +1,4 @@
-import { ApiError, completionId, errorBody, isDependencyUnavailable, SseEventTooLarge, SseSplitter, type CancelSignal } from '../../kit/index.js';
+import { ApiError, collectToolCallDelta, completionId, errorBody, isDependencyUnavailable, SseEventTooLarge, SseSplitter, type CancelSignal } from '../../kit/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import type { BodyChunks } from '../routing/provider-answer.js';
 import { cleanUsage, usageCopy, type InvalidCountLog } from '../usage/token-counts.js';
@@ -306,29 +306,9 @@ class StreamRelay {
     }
   }
 
-  /**
-   * One tool-call fragment: the first of a call brings its id and name, the later ones pieces of
-   * its arguments, each naming the call by `index` (assembled as the openai SDK does: id and name
-   * taken as given, arguments appended). A fragment without an index (some providers) starts a new
-   * call when it brings an id not seen yet, and continues the last one otherwise.
-   */
+  /** One tool-call fragment, assembled by the kit's rule (`collectToolCallDelta`, shared with response-api's streamed steps). */
   private collectToolCall(fragment: ToolCallDelta): void {
-    if (!fragment || typeof fragment !== 'object') return;
-    const calls = (this.result.toolCalls ??= []);
-    const id = typeof fragment.id === 'string' && fragment.id !== '' ? fragment.id : undefined;
-    let call: StreamedToolCall | undefined;
-    if (typeof fragment.index === 'number') call = calls.find((c) => c.index === fragment.index);
-    else call = id !== undefined && !calls.some((c) => c.id === id) ? undefined : calls.at(-1);
-    if (!call) {
-      const index = typeof fragment.index === 'number' ? fragment.index : calls.length;
-      call = { index, id: '', name: '', arguments: '' };
-      calls.push(call);
-      calls.sort((a, b) => a.index - b.index);
-    }
-    if (id !== undefined) call.id = id;
-    const fn = fragment.function;
-    if (fn && typeof fn.name === 'string' && fn.name !== '') call.name = fn.name;
-    if (fn && typeof fn.arguments === 'string') call.arguments += fn.arguments;
+    this.result.toolCalls = collectToolCallDelta(this.result.toolCalls, fragment);
   }
 
   /** Stores the exchange once (`save`); the error event to end with when storing failed, else null. */

@@ -83,6 +83,17 @@ export class CancelledError extends Error {
 }
 
 /**
+ * The abort reason of a loop whose process stops (a graceful stop) while it runs. Not a cancel:
+ * the response is stored `failed` with the error a crash leaves (`INTERRUPTED_ERROR`, purge.ts), so
+ * a stop and a crash look alike and a polling client can tell it from a user's cancel and retry.
+ */
+export class ProcessStoppingError extends Error {
+  constructor() {
+    super('The process running the response is stopping');
+  }
+}
+
+/**
  * A connection to mcp-tools that could not be made or broke (fetch's "fetch failed", a refused or
  * reset connection), as opposed to an answer of mcp-tools.
  */
@@ -108,7 +119,7 @@ export async function runLoop(
   recorder: ResponseRecorder,
   abort: AbortSignal,
   stopAtBoundary: () => boolean,
-  progress: () => Promise<void> = async () => {},
+  progress: () => Promise<unknown> = async () => {},
 ): Promise<LoopResult> {
   const response = recorder.response;
   const messages = [...plan.messages];
@@ -145,8 +156,8 @@ export async function runLoop(
     const stepTimeout = AbortSignal.timeout(deps.stepTimeoutMs);
     try {
       // A streaming caller sees the text as the provider writes it; a non-streaming one gets the step whole.
-      const onText = recorder.streaming ? (delta: string) => recorder.textDelta(storableDelta(delta)) : undefined;
-      completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, stepTimeout]), onText);
+      const onDelta = recorder.streaming ? { text: (delta: string) => recorder.textDelta(storableDelta(delta)), refusal: (delta: string) => recorder.refusalDelta(storableDelta(delta)) } : undefined;
+      completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, stepTimeout]), onDelta);
     } catch (error) {
       if (abort.aborted) throw new CancelledError();
       if (stepTimeout.aborted) throw new ApiError(504, `The chat completion of step ${step} did not finish within ${deps.stepTimeoutMs} ms`, { cause: error });
@@ -157,6 +168,12 @@ export async function runLoop(
     outputTokens += used.output_tokens;
     const choice = completion.choices?.[0];
     const content = storableText(choice?.message?.content ?? '');
+    // A refusal (OpenAI's structured refusal) is the step's answer as much as its text: a `refusal`
+    // part of its message, and in the history the turn's text (as a refusal in the input is replayed).
+    const refusal = storableText(typeof choice?.message?.refusal === 'string' ? choice.message.refusal : '');
+    const answer = { text: content, refusal };
+    // What the message's parts hold, joined (blank text beside a refusal makes no part).
+    const said = refusal && !content.trim() ? refusal : content + refusal;
     // parallel_tool_calls: false is honoured even when the model returns several calls: the first
     // is run and kept, the rest are dropped (as if the model had asked for one); it calls again next step.
     const asked = (choice?.message?.tool_calls ?? []).map((c) => ({ ...c, id: callId(c.id, ids), function: { name: storableText(c.function.name ?? ''), arguments: storableText(c.function.arguments ?? '') } }));
@@ -167,8 +184,8 @@ export async function runLoop(
     // (nor returned to the client) and the response ends incomplete, as it does for text.
     if (calls.length === 0 || choice?.finish_reason === 'length') {
       const cutOff = choice?.finish_reason === 'length' ? 'max_output_tokens' : choice?.finish_reason === 'content_filter' ? 'content_filter' : null;
-      recorder.endText(content, true, cutOff ? 'incomplete' : 'completed');
-      messages.push({ role: 'assistant', content });
+      recorder.endText(answer, true, cutOff ? 'incomplete' : 'completed');
+      messages.push({ role: 'assistant', content: said });
       if (cutOff) {
         response.status = 'incomplete';
         response.incomplete_details = { reason: cutOff };
@@ -176,8 +193,8 @@ export async function runLoop(
       return { messages, steps };
     }
 
-    recorder.endText(content, false);
-    messages.push({ role: 'assistant', content: content || null, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: c.function })) });
+    recorder.endText(answer, false);
+    messages.push({ role: 'assistant', content: said || null, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: c.function })) });
 
     // Platform tools run now; calls of the client's own functions are returned to it.
     const platformCalls = calls.filter((c) => !clientFunctions.has(c.function.name));

@@ -3,6 +3,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import {
   ApiError,
+  collectToolCallDelta,
   containsMediaId,
   createInternalClient,
   GATEWAY_TOKEN_HEADER,
@@ -12,6 +13,7 @@ import {
   sseData,
   type Clock,
   type Principal,
+  type StreamedToolCall,
 } from '../../kit/index.js';
 import { toConversationItem } from './items.js';
 
@@ -21,16 +23,23 @@ import { toConversationItem } from './items.js';
  * steps do not spend the caller's edge rate limit; llm-api still records each step's usage).
  */
 export interface ChatCompletion {
-  choices: Array<{ message: { content?: string | null; tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }> }; finish_reason: string | null }>;
+  choices: Array<{ message: ChatCompletionMessage; finish_reason: string | null }>;
   usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; prompt_tokens_details?: { cached_tokens?: number }; completion_tokens_details?: { reasoning_tokens?: number } };
+}
+
+/** A step's answer: its text, its refusal (OpenAI's structured refusal, instead of or beside the text), its tool calls. */
+export interface ChatCompletionMessage {
+  content?: string | null;
+  refusal?: string | null;
+  tool_calls?: Array<{ id: string; type?: string; function: { name: string; arguments: string } }>;
 }
 
 export interface LlmPort {
   /**
-   * One step's chat completion. With `onText` it is streamed from llm-api and each piece of its
-   * text is handed over as it arrives; the result is the same completion either way.
+   * One step's chat completion. With `onDelta` it is streamed from llm-api and each piece of its
+   * text and of its refusal is handed over as it arrives; the result is the same completion either way.
    */
-  complete(principal: Principal, body: Record<string, unknown>, signal: AbortSignal, onText?: (delta: string) => void): Promise<ChatCompletion>;
+  complete(principal: Principal, body: Record<string, unknown>, signal: AbortSignal, onDelta?: StepDeltas): Promise<ChatCompletion>;
   /**
    * Appends a turn's stored items (input and output) to a conversation of the caller (llm-api's
    * conversation store), each converted to the shape the store takes (`toConversationItem`). The
@@ -46,6 +55,12 @@ export interface LlmPort {
   conversationHistory(principal: Principal, conversationId: string): AsyncIterable<Record<string, any>>;
   /** The context window llm-api fits requests to the model to; null when it does not know one. */
   contextLength(principal: Principal, model: string, signal: AbortSignal): Promise<number | null>;
+}
+
+/** Where a streamed step's pieces go as they arrive: its text and its refusal. */
+export interface StepDeltas {
+  text(delta: string): void;
+  refusal(delta: string): void;
 }
 
 export interface ToolDescription {
@@ -73,19 +88,22 @@ const MAX_STEP_EVENT_BYTES = 16 * 1024 * 1024;
 const CONVERSATION_ITEMS_PER_REQUEST = 20;
 
 /**
- * A streamed chat completion read into the completion it stands for: the text's pieces handed to
- * `onText` as they arrive, tool calls assembled from their deltas by index, the finish reason and
- * the usage of the last chunk. An error event (llm-api's, after the stream started) or a stream that
- * ends without `[DONE]` fails the step.
+ * A streamed chat completion read into the completion it stands for: the pieces of its text and of
+ * its refusal handed to `onDelta` as they arrive, tool calls assembled from their deltas by the
+ * kit's rule (`collectToolCallDelta`, as llm-api assembles them), the finish reason and the usage of
+ * the last chunk. An error event (llm-api's, after the stream started) or a stream that ends without
+ * `[DONE]` fails the step.
  */
-async function collectStream(body: AsyncIterable<Uint8Array>, onText: (delta: string) => void): Promise<ChatCompletion> {
+async function collectStream(body: AsyncIterable<Uint8Array>, onDelta: StepDeltas): Promise<ChatCompletion> {
   let content = '';
-  const calls: Array<{ id: string; function: { name: string; arguments: string } }> = [];
+  let refusal = '';
+  let calls: StreamedToolCall[] | null = null;
   let finishReason: string | null = null;
   let usage: ChatCompletion['usage'];
   for await (const data of sseData(body, MAX_STEP_EVENT_BYTES)) {
     if (data === '[DONE]') {
-      const message = { content, ...(calls.length > 0 ? { tool_calls: calls.filter(Boolean) } : {}) };
+      const message: ChatCompletionMessage = { content, refusal: refusal || null };
+      if (calls) message.tool_calls = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
       return { choices: [{ message, finish_reason: finishReason }], ...(usage ? { usage } : {}) };
     }
     const chunk = JSON.parse(data);
@@ -97,14 +115,13 @@ async function collectStream(body: AsyncIterable<Uint8Array>, onText: (delta: st
     const delta = choice.delta ?? {};
     if (typeof delta.content === 'string' && delta.content !== '') {
       content += delta.content;
-      onText(delta.content);
+      onDelta.text(delta.content);
     }
-    for (const piece of delta.tool_calls ?? []) {
-      const call = (calls[piece.index ?? 0] ??= { id: '', function: { name: '', arguments: '' } });
-      if (piece.id) call.id = piece.id;
-      if (piece.function?.name) call.function.name += piece.function.name;
-      if (piece.function?.arguments) call.function.arguments += piece.function.arguments;
+    if (typeof delta.refusal === 'string' && delta.refusal !== '') {
+      refusal += delta.refusal;
+      onDelta.refusal(delta.refusal);
     }
+    if (Array.isArray(delta.tool_calls)) for (const piece of delta.tool_calls) calls = collectToolCallDelta(calls, piece);
   }
   throw new ApiError(502, 'The chat completion ended before it was complete', { code: 'upstream_error' });
 }
@@ -121,8 +138,8 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
   // those llm-api knows (a lookup that fails is not kept), so the map stays as small as the catalog.
   const contextLengths = new Map<string, { value: number | null; expires: number }>();
   return {
-    async complete(principal, body, signal, onText) {
-      if (!onText) {
+    async complete(principal, body, signal, onDelta) {
+      if (!onDelta) {
         const res = await client.call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
         if (res.status !== 200) relayError(res, STEP_REFUSAL);
         return res.body as ChatCompletion;
@@ -130,7 +147,7 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
       const res = await client.open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
       if (res.status !== 200) relayError({ ...res, body: await res.body.text().catch(() => '') }, STEP_REFUSAL);
       try {
-        return await collectStream(res.body, onText);
+        return await collectStream(res.body, onDelta);
       } catch (error) {
         if (signal.aborted) throw signal.reason;
         throw error instanceof ApiError ? error : new ApiError(502, 'The chat completion stream broke off', { code: 'upstream_error', cause: error });

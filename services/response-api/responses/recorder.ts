@@ -12,10 +12,21 @@ export type StreamEvent = Record<string, any> & { type: string; sequence_number:
 /** Text that arrives whole (a step not streamed from the provider) is sent in pieces of this size. */
 const DELTA_CHARS = 64;
 
+/** A content part of a message: the model's text, or its refusal (OpenAI's structured refusal). */
+type TextPart = { type: 'output_text'; text: string; annotations: unknown[]; logprobs: unknown[] };
+type RefusalPart = { type: 'refusal'; refusal: string };
+
 interface OpenMessage {
-  item: Record<string, any> & { content: any[] };
-  part: { type: string; text: string; annotations: unknown[]; logprobs: unknown[] };
+  item: Record<string, any> & { content: Array<TextPart | RefusalPart> };
+  /** The part being written (the last of `item.content`), null before the first. */
+  part: TextPart | RefusalPart | null;
   at: { item_id: string; output_index: number; content_index: number };
+}
+
+/** What a step answered besides tool calls: its text and its refusal (either may be empty). */
+export interface StepAnswer {
+  text: string;
+  refusal: string;
 }
 
 export class ResponseRecorder {
@@ -50,12 +61,19 @@ export class ResponseRecorder {
   }
 
   /**
-   * A whole step's text as one message item (a non-streaming caller, or a step answered at once),
-   * streamed in pieces of `DELTA_CHARS`.
+   * A whole step's answer as one message item (a non-streaming caller, or a step answered at once),
+   * streamed in pieces of `DELTA_CHARS`: an `output_text` part for the text (an empty one for a step
+   * that answered nothing at all), then a `refusal` part for the refusal, when there is one. Text
+   * that is blank beside a refusal makes no part.
    */
-  message(text: string, status: 'completed' | 'incomplete' = 'completed'): void {
+  message(answer: StepAnswer, status: 'completed' | 'incomplete' = 'completed'): void {
     const open = this.openMessage();
-    for (let i = 0; i < text.length; i += DELTA_CHARS) this.appendText(open, text.slice(i, i + DELTA_CHARS));
+    const { text, refusal } = answer;
+    if (text.trim() || !refusal) {
+      this.openPart(open, 'output_text');
+      for (let i = 0; i < text.length; i += DELTA_CHARS) this.appendText(open, text.slice(i, i + DELTA_CHARS));
+    }
+    for (let i = 0; i < refusal.length; i += DELTA_CHARS) this.appendRefusal(open, refusal.slice(i, i + DELTA_CHARS));
     this.closeMessage(open, status);
   }
 
@@ -73,17 +91,26 @@ export class ResponseRecorder {
     this.blankPrefix = '';
   }
 
+  /** A piece of the step's refusal as the provider streams it: a `refusal` part of the step's message (opened by the first piece). */
+  refusalDelta(delta: string): void {
+    if (!delta) return;
+    this.streamed ??= this.openMessage();
+    this.blankPrefix = '';
+    this.appendRefusal(this.streamed, delta);
+  }
+
   /**
-   * The step's text is complete: a message streamed by `textDelta` is closed; otherwise the whole
-   * text becomes a message when `keepBlank` (a step that ends the response) or when it is not blank.
-   * `incomplete`: the provider cut the text off (`finish_reason: "length"`).
+   * The step's answer is complete: a message streamed by `textDelta`/`refusalDelta` is closed;
+   * otherwise the whole answer becomes a message when `keepBlank` (a step that ends the response),
+   * when its text is not blank, or when it refused. `incomplete`: the provider cut the text off
+   * (`finish_reason: "length"`).
    */
-  endText(text: string, keepBlank: boolean, status: 'completed' | 'incomplete' = 'completed'): void {
+  endText(answer: StepAnswer, keepBlank: boolean, status: 'completed' | 'incomplete' = 'completed'): void {
     const open = this.streamed;
     this.streamed = null;
     this.blankPrefix = '';
     if (open) this.closeMessage(open, status);
-    else if (keepBlank || text.trim()) this.message(text, status);
+    else if (keepBlank || answer.text.trim() || answer.refusal) this.message(answer, status);
   }
 
   /** The loop stopped inside a streamed text (cancelled, failed): its message ends `incomplete`, the text so far kept. */
@@ -103,26 +130,52 @@ export class ResponseRecorder {
   private openMessage(): OpenMessage {
     const id = newId('message');
     const outputIndex = this.response.output.length;
-    const item = { id, type: 'message', role: 'assistant', status: 'in_progress', content: [] as any[] };
+    const item = { id, type: 'message', role: 'assistant', status: 'in_progress', content: [] as OpenMessage['item']['content'] };
     this.response.output.push(item);
     this.send('response.output_item.added', { output_index: outputIndex, item: structuredClone(item) });
-    const part = { type: 'output_text', text: '', annotations: [], logprobs: [] };
-    item.content.push(part);
-    const at = { item_id: id, output_index: outputIndex, content_index: 0 };
-    this.send('response.content_part.added', { ...at, part: { ...part } });
-    return { item, part, at };
+    return { item, part: null, at: { item_id: id, output_index: outputIndex, content_index: -1 } };
+  }
+
+  /** Closes the part being written (if any) and opens one of `type` after it. */
+  private openPart(open: OpenMessage, type: 'output_text' | 'refusal'): void {
+    this.closePart(open);
+    const part: TextPart | RefusalPart = type === 'output_text' ? { type, text: '', annotations: [], logprobs: [] } : { type, refusal: '' };
+    open.item.content.push(part);
+    open.part = part;
+    open.at = { ...open.at, content_index: open.item.content.length - 1 };
+    this.send('response.content_part.added', { ...open.at, part: { ...part } });
+  }
+
+  private closePart(open: OpenMessage): void {
+    const part = open.part;
+    if (!part) return;
+    open.part = null;
+    if (part.type === 'output_text') this.send('response.output_text.done', { ...open.at, text: part.text, logprobs: [] });
+    else this.send('response.refusal.done', { ...open.at, refusal: part.refusal });
+    this.send('response.content_part.done', { ...open.at, part: { ...part } });
   }
 
   private appendText(open: OpenMessage, delta: string): void {
-    open.part.text += delta;
+    if (open.part?.type !== 'output_text') this.openPart(open, 'output_text');
+    (open.part as TextPart).text += delta;
     this.send('response.output_text.delta', { ...open.at, delta, logprobs: [] });
   }
 
-  /** `incomplete`: the step stopped inside its text (cancelled, failed, cut off at the token limit); the text so far is kept. */
+  private appendRefusal(open: OpenMessage, delta: string): void {
+    if (open.part?.type !== 'refusal') this.openPart(open, 'refusal');
+    (open.part as RefusalPart).refusal += delta;
+    this.send('response.refusal.delta', { ...open.at, delta });
+  }
+
+  /**
+   * `incomplete`: the step stopped inside its text (cancelled, failed, cut off at the token limit);
+   * the text so far is kept. A message holds at least one part (an empty `output_text` when nothing
+   * was written).
+   */
   private closeMessage(open: OpenMessage, status: 'completed' | 'incomplete'): void {
-    const { item, part, at } = open;
-    this.send('response.output_text.done', { ...at, text: part.text, logprobs: [] });
-    this.send('response.content_part.done', { ...at, part: { ...part } });
+    if (open.item.content.length === 0) this.openPart(open, 'output_text');
+    this.closePart(open);
+    const { item, at } = open;
     item.status = status;
     this.send('response.output_item.done', { output_index: at.output_index, item: structuredClone(item) });
   }

@@ -1,7 +1,8 @@
 import { ApiError, badRequest, cursorEnvelope, estimateTokens, estimateTokensOf, isDependencyUnavailable, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
 import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
-import { CancelledError, runLoop, SERVER_LABEL, toolsUnreachable, type LoopDeps, type LoopPlan } from './loop.js';
+import { CancelledError, ProcessStoppingError, runLoop, SERVER_LABEL, toolsUnreachable, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
+import { INTERRUPTED_ERROR } from './purge.js';
 import { ResponseRecorder, type ResponseObject, type StreamEvent } from './recorder.js';
 import type { CreateResponseRequest, TextFormat } from './schemas.js';
 import { RUNNING_STATUSES, type ResponseRow, type ResponseStore } from './store.js';
@@ -177,7 +178,12 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       recorder.interruptCalls('The response ended before this call did');
       // What the loop produced so far (tool calls and outputs, text) is kept for chaining, as replayed items.
       context = [...messages, ...toChatMessages(response.output)];
-      if (error instanceof CancelledError || abort.signal.aborted) response.status = 'cancelled';
+      if (abort.signal.reason instanceof ProcessStoppingError) {
+        // The process stops: stored as a crash leaves it (the sweep's error), not as a user's cancel.
+        response.status = 'failed';
+        response.error = { ...INTERRUPTED_ERROR };
+        failure = new ApiError(503, INTERRUPTED_ERROR.message);
+      } else if (error instanceof CancelledError || abort.signal.aborted) response.status = 'cancelled';
       else {
         failure = error;
         response.status = 'failed';
@@ -194,8 +200,11 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     // running (purge.ts) ends the row once no loop can still be running it.
     let unstored: ApiError | null = null;
     if (store) {
+      // False when the row had ended without this loop: a cancel that found no loop answering
+      // (`markCancelled`) or the sweep. The stored end stands, and the turn is not the conversation's.
+      let written = true;
       try {
-        if (seenWhileRunning) await deps.store.save(id, { status: response.status, body: response, context: context ?? messages });
+        if (seenWhileRunning) written = await deps.store.save(id, { status: response.status, body: response, context: context ?? messages });
         else await deps.store.insert(row(context ?? messages));
       } catch (error) {
         deps.logger.error({ err: (error as Error).message, response_id: id }, 'storing the response failed');
@@ -205,7 +214,8 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
         response.error = { code: 'server_error', message: unstored.message };
         if (seenWhileRunning) await deps.store.save(id, { status: response.status, body: response }).catch(() => {});
       }
-      if (conversationId && response.status === 'completed') {
+      if (!written) deps.logger.warn({ response_id: id, status: response.status }, 'the response had ended (cancelled, interrupted) or was deleted before its loop finished: its end is not stored');
+      else if (conversationId && response.status === 'completed') {
         await deps.llm
           .appendConversationItems(principal, conversationId, [...inputItems, ...response.output].map(conversationItem))
           .catch((error) => deps.logger.warn({ err: (error as Error).message, response_id: id }, 'writing conversation items failed'));

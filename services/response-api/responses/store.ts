@@ -42,11 +42,12 @@ export function createResponseStore(knex: Knex) {
      * Writes the current state of a response that is still queued or running. A row that ended
      * meanwhile is kept as it is: a cancel that ended it for a stopped process (`markCancelled`),
      * or the sweep (`markInterrupted`), is never overwritten by a loop that turns out to be alive.
+     * Whether the row was written (false: it had ended, or was deleted).
      */
-    async save(id: string, patch: { status: string; body: Record<string, any>; context?: unknown[] }): Promise<void> {
+    async save(id: string, patch: { status: string; body: Record<string, any>; context?: unknown[] }): Promise<boolean> {
       const values: Record<string, unknown> = { status: patch.status, body: json(patch.body) };
       if (patch.context) values.context = json(patch.context);
-      await table().where({ id }).whereIn('status', RUNNING_STATUSES).update(values);
+      return (await table().where({ id }).whereIn('status', RUNNING_STATUSES).update(values)) > 0;
     },
 
     async find(userId: string, id: string): Promise<ResponseRow | undefined> {
