@@ -9,7 +9,7 @@ import { isPlainObject, normalizeCompletion } from './normalize.js';
 import { deepResearch, type ResearchDeps } from './research.js';
 import { FORWARDED_MEMBERS, upstreamBody, type ChatRequest } from './schemas.js';
 import { relayStream, type StreamEvent, type StreamOutcome } from './stream.js';
-import type { AnswerToolCall, AssistantMessage, ChatCompletion, ConversationRef, Usage } from './types.js';
+import type { AnswerToolCall, AssistantMessage, ChatCompletion, CompletionChoice, ConversationRef, Usage } from './types.js';
 import type { UsageReport } from '../../kit/index.js';
 
 /**
@@ -106,22 +106,52 @@ function usageReport(model: string, providerId: string, usage: { prompt_tokens?:
 }
 
 /**
- * A stream's usage: the provider's report, or, when the stream ended without one (the client left,
- * the deadline, a failure mid-stream, a provider that sends none), an estimate by the kit's rule
+ * The usage the gateway records for an answer the provider reported none for, by the kit's rule
  * (kit `context-window.ts`: 4 characters per token): the prompt from the messages sent (history and
- * message steps included) and the tool definitions by their JSON, the completion from the answer
- * text the relay counted as it passed it on (`relayedChars`, every choice; reasoning within it).
- * Only the rare path without a report computes anything.
+ * message steps included) and the tool definitions by their JSON, the completion from the answer's
+ * text, `answerChars` characters (every choice; `reasoningChars` of them reasoning). The one
+ * estimate of both paths: a stream's text as the relay counted it (`streamUsage`), a JSON answer's
+ * as `answerUsage` counts it. Called only on the rare path without a report.
  */
-function streamUsage(request: ChatRequest, outcome: StreamOutcome): Usage {
-  if (outcome.usage) return outcome.usage;
+function estimatedUsage(request: ChatRequest, answerChars: number, reasoningChars: number): Usage {
   let prompt = estimateTokensOf(request.messages);
   const tools = request.tools ?? request.functions;
   if (tools && tools.length > 0) prompt += estimateTokens({ tool_calls: tools });
-  const completion = estimateTextTokens(outcome.relayedChars);
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, completion_tokens_details: { reasoning_tokens: estimateTextTokens(outcome.relayedReasoningChars) } };
+  const completion = estimateTextTokens(answerChars);
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, completion_tokens_details: { reasoning_tokens: estimateTextTokens(reasoningChars) } };
 }
 
+/**
+ * A stream's usage: the provider's report, or, when the stream ended without one (the client left,
+ * the deadline, a failure mid-stream, a provider that sends none), the estimate from the answer text
+ * the relay counted as it passed it on (`relayedChars`).
+ */
+function streamUsage(request: ChatRequest, outcome: StreamOutcome): Usage {
+  return outcome.usage ?? estimatedUsage(request, outcome.relayedChars, outcome.relayedReasoningChars);
+}
+
+/**
+ * The estimated usage of a JSON answer without a `usage` object (a normalized one: every choice has
+ * a message). Its text is what the relay counts in a stream (`countAnswerText`): the `content`,
+ * `refusal`, `reasoning_content` and `reasoning` strings and the tool calls' `arguments` of every
+ * choice, as characters.
+ */
+function answerUsage(request: ChatRequest, choices: readonly CompletionChoice[]): Usage {
+  let chars = 0;
+  let reasoningChars = 0;
+  for (const { message } of choices) {
+    const reasoning = textLength(message.reasoning_content) + textLength(message.reasoning);
+    chars += textLength(message.content) + textLength(message.refusal) + reasoning;
+    reasoningChars += reasoning;
+    if (Array.isArray(message.tool_calls)) for (const call of message.tool_calls as unknown[]) chars += argumentsLength(call);
+    chars += argumentsLength(message.function_call);
+  }
+  return estimatedUsage(request, chars, reasoningChars);
+}
+
+const textLength = (value: unknown): number => (typeof value === 'string' ? value.length : 0);
+/** The length of a tool call's (or a legacy `function_call`'s) `arguments` string. */
+const argumentsLength = (call: unknown): number => (isPlainObject(call) ? textLength(isPlainObject(call.function) ? call.function.arguments : call.arguments) : 0);
 
 /** The model that serves the request, after the enable_thinking rule. */
 export function chooseModel(registry: ChatDeps['registry'], input: ChatRequest): { model: ResolvedModel; disableThinking: boolean } {
@@ -222,6 +252,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   });
   const dispatchRequest = { bodies, requestId: input.requestId, signal };
   let answered: ChatCompletion['usage'] | null = null;
+  let estimated = false;
 
   try {
     if (request.stream) {
@@ -267,6 +298,12 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     if (isPlainObject(body.usage)) answered = body.usage;
     const served = dispatched.attempt.candidate.pm.model_public_id;
     normalizeCompletion(body, served, unixSeconds(deps.clock), deps.logger, input.requestId);
+    // An answer without usage (OpenAI always sends it; some providers do not) is recorded and
+    // charged with the estimate, as a stream without the report is; the client's body stays as it came.
+    if (!body.usage) {
+      answered = answerUsage(effective, body.choices);
+      estimated = true;
+    }
     if (persist) {
       const message = body.choices[0]?.message;
       await storeAnswer(deps, session, {
@@ -279,13 +316,13 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
       }, input.requestId);
     }
     if (session) body.conversation = session.conversation;
-    const closed = meter.close({ status: 200, outcome: 'ok', usage: body.usage ?? null });
-    if (isPending(closed)) await closed; // the budget counters take the real cost
+    const closed = meter.close({ status: 200, outcome: 'ok', usage: answered, estimated });
+    if (isPending(closed)) await closed; // the budget counters take the real cost (or the estimate)
     cleanup();
-    return { kind: 'json', body, report: usageReport(model.publicId, dispatched.attempt.candidate.pm.provider_id, body.usage) };
+    return { kind: 'json', body, report: usageReport(model.publicId, dispatched.attempt.candidate.pm.provider_id, answered) };
   } catch (error) {
     cleanup();
-    closeOnError(meter, error, answered);
+    closeOnError(meter, error, answered, estimated);
     throw error;
   }
 }
@@ -343,14 +380,17 @@ function toolCallsOf(message: AssistantMessage | undefined): AnswerToolCall[] | 
   return out;
 }
 
-/** Records a failed request, with the usage the provider reported when it had answered before the failure. */
-function closeOnError(meter: UsageMeter, error: unknown, usage: ChatCompletion['usage'] | null): void {
+/**
+ * Records a failed request, with the usage of the answer when it had come before the failure (the
+ * provider's report, or the estimate when `estimated`).
+ */
+function closeOnError(meter: UsageMeter, error: unknown, usage: ChatCompletion['usage'] | null, estimated: boolean): void {
   if (error instanceof ClientClosed) {
-    void meter.close({ status: 499, outcome: 'client_closed', usage });
+    void meter.close({ status: 499, outcome: 'client_closed', usage, estimated });
     return;
   }
   const status = error instanceof ApiError ? error.status : 500;
-  void meter.close({ status, outcome: status === 429 ? 'rate_limited' : 'upstream_error', usage });
+  void meter.close({ status, outcome: status === 429 ? 'rate_limited' : 'upstream_error', usage, estimated });
 }
 
 /** The non-stream answer, read up to the limit (a larger one is cut: 502) and parsed. */

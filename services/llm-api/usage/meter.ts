@@ -17,7 +17,8 @@ export interface UsageMeter {
   /**
    * Settles when the request's budget counters hold its cost: a promise only when there are any.
    * `estimated`: the counts are the gateway's estimate, not the provider's report (a stream that
-   * ended without one); recorded and charged the same way, and marked `usage_estimated`.
+   * ended without one, a JSON answer without `usage`); recorded and charged the same way, and
+   * marked `usage_estimated`.
    */
   close(result: CloseResult): MaybePromise<void>;
   readonly closed: boolean;
@@ -111,8 +112,8 @@ class Meter implements UsageMeter {
     const prompt = usage?.prompt_tokens ?? 0;
     const completion = usage?.completion_tokens ?? 0;
     const pm = routed?.pm;
-    // A failed request costs nothing unless usage came with it (the provider's or, for a stream, the
-    // estimate): its `per_request` line is not charged for an answer that never came.
+    // A failed request costs nothing unless usage came with it (the provider's or the estimate): its
+    // `per_request` line is not charged for an answer that never came.
     const priced = pm && (usage !== null || result.status < 400);
     const cost = priced ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion, cached: tokenCount(given?.prompt_tokens_details?.cached_tokens) }) : 0;
     this.env.recorder.record({

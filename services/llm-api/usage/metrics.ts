@@ -8,7 +8,7 @@ import type { UsageRecord } from './recorder.js';
  * provider id; requests that never reached a provider are counted under `provider="none"`.
  */
 export function createUsageMetrics(registry: Registry, health?: { unhealthy(): string[] }) {
-  const tokens = new CounterFamily({ name: 'llm_tokens_total', help: 'Tokens the providers reported (estimated for a stream that ended without a report), by model, provider and kind (prompt, completion, reasoning)', labelNames: ['model', 'provider', 'kind'] as const, registers: [registry] });
+  const tokens = new CounterFamily({ name: 'llm_tokens_total', help: 'Tokens the providers reported (estimated for an answer without a report), by model, provider and kind (prompt, completion, reasoning)', labelNames: ['model', 'provider', 'kind'] as const, registers: [registry] });
   const cost = new CounterFamily({ name: 'llm_cost_micro_usd_total', help: 'Cost of chat requests in micro-USD, by model and provider', labelNames: ['model', 'provider'] as const, registers: [registry] });
   const requests = new CounterFamily({ name: 'llm_requests_total', help: 'Chat requests by model, provider and outcome (ok, upstream_error, client_closed, …)', labelNames: ['model', 'provider', 'outcome'] as const, registers: [registry] });
   const latency = new HistogramFamily({
