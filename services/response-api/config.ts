@@ -28,6 +28,12 @@ export const responsesConfigShape = {
    * (0: read for every response that offers tools).
    */
   RESPONSES_TOOLS_CACHE_MS: int(0, 3_600_000, 30_000),
+  /**
+   * A streamed response gets a `: keep-alive` comment after this long without an event (a step
+   * writing no text, a long tool call), so the edge's read timeout does not cut it (0: never).
+   * As llm-api's `LLM_SSE_KEEPALIVE_MS` for chat streams.
+   */
+  RESPONSES_SSE_KEEPALIVE_MS: int(0, 3_600_000, 15_000),
 };
 
 export type ResponsesConfig = z.infer<z.ZodObject<typeof responsesConfigShape>>;

@@ -38,7 +38,7 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
   // Each purge pass also ends the responses a crashed process left running (none can run longer).
   const interruptedAfterMs = longestLoopMs({ stepTimeoutMs: config.RESPONSES_STEP_TIMEOUT_MS, toolTimeoutMs: config.RESPONSES_TOOL_TIMEOUT_MS });
   const purge = startRetentionPurge({ store, clock: runtime.clock, logger: runtime.logger, intervalMs: config.RESPONSES_PURGE_INTERVAL_MS, interruptedAfterMs });
-  const responses: ResponsesDeps & { cancelWaitMs: number } = {
+  const responses: ResponsesDeps & { cancelWaitMs: number; keepAliveMs: number } = {
     store,
     llm,
     tools,
@@ -50,6 +50,7 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
     toolTimeoutMs: config.RESPONSES_TOOL_TIMEOUT_MS,
     stepTimeoutMs: config.RESPONSES_STEP_TIMEOUT_MS,
     cancelWaitMs: 10_000,
+    keepAliveMs: config.RESPONSES_SSE_KEEPALIVE_MS,
     running,
   };
   ctx.onStop(async () => {

@@ -121,6 +121,66 @@ test('a NUL in a tool output: a background response ends completed (its stream a
   t.true(String((stored.output[0] as any).output).startsWith('a\ufffdb'));
 });
 
+test('an unpaired surrogate and a NUL in streamed model text: the deltas, the stored response and the conversation items carry U+FFFD', async (t) => {
+  p.fake.script('lone-stream', [{ content: 'a\ud800b c\u0000d' }]);
+  const { client } = await p.newClient();
+  const conversation = await client.conversations.create({});
+  const { events, final } = await streamResponse(t, client, { model: MODEL, input: 'lone #script:lone-stream', tools: [], conversation: conversation.id });
+  t.is(events.at(-1).type, 'response.completed');
+  const deltas = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta);
+  t.is(deltas.join(''), 'a\ufffdb c\ufffdd', 'the client gets the text the response keeps');
+  t.is(final.output[0].content[0].text, 'a\ufffdb c\ufffdd');
+  t.deepEqual((await client.responses.retrieve(final.id)).output, final.output);
+  // llm-api's items API refuses such text: the turn reaches the conversation only when it carries none.
+  const items: any[] = [];
+  for await (const item of client.conversations.items.list(conversation.id, { order: 'asc' })) items.push(item);
+  t.deepEqual(
+    items.map((item) => item.content?.[0]?.text),
+    ['lone #script:lone-stream', 'a\ufffdb c\ufffdd'],
+  );
+});
+
+test('a streamed piece ending inside a surrogate pair waits for the next; one left unpaired at the end of the step is U+FFFD', async (t) => {
+  const userId = newUserId();
+  const drained = () => null;
+  let handedOver: unknown;
+  const llm: LlmPort = {
+    async complete(_principal, _body, _signal, onDelta) {
+      handedOver = onDelta!.drained;
+      for (const piece of ['x\ud83d', '\ude00y', 'z\ud83d']) onDelta!.text(piece);
+      return answer('x\ud83d\ude00yz\ud83d');
+    },
+    appendConversationItems: async () => {},
+    conversationHistory: async function* () {},
+    contextLength: async () => null,
+  };
+  const events: StreamEvent[] = [];
+  const response = await createResponse(domainDeps(llm), principalOf(userId), request(), { signal: live(), onEvent: (event) => void events.push(event), drained });
+  t.is(handedOver, drained, "the step reads as fast as the caller's connection takes the events");
+  const deltas = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta as string);
+  t.deepEqual(deltas, ['x', '\ud83d\ude00y', 'z', '\ufffd']);
+  t.is(response.output[0]!.content[0].text, 'x\ud83d\ude00yz\ufffd');
+  t.is((await store.find(userId, response.id))!.body.output[0].content[0].text, 'x\ud83d\ude00yz\ufffd');
+});
+
+test("a client function call's id, name and arguments with text no database stores: U+FFFD in the response and in the conversation's items", async (t) => {
+  const userId = newUserId();
+  const appended: unknown[][] = [];
+  const { llm } = fakeLlm([
+    () => ({ choices: [{ message: { content: null, tool_calls: [{ id: 'call_\u0000', function: { name: 'lookup', arguments: '{"q":"a\ud800"}' } }] }, finish_reason: 'tool_calls' }], usage }),
+  ]);
+  llm.appendConversationItems = async (_principal, _conversation, items) => void appended.push(items);
+  const tools = [{ type: 'function', name: 'lookup', parameters: { type: 'object', properties: {} } }];
+  const response = await createResponse(domainDeps(llm), principalOf(userId), request({ tools, conversation: 'conv_unstorable' }), { signal: live(), onEvent: () => {} });
+  t.is(response.status, 'completed');
+  const call = response.output[0]!;
+  t.is(call.call_id, 'call_\ufffd');
+  t.is(call.arguments, '{"q":"a\ufffd"}');
+  t.is(appended.length, 1);
+  t.false(JSON.stringify(appended).includes('\\u0000'), JSON.stringify(appended));
+  t.true(JSON.stringify(appended).includes('call_\ufffd'));
+});
+
 test('the store writes NUL and unpaired surrogates as U+FFFD, keys included, and keeps text that only reads \\u0000', async (t) => {
   const userId = newUserId();
   const now = new Date();
@@ -305,10 +365,15 @@ test('a loop that ends completed after a cancel from another process ended its r
     if (event.type === 'response.created') id = event.response.id;
   };
   const late = await createResponse(deps, principalOf(userId), request({ conversation: 'conv_ended_elsewhere' }), { signal: live(), onEvent });
-  t.is(late.status, 'completed', 'the loop itself completed');
   const row = (await store.find(userId, late.id))!;
   t.is(row.status, 'cancelled', 'the stored end stands');
   t.is(row.body.status, 'cancelled');
+  // The stream ends as the row did, not with the loop's own `completed`: a cancelled response's
+  // terminal event (response.incomplete, status cancelled) carrying the stored response.
+  t.is(events.at(-1)!.type, 'response.incomplete');
+  t.deepEqual(events.at(-1)!.response, row.body);
+  t.deepEqual(late, row.body as ResponseObject);
+  t.is(events.filter((e) => e.type === 'response.completed').length, 0);
   t.deepEqual(appended, [], 'nothing written to the conversation of a response stored cancelled');
 
   // The same response, not cancelled meanwhile, writes its turn to the conversation.

@@ -133,3 +133,34 @@ test('a refusal is carried by a step, streamed (each piece handed over as it arr
   t.is(whole.completion.choices[0]!.message.refusal, refusal);
   t.falsy(whole.completion.choices[0]!.message.content);
 });
+
+test("a streamed step is read no further while the caller's connection is full; a step aborted meanwhile ends at once", async (t) => {
+  t.timeout(10_000);
+  fake.script('full-port', [{ content: 'one two three four' }]);
+  const port = createLlmPort({ baseUrl: () => h.url, gatewayToken: h.service.gatewaySecret, timeoutMs: 10_000, clock: new ManualClock(), modelCacheMs: 0 });
+  const texts: string[] = [];
+  let connectionFull!: () => void;
+  const full = new Promise<void>((resolve) => (connectionFull = resolve));
+  const stuck = new Promise<void>(() => {}); // a client that never reads again
+  const onDelta = {
+    text: (d: string) => void texts.push(d),
+    refusal: () => {},
+    drained: () => {
+      if (texts.length === 0) return null;
+      connectionFull();
+      return stuck;
+    },
+  };
+  const abort = new AbortController();
+  try {
+    const body = { model: 'unbounded', messages: [{ role: 'user', content: 'go #script:full-port' }] };
+    const step = port.complete(principal, body, abort.signal, onDelta);
+    await full;
+    abort.abort(new Error('cancelled while the client was full'));
+    await t.throwsAsync(step, { message: 'cancelled while the client was full' });
+    t.is(texts.length, 1, 'nothing was read past the first piece while the connection was full');
+    t.is(texts[0]!.trim(), 'one');
+  } finally {
+    await port.close();
+  }
+});

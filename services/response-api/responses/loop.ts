@@ -1,4 +1,4 @@
-import { ApiError, isDependencyUnavailable, randomBase62, type Principal } from '../../kit/index.js';
+import { ApiError, isDependencyUnavailable, randomBase62, storableText, type Principal } from '../../kit/index.js';
 import type { ChatMessage } from './items.js';
 import type { ChatCompletion, LlmPort, ToolSession } from './ports.js';
 import type { ResponseRecorder } from './recorder.js';
@@ -101,14 +101,31 @@ export const toolsUnreachable = (error: unknown): boolean => (error instanceof T
 
 /**
  * U+0000 and unpaired surrogates: every service refuses them in a request (llm-api takes each step as
- * one) and PostgreSQL cannot store them, yet a provider's or a tool's text may hold them (a program
- * printing `chr(0)`). The loop replaces each with U+FFFD as the text arrives, so the next step, the
- * response and its stored copy all carry the same text.
+ * one, its conversation items API each turn) and PostgreSQL cannot store them, yet a provider's or a
+ * tool's text may hold them (a program printing `chr(0)`). The loop replaces each with U+FFFD as the
+ * text arrives (the kit's `storableText`), so the client, the next step, the response, its stored
+ * copy and its conversation's items all carry the same text.
+ *
+ * A streamed piece may end inside a surrogate pair that the next piece completes: a high surrogate
+ * ending a piece is held for the next one, and one still held when the step ends (`flush`) was
+ * unpaired. The pieces handed on thus join to `storableText` of the step's whole text.
  */
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
-export const storableText = (text: string): string => text.replace(UNSTORABLE, '\ufffd');
-/** A streamed piece may end inside a surrogate pair that the next piece completes: only NUL is replaced there. */
-const storableDelta = (delta: string): string => (delta.includes('\u0000') ? delta.replaceAll('\u0000', '\ufffd') : delta);
+function storableDeltas(send: (delta: string) => void) {
+  let held = '';
+  return {
+    push(delta: string): void {
+      const text = held ? held + delta : delta;
+      const last = text.charCodeAt(text.length - 1);
+      held = last >= 0xd800 && last <= 0xdbff ? text.slice(-1) : '';
+      const whole = held ? text.slice(0, -1) : text;
+      if (whole) send(storableText(whole));
+    },
+    flush(): void {
+      if (held) send('\ufffd');
+      held = '';
+    },
+  };
+}
 
 const firstStepOnly = (choice: unknown) => (choice === 'required' || (choice && typeof choice === 'object') ? 'auto' : choice);
 
@@ -156,8 +173,12 @@ export async function runLoop(
     const stepTimeout = AbortSignal.timeout(deps.stepTimeoutMs);
     try {
       // A streaming caller sees the text as the provider writes it; a non-streaming one gets the step whole.
-      const onDelta = recorder.streaming ? { text: (delta: string) => recorder.textDelta(storableDelta(delta)), refusal: (delta: string) => recorder.refusalDelta(storableDelta(delta)) } : undefined;
+      const textPieces = recorder.streaming ? storableDeltas((delta) => recorder.textDelta(delta)) : null;
+      const refusalPieces = recorder.streaming ? storableDeltas((delta) => recorder.refusalDelta(delta)) : null;
+      const onDelta = textPieces && refusalPieces ? { text: textPieces.push, refusal: refusalPieces.push, drained: recorder.drained } : undefined;
       completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, stepTimeout]), onDelta);
+      textPieces?.flush();
+      refusalPieces?.flush();
     } catch (error) {
       if (abort.aborted) throw new CancelledError();
       if (stepTimeout.aborted) throw new ApiError(504, `The chat completion of step ${step} did not finish within ${deps.stepTimeoutMs} ms`, { cause: error });
@@ -234,9 +255,11 @@ export async function runLoop(
  * A tool call's id as the history carries it. A provider may give none (or an empty one, or one an
  * earlier call already had): the tool message answering the call needs an id of its own, which
  * llm-api requires of a tool message, so the next step would be refused. Such a call gets a new id.
+ * A given id is made storable first (llm-api refuses a NUL in the next step's `tool_call_id` too).
  */
 function callId(given: unknown, taken: Set<string>): string {
-  const id = typeof given === 'string' && given !== '' && !taken.has(given) ? given : `call_${randomBase62(24)}`;
+  const storable = typeof given === 'string' ? storableText(given) : '';
+  const id = storable !== '' && !taken.has(storable) ? storable : `call_${randomBase62(24)}`;
   taken.add(id);
   return id;
 }

@@ -61,6 +61,8 @@ export interface LlmPort {
 export interface StepDeltas {
   text(delta: string): void;
   refusal(delta: string): void;
+  /** A promise while the streaming caller's connection is full: no more of the step is read from llm-api until it settles. */
+  drained?(): Promise<void> | null;
 }
 
 export interface ToolDescription {
@@ -92,9 +94,11 @@ const CONVERSATION_ITEMS_PER_REQUEST = 20;
  * its refusal handed to `onDelta` as they arrive, tool calls assembled from their deltas by the
  * kit's rule (`collectToolCallDelta`, as llm-api assembles them), the finish reason and the usage of
  * the last chunk. An error event (llm-api's, after the stream started) or a stream that ends without
- * `[DONE]` fails the step.
+ * `[DONE]` fails the step. While the streaming caller's connection is full (`onDelta.drained`),
+ * nothing more is read (so llm-api, and the provider behind it, are not read either) until it
+ * drains or the step is aborted.
  */
-async function collectStream(body: AsyncIterable<Uint8Array>, onDelta: StepDeltas): Promise<ChatCompletion> {
+async function collectStream(body: AsyncIterable<Uint8Array>, onDelta: StepDeltas, signal: AbortSignal): Promise<ChatCompletion> {
   let content = '';
   let refusal = '';
   let calls: StreamedToolCall[] | null = null;
@@ -122,8 +126,27 @@ async function collectStream(body: AsyncIterable<Uint8Array>, onDelta: StepDelta
       onDelta.refusal(delta.refusal);
     }
     if (Array.isArray(delta.tool_calls)) for (const piece of delta.tool_calls) calls = collectToolCallDelta(calls, piece);
+    const full = onDelta.drained?.();
+    if (full) {
+      await drainedOrAborted(full, signal);
+      // The rest of the step may be read already: an abort meanwhile still ends it here.
+      if (signal.aborted) throw signal.reason;
+    }
   }
   throw new ApiError(502, 'The chat completion ended before it was complete', { code: 'upstream_error' });
+}
+
+/** Waits for a full client connection to drain, or for the step to be aborted (a cancel must not wait for a stalled client). */
+function drainedOrAborted(full: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    signal.addEventListener('abort', done, { once: true });
+    void full.then(done);
+  });
 }
 
 /**
@@ -147,7 +170,7 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
       const res = await client.open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
       if (res.status !== 200) relayError({ ...res, body: await res.body.text().catch(() => '') }, STEP_REFUSAL);
       try {
-        return await collectStream(res.body, onDelta);
+        return await collectStream(res.body, onDelta, signal);
       } catch (error) {
         if (signal.aborted) throw signal.reason;
         throw error instanceof ApiError ? error : new ApiError(502, 'The chat completion stream broke off', { code: 'upstream_error', cause: error });

@@ -37,6 +37,8 @@ export class ResponseRecorder {
   constructor(
     readonly response: ResponseObject,
     private readonly emit?: (event: StreamEvent) => void,
+    /** A promise while the streaming caller's connection is full (see `EventStreamWriter`). */
+    readonly drained?: () => Promise<void> | null,
   ) {}
 
   /** Someone receives the events (a streaming caller): steps are then worth streaming from the provider. */

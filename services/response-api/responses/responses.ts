@@ -31,6 +31,8 @@ const unix = (ms: number) => Math.floor(ms / 1000);
 export interface CreateOptions {
   /** Receives every stream event (streaming callers). */
   onEvent?: (event: StreamEvent) => void;
+  /** A promise while the streaming caller's connection is full: the loop reads no more of a step until it settles. */
+  drained?: () => Promise<void> | null;
   /** Aborted when the caller goes away (a foreground loop then stops at its next step boundary). */
   signal: AbortSignal;
 }
@@ -149,7 +151,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     }
   }
 
-  const recorder = new ResponseRecorder(response, options.onEvent);
+  const recorder = new ResponseRecorder(response, options.onEvent, options.drained);
   const abort = new AbortController();
   // A caller that left while the response was prepared (history, checks, the insert) is gone already:
   // its abort event fired before anyone listened.
@@ -214,8 +216,10 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
         response.error = { code: 'server_error', message: unstored.message };
         if (seenWhileRunning) await deps.store.save(id, { status: response.status, body: response }).catch(() => {});
       }
-      if (!written) deps.logger.warn({ response_id: id, status: response.status }, 'the response had ended (cancelled, interrupted) or was deleted before its loop finished: its end is not stored');
-      else if (conversationId && response.status === 'completed') {
+      if (!written) {
+        deps.logger.warn({ response_id: id, status: response.status }, 'the response had ended (cancelled, interrupted) or was deleted before its loop finished: its end is not stored');
+        endAsStored(response, await deps.store.find(principal.userId, id).catch(() => undefined));
+      } else if (conversationId && response.status === 'completed') {
         await deps.llm
           .appendConversationItems(principal, conversationId, [...inputItems, ...response.output].map(conversationItem))
           .catch((error) => deps.logger.warn({ err: (error as Error).message, response_id: id }, 'writing conversation items failed'));
@@ -441,6 +445,23 @@ function chatResponseFormat(applied: Record<string, unknown> & { type: string })
   if (applied.type === 'json_object') return { type: 'json_object' };
   const { type, ...jsonSchema } = applied;
   return { type, json_schema: jsonSchema };
+}
+
+/**
+ * A response whose row had ended without its loop (`store.save` wrote nothing) ends as the row did:
+ * its stream's terminal event and its answer carry the stored response (the output its last write
+ * kept, the status the cancel or the sweep gave it), as a retrieve returns it, never the loop's own
+ * `completed`. A deleted row (or one that cannot be read) ends `cancelled`: a delete cancels a
+ * running response, and only a cancel or a delete end a row this early.
+ */
+function endAsStored(response: ResponseObject, stored: ResponseRow | undefined): void {
+  if (!stored) {
+    response.status = 'cancelled';
+    response.completed_at = null;
+    return;
+  }
+  for (const key of Object.keys(response)) delete response[key];
+  Object.assign(response, stored.body);
 }
 
 /** An item as llm-api's conversation store takes it: the store assigns its own ids. */
