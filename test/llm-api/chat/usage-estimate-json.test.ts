@@ -2,15 +2,13 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
-import { estimateTextTokens, estimateTokens, estimateTokensOf, ManualClock, type Principal } from '../../../services/kit/index.js';
-import { completeChat, type ChatDeps } from '../../../services/llm-api/chat/completions.js';
-import { defaultChatLimits } from '../../../services/llm-api/chat/config.js';
+import { estimateTextTokens, estimateTokens, estimateTokensOf } from '../../../services/kit/index.js';
+import { completeChat } from '../../../services/llm-api/chat/completions.js';
 import type { ChatDispatcher } from '../../../services/llm-api/chat/dispatch.js';
 import type { ChatRequest } from '../../../services/llm-api/chat/schemas.js';
-import { createUsageMeters } from '../../../services/llm-api/usage/meter.js';
-import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
 import { fedAnswer } from '../../helpers/provider-answer.js';
+import { attempt, pricedChatDeps, principal } from './priced-domain.js';
 import { createTestUser, type TestUser } from '../../helpers/users.js';
 import { waitFor } from '../../helpers/wait.js';
 
@@ -21,21 +19,7 @@ import { waitFor } from '../../helpers/wait.js';
 
 // ---- The domain function, with a dispatcher whose JSON answer is fed by hand. ----
 
-const principal: Principal = { userId: 'user_1', subject: 'user_1', email: null, username: null, authMethod: 'apikey', apiKeyId: 'key_1', isAdmin: false, isGuest: false };
-const PRICING = [
-  { unit: 'per_1k_prompt_tokens', amount_micro_usd: 1000 },
-  { unit: 'per_1k_completion_tokens', amount_micro_usd: 100_000 },
-];
-const candidate = {
-  pm: { id: 'pmdl_1', provider_id: 'prov_1', provider_original_model_id: 'up-model', model_public_id: 'm', pricing: { lines: PRICING }, supports_reasoning: false },
-  provider: { row: { id: 'prov_1', name: 'P' }, apiKey: null, endpoints: [{ url: 'http://p/v1', priority: 0, weight: 1, healthy: true }] },
-};
-const model = { publicId: 'm', catalog: { supports_reasoning: false }, candidates: [candidate] };
-
 function setup(answer: unknown) {
-  const records: UsageRecord[] = [];
-  const settled: Array<{ cost: number; tokens: number }> = [];
-  const attempt = { candidate, endpoint: candidate.provider.endpoints[0]! } as never;
   const dispatcher: ChatDispatcher = {
     plan: () => [attempt],
     async json(_attempts, request) {
@@ -49,18 +33,7 @@ function setup(answer: unknown) {
     },
     logStreamFailure() {},
   };
-  const clock = new ManualClock(1_700_000_000_000);
-  const deps: ChatDeps = {
-    registry: { resolve: (id) => (id === 'm' ? (model as never) : undefined) },
-    dispatcher,
-    usage: createUsageMeters({ recorder: { record: (r) => void records.push(r) }, clock }),
-    admission: { admit: () => ({ settle: async (spent) => void settled.push(spent) }) },
-    clock,
-    limits: defaultChatLimits,
-    messageSteps: [],
-    logger: { error() {} },
-  };
-  return { deps, records, settled };
+  return pricedChatDeps(dispatcher);
 }
 
 const tools = [{ type: 'function', function: { name: 'lookup', description: 'Looks a thing up', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }];

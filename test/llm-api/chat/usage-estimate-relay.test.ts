@@ -1,14 +1,12 @@
 import { Readable } from 'node:stream';
 import test from 'ava';
-import { ApiError, ClientClosed, estimateTextTokens, estimateTokens, ManualClock, type Principal } from '../../../services/kit/index.js';
-import { completeChat, type ChatDeps } from '../../../services/llm-api/chat/completions.js';
-import { defaultChatLimits } from '../../../services/llm-api/chat/config.js';
+import { ApiError, ClientClosed, estimateTextTokens, estimateTokens } from '../../../services/kit/index.js';
+import { completeChat } from '../../../services/llm-api/chat/completions.js';
 import type { ChatDispatcher } from '../../../services/llm-api/chat/dispatch.js';
 import type { ChatRequest } from '../../../services/llm-api/chat/schemas.js';
 import { countAnswerText, type StreamEvent } from '../../../services/llm-api/chat/stream.js';
-import { createUsageMeters } from '../../../services/llm-api/usage/meter.js';
-import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
 import { fedAnswer } from '../../helpers/provider-answer.js';
+import { attempt, pricedChatDeps, principal } from './priced-domain.js';
 import { startRelay } from '../../helpers/relay.js';
 
 // A stream that ends without the provider's usage report (the client left, the deadline, a failure)
@@ -59,24 +57,9 @@ test('a stream the client leaves: what was relayed is counted, on the fast path 
   t.is(outcome.relayedReasoningChars, 0);
 });
 
-// The domain function with a priced provider model, a budget ticket that records what it is charged,
-// and a dispatcher whose stream is fed by hand.
-const principal: Principal = { userId: 'user_1', subject: 'user_1', email: null, username: null, authMethod: 'apikey', apiKeyId: 'key_1', isAdmin: false, isGuest: false };
-const PRICING = [
-  { unit: 'per_1k_prompt_tokens', amount_micro_usd: 1000 },
-  { unit: 'per_1k_completion_tokens', amount_micro_usd: 100_000 },
-];
-const candidate = {
-  pm: { id: 'pmdl_1', provider_id: 'prov_1', provider_original_model_id: 'up-model', model_public_id: 'm', pricing: { lines: PRICING }, supports_reasoning: false },
-  provider: { row: { id: 'prov_1', name: 'P' }, apiKey: null, endpoints: [{ url: 'http://p/v1', priority: 0, weight: 1, healthy: true }] },
-};
-const model = { publicId: 'm', catalog: { supports_reasoning: false }, candidates: [candidate] };
-
+// The domain function (priced-domain.ts) with a dispatcher whose stream is fed by hand.
 function setup() {
-  const records: UsageRecord[] = [];
-  const settled: Array<{ cost: number; tokens: number }> = [];
   let feed!: ReturnType<typeof fedAnswer>;
-  const attempt = { candidate, endpoint: candidate.provider.endpoints[0]! } as never;
   const dispatcher: ChatDispatcher = {
     plan: () => [attempt],
     async json() {
@@ -88,18 +71,7 @@ function setup() {
     },
     logStreamFailure() {},
   };
-  const clock = new ManualClock(1_700_000_000_000);
-  const deps: ChatDeps = {
-    registry: { resolve: (id) => (id === 'm' ? (model as never) : undefined) },
-    dispatcher,
-    usage: createUsageMeters({ recorder: { record: (r) => void records.push(r) }, clock }),
-    admission: { admit: () => ({ settle: async (spent) => void settled.push(spent) }) },
-    clock,
-    limits: defaultChatLimits,
-    messageSteps: [],
-    logger: { error() {} },
-  };
-  return { deps, records, settled, feed: () => feed };
+  return { ...pricedChatDeps(dispatcher), feed: () => feed };
 }
 
 const tools = [{ type: 'function', function: { name: 'lookup', description: 'Looks a thing up', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }];
@@ -156,7 +128,7 @@ test('include_usage with a provider that sends no usage (it ignored stream_optio
     const feed = fedAnswer({ signal: request.signal });
     feed.push(delta({ content: 'A story without a count.' }) + event({ id: 'chatcmpl-up', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }) + 'data: [DONE]\n\n');
     feed.end();
-    return { value: { firstChunk: Buffer.from(first), rest: feed.answer }, attempt: { candidate, endpoint: candidate.provider.endpoints[0]! } as never, tries: 1 };
+    return { value: { firstChunk: Buffer.from(first), rest: feed.answer }, attempt, tries: 1 };
   };
   const result = await completeChat(deps, principal, { request: { ...request(), stream_options: { include_usage: true } }, requestId: 'r-no-usage' }, new AbortController());
   if (result.kind !== 'stream') return t.fail();
