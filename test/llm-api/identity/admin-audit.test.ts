@@ -158,6 +158,15 @@ test.serial('a refresh token rotated while its user is being disabled is revoked
   t.true((await svc.runtime.db.knex('identity_refresh_tokens').where({ user_id: guest.id })).every((row) => row.revoked_at !== null));
 });
 
+test.serial('a refresh token rotated while its session signs out is revoked with the session (signing out waits for the rotation)', async (t) => {
+  const login = await call(svc, 'POST', '/llm/auth/guest-login');
+  // A background refresh, or a thief looping on a stolen token, rotates it while the owner signs out with it.
+  const { successor, revoked } = await rotateDuring(login.body.refresh_token, () => call(svc, 'POST', '/auth/logout', { body: { refresh_token: login.body.refresh_token } }));
+  t.is(revoked.status, 200, JSON.stringify(revoked.body));
+  assertError(t, await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: successor } }), 401, 'refresh_token');
+  t.true((await svc.runtime.db.knex('identity_refresh_tokens').where({ user_id: login.body.user_id })).every((row) => row.revoked_at !== null));
+});
+
 test.serial('a refresh token rotated during a password change is revoked with the others', async (t) => {
   const login = await call(svc, 'POST', '/llm/auth/guest-login');
   const password = 'correct horse battery';

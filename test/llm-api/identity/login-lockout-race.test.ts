@@ -215,3 +215,22 @@ test.serial('through the service with scrypt: concurrent sign-ins with the right
   for (let i = 1; i < MAX; i++) t.is((await call(svc, 'POST', '/auth/login', { body: { email: user.email, password: `wrong-${i}` } })).status, 401);
   t.is((await call(svc, 'POST', '/auth/login', { body: { email: user.email, password: 'wrong-last' } })).status, 429);
 });
+
+test.serial('an address spelled with a character the database lowers differently (U+0130) does not get past the lockout of the address', async (t) => {
+  await svc.runtime.db.knex('identity_login_attempts').delete();
+  const knex = svc.runtime.db.knex;
+  const victim = await account(fakeHash);
+  const email = `christina.${victim.id.slice(-8).toLowerCase()}@example.test`;
+  await knex('users').where({ id: victim.id }).update({ email });
+  // PostgreSQL lowers "İ" to "i"; JavaScript to "i" and a combining dot. Looked up by the database's
+  // lowering and counted by JavaScript's, the variant found the account under a lockout of its own:
+  // one more allowance of guesses per "i" in the address. It must not sign in while the address is locked.
+  const variant = email.replace('i', '\u0130');
+  t.not(variant, email);
+  const passwords = passwordsWith(gate(() => false).verify);
+  for (let i = 0; i < MAX; i++) await outcome(passwords.login(email, `wrong-${i}`));
+  t.is((await outcome(passwords.login(email, victim.password))).status, 429, 'the address itself is locked');
+  const right = await outcome(passwords.login(variant, victim.password));
+  t.not(right.status, 200, 'the variant spelling does not get past the lockout');
+  t.true(right.status === 401 || right.status === 429, JSON.stringify(right));
+});

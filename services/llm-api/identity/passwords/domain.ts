@@ -41,8 +41,15 @@ export interface SignedIn extends TokenSet {
 }
 
 const GENERIC_FAILURE = 'Invalid e-mail or password';
+/**
+ * The one spelling of an address that sign-in looks up and counts failures under. Both must come from
+ * the same lowering: the database's `lower()` and JavaScript's differ on a few characters (U+0130 "İ"
+ * is "i" to PostgreSQL, "i" and a combining dot to JavaScript), and an address that found the account
+ * but counted its failures under another key would multiply the guesses a lockout allows.
+ */
+const normalizedEmail = (email: string) => email.trim().toLowerCase();
 /** Lockout counters are per address, known or not; the key never reveals the address. */
-const emailKey = (email: string) => sha256Hex(`login:${email.trim().toLowerCase()}`);
+const emailKey = (email: string) => sha256Hex(`login:${normalizedEmail(email)}`);
 
 /**
  * Password sign-in of the embedded issuer: passwords set at upgrade or changed by their owner,
@@ -196,7 +203,7 @@ export function createPasswords(deps: PasswordDeps) {
     /** `POST /auth/login`: the same token pair guest login and refresh give. */
     async login(email: string, password: string): Promise<SignedIn> {
       requirePasswordSignIn();
-      const account = await store.accountByEmail(email);
+      const account = await store.accountByEmail(normalizedEmail(email));
       const usable = account && !account.disabled && !account.is_guest ? account.hash : null;
       const result = await check(emailKey(email), password, usable);
       if (result.lockedFor > 0) throw lockedError(result.lockedFor, result.now);

@@ -41,11 +41,15 @@ const asRow = (state: LoginAttempts) => ({
 export function createPasswordStore(knex: Knex) {
   return {
     knex,
-    /** The user holding this e-mail (case-insensitive) and its password hash, in one query whether or not either exists. */
-    async accountByEmail(email: string): Promise<{ user_id: string; disabled: boolean; is_guest: boolean; hash: string | null } | undefined> {
+    /**
+     * The user holding this e-mail and its password hash, in one query whether or not either exists.
+     * `lowercased` is the address already lowered by the caller (the spelling its lockout counts
+     * under): stored addresses are ASCII, so `lower()` of the column is their one spelling.
+     */
+    async accountByEmail(lowercased: string): Promise<{ user_id: string; disabled: boolean; is_guest: boolean; hash: string | null } | undefined> {
       return knex('users as u')
         .leftJoin('identity_passwords as p', 'p.user_id', 'u.id')
-        .whereRaw('lower(u.email) = lower(?)', [email])
+        .whereRaw('lower(u.email) = ?', [lowercased])
         .orderBy('u.created_at', 'asc')
         .first('u.id as user_id', 'u.disabled', 'u.is_guest', 'p.hash');
     },

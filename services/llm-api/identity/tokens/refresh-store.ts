@@ -23,6 +23,10 @@ export function createRefreshStore(knex: Knex) {
       const row = await db('identity_refresh_tokens').where({ token_hash: tokenHash }).first('user_id');
       return row?.user_id;
     },
+    /** Takes the user row against rotations (which hold it shared): one running now commits its successor first. */
+    async lockUser(db: Knex, userId: string): Promise<void> {
+      await db('users').where({ id: userId }).forUpdate().first('id');
+    },
     /** Holds the user row against a user-wide revocation until the rotation's successor is committed. */
     async shareUser(db: Knex, userId: string): Promise<void> {
       await db('users').where({ id: userId }).forShare().first('id');
@@ -42,7 +46,7 @@ export function createRefreshStore(knex: Knex) {
      * (it holds the row shared) commits its successor before this runs, so the successor is revoked too.
      */
     async revokeUser(db: Knex, userId: string, now: number): Promise<number> {
-      await db('users').where({ id: userId }).forUpdate().first('id');
+      await this.lockUser(db, userId);
       return db('identity_refresh_tokens').where({ user_id: userId }).whereNull('revoked_at').update({ revoked_at: now });
     },
     /** Drops rows no longer useful even for reuse detection (their family has ended). */

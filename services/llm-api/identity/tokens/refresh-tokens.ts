@@ -86,12 +86,22 @@ export function createRefreshTokens(options: { store: RefreshStore; clock: Clock
     /**
      * Sign-out: ends the family (the login) `token` belongs to, whether it is the current token or
      * one already rotated, so no token of that session refreshes again. An unknown token is ignored
-     * (as RFC 7009 answers it: nothing tells a caller which tokens exist).
+     * (as RFC 7009 answers it: nothing tells a caller which tokens exist). The user row is locked
+     * first, as a user-wide revocation locks it: a rotation of the same session running meanwhile
+     * (it holds the row shared) commits its successor before the family is revoked, so the successor
+     * is revoked with it. Without the lock, a revocation whose statement began before the successor
+     * was committed would miss it, and the signed-out session would go on refreshing.
      */
     async revoke(token: string): Promise<void> {
       if (!REFRESH_TOKEN_PATTERN.test(token)) return;
-      const row = await store.byHash(store.knex, sha256Hex(token));
-      if (row) await store.revokeFamily(store.knex, row.family_id, clock.now());
+      const hash = sha256Hex(token);
+      await store.knex.transaction(async (trx) => {
+        const owner = await store.ownerOf(trx, hash);
+        if (owner === undefined) return;
+        await store.lockUser(trx, owner);
+        const row = await store.byHash(trx, hash);
+        if (row) await store.revokeFamily(trx, row.family_id, clock.now());
+      });
     },
 
     /** Deletes tokens of families that have ended (kept until then for reuse detection). */
