@@ -24,6 +24,13 @@ export const IDENTITY_HEADERS = {
 
 export const GATEWAY_TOKEN_HEADER = 'x-gateway-token';
 
+/**
+ * The project a platform service's chat completion is made in (response-api sends it with each
+ * step of a response in a project's conversation); llm-api checks it is the caller's. The edge
+ * strips every client-sent `X-Gateway-*` header, so only a platform service can send it.
+ */
+export const PROJECT_HEADER = 'x-gateway-project-id';
+
 /** The headers a service-to-service call carries to act for `principal`. */
 export function identityHeadersFor(principal: Principal): Record<string, string> {
   const headers: Record<string, string> = {

@@ -28,6 +28,18 @@ export type ChatMessage = ChatRequest['messages'][number];
  */
 export interface ConversationSessions {
   prepare(input: ChatRequest, principal: Principal, model: ResolvedModel): Promise<ConversationSession | null>;
+  /**
+   * The caller's project a request without a conversation is made in (`ChatInput.projectId`: a
+   * platform service's `X-Gateway-Project-ID`), or null when it is not the caller's. Absent: such
+   * a request is made in no project.
+   */
+  project?(projectId: string, principal: Principal): Promise<ProjectContext | null>;
+}
+
+/** A project a request is made in: the usage is attributed to it, its instruction (if any) is the first system message. */
+export interface ProjectContext {
+  projectId: string;
+  system: ChatMessage | null;
 }
 
 /** The answer `store: true` keeps: its text, reasoning and tool calls (choice 0). */
@@ -89,6 +101,12 @@ export interface ChatInput {
   startedAt?: number;
   /** The bytes `request`'s FORWARDED_MEMBERS arrived as, when they stand for them: sent on instead of serialised again. */
   rawMembers?: RawJsonMembers;
+  /**
+   * The project a platform service makes the request in (`X-Gateway-Project-ID`, which the edge
+   * strips from clients): response-api's steps of a response in a project's conversation. Checked
+   * to be the caller's; ignored when the request names a conversation (whose project counts).
+   */
+  projectId?: string;
 }
 
 /**
@@ -202,18 +220,22 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   // A conversation lends its history whenever it is given; only `store: true` writes to it.
   const session = deps.conversations && (request.store || request.conversation) ? await deps.conversations.prepare(request, principal, model) : null;
   const persist = session !== null && request.store === true;
+  // A platform service's request in a project (no conversation): the project as a conversation of it lends it.
+  const project = session === null && input.projectId !== undefined && deps.conversations?.project ? await deps.conversations.project(input.projectId, principal) : null;
+  const projectId = session ? session.projectId : (project?.projectId ?? null);
+  const lent = session ? session.messages : project?.system ? [project.system, ...request.messages] : request.messages;
   if (request.deep_research) {
     if (!deps.research) throw new ApiError(503, 'Deep research is not available on this server', { code: 'service_unavailable', param: 'deep_research' });
     if (persist) await session.stage();
     return deepResearch(deps.research, principal, {
       request,
-      messages: session ? session.messages : request.messages,
+      messages: lent,
       requestId: input.requestId,
       conversation: session?.conversation,
       finish: persist ? (answer) => storeAnswer(deps, session, answer, input.requestId) : undefined,
     }, signal);
   }
-  let messages = session ? session.messages : request.messages;
+  let messages = lent;
   for (const step of deps.messageSteps ?? []) {
     const stepped = step(principal, messages, signal);
     messages = isPending(stepped) ? await stepped : stepped;
@@ -247,7 +269,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
     model: model.publicId,
     stream: Boolean(request.stream),
     metadata: request.metadata ?? null,
-    projectId: session?.projectId ?? null,
+    projectId,
     startedAt,
   });
   const dispatchRequest = { bodies, requestId: input.requestId, signal };

@@ -2,7 +2,7 @@ import { ApiError, contentText, newId, storableText, type Principal, type Servic
 import { appendItems, createConversation, openHistory, type ConversationDeps } from '../conversations/index.js';
 import { findProject } from '../projects/index.js';
 import { contextLengthOf, type ResolvedModel } from '../models/registry.js';
-import type { ConversationSession, ConversationSessions, StoredAnswer } from './completions.js';
+import type { ConversationSession, ConversationSessions, ProjectContext, StoredAnswer } from './completions.js';
 import { fitToContext } from './history.js';
 import type { ChatRequest } from './schemas.js';
 
@@ -104,6 +104,20 @@ function answerItems(answer: StoredAnswer, keepReasoning: boolean): Record<strin
 }
 
 /**
+ * The caller's project `projectId` as a request made in it sees it: its id (the request's usage is
+ * attributed to it) and its instruction as the system message that comes first. The one rule of
+ * both ways a request is made in a project: a chat request naming a conversation of the project
+ * (`prepare`), and a step of a Responses API response in such a conversation (the
+ * `X-Gateway-Project-ID` header response-api sends). A project that is not the caller's (or was
+ * deleted) is none: no instruction, nothing attributed.
+ */
+async function projectContext(knex: Parameters<typeof findProject>[0], projectId: string, userId: string): Promise<ProjectContext | null> {
+  const project = await findProject(knex, projectId, userId);
+  if (!project) return null;
+  return { projectId: project.id, system: project.instruction ? ({ role: 'system', content: project.instruction } as Message) : null };
+}
+
+/**
  * `storeMessage` rewrites a message about to be stored (with `store: true`), e.g. inline images
  * uploaded as media and replaced by their `jan_` references; the request sent upstream is unchanged.
  */
@@ -115,6 +129,7 @@ export function createStoreHooks(
   const clock = ctx.runtime.clock;
   const conversations = options.conversations;
   return {
+    project: (projectId, principal) => projectContext(knex, projectId, principal.userId),
     async prepare(input, principal, model: ResolvedModel): Promise<ConversationSession> {
       const ref = typeof input.conversation === 'string' ? input.conversation : input.conversation?.id;
       let latest = latestInput(input.messages);
@@ -125,10 +140,10 @@ export function createStoreHooks(
       if (ref) {
         const history = await openHistory(knex, { conversationId: ref, userId: principal.userId, param: 'conversation' });
         conversation = { id: history.conversation.id, title: history.conversation.title };
-        projectId = history.conversation.project_id ?? null;
-        if (projectId) {
-          const project = await findProject(knex, projectId, principal.userId);
-          if (project?.instruction) system.push({ role: 'system', content: project.instruction } as Message);
+        const project = history.conversation.project_id ? await projectContext(knex, history.conversation.project_id, principal.userId) : null;
+        if (project) {
+          projectId = project.projectId;
+          if (project.system) system.push(project.system);
         }
         const context = contextLengthOf(model) ?? Number.POSITIVE_INFINITY;
         const reserve = input.max_completion_tokens ?? input.max_tokens ?? 0;

@@ -24,6 +24,12 @@ export interface LoopDeps {
 
 export interface LoopPlan {
   principal: Principal;
+  /**
+   * The project of the response's conversation (its own, or the one a `previous_response_id`
+   * chain is in): every step is made in it, so llm-api prepends the project's instruction and
+   * attributes the step's usage to it. Absent or null: none.
+   */
+  projectId?: string | null;
   model: string;
   instructions: string | null;
   /** History and input, without the instructions. */
@@ -176,7 +182,7 @@ export async function runLoop(
       const textPieces = recorder.streaming ? storableDeltas((delta) => recorder.textDelta(delta)) : null;
       const refusalPieces = recorder.streaming ? storableDeltas((delta) => recorder.refusalDelta(delta)) : null;
       const onDelta = textPieces && refusalPieces ? { text: textPieces.push, refusal: refusalPieces.push, drained: recorder.drained } : undefined;
-      completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, stepTimeout]), onDelta);
+      completion = await deps.llm.complete(plan.principal, body, AbortSignal.any([abort, stepTimeout]), onDelta, plan.projectId);
       textPieces?.flush();
       refusalPieces?.flush();
     } catch (error) {

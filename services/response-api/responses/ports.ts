@@ -8,6 +8,7 @@ import {
   createInternalClient,
   GATEWAY_TOKEN_HEADER,
   identityHeadersFor,
+  PROJECT_HEADER,
   relayError,
   resolveMediaReferences,
   sseData,
@@ -39,7 +40,14 @@ export interface LlmPort {
    * One step's chat completion. With `onDelta` it is streamed from llm-api and each piece of its
    * text and of its refusal is handed over as it arrives; the result is the same completion either way.
    */
-  complete(principal: Principal, body: Record<string, unknown>, signal: AbortSignal, onDelta?: StepDeltas): Promise<ChatCompletion>;
+  complete(principal: Principal, body: Record<string, unknown>, signal: AbortSignal, onDelta?: StepDeltas, projectId?: string | null): Promise<ChatCompletion>;
+  /**
+   * The project of a conversation of the caller (llm-api's conversation object), or null: none, or
+   * the conversation is gone (404). Each step is then made in it (`complete`'s `projectId`, sent as
+   * `X-Gateway-Project-ID`): llm-api prepends its instruction and attributes the usage to it.
+   * Absent (a test's or a benchmark's port): responses are made in no project.
+   */
+  conversationProject?(principal: Principal, conversationId: string, signal: AbortSignal): Promise<string | null>;
   /**
    * Appends a turn's stored items (input and output) to a conversation of the caller (llm-api's
    * conversation store), each converted to the shape the store takes (`toConversationItem`). The
@@ -161,13 +169,14 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
   // those llm-api knows (a lookup that fails is not kept), so the map stays as small as the catalog.
   const contextLengths = new Map<string, { value: number | null; expires: number }>();
   return {
-    async complete(principal, body, signal, onDelta) {
+    async complete(principal, body, signal, onDelta, projectId) {
+      const headers = projectId ? { [PROJECT_HEADER]: projectId } : undefined;
       if (!onDelta) {
-        const res = await client.call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal });
+        const res = await client.call<any>('POST', '/v1/chat/completions', { principal, body: { ...body, stream: false }, signal, headers });
         if (res.status !== 200) relayError(res, STEP_REFUSAL);
         return res.body as ChatCompletion;
       }
-      const res = await client.open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
+      const res = await client.open('POST', '/v1/chat/completions', { principal, body: { ...body, stream: true, stream_options: { include_usage: true } }, signal, headers });
       if (res.status !== 200) relayError({ ...res, body: await res.body.text().catch(() => '') }, STEP_REFUSAL);
       try {
         return await collectStream(res.body, onDelta, signal);
@@ -184,6 +193,12 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
         const res = await client.call<any>('POST', `/v1/conversations/${encodeURIComponent(conversationId)}/items`, { principal, body: { items: chunk } });
         if (res.status !== 200 && res.status !== 201) relayError(res, { what: 'Writing conversation items' });
       }
+    },
+    async conversationProject(principal, conversationId, signal) {
+      const res = await client.call<any>('GET', `/v1/conversations/${encodeURIComponent(conversationId)}`, { principal, signal });
+      if (res.status === 404) return null;
+      if (res.status !== 200) relayError(res, { what: 'Reading the conversation', ...(res.status < 500 ? { param: 'conversation' } : {}) });
+      return typeof res.body.project_id === 'string' ? res.body.project_id : null;
     },
     async *conversationHistory(principal, conversationId) {
       // Newest first, continuing after the last item read: an item appended meanwhile is not seen

@@ -47,17 +47,21 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
   const truncation = input.truncation ?? 'disabled';
   let history: ChatMessage[] = [];
   let conversationId = typeof input.conversation === 'string' ? input.conversation : (input.conversation?.id ?? null);
+  /** The conversation's project, read beside its history (awaited once that is read). */
+  let project: Promise<string | null> | null = null;
   if (input.previous_response_id) {
     const previous = await deps.store.find(principal.userId, input.previous_response_id);
     if (!previous) throw new ApiError(400, `Previous response with id '${input.previous_response_id}' not found.`, { code: 'previous_response_not_found', param: 'previous_response_id' });
     if (RUNNING.has(previous.status)) throw badRequest(`Previous response '${previous.id}' has not finished yet`, 'previous_response_id');
     conversationId = previous.body.conversation?.id ?? null;
+    project = conversationId ? projectOf(deps, principal, conversationId, options.signal) : null;
     history = previous.context as ChatMessage[];
     if (truncation === 'auto') {
       const budget = await historyBudget(deps, principal, input, current, options.signal);
       history = withoutOrphanedOutputs(await keepNewest<ChatMessage>(history.toReversed(), estimateTokens, budget));
     }
   } else if (conversationId) {
+    project = projectOf(deps, principal, conversationId, options.signal);
     const items = deps.llm.conversationHistory(principal, conversationId);
     if (truncation === 'auto') {
       const budget = await historyBudget(deps, principal, input, current, options.signal);
@@ -68,6 +72,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       history = toChatMessages(all.reverse());
     }
   }
+  const projectId = project ? await project : null;
   await deps.media.checkReferences(principal, inputItems, options.signal);
   // A streamed or background caller is answered 200 before the first step, so a model llm-api does
   // not serve would only show as `response.failed`: it is asked for first (as `truncation: "auto"`
@@ -87,7 +92,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
   const session = wantsTools && needsPlatformTools(input) ? await deps.tools.open(principal, options.signal) : null;
   let plan: LoopPlan;
   try {
-    plan = await planFor(input, principal, messages, session);
+    plan = await planFor(input, principal, projectId, messages, session);
   } catch (error) {
     await session?.close().catch(() => {});
     throw toolListFailure(deps, error, options.signal);
@@ -244,6 +249,18 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
 }
 
 /**
+ * The project of the response's conversation, asked of llm-api while the history is read. Should
+ * the history fail first, the request fails with that error and this one is not waited for (its
+ * rejection is handled here, so it is never left unhandled).
+ */
+function projectOf(deps: ResponsesDeps, principal: Principal, conversationId: string, signal: AbortSignal): Promise<string | null> | null {
+  const project = deps.llm.conversationProject?.(principal, conversationId, signal);
+  if (!project) return null;
+  project.catch(() => {});
+  return project;
+}
+
+/**
  * `truncation: "auto"`: the tokens the history may take, i.e. the model's context window less the
  * output reserved by `max_output_tokens`, the instructions and the request's own input (which are
  * always sent whole). Unbounded when llm-api knows no context window for the model.
@@ -343,7 +360,7 @@ function needsPlatformTools(input: CreateResponseRequest): boolean {
   return input.tools.some((t) => typeof t === 'string' || t.type === 'mcp');
 }
 
-async function planFor(input: CreateResponseRequest, principal: Principal, messages: ChatMessage[], session: ToolSession | null): Promise<LoopPlan> {
+async function planFor(input: CreateResponseRequest, principal: Principal, projectId: string | null, messages: ChatMessage[], session: ToolSession | null): Promise<LoopPlan> {
   const available = session ? await session.list() : [];
   const byName = new Map(available.map((t) => [t.name, t]));
   const chosen = new Set<string>();
@@ -409,6 +426,7 @@ async function planFor(input: CreateResponseRequest, principal: Principal, messa
   }
   return {
     principal,
+    projectId,
     model: input.model,
     instructions: input.instructions ?? null,
     messages,
