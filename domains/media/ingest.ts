@@ -1,6 +1,8 @@
 import { ApiError, unixSeconds } from '../../services/kit/core/index.js';
 import type { Clock } from '../../services/kit/core/index.js';
 import type { Logger } from '../../services/kit/core/index.js';
+import { recordEvent } from '../../services/kit/data/index.js';
+import { MEDIA_OBJECT_UNREFERENCED } from './events.js';
 import { MediaRejection, sanitizeImage, type SanitizedImage, type SanitizeLimits } from './processing/sanitize.js';
 import type { MediaRow, MediaStore } from './store.js';
 import { objectKey, ObjectTooLargeError, type ObjectStorage } from './storage/types.js';
@@ -18,6 +20,12 @@ import { newMediaId } from './ids.js';
  * deleted, and its object collected, before the recording transaction; so that transaction holds
  * the object's row (`holdObject`, the collector then waits and sees the new reference) and, when
  * the row is gone, the object is written again and the transaction retried.
+ *
+ * Quota: a cheap check before anything is written (a refused upload writes nothing), and the
+ * authoritative one in the recording transaction. When that transaction refuses (a concurrent
+ * upload took the space meanwhile), or the store fails after the object's row was added, the
+ * object may be left without a record: a `media.object.unreferenced` event hands it to the
+ * media-dedup worker, which collects it once its grace period has passed (no sweep needed).
  */
 export interface IngestDeps {
   store: MediaStore;
@@ -49,27 +57,38 @@ export async function sanitize(deps: Pick<IngestDeps, 'limits' | 'withSlot'>, by
   return deps.withSlot(() => sanitizeImage(bytes, deps.limits));
 }
 
-function quotaError(quota: number, used: number, adding: number, param: string, advice: string): ApiError {
-  return new ApiError(413, `Storing this image (${adding} bytes) would exceed your media quota of ${quota} bytes (${used} bytes in use); ${advice}`, { param });
+/** The 413 of an image (or a reservation) that would take its user over quota. */
+export class QuotaExceededError extends ApiError {
+  constructor(quota: number, used: number, adding: number, param: string, advice: string) {
+    super(413, `Storing this image (${adding} bytes) would exceed your media quota of ${quota} bytes (${used} bytes in use); ${advice}`, { param });
+  }
 }
 
 const FREE_SPACE = 'delete media to free space';
 /** A completion over quota ends its reservation (see finalizeUpload): the client must upload again. */
 const UPLOAD_DISCARDED = 'the upload was discarded: delete media to free space, then upload it again';
 
-/** The 413 for `adding` bytes taking the user over quota (call under the user's lock), or null. */
+/** What a quota check names: the request field that carried the bytes, the reservation to leave out, the advice. */
+interface QuotaAsk {
+  param: string;
+  excludeId?: string;
+  advice: string;
+}
+
+/**
+ * The 413 for `adding` bytes taking the user over quota, or null. Authoritative under the user's
+ * lock (`trx` holding it); with the plain connection, the cheap check made before writing.
+ */
 async function quotaRefusal(
-  deps: Pick<IngestDeps, 'store' | 'quotaBytes'>,
-  trx: Parameters<MediaStore['usedBytes']>[0],
+  deps: Pick<IngestDeps, 'store' | 'quotaBytes' | 'clock'>,
+  db: Parameters<MediaStore['usedBytes']>[0],
   userId: string,
   adding: number,
-  param: string,
-  excludeId: string | undefined,
-  advice: string,
-): Promise<ApiError | null> {
+  ask: QuotaAsk,
+): Promise<QuotaExceededError | null> {
   if (deps.quotaBytes <= 0) return null;
-  const used = await deps.store.usedBytes(trx, userId, excludeId);
-  return used + adding > deps.quotaBytes ? quotaError(deps.quotaBytes, used, adding, param, advice) : null;
+  const used = await deps.store.usedBytes(db, userId, unixSeconds(deps.clock), ask.excludeId);
+  return used + adding > deps.quotaBytes ? new QuotaExceededError(deps.quotaBytes, used, adding, ask.param, ask.advice) : null;
 }
 
 /**
@@ -77,14 +96,14 @@ async function quotaRefusal(
  * naming `param`: the request field that carried the bytes or declared their size.
  */
 export async function checkQuota(
-  deps: Pick<IngestDeps, 'store' | 'quotaBytes'>,
+  deps: Pick<IngestDeps, 'store' | 'quotaBytes' | 'clock'>,
   trx: Parameters<MediaStore['usedBytes']>[0],
   userId: string,
   adding: number,
   param: string,
   excludeId?: string,
 ) {
-  const refusal = await quotaRefusal(deps, trx, userId, adding, param, excludeId, FREE_SPACE);
+  const refusal = await quotaRefusal(deps, trx, userId, adding, { param, excludeId, advice: FREE_SPACE });
   if (refusal) throw refusal;
 }
 
@@ -120,17 +139,49 @@ class ObjectCollectedError extends Error {
 }
 
 /**
+ * Hands an object this call touched, and may have left without a record, to the media-dedup
+ * worker (`media.object.unreferenced`): it collects the object once its grace period has passed,
+ * unless a media references it by then, so no sweep is needed. If even recording that fails (the
+ * database away), the sweep is what is left: logged.
+ */
+async function collectLater(deps: IngestDeps, sha256: string): Promise<void> {
+  try {
+    await deps.store.transaction((trx) => recordEvent(trx, MEDIA_OBJECT_UNREFERENCED, { sha256 }));
+  } catch (error) {
+    deps.logger?.warn({ sha256, err: failureOf(error) }, 'recording an unreferenced object for collection failed; the sweep collects it');
+  }
+}
+
+/**
  * Writes the object unless the user already holds these bytes, then runs `record`; when `record`
  * finds the object's row gone (null: collected since the check), writes it and runs it again.
+ * Before writing, a cheap quota check (not under the user's lock; `record`'s stays authoritative)
+ * refuses an image that cannot fit, so a refused upload writes nothing. When the write or `record`
+ * fails after this call touched the object (the store failing, `record` refusing over quota), the
+ * object goes to the collector (`collectLater`).
  */
-async function withObject<T>(deps: IngestDeps, userId: string, image: SanitizedImage, record: () => Promise<T | null>): Promise<T> {
+async function withObject<T>(deps: IngestDeps, userId: string, image: SanitizedImage, quota: QuotaAsk, record: () => Promise<T | null>): Promise<T> {
   let write = !(await deps.store.transaction((trx) => deps.store.readyBySha(trx, userId, image.sha256)));
-  for (let attempt = 0; attempt < OBJECT_RETRIES; attempt++) {
-    if (write) await writeObject(deps, image);
-    const result = await record();
-    if (result !== null) return result;
-    write = true;
+  if (write) {
+    const refusal = await quotaRefusal(deps, undefined, userId, image.data.length, quota);
+    if (refusal) throw refusal;
   }
+  let touched = false;
+  try {
+    for (let attempt = 0; attempt < OBJECT_RETRIES; attempt++) {
+      if (write) {
+        touched = true;
+        await writeObject(deps, image);
+      }
+      const result = await record();
+      if (result !== null) return result;
+      write = true;
+    }
+  } catch (error) {
+    if (touched) await collectLater(deps, image.sha256);
+    throw error;
+  }
+  if (touched) await collectLater(deps, image.sha256);
   throw new ObjectCollectedError(image.sha256);
 }
 
@@ -139,7 +190,7 @@ async function withObject<T>(deps: IngestDeps, userId: string, image: SanitizedI
  * `param` is the request field that carried the image (a refusal over quota names it).
  */
 export async function storeImage(deps: IngestDeps, userId: string, image: SanitizedImage, filename: string | null, param = 'file'): Promise<StoredMedia> {
-  return withObject(deps, userId, image, () => deps.store.transaction(async (trx): Promise<StoredMedia | null> => {
+  return withObject(deps, userId, image, { param, advice: FREE_SPACE }, () => deps.store.transaction(async (trx): Promise<StoredMedia | null> => {
     await deps.store.lockUser(trx, userId);
     const existing = await deps.store.readyBySha(trx, userId, image.sha256);
     if (existing) return { row: existing, deduped: true };
@@ -203,22 +254,29 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
     if (error instanceof MediaRejection) return discardUpload(deps, row, rejectionError(error, 'id'));
     throw error;
   }
-  const outcome = await withObject(deps, row.user_id, image, () => deps.store.transaction(async (trx): Promise<{ settled: MediaRow | null } | { refused: ApiError } | null> => {
-    await deps.store.lockUser(trx, row.user_id);
-    const current = await deps.store.byId(id, trx);
-    if (!current || current.state !== 'completing') return { settled: current };
-    const existing = await deps.store.readyBySha(trx, row.user_id, image.sha256);
-    if (existing) {
-      await deps.store.markMerged(trx, id, existing.id, unixSeconds(deps.clock) + 86400);
-    } else {
-      if (!(await deps.store.holdObject(trx, image.sha256))) return null;
-      const refused = await quotaRefusal(deps, trx, row.user_id, image.data.length, 'id', id, UPLOAD_DISCARDED);
-      if (refused) return { refused };
-      await deps.store.makeReady(trx, id, { sha256: image.sha256, mime_type: image.mimeType, bytes: image.data.length, width: image.width, height: image.height });
-    }
-    return { settled: await deps.store.byId(id, trx) };
-  }));
-  if ('refused' in outcome) return discardUpload(deps, row, outcome.refused);
+  const quota: QuotaAsk = { param: 'id', excludeId: id, advice: UPLOAD_DISCARDED };
+  let outcome: { settled: MediaRow | null };
+  try {
+    outcome = await withObject(deps, row.user_id, image, quota, () => deps.store.transaction(async (trx): Promise<{ settled: MediaRow | null } | null> => {
+      await deps.store.lockUser(trx, row.user_id);
+      const current = await deps.store.byId(id, trx);
+      if (!current || current.state !== 'completing') return { settled: current };
+      const existing = await deps.store.readyBySha(trx, row.user_id, image.sha256);
+      if (existing) {
+        await deps.store.markMerged(trx, id, existing.id, unixSeconds(deps.clock) + 86400);
+      } else {
+        if (!(await deps.store.holdObject(trx, image.sha256))) return null;
+        const refused = await quotaRefusal(deps, trx, row.user_id, image.data.length, quota);
+        if (refused) throw refused;
+        await deps.store.makeReady(trx, id, { sha256: image.sha256, mime_type: image.mimeType, bytes: image.data.length, width: image.width, height: image.height });
+      }
+      return { settled: await deps.store.byId(id, trx) };
+    }));
+  } catch (error) {
+    // Over quota, before writing or in the transaction (which then wrote nothing): the upload ends.
+    if (error instanceof QuotaExceededError) return discardUpload(deps, row, error);
+    throw error;
+  }
   await deps.checkpoint?.('committed');
   if (!outcome.settled) return null;
   return settle(deps, outcome.settled);

@@ -66,9 +66,18 @@ export function createMediaStore(knex: Knex) {
       await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`media:${userId}`]);
     },
 
-    /** Bytes the user holds: ready media plus open reservations (declared sizes). */
-    async usedBytes(trx: Knex.Transaction, userId: string, excludeId?: string): Promise<number> {
-      const q = trx('media').where({ user_id: userId }).whereIn('state', ['ready', 'pending', 'completing']).sum<{ total: string | number | null }[]>({ total: 'bytes' });
+    /**
+     * Bytes the user holds at `now` (unix seconds): ready media, completed uploads still being
+     * finalised (`completing`, at their declared size until finalised or refused), and open
+     * reservations (`pending` and unexpired, at their declared size). A reservation past its
+     * expiry holds nothing, whether or not the sweep has removed its row yet. `db`: the
+     * transaction holding the user's lock (the authoritative check), or none (a cheap pre-check).
+     */
+    async usedBytes(db: Knex | Knex.Transaction | undefined, userId: string, now: number, excludeId?: string): Promise<number> {
+      const q = (db ?? knex)('media')
+        .where({ user_id: userId })
+        .where((open) => open.whereIn('state', ['ready', 'completing']).orWhere((pending) => pending.where({ state: 'pending' }).andWhere('expires_at', '>', now)))
+        .sum<{ total: string | number | null }[]>({ total: 'bytes' });
       if (excludeId) q.whereNot({ id: excludeId });
       const [row] = await q;
       return Number(row?.total ?? 0);

@@ -119,6 +119,20 @@ test('parts named other than file are skipped, before or after it; two file part
   await stillAnswers(t, user.headers, 8);
 });
 
+test('a file part sent without a filename (busboy reads it as a text field) is a 400 saying it must be a file part, not that it is missing', async (t) => {
+  const user = await p.newUser();
+  const png = await solidImage('png', 6, 5, 12);
+  // An image with its own Content-Type but no `filename=` in the Content-Disposition.
+  const withType = Buffer.concat([Buffer.from(`--${BOUNDARY}${CRLF}Content-Disposition: form-data; name="file"${CRLF}Content-Type: image/png${CRLF}${CRLF}`), png]);
+  for (const body of [form(withType), form(part('file', 'some text')), form(part('filename', 'cat.png'), part('file', png))]) {
+    const res = await send(user.headers, body);
+    expectFileError(t, res, /The 'file' part must be a file part: send it with a filename/);
+    t.notRegex(res.body.error.message, /Missing required part/);
+  }
+  t.is(await mediaCount(user.userId), 0);
+  await stillAnswers(t, user.headers, 13);
+});
+
 test('raw UTF-8 file names (as browsers and curl send them) and RFC 5987 names are kept, emoji included', async (t) => {
   const user = await p.newUser();
   const name = '日本語😀.png';

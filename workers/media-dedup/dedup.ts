@@ -1,20 +1,26 @@
 import { afterHandlerFailure, ApiError, HANDLER_FAILURES_HEADER, type BusMessage, type Delivery, type EventMessage, type Logger } from '../../services/kit/index.js';
-import { MEDIA_DELETED, MEDIA_UPLOAD_COMPLETED, collectObject, finalizeUpload, sweep, type IngestDeps } from '../../domains/media/index.js';
+import { MEDIA_DELETED, MEDIA_OBJECT_UNREFERENCED, MEDIA_UPLOAD_COMPLETED, collectObject, finalizeUpload, isStoreServerFault, sweep, type IngestDeps } from '../../domains/media/index.js';
 
 /**
  * The media-dedup worker's two jobs, as plain functions over the media domain (so tests drive them
  * with injected failures):
  * - `handle`: events from the outbox. `media.upload.completed` finalises a completed direct upload
- *   (a no-op when the request that completed it already did); `media.deleted` collects the object
+ *   (a no-op when the request that completed it already did); `media.deleted` and
+ *   `media.object.unreferenced` (an upload refused after writing its object) collect the object
  *   when no media references it any more.
  * - `sweep`: expires reservations never completed (their staging objects go first), finishes
  *   finalisations that stopped half-way, and collects objects no record references.
  * Every step is idempotent; a failure is retried after RETRY_MS, as the bus retries a handler that
  * throws: an event failing MAX_HANDLER_FAILURES times in a row (a poison event) goes to the queue's
- * dead letters, logged once; a failure because the database or the bus is unavailable is retried
- * for as long as the outage lasts. What a dead-lettered event left undone, the sweep finishes.
+ * dead letters, logged once; a failure because the database, the bus or the object store is
+ * unavailable (the store answering 5xx or SlowDown: `isStoreServerFault`, the classifier
+ * media-api answers 503 with) is retried for as long as the outage lasts, not counted. What a
+ * dead-lettered event left undone, the sweep finishes.
  */
 export const RETRY_MS = 5000;
+
+/** A log line's account of a failure: name and message only (an S3 SDK error carries the whole HTTP exchange). */
+const failureOf = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error)).slice(0, 500);
 
 export interface MediaDedupDeps extends IngestDeps {
   graceSeconds: number;
@@ -37,7 +43,7 @@ export function createMediaDedup(deps: MediaDedupDeps) {
     try {
       if (event?.type === MEDIA_UPLOAD_COMPLETED && typeof data.media_id === 'string') {
         await finalizeUpload(deps, data.media_id);
-      } else if (event?.type === MEDIA_DELETED && typeof data.sha256 === 'string') {
+      } else if ((event?.type === MEDIA_DELETED || event?.type === MEDIA_OBJECT_UNREFERENCED) && typeof data.sha256 === 'string') {
         if (!(await collectObject(deps, data.sha256, deps.graceSeconds)) && (await stillToCollect(data.sha256))) {
           // Unreferenced but touched within the grace period (a media deleted soon after its
           // upload): the event comes back once the grace has passed, rather than leaving the object
@@ -53,6 +59,14 @@ export function createMediaDedup(deps: MediaDedupDeps) {
         // A refused upload (not an image, over quota…): finalisation already removed what it had to.
         deps.logger.info({ event: event?.type, err: error.message }, 'media event settled with a client error');
         await delivery.ack();
+        return;
+      }
+      if (isStoreServerFault(error)) {
+        // The object store failing (5xx, SlowDown) is an outage, not a broken event: retried for as
+        // long as it lasts and not counted toward dead-lettering (the count so far is carried on).
+        const before = message.headers[HANDLER_FAILURES_HEADER];
+        deps.logger.warn({ event: event?.type, err: failureOf(error) }, `object store unavailable; media event retried in ${RETRY_MS} ms`);
+        await delivery.retryAfter(RETRY_MS, before ? { [HANDLER_FAILURES_HEADER]: before } : undefined);
         return;
       }
       const { failures, deadLetter } = afterHandlerFailure(message.headers, error);

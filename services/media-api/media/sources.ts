@@ -138,6 +138,12 @@ export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = max
       });
     });
     parser.on('field', (name, value) => {
+      // A part is a file only with `filename=` in its Content-Disposition; without it busboy reads
+      // even an image as a text field. Say so, rather than that the `file` part is missing.
+      if (name === 'file') {
+        fail(new ApiError(400, "The 'file' part must be a file part: send it with a filename (Content-Disposition: form-data; name=\"file\"; filename=\"…\")", { param: 'file' }));
+        return;
+      }
       if (name === 'filename' && value) filename = value;
     });
     // The whole body is bounded too (other parts are skipped, not buffered, but still read).

@@ -1,20 +1,14 @@
 import { ApiError } from '../../kit/index.js';
-import type { ObjectStorage } from '../../../domains/media/index.js';
+import { isStoreServerFault, type ObjectStorage } from '../../../domains/media/index.js';
 
 /**
  * An object store that answers but fails (S3's 503 SlowDown or ServiceUnavailable, a 500
  * InternalError, still failing after the SDK's own retries) is an outage of a dependency, like one
  * that does not answer at all: media-api answers 503 `service_unavailable` (with retry advice),
  * not a 500 that reads as a bug of this service. The store's 4xx answers (a refused credential, a
- * missing bucket: configuration faults) and every other error pass through unchanged.
+ * missing bucket: configuration faults) and every other error pass through unchanged. The
+ * classifier, `isStoreServerFault`, is the media domain's: the media-dedup worker uses the same one.
  */
-export function isStoreServerFault(error: unknown): boolean {
-  if (!error || typeof error !== 'object') return false;
-  const e = error as { $fault?: unknown; $metadata?: { httpStatusCode?: unknown } };
-  const status = e.$metadata?.httpStatusCode;
-  return e.$fault === 'server' || (typeof status === 'number' && status >= 500);
-}
-
 export const storeUnavailable = (cause: unknown) => new ApiError(503, 'The object store is temporarily unavailable; retry later', { cause });
 
 /** `storage` with its calls to the store answering a store's server fault as a 503. */
