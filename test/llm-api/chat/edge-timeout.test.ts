@@ -59,7 +59,9 @@ async function startStallingProvider(): Promise<StallingProvider> {
 test.before(async () => {
   provider = await startStallingProvider();
   p = await startMcpPlatform({
-    EDGE_UPSTREAM_READ_TIMEOUT_MS: '1000',
+    // Every call through the edge here (the admin setup, the API keys, the chat request up to the
+    // provider) must answer within it: 2 s leaves a loaded CI machine room, at 2 s of wall time per test.
+    EDGE_UPSTREAM_READ_TIMEOUT_MS: '2000',
     // Far beyond the test: a provider request still open is one nobody cut.
     LLM_COMPLETION_MAX_DURATION_MS: '600000',
     LLM_HEALTH_PROBE_INTERVAL_MS: '0',
