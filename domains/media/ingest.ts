@@ -5,6 +5,7 @@ import { recordEvent } from '../../services/kit/data/index.js';
 import { MEDIA_OBJECT_UNREFERENCED } from './events.js';
 import { MediaRejection, sanitizeImage, type SanitizedImage, type SanitizeLimits } from './processing/sanitize.js';
 import type { MediaRow, MediaStore } from './store.js';
+import { failureOf } from './storage/faults.js';
 import { objectKey, ObjectTooLargeError, type ObjectStorage } from './storage/types.js';
 import { newMediaId } from './ids.js';
 
@@ -105,15 +106,6 @@ export async function checkQuota(
 ) {
   const refusal = await quotaRefusal(deps, trx, userId, adding, { param, excludeId, advice: FREE_SPACE });
   if (refusal) throw refusal;
-}
-
-/**
- * What a log line says of a failure: its name and message, never the error object itself (an S3
- * SDK error carries the whole HTTP exchange).
- */
-function failureOf(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`.slice(0, 500);
-  return String(error).slice(0, 500);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { afterHandlerFailure, ApiError, HANDLER_FAILURES_HEADER, type BusMessage, type Delivery, type EventMessage, type Logger } from '../../services/kit/index.js';
-import { MEDIA_DELETED, MEDIA_OBJECT_UNREFERENCED, MEDIA_UPLOAD_COMPLETED, collectObject, finalizeUpload, isStoreServerFault, sweep, type IngestDeps } from '../../domains/media/index.js';
+import { MEDIA_DELETED, MEDIA_OBJECT_UNREFERENCED, MEDIA_UPLOAD_COMPLETED, collectObject, failureOf, finalizeUpload, isStoreServerFault, sweep, type IngestDeps } from '../../domains/media/index.js';
 
 /**
  * The media-dedup worker's two jobs, as plain functions over the media domain (so tests drive them
@@ -18,9 +18,6 @@ import { MEDIA_DELETED, MEDIA_OBJECT_UNREFERENCED, MEDIA_UPLOAD_COMPLETED, colle
  * dead-lettered event left undone, the sweep finishes.
  */
 export const RETRY_MS = 5000;
-
-/** A log line's account of a failure: name and message only (an S3 SDK error carries the whole HTTP exchange). */
-const failureOf = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error)).slice(0, 500);
 
 export interface MediaDedupDeps extends IngestDeps {
   graceSeconds: number;

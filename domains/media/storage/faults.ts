@@ -21,3 +21,12 @@ export function isStoreServerFault(error: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * What a log line says of a failure: its name and message, never the error object itself (an S3
+ * SDK error carries the whole HTTP exchange).
+ */
+export function failureOf(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`.slice(0, 500);
+  return String(error).slice(0, 500);
+}

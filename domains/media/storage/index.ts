@@ -10,7 +10,7 @@ import type { ObjectStorage } from './types.js';
 export * from './types.js';
 export { createFilesystemStorage, createUrlSigner, SIGNED_PATH, type UrlSigner } from './filesystem.js';
 export { createS3Storage } from './s3.js';
-export { isStoreServerFault } from './faults.js';
+export { failureOf, isStoreServerFault } from './faults.js';
 
 export interface StorageSettings {
   DATA_DIR: string;
