@@ -1,12 +1,13 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { waitFor } from '../helpers/wait.js';
-import { MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+import { MODEL, REASONING_MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
 
 // A response in a conversation of a project is made in that project, as a chat completion naming
 // the conversation is: llm-api prepends the project's instruction to every step and attributes each
 // step's usage to the project (per-project usage reports). response-api tells llm-api the project
 // in the X-Gateway-Project-ID header, which only a platform service can send (the edge strips a
-// client's), and llm-api honours it only for a project of the caller.
+// client's), and llm-api honours it only for a project of the caller. Deep research made in a project
+// hands the project to response-api with the same header, so its steps are the project's too.
 let p: ResponsesPlatform;
 
 test.before(async () => {
@@ -158,4 +159,82 @@ test("llm-api honours X-Gateway-Project-ID only for a project of the caller", as
   );
   t.is((await usageRows(owner.userId, 1))[0]!.project_id, owner.projectId);
   t.is((await usageRows(other.userId, 1))[0]!.project_id, null);
+});
+
+/** The research instruction llm-api gives the loop (research.ts `RESEARCH_INSTRUCTIONS`), by its first words. */
+const RESEARCH_START = 'You are a research assistant';
+
+/** Each step of `script`: the project's instruction first and once, the research instruction after it. */
+function assertProjectSteps(t: ExecutionContext, script: string, steps: number) {
+  const sent = p.fake.scriptRequests(script);
+  t.is(sent.length, steps);
+  for (const request of sent) {
+    const messages = request.body.messages as Array<{ role: string; content: unknown }>;
+    t.deepEqual(messages[0], { role: 'system', content: INSTRUCTION });
+    t.is(messages[1]!.role, 'system');
+    t.true(String(messages[1]!.content).startsWith(RESEARCH_START), String(messages[1]!.content));
+    t.is(messages.filter((m) => JSON.stringify(m.content).includes(INSTRUCTION)).length, 1, 'the instruction is sent once');
+  }
+}
+
+test('deep research in a conversation of a project: each step gets the instruction once and its usage is the project\'s', async (t) => {
+  const { client, userId, projectId, conversationId } = await projectConversation();
+  // Two steps: a call of a tool the research does not offer (its error goes back to the model), then the answer.
+  p.fake.script('project-research', [{ tool_calls: [{ name: 'no_such_tool', arguments: {} }] }, { content: 'The lamp is lit at dusk.' }]);
+  const completion: any = await client.chat.completions.create({
+    model: REASONING_MODEL,
+    messages: [{ role: 'user', content: 'When is the lamp lit? #script:project-research' }],
+    conversation: conversationId,
+    deep_research: true,
+  } as any);
+  t.is(completion.choices[0].message.content, 'The lamp is lit at dusk.');
+  assertProjectSteps(t, 'project-research', 2);
+  // The research request records no usage of its own: the rows are its two steps, both the project's.
+  const rows = await usageRows(userId, 2);
+  t.deepEqual(
+    rows.map((r) => r.project_id),
+    [projectId, projectId],
+  );
+});
+
+test("a platform service's deep research in a project (X-Gateway-Project-ID, streamed) is attributed to it step by step", async (t) => {
+  const { userId, projectId } = await projectConversation();
+  p.fake.script('header-research', [{ tool_calls: [{ name: 'no_such_tool', arguments: {} }] }, { content: 'At dusk.' }]);
+  const res = await fetch(`${p.serviceUrl('llm-api')}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-gateway-token': p.gatewaySecret, 'x-auth-method': 'apikey', 'x-user-id': userId, 'x-user-subject': userId, 'x-gateway-project-id': projectId },
+    body: JSON.stringify({ model: REASONING_MODEL, messages: [{ role: 'user', content: 'x #script:header-research' }], deep_research: true, stream: true }),
+  });
+  t.is(res.status, 200);
+  t.true((await res.text()).includes('data: [DONE]'));
+  assertProjectSteps(t, 'header-research', 2);
+  const rows = await usageRows(userId, 2);
+  t.deepEqual(
+    rows.map((r) => r.project_id),
+    [projectId, projectId],
+  );
+});
+
+test('response-api makes a response in the X-Gateway-Project-ID a platform service sends, never in one a client sends', async (t) => {
+  const { key, userId, projectId } = await projectConversation();
+  p.fake.script('responses-client-header', [{ content: 'not in it' }]);
+  p.fake.script('responses-service-header', [{ content: 'in it' }]);
+  const body = (script: string) => JSON.stringify({ model: MODEL, input: `x #script:${script}`, tools: [] });
+  // Through the edge, which strips every client-sent X-Gateway-* header.
+  const viaEdge = await fetch(`${p.url}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key, 'x-gateway-project-id': projectId }, body: body('responses-client-header') });
+  t.is(viaEdge.status, 200);
+  const direct = await fetch(`${p.serviceUrl('response-api')}/v1/responses`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-gateway-token': p.gatewaySecret, 'x-auth-method': 'apikey', 'x-user-id': userId, 'x-user-subject': userId, 'x-gateway-project-id': projectId },
+    body: body('responses-service-header'),
+  });
+  t.is(direct.status, 200);
+
+  t.deepEqual(
+    (p.fake.scriptRequests('responses-client-header')[0]!.body.messages as Array<{ role: string }>).map((m) => m.role),
+    ['user'],
+  );
+  t.deepEqual(p.fake.scriptRequests('responses-service-header')[0]!.body.messages[0], { role: 'system', content: INSTRUCTION });
+  const rows = await usageRows(userId, 2);
+  t.deepEqual(rows.map((r) => r.project_id).sort(), [null, projectId].sort());
 });

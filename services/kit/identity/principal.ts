@@ -25,9 +25,10 @@ export const IDENTITY_HEADERS = {
 export const GATEWAY_TOKEN_HEADER = 'x-gateway-token';
 
 /**
- * The project a platform service's chat completion is made in (response-api sends it with each
- * step of a response in a project's conversation); llm-api checks it is the caller's. The edge
- * strips every client-sent `X-Gateway-*` header, so only a platform service can send it.
+ * The project a platform service's request is made in: response-api sends it to llm-api with each
+ * step of a response in a project (llm-api checks it is the caller's), and llm-api sends it to
+ * response-api with a deep research run made in a project. The edge strips every client-sent
+ * `X-Gateway-*` header, so only a platform service can send it.
  */
 export const PROJECT_HEADER = 'x-gateway-project-id';
 

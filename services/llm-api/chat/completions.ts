@@ -57,6 +57,8 @@ export interface ConversationSession {
   conversation: ConversationRef;
   /** The conversation's project, which the request's usage is attributed to. */
   projectId: string | null;
+  /** The project's instruction when `messages` starts with it (deep research leaves it to its steps). */
+  projectSystem?: ChatMessage | null;
   /**
    * With `store: true`, readies the input for storing (inline images uploaded as media): called once
    * nothing can refuse the request any more, just before the provider is called. A 4xx refuses it.
@@ -227,9 +229,13 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   if (request.deep_research) {
     if (!deps.research) throw new ApiError(503, 'Deep research is not available on this server', { code: 'service_unavailable', param: 'deep_research' });
     if (persist) await session.stage();
+    // The steps are made in the project (response-api passes it on), so llm-api gives each of them
+    // the instruction: lending it here too would send it twice.
+    const instruction = session ? session.projectSystem : project?.system;
     return deepResearch(deps.research, principal, {
       request,
-      messages: lent,
+      messages: instruction && lent[0] === instruction ? lent.slice(1) : lent,
+      projectId,
       requestId: input.requestId,
       conversation: session?.conversation,
       finish: persist ? (answer) => storeAnswer(deps, session, answer, input.requestId) : undefined,

@@ -1,4 +1,4 @@
-import { createInternalClient, relayError, sseData, type CancelSignal, type Principal } from '../../kit/index.js';
+import { createInternalClient, PROJECT_HEADER, relayError, sseData, type CancelSignal, type Principal } from '../../kit/index.js';
 
 /**
  * Deep research runs on response-api's tool loop: `POST /v1/responses` with `stream: true`, called
@@ -15,8 +15,10 @@ export interface ResearchPort {
   /**
    * Starts the response and resolves once response-api accepted it (a refusal is thrown as an
    * ApiError before anything was sent to the client); then yields its events as they arrive.
+   * `projectId`: the project the research is made in, sent as `X-Gateway-Project-ID` (response-api
+   * makes every step in it, so each step's usage is the project's and gets its instruction).
    */
-  run(principal: Principal, body: Record<string, unknown>, options: { requestId: string; signal: CancelSignal }): Promise<AsyncIterable<ResponsesEvent>>;
+  run(principal: Principal, body: Record<string, unknown>, options: { requestId: string; signal: CancelSignal; projectId?: string | null }): Promise<AsyncIterable<ResponsesEvent>>;
 }
 
 /**
@@ -31,9 +33,10 @@ export function createResearchPort(options: { baseUrl: () => string; gatewayToke
   const maxEventBytes = options.maxEventBytes ?? RESEARCH_MAX_EVENT_BYTES;
   const client = createInternalClient({ baseUrl: options.baseUrl, gatewayToken: options.gatewayToken });
   return {
-    async run(principal, body, { requestId, signal }) {
+    async run(principal, body, { requestId, signal, projectId }) {
+      const headers = projectId ? { [PROJECT_HEADER]: projectId } : undefined;
       // No timeout between events: each step and each tool call is bounded by response-api itself.
-      const res = await client.open('POST', '/v1/responses', { principal, body: { ...body, stream: true }, requestId, signal, timeoutMs: 0 });
+      const res = await client.open('POST', '/v1/responses', { principal, body: { ...body, stream: true }, requestId, signal, timeoutMs: 0, headers });
       if (res.status !== 200) relayError({ ...res, body: await res.body.text().catch(() => '') }, { what: 'Starting the research', param: 'deep_research' });
       return parseEvents(res.body, maxEventBytes);
     },

@@ -16,7 +16,9 @@ import type { ChatCompletion, ChatCompletionChunk, ConversationRef, Usage } from
  * page read is a `url_citation` annotation of the message.
  *
  * Usage is recorded by each step's own chat completion (the loop asks llm-api service to service),
- * so this request records none of its own; its `usage` is the sum over the steps.
+ * so this request records none of its own; its `usage` is the sum over the steps. A request made in
+ * a project hands the project to the loop (`ResearchInput.projectId`), so each step is made in it:
+ * its usage is the project's and llm-api gives it the project's instruction.
  */
 export const RESEARCH_TOOLS = ['google_search', 'scrape'] as const;
 export const RESEARCH_MAX_STEPS = 8;
@@ -36,8 +38,13 @@ export interface ResearchDeps {
 
 export interface ResearchInput {
   request: ChatRequest;
-  /** The conversation's history and the request's messages. */
+  /**
+   * The conversation's history and the request's messages, without the project's instruction: each
+   * step gets that from llm-api itself (it is made in `projectId`), so it is sent once, not twice.
+   */
   messages: Message[];
+  /** The caller's project the request is made in (checked to be theirs); absent or null: none. */
+  projectId?: string | null;
   requestId: string;
   conversation?: ConversationRef;
   /**
@@ -80,7 +87,7 @@ export async function deepResearch(deps: ResearchDeps, principal: Principal, inp
 
   let events: AsyncIterable<ResponsesEvent>;
   try {
-    events = await deps.port.run(principal, body, { requestId: input.requestId, signal });
+    events = await deps.port.run(principal, body, { requestId: input.requestId, signal, projectId: input.projectId });
   } catch (error) {
     if (signal.aborted) throw new ClientClosed();
     throw error;

@@ -137,12 +137,14 @@ export function createStoreHooks(
       let messages = input.messages;
       let conversation: ConversationSession['conversation'];
       let projectId: string | null = null;
+      let projectSystem: Message | null = null;
       if (ref) {
         const history = await openHistory(knex, { conversationId: ref, userId: principal.userId, param: 'conversation' });
         conversation = { id: history.conversation.id, title: history.conversation.title };
         const project = history.conversation.project_id ? await projectContext(knex, history.conversation.project_id, principal.userId) : null;
         if (project) {
           projectId = project.projectId;
+          projectSystem = project.system;
           if (project.system) system.push(project.system);
         }
         const context = contextLengthOf(model) ?? Number.POSITIVE_INFINITY;
@@ -173,6 +175,7 @@ export function createStoreHooks(
         messages,
         conversation,
         projectId,
+        projectSystem,
         async stage() {
           const rewrite = options.storeMessage;
           if (rewrite) latest = await Promise.all(latest.map((message) => rewrite(principal, message)));

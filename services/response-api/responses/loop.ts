@@ -26,7 +26,8 @@ export interface LoopPlan {
   principal: Principal;
   /**
    * The project of the response's conversation (its own, or the one a `previous_response_id`
-   * chain is in): every step is made in it, so llm-api prepends the project's instruction and
+   * chain is in), or, outside a conversation, the one a platform service made the response in (deep
+   * research): every step is made in it, so llm-api prepends the project's instruction and
    * attributes the step's usage to it. Absent or null: none.
    */
   projectId?: string | null;

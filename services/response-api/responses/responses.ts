@@ -35,6 +35,12 @@ export interface CreateOptions {
   drained?: () => Promise<void> | null;
   /** Aborted when the caller goes away (a foreground loop then stops at its next step boundary). */
   signal: AbortSignal;
+  /**
+   * The project a platform service makes the response in (`X-Gateway-Project-ID`: llm-api's deep
+   * research in a project). Every step is made in it, as in a project's conversation; llm-api checks
+   * it is the caller's. Ignored when the response belongs to a conversation (whose project counts).
+   */
+  projectId?: string;
 }
 
 export async function createResponse(deps: ResponsesDeps, principal: Principal, input: CreateResponseRequest, options: CreateOptions): Promise<ResponseObject> {
@@ -72,7 +78,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       history = toChatMessages(all.reverse());
     }
   }
-  const projectId = project ? await project : null;
+  const projectId = project ? await project : conversationId === null ? (options.projectId ?? null) : null;
   await deps.media.checkReferences(principal, inputItems, options.signal);
   // A streamed or background caller is answered 200 before the first step, so a model llm-api does
   // not serve would only show as `response.failed`: it is asked for first (as `truncation: "auto"`

@@ -1,4 +1,4 @@
-import { routeGroup, type Route } from '../../kit/index.js';
+import { PROJECT_HEADER, routeGroup, type Route } from '../../kit/index.js';
 import { EventStreamWriter } from './event-stream.js';
 import { cancelResponse, createResponse, deleteResponse, getResponse, listInputItems, type ResponsesDeps } from './responses.js';
 import { createResponseSchema, inputItemsQuery, responseIdParams, retrieveQuery } from './schemas.js';
@@ -16,11 +16,14 @@ export function responsesRoutes(deps: () => ResponsesDeps & { cancelWaitMs: numb
       summary: 'Create a response: the model runs platform tools over up to 8 steps (JSON, an event stream with stream: true, or queued with background: true)',
       request: { body: createResponseSchema },
       response: { description: 'The Responses object, or `text/event-stream` of Responses events' },
-      async handler({ principal, body, signal, res }) {
-        if (!body.stream) return createResponse(deps(), principal, body, { signal });
+      async handler({ principal, body, signal, req, res }) {
+        // Only a platform service can send it (the edge strips every client-sent X-Gateway-* header).
+        const project = req.headers[PROJECT_HEADER];
+        const projectId = typeof project === 'string' && project !== '' ? project : undefined;
+        if (!body.stream) return createResponse(deps(), principal, body, { signal, projectId });
         const stream = new EventStreamWriter(res, deps().keepAliveMs);
         try {
-          await createResponse(deps(), principal, body, { signal, onEvent: stream.write, drained: stream.drained });
+          await createResponse(deps(), principal, body, { signal, projectId, onEvent: stream.write, drained: stream.drained });
         } finally {
           stream.stop();
         }
