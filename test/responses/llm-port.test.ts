@@ -6,7 +6,8 @@ import { startLlmHarness, type LlmHarness } from '../fakes/llm-harness.js';
 
 // response-api's client of llm-api, against a real llm-api: the model's context window is read
 // from llm-api's model entry and reused for RESPONSES_MODEL_CACHE_MS by the clock; a conversation
-// is read newest first, page by page, as far as the caller iterates.
+// is read newest first, page by page, as far as the caller iterates; a turn is appended to it whole
+// or not at all, however many items it has.
 let h: LlmHarness;
 let fake: FakeUpstream;
 let principal: Principal;
@@ -80,6 +81,59 @@ test.serial('a conversation is read newest first, a page of 100 at a time, no fu
   t.true(twoPages.reads > onePage.reads && onePage.reads > 0);
   t.is(all.reads - twoPages.reads, twoPages.reads - onePage.reads, 'the third page is read only by the caller that goes on');
   await port.close();
+});
+
+// A Responses turn, as response-api stores it, of `count` user messages.
+const storedTurn = (count: number, text = (i: number) => `turn ${i}`) =>
+  Array.from({ length: count }, (_, i) => ({ id: `msg_${i}`, type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: text(i) }] }));
+const conversationTexts = async (conversation: string) =>
+  (await h.call('GET', `/v1/conversations/${conversation}/items?order=asc&limit=100`, undefined, h.user)).body.data.map((item: any) => item.content[0].text);
+
+test.serial('a turn of more than 20 items is appended whole, in one request and one transaction', async (t) => {
+  const port = createLlmPort({ baseUrl: () => h.url, gatewayToken: h.service.gatewaySecret, timeoutMs: 10_000, clock: new ManualClock(), modelCacheMs: 0 });
+  const conversation = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
+  // Inserts of items, counted on llm-api's database: one per transaction that appends.
+  let inserts = 0;
+  const onQuery = (query: { method: string; sql: string }) => void (query.method === 'insert' && query.sql.includes('"conversation_items"') && inserts++);
+  h.service.runtime.db.knex.on('query', onQuery);
+  try {
+    await port.appendConversationItems(principal, conversation, storedTurn(45));
+  } finally {
+    h.service.runtime.db.knex.off('query', onQuery);
+    await port.close();
+  }
+  t.is(inserts, 1);
+  t.deepEqual(await conversationTexts(conversation), Array.from({ length: 45 }, (_, i) => `turn ${i}`));
+});
+
+test.serial('a turn that fails part-way leaves none of its items in the conversation: a refused item past the 20th, a fault', async (t) => {
+  const port = createLlmPort({ baseUrl: () => h.url, gatewayToken: h.service.gatewaySecret, timeoutMs: 10_000, clock: new ManualClock(), modelCacheMs: 0 });
+  const knex = h.service.runtime.db.knex;
+  const conversation = (await h.call('POST', '/v1/conversations', {}, h.user)).body.id;
+  await port.appendConversationItems(principal, conversation, storedTurn(2, (i) => `before ${i}`));
+
+  // llm-api refuses the 26th item (a role its store does not take): the turn is refused whole.
+  const refused = storedTurn(40);
+  refused[25]!.role = 'robot';
+  const refusal: any = await t.throwsAsync(port.appendConversationItems(principal, conversation, refused));
+  t.is(refusal.status, 400);
+  t.is(refusal.param, 'items[25].role');
+
+  // A fault inside llm-api's transaction, after the items and their places on the branch were
+  // written: the database refuses the event of the 30th item (a trigger of this test's schema).
+  const fn = `llm_port_fault_${Date.now()}`;
+  await knex.raw(`create function ${fn}() returns trigger language plpgsql as $$ begin if new.data::text like '%#fault-here%' then raise exception 'injected fault'; end if; return new; end $$`);
+  await knex.raw(`create trigger ${fn} before insert on outbox_events for each row execute function ${fn}()`);
+  try {
+    const faulty = storedTurn(40, (i) => (i === 29 ? 'turn 29 #fault-here' : `turn ${i}`));
+    const fault: any = await t.throwsAsync(port.appendConversationItems(principal, conversation, faulty));
+    t.true(fault.status >= 500, `→ ${fault.status}`);
+  } finally {
+    await knex.raw(`drop trigger ${fn} on outbox_events`);
+    await knex.raw(`drop function ${fn}()`);
+    await port.close();
+  }
+  t.deepEqual(await conversationTexts(conversation), ['before 0', 'before 1'], 'only the earlier turn');
 });
 
 // A step's completion, streamed (a streaming caller's steps) and whole, through llm-api from the

@@ -52,6 +52,49 @@ test('with a conversation, the input, tool items and answer become items of that
   t.is(after.at(-1).content[0].text, 'third');
 });
 
+test('a turn of more than 20 items becomes items of the conversation whole; the internal route that writes it is not reachable through the edge', async (t) => {
+  p.fake.script('long-turn', [{ content: 'answered' }]);
+  const { client, key, userId } = await p.newClient();
+  const conversation = await client.conversations.create({});
+  const texts = Array.from({ length: 30 }, (_, i) => `line ${i}${i === 29 ? ' #script:long-turn' : ''}`);
+  // Inserts of conversation items, counted on the platform's database: one per transaction that
+  // appends (tests running beside this one write to other conversations, told apart by id).
+  let inserts = 0;
+  const onQuery = (query: { method: string; sql: string; bindings?: unknown[] }) =>
+    void (query.method === 'insert' && query.sql.includes('"conversation_items"') && query.bindings?.includes(conversation.id) && inserts++);
+  p.runtime.db.knex.on('query', onQuery);
+  let response;
+  try {
+    response = await client.responses.create({
+      model: MODEL,
+      input: texts.map((text) => ({ type: 'message', role: 'user', content: text })),
+      conversation: conversation.id,
+      tools: [],
+    });
+  } finally {
+    p.runtime.db.knex.off('query', onQuery);
+  }
+  t.is(response.status, 'completed');
+  t.is(inserts, 1, 'the turn was written in one transaction');
+  const listed = async () => {
+    const items: any[] = [];
+    for await (const item of client.conversations.items.list(conversation.id, { order: 'asc' })) items.push(item);
+    return items.map((item) => item.content[0].text);
+  };
+  t.deepEqual(await listed(), [...texts, 'answered'], 'all 31 items, in order');
+
+  // A client cannot write a turn itself: the edge routes no spelling of `/internal/`.
+  for (const path of [`/internal/conversations/${conversation.id}/items`, `/llm/internal/conversations/${conversation.id}/items`]) {
+    const res = await fetch(`${p.url}${path}`, {
+      method: 'POST',
+      headers: { 'x-api-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ user_id: userId, items: [{ type: 'message', role: 'user', content: 'smuggled' }] }),
+    });
+    t.is(res.status, 404, `POST ${path}`);
+  }
+  t.is((await listed()).length, 31, 'nothing written through the edge');
+});
+
 test('a foreground response that does not stream is written once, when it ends; a streamed one as it runs', async (t) => {
   const steps = [{ tool_calls: [{ name: 'not_a_tool', arguments: {} }] }, { tool_calls: [{ name: 'not_a_tool', arguments: {} }] }, { content: 'done' }];
   p.fake.script('writes-whole', steps);

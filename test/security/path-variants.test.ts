@@ -5,8 +5,9 @@ import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 // The attack class: reach a route the edge means to keep away (internal, admin) by spelling its
 // path differently: letter case, percent-encoding, doubled slashes, dot segments, trailing slashes,
 // the /llm alias. Every family is tried through the embedded edge on deck/kong.yaml with a real
-// non-admin caller (a guest token and a key) and with no credential. Nothing may answer 200, and the
-// internal key validator may never disclose the owner of a key.
+// non-admin caller (a guest token and a key) and with no credential. Nothing may answer 200, the
+// internal key validator may never disclose the owner of a key, and the internal turn append may
+// never write to a conversation.
 const ADMIN_KEY = `sk_${randomBase62(32)}`;
 let p: TestPlatform;
 let guestToken: string;
@@ -101,6 +102,20 @@ test('the internal key validator is unreachable through the edge in every spelli
       t.true(res.status >= 400 && res.status < 500, `${caller}: POST ${path} → ${res.status}`);
     }
   }
+});
+
+test("the internal turn append (response-api's) is unreachable through the edge in every spelling: nothing is written", async (t) => {
+  const created = await fetch(`${p.url}/v1/conversations`, { method: 'POST', headers: { 'x-api-key': victimKey, 'content-type': 'application/json' }, body: '{}' });
+  const conversation = ((await created.json()) as { id: string }).id;
+  const body = JSON.stringify({ user_id: victimId, items: [{ type: 'message', role: 'user', content: 'smuggled' }] });
+  for (const path of variants(`/internal/conversations/${conversation}/items`)) {
+    for (const [caller] of CALLERS) {
+      const res = await raw('POST', path, callerHeaders(caller), body);
+      t.true(res.status >= 400 && res.status < 500, `${caller}: POST ${path} → ${res.status}`);
+    }
+  }
+  const items = await fetch(`${p.url}/v1/conversations/${conversation}/items`, { headers: { 'x-api-key': victimKey } });
+  t.deepEqual(((await items.json()) as { data: unknown[] }).data, []);
 });
 
 test('admin route families refuse a non-admin in every spelling (never 200)', async (t) => {

@@ -4,6 +4,7 @@ import { activateBranch, createBranch, deleteItem, editItem, getBranch, listConv
 import { createConversation, deleteConversation, getConversation, listConversations, patchConversation, type ConversationDeps } from './conversations.js';
 import { appendItems, getItem, listItems, parseInclude } from './items.js';
 import {
+  appendTurnSchema,
   createBranchSchema,
   createConversationSchema,
   createItemsSchema,
@@ -11,6 +12,8 @@ import {
   itemQuery,
   listConversationsQuery,
   listItemsQuery,
+  TURN_BODY_LIMIT,
+  TURN_ITEMS_MAX,
   updateConversationSchema,
 } from './schemas.js';
 
@@ -33,6 +36,11 @@ export function conversationRoutes(deps: { conversations: ConversationDeps }): R
       request: { params: conversation, body: updateConversationSchema },
       handler: ({ principal, params, body }) => patchConversation(deps.conversations, principal.userId, params.conversationId, body),
     });
+  /** Both item appends, public and internal: one call of the items domain, one transaction. */
+  const append = async (userId: string, conversationId: string, items: unknown[], include: string[] = []) => {
+    const result = await appendItems(deps.conversations.knex, { conversationId, userId, items, clock: deps.conversations.clock, include });
+    return cursorEnvelope(result.items, false);
+  };
   return [
     route({
       ...common,
@@ -77,16 +85,19 @@ export function conversationRoutes(deps: { conversations: ConversationDeps }): R
       path: '/v1/conversations/:conversationId/items',
       summary: "Append items to the conversation's active branch",
       request: { params: conversation, body: createItemsSchema, query: includeQuery },
-      handler: async ({ principal, params, body, query }) => {
-        const result = await appendItems(deps.conversations.knex, {
-          conversationId: params.conversationId,
-          userId: principal.userId,
-          items: body.items,
-          clock: deps.conversations.clock,
-          include: includesOf(query),
-        });
-        return cursorEnvelope(result.items, false);
-      },
+      handler: ({ principal, params, body, query }) => append(principal.userId, params.conversationId, body.items, includesOf(query)),
+    }),
+    route({
+      // response-api's write of a Responses turn, which may hold more items than the public route
+      // takes per request: one request, so the turn is in the conversation whole or not at all.
+      method: 'post',
+      path: '/internal/conversations/:conversationId/items',
+      summary: `Append a Responses turn's items (1 to ${TURN_ITEMS_MAX}) to a user's conversation in one transaction`,
+      access: 'internal',
+      tag: 'conversations',
+      bodyLimit: TURN_BODY_LIMIT,
+      request: { params: conversation, body: appendTurnSchema },
+      handler: ({ params, body }) => append(body.user_id, params.conversationId, body.items),
     }),
     route({
       ...common,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { characterCount } from '../../kit/core/index.js';
+import { characterCount, isId } from '../../kit/core/index.js';
 import { cursorQuery, intParam, maxCharacters } from '../../kit/http/index.js';
 
 /**
@@ -13,6 +13,15 @@ export const METADATA_MAX_PAIRS = 16;
 export const METADATA_KEY_MAX = 64;
 export const METADATA_VALUE_MAX = 512;
 export const ITEMS_PER_REQUEST_MAX = 20;
+/**
+ * The most items of one Responses turn (its input, tool items and answer), which response-api
+ * appends in one request on the internal route so the turn is written whole or not at all. A
+ * response's input holds at most 1000 items; the rest leaves a turn of eight steps room for more
+ * than a hundred tool calls each.
+ */
+export const TURN_ITEMS_MAX = 2000;
+/** The internal turn route's body limit: a turn carries every tool output of its steps. */
+export const TURN_BODY_LIMIT = 32 * 1024 * 1024;
 export const TITLE_MAX = 256;
 export const REFERRER_MAX = 256;
 
@@ -55,11 +64,22 @@ export const updateConversationSchema = z.strictObject({
 
 export const listConversationsQuery = z.object({ project_id: projectId.optional(), referrer: referrer.optional() });
 
-export const createItemsSchema = z.strictObject({
-  items: z
+/** A list of items to append: 1..`max` of them, each checked later by `item-schema.ts`. */
+const itemsToAppend = (max: number) =>
+  z
     .array(z.unknown(), { error: (issue) => (issue.input === undefined ? undefined : 'must be an array of items') })
     .min(1, 'at least one item is required')
-    .max(ITEMS_PER_REQUEST_MAX, `at most ${ITEMS_PER_REQUEST_MAX} items are allowed per request`),
+    .max(max, `at most ${max} items are allowed per request`);
+
+export const createItemsSchema = z.strictObject({ items: itemsToAppend(ITEMS_PER_REQUEST_MAX) });
+
+/**
+ * The internal turn append (response-api, service to service): the same items as `createItemsSchema`
+ * up to `TURN_ITEMS_MAX`, for the user named in the body (internal routes carry no edge identity).
+ */
+export const appendTurnSchema = z.strictObject({
+  user_id: z.string().refine((value) => isId('user', value), 'must be a user id'),
+  items: itemsToAppend(TURN_ITEMS_MAX),
 });
 
 /** A cursor list (`limit`/`order`/`after`) that also takes `offset`: items skipped (after `after`, when both are given). */

@@ -50,10 +50,10 @@ export interface LlmPort {
   conversationProject?(principal: Principal, conversationId: string, signal: AbortSignal): Promise<string | null>;
   /**
    * Appends a turn's stored items (input and output) to a conversation of the caller (llm-api's
-   * conversation store), each converted to the shape the store takes (`toConversationItem`). The
-   * items API takes at most 20 items per request, each request in one transaction: a turn of up to
-   * 20 items is written whole or not at all; a longer one is written 20 at a time, in order, and a
-   * request that fails leaves the earlier ones written.
+   * conversation store), each converted to the shape the store takes (`toConversationItem`), in
+   * one request to llm-api's internal turn route and so in one transaction: the turn is written
+   * whole or not at all, however many items it has (up to llm-api's limit of 2000 per turn; a
+   * longer one is refused whole).
    */
   appendConversationItems(principal: Principal, conversationId: string, items: Array<Record<string, any>>): Promise<void>;
   /**
@@ -94,8 +94,6 @@ export interface ToolsPort {
  * only keeps a misbehaving peer from growing one event without end.
  */
 const MAX_STEP_EVENT_BYTES = 16 * 1024 * 1024;
-/** The most items llm-api's `POST /v1/conversations/{id}/items` takes in one request (as OpenAI's). */
-const CONVERSATION_ITEMS_PER_REQUEST = 20;
 
 /**
  * A streamed chat completion read into the completion it stands for: the pieces of its text and of
@@ -187,12 +185,13 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
     },
     async appendConversationItems(principal, conversationId, stored) {
       const items = stored.map(toConversationItem);
-      // The conversation API takes at most 20 items per call.
-      for (let i = 0; i < items.length; i += CONVERSATION_ITEMS_PER_REQUEST) {
-        const chunk = items.slice(i, i + CONVERSATION_ITEMS_PER_REQUEST);
-        const res = await client.call<any>('POST', `/v1/conversations/${encodeURIComponent(conversationId)}/items`, { principal, body: { items: chunk } });
-        if (res.status !== 200 && res.status !== 201) relayError(res, { what: 'Writing conversation items' });
-      }
+      if (items.length === 0) return;
+      // llm-api's internal route, not the public one (20 items per request): the whole turn in one
+      // request, so in one transaction. Internal routes refuse edge identity headers, so the
+      // caller is named in the body instead.
+      const path = `/internal/conversations/${encodeURIComponent(conversationId)}/items`;
+      const res = await client.call<any>('POST', path, { body: { user_id: principal.userId, items } });
+      if (res.status !== 200) relayError(res, { what: 'Writing conversation items' });
     },
     async conversationProject(principal, conversationId, signal) {
       const res = await client.call<any>('GET', `/v1/conversations/${encodeURIComponent(conversationId)}`, { principal, signal });

@@ -2,6 +2,7 @@ import test from 'ava';
 import { appendItems, openHistory } from '../../../services/llm-api/conversations/index.js';
 import { HISTORY_PAGE_FIRST } from '../../../services/llm-api/conversations/items.js';
 import type { TestService } from '../../helpers/env.js';
+import { edgeHeaders } from '../../helpers/users.js';
 import { assertBadRequest, eventsOf, startWithTwoUsers, text, type Client } from './client.js';
 
 let svc: TestService;
@@ -70,6 +71,49 @@ test('items validation: count 1..20, valid type and content, each error naming t
   // Nothing of the failed requests was stored: only the 20 good items.
   t.is((await alice.get(`${url}?limit=100`)).body.data.length, 20);
   t.is((await alice.post(url, { items: [{ type: 'reasoning', summary: [] }, { type: 'mcp_call', name: 'web_search', arguments: '{}' }] })).status, 200);
+});
+
+test("the internal turn route appends more than 20 items in one request, validated as the public route's, for service calls only", async (t) => {
+  const id = await newConversation();
+  const internal = async (body: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${svc.url}/internal/conversations/${id}/items`, {
+      method: 'POST',
+      headers: { 'x-gateway-token': svc.gatewaySecret, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const turn = (n: number, from = 0) => Array.from({ length: n }, (_, i) => text(`t${from + i}`));
+  // The public route keeps its limit.
+  assertBadRequest(t, await alice.post(`/v1/conversations/${id}/items`, { items: turn(21) }), 'items');
+
+  const whole = await internal({ user_id: alice.user.id, items: turn(45) });
+  t.is(whole.status, 200, JSON.stringify(whole.body));
+  t.deepEqual(
+    whole.body.data.map((item: any) => item.sequence_number),
+    Array.from({ length: 45 }, (_, i) => i + 1),
+  );
+  const listed = (await alice.get(`/v1/conversations/${id}/items?order=asc&limit=100`)).body.data;
+  t.deepEqual(
+    listed.map((item: any) => item.content[0].text),
+    turn(45).map((item) => item.content[0].text),
+  );
+  t.is((await eventsOf(svc.runtime.db.knex, 'message.sent', id)).length, 45, 'message.sent for each item, as on the public route');
+
+  // A refused item past the 20th refuses the whole turn, named as the public route names it.
+  assertBadRequest(t, await internal({ user_id: alice.user.id, items: [...turn(30, 45), { type: 'message', role: 'robot', content: 'x' }, ...turn(5, 75)] }), 'items[30].role');
+  assertBadRequest(t, await internal({ user_id: alice.user.id, items: turn(2001) }), 'items');
+  assertBadRequest(t, await internal({ user_id: alice.user.id, items: [] }), 'items');
+  assertBadRequest(t, await internal({ items: turn(1) }), 'user_id');
+  assertBadRequest(t, await internal({ user_id: 'alice', items: turn(1) }), 'user_id');
+  assertBadRequest(t, await internal({ user_id: alice.user.id, items: turn(1), extra: 1 }), 'extra');
+  // Another user's conversation is not found, as on the public route.
+  t.is((await internal({ user_id: bob.user.id, items: turn(1) })).status, 404);
+  // Only services reach it: not with the edge's identity headers (a request that came through the
+  // edge, or pretends to), not without the gateway token.
+  t.is((await internal({ user_id: alice.user.id, items: turn(1) }, edgeHeaders(svc.gatewaySecret, alice.user))).status, 403);
+  t.is((await internal({ user_id: alice.user.id, items: turn(1) }, { 'x-gateway-token': 'wrong' })).status, 401);
+  t.is((await alice.get(`/v1/conversations/${id}/items?limit=100`)).body.data.length, 45, 'nothing of the refused turns was stored');
 });
 
 // Every top-level field of SPEC.md 2.3 and every content-part kind.
