@@ -55,4 +55,17 @@ export const mcpConfigShape = {
 
 export type McpConfig = z.infer<z.ZodObject<typeof mcpConfigShape>>;
 
+/** The most a python_exec call may ask for as its `timeout_ms`. */
+export const PYTHON_MAX_TIMEOUT_MS = 60_000;
+
+/**
+ * About the longest one tool call runs here: the largest of its own limits (python_exec's run with
+ * the remote sandbox's round trip, scrape's fetch then its reading of the page, one search or
+ * embeddings request). A cancel kept longer than this names a call that has ended (an index of many
+ * embedding batches can run longer; it still ends when its client goes away).
+ */
+export function longestToolCallMs(config: Pick<McpConfig, 'SCRAPE_TIMEOUT_MS' | 'SEARCH_TIMEOUT_MS' | 'EMBEDDINGS_TIMEOUT_MS'>): number {
+  return Math.max(PYTHON_MAX_TIMEOUT_MS + 5_000, 2 * config.SCRAPE_TIMEOUT_MS, config.SEARCH_TIMEOUT_MS, config.EMBEDDINGS_TIMEOUT_MS);
+}
+
 export const loadMcpConfig = (env: NodeJS.ProcessEnv | Readonly<NodeJS.ProcessEnv>): McpConfig => loadConfig(mcpConfigShape, env as NodeJS.ProcessEnv);

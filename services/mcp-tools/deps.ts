@@ -3,7 +3,7 @@ import { Registry } from 'prom-client';
 import { createEgressGuard, parseSize, type ServiceContext } from '../kit/index.js';
 import { createToolSettingsStore } from './admin/store.js';
 import { createToolSwitchboard } from './admin/tool-switches.js';
-import { loadMcpConfig, type McpConfig } from './config.js';
+import { loadMcpConfig, longestToolCallMs, type McpConfig } from './config.js';
 import { createEmbedder } from './file-search/embeddings.js';
 import { createFileSearch } from './file-search/file-search.js';
 import { createFileSearchStore } from './file-search/store.js';
@@ -57,8 +57,9 @@ export async function buildMcpDeps(ctx: ServiceContext, overrides: Partial<McpCo
   ctx.onStop(() => switches.stop());
 
   const metricsRegistry = new Registry();
-  // A cancel that reaches a replica not running the call is passed on over the bus (RabbitMQ).
-  const cancelRelay = createCancelRelay({ bus: runtime.bus, logger });
+  // A cancel that reaches a replica not running the call is passed on over the bus (RabbitMQ),
+  // surviving a broker outage for as long as the call it names can still be running.
+  const cancelRelay = createCancelRelay({ bus: runtime.bus, logger, clock: runtime.clock, maxAgeMs: longestToolCallMs(config) });
   const callTool = createToolCaller({
     catalog,
     switches,
@@ -66,6 +67,7 @@ export async function buildMcpDeps(ctx: ServiceContext, overrides: Partial<McpCo
     logger,
     maxConcurrentCalls: config.MCP_MAX_CONCURRENT_CALLS,
     cancelElsewhere: cancelRelay?.publish,
+    clock: runtime.clock,
   });
   if (cancelRelay) {
     // Optional: a replica that cannot take other replicas' cancels still serves (each call still ends at its timeout).

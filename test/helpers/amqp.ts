@@ -34,7 +34,8 @@ export async function sweepRecordedQueues(ledger: string): Promise<{ prefixes: n
   return { prefixes: prefixes.length, queues: names.length };
 }
 
-async function queuesStartingWith(prefixes: string[]): Promise<string[]> {
+/** Queues on the test broker whose names start with one of `prefixes` (`rabbitmqctl`: ~0.4 s). */
+export async function queuesStartingWith(prefixes: string[]): Promise<string[]> {
   const wanted = prefixes.filter(Boolean);
   if (wanted.length === 0) return [];
   try {

@@ -152,3 +152,81 @@ test.serial('closing the bus while the broker stops answering returns within the
   own.resume();
   await waitFor(() => own.connections() === 0, 10_000, 'the closed bus to let go of its connection');
 });
+
+test.serial('onReconnect is called once the bus is connected again, its consumers consuming; a removed listener is not', async (t) => {
+  // A proxy of its own: cutting it drops this bus's connection only.
+  const own = await startFaultProxy({ host: '127.0.0.1', port: 5672 });
+  t.teardown(() => own.close());
+  const bus = await open(own.url('amqp', 'guest:guest'));
+  const queue = `reconnectevent_${Date.now()}`;
+  const box = inbox((r) => r.delivery.ack());
+  await bus.consume({ queue }, box.handler);
+  let calls = 0;
+  let reconnected!: () => void;
+  const once = new Promise<void>((resolve) => (reconnected = resolve));
+  const remove = bus.onReconnect(() => {
+    calls++;
+    reconnected();
+  });
+  own.cut();
+  await waitFor(async () => bus.ping().then(() => false, () => true), 10_000, 'the bus to notice the broker is gone');
+  t.is(calls, 0, 'not called for the loss itself');
+  own.resume();
+  await once;
+  t.is(calls, 1);
+  // Called with the connection up: a publish made from the listener's turn goes out.
+  await bus.send(queue, {}, { messageId: 'after-reconnect' });
+  t.is((await box.next()).message.id, 'after-reconnect');
+
+  remove();
+  own.cut();
+  await waitFor(async () => bus.ping().then(() => false, () => true), 10_000, 'the bus to notice the broker is gone again');
+  own.resume();
+  await waitFor(async () => bus.ping().then(() => true, () => false), 10_000, 'the second reconnect');
+  t.is(calls, 1, 'the removed listener was not called again');
+});
+
+test.serial('a transient queue with a grace keeps what is published while its consumer is disconnected, and delivers it after the reconnect', async (t) => {
+  const own = await startFaultProxy({ host: '127.0.0.1', port: 5672 });
+  t.teardown(() => own.close());
+  const consumerBus = await open(own.url('amqp', 'guest:guest'));
+  const publisher = await open(TEST_AMQP_URL);
+  const key = `grace.${Date.now()}`;
+  const queue = `gracequeue_${Date.now()}`;
+  const box = inbox((r) => r.delivery.ack());
+  await consumerBus.consume({ queue, bindings: [key], transient: true, transientGraceMs: 60_000 }, box.handler);
+  await publisher.publish(key, { n: 0 }, { messageId: 'grace-before' });
+  t.is((await box.next()).message.id, 'grace-before');
+
+  const admin = await amqp.connect(TEST_AMQP_URL);
+  t.teardown(() => admin.close().catch(() => {}));
+  own.cut();
+  // The broker has seen the connection go (an exclusive queue would be deleted by now).
+  await waitFor(async () => (await queueConsumers(admin, `${prefix}${queue}`)) === 0, 10_000, 'the broker to drop the consumer');
+  await publisher.publish(key, { n: 1 }, { messageId: 'grace-during' });
+  t.is(await depthIfDeclared(`${prefix}${queue}`), 1, 'kept in the queue while its consumer is away');
+  own.resume();
+  t.is((await box.next()).message.id, 'grace-during');
+});
+
+test.serial('a transient queue with a grace is removed by the broker once its consumer has been gone that long', async (t) => {
+  const bus = await open(TEST_AMQP_URL);
+  const queue = `graceexpiry_${Date.now()}`;
+  const consumer = await bus.consume({ queue, bindings: ['graceexpiry.x'], transient: true, transientGraceMs: 200 }, async (_m, d) => d.ack());
+  const admin = await amqp.connect(TEST_AMQP_URL);
+  t.teardown(() => admin.close().catch(() => {}));
+  const exists = async () => {
+    const channel = await admin.createChannel();
+    channel.on('error', () => {});
+    try {
+      return await channel.checkQueue(`${prefix}${queue}`).then(() => true, () => false);
+    } finally {
+      await channel.close().catch(() => {});
+    }
+  };
+  t.true(await exists());
+  await consumer.cancel();
+  // Checked less often than the grace: a check is a passive declare, which renews the queue's lease.
+  await waitFor(async () => !(await exists()), 10_000, 'the broker to expire the queue', 1000);
+  t.false(await exists());
+});

@@ -1,17 +1,23 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
-import { openRuntime, serviceUrls, startService, type Runtime, type StartedService } from '../../services/kit/index.js';
+import amqp, { type ChannelModel } from 'amqplib';
+import { openRuntime, serviceUrls, startService, type Bus, type Runtime, type StartedService } from '../../services/kit/index.js';
 import { mcpToolsService } from '../../services/mcp-tools/service.js';
-import { startTestService, type TestService } from '../helpers/env.js';
+import { queueConsumers, queuesStartingWith } from '../helpers/amqp.js';
+import { startTestService, TEST_AMQP_URL, type TestService } from '../helpers/env.js';
+import { startFaultProxyFor, type UrlFaultProxy } from '../helpers/fault-proxy.js';
 import { createTestUser, edgeHeaders, type TestUser } from '../helpers/users.js';
 import { waitFor } from '../helpers/wait.js';
 
 // Two mcp-tools replicas on one bus (real RabbitMQ, this file's own exchange and queue prefix) and
 // one database, as behind the gateway: the server keeps no session, so a client's
 // notifications/cancelled may reach the replica that is not running the call it names. It must
-// still stop that call, and only a call of the same user.
+// still stop that call, and only a call of the same user. Each replica reaches RabbitMQ through a
+// fault proxy of its own, so a test can cut one replica off the broker while the other stays.
 let a: TestService;
+let proxyA: UrlFaultProxy;
+let proxyB: UrlFaultProxy;
 let runtimeB: Runtime | undefined;
 let b: StartedService | undefined;
 let bUrl: string;
@@ -45,10 +51,12 @@ async function startEndlessPages() {
 
 test.before(async () => {
   page = await startEndlessPages();
+  proxyA = await startFaultProxyFor(TEST_AMQP_URL, 5672);
+  proxyB = await startFaultProxyFor(TEST_AMQP_URL, 5672);
   // SCRAPE_TIMEOUT_MS far past the test's own bounds: only a cancel ends a call here.
-  a = await startTestService(mcpToolsService, { bus: 'amqp', env: { EGRESS_ALLOW_HOSTS: '127.0.0.1', SCRAPE_TIMEOUT_MS: '120000' } });
+  a = await startTestService(mcpToolsService, { bus: 'amqp', env: { AMQP_URL: proxyA.proxiedUrl, EGRESS_ALLOW_HOSTS: '127.0.0.1', SCRAPE_TIMEOUT_MS: '120000' } });
   // Replica B: its own process state and its own connections, the same configuration (database schema, exchange, queue prefix).
-  runtimeB = await openRuntime(a.runtime.config, { name: 'replica-b', migrations: [] });
+  runtimeB = await openRuntime({ ...a.runtime.config, AMQP_URL: proxyB.proxiedUrl }, { name: 'replica-b', migrations: [] });
   b = await startService(mcpToolsService, { runtime: runtimeB, gatewaySecret: a.gatewaySecret, urls: serviceUrls(runtimeB.config) });
   bUrl = `http://127.0.0.1:${b.server.port}`;
 });
@@ -58,6 +66,8 @@ test.after.always(async () => {
   await runtimeB?.close();
   await a?.close();
   page?.close();
+  await proxyA?.close();
+  await proxyB?.close();
 });
 
 async function rpc(url: string, user: TestUser, body: unknown): Promise<{ status: number; json: any }> {
@@ -115,6 +125,63 @@ test.serial('a cancel reaching the replica running the call stops it there at on
   await waitFor(() => page.requests() >= before + 1, 10_000, 'the call fetching its page');
   t.is((await rpc(a.url, x, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 9 } })).status, 202);
   await waitFor(() => call.state.settled, 10_000, 'the call ended by the local cancel');
+  t.is(call.state.result?.content?.[0]?.text, 'The request was cancelled');
+  await call.done;
+});
+
+/** Cuts a replica off the broker and resolves once its bus has noticed; the returned promise settles when it is back. */
+async function cutOff(proxy: UrlFaultProxy, bus: Bus): Promise<{ back: Promise<void> }> {
+  let reconnected!: () => void;
+  const back = new Promise<void>((resolve) => (reconnected = resolve));
+  const remove = bus.onReconnect(() => {
+    remove();
+    reconnected();
+  });
+  proxy.cut();
+  await waitFor(async () => bus.ping().then(() => false, () => true), 10_000, 'the bus to notice the broker is gone');
+  return { back };
+}
+
+test.serial('a cancel sent to a replica cut off from the broker stops the call on the other replica once its connection is back', async (t) => {
+  const x = await createTestUser(a.runtime.db.knex);
+  const before = page.requests();
+  const call = slowCall(x, 21, '/cut-publisher');
+  await waitFor(() => page.requests() >= before + 1, 10_000, 'the call fetching its page');
+
+  const { back } = await cutOff(proxyB, runtimeB!.bus);
+  t.teardown(() => proxyB.resume());
+  // B runs nothing and cannot publish now: the cancel is kept, not lost.
+  t.is((await rpc(bUrl, x, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 21 } })).status, 202);
+  t.false(call.state.settled, 'nothing can reach replica A while B is away from the broker');
+  proxyB.resume();
+  await back;
+  await waitFor(() => call.state.settled, 10_000, 'the call ended by the cancel B kept');
+  t.is(call.state.result?.content?.[0]?.text, 'The request was cancelled');
+  await call.done;
+});
+
+test.serial('a replica cut off from the broker while it runs a call is handed the cancel published meanwhile once it is back', async (t) => {
+  const x = await createTestUser(a.runtime.db.knex);
+  const before = page.requests();
+  const call = slowCall(x, 22, '/cut-receiver');
+  await waitFor(() => page.requests() >= before + 1, 10_000, 'the call fetching its page');
+
+  // Each replica's queue of cancels; A's loses its consumer when A's connection goes.
+  const queues = await queuesStartingWith([`${a.runtime.config.BUS_QUEUE_PREFIX}mcp-tools.call-cancels.`]);
+  t.is(queues.length, 2);
+  const admin: ChannelModel = await amqp.connect(TEST_AMQP_URL);
+  t.teardown(() => admin.close().catch(() => {}));
+  const { back } = await cutOff(proxyA, a.runtime.bus);
+  t.teardown(() => proxyA.resume());
+  const consumers = async () => Promise.all(queues.map((q) => queueConsumers(admin, q)));
+  // The broker has seen A's connection go (before, it deleted A's queue with it).
+  await waitFor(async () => (await consumers()).includes(0), 10_000, "the broker to drop A's consumer");
+
+  t.is((await rpc(bUrl, x, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 22 } })).status, 202);
+  t.false(call.state.settled, 'nothing can reach replica A while it is away from the broker');
+  proxyA.resume();
+  await back;
+  await waitFor(() => call.state.settled, 10_000, 'the call ended by the cancel published while A was away');
   t.is(call.state.result?.content?.[0]?.text, 'The request was cancelled');
   await call.done;
 });

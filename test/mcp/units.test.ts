@@ -14,11 +14,12 @@ import { createRemoteSandbox } from '../../services/mcp-tools/sandbox/remote.js'
 import { cappedCollector } from '../../services/mcp-tools/sandbox/output.js';
 import { SandboxUnavailableError } from '../../services/mcp-tools/sandbox/types.js';
 import { mcpToolsService } from '../../services/mcp-tools/service.js';
-import { createToolCaller } from '../../services/mcp-tools/tools/call-tool.js';
+import { CLOCK_SKEW_ALLOWANCE_MS, createToolCaller } from '../../services/mcp-tools/tools/call-tool.js';
 import { createCatalog } from '../../services/mcp-tools/tools/catalog.js';
 import { createToolMetrics } from '../../services/mcp-tools/tools/metrics.js';
 import { defineTool } from '../../services/mcp-tools/tools/tool.js';
 import { pythonExecDescription as describePythonExec } from '../../services/mcp-tools/tools/python-exec.js';
+import { ManualClock } from '../../services/kit/index.js';
 import { startTestService, type TestService } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
 
@@ -126,6 +127,35 @@ test('past MCP_MAX_CONCURRENT_CALLS a call is "busy" at once; log lines carry to
     t.is(typeof line.duration_ms, 'number');
   }
   t.false(JSON.stringify(lines).includes('hunter2'), 'no argument or output in the logs');
+});
+
+test("a cancel passed on from another replica stops the user's call under that id only when the call started before the cancel was issued (within the clock allowance)", async (t) => {
+  const clock = new ManualClock(1_000_000);
+  let started!: () => void;
+  const running = new Promise<void>((resolve) => (started = resolve));
+  const tool = defineTool({
+    name: 'wait',
+    title: 'Wait',
+    description: 'Runs until cancelled.',
+    input: z.object({}).strict(),
+    output: z.object({}),
+    annotations: {},
+    run: (ctx) =>
+      new Promise((_resolve, reject) => {
+        ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
+        started();
+      }),
+  });
+  const callTool = createToolCaller({ catalog: createCatalog([tool]), switches: { isEnabled: () => true }, metrics: createToolMetrics(new Registry()), logger: silent, maxConcurrentCalls: 4, clock });
+  const call = callTool({ userId: 'usr_x', requestId: 5, signal: new AbortController().signal }, 'wait', {});
+  await running;
+  // A cancel kept while the broker was away, issued before this call began: the same user's earlier call under a reused id.
+  t.false(callTool.cancelHere('usr_x', 5, 'late', clock.now() - CLOCK_SKEW_ALLOWANCE_MS - 1));
+  t.false(callTool.cancelHere('usr_y', 5, 'another user', clock.now()));
+  t.true(callTool.cancelHere('usr_x', 5, 'in time', clock.now() - CLOCK_SKEW_ALLOWANCE_MS));
+  const result = await call;
+  t.true(result.isError);
+  t.is((result.content[0] as any).text, 'The call was cancelled');
 });
 
 test('a switch flipped while a refresh is reading is not undone by that refresh, nor a newer read by an older one; the next refresh takes the table again', async (t) => {

@@ -99,6 +99,7 @@ class AmqpBus implements Bus {
   private sendSerial = 0;
   /** Queues and bindings asked for with `declare`, declared again on every new connection. */
   private readonly declarations = new Map<string, Set<string>>();
+  private readonly reconnectListeners = new Set<() => void>();
 
   /** The topic exchange, derived from the prefix so platforms sharing a broker never see each other's events. */
   private readonly exchange: string;
@@ -217,7 +218,16 @@ class AmqpBus implements Bus {
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined;
       this.connecting = this.establish()
-        .then(() => this.options.logger.info('amqp reconnected'))
+        .then(() => {
+          this.options.logger.info('amqp reconnected');
+          for (const listener of this.reconnectListeners) {
+            try {
+              listener();
+            } catch (error) {
+              this.options.logger.warn({ err: (error as Error)?.message }, 'an amqp reconnect listener failed');
+            }
+          }
+        })
         .catch((error: Error) => {
           this.options.logger.warn({ err: error.message }, 'amqp reconnect failed');
           void this.connection?.close().catch(() => {});
@@ -414,7 +424,12 @@ class AmqpBus implements Bus {
     try {
       await channel.assertExchange(this.exchange, 'topic', { durable: true });
       if (state.options.transient) {
-        await channel.assertQueue(queue, { durable: false, exclusive: true, autoDelete: true });
+        const graceMs = state.options.transientGraceMs;
+        await channel.assertQueue(
+          queue,
+          // Durable although short-lived: RabbitMQ deprecates non-exclusive transient queues; the expiry removes it.
+          graceMs && graceMs > 0 ? { durable: true, arguments: { 'x-expires': Math.round(graceMs) } } : { durable: false, exclusive: true, autoDelete: true },
+        );
         for (const pattern of state.options.bindings ?? []) await channel.bindQueue(queue, this.exchange, pattern);
       } else {
         await this.declareBound(channel, queue, state.options.bindings ?? []);
@@ -569,6 +584,11 @@ class AmqpBus implements Bus {
       await channel.close().catch(() => {});
     }
     return out;
+  }
+
+  onReconnect(listener: () => void): () => void {
+    this.reconnectListeners.add(listener);
+    return () => this.reconnectListeners.delete(listener);
   }
 
   async ping(): Promise<void> {

@@ -446,6 +446,11 @@ export class PgQueueBus extends EventEmitter implements Bus {
     await this.options.knex.raw('select 1 from bus_jobs limit 1');
   }
 
+  /** No connection of its own to lose (a publish fails only with the database): never called. */
+  onReconnect(_listener: () => void): () => void {
+    return () => {};
+  }
+
   async backlog(): Promise<QueueBacklog[]> {
     const prefix = this.options.queuePrefix ?? '';
     const now = this.options.clock.now();

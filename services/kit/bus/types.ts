@@ -40,6 +40,13 @@ export interface ConsumeOptions {
    * handler throws is dropped (logged). The PostgreSQL queue refuses it.
    */
   transient?: boolean;
+  /**
+   * With `transient`: the queue outlives its consumer's connection by this long (the broker's queue
+   * expiry, counted from when it last had a consumer) instead of going with it, so a process that
+   * reconnects sooner finds what was published meanwhile. The price: a process that is gone leaves
+   * its queue, and what reaches it, for this long. Unset: exclusive, deleted with the connection.
+   */
+  transientGraceMs?: number;
 }
 
 export interface Consumer {
@@ -85,6 +92,13 @@ export interface Bus {
   declare(options: Omit<ConsumeOptions, 'prefetch'>): Promise<void>;
   /** Throws when the broker cannot be reached (readiness). */
   ping(): Promise<void>;
+  /**
+   * Calls `listener` each time the bus is connected again after losing its broker (RabbitMQ: once
+   * the new connection has declared every queue and started every consumer it could), so a caller
+   * that kept what it could not publish meanwhile can publish it now. Returns the function that
+   * removes it. The PostgreSQL queue has no connection of its own to lose: never called there.
+   */
+  onReconnect(listener: () => void): () => void;
   /**
    * Consumer lag: messages due on each queue and not yet taken by a consumer (metrics). The
    * PostgreSQL queue reports every queue of this prefix, with the age of the oldest due message;

@@ -1,5 +1,5 @@
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { formatPath, type Logger } from '../../kit/index.js';
+import { formatPath, systemClock, type Clock, type Logger } from '../../kit/index.js';
 import { SandboxBusyError, SandboxUnavailableError } from '../sandbox/index.js';
 import { createSharedSlots } from '../slots.js';
 import type { ToolCatalog } from './catalog.js';
@@ -23,7 +23,15 @@ export interface CallToolDeps {
   maxConcurrentCalls: number;
   /** Passes a cancel naming no call in flight here to the other replicas (`cancel-relay.ts`); none: cancels stay in this process. */
   cancelElsewhere?: (userId: string, requestId: string | number, reason: string | undefined) => void;
+  /** When each call started, for a cancel issued earlier than that (`cancelHere`'s `issuedAt`). */
+  clock?: Clock;
 }
+
+/**
+ * Replicas' clocks differ by this much at most (NTP-synchronised hosts): a cancel issued on another
+ * replica up to this long before a call here started still names it.
+ */
+export const CLOCK_SKEW_ALLOWANCE_MS = 2000;
 
 export interface ToolCaller {
   (ctx: ToolCallContext, name: string, args: unknown): Promise<CallToolResult>;
@@ -35,15 +43,21 @@ export interface ToolCaller {
    * (`cancelElsewhere`): the call may run on one of them. Returns whether a call here was cancelled.
    */
   cancel(userId: string, requestId: string | number, reason?: string): boolean;
-  /** The same, in this process only: a cancel another replica passed on. */
-  cancelHere(userId: string, requestId: string | number, reason?: string): boolean;
+  /**
+   * The same, in this process only: a cancel another replica passed on. With `issuedAt` (when the
+   * client's cancel arrived there, by that replica's clock), a call started after it (beyond
+   * `CLOCK_SKEW_ALLOWANCE_MS`) is not the one it named: a cancel kept while the broker was away may
+   * arrive after the call ended and the same user's next call reused its id.
+   */
+  cancelHere(userId: string, requestId: string | number, reason?: string, issuedAt?: number): boolean;
 }
 
 export function createToolCaller(deps: CallToolDeps): ToolCaller {
   // One user never holds more than half the slots (at least one), so a user with many slow calls
   // in flight cannot leave every other user "busy".
   const slots = createSharedSlots(deps.maxConcurrentCalls);
-  const inFlight = new Map<string, AbortController[]>();
+  const clock = deps.clock ?? systemClock;
+  const inFlight = new Map<string, Array<{ controller: AbortController; startedAt: number }>>();
   const callKey = (userId: string, requestId: string | number) => JSON.stringify([userId, requestId]);
   const call = async (ctx: ToolCallContext, name: string, args: unknown): Promise<CallToolResult> => {
     const tool = deps.catalog.get(name);
@@ -75,7 +89,7 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
     }
     const cancelled = new AbortController();
     const key = ctx.requestId === undefined ? null : callKey(ctx.userId, ctx.requestId);
-    if (key !== null) inFlight.set(key, [...(inFlight.get(key) ?? []), cancelled]);
+    if (key !== null) inFlight.set(key, [...(inFlight.get(key) ?? []), { controller: cancelled, startedAt: clock.now() }]);
     const signal = AbortSignal.any([ctx.signal, cancelled.signal]);
     try {
       const output = await tool.run({ ...ctx, signal }, parsed.data);
@@ -91,17 +105,18 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
       return finish('error', errorResult(`The tool ${name} failed unexpectedly; the failure was logged`));
     } finally {
       if (key !== null) {
-        const others = inFlight.get(key)!.filter((c) => c !== cancelled);
+        const others = inFlight.get(key)!.filter((c) => c.controller !== cancelled);
         if (others.length > 0) inFlight.set(key, others);
         else inFlight.delete(key);
       }
       slots.give(ctx.userId, slot);
     }
   };
-  const cancelHere = (userId: string, requestId: string | number, reason?: string) => {
-    const calls = inFlight.get(callKey(userId, requestId));
+  const cancelHere = (userId: string, requestId: string | number, reason?: string, issuedAt?: number) => {
+    const all = inFlight.get(callKey(userId, requestId));
+    const calls = issuedAt === undefined ? all : all?.filter((c) => c.startedAt <= issuedAt + CLOCK_SKEW_ALLOWANCE_MS);
     if (calls?.length !== 1) return false;
-    calls[0]!.abort(new Error(reason ?? 'cancelled by the client'));
+    calls[0]!.controller.abort(new Error(reason ?? 'cancelled by the client'));
     return true;
   };
   return Object.assign(call, {

@@ -1,11 +1,12 @@
 import { z } from 'zod';
+import { PYTHON_MAX_TIMEOUT_MS } from '../config.js';
 import { SandboxBusyError, SandboxUnavailableError, type SandboxDriver } from '../sandbox/index.js';
 import { ToolFailure, defineTool } from './tool.js';
 
 const input = z
   .object({
     code: z.string().min(1).max(200_000).describe('Python 3 source to run as a script. Print what you want to see.'),
-    timeout_ms: z.number().int().min(100).max(60_000).default(10_000).describe('Wall-clock limit in milliseconds (default 10000, max 60000).'),
+    timeout_ms: z.number().int().min(100).max(PYTHON_MAX_TIMEOUT_MS).default(10_000).describe('Wall-clock limit in milliseconds (default 10000, max 60000).'),
     stdin: z.string().max(1_000_000).optional().describe('Text given to the program on standard input.'),
   })
   .strict();
