@@ -20,7 +20,10 @@ import { newMediaId } from './ids.js';
  * When the user already holds the same bytes, the object is not written again. That copy may be
  * deleted, and its object collected, before the recording transaction; so that transaction holds
  * the object's row (`holdObject`, the collector then waits and sees the new reference) and, when
- * the row is gone, the object is written again and the transaction retried.
+ * the row is gone, the object is written again and the transaction retried. A delete takes the
+ * user's lock too (`deleteReady`), so that transaction's dedup check never answers, or merges a
+ * completed upload into, a copy whose delete is under way: it waits for the delete, then records
+ * a media of its own.
  *
  * Quota: a cheap check before anything is written (a refused upload writes nothing), and the
  * authoritative one in the recording transaction. When that transaction refuses (a concurrent
@@ -247,21 +250,24 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
     throw error;
   }
   const quota: QuotaAsk = { param: 'id', excludeId: id, advice: UPLOAD_DISCARDED };
-  let outcome: { settled: MediaRow | null };
+  // `into`: the media a duplicate was merged into, as the transaction saw it under the user's lock.
+  // The answer is built from it: a delete of that media committed just after (it waits for the
+  // lock) must not turn the completion it came after into a 404.
+  let outcome: { settled: MediaRow | null; into?: MediaRow };
   try {
-    outcome = await withObject(deps, row.user_id, image, quota, () => deps.store.transaction(async (trx): Promise<{ settled: MediaRow | null } | null> => {
+    outcome = await withObject(deps, row.user_id, image, quota, () => deps.store.transaction(async (trx): Promise<{ settled: MediaRow | null; into?: MediaRow } | null> => {
       await deps.store.lockUser(trx, row.user_id);
       const current = await deps.store.byId(id, trx);
       if (!current || current.state !== 'completing') return { settled: current };
       const existing = await deps.store.readyBySha(trx, row.user_id, image.sha256);
       if (existing) {
         await deps.store.markMerged(trx, id, existing.id, unixSeconds(deps.clock) + 86400);
-      } else {
-        if (!(await deps.store.holdObject(trx, image.sha256))) return null;
-        const refused = await quotaRefusal(deps, trx, row.user_id, image.data.length, quota);
-        if (refused) throw refused;
-        await deps.store.makeReady(trx, id, { sha256: image.sha256, mime_type: image.mimeType, bytes: image.data.length, width: image.width, height: image.height });
+        return { settled: await deps.store.byId(id, trx), into: existing };
       }
+      if (!(await deps.store.holdObject(trx, image.sha256))) return null;
+      const refused = await quotaRefusal(deps, trx, row.user_id, image.data.length, quota);
+      if (refused) throw refused;
+      await deps.store.makeReady(trx, id, { sha256: image.sha256, mime_type: image.mimeType, bytes: image.data.length, width: image.width, height: image.height });
       return { settled: await deps.store.byId(id, trx) };
     }));
   } catch (error) {
@@ -271,7 +277,7 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
   }
   await deps.checkpoint?.('committed');
   if (!outcome.settled) return null;
-  return settle(deps, outcome.settled);
+  return settle(deps, outcome.settled, outcome.into);
 }
 
 /**
@@ -291,15 +297,18 @@ async function discardUpload(deps: IngestDeps, row: MediaRow, refusal: unknown):
   throw refusal;
 }
 
-/** Last step of a finalisation (also its replay): the staging object goes, the answer is built. */
-async function settle(deps: IngestDeps, row: MediaRow): Promise<StoredMedia | null> {
+/**
+ * Last step of a finalisation (also its replay): the staging object goes, the answer is built.
+ * `into`: the merge target as the finalising transaction saw it; a replay reads it again.
+ */
+async function settle(deps: IngestDeps, row: MediaRow, into?: MediaRow): Promise<StoredMedia | null> {
   if (row.upload_key) {
     await deps.storage.delete(row.upload_key);
     await deps.store.clearUploadKey(row.id);
   }
   if (row.state === 'ready') return { row: { ...row, upload_key: null }, deduped: false };
   if (row.state === 'merged' && row.merged_into) {
-    const target = await deps.store.byId(row.merged_into);
+    const target = into ?? (await deps.store.byId(row.merged_into));
     return target && target.state === 'ready' ? { row: target, deduped: true } : null;
   }
   return null;

@@ -31,6 +31,11 @@ export interface ReadyFields {
 const toRow = (row: Record<string, unknown> | undefined): MediaRow | null =>
   row ? ({ ...row, bytes: Number(row.bytes), created_at: Number(row.created_at), expires_at: row.expires_at === null ? null : Number(row.expires_at) } as MediaRow) : null;
 
+/** Serialises a user's media changes (uploads, reservations, deletes) for one transaction. */
+async function lockUser(trx: Knex.Transaction, userId: string): Promise<void> {
+  await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`media:${userId}`]);
+}
+
 export function createMediaStore(knex: Knex) {
   return {
     /** Runs `work` in one transaction (the store's own queries take the handle it is given). */
@@ -61,10 +66,7 @@ export function createMediaStore(knex: Knex) {
       return { rows: rows.map((r) => toRow(r)!), total: Number(count[0]?.count ?? 0) };
     },
 
-    /** Serialises a user's quota-relevant changes (uploads, reservations) for one transaction. */
-    async lockUser(trx: Knex.Transaction, userId: string): Promise<void> {
-      await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`media:${userId}`]);
-    },
+    lockUser,
 
     /**
      * Bytes the user holds at `now` (unix seconds): ready media, completed uploads still being
@@ -128,8 +130,16 @@ export function createMediaStore(knex: Knex) {
       await knex('media').where({ id }).update({ upload_key: null });
     },
 
-    /** Deletes a user's ready media; returns it (null when not theirs or unknown). */
+    /**
+     * Deletes a user's ready media; returns it (null when not theirs or unknown). Under the user's
+     * lock, like the transaction that records an upload: otherwise that transaction's dedup check
+     * could still see this row while it is being deleted, answer (or merge a completed upload into)
+     * it, and the object, its last reference gone, would be collected under the upload. Ordered,
+     * an upload either comes first (and answers the media this delete then removes) or sees the
+     * media gone and records its own, holding the object's row against the collector.
+     */
     async deleteReady(trx: Knex.Transaction, userId: string, id: string): Promise<MediaRow | null> {
+      await lockUser(trx, userId);
       const [row] = await trx('media').where({ id, user_id: userId, state: 'ready' }).del().returning('*');
       return toRow(row);
     },

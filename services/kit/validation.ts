@@ -7,13 +7,28 @@ import { scanJsonMembers } from './json-members.js';
  * offending field in the form clients know from OpenAI (`messages[0].role`).
  */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root?: string): z.infer<S> {
-  const result = schema.safeParse(input ?? {});
+  return parseValue(schema, input ?? {}, root, null);
+}
+
+/**
+ * `parseInput` for a JSON request body. No body reads as `{}` (so the 400 names the first missing
+ * field); a body that is JSON but not what the schema takes as a whole (an array, a string, a
+ * number, `true`, `null` where an object is expected) is a 400 naming `body`, as the body reader
+ * names every other refusal of the body as a whole (malformed, too deep, too large).
+ */
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
+  return parseValue(schema, body === undefined ? {} : body, undefined, 'body');
+}
+
+/** `whole`: the param of an issue with the input as a whole (no path), or null. */
+function parseValue<S extends z.ZodType>(schema: S, input: unknown, root: string | undefined, whole: string | null): z.infer<S> {
+  const result = schema.safeParse(input);
   if (result.success) return result.data;
   const { issue, path } = decisive(result.error.issues[0]!);
   const at = formatPath(root ? [root, ...path] : path);
   // An unknown field is the field to name, not the object that holds it.
   const param = issue.code === 'unrecognized_keys' && issue.keys.length > 0 ? formatPath(root ? [root, ...path, issue.keys[0]!] : [...path, issue.keys[0]!]) : at;
-  throw new ApiError(400, describe(issue, at, valueAt(input ?? {}, path) !== undefined), { param: param || null });
+  throw new ApiError(400, describe(issue, at, valueAt(input, path) !== undefined), { param: param || whole });
 }
 
 /**

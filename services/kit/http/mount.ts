@@ -5,7 +5,7 @@ import { isPending, type MaybePromise } from '../maybe-async.js';
 import type { UserDirectory } from '../identity/directory.js';
 import { hasIdentityHeaders, resolvePrincipal } from '../identity/middleware.js';
 import type { Principal } from '../identity/principal.js';
-import { parseInput } from '../validation.js';
+import { parseBody, parseInput } from '../validation.js';
 import { checkRequestStrings, readJsonBody } from './body.js';
 import type { Cancellation, Route, RouteAccess, RouteCall } from './route-table.js';
 import { whenClosed } from './request-objects.js';
@@ -188,7 +188,7 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       const rawBody = route.body === 'stream' ? undefined : await readJsonBody(req, { limit, maxDepth: options.jsonMaxDepth, rawMembers: route.rawMembers });
       if (route.body !== 'stream') req.body = rawBody;
       const schemas = route.request ?? {};
-      const body = schemas.body ? parseInput(schemas.body, rawBody) : rawBody;
+      const body = schemas.body ? parseBody(schemas.body, rawBody) : rawBody;
       const query = schemas.query ? parseInput(schemas.query, rawQuery) : rawQuery;
       const rawParams = joinedParams(req.params);
       const params = schemas.params ? parseInput(schemas.params, rawParams) : rawParams;
