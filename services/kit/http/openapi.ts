@@ -164,14 +164,15 @@ export function apiMarkdown(services: readonly DocumentedService[]): string {
     '',
     'One line per endpoint: method, path, who may call it, what it does. The full request and answer',
     'schemas are in [openapi.json](openapi.json) (also served by the edge at `/openapi.json`).',
-    'Access: `public` needs no credential; `user` needs a JWT (`Authorization: Bearer`) or an API key',
-    '(`X-API-Key`); `admin` also needs an administrator; `internal` is called by other services on their',
+    'Access: `public` needs no credential; `user` needs a JWT or an API key (`Authorization: Bearer`, as',
+    'the openai SDK sends it, or `X-API-Key`); `admin` also needs an administrator; `internal` is called by other services on their',
     'internal address and is never routed by the edge.',
   ];
   for (const service of services) {
     if (service.routes.length === 0) continue;
     lines.push('', `## ${service.name}`, '');
-    if (service.aliases?.length) lines.push(`Every path is also served under ${service.aliases.map((a) => `\`${a}\``).join(', ')}.`, '');
+    // The edge routes the alias for the API paths only; the public documents stay at the root.
+    if (service.aliases?.length) lines.push(`Every \`/v1/\` and \`/auth/\` path is also served under ${service.aliases.map((a) => `\`${a}\``).join(', ')}.`, '');
     for (const route of service.routes) {
       const note = route.planned ? ' (planned, answers 501)' : '';
       lines.push(`- \`${route.method.toUpperCase()} ${openApiPath(route.path)}\` (${ACCESS_LABEL[route.access]}) ${route.summary}${note}`);
