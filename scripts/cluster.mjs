@@ -11,7 +11,7 @@
 // waits for the processes at most SHUTDOWN_TIMEOUT_MS + 15 s (then SIGKILLs them); a second signal
 // SIGKILLs them at once; a stop during the start starts nothing more. The removal is bounded too
 // (CLUSTER_CLEANUP_TIMEOUT_MS): past it the script names what it left and exits 1. Each readiness
-// probe waits at most PROBE_TIMEOUT_MS for an answer, the whole start CLUSTER_READY_TIMEOUT_MS.
+// probe waits at most CLUSTER_PROBE_TIMEOUT_MS for an answer, the whole start CLUSTER_READY_TIMEOUT_MS.
 //
 // When every process answers, it prints one line: `cluster ready {json}` with the edges' URLs,
 // the services' direct URLs, the prefix and the shared gateway token. Settings in the script's own
@@ -57,8 +57,9 @@ const READY_TIMEOUT_MS = milliseconds('CLUSTER_READY_TIMEOUT_MS', 120_000);
 // stop. rabbitmqctl alone may take 2 × 20 s.
 const CLEANUP_TIMEOUT_MS = milliseconds('CLUSTER_CLEANUP_TIMEOUT_MS', 60_000);
 // One readiness probe (an HTTP GET of /readyz or /healthz): a process that accepts the connection
-// and never answers is asked again, not waited on for good.
-const PROBE_TIMEOUT_MS = 5_000;
+// and never answers is asked again, not waited on for good. A setting so that a test can drive the
+// bound without waiting seconds for it.
+const PROBE_TIMEOUT_MS = milliseconds('CLUSTER_PROBE_TIMEOUT_MS', 5_000);
 // How long a stop waits for its processes: every one bounds its own stop at SHUTDOWN_TIMEOUT_MS
 // (the drain) plus 15 s (services/kit/lifecycle.ts shutdownBoundMs), so one still running past that
 // hangs: it is SIGKILLed and the cleanup goes on. A value the processes would refuse leaves the default.

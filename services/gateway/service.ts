@@ -91,3 +91,5 @@ function directToEdge(app: Express, handle: (req: IncomingMessage, res: ServerRe
 
 /** What a failed deck load throws (the platform names it in its one-line start failure). */
 export { DeckError } from './deck.js';
+/** The edge's settings, for the platform's checks of settings that must agree across parts. */
+export { loadEdgeConfig } from './config.js';

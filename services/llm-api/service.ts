@@ -71,3 +71,6 @@ export function llmApiRoutes(resources: LlmApiResource[], deps: LlmApiDeps): Rou
 }
 
 export const llmApiService = createLlmApiService(llmApiResources);
+
+/** The token issuer's settings, for the platform's checks of settings that must agree across parts. */
+export { loadIdentityConfig } from './identity/config.js';

@@ -1,4 +1,4 @@
-import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 /**
@@ -28,10 +28,18 @@ export interface DataDirLock {
   release(): void;
 }
 
+/**
+ * Points inside a takeover where a test runs another starter, to play out a race step by step:
+ * `stale` once the lock has been judged stale (nothing claimed yet), `claimed` once this starter
+ * holds the takeover claim, just before it reads the lock again and removes it.
+ */
+export type TakeoverHook = (point: 'stale' | 'claimed') => void;
+
 const LOCK_FILE = 'platform.lock';
+const CLAIM_PREFIX = `${LOCK_FILE}.takeover.`;
 
 /** `procDir` is where the process table is read (a test points it elsewhere to act as non-Linux). */
-export function lockDataDir(dataDir: string, pid = process.pid, procDir = '/proc'): DataDirLock {
+export function lockDataDir(dataDir: string, pid = process.pid, procDir = '/proc', hook?: TakeoverHook): DataDirLock {
   const dir = resolve(dataDir);
   mkdirSync(dir, { recursive: true });
   const file = join(dir, LOCK_FILE);
@@ -43,23 +51,27 @@ export function lockDataDir(dataDir: string, pid = process.pid, procDir = '/proc
   const draft = `${file}.${pid}.draft`;
   writeFileSync(draft, content, { mode: 0o600 });
   try {
-    for (let attempt = 0; ; attempt++) {
+    for (let removed = 0; ; ) {
       try {
         linkSync(draft, file);
         break;
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-        const holder = parseLock(readFileSync(file, 'utf8'));
-        if (attempt > 0 || (holder && holder.pid !== pid && holds(holder, procDir))) throw new DataDirLockedError(dir, holder?.pid ?? Number.NaN);
-        // Stale (its process is gone) or unreadable: remove it and try once more. Of two processes
-        // racing here only one wins the link; one that judged the lock stale just as another took it
-        // over can still remove the new lock, a window of microseconds at start-up.
-        rmSync(file, { force: true });
+        const seen = readLock(file);
+        // Released between the link and the read: the name is free again.
+        if (!seen) continue;
+        const holder = parseLock(seen.text);
+        if (removed > 0 || (holder && holder.pid !== pid && holds(holder, procDir))) throw new DataDirLockedError(dir, holder?.pid ?? Number.NaN);
+        // Stale (its process is gone) or unreadable: remove it and try once more.
+        hook?.('stale');
+        removeStale(dir, file, seen, draft, pid, procDir, hook);
+        removed++;
       }
     }
   } finally {
     rmSync(draft, { force: true });
   }
+  clearClaims(dir);
   let released = false;
   return {
     release() {
@@ -72,6 +84,80 @@ export function lockDataDir(dataDir: string, pid = process.pid, procDir = '/proc
       }
     },
   };
+}
+
+interface SeenLock {
+  /** Which file it was: content alone cannot tell a stale lock from a fresh one of the same pid. */
+  dev: number;
+  ino: number;
+  text: string;
+}
+
+/** The lock's inode and content, read through one descriptor so both are of the same file. */
+function readLock(file: string): SeenLock | undefined {
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  try {
+    const { dev, ino } = fstatSync(fd);
+    return { dev, ino, text: readFileSync(fd, 'utf8') };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Removes the stale lock `seen`, and never anything else. Two starters may judge the same lock
+ * stale at once; if each simply removed "the lock", the slower one could remove the fresh lock the
+ * faster one had just linked in its place, and both would run on the same files. Nothing in the
+ * file system removes a name only if it is still a given file, so the removal is done under a
+ * claim: a takeover file (`platform.lock.takeover.<n>`) created exclusively, holding the claimer's
+ * pid, start time and boot id like the lock. Under it the lock is read again, and removed only if it
+ * is still the very file judged stale (same inode, same content): another starter can remove it
+ * only under the same claim, so between that check and the removal it cannot have been replaced.
+ *
+ * A claim whose claimer still runs means another starter is taking over: this one stops, naming
+ * it (the other will hold the lock). A claim whose claimer is gone (killed in those microseconds)
+ * is left in place and the next number is tried: removing it would reopen the race one level down.
+ * Leftover claims are cleared by the next process that holds the lock (`clearClaims`); while a live
+ * lock is in place every claim's check fails, so clearing them then cannot let two removals meet.
+ */
+function removeStale(dir: string, file: string, seen: SeenLock, draft: string, pid: number, procDir: string, hook?: TakeoverHook): void {
+  let claim: string | undefined;
+  for (let n = 0; !claim; ) {
+    const name = join(dir, `${CLAIM_PREFIX}${n}`);
+    try {
+      linkSync(draft, name);
+      claim = name;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const other = readLock(name);
+      // Given back between the link and the read: try the same number again.
+      if (!other) continue;
+      const claimer = parseLock(other.text);
+      if (claimer && claimer.pid !== pid && holds(claimer, procDir)) throw new DataDirLockedError(dir, claimer.pid);
+      n++;
+    }
+  }
+  try {
+    hook?.('claimed');
+    const now = readLock(file);
+    if (now && now.dev === seen.dev && now.ino === seen.ino && now.text === seen.text) rmSync(file, { force: true });
+  } finally {
+    rmSync(claim, { force: true });
+  }
+}
+
+function clearClaims(dir: string): void {
+  try {
+    for (const name of readdirSync(dir)) if (name.startsWith(CLAIM_PREFIX)) rmSync(join(dir, name), { force: true });
+  } catch {
+    // Best effort: a claim left behind only costs the next takeover one more number.
+  }
 }
 
 interface Identity {

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { createLogger, exitOnConfigError, type BaseConfig } from '../kit/index.js';
-import { loadPlatformConfig } from './config.js';
+import { loadPlatformConfig, tokenLifetimeRefusals } from './config.js';
 import { startPlatform, stopOnSignals, type Platform } from './platform.js';
 import { isSupervisedCopy, platformProcesses, processesRefusals, reportToSupervisor, superviseProcesses } from './processes.js';
 import { startupFailureLine } from './startup-errors.js';
@@ -14,8 +14,9 @@ try {
 } catch (error) {
   exitOnConfigError(error);
 }
-// Production refuses the conveniences of a laptop start unless each is allowed; one line each.
-const refusals = [...productionRefusals(config), ...processesRefusals(config, processes)];
+// Production refuses the conveniences of a laptop start unless each is allowed; any start refuses
+// settings that contradict each other. One line each.
+const refusals = [...productionRefusals(config), ...processesRefusals(config, processes), ...tokenLifetimeRefusals(config)];
 if (refusals.length > 0) {
   for (const line of refusals) process.stderr.write(`${line}\n`);
   process.exit(1);

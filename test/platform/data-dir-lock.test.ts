@@ -2,12 +2,14 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
-import { DataDirLockedError, lockDataDir } from '../../services/platform/data-dir-lock.js';
+import { DataDirLockedError, lockDataDir, type DataDirLock } from '../../services/platform/data-dir-lock.js';
 
 // The DATA_DIR lock (`DATA_DIR/platform.lock`) names its owner by pid, process start time and boot
 // id, so a lock whose pid now belongs to an unrelated process (a reboot, a container restart) is
 // taken over, while a lock whose owner still runs refuses a second platform. Unit level: the lock
-// files are written by hand; test/process/startup-refusals.test.ts runs two real platforms.
+// files are written by hand; test/process/startup-refusals.test.ts runs two real platforms. Two
+// starters racing for a stale lock are played out step by step: the takeover hook runs the second
+// starter at a chosen point inside the first.
 
 /** A process that exists and is not this one: the test runner that started this file. */
 const other = process.ppid;
@@ -28,6 +30,10 @@ function dataDir(t: ExecutionContext): string {
 }
 const lockFile = (dir: string) => join(dir, 'platform.lock');
 const holderOf = (dir: string) => Number.parseInt(readFileSync(lockFile(dir), 'utf8'), 10);
+const claimFile = (dir: string) => join(dir, 'platform.lock.takeover.0');
+/** A lock (or claim) as the still-running process `pid` would have written it. */
+const liveContent = (pid: number) => `${pid}\nstart ${startTicks(pid)}\nboot ${bootId()}\n`;
+const staleContent = () => `${nobody}\nstart 1\nboot ${bootId()}\n`;
 
 test('a lock whose pid is alive but belongs to another process (other start time) is taken over', (t) => {
   const dir = dataDir(t);
@@ -103,4 +109,64 @@ test('release leaves a lock another process has taken over since', (t) => {
   writeFileSync(lockFile(dir), theirs);
   lock.release();
   t.is(readFileSync(lockFile(dir), 'utf8'), theirs);
+});
+
+test('a starter that judged the lock stale never removes the fresh lock a faster starter put in its place', (t) => {
+  const dir = dataDir(t);
+  writeFileSync(lockFile(dir), staleContent());
+  let faster: DataDirLock | undefined;
+  // The slower starter (pid `other`) has read the stale lock; before it removes anything, the faster
+  // one (this process) removes the same stale lock and links its own.
+  const error = t.throws(
+    () =>
+      lockDataDir(dir, other, '/proc', (point) => {
+        if (point === 'stale' && !faster) faster = lockDataDir(dir);
+      }),
+    { instanceOf: DataDirLockedError },
+  );
+  t.truthy(faster);
+  t.is(error!.pid, process.pid);
+  t.is(readFileSync(lockFile(dir), 'utf8'), liveContent(process.pid));
+  faster!.release();
+  t.false(existsSync(lockFile(dir)));
+});
+
+test('while one starter holds the takeover claim, a second one on the same stale lock stops, naming it', (t) => {
+  const dir = dataDir(t);
+  writeFileSync(lockFile(dir), staleContent());
+  let second: unknown;
+  const lock = lockDataDir(dir, other, '/proc', (point) => {
+    if (point !== 'claimed') return;
+    try {
+      lockDataDir(dir).release();
+    } catch (error) {
+      second = error;
+    }
+  });
+  t.true(second instanceof DataDirLockedError);
+  t.is((second as DataDirLockedError).pid, other);
+  t.is(readFileSync(lockFile(dir), 'utf8'), liveContent(other));
+  t.false(existsSync(claimFile(dir)));
+  lock.release();
+  t.false(existsSync(lockFile(dir)));
+});
+
+test('a takeover claim whose claimer still runs refuses the takeover and leaves the stale lock to it', (t) => {
+  const dir = dataDir(t);
+  writeFileSync(lockFile(dir), staleContent());
+  writeFileSync(claimFile(dir), liveContent(other));
+  t.is(t.throws(() => lockDataDir(dir), { instanceOf: DataDirLockedError })!.pid, other);
+  t.is(readFileSync(lockFile(dir), 'utf8'), staleContent());
+  t.is(readFileSync(claimFile(dir), 'utf8'), liveContent(other));
+});
+
+test('a takeover claim left by a claimer that is gone is passed over, and cleared once the lock is held', (t) => {
+  const dir = dataDir(t);
+  writeFileSync(lockFile(dir), staleContent());
+  writeFileSync(claimFile(dir), staleContent());
+  const lock = lockDataDir(dir);
+  t.is(readFileSync(lockFile(dir), 'utf8'), liveContent(process.pid));
+  t.false(existsSync(claimFile(dir)));
+  lock.release();
+  t.false(existsSync(lockFile(dir)));
 });

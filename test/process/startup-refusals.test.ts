@@ -81,3 +81,20 @@ test.serial('a port already in use gives one line naming the address and the set
   const up = waitFor(async () => ((await fetch(`http://127.0.0.1:${againEnv.GATEWAY_PORT}/healthz`).catch(() => undefined))?.ok ? 'up' : undefined), 150_000, 'restart', 200);
   t.is(await Promise.race([up, earlyExit]), 'up');
 });
+
+test.serial('an edge token lifetime below the access-token TTL refuses the start with one line naming both', async (t) => {
+  t.timeout(180_000);
+  const dataDir = mkdtempSync(join(tmpdir(), 'platform-ttl-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const env = await portsEnv();
+  const child = platformChild({ DATA_DIR: dataDir, ...env, EDGE_JWT_MAX_LIFETIME_SECONDS: '600', ACCESS_TOKEN_TTL_SECONDS: '900' });
+  t.teardown(() => child.process.kill('SIGKILL'));
+  // A platform that starts instead of refusing says so at once rather than at the test's timeout.
+  const served = waitFor(async () => ((await fetch(`http://127.0.0.1:${env.GATEWAY_PORT}/healthz`).catch(() => undefined))?.ok ? 'served' : undefined), 150_000, 'start', 200);
+  served.catch(() => {});
+  t.is(await Promise.race([child.exited.then(() => 'exited'), served]), 'exited');
+  t.is((await child.exited).code, 1);
+  const lines = ownLines(child.stderr());
+  t.is(lines.length, 1, child.stderr());
+  t.regex(lines[0]!, /^refusing to start: ACCESS_TOKEN_TTL_SECONDS=900 is above EDGE_JWT_MAX_LIFETIME_SECONDS=600/);
+});
