@@ -2,7 +2,7 @@ import amqp from 'amqplib';
 import test from 'ava';
 import { createAmqpBus } from '../../services/kit/bus/amqp.js';
 import { afterHandlerFailure, createLogger, type Bus } from '../../services/kit/index.js';
-import { deleteAmqpTopology, queueConsumers, queueDepth } from '../helpers/amqp.js';
+import { deleteAmqpTopology, queueConsumers, queueDepth, queuesStartingWith } from '../helpers/amqp.js';
 import { TEST_AMQP_URL, uniqueName } from '../helpers/env.js';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.js';
 import { inbox } from '../helpers/inbox.js';
@@ -209,10 +209,12 @@ test.serial('a transient queue with a grace keeps what is published while its co
   t.is((await box.next()).message.id, 'grace-during');
 });
 
-test.serial('a transient queue with a grace is removed by the broker once its consumer has been gone that long', async (t) => {
-  const bus = await open(TEST_AMQP_URL);
+test.serial('a transient queue with a grace is removed by the broker once its consumer has been cut off that long', async (t) => {
+  const own = await startFaultProxy({ host: '127.0.0.1', port: 5672 });
+  t.teardown(() => own.close());
+  const bus = await open(own.url('amqp', 'guest:guest'));
   const queue = `graceexpiry_${Date.now()}`;
-  const consumer = await bus.consume({ queue, bindings: ['graceexpiry.x'], transient: true, transientGraceMs: 200 }, async (_m, d) => d.ack());
+  await bus.consume({ queue, bindings: ['graceexpiry.x'], transient: true, transientGraceMs: 200 }, async (_m, d) => d.ack());
   const admin = await amqp.connect(TEST_AMQP_URL);
   t.teardown(() => admin.close().catch(() => {}));
   const exists = async () => {
@@ -225,8 +227,34 @@ test.serial('a transient queue with a grace is removed by the broker once its co
     }
   };
   t.true(await exists());
-  await consumer.cancel();
+  // Cut off for good (the proxy refuses the reconnects): nothing but the expiry removes the queue.
+  own.cut();
   // Checked less often than the grace: a check is a passive declare, which renews the queue's lease.
   await waitFor(async () => !(await exists()), 10_000, 'the broker to expire the queue', 1000);
   t.false(await exists());
+});
+
+test.serial('a clean stop deletes a transient queue with a grace at once (its consumer cancelled, or its bus closed); a cut connection leaves it for the grace', async (t) => {
+  const own = await startFaultProxy({ host: '127.0.0.1', port: 5672 });
+  t.teardown(() => own.close());
+  const cutBus = await open(own.url('amqp', 'guest:guest'));
+  const cancelBus = await open(TEST_AMQP_URL);
+  const closeBus = await open(TEST_AMQP_URL);
+  const stamp = Date.now();
+  const queues = { cut: `gracecut_${stamp}`, cancelled: `gracecancelled_${stamp}`, closed: `graceclosed_${stamp}` };
+  const options = { bindings: [`gracestop.${stamp}`], transient: true, transientGraceMs: 60_000 };
+  const box = inbox((r) => r.delivery.ack());
+  await cutBus.consume({ queue: queues.cut, ...options }, box.handler);
+  const consumer = await cancelBus.consume({ queue: queues.cancelled, ...options }, box.handler);
+  await closeBus.consume({ queue: queues.closed, ...options }, box.handler);
+  const onBroker = async () => (await queuesStartingWith(Object.values(queues).map((q) => `${prefix}${q}`))).sort();
+  t.deepEqual(await onBroker(), [`${prefix}${queues.cancelled}`, `${prefix}${queues.closed}`, `${prefix}${queues.cut}`]);
+
+  await consumer.cancel();
+  await closeBus.close();
+  const admin = await amqp.connect(TEST_AMQP_URL);
+  t.teardown(() => admin.close().catch(() => {}));
+  own.cut();
+  await waitFor(async () => (await queueConsumers(admin, `${prefix}${queues.cut}`)) === 0, 10_000, 'the broker to drop the cut consumer');
+  t.deepEqual(await onBroker(), [`${prefix}${queues.cut}`], 'only the queue of the consumer cut off is kept');
 });

@@ -1,8 +1,9 @@
+import amqp from 'amqplib';
 import test from 'ava';
 import { createAmqpBus } from '../../services/kit/bus/amqp.js';
 import { createLogger, ManualClock, type Bus } from '../../services/kit/index.js';
 import { createCancelRelay, MAX_HELD, type CancelRelay } from '../../services/mcp-tools/tools/cancel-relay.js';
-import { deleteAmqpTopology } from '../helpers/amqp.js';
+import { deleteAmqpTopology, queueConsumers, queuesStartingWith } from '../helpers/amqp.js';
 import { TEST_AMQP_URL, uniqueName } from '../helpers/env.js';
 import { startFaultProxyFor, type UrlFaultProxy } from '../helpers/fault-proxy.js';
 import { waitFor } from '../helpers/wait.js';
@@ -10,7 +11,8 @@ import { waitFor } from '../helpers/wait.js';
 // The cancel relay while the publishing replica's connection to RabbitMQ is down (a TCP fault proxy
 // cuts it): what it cannot publish is kept, in order, and published once the bus reconnects; what
 // is older than the bound by then is dropped, and at most MAX_HELD are kept. Real RabbitMQ; the
-// publisher's clock is a manual one, so ageing needs no waiting.
+// publisher's clock is a manual one, so ageing needs no waiting. A relay that stops deletes its own
+// queue at once; one cut off keeps it for the grace.
 const name = uniqueName('cancelrelay');
 const exchange = `${name}.events`;
 const prefix = `${name}.`;
@@ -96,4 +98,30 @@ test.serial('at most MAX_HELD cancels are kept while the broker is away: the old
   t.is(received.length, MAX_HELD);
   t.is(received[0]!.requestId, 3);
   t.is(received.at(-1)!.requestId, MAX_HELD + 2);
+});
+
+test.serial('a stopped relay deletes its queue of cancels at once; one cut off from the broker keeps it for the grace', async (t) => {
+  const queuePrefix = `${prefix}mcp-tools.call-cancels.`;
+  const before = new Set(await queuesStartingWith([queuePrefix]));
+  const listening = async (url: string) => {
+    const relay = createCancelRelay({ bus: await bus(url), logger, clock: new ManualClock(), maxAgeMs: MAX_AGE_MS })!;
+    relays.push(relay);
+    await relay.listen(() => false);
+    const added = (await queuesStartingWith([queuePrefix])).filter((q) => !before.has(q));
+    for (const q of added) before.add(q);
+    t.is(added.length, 1, 'each listening relay has a queue of its own');
+    return { relay, queue: added[0]! };
+  };
+  const stopping = await listening(TEST_AMQP_URL);
+  const cutOff = await listening(proxy.proxiedUrl);
+
+  await stopping.relay.stop();
+  const admin = await amqp.connect(TEST_AMQP_URL);
+  t.teardown(() => admin.close().catch(() => {}));
+  proxy.cut();
+  t.teardown(() => proxy.resume());
+  await waitFor(async () => (await queueConsumers(admin, cutOff.queue)) === 0, 10_000, 'the broker to drop the cut-off consumer');
+  const left = await queuesStartingWith([queuePrefix]);
+  t.false(left.includes(stopping.queue), 'the stopped relay left no queue behind');
+  t.true(left.includes(cutOff.queue), 'the cut-off relay keeps its queue for the grace');
 });

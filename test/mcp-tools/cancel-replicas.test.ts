@@ -14,7 +14,8 @@ import { waitFor } from '../helpers/wait.js';
 // one database, as behind the gateway: the server keeps no session, so a client's
 // notifications/cancelled may reach the replica that is not running the call it names. It must
 // still stop that call, and only a call of the same user. Each replica reaches RabbitMQ through a
-// fault proxy of its own, so a test can cut one replica off the broker while the other stays.
+// fault proxy of its own, so a test can cut one replica off the broker while the other stays. The
+// last test stops both replicas: each deletes its queue of cancels as it stops.
 let a: TestService;
 let proxyA: UrlFaultProxy;
 let proxyB: UrlFaultProxy;
@@ -184,4 +185,19 @@ test.serial('a replica cut off from the broker while it runs a call is handed th
   await waitFor(() => call.state.settled, 10_000, 'the call ended by the cancel published while A was away');
   t.is(call.state.result?.content?.[0]?.text, 'The request was cancelled');
   await call.done;
+});
+
+test.serial("a replica that stops cleanly deletes its queue of cancels at once, the other's stays", async (t) => {
+  const queuePrefix = `${a.runtime.config.BUS_QUEUE_PREFIX}mcp-tools.call-cancels.`;
+  t.is((await queuesStartingWith([queuePrefix])).length, 2);
+  // Stopped as a signal stops it: the server drains, then the service's cleanups run (the bus stays open).
+  await b!.server.close(1000);
+  await b!.stop();
+  const left = await queuesStartingWith([queuePrefix]);
+  t.is(left.length, 1, "only replica A's queue is left");
+  const admin: ChannelModel = await amqp.connect(TEST_AMQP_URL);
+  t.teardown(() => admin.close().catch(() => {}));
+  t.is(await queueConsumers(admin, left[0]!), 1, 'and A still consumes it');
+  await a.stop();
+  t.deepEqual(await queuesStartingWith([queuePrefix]), [], 'both replicas stopped: none is left on the broker');
 });

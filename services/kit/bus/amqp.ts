@@ -379,9 +379,23 @@ class AmqpBus implements Bus {
           ]);
           clearTimeout(timer);
         }
+        if (keptPastConnection(state.options)) await this.answered(this.deleteOwnQueue(state));
         if (state.channel) await this.answered(state.channel.close());
       },
     };
+  }
+
+  /**
+   * Deletes the queue of a transient consumer with a grace, once it is cancelled: the grace is for a
+   * connection lost, and a process that stops cleanly would otherwise leave its queue, and what is
+   * published to it, on the broker until the expiry. Its own channel, else (the broker closed that
+   * one, the connection up) the publishing channel; without a connection the expiry removes it.
+   */
+  private async deleteOwnQueue(state: ConsumerState): Promise<void> {
+    if (this.closed) return;
+    const queue = this.q(state.options.queue);
+    const channel = state.channel ?? (this.connection ? await this.confirmChannel() : undefined);
+    await channel?.deleteQueue(queue);
   }
 
   /**
@@ -440,6 +454,8 @@ class AmqpBus implements Bus {
       throw error;
     }
     if (state.cancelled) {
+      // Cancelled while it was being declared: the cancel found no channel to delete it on.
+      if (keptPastConnection(state.options)) await channel.deleteQueue(queue).catch(() => {});
       await channel.close().catch(() => {});
       return;
     }
@@ -602,6 +618,24 @@ class AmqpBus implements Bus {
     this.closed = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     await this.connecting?.catch(() => {});
+    // A clean close is a clean stop too: the consumers of transient queues with a grace still
+    // consuming take their queues along (cancelled first, so the broker does not cancel them).
+    const keeping = [...this.consumers].filter((state) => !state.cancelled && state.channel && keptPastConnection(state.options));
+    for (const state of keeping) {
+      state.cancelled = true;
+      this.consumers.delete(state);
+    }
+    if (keeping.length > 0) {
+      await this.answered(
+        Promise.allSettled(
+          keeping.map(async (state) => {
+            const channel = state.channel!;
+            if (state.tag) await channel.cancel(state.tag);
+            await channel.deleteQueue(this.q(state.options.queue));
+          }),
+        ),
+      );
+    }
     const connection = this.connection;
     this.connection = undefined;
     this.confirm = undefined;
@@ -612,6 +646,11 @@ class AmqpBus implements Bus {
     await this.answered(connection.close().then(() => (answered = true), () => (answered = true)));
     if (!answered) (connection as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream?.destroy?.();
   }
+}
+
+/** A transient queue the broker keeps after its consumer's connection is gone (until its expiry). */
+function keptPastConnection(options: ConsumeOptions): boolean {
+  return options.transient === true && (options.transientGraceMs ?? 0) > 0;
 }
 
 function stringHeaders(headers: Record<string, unknown> | undefined): Record<string, string> {

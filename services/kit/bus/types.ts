@@ -43,8 +43,11 @@ export interface ConsumeOptions {
   /**
    * With `transient`: the queue outlives its consumer's connection by this long (the broker's queue
    * expiry, counted from when it last had a consumer) instead of going with it, so a process that
-   * reconnects sooner finds what was published meanwhile. The price: a process that is gone leaves
-   * its queue, and what reaches it, for this long. Unset: exclusive, deleted with the connection.
+   * reconnects sooner finds what was published meanwhile. The grace covers a lost connection only:
+   * a clean stop (the consumer's `cancel`, or the bus's `close` while it consumes) deletes the queue
+   * at once, as an exclusive one goes with its consumer. The price: a process that crashed, or that
+   * stopped while cut off from the broker, leaves its queue, and what reaches it, for this long.
+   * Unset: exclusive, deleted with the connection.
    */
   transientGraceMs?: number;
 }
@@ -57,6 +60,7 @@ export interface Consumer {
    * its unsettled messages are redelivered; on the PostgreSQL queue a bus closed next drops them).
    * RabbitMQ: each broker answer it waits for (the consumer's cancel, its channel's close) is bounded
    * by the confirm bound (`publishTimeoutMs`), so a broker that stopped answering does not hold it.
+   * A transient queue goes with it (one with `transientGraceMs` is deleted once the drain is over).
    */
   cancel(options?: { drainMs?: number }): Promise<void>;
 }
@@ -105,6 +109,7 @@ export interface Bus {
    * RabbitMQ reports the queues this process consumes, by count only (the broker keeps no age).
    */
   backlog(): Promise<QueueBacklog[]>;
+  /** RabbitMQ: deletes first the queues of transient consumers with a grace still consuming (see `transientGraceMs`). */
   close(): Promise<void>;
 }
 

@@ -18,8 +18,9 @@ import type { Bus, Clock, Consumer, Logger } from '../../kit/index.js';
  *   cancel that goes out); one older than `maxAgeMs` by then is dropped, its call is over.
  * - receiving: a replica's queue outlives its connection by `maxAgeMs` (the kit's
  *   `transientGraceMs`), so a replica that reconnects sooner is handed what was published meanwhile
- *   (a replica that is gone leaves its queue that long). Chosen over re-announcing cancels on a
- *   reconnect: the broker keeps them, and no replica has to remember the cancels it passed on.
+ *   (a replica that crashed leaves its queue that long; one that stops cleanly deletes it with its
+ *   consumer, `stop`). Chosen over re-announcing cancels on a reconnect: the broker keeps them,
+ *   and no replica has to remember the cancels it passed on.
  * Each message carries when the client's cancel arrived (`at`), so one delivered late never stops
  * a call of the same user that started after it under a reused id (`ToolCaller.cancelHere`).
  */
@@ -137,6 +138,7 @@ export function createCancelRelay(deps: { bus: Bus; logger: Logger; clock: Clock
       removeListener();
       if (held.length > 0) deps.logger.warn({ dropped: held.length }, 'cancels kept while the broker was away are dropped with the process');
       held.length = 0;
+      // Deletes this replica's queue too: nothing published from now on waits there for the grace.
       await consumer?.cancel();
     },
   };
