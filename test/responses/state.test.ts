@@ -52,6 +52,43 @@ test('with a conversation, the input, tool items and answer become items of that
   t.is(after.at(-1).content[0].text, 'third');
 });
 
+test("a turn's message.sent events carry the response's model, and its usage (the sum of its steps) on the answer, as a chat turn's do", async (t) => {
+  p.fake.script('conv-usage', [{ tool_calls: [{ name: 'not_a_tool', arguments: {} }] }, { content: 'the answer' }]);
+  const { client } = await p.newClient();
+  const conversation = await client.conversations.create({});
+  const response = await client.responses.create({
+    model: MODEL,
+    input: [
+      { type: 'message', role: 'user', content: 'earlier question' },
+      { type: 'message', role: 'assistant', content: 'earlier answer' },
+      { type: 'message', role: 'user', content: 'question #script:conv-usage' },
+    ],
+    conversation: conversation.id,
+  });
+  t.is(response.status, 'completed');
+  const steps = (response as any).step_usage as Array<{ input_tokens: number; output_tokens: number }>;
+  t.is(steps.length, 2);
+  const usage = response.usage!;
+  t.is(usage.input_tokens, steps[0]!.input_tokens + steps[1]!.input_tokens);
+  t.is(usage.output_tokens, steps[0]!.output_tokens + steps[1]!.output_tokens);
+  t.true(usage.input_tokens > 0 && usage.output_tokens > 0);
+
+  const items: any[] = [];
+  for await (const item of client.conversations.items.list(conversation.id, { order: 'asc' })) items.push(item);
+  const sent = (await p.runtime.db.knex('outbox_events').where({ type: 'message.sent' }).whereRaw("data->>'conversation_id' = ?", [conversation.id]).orderBy('seq', 'asc').select('data')).map(
+    (row: { data: Record<string, any> }) => row.data,
+  );
+  const answer = items.at(-1);
+  t.is(answer.content[0].text, 'the answer');
+  // The earlier answer given in the input is not this turn's: the usage is reported once, on the answer.
+  t.deepEqual(sent.map((e) => [e.message_id, e.role, e.model, e.tokens_used]), [
+    [items[0].id, 'user', MODEL, null],
+    [items[1].id, 'assistant', MODEL, null],
+    [items[2].id, 'user', MODEL, null],
+    [answer.id, 'assistant', MODEL, { prompt: usage.input_tokens, completion: usage.output_tokens }],
+  ]);
+});
+
 test('a turn of more than 20 items becomes items of the conversation whole; the internal route that writes it is not reachable through the edge', async (t) => {
   p.fake.script('long-turn', [{ content: 'answered' }]);
   const { client, key, userId } = await p.newClient();

@@ -46,7 +46,10 @@ export interface AppendItemsInput {
   items: unknown[];
   /** `message.sent.model` for the created items (chat: the model that answered). */
   model?: string | null;
-  /** `message.sent.tokens_used`, reported on assistant items (chat: the completion's usage). */
+  /**
+   * `message.sent.tokens_used`, reported on the answer: the last assistant item of the append (chat:
+   * the completion's usage; a Responses turn: the usage of all its steps).
+   */
   tokensUsed?: TokensUsed | null;
   clock?: Clock;
   /** Query-style `include` values (e.g. `message.output_text.logprobs`) for the returned objects. */
@@ -80,7 +83,8 @@ export async function appendItems(db: Knex | Knex.Transaction, input: AppendItem
 
 /**
  * Inserts validated item bodies and references them at the end of `branch` (caller holds the
- * conversation lock), recording `message.sent` for each user or assistant item.
+ * conversation lock), recording `message.sent` for each user or assistant item, with `model` on
+ * each and `tokensUsed` on the last assistant item.
  */
 export async function appendToBranch(
   trx: Knex.Transaction,
@@ -103,6 +107,9 @@ export async function appendToBranch(
   const positions = await appendRefs(trx, branch.id, rows.map((r) => r.id));
   await touchBranch(trx, branch.id, unixSeconds(options.clock));
   const sentAt = new Date(nowMs).toISOString();
+  // The usage is the answer's: reported once, so summing `tokens_used` over the events counts it
+  // once, even when the append also carries earlier assistant messages (a Responses input's, a step's).
+  const answer = rows.findLast((row) => row.role === 'assistant');
   for (const row of rows) {
     if (row.role !== 'user' && row.role !== 'assistant') continue;
     await recordEvent(trx, 'message.sent', {
@@ -111,7 +118,7 @@ export async function appendToBranch(
       role: row.role,
       content: row.body.content ?? null,
       model: options.model ?? null,
-      tokens_used: row.role === 'assistant' && options.tokensUsed ? { prompt: options.tokensUsed.prompt, completion: options.tokensUsed.completion } : null,
+      tokens_used: row === answer && options.tokensUsed ? { prompt: options.tokensUsed.prompt, completion: options.tokensUsed.completion } : null,
       sent_at: sentAt,
     });
   }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { cursorEnvelope, pageOf, pageQuery, route, type Route } from '../../kit/index.js';
 import { activateBranch, createBranch, deleteItem, editItem, getBranch, listConversationBranches, regenerateItem, removeBranch } from './branches.js';
 import { createConversation, deleteConversation, getConversation, listConversations, patchConversation, type ConversationDeps } from './conversations.js';
-import { appendItems, getItem, listItems, parseInclude } from './items.js';
+import { appendItems, getItem, listItems, parseInclude, type AppendItemsInput } from './items.js';
 import {
   appendTurnSchema,
   createBranchSchema,
@@ -37,8 +37,8 @@ export function conversationRoutes(deps: { conversations: ConversationDeps }): R
       handler: ({ principal, params, body }) => patchConversation(deps.conversations, principal.userId, params.conversationId, body),
     });
   /** Both item appends, public and internal: one call of the items domain, one transaction. */
-  const append = async (userId: string, conversationId: string, items: unknown[], include: string[] = []) => {
-    const result = await appendItems(deps.conversations.knex, { conversationId, userId, items, clock: deps.conversations.clock, include });
+  const append = async (userId: string, conversationId: string, items: unknown[], include: string[] = [], answer: Pick<AppendItemsInput, 'model' | 'tokensUsed'> = {}) => {
+    const result = await appendItems(deps.conversations.knex, { conversationId, userId, items, clock: deps.conversations.clock, include, ...answer });
     return cursorEnvelope(result.items, false);
   };
   return [
@@ -97,7 +97,7 @@ export function conversationRoutes(deps: { conversations: ConversationDeps }): R
       tag: 'conversations',
       bodyLimit: TURN_BODY_LIMIT,
       request: { params: conversation, body: appendTurnSchema },
-      handler: ({ params, body }) => append(body.user_id, params.conversationId, body.items),
+      handler: ({ params, body }) => append(body.user_id, params.conversationId, body.items, [], { model: body.model, tokensUsed: body.tokens_used }),
     }),
     route({
       ...common,

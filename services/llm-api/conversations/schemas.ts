@@ -73,13 +73,19 @@ const itemsToAppend = (max: number) =>
 
 export const createItemsSchema = z.strictObject({ items: itemsToAppend(ITEMS_PER_REQUEST_MAX) });
 
+const tokenCount = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
 /**
  * The internal turn append (response-api, service to service): the same items as `createItemsSchema`
- * up to `TURN_ITEMS_MAX`, for the user named in the body (internal routes carry no edge identity).
+ * up to `TURN_ITEMS_MAX`, for the user named in the body (internal routes carry no edge identity),
+ * with the model that answered and the turn's token usage, which its `message.sent` events carry
+ * as a chat turn stored with `store: true` does (`appendItems`' `model` and `tokensUsed`).
  */
 export const appendTurnSchema = z.strictObject({
   user_id: z.string().refine((value) => isId('user', value), 'must be a user id'),
   items: itemsToAppend(TURN_ITEMS_MAX),
+  model: z.string().min(1).max(300).nullable().optional(),
+  tokens_used: z.strictObject({ prompt: tokenCount, completion: tokenCount }).nullable().optional(),
 });
 
 /** A cursor list (`limit`/`order`/`after`) that also takes `offset`: items skipped (after `after`, when both are given). */

@@ -28,6 +28,12 @@ export interface ChatCompletion {
   usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; prompt_tokens_details?: { cached_tokens?: number }; completion_tokens_details?: { reasoning_tokens?: number } };
 }
 
+/** What answered a turn: the response's `model` and `usage` (the sum of its steps'; null when none was reported). */
+export interface TurnAnswer {
+  model: string;
+  usage?: { input_tokens: number; output_tokens: number } | null;
+}
+
 /** A step's answer: its text, its refusal (OpenAI's structured refusal, instead of or beside the text), its tool calls. */
 export interface ChatCompletionMessage {
   content?: string | null;
@@ -53,9 +59,10 @@ export interface LlmPort {
    * conversation store), each converted to the shape the store takes (`toConversationItem`), in
    * one request to llm-api's internal turn route and so in one transaction: the turn is written
    * whole or not at all, however many items it has (up to llm-api's limit of 2000 per turn; a
-   * longer one is refused whole).
+   * longer one is refused whole). `answer` is the response's model and summed usage, which the
+   * turn's `message.sent` events carry as a chat turn's do (absent: null in the events).
    */
-  appendConversationItems(principal: Principal, conversationId: string, items: Array<Record<string, any>>): Promise<void>;
+  appendConversationItems(principal: Principal, conversationId: string, items: Array<Record<string, any>>, answer?: TurnAnswer): Promise<void>;
   /**
    * A conversation's items, newest first, read page by page as the caller iterates: leaving the
    * loop early reads no further page.
@@ -183,14 +190,17 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
         throw error instanceof ApiError ? error : new ApiError(502, 'The chat completion stream broke off', { code: 'upstream_error', cause: error });
       }
     },
-    async appendConversationItems(principal, conversationId, stored) {
+    async appendConversationItems(principal, conversationId, stored, answer) {
       const items = stored.map(toConversationItem);
       if (items.length === 0) return;
       // llm-api's internal route, not the public one (20 items per request): the whole turn in one
       // request, so in one transaction. Internal routes refuse edge identity headers, so the
-      // caller is named in the body instead.
+      // caller is named in the body instead. The usage goes in the chat form the store reports
+      // (`message.sent.tokens_used`): prompt and completion tokens.
       const path = `/internal/conversations/${encodeURIComponent(conversationId)}/items`;
-      const res = await client.call<any>('POST', path, { body: { user_id: principal.userId, items } });
+      const usage = answer?.usage;
+      const turn = answer ? { model: answer.model, tokens_used: usage ? { prompt: usage.input_tokens, completion: usage.output_tokens } : null } : {};
+      const res = await client.call<any>('POST', path, { body: { user_id: principal.userId, items, ...turn } });
       if (res.status !== 200) relayError(res, { what: 'Writing conversation items' });
     },
     async conversationProject(principal, conversationId, signal) {

@@ -116,6 +116,50 @@ test("the internal turn route appends more than 20 items in one request, validat
   t.is((await alice.get(`/v1/conversations/${id}/items?limit=100`)).body.data.length, 45, 'nothing of the refused turns was stored');
 });
 
+test("the internal turn route's model and tokens_used reach the turn's message.sent events as a chat turn's: the model on each, the usage on the answer", async (t) => {
+  const id = await newConversation();
+  const internal = async (body: unknown) => {
+    const res = await fetch(`${svc.url}/internal/conversations/${id}/items`, {
+      method: 'POST',
+      headers: { 'x-gateway-token': svc.gatewaySecret, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const turn = [
+    text('question'),
+    { role: 'assistant', content: 'an earlier answer, given in the input' },
+    text('follow-up'),
+    { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
+    { type: 'function_call_output', call_id: 'c1', output: '42' },
+    { role: 'assistant', content: 'the answer' },
+  ];
+  const written = await internal({ user_id: alice.user.id, items: turn, model: 'turn-model', tokens_used: { prompt: 120, completion: 30 } });
+  t.is(written.status, 200, JSON.stringify(written.body));
+  const ids = written.body.data.map((item: any) => item.id);
+  const sent = await eventsOf(svc.runtime.db.knex, 'message.sent', id);
+  t.deepEqual(sent.map((e) => [e.message_id, e.role, e.model, e.tokens_used]), [
+    [ids[0], 'user', 'turn-model', null],
+    [ids[1], 'assistant', 'turn-model', null],
+    [ids[2], 'user', 'turn-model', null],
+    [ids[5], 'assistant', 'turn-model', { prompt: 120, completion: 30 }],
+  ]);
+
+  // Both are optional (null: the events say null) and checked like any other field of the body.
+  t.is((await internal({ user_id: alice.user.id, items: [{ role: 'assistant', content: 'x' }], model: null, tokens_used: null })).status, 200);
+  t.deepEqual((await eventsOf(svc.runtime.db.knex, 'message.sent', id)).slice(4).map((e) => [e.model, e.tokens_used]), [[null, null]]);
+  const one = { user_id: alice.user.id, items: [text('x')] };
+  assertBadRequest(t, await internal({ ...one, model: '' }), 'model');
+  assertBadRequest(t, await internal({ ...one, model: 42 }), 'model');
+  assertBadRequest(t, await internal({ ...one, model: 'm'.repeat(301) }), 'model');
+  assertBadRequest(t, await internal({ ...one, tokens_used: 10 }), 'tokens_used');
+  assertBadRequest(t, await internal({ ...one, tokens_used: { prompt: 1 } }), 'tokens_used.completion');
+  assertBadRequest(t, await internal({ ...one, tokens_used: { prompt: -1, completion: 0 } }), 'tokens_used.prompt');
+  assertBadRequest(t, await internal({ ...one, tokens_used: { prompt: 1, completion: 1.5 } }), 'tokens_used.completion');
+  assertBadRequest(t, await internal({ ...one, tokens_used: { prompt: 1, completion: 1, total: 2 } }), 'tokens_used.total');
+  t.is((await eventsOf(svc.runtime.db.knex, 'message.sent', id)).length, 5, 'nothing of the refused turns was written');
+});
+
 // Every top-level field of SPEC.md 2.3 and every content-part kind.
 const fullItem = {
   type: 'message',
