@@ -23,6 +23,7 @@ import {
 } from '../../domains/media/index.js';
 import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser } from '../helpers/users.js';
+import { completedUpload } from './completed-upload.js';
 import { solidImage } from './fixtures.js';
 
 /**
@@ -215,7 +216,7 @@ test.serial('a completed upload racing the delete of the copy it would merge int
   const image = await sanitize(deps, bytes);
   const first = await storeImage(deps, user.id, image, 'a.png');
   clock.advance((GRACE + 1) * 1000);
-  const id = await completing(deps, user.id, bytes);
+  const id = await completedUpload(deps, runtime.db.knex, clock, user.id, bytes, 'image/png');
 
   const { removed, result, waited, collected } = await deleteDuring(deps, user.id, first.row, () => finalizeUpload(deps, id));
   t.like(removed, { id: first.row.id });
@@ -232,7 +233,7 @@ test.serial('a completed upload merged into a copy deleted just after it committ
   const bytes = await solidImage('png', 8, 8, 41);
   const image = await sanitize(deps, bytes);
   const first = await storeImage(deps, user.id, image, 'a.png');
-  const id = await completing(deps, user.id, bytes);
+  const id = await completedUpload(deps, runtime.db.knex, clock, user.id, bytes, 'image/png');
 
   let deleted: MediaRow | null = null;
   deps.checkpoint = async (step) => {
@@ -244,15 +245,3 @@ test.serial('a completed upload merged into a copy deleted just after it committ
   t.like(result, { deduped: true, row: { id: first.row.id, sha256: image.sha256 } });
   t.like(await deps.store.byId(id), { state: 'merged', merged_into: first.row.id });
 });
-
-/** A direct upload of `bytes`, completed (`completing`) and waiting to be finalised; its id. */
-async function completing(deps: IngestDeps, userId: string, bytes: Buffer): Promise<string> {
-  const id = newMediaId(clock);
-  const now = Math.floor(clock.now() / 1000);
-  await deps.store.insert(runtime.db.knex, {
-    id, user_id: userId, state: 'completing', sha256: null, mime_type: 'image/png', bytes: bytes.length, width: null, height: null,
-    filename: null, upload_key: uploadKey(id), merged_into: null, created_at: now, expires_at: now + 900,
-  });
-  await deps.storage.put(uploadKey(id), bytes, 'image/png');
-  return id;
-}

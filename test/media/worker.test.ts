@@ -28,6 +28,7 @@ import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser } from '../helpers/users.js';
 import { waitFor } from '../helpers/wait.js';
 import { untilSettled } from '../helpers/settle.js';
+import { completedUpload } from './completed-upload.js';
 import { phonePhoto, solidImage } from './fixtures.js';
 
 /**
@@ -111,17 +112,6 @@ const event = (type: string, data: Record<string, unknown>): BusMessage<EventMes
   redelivered: false,
 });
 
-async function reserveCompleted(deps: MediaDedupDeps, userId: string, bytes: Buffer): Promise<string> {
-  const id = newMediaId(clock);
-  const now = Math.floor(clock.now() / 1000);
-  await deps.store.insert(runtime.db.knex, {
-    id, user_id: userId, state: 'completing', sha256: null, mime_type: 'image/jpeg', bytes: bytes.length, width: null, height: null,
-    filename: null, upload_key: uploadKey(id), merged_into: null, created_at: now, expires_at: now + 900,
-  });
-  await deps.storage.put(uploadKey(id), bytes, 'image/jpeg');
-  return id;
-}
-
 const FINALIZE_STEPS = ['staging-read', 'object-touched', 'object-written', 'committed'];
 
 for (const step of FINALIZE_STEPS) {
@@ -129,7 +119,7 @@ for (const step of FINALIZE_STEPS) {
     const dir = join(root, `finalize-${step}`);
     const user = await createTestUser(runtime.db.knex);
     const deps = depsFor(dir, step);
-    const id = await reserveCompleted(deps, user.id, await phonePhoto());
+    const id = await completedUpload(deps, runtime.db.knex, clock, user.id, await phonePhoto(), 'image/jpeg');
     await t.throwsAsync(finalizeUpload(deps, id), { message: `injected crash at ${step}` });
     t.true(deps.crashed());
 
@@ -167,7 +157,7 @@ for (const [step, where] of MERGE_CRASHES) {
     const upload = async () => storeImage(deps, user.id, await sanitize(deps, bytes), null);
     if (where === 'the first upload') await t.throwsAsync(upload(), { message: `injected crash at ${step}` });
     const existing = await upload();
-    const id = await reserveCompleted(deps, user.id, bytes);
+    const id = await completedUpload(deps, runtime.db.knex, clock, user.id, bytes, 'image/jpeg');
     if (where === 'the merging finalize') await t.throwsAsync(finalizeUpload(deps, id), { message: `injected crash at ${step}` });
     t.true(deps.crashed(), 'the crash was injected');
     const retried = await finalizeUpload(deps, id);
@@ -258,7 +248,7 @@ test.serial('the worker on the bus finalises a completed upload that arrives by 
   const user = await createTestUser(runtime.db.knex);
   const dir = join(root, 'bus');
   const deps = depsFor(dir);
-  const id = await reserveCompleted(deps, user.id, await phonePhoto());
+  const id = await completedUpload(deps, runtime.db.knex, clock, user.id, await phonePhoto(), 'image/jpeg');
   const worker = await mediaDedupWorker.start({
     runtime: { ...runtime, config: { ...runtime.config, DATA_DIR: root, env: { ...runtime.config.env, DATA_DIR: root, MEDIA_SIGNING_SECRET: 'x'.repeat(32) } } },
     gatewaySecret: '',
@@ -296,7 +286,7 @@ function logSink() {
 test.serial('a media event that always fails is dead-lettered after MAX_HANDLER_FAILURES attempts, logged once as an error', async (t) => {
   const user = await createTestUser(runtime.db.knex);
   const deps = depsFor(join(root, 'poison'));
-  const id = await reserveCompleted(deps, user.id, await phonePhoto());
+  const id = await completedUpload(deps, runtime.db.knex, clock, user.id, await phonePhoto(), 'image/jpeg');
   const { lines, logger } = logSink();
   const { handle } = createMediaDedup({
     ...deps,
@@ -316,7 +306,7 @@ test.serial('a media event that always fails is dead-lettered after MAX_HANDLER_
 test.serial('a media event failing transiently is retried and then finalised', async (t) => {
   const user = await createTestUser(runtime.db.knex);
   const deps = depsFor(join(root, 'transient'));
-  const id = await reserveCompleted(deps, user.id, await phonePhoto());
+  const id = await completedUpload(deps, runtime.db.knex, clock, user.id, await phonePhoto(), 'image/jpeg');
   let failures = 3;
   const { handle } = createMediaDedup({
     ...deps,
@@ -332,7 +322,7 @@ test.serial('a media event failing transiently is retried and then finalised', a
 test.serial('a media event failing because the database is unavailable is retried for as long as the outage lasts, never dead-lettered', async (t) => {
   const user = await createTestUser(runtime.db.knex);
   const deps = depsFor(join(root, 'outage'));
-  const id = await reserveCompleted(deps, user.id, await phonePhoto());
+  const id = await completedUpload(deps, runtime.db.knex, clock, user.id, await phonePhoto(), 'image/jpeg');
   let failures = MAX_HANDLER_FAILURES * 2;
   const { handle } = createMediaDedup({
     ...deps,
