@@ -17,11 +17,19 @@ export const PRIORITY = 1000; // after every auth plugin (1450, 1250), before ra
  * platform's error shape with the reason and the request id; Kong's consumer-scoped
  * request-termination on the anonymous consumer stays as a second line.
  */
-export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore {
-  const prefixes = config.strip_header_prefixes.map((p) => p.toLowerCase());
-  const exact = new Set(config.strip_headers.map((h) => h.toLowerCase()));
+/**
+ * Stripped whatever the configuration lists: the services take these from the edge alone (the
+ * identity, the gateway token, the project a platform service names), so a configuration that
+ * leaves one out must not let a client set it. The configured lists add to these.
+ */
+const ALWAYS_STRIPPED_PREFIXES = ['x-user-', 'x-gateway-'];
+const ALWAYS_STRIPPED = [IDENTITY_HEADERS.authMethod];
 
-  const guarded = (lower: string) => exact.has(lower) || startsWithAny(lower, prefixes) || lower === IDENTITY_HEADERS.authMethod || lower.startsWith('x-user-') || lower === GATEWAY_TOKEN_HEADER;
+export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore {
+  const prefixes = [...new Set([...ALWAYS_STRIPPED_PREFIXES, ...config.strip_header_prefixes.map((p) => p.toLowerCase())])];
+  const exact = new Set([...ALWAYS_STRIPPED, ...config.strip_headers.map((h) => h.toLowerCase())]);
+
+  const guarded = (lower: string) => exact.has(lower) || startsWithAny(lower, prefixes);
 
   function access(request: EdgeRequest): Decision {
     if (config.refuse_anonymous && request.shared.anonymous && !identityOf(request.shared)) return anonymousRefusal(request.shared);
@@ -30,7 +38,7 @@ export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore
     const removeUpstream: string[] = [];
     for (const name of Object.keys(request.headers)) {
       const lower = name.toLowerCase();
-      if (exact.has(lower) || startsWithAny(lower, prefixes)) removeUpstream.push(lower);
+      if (guarded(lower)) removeUpstream.push(lower);
     }
     const setUpstream: Record<string, string> = {};
     if (config.gateway_token) setUpstream[GATEWAY_TOKEN_HEADER] = config.gateway_token;

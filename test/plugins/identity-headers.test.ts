@@ -41,6 +41,24 @@ test('spoofed identity headers never reach a service, even without any credentia
   t.deepEqual(out, { accept: 'application/json', 'x-gateway-token': 'secret-token' });
 });
 
+test('a configuration that lists nothing to strip still strips the identity, the gateway token and the project header', (t) => {
+  const bare = createIdentityHeaders(parseIdentityHeadersConfig({ strip_header_prefixes: [], strip_headers: [] }));
+  const spoofed = {
+    'x-user-id': 'admin',
+    'x-user-key-id': 'key_other',
+    'x-auth-method': 'apikey',
+    'x-gateway-token': 'forged',
+    'x-gateway-project-id': 'proj_someone_elses',
+    'x-api-key': 'sk_kept_when_not_listed',
+    accept: 'application/json',
+  };
+  const decision = bare.access({ method: 'GET', path: '/v1/models', headers: spoofed, clientIp: '1.2.3.4', shared: {} }) as Continue;
+  t.deepEqual(upstream(spoofed, decision), { 'x-api-key': 'sk_kept_when_not_listed', accept: 'application/json' });
+  // Naming one of them in Connection (Kong would clear it after the access phase) is refused too.
+  const named = bare.access({ method: 'GET', path: '/', headers: { connection: 'x-gateway-project-id' }, clientIp: '', shared: {} });
+  t.like(named, { kind: 'respond', status: 400 });
+});
+
 test('a client-sent Forwarded header (any case) is removed by default: no host rewrites it, so neither passes it on', (t) => {
   const sent = { Forwarded: 'for=203.0.113.66;proto=https', 'x-real-ip': '203.0.113.66', accept: 'application/json' };
   const decision = run(sent);
