@@ -49,7 +49,12 @@ export function deckVariables(
     DECK_REDIS_PREFIX: config.EDGE_REDIS_PREFIX,
     DECK_CORS_ORIGINS: JSON.stringify(config.EDGE_CORS_ORIGINS.split(',').map((o) => o.trim()).filter(Boolean)),
   };
+  return { ...defaults, ...deckOverrides(env) };
+}
+
+/** The `DECK_*` variables the environment sets (an empty one counts as unset): they win over the defaults. */
+export function deckOverrides(env: NodeJS.ProcessEnv): Record<string, string> {
   const fromEnv: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) if (name.startsWith('DECK_') && value !== undefined && value !== '') fromEnv[name] = value;
-  return { ...defaults, ...fromEnv };
+  return fromEnv;
 }

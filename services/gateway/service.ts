@@ -93,3 +93,4 @@ function directToEdge(app: Express, handle: (req: IncomingMessage, res: ServerRe
 export { DeckError } from './deck.js';
 /** The edge's settings, for the platform's checks of settings that must agree across parts. */
 export { loadEdgeConfig } from './config.js';
+export { deckOverrides } from './deck-vars.js';

@@ -1,5 +1,5 @@
 import { baseConfigShape, checkOwnConfig, loadBaseConfig, loadConfig, type BaseConfig, type ConfigShape } from '../kit/index.js';
-import { loadEdgeConfig } from '../gateway/service.js';
+import { deckOverrides, loadEdgeConfig } from '../gateway/service.js';
 import { loadIdentityConfig } from '../llm-api/service.js';
 import { processesShape } from './processes.js';
 import { productionSafetyShape } from './production-safety.js';
@@ -39,7 +39,7 @@ export function loadPlatformConfig(env: NodeJS.ProcessEnv = process.env): BaseCo
 export function tokenLifetimeRefusals(config: BaseConfig): string[] {
   const identity = loadIdentityConfig(config.env);
   if (identity.KEYCLOAK_URL) return [];
-  const deck = config.env.DECK_JWT_MAX_LIFETIME_SECONDS?.trim();
+  const deck = deckOverrides(config.env).DECK_JWT_MAX_LIFETIME_SECONDS;
   const setting = deck ? 'DECK_JWT_MAX_LIFETIME_SECONDS' : 'EDGE_JWT_MAX_LIFETIME_SECONDS';
   // A DECK_ value that is no whole number is the deck's to refuse, not this check's.
   if (deck && !/^\d+$/.test(deck)) return [];

@@ -32,6 +32,12 @@ export const GATEWAY_TOKEN_HEADER = 'x-gateway-token';
  */
 export const PROJECT_HEADER = 'x-gateway-project-id';
 
+/** The project a platform service made this request in (`PROJECT_HEADER`), or undefined when none was named. */
+export function projectNamedIn(headers: Readonly<Record<string, string | string[] | undefined>>): string | undefined {
+  const project = headers[PROJECT_HEADER];
+  return typeof project === 'string' && project !== '' ? project : undefined;
+}
+
 /** The headers a service-to-service call carries to act for `principal`. */
 export function identityHeadersFor(principal: Principal): Record<string, string> {
   const headers: Record<string, string> = {

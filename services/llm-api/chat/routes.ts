@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import { edgeWantsUsageReport, encodeUsageReport, parseSize, PROJECT_HEADER, USAGE_REPORT_HEADER, type UsageReport } from '../../kit/index.js';
+import { edgeWantsUsageReport, encodeUsageReport, parseSize, projectNamedIn, USAGE_REPORT_HEADER, type UsageReport } from '../../kit/index.js';
 import { route, usageReportHandOver, type Route, type RouteCall } from '../../kit/http/index.js';
 import { ClientClosed } from '../routing/failover.js';
 import { completeChat, type ChatDeps, type ChatInput } from './completions.js';
@@ -40,9 +40,7 @@ export function routes(deps: ChatDeps, settings: ChatRouteSettings = defaultChat
 async function handleCompletion(deps: ChatDeps, settings: ChatRouteSettings, call: RouteCall<ChatRequest>): Promise<unknown> {
   checkCrossFieldRules(call.body);
   let result;
-  // Only a platform service can send it (the edge strips every client-sent X-Gateway-* header).
-  const project = call.req.headers[PROJECT_HEADER];
-  const input: ChatInput = { request: call.body, requestId: call.req.requestId, rawMembers: call.req.rawMembers, projectId: typeof project === 'string' && project !== '' ? project : undefined };
+  const input: ChatInput = { request: call.body, requestId: call.req.requestId, rawMembers: call.req.rawMembers, projectId: projectNamedIn(call.req.headers) };
   try {
     result = await completeChat(deps, call.principal, input, call.cancellation);
   } catch (error) {

@@ -1,4 +1,4 @@
-import { PROJECT_HEADER, routeGroup, type Route } from '../../kit/index.js';
+import { projectNamedIn, routeGroup, type Route } from '../../kit/index.js';
 import { EventStreamWriter } from './event-stream.js';
 import { cancelResponse, createResponse, deleteResponse, getResponse, listInputItems, type ResponsesDeps } from './responses.js';
 import { createResponseSchema, inputItemsQuery, responseIdParams, retrieveQuery } from './schemas.js';
@@ -17,9 +17,7 @@ export function responsesRoutes(deps: () => ResponsesDeps & { cancelWaitMs: numb
       request: { body: createResponseSchema },
       response: { description: 'The Responses object, or `text/event-stream` of Responses events' },
       async handler({ principal, body, signal, req, res }) {
-        // Only a platform service can send it (the edge strips every client-sent X-Gateway-* header).
-        const project = req.headers[PROJECT_HEADER];
-        const projectId = typeof project === 'string' && project !== '' ? project : undefined;
+        const projectId = projectNamedIn(req.headers);
         if (!body.stream) return createResponse(deps(), principal, body, { signal, projectId });
         const stream = new EventStreamWriter(res, deps().keepAliveMs);
         try {
