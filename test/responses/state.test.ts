@@ -89,6 +89,38 @@ test("a turn's message.sent events carry the response's model, and its usage (th
   ]);
 });
 
+test('a turn whose output is only a client function_call reports its usage on no message.sent, not on an assistant message of its input', async (t) => {
+  p.fake.script('conv-call-only', [{ tool_calls: [{ name: 'get_weather', arguments: { city: 'Paris' } }] }]);
+  const { client } = await p.newClient();
+  const conversation = await client.conversations.create({});
+  const response = await client.responses.create({
+    model: MODEL,
+    input: [
+      { type: 'message', role: 'user', content: 'earlier question' },
+      { type: 'message', role: 'assistant', content: 'earlier answer' },
+      { type: 'message', role: 'user', content: 'weather? #script:conv-call-only' },
+    ],
+    tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false }],
+    conversation: conversation.id,
+  });
+  t.is(response.status, 'completed');
+  t.deepEqual(response.output.map((item) => item.type), ['function_call']);
+  t.true(response.usage!.output_tokens > 0);
+
+  const items: any[] = [];
+  for await (const item of client.conversations.items.list(conversation.id, { order: 'asc' })) items.push(item);
+  t.deepEqual(items.map((item) => item.type), ['message', 'message', 'message', 'function_call']);
+  const sent = (await p.runtime.db.knex('outbox_events').where({ type: 'message.sent' }).whereRaw("data->>'conversation_id' = ?", [conversation.id]).orderBy('seq', 'asc').select('data')).map(
+    (row: { data: Record<string, any> }) => row.data,
+  );
+  // The input's assistant message is an earlier turn's answer; this turn's answer has no message.
+  t.deepEqual(sent.map((e) => [e.message_id, e.role, e.model, e.tokens_used]), [
+    [items[0].id, 'user', MODEL, null],
+    [items[1].id, 'assistant', MODEL, null],
+    [items[2].id, 'user', MODEL, null],
+  ]);
+});
+
 test('a turn of more than 20 items becomes items of the conversation whole; the internal route that writes it is not reachable through the edge', async (t) => {
   p.fake.script('long-turn', [{ content: 'answered' }]);
   const { client, key, userId } = await p.newClient();

@@ -161,13 +161,16 @@ export function createStoreHooks(
       const append = async (db: typeof knex, answer: StoredAnswer): Promise<void> => {
         const stored = answerItems(answer, input.store_reasoning === true);
         const common = { ...ids, model: storableText(answer.model), tokensUsed: answer.usage ? { prompt: answer.usage.prompt_tokens, completion: answer.usage.completion_tokens } : null, clock };
+        // `answerFrom`: an assistant message of the input (a prefill) is not the answer, so a
+        // tool-only answer reports its usage on no event rather than on it.
         try {
-          await appendItems(db, { ...common, items: [...latest.flatMap(toItems), ...stored] });
+          const input = latest.flatMap(toItems);
+          await appendItems(db, { ...common, items: [...input, ...stored], answerFrom: input.length });
         } catch (error) {
           if (!(error instanceof ApiError && error.status === 400)) throw error;
           // An input message had parts the item schema refuses: keep its text instead.
           const plain = latest.map((m) => (m.role === 'tool' && typeof m.tool_call_id === 'string' ? toItems(m)[0]! : { type: 'message', role: m.role === 'function' ? 'tool' : m.role, content: contentText(m.content) || '(non-text content)' }));
-          await appendItems(db, { ...common, items: [...plain, ...stored] });
+          await appendItems(db, { ...common, items: [...plain, ...stored], answerFrom: plain.length });
         }
       };
 

@@ -47,10 +47,17 @@ export interface AppendItemsInput {
   /** `message.sent.model` for the created items (chat: the model that answered). */
   model?: string | null;
   /**
-   * `message.sent.tokens_used`, reported on the answer: the last assistant item of the append (chat:
-   * the completion's usage; a Responses turn: the usage of all its steps).
+   * `message.sent.tokens_used`, reported on the answer: the last assistant item at or after
+   * `answerFrom` (chat: the completion's usage; a Responses turn: the usage of all its steps), on no
+   * event when the answer has no assistant message (it only calls tools).
    */
   tokensUsed?: TokensUsed | null;
+  /**
+   * Index in `items` of the first item of the answer: the items before it are the request's input
+   * (chat: its new messages; a Responses turn: its input items), whose assistant messages were
+   * answers of earlier turns and never take `tokensUsed`. Default 0: the whole append is the answer.
+   */
+  answerFrom?: number;
   clock?: Clock;
   /** Query-style `include` values (e.g. `message.output_text.logprobs`) for the returned objects. */
   include?: string[];
@@ -74,7 +81,7 @@ export async function appendItems(db: Knex | Knex.Transaction, input: AppendItem
     const conversation = await loadConversation(trx, input.conversationId, input.userId, true);
     const branch = await resolveBranch(trx, conversation);
     const clock = input.clock ?? systemClock;
-    const created = await appendToBranch(trx, conversation, branch, bodies, { clock, model: input.model, tokensUsed: input.tokensUsed });
+    const created = await appendToBranch(trx, conversation, branch, bodies, { clock, model: input.model, tokensUsed: input.tokensUsed, answerFrom: input.answerFrom });
     const updated = await updateConversation(trx, conversation.id, {}, unixSeconds(clock));
     const include = new Set(input.include ?? []);
     return { conversation: updated, branch: branch.name, items: created.map((row) => toItemObject(row, branch.name, include)) };
@@ -84,14 +91,14 @@ export async function appendItems(db: Knex | Knex.Transaction, input: AppendItem
 /**
  * Inserts validated item bodies and references them at the end of `branch` (caller holds the
  * conversation lock), recording `message.sent` for each user or assistant item, with `model` on
- * each and `tokensUsed` on the last assistant item.
+ * each and `tokensUsed` on the last assistant item at or after `answerFrom` (default 0), if any.
  */
 export async function appendToBranch(
   trx: Knex.Transaction,
   conversation: ConversationRow,
   branch: BranchRow,
   bodies: StoredItemBody[],
-  options: { clock: Clock; model?: string | null; tokensUsed?: TokensUsed | null },
+  options: { clock: Clock; model?: string | null; tokensUsed?: TokensUsed | null; answerFrom?: number },
 ): Promise<BranchItemRow[]> {
   if (bodies.length === 0) return [];
   const nowMs = options.clock.now();
@@ -108,8 +115,10 @@ export async function appendToBranch(
   await touchBranch(trx, branch.id, unixSeconds(options.clock));
   const sentAt = new Date(nowMs).toISOString();
   // The usage is the answer's: reported once, so summing `tokens_used` over the events counts it
-  // once, even when the append also carries earlier assistant messages (a Responses input's, a step's).
-  const answer = rows.findLast((row) => row.role === 'assistant');
+  // once, even when the append also carries earlier assistant messages (a Responses step's). An
+  // assistant message of the input is an earlier turn's answer: an answer without one of its own
+  // (only tool calls) reports the usage on no event rather than on that.
+  const answer = rows.findLast((row, i) => i >= (options.answerFrom ?? 0) && row.role === 'assistant');
   for (const row of rows) {
     if (row.role !== 'user' && row.role !== 'assistant') continue;
     await recordEvent(trx, 'message.sent', {

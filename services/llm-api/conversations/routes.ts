@@ -14,6 +14,7 @@ import {
   listItemsQuery,
   TURN_BODY_LIMIT,
   TURN_ITEMS_MAX,
+  turnAppendedSchema,
   updateConversationSchema,
 } from './schemas.js';
 
@@ -37,10 +38,8 @@ export function conversationRoutes(deps: { conversations: ConversationDeps }): R
       handler: ({ principal, params, body }) => patchConversation(deps.conversations, principal.userId, params.conversationId, body),
     });
   /** Both item appends, public and internal: one call of the items domain, one transaction. */
-  const append = async (userId: string, conversationId: string, items: unknown[], include: string[] = [], answer: Pick<AppendItemsInput, 'model' | 'tokensUsed'> = {}) => {
-    const result = await appendItems(deps.conversations.knex, { conversationId, userId, items, clock: deps.conversations.clock, include, ...answer });
-    return cursorEnvelope(result.items, false);
-  };
+  const append = (userId: string, conversationId: string, items: unknown[], include: string[] = [], answer: Pick<AppendItemsInput, 'model' | 'tokensUsed' | 'answerFrom'> = {}) =>
+    appendItems(deps.conversations.knex, { conversationId, userId, items, clock: deps.conversations.clock, include, ...answer });
   return [
     route({
       ...common,
@@ -85,19 +84,24 @@ export function conversationRoutes(deps: { conversations: ConversationDeps }): R
       path: '/v1/conversations/:conversationId/items',
       summary: "Append items to the conversation's active branch",
       request: { params: conversation, body: createItemsSchema, query: includeQuery },
-      handler: ({ principal, params, body, query }) => append(principal.userId, params.conversationId, body.items, includesOf(query)),
+      handler: async ({ principal, params, body, query }) => cursorEnvelope((await append(principal.userId, params.conversationId, body.items, includesOf(query))).items, false),
     }),
     route({
       // response-api's write of a Responses turn, which may hold more items than the public route
       // takes per request: one request, so the turn is in the conversation whole or not at all.
       method: 'post',
       path: '/internal/conversations/:conversationId/items',
-      summary: `Append a Responses turn's items (1 to ${TURN_ITEMS_MAX}) to a user's conversation in one transaction`,
+      summary: `Append a Responses turn's items (1 to ${TURN_ITEMS_MAX}) to a user's conversation in one transaction; answers with their count and first and last ids`,
       access: 'internal',
       tag: 'conversations',
       bodyLimit: TURN_BODY_LIMIT,
       request: { params: conversation, body: appendTurnSchema },
-      handler: ({ params, body }) => append(body.user_id, params.conversationId, body.items, [], { model: body.model, tokensUsed: body.tokens_used }),
+      response: { schema: turnAppendedSchema },
+      handler: async ({ params, body }) => {
+        const { items } = await append(body.user_id, params.conversationId, body.items, [], { model: body.model, tokensUsed: body.tokens_used, answerFrom: body.answer_from });
+        // The caller wrote the turn and keeps it: echoing up to 2000 items (32 MiB) back is waste.
+        return { object: 'conversation.items.appended', count: items.length, first_id: items[0]!.id, last_id: items.at(-1)!.id };
+      },
     }),
     route({
       ...common,

@@ -79,13 +79,29 @@ const tokenCount = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
  * The internal turn append (response-api, service to service): the same items as `createItemsSchema`
  * up to `TURN_ITEMS_MAX`, for the user named in the body (internal routes carry no edge identity),
  * with the model that answered and the turn's token usage, which its `message.sent` events carry
- * as a chat turn stored with `store: true` does (`appendItems`' `model` and `tokensUsed`).
+ * as a chat turn stored with `store: true` does (`appendItems`' `model`, `tokensUsed` and
+ * `answerFrom`: `answer_from` is the index of the first output item, the number of input items).
  */
-export const appendTurnSchema = z.strictObject({
-  user_id: z.string().refine((value) => isId('user', value), 'must be a user id'),
-  items: itemsToAppend(TURN_ITEMS_MAX),
-  model: z.string().min(1).max(300).nullable().optional(),
-  tokens_used: z.strictObject({ prompt: tokenCount, completion: tokenCount }).nullable().optional(),
+export const appendTurnSchema = z
+  .strictObject({
+    user_id: z.string().refine((value) => isId('user', value), 'must be a user id'),
+    items: itemsToAppend(TURN_ITEMS_MAX),
+    model: z.string().min(1).max(300).nullable().optional(),
+    tokens_used: z.strictObject({ prompt: tokenCount, completion: tokenCount }).nullable().optional(),
+    answer_from: z.number().int().min(0).max(TURN_ITEMS_MAX).optional(),
+  })
+  .superRefine((body, ctx) => {
+    if (body.answer_from !== undefined && Array.isArray(body.items) && body.answer_from > body.items.length) {
+      ctx.addIssue({ code: 'custom', path: ['answer_from'], message: `must be at most the number of items (${body.items.length})` });
+    }
+  });
+
+/** The internal turn append's answer: what was written, without echoing the turn back. */
+export const turnAppendedSchema = z.object({
+  object: z.literal('conversation.items.appended'),
+  count: z.number().int(),
+  first_id: z.string(),
+  last_id: z.string(),
 });
 
 /** A cursor list (`limit`/`order`/`after`) that also takes `offset`: items skipped (after `after`, when both are given). */

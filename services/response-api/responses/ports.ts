@@ -32,6 +32,12 @@ export interface ChatCompletion {
 export interface TurnAnswer {
   model: string;
   usage?: { input_tokens: number; output_tokens: number } | null;
+  /**
+   * Index of the first output item among the turn's items (the number of input items): the usage
+   * goes on the output's last assistant message, never on one of the input, so a turn whose output
+   * has none (it ends in a client `function_call`) reports it on no event. Absent: 0.
+   */
+  answerFrom?: number;
 }
 
 /** A step's answer: its text, its refusal (OpenAI's structured refusal, instead of or beside the text), its tool calls. */
@@ -199,8 +205,11 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
       // (`message.sent.tokens_used`): prompt and completion tokens.
       const path = `/internal/conversations/${encodeURIComponent(conversationId)}/items`;
       const usage = answer?.usage;
-      const turn = answer ? { model: answer.model, tokens_used: usage ? { prompt: usage.input_tokens, completion: usage.output_tokens } : null } : {};
-      const res = await client.call<any>('POST', path, { body: { user_id: principal.userId, items, ...turn } });
+      const turn = answer
+        ? { model: answer.model, tokens_used: usage ? { prompt: usage.input_tokens, completion: usage.output_tokens } : null, ...(answer.answerFrom !== undefined ? { answer_from: answer.answerFrom } : {}) }
+        : {};
+      // The answer is a small summary (count, first and last id), read by nothing here.
+      const res = await client.call<unknown>('POST', path, { body: { user_id: principal.userId, items, ...turn } });
       if (res.status !== 200) relayError(res, { what: 'Writing conversation items' });
     },
     async conversationProject(principal, conversationId, signal) {

@@ -232,7 +232,11 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
         endAsStored(response, await deps.store.find(principal.userId, id).catch(() => undefined));
       } else if (conversationId && response.status === 'completed') {
         await deps.llm
-          .appendConversationItems(principal, conversationId, [...inputItems, ...response.output].map(conversationItem), { model: response.model, usage: response.usage })
+          .appendConversationItems(principal, conversationId, [...inputItems, ...response.output].map(conversationItem), {
+            model: response.model,
+            usage: response.usage,
+            answerFrom: inputItems.length,
+          })
           .catch((error) => deps.logger.warn({ err: (error as Error).message, response_id: id }, 'writing conversation items failed'));
       }
     }

@@ -178,6 +178,31 @@ test.serial('tool calls are stored as function_call items, tool results as funct
   ]);
 });
 
+test.serial('an answer that only calls tools reports its usage on no message.sent, not on an assistant prefill of the input', async (t) => {
+  const first: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'prefill-tools' }], store: true } as any);
+  const conv = first.conversation.id;
+  const res: any = await client.chat.completions.create({
+    model: 'store-model',
+    messages: [{ role: 'user', content: 'prefill-tools' }, { role: 'assistant', content: 'Let me look that up.' }],
+    tools: tools.slice(0, 1),
+    store: true,
+    conversation: conv,
+  } as any);
+  t.truthy(res.choices[0].message.tool_calls?.length);
+  t.true(res.usage.completion_tokens > 0);
+  const stored = await items(conv);
+  t.deepEqual(stored.slice(2).map((i: any) => [i.type, i.role ?? null]), [
+    ['message', 'assistant'],
+    ['function_call', null],
+  ]);
+  const events = await h.service.runtime.db.knex('outbox_events').where({ type: 'message.sent' }).whereRaw("data->>'conversation_id' = ?", [conv]).orderBy('seq', 'asc');
+  t.deepEqual(events.map((e: any) => [e.data.message_id, e.data.role, e.data.tokens_used]), [
+    [stored[0].id, 'user', null],
+    [stored[1].id, 'assistant', { prompt: first.usage.prompt_tokens, completion: first.usage.completion_tokens }],
+    [stored[2].id, 'assistant', null],
+  ]);
+});
+
 test.serial('a streamed exchange is stored before [DONE]: parallel tool calls assembled from their deltas, results of each call kept', async (t) => {
   const stream = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'tools-stream-1' }], tools, stream: true, store: true } as any);
   let conv = '';

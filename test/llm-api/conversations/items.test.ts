@@ -89,16 +89,23 @@ test("the internal turn route appends more than 20 items in one request, validat
 
   const whole = await internal({ user_id: alice.user.id, items: turn(45) });
   t.is(whole.status, 200, JSON.stringify(whole.body));
-  t.deepEqual(
-    whole.body.data.map((item: any) => item.sequence_number),
-    Array.from({ length: 45 }, (_, i) => i + 1),
-  );
   const listed = (await alice.get(`/v1/conversations/${id}/items?order=asc&limit=100`)).body.data;
   t.deepEqual(
     listed.map((item: any) => item.content[0].text),
     turn(45).map((item) => item.content[0].text),
   );
+  t.deepEqual(
+    listed.map((item: any) => item.sequence_number),
+    Array.from({ length: 45 }, (_, i) => i + 1),
+  );
   t.is((await eventsOf(svc.runtime.db.knex, 'message.sent', id)).length, 45, 'message.sent for each item, as on the public route');
+  // The answer names what was written without echoing the turn back (up to 2000 items).
+  t.deepEqual(whole.body, { object: 'conversation.items.appended', count: 45, first_id: listed[0].id, last_id: listed[44].id });
+  // The public route still answers with the created items.
+  const publicAnswer = await alice.post(`/v1/conversations/${id}/items`, { items: turn(2, 45) });
+  t.is(publicAnswer.body.object, 'list');
+  t.deepEqual(publicAnswer.body.data.map((item: any) => item.sequence_number), [46, 47]);
+  t.is(publicAnswer.body.last_id, publicAnswer.body.data[1].id);
 
   // A refused item past the 20th refuses the whole turn, named as the public route names it.
   assertBadRequest(t, await internal({ user_id: alice.user.id, items: [...turn(30, 45), { type: 'message', role: 'robot', content: 'x' }, ...turn(5, 75)] }), 'items[30].role');
@@ -113,7 +120,7 @@ test("the internal turn route appends more than 20 items in one request, validat
   // edge, or pretends to), not without the gateway token.
   t.is((await internal({ user_id: alice.user.id, items: turn(1) }, edgeHeaders(svc.gatewaySecret, alice.user))).status, 403);
   t.is((await internal({ user_id: alice.user.id, items: turn(1) }, { 'x-gateway-token': 'wrong' })).status, 401);
-  t.is((await alice.get(`/v1/conversations/${id}/items?limit=100`)).body.data.length, 45, 'nothing of the refused turns was stored');
+  t.is((await alice.get(`/v1/conversations/${id}/items?limit=100`)).body.data.length, 47, 'nothing of the refused turns was stored');
 });
 
 test("the internal turn route's model and tokens_used reach the turn's message.sent events as a chat turn's: the model on each, the usage on the answer", async (t) => {
@@ -134,9 +141,11 @@ test("the internal turn route's model and tokens_used reach the turn's message.s
     { type: 'function_call_output', call_id: 'c1', output: '42' },
     { role: 'assistant', content: 'the answer' },
   ];
-  const written = await internal({ user_id: alice.user.id, items: turn, model: 'turn-model', tokens_used: { prompt: 120, completion: 30 } });
+  // The first three items are the response's input, the rest its output.
+  const written = await internal({ user_id: alice.user.id, items: turn, model: 'turn-model', tokens_used: { prompt: 120, completion: 30 }, answer_from: 3 });
   t.is(written.status, 200, JSON.stringify(written.body));
-  const ids = written.body.data.map((item: any) => item.id);
+  const ids = (await alice.get(`/v1/conversations/${id}/items?order=asc&limit=100`)).body.data.map((item: any) => item.id);
+  t.like(written.body, { count: 6, first_id: ids[0], last_id: ids[5] });
   const sent = await eventsOf(svc.runtime.db.knex, 'message.sent', id);
   t.deepEqual(sent.map((e) => [e.message_id, e.role, e.model, e.tokens_used]), [
     [ids[0], 'user', 'turn-model', null],
@@ -149,6 +158,7 @@ test("the internal turn route's model and tokens_used reach the turn's message.s
   t.is((await internal({ user_id: alice.user.id, items: [{ role: 'assistant', content: 'x' }], model: null, tokens_used: null })).status, 200);
   t.deepEqual((await eventsOf(svc.runtime.db.knex, 'message.sent', id)).slice(4).map((e) => [e.model, e.tokens_used]), [[null, null]]);
   const one = { user_id: alice.user.id, items: [text('x')] };
+  for (const answerFrom of [-1, 1.5, '1', null, 2, 2001]) assertBadRequest(t, await internal({ ...one, answer_from: answerFrom }), 'answer_from');
   assertBadRequest(t, await internal({ ...one, model: '' }), 'model');
   assertBadRequest(t, await internal({ ...one, model: 42 }), 'model');
   assertBadRequest(t, await internal({ ...one, model: 'm'.repeat(301) }), 'model');
@@ -158,6 +168,34 @@ test("the internal turn route's model and tokens_used reach the turn's message.s
   assertBadRequest(t, await internal({ ...one, tokens_used: { prompt: 1, completion: 1.5 } }), 'tokens_used.completion');
   assertBadRequest(t, await internal({ ...one, tokens_used: { prompt: 1, completion: 1, total: 2 } }), 'tokens_used.total');
   t.is((await eventsOf(svc.runtime.db.knex, 'message.sent', id)).length, 5, 'nothing of the refused turns was written');
+});
+
+test("a turn whose output has no assistant message reports its usage on no event, not on an assistant message of its input", async (t) => {
+  const id = await newConversation();
+  const internal = async (body: Record<string, unknown>) => {
+    const res = await fetch(`${svc.url}/internal/conversations/${id}/items`, {
+      method: 'POST',
+      headers: { 'x-gateway-token': svc.gatewaySecret, 'content-type': 'application/json' },
+      body: JSON.stringify({ user_id: alice.user.id, model: 'turn-model', tokens_used: { prompt: 50, completion: 7 }, ...body }),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const input = [text('question'), { role: 'assistant', content: 'an earlier answer, given in the input' }, text('follow-up')];
+  // The output is a client function call only: the response ends waiting for its result.
+  const ended = await internal({ items: [...input, { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' }], answer_from: input.length });
+  t.is(ended.status, 200, JSON.stringify(ended.body));
+  t.is(ended.body.count, 4);
+  const sent = await eventsOf(svc.runtime.db.knex, 'message.sent', id);
+  t.deepEqual(sent.map((e) => [e.role, e.model, e.tokens_used]), [
+    ['user', 'turn-model', null],
+    ['assistant', 'turn-model', null],
+    ['user', 'turn-model', null],
+  ]);
+  // `answer_from` may be the number of items (an empty answer: nothing takes the usage); without it
+  // the whole append is the answer.
+  t.is((await internal({ items: [{ role: 'assistant', content: 'input only' }], answer_from: 1 })).status, 200);
+  t.is((await internal({ items: [{ role: 'assistant', content: 'all answer' }] })).status, 200);
+  t.deepEqual((await eventsOf(svc.runtime.db.knex, 'message.sent', id)).slice(3).map((e) => e.tokens_used), [null, { prompt: 50, completion: 7 }]);
 });
 
 // Every top-level field of SPEC.md 2.3 and every content-part kind.
@@ -409,6 +447,28 @@ test('appendItems (the domain function chat completions calls) stores to the act
   t.is((await eventsOf(knex, 'message.sent', id)).length, 2);
   await t.throwsAsync(appendItems(knex, { conversationId: id, userId: bob.user.id, items: [text('x')] }), { message: /not found/ });
   await t.throwsAsync(appendItems(knex, { conversationId: id, userId: alice.user.id, items: [{ type: 'nope' }] }), { message: /items\[0\]\.type/ });
+});
+
+test('appendItems reports the usage on the last assistant item from answerFrom on, never on one before it', async (t) => {
+  const id = await newConversation();
+  const knex = svc.runtime.db.knex;
+  const usage = { prompt: 9, completion: 4 };
+  const prefill = { role: 'assistant', content: 'prefill' };
+  // An input ending in an assistant prefill, answered with tool calls only.
+  await appendItems(knex, {
+    conversationId: id,
+    userId: alice.user.id,
+    items: [prefill, { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' }],
+    tokensUsed: usage,
+    answerFrom: 1,
+  });
+  // An answer with a message of its own after an assistant input: the answer's.
+  await appendItems(knex, { conversationId: id, userId: alice.user.id, items: [prefill, { role: 'assistant', content: 'answer' }], tokensUsed: usage, answerFrom: 1 });
+  t.deepEqual((await eventsOf(knex, 'message.sent', id)).map((e) => [e.content?.[0]?.text ?? e.content, e.tokens_used]), [
+    ['prefill', null],
+    ['prefill', null],
+    ['answer', usage],
+  ]);
 });
 
 test('item ids are never reused: every created id is new', async (t) => {
