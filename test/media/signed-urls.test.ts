@@ -46,6 +46,10 @@ test('through the edge: the URL works without a credential; tampered or expired 
   const url = new URL(up.body.url);
   t.is(url.origin, p.url, 'the URL points at the edge');
   t.is((await fetch(url)).status, 200);
+  // Every /v1/ path is also served under /llm, a signed URL's too, and it stays public there.
+  const aliased = new URL(url);
+  aliased.pathname = `/llm${url.pathname}`;
+  t.is((await fetch(aliased)).status, 200);
 
   const variants: Array<[string, (u: URL) => void]> = [
     ['signature', (u) => u.searchParams.set('sig', `${u.searchParams.get('sig')!.slice(0, -2)}xx`)],
