@@ -1,6 +1,6 @@
 import amqp from 'amqplib';
 import test from 'ava';
-import { createAmqpBus } from '../../services/kit/bus/amqp.js';
+import { createAmqpBus, MIN_TRANSIENT_GRACE_MS } from '../../services/kit/bus/amqp.js';
 import { afterHandlerFailure, createLogger, type Bus } from '../../services/kit/index.js';
 import { deleteAmqpTopology, queueConsumers, queueDepth, queuesStartingWith } from '../helpers/amqp.js';
 import { TEST_AMQP_URL, uniqueName } from '../helpers/env.js';
@@ -214,7 +214,7 @@ test.serial('a transient queue with a grace is removed by the broker once its co
   t.teardown(() => own.close());
   const bus = await open(own.url('amqp', 'guest:guest'));
   const queue = `graceexpiry_${Date.now()}`;
-  await bus.consume({ queue, bindings: ['graceexpiry.x'], transient: true, transientGraceMs: 200 }, async (_m, d) => d.ack());
+  await bus.consume({ queue, bindings: ['graceexpiry.x'], transient: true, transientGraceMs: MIN_TRANSIENT_GRACE_MS }, async (_m, d) => d.ack());
   const admin = await amqp.connect(TEST_AMQP_URL);
   t.teardown(() => admin.close().catch(() => {}));
   const exists = async () => {
@@ -230,8 +230,19 @@ test.serial('a transient queue with a grace is removed by the broker once its co
   // Cut off for good (the proxy refuses the reconnects): nothing but the expiry removes the queue.
   own.cut();
   // Checked less often than the grace: a check is a passive declare, which renews the queue's lease.
-  await waitFor(async () => !(await exists()), 10_000, 'the broker to expire the queue', 1000);
+  await waitFor(async () => !(await exists()), 10_000, 'the broker to expire the queue', MIN_TRANSIENT_GRACE_MS + 500);
   t.false(await exists());
+});
+
+test.serial('a grace too short to outlive its own declaration (under half a millisecond: an expiry of 0) is raised: the queue is declared and consumed', async (t) => {
+  const bus = await open(TEST_AMQP_URL);
+  const stamp = Date.now();
+  const queue = `gracetiny_${stamp}`;
+  const box = inbox((r) => r.delivery.ack());
+  const consumer = await bus.consume({ queue, bindings: [`gracetiny.${stamp}`], transient: true, transientGraceMs: 0.3 }, box.handler);
+  t.teardown(() => consumer.cancel());
+  await bus.publish(`gracetiny.${stamp}`, {}, { messageId: 'grace-tiny' });
+  t.is((await box.next()).message.id, 'grace-tiny');
 });
 
 test.serial('a clean stop deletes a transient queue with a grace at once (its consumer cancelled, or its bus closed); a cut connection leaves it for the grace', async (t) => {

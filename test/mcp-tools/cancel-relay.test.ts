@@ -1,8 +1,14 @@
 import amqp from 'amqplib';
 import test from 'ava';
-import { createAmqpBus } from '../../services/kit/bus/amqp.js';
+import { Registry } from 'prom-client';
+import { z } from 'zod';
+import { BusUnavailableError, createAmqpBus } from '../../services/kit/bus/amqp.js';
 import { createLogger, ManualClock, type Bus } from '../../services/kit/index.js';
-import { createCancelRelay, MAX_HELD, type CancelRelay } from '../../services/mcp-tools/tools/cancel-relay.js';
+import { createToolCaller } from '../../services/mcp-tools/tools/call-tool.js';
+import { createCancelRelay, MAX_HELD, RETRY_FIRST_MS, RETRY_MAX_MS, type ArmTimer, type CancelRelay } from '../../services/mcp-tools/tools/cancel-relay.js';
+import { createCatalog } from '../../services/mcp-tools/tools/catalog.js';
+import { createToolMetrics } from '../../services/mcp-tools/tools/metrics.js';
+import { defineTool } from '../../services/mcp-tools/tools/tool.js';
 import { deleteAmqpTopology, queueConsumers, queuesStartingWith } from '../helpers/amqp.js';
 import { TEST_AMQP_URL, uniqueName } from '../helpers/env.js';
 import { startFaultProxyFor, type UrlFaultProxy } from '../helpers/fault-proxy.js';
@@ -10,8 +16,10 @@ import { waitFor } from '../helpers/wait.js';
 
 // The cancel relay while the publishing replica's connection to RabbitMQ is down (a TCP fault proxy
 // cuts it): what it cannot publish is kept, in order, and published once the bus reconnects; what
-// is older than the bound by then is dropped, and at most MAX_HELD are kept. Real RabbitMQ; the
-// publisher's clock is a manual one, so ageing needs no waiting. A relay that stops deletes its own
+// is older than the bound by then is dropped, and at most MAX_HELD are kept. A publish refused with
+// the connection up is retried on a timer (the test's own, fired by hand). What a cancel carries is
+// how long it was kept, so replicas' clocks (manual ones here, 10 s apart) are never compared. Real
+// RabbitMQ; the clocks are manual, so ageing needs no waiting. A relay that stops deletes its own
 // queue at once; one cut off keeps it for the grace.
 const name = uniqueName('cancelrelay');
 const exchange = `${name}.events`;
@@ -46,9 +54,9 @@ async function replicas() {
   const publisher = createCancelRelay({ bus: publisherBus, logger, clock, maxAgeMs: MAX_AGE_MS })!;
   const receiver = createCancelRelay({ bus: await bus(TEST_AMQP_URL), logger, clock: new ManualClock(), maxAgeMs: MAX_AGE_MS })!;
   relays.push(publisher, receiver);
-  const received: Array<{ userId: string; requestId: string | number; issuedAt: number | undefined }> = [];
-  await receiver.listen((userId, requestId, _reason, issuedAt) => {
-    received.push({ userId, requestId, issuedAt });
+  const received: Array<{ userId: string; requestId: string | number; heldMs: number | undefined }> = [];
+  await receiver.listen((userId, requestId, _reason, heldMs) => {
+    received.push({ userId, requestId, heldMs });
     return false;
   });
   let reconnected!: () => void;
@@ -65,26 +73,190 @@ async function cut(bus: Bus): Promise<void> {
 test.serial('a cancel published while the broker is away is kept and published after the reconnect; one older than the bound by then is dropped', async (t) => {
   const { clock, publisherBus, publisher, received, back } = await replicas();
   await cut(publisherBus);
-  const first = clock.now();
   publisher.publish('usr_a', 1, 'too old by the time the broker is back');
   clock.advance(MAX_AGE_MS - 1000);
-  const second = clock.now();
   publisher.publish('usr_a', 2, undefined);
   t.is(publisher.held(), 2);
+  // The first is now older than the bound, the second kept 2 s.
   clock.advance(2000);
-  t.true(clock.now() - first > MAX_AGE_MS && clock.now() - second <= MAX_AGE_MS);
 
   proxy.resume();
   await back;
-  await waitFor(() => received.length > 0, 10_000, 'the kept cancel to reach the other replica');
+  // Received there and confirmed here: the two arrive in either order.
+  await waitFor(() => received.length > 0 && publisher.held() === 0, 10_000, 'the kept cancel to reach the other replica');
   // Sent oldest first on one channel: had the expired one gone out, it would have arrived before this one.
-  t.deepEqual(received, [{ userId: 'usr_a', requestId: 2, issuedAt: second }]);
-  t.is(publisher.held(), 0);
+  t.deepEqual(received, [{ userId: 'usr_a', requestId: 2, heldMs: 2000 }]);
 
   // With the bus up, a cancel goes out at once, after nothing.
   publisher.publish('usr_a', 3, undefined);
   await waitFor(() => received.length > 1, 10_000, 'the next cancel');
-  t.deepEqual(received.map((r) => r.requestId), [2, 3]);
+  t.deepEqual(received.map((r) => [r.requestId, r.heldMs]), [[2, 2000], [3, 0]]);
+});
+
+/** A replica's calls, each running until cancelled, started by its own clock. */
+function callsOn(clock: ManualClock) {
+  const tool = defineTool({
+    name: 'wait',
+    title: 'Wait',
+    description: 'Runs until cancelled.',
+    input: z.object({}).strict(),
+    output: z.object({}),
+    annotations: {},
+    run: (ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true })),
+  });
+  const caller = createToolCaller({ catalog: createCatalog([tool]), switches: { isEnabled: () => true }, metrics: createToolMetrics(new Registry()), logger, maxConcurrentCalls: 8, clock });
+  const start = (userId: string, requestId: number) => {
+    const state: { settled: boolean; text?: string } = { settled: false };
+    const done = caller({ userId, requestId, signal: new AbortController().signal }, 'wait', {}).then((result) => {
+      state.settled = true;
+      state.text = (result.content[0] as { text: string }).text;
+    });
+    return { state, done };
+  };
+  return { caller, start };
+}
+
+test.serial("with the receiving replica's clock 10 s ahead, a cancel relayed at once stops the call; a kept one stops the call it named but not the same user's newer call reusing its id", async (t) => {
+  const senderClock = new ManualClock(1_800_000_000_000);
+  const receiverClock = new ManualClock(senderClock.now() + 10_000);
+  const publisherBus = await bus(proxy.proxiedUrl);
+  const publisher = createCancelRelay({ bus: publisherBus, logger, clock: senderClock, maxAgeMs: MAX_AGE_MS })!;
+  const receiver = createCancelRelay({ bus: await bus(TEST_AMQP_URL), logger, clock: receiverClock, maxAgeMs: MAX_AGE_MS })!;
+  relays.push(publisher, receiver);
+  const { caller, start } = callsOn(receiverClock);
+  const handed: Array<{ requestId: string | number; heldMs: number | undefined; stopped: boolean }> = [];
+  await receiver.listen((userId, requestId, reason, heldMs) => {
+    if (userId !== 'usr_c') return false;
+    const stopped = caller.cancelHere(userId, requestId, reason, heldMs);
+    handed.push({ requestId, heldMs, stopped });
+    return stopped;
+  });
+
+  // The user presses stop at once: the broker is fine, the cancel goes out unkept.
+  const prompt = start('usr_c', 1);
+  publisher.publish('usr_c', 1, undefined);
+  await waitFor(() => handed.length === 1, 10_000, 'the cancel to reach the other replica');
+  t.deepEqual(handed, [{ requestId: 1, heldMs: 0, stopped: true }]);
+  await prompt.done;
+  t.is(prompt.state.text, 'The call was cancelled');
+
+  let reconnected!: () => void;
+  const back = new Promise<void>((resolve) => (reconnected = resolve));
+  const remove = publisherBus.onReconnect(() => reconnected());
+  t.teardown(remove);
+  await cut(publisherBus);
+  t.teardown(() => proxy.resume());
+  // Call 2 runs on the receiving replica when its cancel is kept; call 3's cancel names a call that
+  // ends meanwhile, and 30 s later the user's next call reuses id 3.
+  const named = start('usr_c', 2);
+  publisher.publish('usr_c', 2, undefined);
+  publisher.publish('usr_c', 3, undefined);
+  t.is(publisher.held(), 2);
+  senderClock.advance(30_000);
+  receiverClock.advance(30_000);
+  const newer = start('usr_c', 3);
+  proxy.resume();
+  await back;
+  await waitFor(() => handed.length === 3, 10_000, 'the kept cancels to reach the other replica');
+  t.deepEqual(handed.slice(1), [
+    { requestId: 2, heldMs: 30_000, stopped: true },
+    { requestId: 3, heldMs: 30_000, stopped: false },
+  ]);
+  await named.done;
+  t.is(named.state.text, 'The call was cancelled');
+  t.false(newer.state.settled, 'the newer call under the reused id goes on');
+  t.true(caller.cancel('usr_c', 3));
+  await newer.done;
+});
+
+/** Timers the test fires by hand: each armed one is recorded with its delay. */
+function handTimers() {
+  const armed: Array<{ run: () => void; delayMs: number; cleared: boolean }> = [];
+  let onArm: (() => void) | undefined;
+  const arm: ArmTimer = (run, delayMs) => {
+    const timer = { run, delayMs, cleared: false };
+    armed.push(timer);
+    onArm?.();
+    return () => (timer.cleared = true);
+  };
+  /** The next timer armed from now on. */
+  const next = () => {
+    const count = armed.length;
+    return new Promise<(typeof armed)[number]>((resolve) => {
+      onArm = () => {
+        if (armed.length > count) resolve(armed[count]!);
+      };
+    });
+  };
+  return { arm, armed, next };
+}
+
+test.serial('kept cancels are retried on a backing-off timer when a publish fails with the connection up (no reconnect comes); sending them clears it, and so does stop', async (t) => {
+  const realBus = await bus(TEST_AMQP_URL);
+  let refusing = true;
+  // The broker refusing publishes while the connection stays up (a confirm that never comes under a memory alarm).
+  const refusingBus = new Proxy(realBus, {
+    get(target, property) {
+      if (property === 'publish') {
+        return (...args: Parameters<Bus['publish']>) => (refusing ? Promise.reject(new BusUnavailableError('publish was not confirmed within 10000 ms')) : target.publish(...args));
+      }
+      const value = Reflect.get(target, property);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  let reconnects = 0;
+  t.teardown(realBus.onReconnect(() => reconnects++));
+  const timers = handTimers();
+  const publisher = createCancelRelay({ bus: refusingBus, logger, clock: new ManualClock(), maxAgeMs: MAX_AGE_MS, armTimer: timers.arm })!;
+  const receiver = createCancelRelay({ bus: await bus(TEST_AMQP_URL), logger, clock: new ManualClock(), maxAgeMs: MAX_AGE_MS })!;
+  relays.push(publisher, receiver);
+  const received: Array<string | number> = [];
+  await receiver.listen((userId, requestId) => {
+    if (userId === 'usr_r') received.push(requestId);
+    return false;
+  });
+
+  let armed = timers.next();
+  publisher.publish('usr_r', 1, undefined);
+  const delays: number[] = [];
+  for (let attempt = 0; attempt < 6; attempt++) {
+    const timer = await armed;
+    delays.push(timer.delayMs);
+    t.is(publisher.held(), 1);
+    armed = timers.next();
+    timer.run();
+  }
+  t.deepEqual(delays, [RETRY_FIRST_MS, 2000, 4000, 8000, RETRY_MAX_MS, RETRY_MAX_MS]);
+  const last = await armed;
+  t.is(timers.armed.length, 7, 'each failed attempt armed one timer');
+
+  // The broker takes publishes again; no reconnect announces it: the retry sends the kept cancel.
+  refusing = false;
+  last.run();
+  // Received here, and confirmed to the publisher: the two arrive in either order.
+  await waitFor(() => received.length === 1 && publisher.held() === 0, 10_000, 'the retried cancel to reach the other replica');
+  t.is(reconnects, 0);
+  t.is(timers.armed.length, 7, 'nothing left to retry');
+
+  // Failing again starts from the first delay; a cancel that goes out meanwhile takes the kept one along and clears the retry.
+  refusing = true;
+  armed = timers.next();
+  publisher.publish('usr_r', 2, undefined);
+  const again = await armed;
+  t.is(again.delayMs, RETRY_FIRST_MS);
+  refusing = false;
+  publisher.publish('usr_r', 3, undefined);
+  await waitFor(() => received.length === 3 && again.cleared, 10_000, 'both cancels sent and the retry cleared');
+  t.deepEqual(received, [1, 2, 3]);
+
+  // A relay that stops clears its retry.
+  refusing = true;
+  armed = timers.next();
+  publisher.publish('usr_r', 4, undefined);
+  const pending = await armed;
+  t.false(pending.cleared);
+  await publisher.stop();
+  t.true(pending.cleared);
 });
 
 test.serial('at most MAX_HELD cancels are kept while the broker is away: the oldest give way', async (t) => {

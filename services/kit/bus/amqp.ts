@@ -59,6 +59,13 @@ export class BusUnavailableError extends Error {
 }
 
 const ROUTING_KEY_HEADER = 'x-routing-key';
+/**
+ * The shortest `transientGraceMs` given to the broker. The expiry counts from the queue's
+ * declaration, and its consumer starts a few broker round trips later: a grace of a few ms let the
+ * broker delete the queue in between (the consume then failed: no such queue), and one under half a
+ * millisecond rounded to an expiry of 0, which the broker refuses.
+ */
+export const MIN_TRANSIENT_GRACE_MS = 1000;
 
 interface ConsumerState {
   options: ConsumeOptions;
@@ -442,7 +449,7 @@ class AmqpBus implements Bus {
         await channel.assertQueue(
           queue,
           // Durable although short-lived: RabbitMQ deprecates non-exclusive transient queues; the expiry removes it.
-          graceMs && graceMs > 0 ? { durable: true, arguments: { 'x-expires': Math.round(graceMs) } } : { durable: false, exclusive: true, autoDelete: true },
+          graceMs && graceMs > 0 ? { durable: true, arguments: { 'x-expires': Math.max(MIN_TRANSIENT_GRACE_MS, Math.round(graceMs)) } } : { durable: false, exclusive: true, autoDelete: true },
         );
         for (const pattern of state.options.bindings ?? []) await channel.bindQueue(queue, this.exchange, pattern);
       } else {

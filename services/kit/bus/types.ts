@@ -47,7 +47,8 @@ export interface ConsumeOptions {
    * a clean stop (the consumer's `cancel`, or the bus's `close` while it consumes) deletes the queue
    * at once, as an exclusive one goes with its consumer. The price: a process that crashed, or that
    * stopped while cut off from the broker, leaves its queue, and what reaches it, for this long.
-   * Unset: exclusive, deleted with the connection.
+   * At least 1 s (a shorter grace is raised to that: the broker would delete the queue before its
+   * consumer started). Unset or 0: exclusive, deleted with the connection.
    */
   transientGraceMs?: number;
 }

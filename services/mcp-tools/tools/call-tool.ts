@@ -23,15 +23,16 @@ export interface CallToolDeps {
   maxConcurrentCalls: number;
   /** Passes a cancel naming no call in flight here to the other replicas (`cancel-relay.ts`); none: cancels stay in this process. */
   cancelElsewhere?: (userId: string, requestId: string | number, reason: string | undefined) => void;
-  /** When each call started, for a cancel issued earlier than that (`cancelHere`'s `issuedAt`). */
+  /** When each call started, for a cancel issued before that (`cancelHere`'s `heldMs`). */
   clock?: Clock;
 }
 
 /**
- * Replicas' clocks differ by this much at most (NTP-synchronised hosts): a cancel issued on another
- * replica up to this long before a call here started still names it.
+ * A call that started up to this long after the client's cancel arrived on another replica is still
+ * the one it named: the call and its cancel race each other over separate requests, and the clock
+ * of the replica that kept the cancel (which measured how long) may have been stepped meanwhile.
  */
-export const CLOCK_SKEW_ALLOWANCE_MS = 2000;
+export const HELD_CANCEL_ALLOWANCE_MS = 2000;
 
 export interface ToolCaller {
   (ctx: ToolCallContext, name: string, args: unknown): Promise<CallToolResult>;
@@ -44,12 +45,14 @@ export interface ToolCaller {
    */
   cancel(userId: string, requestId: string | number, reason?: string): boolean;
   /**
-   * The same, in this process only: a cancel another replica passed on. With `issuedAt` (when the
-   * client's cancel arrived there, by that replica's clock), a call started after it (beyond
-   * `CLOCK_SKEW_ALLOWANCE_MS`) is not the one it named: a cancel kept while the broker was away may
-   * arrive after the call ended and the same user's next call reused its id.
+   * The same, in this process only: a cancel another replica passed on. With `heldMs` (how long
+   * that replica kept it before publishing, by its own clock; 0 when it went out at once), a call
+   * that started more than `HELD_CANCEL_ALLOWANCE_MS` after `heldMs` ago, by this process's clock,
+   * is not the one it named: a cancel kept while the broker was away may arrive after the call ended
+   * and the same user's next call reused its id. A duration, not the other replica's time of day:
+   * replicas' clocks are never compared, so one running ahead cannot make a prompt cancel miss.
    */
-  cancelHere(userId: string, requestId: string | number, reason?: string, issuedAt?: number): boolean;
+  cancelHere(userId: string, requestId: string | number, reason?: string, heldMs?: number): boolean;
 }
 
 export function createToolCaller(deps: CallToolDeps): ToolCaller {
@@ -112,9 +115,10 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
       slots.give(ctx.userId, slot);
     }
   };
-  const cancelHere = (userId: string, requestId: string | number, reason?: string, issuedAt?: number) => {
+  const cancelHere = (userId: string, requestId: string | number, reason?: string, heldMs?: number) => {
     const all = inFlight.get(callKey(userId, requestId));
-    const calls = issuedAt === undefined ? all : all?.filter((c) => c.startedAt <= issuedAt + CLOCK_SKEW_ALLOWANCE_MS);
+    const latestStart = heldMs === undefined ? undefined : clock.now() - heldMs + HELD_CANCEL_ALLOWANCE_MS;
+    const calls = latestStart === undefined ? all : all?.filter((c) => c.startedAt <= latestStart);
     if (calls?.length !== 1) return false;
     calls[0]!.controller.abort(new Error(reason ?? 'cancelled by the client'));
     return true;
