@@ -8,10 +8,11 @@
 // every service, edge B and half B call instance 2; both halves share the database, the bus and
 // Redis. Everything it creates carries one fresh prefix (database schema, exchange and queues,
 // Redis keys, S3 directory) and is removed when the script stops (SIGINT or SIGTERM). The stop
-// waits for the processes at most SHUTDOWN_TIMEOUT_MS + 15 s (then SIGKILLs them); a second signal
-// SIGKILLs them at once; a stop during the start starts nothing more. The removal is bounded too
-// (CLUSTER_CLEANUP_TIMEOUT_MS): past it the script names what it left and exits 1. Each readiness
-// probe waits at most CLUSTER_PROBE_TIMEOUT_MS for an answer, the whole start CLUSTER_READY_TIMEOUT_MS.
+// waits for the processes at most SHUTDOWN_TIMEOUT_MS + CLUSTER_STOP_MARGIN_MS (15 s), then
+// SIGKILLs them; a second signal SIGKILLs them at once; a stop during the start starts nothing
+// more. The removal is bounded too (CLUSTER_CLEANUP_TIMEOUT_MS): past it the script names what it
+// left and exits 1. Each readiness probe waits at most CLUSTER_PROBE_TIMEOUT_MS for an answer, the
+// whole start CLUSTER_READY_TIMEOUT_MS.
 //
 // When every process answers, it prints one line: `cluster ready {json}` with the edges' URLs,
 // the services' direct URLs, the prefix and the shared gateway token. Settings in the script's own
@@ -62,11 +63,14 @@ const CLEANUP_TIMEOUT_MS = milliseconds('CLUSTER_CLEANUP_TIMEOUT_MS', 60_000);
 const PROBE_TIMEOUT_MS = milliseconds('CLUSTER_PROBE_TIMEOUT_MS', 5_000);
 // How long a stop waits for its processes: every one bounds its own stop at SHUTDOWN_TIMEOUT_MS
 // (the drain) plus 15 s (services/kit/lifecycle.ts shutdownBoundMs), so one still running past that
-// hangs: it is SIGKILLed and the cleanup goes on. A value the processes would refuse leaves the default.
+// hangs: it is SIGKILLed and the cleanup goes on. A SHUTDOWN_TIMEOUT_MS the processes would refuse
+// leaves its default. The margin past the drain is a setting so that a test can drive the kill
+// without waiting 15 s for it; below 15 s it may kill a process still closing within its own bound.
+const STOP_MARGIN_MS = milliseconds('CLUSTER_STOP_MARGIN_MS', 15_000);
 const STOP_BOUND_MS = (() => {
   const raw = process.env.SHUTDOWN_TIMEOUT_MS?.trim();
   const drain = raw && /^\d+$/.test(raw) ? Number(raw) : 10_000;
-  return Math.min(2_147_483_647, drain + 15_000);
+  return Math.min(2_147_483_647, drain + STOP_MARGIN_MS);
 })();
 // A process killed again and again (e.g. by the kernel's OOM killer) is not restarted forever.
 const MAX_RESTARTS = 3;
