@@ -1,6 +1,7 @@
 import { loadConfig, type ServiceContext } from '../kit/index.js';
 import { responsesConfigShape, type ResponsesConfig } from './config.js';
 import { createLlmPort, createMediaPort, createToolsPort, type LlmPort, type MediaPort, type ToolsPort } from './responses/ports.js';
+import { createResponseEventLog, EVENTS_KEPT_MS } from './responses/event-log.js';
 import { startRetentionPurge } from './responses/purge.js';
 import { longestLoopMs, ProcessStoppingError } from './responses/loop.js';
 import type { ResponsesDeps } from './responses/responses.js';
@@ -8,7 +9,7 @@ import { createResponseStore } from './responses/store.js';
 
 /**
  * The composition root of response-api: settings parsed once, the clients of llm-api and
- * mcp-tools, the store and the retention purge, per app instance. On stop, loops still running in
+ * mcp-tools, the store, the writer of background responses' events and the retention purge, per app instance. On stop, loops still running in
  * this process are stopped and stored `failed` with the error a crash leaves (purge.ts), never
  * `cancelled`, which only a cancel stores (a background response never stays "in_progress").
  */
@@ -37,7 +38,8 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
   const running: ResponsesDeps['running'] = new Map();
   // Each purge pass also ends the responses a crashed process left running (none can run longer).
   const interruptedAfterMs = longestLoopMs({ stepTimeoutMs: config.RESPONSES_STEP_TIMEOUT_MS, toolTimeoutMs: config.RESPONSES_TOOL_TIMEOUT_MS });
-  const purge = startRetentionPurge({ store, clock: runtime.clock, logger: runtime.logger, intervalMs: config.RESPONSES_PURGE_INTERVAL_MS, interruptedAfterMs });
+  const purge = startRetentionPurge({ store, clock: runtime.clock, logger: runtime.logger, intervalMs: config.RESPONSES_PURGE_INTERVAL_MS, interruptedAfterMs, eventsKeptMs: EVENTS_KEPT_MS });
+  const events = createResponseEventLog({ store, clock: runtime.clock, logger: runtime.logger });
   const responses: ResponsesDeps & { cancelWaitMs: number; keepAliveMs: number } = {
     store,
     llm,
@@ -52,12 +54,15 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
     cancelWaitMs: 10_000,
     keepAliveMs: config.RESPONSES_SSE_KEEPALIVE_MS,
     running,
+    events,
   };
   ctx.onStop(async () => {
     await purge.stop();
     const loops = [...running.values()];
     for (const loop of loops) loop.abort.abort(new ProcessStoppingError());
     await Promise.allSettled(loops.map((loop) => loop.done));
+    // After the loops: their terminal events are the last to write.
+    await events.stop();
     if ('close' in llm && typeof llm.close === 'function') await llm.close();
     if ('close' in media && typeof media.close === 'function') await media.close();
   });

@@ -6,7 +6,7 @@ import { lastToolOutput, MODEL, REASONING_MODEL, startResponsesPlatform, streamR
 // Conformance of the Responses API with the official openai SDK: `text.format` and `reasoning`
 // reach each step and are echoed; the gateway's own output items are accepted back as input; a
 // foreground JSON response that fails before any output is an HTTP error of the right class; a
-// stored response cannot be streamed again; a message cut off at max_output_tokens is incomplete.
+// foreground response cannot be streamed again (only a background one's events are kept); a message cut off at max_output_tokens is incomplete.
 let p: ResponsesPlatform;
 
 test.before(async () => {
@@ -223,7 +223,7 @@ test('a failure after output keeps 200 with status failed; streaming and backgro
   t.is(settled.error?.code, 'rate_limit_exceeded');
 });
 
-test('GET /v1/responses/{id}?stream=true is a 400 naming stream; without it the JSON answer', async (t) => {
+test('GET /v1/responses/{id}?stream=true of a foreground response is a 400 naming stream; without it the JSON answer', async (t) => {
   p.fake.script('retrieve', [{ content: 'stored' }]);
   const { client } = await p.newClient();
   const response = await client.responses.create({ model: MODEL, input: 'hi #script:retrieve', tools: [] });

@@ -32,11 +32,21 @@ export class EventStreamWriter {
 
   /** `write` as a bound function, for the recorder's `onEvent`. */
   readonly write = (event: StreamEvent): void => {
-    this.send(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+    this.writeEncoded(event.type, JSON.stringify(event));
   };
+
+  /** An event whose JSON is at hand (a kept event, replayed as it was sent). */
+  writeEncoded(type: string, data: string): void {
+    this.send(`event: ${type}\ndata: ${data}\n\n`);
+  }
 
   /** A promise while the client's socket is full (settles on 'drain' or 'close'); null otherwise. */
   readonly drained = (): Promise<void> | null => this.waiting;
+
+  /** Sends the head now, for a stream whose first event may be a while coming (the keep-alive runs from here). */
+  start(): void {
+    if (!this.opened) this.open();
+  }
 
   /** Ends the stream (opening it first when no event was written: a background response answered `queued`). */
   end(): void {

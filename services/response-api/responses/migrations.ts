@@ -39,4 +39,23 @@ export const responsesMigrations: Migration[] = [
       await knex.raw('drop index if exists responses_running_created_at_index');
     },
   },
+  {
+    // The events of a background response, kept so a client can stream it again from any process
+    // (`GET /v1/responses/{id}?stream=true`). `data` is the event's JSON as it was sent, replayed as
+    // it is. The cascade removes them with their response (a delete, the retention purge).
+    name: '20261207_1200_response_events',
+    async up(knex) {
+      await knex.schema.createTable('response_events', (t) => {
+        t.string('response_id', 64).notNullable().references('id').inTable('responses').onDelete('CASCADE');
+        t.integer('sequence_number').notNullable();
+        t.string('type', 64).notNullable();
+        t.text('data').notNullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.primary(['response_id', 'sequence_number']);
+      });
+    },
+    async down(knex) {
+      await knex.schema.dropTableIfExists('response_events');
+    },
+  },
 ];

@@ -6,17 +6,23 @@ export const INTERRUPTED_ERROR = { code: 'server_error', message: 'The response 
 
 /**
  * Removes expired responses every `intervalMs` after the last pass ended, the first pass at start
- * (0: only when `run` is called). Each pass also marks `failed` the responses still queued or
+ * (0: only when `run` is called), and the kept events of background responses that ended more than
+ * `eventsKeptMs` ago. Each pass also marks `failed` the responses still queued or
  * running `interruptedAfterMs` after their creation (longer than any loop runs: the process that
  * ran them crashed), so none stays `in_progress` for good. Concurrent calls to `run` share the pass
  * in progress; `stop` waits for it.
  */
-export function startRetentionPurge(options: { store: ResponseStore; clock: Clock; logger: Logger; intervalMs: number; interruptedAfterMs?: number }) {
+export function startRetentionPurge(options: { store: ResponseStore; clock: Clock; logger: Logger; intervalMs: number; interruptedAfterMs?: number; eventsKeptMs?: number }) {
   let running: Promise<number> | null = null;
   const pass = async () => {
     const now = options.clock.now();
+    // A purged response's kept events go with it (the table's cascade).
     const removed = await options.store.purgeExpired(new Date(now));
     if (removed > 0) options.logger.info({ removed }, 'expired responses purged');
+    if (options.eventsKeptMs) {
+      const events = await options.store.purgeEndedEvents(new Date(now - options.eventsKeptMs));
+      if (events > 0) options.logger.info({ events }, 'kept events of ended background responses dropped');
+    }
     if (options.interruptedAfterMs) {
       const interrupted = await options.store.markInterrupted(new Date(now - options.interruptedAfterMs), INTERRUPTED_ERROR);
       if (interrupted > 0) options.logger.warn({ interrupted }, 'responses left running by a stopped process marked failed');

@@ -219,10 +219,13 @@ export class ResponseRecorder {
     this.send('response.output_item.done', { output_index: outputIndex, item: { ...item } });
   }
 
-  /** The one terminal event. A cancelled response ends with `response.incomplete` carrying `status: "cancelled"`. */
+  /** The one terminal event. */
   finish(): void {
-    const status = this.response.status;
-    const type = status === 'completed' ? 'response.completed' : status === 'failed' ? 'response.failed' : 'response.incomplete';
-    this.send(type, { response: this.snapshot() });
+    this.send(terminalEventType(this.response.status), { response: this.snapshot() });
   }
+}
+
+/** The terminal event of a response that ended `status`: a cancelled one ends with `response.incomplete` carrying `status: "cancelled"`. */
+export function terminalEventType(status: string): 'response.completed' | 'response.failed' | 'response.incomplete' {
+  return status === 'completed' ? 'response.completed' : status === 'failed' ? 'response.failed' : 'response.incomplete';
 }

@@ -3,7 +3,8 @@ import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
 import { CancelledError, ProcessStoppingError, runLoop, SERVER_LABEL, toolsUnreachable, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
 import { INTERRUPTED_ERROR } from './purge.js';
-import { ResponseRecorder, type ResponseObject, type StreamEvent } from './recorder.js';
+import { ResponseRecorder, terminalEventType, type ResponseObject, type StreamEvent } from './recorder.js';
+import { EVENTS_KEPT_MS, TERMINAL_EVENTS, type ResponseEventLog } from './event-log.js';
 import type { CreateResponseRequest, TextFormat } from './schemas.js';
 import { RUNNING_STATUSES, type ResponseRow, type ResponseStore } from './store.js';
 
@@ -23,6 +24,8 @@ export interface ResponsesDeps extends LoopDeps {
   retentionDays: number;
   cancelPollMs: number;
   running: Map<string, { abort: AbortController; done: Promise<unknown> }>;
+  /** Keeps the events of background responses, to be streamed again (none are kept without it). */
+  events?: ResponseEventLog;
 }
 
 const RUNNING = new Set(RUNNING_STATUSES);
@@ -162,7 +165,18 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     }
   }
 
-  const recorder = new ResponseRecorder(response, options.onEvent, options.drained);
+  // A background response's events are kept (to be streamed again), whether or not its creator
+  // streams them; it then has events to keep, so its steps are streamed from the provider too.
+  const keep = response.background ? deps.events?.recorder(id) : undefined;
+  const onEvent = options.onEvent;
+  const emit =
+    keep && onEvent
+      ? (event: StreamEvent) => {
+          keep(event);
+          onEvent(event);
+        }
+      : (keep ?? onEvent);
+  const recorder = new ResponseRecorder(response, emit, options.drained);
   const abort = new AbortController();
   // A caller that left while the response was prepared (history, checks, the insert) is gone already:
   // its abort event fired before anyone listened.
@@ -500,6 +514,87 @@ function conversationItem(item: Record<string, any>): Record<string, unknown> {
 
 export async function getResponse(deps: ResponsesDeps, principal: Principal, id: string): Promise<ResponseObject> {
   return (await findOwned(deps, principal, id)).body as ResponseObject;
+}
+
+/** A kept event, as a stream writes it again. */
+export interface KeptEvent {
+  sequence_number: number;
+  type: string;
+  data: string;
+}
+
+/** Kept events read per query while a stream catches up. */
+const REPLAY_PAGE = 500;
+/**
+ * How long a stream waits for the terminal event of a response whose row has ended. The loop stores
+ * its end a moment before its terminal event is written; only a process that stopped before writing
+ * it (its response ended by the sweep, or by a cancel no loop answered) leaves none.
+ */
+const ENDED_WAIT_MS = 5000;
+
+/**
+ * The events of a background response of the caller after `startingAfter` (all when null), as
+ * `GET /v1/responses/{id}?stream=true` sends them: the kept ones first, then new ones as the loop
+ * writes them (read from the database every `cancelPollMs`, so the loop may run in any process),
+ * until the terminal event. Each yield is a page of events in order, the first one empty: refusals
+ * (404, 400 naming `stream`) come before it, while the answer can still be a JSON error. A
+ * response whose row ended without a terminal event (its process stopped) ends with one made from
+ * the stored response; a response deleted meanwhile ends the stream; so does `signal` (the client left).
+ */
+export async function* responseEvents(deps: ResponsesDeps, principal: Principal, id: string, startingAfter: number | null, signal: AbortSignal): AsyncGenerator<KeptEvent[]> {
+  const row = await findOwned(deps, principal, id);
+  if (!row.background) throw badRequest(`Response '${id}' was not created with background: true: only a background response can be streamed again (its events are not kept); retrieve it without stream`, 'stream');
+  let after = startingAfter ?? -1;
+  const endedPolls = Math.max(1, Math.ceil(ENDED_WAIT_MS / deps.cancelPollMs));
+  let last = await deps.store.lastEvent(id);
+  // A row that ended with no event kept: its events may still be on their way (a loop stores its
+  // end a moment before its last batch), or they were dropped after the kept time.
+  for (let poll = 0; !last && !RUNNING.has(row.status) && poll < endedPolls && !signal.aborted; poll++) {
+    await pause(deps.cancelPollMs, signal);
+    last = await deps.store.lastEvent(id);
+  }
+  if (!last && !RUNNING.has(row.status)) throw badRequest(`The events of response '${id}' are no longer kept (they are kept for ${EVENTS_KEPT_MS / 60_000} minutes after it ends); retrieve it without stream`, 'stream');
+  if (last && TERMINAL_EVENTS.has(last.type) && last.sequence_number <= after) return;
+  // Accepted: the caller opens its stream now, before the first event (which may be a while coming).
+  yield [];
+  let quietSinceEnd = 0;
+  while (!signal.aborted) {
+    const page = await deps.store.eventsAfter(id, after, REPLAY_PAGE);
+    if (page.length > 0) {
+      yield page;
+      after = page.at(-1)!.sequence_number;
+      if (TERMINAL_EVENTS.has(page.at(-1)!.type)) return;
+      quietSinceEnd = 0;
+      if (page.length === REPLAY_PAGE) continue;
+    } else {
+      const status = await deps.store.statusOf(principal.userId, id);
+      if (status === undefined) return;
+      if (!RUNNING.has(status) && ++quietSinceEnd >= endedPolls) {
+        const ended = await deps.store.find(principal.userId, id);
+        if (ended) yield [storedEnd(ended, after + 1)];
+        return;
+      }
+    }
+    await pause(deps.cancelPollMs, signal);
+  }
+}
+
+/** The terminal event of a response that ended without its loop writing one: the stored response, as its loop would have sent it. */
+function storedEnd(row: ResponseRow, sequenceNumber: number): KeptEvent {
+  const type = terminalEventType(row.status);
+  return { sequence_number: sequenceNumber, type, data: JSON.stringify({ type, sequence_number: sequenceNumber, response: row.body }) };
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 async function findOwned(deps: ResponsesDeps, principal: Principal, id: string): Promise<ResponseRow> {

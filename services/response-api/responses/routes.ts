@@ -1,6 +1,6 @@
 import { projectNamedIn, routeGroup, type Route } from '../../kit/index.js';
 import { EventStreamWriter } from './event-stream.js';
-import { cancelResponse, createResponse, deleteResponse, getResponse, listInputItems, type ResponsesDeps } from './responses.js';
+import { cancelResponse, createResponse, deleteResponse, getResponse, listInputItems, responseEvents, type ResponsesDeps } from './responses.js';
 import { createResponseSchema, inputItemsQuery, responseIdParams, retrieveQuery } from './schemas.js';
 
 const responses = routeGroup({ access: 'user' });
@@ -31,9 +31,28 @@ export function responsesRoutes(deps: () => ResponsesDeps & { cancelWaitMs: numb
       },
     }),
     responses.get('/v1/responses/:id', {
-      summary: 'A stored response of the caller (404 for anyone else); JSON only (stream=true is a 400)',
+      summary: 'A stored response of the caller (404 for anyone else); with stream=true a background response\'s events after starting_after, then live until it ends',
       request: { params: responseIdParams, query: retrieveQuery },
-      handler: ({ principal, params }) => getResponse(deps(), principal, params.id),
+      response: { description: 'The Responses object, or `text/event-stream` of the kept Responses events' },
+      async handler({ principal, params, query, signal, res }) {
+        if (query.stream !== 'true') return getResponse(deps(), principal, params.id);
+        const events = responseEvents(deps(), principal, params.id, query.starting_after ?? null, signal);
+        // The checks run before the stream opens: a refusal (404, 400) is still a JSON answer.
+        let page = await events.next();
+        const stream = new EventStreamWriter(res, deps().keepAliveMs);
+        if (!page.done) stream.start();
+        try {
+          for (; !page.done; page = await events.next()) {
+            for (const event of page.value) stream.writeEncoded(event.type, event.data);
+            await stream.drained();
+          }
+        } finally {
+          stream.stop();
+          await events.return(undefined);
+        }
+        stream.end();
+        return undefined;
+      },
     }),
     responses.get('/v1/responses/:id/input_items', {
       summary: 'The input items of a response, paginated (limit, order, after, before)',

@@ -94,11 +94,18 @@ export const inputItemsQuery = cursorQuery({ maxIdLength: INPUT_ITEM_ID_MAX }).e
 });
 export const responseIdParams = z.object({ id: z.string().min(1).max(128) });
 /**
- * GET /v1/responses/{id}: a stored response's events are not kept, so it cannot be streamed again;
- * `stream=true` is a 400 naming `stream` rather than a JSON answer a streaming client would read as no events.
+ * GET /v1/responses/{id}: JSON, or with `stream=true` the events of a background response from
+ * `starting_after` on (a sequence number; the events after it are sent). `include_obfuscation` is
+ * accepted and has no effect: no event carries obfuscation padding.
  */
 export const retrieveQuery = z.object({
-  stream: z.enum(['false'], { error: 'a stored response cannot be streamed again (its events are not kept): retrieve it without stream' }).optional(),
+  stream: z.enum(['true', 'false'], { error: 'must be true or false' }).optional(),
+  starting_after: z
+    .string({ error: 'must be a non-negative integer (the sequence number of the last event received)' })
+    .regex(/^\d{1,9}$/, 'must be a non-negative integer (the sequence number of the last event received)')
+    .transform(Number)
+    .optional(),
+  include_obfuscation: z.enum(['true', 'false'], { error: 'must be true or false' }).optional(),
   'include[]': z.unknown().optional(),
   include: z.unknown().optional(),
 });

@@ -28,6 +28,15 @@ const json = (value: unknown) => {
   return UNSTORABLE.test(text) ? text.replace(/\\\\|\\u(?:0000|d[89a-f][0-9a-f]{2})/g, (escape) => (escape.length === 2 ? escape : '\\ufffd')) : text;
 };
 
+/** A kept event of a background response: `data` is its JSON as it was streamed. */
+export interface ResponseEventRow {
+  response_id: string;
+  sequence_number: number;
+  type: string;
+  data: string;
+  created_at: Date;
+}
+
 /** The statuses of a response whose loop has not stored its end. */
 export const RUNNING_STATUSES: readonly string[] = ['queued', 'in_progress'];
 
@@ -97,6 +106,54 @@ export function createResponseStore(knex: Knex) {
 
     async purgeExpired(now: Date): Promise<number> {
       return table().where('expires_at', '<=', now).delete();
+    },
+
+    /** The status of a response, or undefined once it is gone: a stream that follows its events reads only this while none arrive. */
+    async statusOf(userId: string, id: string): Promise<string | undefined> {
+      return (await table().where({ id, user_id: userId }).first('status'))?.status;
+    },
+
+    /**
+     * Keeps a batch of events (one statement). The events of a response deleted meanwhile are
+     * skipped (its loop may write a last batch after the delete), and an event already kept (a
+     * batch written again after an error) is not kept twice.
+     */
+    async appendEvents(events: ResponseEventRow[]): Promise<void> {
+      if (events.length === 0) return;
+      await knex.raw(
+        `insert into response_events (response_id, sequence_number, type, data, created_at)
+         select e.response_id, e.sequence_number, e.type, e.data, e.created_at
+         from jsonb_to_recordset(?::jsonb) as e(response_id text, sequence_number integer, type text, data text, created_at timestamptz)
+         where exists (select 1 from responses r where r.id = e.response_id)
+         on conflict (response_id, sequence_number) do nothing`,
+        [JSON.stringify(events)],
+      );
+    },
+
+    /** Up to `limit` kept events of a response after `sequence_number` `after`, in order. */
+    async eventsAfter(id: string, after: number, limit: number): Promise<Array<Pick<ResponseEventRow, 'sequence_number' | 'type' | 'data'>>> {
+      return knex('response_events').where({ response_id: id }).where('sequence_number', '>', after).orderBy('sequence_number').limit(limit).select('sequence_number', 'type', 'data');
+    },
+
+    /** The last kept event of a response (undefined: none is kept). */
+    async lastEvent(id: string): Promise<Pick<ResponseEventRow, 'sequence_number' | 'type'> | undefined> {
+      return knex('response_events').where({ response_id: id }).orderBy('sequence_number', 'desc').first('sequence_number', 'type');
+    },
+
+    /**
+     * Drops the events of responses that are no longer running and whose last event was kept
+     * before `before`: a response's events go all at once, never leaving a stream with a gap.
+     * Returns how many events.
+     */
+    async purgeEndedEvents(before: Date): Promise<number> {
+      const result = await knex.raw(
+        `delete from response_events e
+         using (select response_id from response_events group by response_id having max(created_at) < ?) old
+         where e.response_id = old.response_id
+           and not exists (select 1 from responses r where r.id = e.response_id and r.status in (${RUNNING_STATUSES.map(() => '?').join(', ')}))`,
+        [before, ...RUNNING_STATUSES],
+      );
+      return result.rowCount ?? 0;
     },
   };
 }
