@@ -1,6 +1,5 @@
 import { isDependencyUnavailable } from './errors.js';
 import type { Logger } from './logger.js';
-import { runEvery } from './periodic.js';
 
 /**
  * Records written off the request path: `push()` only appends to memory; a timer (or a full batch)
@@ -115,8 +114,20 @@ export function createBatchWriter<T>(options: {
     return flushing;
   }
 
-  // A flush never rejects (a failed batch is kept and logged), so nothing reaches onError.
-  const ticks = runEvery(options.flushMs, flush, () => {});
+  // The timer runs only while records wait (a failed batch stays queued, so its retry keeps it
+  // running): an idle process is not woken every `flushMs` to find nothing to write.
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const tick = async () => {
+    await flush();
+    timer = undefined;
+    if (queue.length > 0) arm();
+  };
+  function arm(): void {
+    if (timer || stopped) return;
+    timer = setTimeout(tick, options.flushMs);
+    timer.unref();
+  }
 
   return {
     push(item) {
@@ -126,11 +137,14 @@ export function createBatchWriter<T>(options: {
       }
       queue.push(item);
       if (queue.length >= options.batchSize && !flushWaiting && !failing) void flush();
+      arm();
     },
     pending: () => queue.length,
     flush,
     async stop() {
-      await ticks.stop();
+      stopped = true;
+      clearTimeout(timer);
+      timer = undefined;
       for (let i = 0; i < 3 && queue.length > 0; i++) await flush();
       if (queue.length > 0) options.logger.error({ lost: queue.length }, `${options.name}: records could not be written at shutdown`);
     },
