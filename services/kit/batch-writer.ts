@@ -17,6 +17,12 @@ export interface BatchWriter<T> {
   push(item: T): void;
   pending(): number;
   flush(): Promise<void>;
+  /**
+   * A flush without waiting for the tick, for records a reader is waiting on, under the rule a full
+   * batch follows: none while a flush is already waiting to start, none while writes fail (the tick
+   * retries), so an outage is not one write attempt per request.
+   */
+  requestFlush(): void;
   stop(): Promise<void>;
 }
 
@@ -114,6 +120,10 @@ export function createBatchWriter<T>(options: {
     return flushing;
   }
 
+  function requestFlush(): void {
+    if (!flushWaiting && !failing) void flush();
+  }
+
   // The timer runs only while records wait (a failed batch stays queued, so its retry keeps it
   // running): an idle process is not woken every `flushMs` to find nothing to write.
   let timer: NodeJS.Timeout | undefined;
@@ -136,16 +146,21 @@ export function createBatchWriter<T>(options: {
         if (++dropped % 1000 === 1) options.logger.error({ dropped }, `${options.name}: queue full; dropping oldest records`);
       }
       queue.push(item);
-      if (queue.length >= options.batchSize && !flushWaiting && !failing) void flush();
+      if (queue.length >= options.batchSize) requestFlush();
       arm();
     },
     pending: () => queue.length,
     flush,
+    requestFlush,
     async stop() {
       stopped = true;
       clearTimeout(timer);
       timer = undefined;
-      for (let i = 0; i < 3 && queue.length > 0; i++) await flush();
+      // A flush in flight has taken its batch off the queue: the first flush here waits for it
+      // (flushes are chained), then up to two more retry what is left.
+      let tries = 0;
+      do await flush();
+      while (queue.length > 0 && ++tries < 3);
       if (queue.length > 0) options.logger.error({ lost: queue.length }, `${options.name}: records could not be written at shutdown`);
     },
   };

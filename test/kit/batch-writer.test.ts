@@ -202,3 +202,83 @@ test('while writes fail, a full batch starts no write of its own: the next tick 
   await w.stop();
   t.deepEqual(batches.flat().slice(9), [10, 11, 12]);
 });
+
+test('stop waits for a flush already writing (its batch is off the queue) before it returns', async (t) => {
+  const batches: number[][] = [];
+  let release!: () => void;
+  let writing!: () => void;
+  const started = new Promise<void>((resolve) => (writing = resolve));
+  const w = createBatchWriter<number>({
+    name: 'test',
+    write: async (batch) => {
+      writing();
+      await new Promise<void>((resolve) => (release = resolve));
+      batches.push(batch);
+    },
+    flushMs: 3_600_000,
+    batchSize: 3,
+    maxQueued: 1000,
+    logger: silent,
+  });
+  w.push(1);
+  w.requestFlush();
+  await started;
+  t.is(w.pending(), 0, 'the batch being written is off the queue');
+  let stopped = false;
+  const stopping = w.stop().then(() => (stopped = true));
+  await Promise.resolve();
+  await Promise.resolve();
+  t.false(stopped, 'stop did not return while the write was in flight');
+  release();
+  await stopping;
+  t.deepEqual(batches, [[1]]);
+});
+
+test('requestFlush writes now, but not while writes fail: the tick or an explicit flush retries', async (t) => {
+  let calls = 0;
+  let down = true;
+  const batches: number[][] = [];
+  const w = createBatchWriter<number>({
+    name: 'test',
+    write: async (batch) => {
+      calls++;
+      if (down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      batches.push(batch);
+    },
+    flushMs: 3_600_000,
+    batchSize: 100,
+    maxQueued: 1000,
+    logger: silent,
+  });
+  w.push(1);
+  await w.flush(); // fails: the writer is failing
+  t.is(calls, 1);
+  w.push(2);
+  w.requestFlush();
+  await w.flush(); // only this one writes
+  t.is(calls, 2, 'the requested flush started no write of its own while writes fail');
+  down = false;
+  await w.flush();
+  w.push(3);
+  w.requestFlush();
+  await w.flush(); // chained after the requested one, which wrote [3]
+  t.deepEqual(batches, [[1, 2], [3]]);
+  t.is(calls, 4);
+  await w.stop();
+});
+
+test('the tick writes what was pushed without an explicit flush', async (t) => {
+  let written!: (batch: number[]) => void;
+  const firstWrite = new Promise<number[]>((resolve) => (written = resolve));
+  const w = createBatchWriter<number>({
+    name: 'test',
+    write: async (batch) => written(batch),
+    flushMs: 1,
+    batchSize: 100,
+    maxQueued: 1000,
+    logger: silent,
+  });
+  w.push(7);
+  t.deepEqual(await firstWrite, [7]);
+  await w.stop();
+});
