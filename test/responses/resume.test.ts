@@ -1,10 +1,13 @@
 import test from 'ava';
 import { BadRequestError, NotFoundError } from 'openai';
-import { ManualClock, type Principal } from '../../services/kit/index.js';
+import { ApiError, ManualClock, type Principal } from '../../services/kit/index.js';
 import { createResponseEventLog } from '../../services/response-api/responses/event-log.js';
-import { startRetentionPurge } from '../../services/response-api/responses/purge.js';
+import { longestLoopMs } from '../../services/response-api/responses/loop.js';
+import type { LlmPort } from '../../services/response-api/responses/ports.js';
+import { INTERRUPTED_ERROR, startRetentionPurge } from '../../services/response-api/responses/purge.js';
 import type { StreamEvent } from '../../services/response-api/responses/recorder.js';
-import { responseEvents, type KeptEvent } from '../../services/response-api/responses/responses.js';
+import { createResponse, responseEvents, type FollowOptions, type KeptEvent } from '../../services/response-api/responses/responses.js';
+import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
 import { createResponseStore, type ResponseEventRow, type ResponseStore } from '../../services/response-api/responses/store.js';
 import { checkStream, MODEL, responsesDomainDeps, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
 
@@ -225,7 +228,8 @@ test('the stream follows events another process writes, ends at the terminal eve
   t.true((await pending).done);
 });
 
-test('cleanup: events of responses ended over the kept time are dropped whole; running ones and recent ones stay; purged responses take theirs', async (t) => {
+// Serial (run before the others): its passes drop the ended events of every test's responses.
+test.serial('cleanup: events of responses ended over the kept time are dropped whole; running ones and recent ones stay; purged responses take theirs', async (t) => {
   const userId = newUserId();
   const clock = new ManualClock(Date.now());
   const hour = 3_600_000;
@@ -262,4 +266,184 @@ test('cleanup: events of responses ended over the kept time are dropped whole; r
   t.deepEqual(await keptEvents(endedRecently), []);
   t.is((await keptEvents(running)).length, 2);
   await purge.stop();
+});
+
+const keptRow = (id: string, sequence_number: number, type = 'response.output_text.delta'): ResponseEventRow => ({
+  response_id: id,
+  sequence_number,
+  type,
+  data: JSON.stringify(event(type, sequence_number)),
+  created_at: new Date(),
+});
+const pages = async (stream: AsyncGenerator<KeptEvent[]>) => {
+  const all: number[][] = [];
+  for await (const page of stream) all.push(page.map((e) => e.sequence_number));
+  return all;
+};
+// The ended-wait turned down to one poll, so no test waits the service's 5 s.
+const quick: FollowOptions = { endedWaitMs: 1 };
+
+test('the terminal event reaches the event log when the row ends, before the conversation append; the creator still gets it after', async (t) => {
+  const userId = newUserId();
+  const appendCalled = gate();
+  const appendHeld = gate();
+  const llm: LlmPort = {
+    complete: async () => ({ choices: [{ message: { content: 'kept answer' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }),
+    appendConversationItems: async () => {
+      appendCalled.open();
+      await appendHeld.promise;
+    },
+    conversationHistory: async function* () {},
+    contextLength: async () => null,
+  };
+  // No timer tick during the test: only the terminal event writes.
+  const log = createResponseEventLog({ store, clock: p.runtime.clock, logger: p.runtime.logger, flushMs: 3_600_000 });
+  const deps = responsesDomainDeps(p, store, llm, { events: log, cancelPollMs: 5 });
+  const seen: StreamEvent[] = [];
+  const request = { model: 'm', input: 'hello', tools: [], background: true, conversation: `conv_resume_${process.pid}` } as CreateResponseRequest;
+  const done = createResponse(deps, principalOf(userId), request, { signal: new AbortController().signal, onEvent: (e) => void seen.push(e) });
+
+  await appendCalled.promise;
+  await log.flush();
+  const id = seen[0]!.response.id as string;
+  t.is((await store.find(userId, id))!.status, 'completed');
+  t.is((await store.lastEvent(id))?.type, 'response.completed', 'kept while the append is still running');
+  t.false(
+    seen.some((e) => e.type === 'response.completed'),
+    "the creator's stream ends after the append, as before",
+  );
+  // A follower gets the real terminal event, not one made up from the row.
+  const followed = await collectEvents(responseEvents(deps, principalOf(userId), id, null, new AbortController().signal, quick));
+  t.is(followed.at(-1)!.type, 'response.completed');
+  t.is(JSON.parse(followed.at(-1)!.data).response.output[0].content[0].text, 'kept answer');
+
+  appendHeld.open();
+  await done;
+  t.is(seen.at(-1)!.type, 'response.completed');
+  t.deepEqual(
+    seen.map((e) => e.sequence_number),
+    followed.map((e) => e.sequence_number),
+  );
+  t.deepEqual(seen.at(-1), JSON.parse(followed.at(-1)!.data));
+  await log.stop();
+});
+
+const collectEvents = async (stream: AsyncGenerator<KeptEvent[]>) => {
+  const all: KeptEvent[] = [];
+  for await (const page of stream) all.push(...page);
+  return all;
+};
+
+test('a response whose row ended without a terminal event gets one made from the stored response, after the ended-wait', async (t) => {
+  const userId = newUserId();
+  const id = `resp_noend_${process.pid}`;
+  await insertBackground(userId, id, 'cancelled');
+  await store.appendEvents([keptRow(id, 0, 'response.created'), keptRow(id, 1, 'response.in_progress')]);
+  const deps = responsesDomainDeps(p, store, {} as any, { cancelPollMs: 1 });
+  const events = await collectEvents(responseEvents(deps, principalOf(userId), id, null, new AbortController().signal, quick));
+  t.deepEqual(
+    events.map((e) => [e.sequence_number, e.type]),
+    [
+      [0, 'response.created'],
+      [1, 'response.in_progress'],
+      [2, 'response.incomplete'],
+    ],
+  );
+  t.deepEqual(JSON.parse(events[2]!.data), { type: 'response.incomplete', sequence_number: 2, response: { id, status: 'cancelled', output: [] } });
+});
+
+test('a running response older than any loop runs ends as the sweep would end it, without waiting for the sweep', async (t) => {
+  const userId = newUserId();
+  const id = `resp_crashed_${process.pid}`;
+  const clock = new ManualClock(Date.now());
+  await insertBackground(userId, id, 'in_progress', clock.now());
+  await store.appendEvents([keptRow(id, 0, 'response.created'), keptRow(id, 1, 'response.in_progress')]);
+  const deps = responsesDomainDeps(p, store, {} as any, { cancelPollMs: 1, clock });
+  const stream = responseEvents(deps, principalOf(userId), id, null, new AbortController().signal, quick);
+  t.deepEqual((await stream.next()).value, []);
+  t.deepEqual(((await stream.next()).value as KeptEvent[]).map((e) => e.sequence_number), [0, 1]);
+  clock.advance(longestLoopMs(deps) + 1);
+  const end = (await stream.next()).value as KeptEvent[];
+  t.deepEqual(JSON.parse(end[0]!.data), { type: 'response.failed', sequence_number: 2, response: { id, status: 'failed', output: [], error: INTERRUPTED_ERROR } });
+  t.true((await stream.next()).done);
+  t.is((await store.find(userId, id))!.status, 'in_progress', 'the stream reads; the sweep writes');
+});
+
+test('a response ended with no event kept (over the kept time) is a 400 naming stream, after the ended-wait', async (t) => {
+  const userId = newUserId();
+  const id = `resp_dropped_${process.pid}`;
+  await insertBackground(userId, id, 'completed');
+  const deps = responsesDomainDeps(p, store, {} as any, { cancelPollMs: 1 });
+  const error = await t.throwsAsync(responseEvents(deps, principalOf(userId), id, null, new AbortController().signal, quick).next(), { instanceOf: ApiError });
+  t.is((error as ApiError).status, 400);
+  t.is((error as ApiError).param, 'stream');
+  t.regex((error as ApiError).message, /no longer kept/);
+});
+
+test('the replay reads page after page without waiting between full pages', async (t) => {
+  const userId = newUserId();
+  const id = `resp_pages_${process.pid}`;
+  await insertBackground(userId, id, 'completed');
+  await store.appendEvents([...Array.from({ length: 4 }, (_, i) => keptRow(id, i)), keptRow(id, 4, 'response.completed')]);
+  // An hour between polls: a stream that paused after a full page would not end in the test.
+  const deps = responsesDomainDeps(p, store, {} as any, { cancelPollMs: 3_600_000 });
+  t.deepEqual(await pages(responseEvents(deps, principalOf(userId), id, null, new AbortController().signal, { pageSize: 2 })), [[], [0, 1], [2, 3], [4]]);
+});
+
+test('a response deleted while followed ends the stream', async (t) => {
+  const userId = newUserId();
+  const id = `resp_deleted_${process.pid}`;
+  await insertBackground(userId, id);
+  await store.appendEvents([keptRow(id, 0, 'response.created')]);
+  const deps = responsesDomainDeps(p, store, {} as any, { cancelPollMs: 5 });
+  const stream = responseEvents(deps, principalOf(userId), id, null, new AbortController().signal);
+  t.deepEqual((await stream.next()).value, []);
+  t.deepEqual(((await stream.next()).value as KeptEvent[]).map((e) => e.sequence_number), [0]);
+  const next = stream.next();
+  t.true(await store.remove(userId, id));
+  t.true((await next).done);
+});
+
+test('a read the database fails (unavailable) is retried: the stream goes on; another error ends it', async (t) => {
+  const userId = newUserId();
+  const id = `resp_blip_${process.pid}`;
+  await insertBackground(userId, id);
+  await store.appendEvents([keptRow(id, 0, 'response.created'), keptRow(id, 1, 'response.completed')]);
+  let failures = 0;
+  const unavailable = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+  const flaky: ResponseStore = {
+    ...store,
+    eventsAfter: async (...args) => {
+      if (failures++ === 0) throw unavailable;
+      return store.eventsAfter(...args);
+    },
+  };
+  const deps = responsesDomainDeps(p, flaky, {} as any, { cancelPollMs: 1 });
+  const stream = responseEvents(deps, principalOf(userId), id, null, new AbortController().signal);
+  t.deepEqual((await stream.next()).value, []);
+  t.deepEqual(((await stream.next()).value as KeptEvent[]).map((e) => e.sequence_number), [0, 1], 'read again after the failed read');
+  t.true((await stream.next()).done);
+  t.is(failures, 2);
+
+  // Not an outage: a bug is not retried.
+  const broken: ResponseStore = {
+    ...store,
+    eventsAfter: async () => {
+      throw new Error('syntax error');
+    },
+  };
+  const failing = responseEvents(responsesDomainDeps(p, broken, {} as any, { cancelPollMs: 1 }), principalOf(userId), id, null, new AbortController().signal);
+  t.deepEqual((await failing.next()).value, []);
+  await t.throwsAsync(failing.next(), { message: 'syntax error' });
+});
+
+// Serial (run before the others): a purge pass drops the ended events of every test's responses.
+test.serial('cleanup goes in chunks of responses: every ended response is dropped whole, the count is of events', async (t) => {
+  const userId = newUserId();
+  const old = new Date(Date.now() - 2 * 3_600_000);
+  const ids = [1, 2, 3].map((i) => `resp_chunk_${i}_${process.pid}`);
+  for (const id of ids) await insertBackground(userId, id, 'completed');
+  await store.appendEvents(ids.flatMap((id) => [0, 1, 2].map((i) => ({ ...keptRow(id, i, i === 2 ? 'response.completed' : 'response.output_text.delta'), created_at: old }))));
+  t.is(await store.purgeEndedEvents(new Date(Date.now() - 3_600_000), 2), 9);
+  for (const id of ids) t.deepEqual(await keptEvents(id), []);
 });

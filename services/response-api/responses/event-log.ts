@@ -7,14 +7,14 @@ export const TERMINAL_EVENTS: ReadonlySet<string> = new Set(['response.completed
 
 /** How often the events of background responses are written, at most: a stream that follows them from the database is this much behind at worst. */
 export const EVENTS_FLUSH_MS = 100;
-/** How long a response's events are kept after its last one (its end), for a client that streams it again. */
+/** How long a response's events are kept after its terminal event (its end), for a client that streams it again: the next purge pass after that drops them. */
 export const EVENTS_KEPT_MS = 3_600_000;
 
 /**
  * Keeps the events of background responses in the database, so that a client can stream one again
  * (`GET /v1/responses/{id}?stream=true`) from any process while it runs and after it ended. Events
- * are queued in memory and written in batches (every `flushMs`, and at once after a terminal event,
- * so a follower sees the end without waiting): a step's text deltas cost one statement per batch,
+ * are queued in memory and written in batches (every `flushMs`, and at once after a terminal event
+ * unless writes are failing, so a follower sees the end without waiting): a step's text deltas cost one statement per batch,
  * not one each. One writer serves every response of the process and writes one batch at a time,
  * so a response's events are stored in order and a follower never sees a later one before an earlier.
  */
@@ -42,7 +42,8 @@ export function createResponseEventLog(options: { store: ResponseStore; clock: C
         }
         last = event.sequence_number;
         writer.push({ response_id: responseId, sequence_number: event.sequence_number, type: event.type, data: JSON.stringify(event), created_at: new Date(options.clock.now()) });
-        if (TERMINAL_EVENTS.has(event.type)) void writer.flush();
+        // At once rather than at the tick (a follower waits on it), except while writes fail: the tick retries then.
+        if (TERMINAL_EVENTS.has(event.type)) writer.requestFlush();
       };
     },
     flush: () => writer.flush(),

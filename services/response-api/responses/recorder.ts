@@ -221,7 +221,16 @@ export class ResponseRecorder {
 
   /** The one terminal event. */
   finish(): void {
-    this.send(terminalEventType(this.response.status), { response: this.snapshot() });
+    this.emit?.(this.end());
+  }
+
+  /**
+   * The one terminal event, numbered but not sent (instead of `finish`): for a caller that hands it
+   * to its receivers at different moments (the event log before the conversation append, the
+   * creator's stream after it).
+   */
+  end(): StreamEvent {
+    return { type: terminalEventType(this.response.status), sequence_number: this.sequence++, response: this.snapshot() } as StreamEvent;
   }
 }
 

@@ -1,6 +1,6 @@
 import { ApiError, badRequest, cursorEnvelope, estimateTokens, estimateTokensOf, isDependencyUnavailable, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
 import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
-import { CancelledError, ProcessStoppingError, runLoop, SERVER_LABEL, toolsUnreachable, type LoopDeps, type LoopPlan } from './loop.js';
+import { CancelledError, longestLoopMs, ProcessStoppingError, runLoop, SERVER_LABEL, toolsUnreachable, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
 import { INTERRUPTED_ERROR } from './purge.js';
 import { ResponseRecorder, terminalEventType, type ResponseObject, type StreamEvent } from './recorder.js';
@@ -226,6 +226,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     // (`response.failed` on a stream). Should even that write fail, the sweep of responses left
     // running (purge.ts) ends the row once no loop can still be running it.
     let unstored: ApiError | null = null;
+    let append: (() => Promise<void>) | null = null;
     if (store) {
       // False when the row had ended without this loop: a cancel that found no loop answering
       // (`markCancelled`) or the sweep. The stored end stands, and the turn is not the conversation's.
@@ -245,16 +246,28 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
         deps.logger.warn({ response_id: id, status: response.status }, 'the response had ended (cancelled, interrupted) or was deleted before its loop finished: its end is not stored');
         endAsStored(response, await deps.store.find(principal.userId, id).catch(() => undefined));
       } else if (conversationId && response.status === 'completed') {
-        await deps.llm
-          .appendConversationItems(principal, conversationId, [...inputItems, ...response.output].map(conversationItem), {
-            model: response.model,
-            usage: response.usage,
-            answerFrom: inputItems.length,
-          })
-          .catch((error) => deps.logger.warn({ err: (error as Error).message, response_id: id }, 'writing conversation items failed'));
+        append = () =>
+          deps.llm
+            .appendConversationItems(principal, conversationId, [...inputItems, ...response.output].map(conversationItem), {
+              model: response.model,
+              usage: response.usage,
+              answerFrom: inputItems.length,
+            })
+            .catch((error) => deps.logger.warn({ err: (error as Error).message, response_id: id }, 'writing conversation items failed'));
       }
     }
-    recorder.finish();
+    if (keep) {
+      // The row says the response ended: the event log gets its terminal event now, not after the
+      // conversation append (up to a step's timeout), so a follower never waits for it longer than
+      // it waits before making one up. The creator's own stream still ends after the append.
+      const end = recorder.end();
+      keep(end);
+      await append?.();
+      onEvent?.(end);
+    } else {
+      await append?.();
+      recorder.finish();
+    }
     // A foreground JSON response that could not be stored has no row: its id would lead nowhere.
     if (unstored && !response.background && !options.onEvent) throw unstored;
     // A foreground JSON caller whose response failed before any output gets the error itself (429,
@@ -527,10 +540,18 @@ export interface KeptEvent {
 const REPLAY_PAGE = 500;
 /**
  * How long a stream waits for the terminal event of a response whose row has ended. The loop stores
- * its end a moment before its terminal event is written; only a process that stopped before writing
- * it (its response ended by the sweep, or by a cancel no loop answered) leaves none.
+ * its end and at once queues its terminal event, which the event log writes within a statement
+ * (later only while event writes fail); only a process that stopped before writing it (its response
+ * ended by the sweep, or by a cancel no loop answered) leaves none. It also bounds how long the
+ * stream retries reads while the database is unavailable.
  */
 const ENDED_WAIT_MS = 5000;
+
+/** Knobs of `responseEvents` a test turns down (the defaults are the service's). */
+export interface FollowOptions {
+  endedWaitMs?: number;
+  pageSize?: number;
+}
 
 /**
  * The events of a background response of the caller after `startingAfter` (all when null), as
@@ -539,13 +560,17 @@ const ENDED_WAIT_MS = 5000;
  * until the terminal event. Each yield is a page of events in order, the first one empty: refusals
  * (404, 400 naming `stream`) come before it, while the answer can still be a JSON error. A
  * response whose row ended without a terminal event (its process stopped) ends with one made from
- * the stored response; a response deleted meanwhile ends the stream; so does `signal` (the client left).
+ * the stored response; so does one still running past the longest a loop runs (`longestLoopMs`: its
+ * process stopped and the sweep has not ended it yet), as `response.failed` with the sweep's error.
+ * A response deleted meanwhile ends the stream; so does `signal` (the client left). A read the
+ * database fails (unavailable) is retried, for up to `endedWaitMs`.
  */
-export async function* responseEvents(deps: ResponsesDeps, principal: Principal, id: string, startingAfter: number | null, signal: AbortSignal): AsyncGenerator<KeptEvent[]> {
+export async function* responseEvents(deps: ResponsesDeps, principal: Principal, id: string, startingAfter: number | null, signal: AbortSignal, options: FollowOptions = {}): AsyncGenerator<KeptEvent[]> {
   const row = await findOwned(deps, principal, id);
   if (!row.background) throw badRequest(`Response '${id}' was not created with background: true: only a background response can be streamed again (its events are not kept); retrieve it without stream`, 'stream');
   let after = startingAfter ?? -1;
-  const endedPolls = Math.max(1, Math.ceil(ENDED_WAIT_MS / deps.cancelPollMs));
+  const pageSize = options.pageSize ?? REPLAY_PAGE;
+  const endedPolls = Math.max(1, Math.ceil((options.endedWaitMs ?? ENDED_WAIT_MS) / deps.cancelPollMs));
   let last = await deps.store.lastEvent(id);
   // A row that ended with no event kept: its events may still be on their way (a loop stores its
   // end a moment before its last batch), or they were dropped after the kept time.
@@ -558,17 +583,38 @@ export async function* responseEvents(deps: ResponsesDeps, principal: Principal,
   // Accepted: the caller opens its stream now, before the first event (which may be a while coming).
   yield [];
   let quietSinceEnd = 0;
+  let failedPolls = 0;
   while (!signal.aborted) {
-    const page = await deps.store.eventsAfter(id, after, REPLAY_PAGE);
+    let page: KeptEvent[];
+    let status: string | undefined;
+    try {
+      page = await deps.store.eventsAfter(id, after, pageSize);
+      if (page.length === 0) status = await deps.store.statusOf(principal.userId, id);
+      failedPolls = 0;
+    } catch (error) {
+      // The stream is open: a database blip pauses it (as long as an ended response's terminal
+      // event is waited for) rather than cutting the client off mid-stream.
+      if (!isDependencyUnavailable(error) || ++failedPolls > endedPolls) throw error;
+      deps.logger.warn({ err: (error as Error).message, response_id: id }, 'reading the events of a followed response failed: retrying');
+      await pause(deps.cancelPollMs, signal);
+      continue;
+    }
     if (page.length > 0) {
       yield page;
       after = page.at(-1)!.sequence_number;
       if (TERMINAL_EVENTS.has(page.at(-1)!.type)) return;
       quietSinceEnd = 0;
-      if (page.length === REPLAY_PAGE) continue;
+      if (page.length === pageSize) continue;
     } else {
-      const status = await deps.store.statusOf(principal.userId, id);
       if (status === undefined) return;
+      if (RUNNING.has(status) && deps.clock.now() - row.created_at.getTime() > longestLoopMs(deps)) {
+        // Older than any loop runs: the process running it stopped, and the sweep has not ended
+        // its row yet (it may never: RESPONSES_PURGE_INTERVAL_MS=0). The stream ends as the sweep
+        // will end the row, rather than waiting for it.
+        const stale = await deps.store.find(principal.userId, id);
+        if (stale) yield [storedEnd({ ...stale, status: 'failed', body: { ...stale.body, status: 'failed', error: { ...INTERRUPTED_ERROR } } }, after + 1)];
+        return;
+      }
       if (!RUNNING.has(status) && ++quietSinceEnd >= endedPolls) {
         const ended = await deps.store.find(principal.userId, id);
         if (ended) yield [storedEnd(ended, after + 1)];

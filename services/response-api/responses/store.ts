@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { TERMINAL_EVENTS } from './event-log.js';
 import type { InputItem } from './items.js';
 
 /** SQL of stored responses. Every read is scoped to its owner. */
@@ -36,6 +37,13 @@ export interface ResponseEventRow {
   data: string;
   created_at: Date;
 }
+
+/**
+ * The types of the events that end a response's stream, as SQL literals in the order of the
+ * partial index on them (migrations.ts): the planner only uses it for a query that repeats its
+ * predicate, which a bound parameter would not.
+ */
+const TERMINAL_EVENT_SQL = [...TERMINAL_EVENTS].map((type) => `'${type}'`).join(', ');
 
 /** The statuses of a response whose loop has not stored its end. */
 export const RUNNING_STATUSES: readonly string[] = ['queued', 'in_progress'];
@@ -108,7 +116,7 @@ export function createResponseStore(knex: Knex) {
       return table().where('expires_at', '<=', now).delete();
     },
 
-    /** The status of a response, or undefined once it is gone: a stream that follows its events reads only this while none arrive. */
+    /** The status of a response, or undefined once it is gone: a stream that follows its events reads it after each read that found none. */
     async statusOf(userId: string, id: string): Promise<string | undefined> {
       return (await table().where({ id, user_id: userId }).first('status'))?.status;
     },
@@ -141,19 +149,35 @@ export function createResponseStore(knex: Knex) {
     },
 
     /**
-     * Drops the events of responses that are no longer running and whose last event was kept
-     * before `before`: a response's events go all at once, never leaving a stream with a gap.
+     * Drops the events of responses that are no longer running and whose terminal event was kept
+     * before `before`, `chunk` responses per statement: each statement removes all the events of
+     * the responses it picks, so a response's events go all at once, never leaving a stream with a
+     * gap. The responses are found through the partial index on the terminal events' `created_at`
+     * (its predicate is repeated literally so the planner uses it), not by scanning every event.
+     * Events of a response that has none (its process stopped) go with the response.
      * Returns how many events.
      */
-    async purgeEndedEvents(before: Date): Promise<number> {
-      const result = await knex.raw(
-        `delete from response_events e
-         using (select response_id from response_events group by response_id having max(created_at) < ?) old
-         where e.response_id = old.response_id
-           and not exists (select 1 from responses r where r.id = e.response_id and r.status in (${RUNNING_STATUSES.map(() => '?').join(', ')}))`,
-        [before, ...RUNNING_STATUSES],
-      );
-      return result.rowCount ?? 0;
+    async purgeEndedEvents(before: Date, chunk = 500): Promise<number> {
+      let total = 0;
+      for (;;) {
+        const result = await knex.raw(
+          // An array, not a join: the delete then reads the primary key per response, never the table.
+          `with gone as (
+             delete from response_events e
+             where e.response_id = any (array(
+               select t.response_id from response_events t
+               where t.type in (${TERMINAL_EVENT_SQL}) and t.created_at < ?
+                 and not exists (select 1 from responses r where r.id = t.response_id and r.status in (${RUNNING_STATUSES.map(() => '?').join(', ')}))
+               limit ?))
+             returning e.response_id
+           )
+           select count(*)::int as events, count(distinct response_id)::int as responses from gone`,
+          [before, ...RUNNING_STATUSES, chunk],
+        );
+        const { events, responses } = result.rows[0] as { events: number; responses: number };
+        total += events;
+        if (responses < chunk) return total;
+      }
     },
   };
 }
