@@ -172,30 +172,35 @@ test('the database going away while a refused batch is written record by record 
   await w.stop();
 });
 
-test('while writes fail, a full batch starts no write of its own: the next tick (or flush) retries, not every push', async (t) => {
-  let calls = 0;
-  let down = true;
-  const batches: number[][] = [];
+/** A writer whose database is away until `up()`: every write attempt is counted. */
+function outage(batchSize: number) {
+  const state = { calls: 0, down: true, batches: [] as number[][] };
   const w = createBatchWriter<number>({
     name: 'test',
     write: async (batch) => {
-      calls++;
-      if (down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
-      batches.push(batch);
+      state.calls++;
+      if (state.down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      state.batches.push(batch);
     },
     flushMs: 3_600_000,
-    batchSize: 3,
+    batchSize,
     maxQueued: 1000,
     logger: silent,
   });
+  return { w, state, up: () => (state.down = false) };
+}
+
+test('while writes fail, a full batch starts no write of its own: the next tick (or flush) retries, not every push', async (t) => {
+  const { w, state, up } = outage(3);
+  const batches = state.batches;
   for (let i = 1; i <= 3; i++) w.push(i); // a full batch: its own flush, which fails
   await w.flush(); // waits for it, and fails again
-  t.is(calls, 2);
+  t.is(state.calls, 2);
   for (let i = 4; i <= 9; i++) w.push(i); // more full batches while the database is away
   await w.flush();
-  t.is(calls, 3, 'only the explicit flush wrote');
+  t.is(state.calls, 3, 'only the explicit flush wrote');
   t.is(w.pending(), 9);
-  down = false;
+  up();
   await w.flush();
   t.deepEqual(batches.flat(), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
   for (let i = 10; i <= 12; i++) w.push(i); // writing again: a full batch flushes by itself
@@ -235,35 +240,21 @@ test('stop waits for a flush already writing (its batch is off the queue) before
 });
 
 test('requestFlush writes now, but not while writes fail: the tick or an explicit flush retries', async (t) => {
-  let calls = 0;
-  let down = true;
-  const batches: number[][] = [];
-  const w = createBatchWriter<number>({
-    name: 'test',
-    write: async (batch) => {
-      calls++;
-      if (down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
-      batches.push(batch);
-    },
-    flushMs: 3_600_000,
-    batchSize: 100,
-    maxQueued: 1000,
-    logger: silent,
-  });
+  const { w, state, up } = outage(100);
   w.push(1);
   await w.flush(); // fails: the writer is failing
-  t.is(calls, 1);
+  t.is(state.calls, 1);
   w.push(2);
   w.requestFlush();
   await w.flush(); // only this one writes
-  t.is(calls, 2, 'the requested flush started no write of its own while writes fail');
-  down = false;
+  t.is(state.calls, 2, 'the requested flush started no write of its own while writes fail');
+  up();
   await w.flush();
   w.push(3);
   w.requestFlush();
   await w.flush(); // chained after the requested one, which wrote [3]
-  t.deepEqual(batches, [[1, 2], [3]]);
-  t.is(calls, 4);
+  t.deepEqual(state.batches, [[1, 2], [3]]);
+  t.is(state.calls, 4);
   await w.stop();
 });
 
