@@ -63,18 +63,20 @@ test('past maxQueued the oldest records are dropped', async (t) => {
   t.is(w.pending(), 2);
 });
 
-test('a flush writes what was queued when it started; records arriving during its writes wait for the next one', async (t) => {
+/** A writer whose first write holds until `release()`; `started` settles when it began. Batches are recorded as handed over. */
+function gated() {
   const batches: number[][] = [];
   let release!: () => void;
   let writing!: () => void;
   const started = new Promise<void>((resolve) => (writing = resolve));
+  const held = new Promise<void>((resolve) => (release = resolve));
   const w = createBatchWriter<number>({
     name: 'test',
     write: async (batch) => {
       batches.push(batch);
       if (batches.length === 1) {
         writing();
-        await new Promise<void>((resolve) => (release = resolve));
+        await held;
       }
     },
     flushMs: 3_600_000,
@@ -82,6 +84,11 @@ test('a flush writes what was queued when it started; records arriving during it
     maxQueued: 1000,
     logger: silent,
   });
+  return { w, batches, started, release };
+}
+
+test('a flush writes what was queued when it started; records arriving during its writes wait for the next one', async (t) => {
+  const { w, batches, started, release } = gated();
   w.push(1);
   w.push(2);
   const first = w.flush();
@@ -209,22 +216,7 @@ test('while writes fail, a full batch starts no write of its own: the next tick 
 });
 
 test('stop waits for a flush already writing (its batch is off the queue) before it returns', async (t) => {
-  const batches: number[][] = [];
-  let release!: () => void;
-  let writing!: () => void;
-  const started = new Promise<void>((resolve) => (writing = resolve));
-  const w = createBatchWriter<number>({
-    name: 'test',
-    write: async (batch) => {
-      writing();
-      await new Promise<void>((resolve) => (release = resolve));
-      batches.push(batch);
-    },
-    flushMs: 3_600_000,
-    batchSize: 3,
-    maxQueued: 1000,
-    logger: silent,
-  });
+  const { w, batches, started, release } = gated();
   w.push(1);
   w.requestFlush();
   await started;

@@ -1,18 +1,17 @@
 import amqp from 'amqplib';
 import test from 'ava';
 import { Registry } from 'prom-client';
-import { z } from 'zod';
 import { BusUnavailableError, createAmqpBus } from '../../services/kit/bus/amqp.js';
 import { createLogger, ManualClock, type Bus } from '../../services/kit/index.js';
 import { createToolCaller } from '../../services/mcp-tools/tools/call-tool.js';
 import { createCancelRelay, MAX_HELD, RETRY_FIRST_MS, RETRY_MAX_MS, type ArmTimer, type CancelRelay } from '../../services/mcp-tools/tools/cancel-relay.js';
 import { createCatalog } from '../../services/mcp-tools/tools/catalog.js';
 import { createToolMetrics } from '../../services/mcp-tools/tools/metrics.js';
-import { defineTool } from '../../services/mcp-tools/tools/tool.js';
 import { deleteAmqpTopology, queueConsumers, queuesStartingWith } from '../helpers/amqp.js';
 import { TEST_AMQP_URL, uniqueName } from '../helpers/env.js';
 import { startFaultProxyFor, type UrlFaultProxy } from '../helpers/fault-proxy.js';
 import { waitFor } from '../helpers/wait.js';
+import { untilCancelledTool } from '../mcp/until-cancelled-tool.js';
 
 // The cancel relay while the publishing replica's connection to RabbitMQ is down (a TCP fault proxy
 // cuts it): what it cannot publish is kept, in order, and published once the bus reconnects; what
@@ -95,15 +94,7 @@ test.serial('a cancel published while the broker is away is kept and published a
 
 /** A replica's calls, each running until cancelled, started by its own clock. */
 function callsOn(clock: ManualClock) {
-  const tool = defineTool({
-    name: 'wait',
-    title: 'Wait',
-    description: 'Runs until cancelled.',
-    input: z.object({}).strict(),
-    output: z.object({}),
-    annotations: {},
-    run: (ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true })),
-  });
+  const tool = untilCancelledTool();
   const caller = createToolCaller({ catalog: createCatalog([tool]), switches: { isEnabled: () => true }, metrics: createToolMetrics(new Registry()), logger, maxConcurrentCalls: 8, clock });
   const start = (userId: string, requestId: number) => {
     const state: { settled: boolean; text?: string } = { settled: false };

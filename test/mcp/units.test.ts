@@ -22,6 +22,7 @@ import { pythonExecDescription as describePythonExec } from '../../services/mcp-
 import { ManualClock } from '../../services/kit/index.js';
 import { startTestService, type TestService } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
+import { untilCancelledTool } from './until-cancelled-tool.js';
 
 // The parts of mcp-tools that do not need the edge: the sandbox refusing to run without bwrap,
 // the call path's concurrency bound and log lines, chunking, rank fusion and output capping.
@@ -133,19 +134,7 @@ test("a cancel passed on from another replica stops the user's call under that i
   const clock = new ManualClock(1_000_000);
   let started!: () => void;
   const running = new Promise<void>((resolve) => (started = resolve));
-  const tool = defineTool({
-    name: 'wait',
-    title: 'Wait',
-    description: 'Runs until cancelled.',
-    input: z.object({}).strict(),
-    output: z.object({}),
-    annotations: {},
-    run: (ctx) =>
-      new Promise((_resolve, reject) => {
-        ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
-        started();
-      }),
-  });
+  const tool = untilCancelledTool(started);
   const callTool = createToolCaller({ catalog: createCatalog([tool]), switches: { isEnabled: () => true }, metrics: createToolMetrics(new Registry()), logger: silent, maxConcurrentCalls: 4, clock });
   const call = callTool({ userId: 'usr_x', requestId: 5, signal: new AbortController().signal }, 'wait', {});
   await running;
