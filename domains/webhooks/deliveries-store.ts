@@ -28,6 +28,9 @@ export interface DeliveryRow extends NewDelivery {
   queued: boolean;
   lease_until: number;
   next_attempt_at: Date | null;
+  /** When the sweep last re-enqueued it (since its last attempt), and how many times. */
+  swept_at: Date | null;
+  sweeps: number;
   last_status_code: number | null;
   last_error: string | null;
   delivered_at: Date | null;
@@ -64,6 +67,12 @@ export interface AttemptRecord {
   nextAttemptAt: Date | null;
 }
 
+/** Rows (or ids) per statement where a list can be long: well within PostgreSQL's 65,535 parameters. */
+const STATEMENT_ROWS = 1000;
+
+/** Re-enqueues of one overdue delivery back off up to 2^(this - 1) grace periods apart. */
+const SWEEP_BACKOFF_STEPS = 7;
+
 /** How much of a receiver's answer an attempt keeps (and the worker reads). */
 export const RESPONSE_EXCERPT_BYTES = 512;
 
@@ -83,7 +92,7 @@ export function excerptText(bytes: Uint8Array | null): string | null {
 }
 
 // row_to_json renders timestamps as strings and bigints as numbers; the stores' rows carry Dates.
-const DELIVERY_DATES = ['event_occurred_at', 'next_attempt_at', 'delivered_at', 'created_at', 'updated_at'];
+const DELIVERY_DATES = ['event_occurred_at', 'next_attempt_at', 'swept_at', 'delivered_at', 'created_at', 'updated_at'];
 const WEBHOOK_DATES = ['previous_secret_expires_at', 'subscribed_at', 'created_at', 'updated_at'];
 function revive(row: Record<string, unknown>, dates: string[]): Record<string, unknown> {
   const out = { ...row };
@@ -99,13 +108,18 @@ function withDates(row: { delivery: Record<string, unknown>; webhook: Record<str
 export function createDeliveriesStore(knex: Knex) {
   const deliveries = () => knex<DeliveryRow>('webhook_deliveries');
   return {
-    /** Inserts the deliveries that do not exist yet (unique event_id + webhook_id). */
+    /**
+     * Inserts the deliveries that do not exist yet (unique event_id + webhook_id), `STATEMENT_ROWS`
+     * per statement: one event may match more subscriptions than PostgreSQL's 65,535 parameters of
+     * one statement can carry. Each statement is idempotent, so a fan-out cut between two is redone.
+     */
     async insertMissing(rows: NewDelivery[], now: Date): Promise<void> {
-      if (rows.length === 0) return;
-      await deliveries()
-        .insert(rows.map((r) => ({ ...r, event_data: JSON.stringify(r.event_data), next_attempt_at: now, created_at: now, updated_at: now })) as never)
-        .onConflict(['event_id', 'webhook_id'])
-        .ignore();
+      for (let i = 0; i < rows.length; i += STATEMENT_ROWS) {
+        await deliveries()
+          .insert(rows.slice(i, i + STATEMENT_ROWS).map((r) => ({ ...r, event_data: JSON.stringify(r.event_data), next_attempt_at: now, created_at: now, updated_at: now })) as never)
+          .onConflict(['event_id', 'webhook_id'])
+          .ignore();
+      }
     },
 
     /** Deliveries of an event whose first job was not handed to the bus yet. */
@@ -114,7 +128,7 @@ export function createDeliveriesStore(knex: Knex) {
     },
 
     async markQueued(ids: string[]): Promise<void> {
-      if (ids.length) await deliveries().whereIn('id', ids).update({ queued: true } as never);
+      for (let i = 0; i < ids.length; i += STATEMENT_ROWS) await deliveries().whereIn('id', ids.slice(i, i + STATEMENT_ROWS)).update({ queued: true } as never);
     },
 
     /** The delivery and its subscription, for an attempt. */
@@ -156,7 +170,7 @@ export function createDeliveriesStore(knex: Knex) {
       const result = await knex.raw(
         `with recorded as (
            update webhook_deliveries
-              set status = ?, attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, lease_until = 0,
+              set status = ?, attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, lease_until = 0, swept_at = null, sweeps = 0,
                   next_attempt_at = ?, last_status_code = ?, last_error = ?, delivered_at = ?, updated_at = ?
             where id = ? and attempts = ? and status = 'pending'
            returning id)
@@ -218,7 +232,7 @@ export function createDeliveriesStore(knex: Knex) {
       const [row] = await deliveries()
         .where({ id, webhook_id: webhookId })
         .whereNot({ status: 'pending' })
-        .update({ status: 'pending', cycle_attempts: 0, lease_until: 0, next_attempt_at: now, delivered_at: null, updated_at: now } as never)
+        .update({ status: 'pending', cycle_attempts: 0, lease_until: 0, next_attempt_at: now, swept_at: null, sweeps: 0, delivered_at: null, updated_at: now } as never)
         .returning('*');
       return row as DeliveryRow | undefined;
     },
@@ -238,11 +252,22 @@ export function createDeliveriesStore(knex: Knex) {
       }
     },
 
-    /** Pending deliveries whose next attempt is overdue (their job may have been lost). */
-    async overdue(before: Date, limit: number): Promise<Pick<DeliveryRow, 'id' | 'attempts'>[]> {
+    /**
+     * Pending deliveries whose next attempt is overdue by `graceMs` at `now` (their job may have been
+     * lost), and not re-enqueued by a sweep within the last `graceMs × 2^(sweeps - 1)` (`sweeps` capped
+     * at SWEEP_BACKOFF_STEPS): a delivery that waits because its receiver is slow, its job alive on the
+     * bus, gets a duplicate job after 1, 2, 4 … grace periods rather than one per grace period.
+     */
+    async overdue(now: Date, graceMs: number, limit: number): Promise<Pick<DeliveryRow, 'id' | 'attempts'>[]> {
+      const before = new Date(now.getTime() - graceMs);
       return deliveries()
         .where({ status: 'pending' })
         .andWhere('next_attempt_at', '<', before)
+        .andWhere((q) =>
+          q
+            .whereNull('swept_at')
+            .orWhereRaw(`swept_at + (?::double precision * power(2, least(sweeps, ?) - 1)) * interval '1 millisecond' < ?`, [graceMs, SWEEP_BACKOFF_STEPS, now]),
+        )
         .orderBy('next_attempt_at')
         .limit(limit)
         .select('id', 'attempts');
@@ -264,9 +289,23 @@ export function createDeliveriesStore(knex: Knex) {
       return { pending: Number(row?.pending ?? 0), oldestDue: row?.oldest_due ? new Date(row.oldest_due) : null };
     },
 
-    /** Marks swept deliveries as just re-enqueued, so the next sweep waits another grace period. */
-    async touch(ids: string[], now: Date): Promise<void> {
-      if (ids.length) await deliveries().whereIn('id', ids).andWhere({ status: 'pending' }).update({ next_attempt_at: now, queued: true } as never);
+    /**
+     * Marks swept deliveries as just re-enqueued (`swept_at`, `sweeps`), so the next sweep waits
+     * (see `overdue`). `next_attempt_at` stays the time the attempt was due: the lag metric and the
+     * admin API keep counting from it, and an attempt recorded while the sweep ran keeps the time of
+     * its next attempt (the sweep never makes that one early). Only rows still pending with the
+     * attempt count the sweep read are marked.
+     */
+    async touch(swept: Pick<DeliveryRow, 'id' | 'attempts'>[], now: Date): Promise<void> {
+      for (let i = 0; i < swept.length; i += STATEMENT_ROWS) {
+        const batch = swept.slice(i, i + STATEMENT_ROWS);
+        await deliveries()
+          .where({ status: 'pending' })
+          .andWhere((q) => {
+            for (const d of batch) q.orWhere({ id: d.id, attempts: d.attempts });
+          })
+          .update({ swept_at: now, sweeps: knex.raw('sweeps + 1'), queued: true } as never);
+      }
     },
   };
 }

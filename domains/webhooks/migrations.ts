@@ -100,5 +100,26 @@ const attemptsByTime: Migration = {
   },
 };
 
+/**
+ * What the sweep re-enqueued, kept apart from `next_attempt_at` (which stays the time the attempt
+ * was due, for the lag metric and the admin API): when it last did (`swept_at`) and how many times
+ * since the delivery's last attempt (`sweeps`), so each further re-enqueue waits twice as long.
+ */
+const sweptAt: Migration = {
+  name: '20261207_4003_webhook_deliveries_swept_at',
+  async up(knex) {
+    await knex.schema.alterTable('webhook_deliveries', (t) => {
+      t.timestamp('swept_at', { useTz: true });
+      t.integer('sweeps').notNullable().defaultTo(0);
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('webhook_deliveries', (t) => {
+      t.dropColumn('swept_at');
+      t.dropColumn('sweeps');
+    });
+  },
+};
+
 /** Used by llm-api's webhooks resource and by workers/webhook-delivery. */
-export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: [tables, subscribedAt, attemptsByTime] };
+export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: [tables, subscribedAt, attemptsByTime, sweptAt] };

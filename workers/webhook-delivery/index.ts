@@ -5,12 +5,12 @@ import {
   DELIVERY_QUEUE,
   FANOUT_BINDINGS,
   FANOUT_QUEUE,
-  sendDeliveryJob,
   webhooksConfigShape,
   webhooksMigrationSet,
 } from '../../domains/webhooks/index.js';
 import { createDeliveryHandler } from './deliver.js';
 import { createFanoutHandler } from './fanout.js';
+import { sweepOverdue } from './sweep.js';
 
 /** How often ended deliveries past their retention are deleted. */
 const PRUNE_EVERY_MS = 3_600_000;
@@ -62,12 +62,7 @@ export const webhookDeliveryWorker: WorkerDefinition = {
     ];
 
     // Safety net: a pending delivery overdue by the grace period gets a new job (duplicates are dropped).
-    const sweep = async () => {
-      const overdue = await deliveries.overdue(new Date(clock.now() - config.WEBHOOK_SWEEP_GRACE_MS), 500);
-      for (const d of overdue) await sendDeliveryJob(bus, d);
-      await deliveries.touch(overdue.map((d) => d.id), new Date(clock.now()));
-      if (overdue.length) logger.warn({ count: overdue.length }, 're-enqueued overdue webhook deliveries');
-    };
+    const sweep = () => sweepOverdue({ deliveries, bus, clock, logger, graceMs: config.WEBHOOK_SWEEP_GRACE_MS });
     const sweeps =
       config.WEBHOOK_SWEEP_INTERVAL_MS > 0
         ? runEvery(config.WEBHOOK_SWEEP_INTERVAL_MS, sweep, (error) => logger.warn({ err: error.message }, 'webhook sweep failed; will try again'))
