@@ -1,9 +1,9 @@
 import { DEFAULT_REDIS_PREFIX } from '../../services/kit/core/index.js';
-import { applySchema, type KongFieldEntry } from '../core/index.js';
+import { applySchema, checkHttpUrl, HTTP_URL_MATCH, type KongFieldEntry } from '../core/index.js';
 
 export const Schema: KongFieldEntry[] = [
   /** llm-api's internal `POST /auth/validate-api-key` (never the public edge). */
-  { validate_url: { type: 'string', required: true } },
+  { validate_url: { type: 'string', required: true, match: HTTP_URL_MATCH } },
   { gateway_token: { type: 'string', referenceable: true, encrypted: true } },
   { timeout_ms: { type: 'integer', default: 5000, between: [1, 60000] } },
   /** Positive answers are cached this long, keyed by the key's SHA-256; revocations purge at once. */
@@ -41,4 +41,8 @@ export interface ApiKeyAuthConfig {
   run_on_preflight: boolean;
 }
 
-export const parseApiKeyAuthConfig = (input: unknown) => applySchema(Schema, input) as unknown as ApiKeyAuthConfig;
+export function parseApiKeyAuthConfig(input: unknown): ApiKeyAuthConfig {
+  const config = applySchema(Schema, input);
+  checkHttpUrl(config, 'validate_url');
+  return config as unknown as ApiKeyAuthConfig;
+}

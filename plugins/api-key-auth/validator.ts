@@ -1,4 +1,5 @@
 import { Agent, request } from 'undici';
+import { GATEWAY_TOKEN_HEADER } from '../../services/kit/core/index.js';
 import type { TierLimits } from '../core/index.js';
 
 export interface ValidatedKey {
@@ -21,7 +22,8 @@ export type ValidationResult = { kind: 'valid'; key: ValidatedKey } | { kind: 'i
 
 /**
  * Calls llm-api's `POST /auth/validate-api-key` with the gateway token over kept-alive connections.
- * 200 → valid; 400/401/403/404 → invalid; anything else, a timeout or a refused connection →
+ * 200 → valid; 400/401/403/404 → invalid, unless the answer names `X-Gateway-Token` (the validator
+ * refused this gateway, not the key); anything else, a timeout or a refused connection →
  * unavailable (the caller answers 503, never passes the request through).
  */
 export function createKeyValidator(options: { url: string; gatewayToken?: string; timeoutMs: number }) {
@@ -48,7 +50,12 @@ export function createKeyValidator(options: { url: string; gatewayToken?: string
         if (!key || typeof key.user_id !== 'string' || key.user_id.length === 0) return { kind: 'unavailable', reason: 'malformed validator answer' };
         return { kind: 'valid', key };
       }
-      if ([400, 401, 403, 404].includes(res.statusCode)) return { kind: 'invalid' };
+      if ([400, 401, 403, 404].includes(res.statusCode)) {
+        // llm-api refuses a wrong or missing X-Gateway-Token with 401 naming that header: a verdict
+        // on this gateway's configuration, not on the key (every key would read as invalid).
+        if (refusesGatewayToken(text)) return { kind: 'unavailable', reason: `validator refused the gateway token (${res.statusCode})` };
+        return { kind: 'invalid' };
+      }
       return { kind: 'unavailable', reason: `validator answered ${res.statusCode}` };
     } catch (error) {
       return { kind: 'unavailable', reason: (error as Error).name + ': ' + (error as Error).message };
@@ -56,6 +63,16 @@ export function createKeyValidator(options: { url: string; gatewayToken?: string
   }
 
   return { validate, close: () => agent.close() };
+}
+
+/** The validator's error body names the gateway token as what it refused (`error.param`). */
+function refusesGatewayToken(text: string): boolean {
+  try {
+    const param = (JSON.parse(text) as { error?: { param?: unknown } } | null)?.error?.param;
+    return typeof param === 'string' && param.toLowerCase() === GATEWAY_TOKEN_HEADER;
+  } catch {
+    return false;
+  }
 }
 
 function parseAnswer(text: string): ValidatedKey | null {

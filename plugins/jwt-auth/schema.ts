@@ -1,4 +1,4 @@
-import { applySchema, type KongFieldEntry } from '../core/index.js';
+import { applySchema, checkHttpUrl, HTTP_URL_MATCH, type KongFieldEntry } from '../core/index.js';
 
 /** Asymmetric algorithms only: `none` and the HMAC family cannot be configured (no shared secrets with a public JWKS). */
 export const ALLOWED_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const;
@@ -6,8 +6,8 @@ export const ALLOWED_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 
 export const Schema: KongFieldEntry[] = [
   { issuer: { type: 'string', required: true } },
   { audience: { type: 'string', required: true } },
-  { jwks_url: { type: 'string', required: true } },
-  { algorithms: { type: 'set', elements: { type: 'string', one_of: [...ALLOWED_ALGORITHMS] }, default: [...ALLOWED_ALGORITHMS] } },
+  { jwks_url: { type: 'string', required: true, match: HTTP_URL_MATCH } },
+  { algorithms: { type: 'set', len_min: 1, elements: { type: 'string', one_of: [...ALLOWED_ALGORITHMS] }, default: [...ALLOWED_ALGORITHMS] } },
   { max_lifetime_seconds: { type: 'integer', default: 3600, between: [1, 3600] } },
   { clock_skew_seconds: { type: 'integer', default: 30, between: [0, 300] } },
   { jwks_refresh_cooldown_seconds: { type: 'integer', default: 30, between: [0, 86400] } },
@@ -36,4 +36,9 @@ export interface JwtAuthConfig {
   run_on_preflight: boolean;
 }
 
-export const parseJwtAuthConfig = (input: unknown) => applySchema(Schema, input) as unknown as JwtAuthConfig;
+export function parseJwtAuthConfig(input: unknown): JwtAuthConfig {
+  const config = applySchema(Schema, input);
+  // A JWKS no fetch can reach is a configuration error, not a 503 on every request.
+  checkHttpUrl(config, 'jwks_url');
+  return config as unknown as JwtAuthConfig;
+}

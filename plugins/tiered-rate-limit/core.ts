@@ -95,7 +95,7 @@ export function createTieredRateLimit(
     const identity = identityOf(request.shared);
     if (!identity) return [];
     const tierName = tierOf(identity);
-    const tier = config.tiers[tierName] ?? config.tiers[config.default_key_tier] ?? {};
+    const tier = tiers.get(tierName) ?? tiers.get(config.default_key_tier) ?? {};
     const person = `user:${personOf(identity)}`;
     if (identity.authMethod !== 'apikey' || !identity.limits || !customLimitTiers.has(tierName)) {
       return [{ bucket: person, limits: { minute: tier.minute ?? null, day: tier.day ?? null } }];
@@ -161,6 +161,8 @@ export function createTieredRateLimit(
   }
 
   const customLimitTiers = new Set(config.custom_limit_tiers);
+  /** The configured tiers by name: only those (a validator's tier named `constructor` is no tier of ours). */
+  const tiers = new Map(Object.entries(config.tiers));
   const exempt = new Set(config.exempt_paths);
   const exemptTiers = new Set(config.ip_exempt_tiers);
   /** api-key-auth's `header_name` (lower-case, as both hosts hand header names to the cores). */

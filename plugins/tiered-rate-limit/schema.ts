@@ -1,4 +1,4 @@
-import { applySchema, type KongFieldEntry } from '../core/index.js';
+import { applySchema, SchemaError, type KongFieldEntry } from '../core/index.js';
 
 export const DEFAULT_TIERS: Record<string, { minute?: number; day?: number }> = {
   free: { minute: 3, day: 50 },
@@ -99,4 +99,20 @@ export interface TieredRateLimitConfig {
   hide_client_headers: boolean;
 }
 
-export const parseTieredRateLimitConfig = (input: unknown) => applySchema(Schema, input) as unknown as TieredRateLimitConfig;
+/**
+ * The tier fields that name an entry of `tiers`. One that names none is a configuration error: the
+ * limiter would fall back to the default key tier for it, and with that one missing too, to no
+ * limit at all (a `tiers` map with other names, and the defaults `pro`/`free` left as they are).
+ */
+const TIER_FIELDS = ['user_tier', 'guest_tier', 'unverified_user_tier', 'default_key_tier'] as const;
+
+export function parseTieredRateLimitConfig(input: unknown): TieredRateLimitConfig {
+  const config = applySchema(Schema, input) as unknown as TieredRateLimitConfig;
+  for (const field of TIER_FIELDS) {
+    const name = config[field];
+    if (name !== undefined && !Object.hasOwn(config.tiers, name)) {
+      throw new SchemaError(`config.${field}`, `names no entry of tiers (${Object.keys(config.tiers).join(', ') || 'none'})`);
+    }
+  }
+  return config;
+}

@@ -2,11 +2,11 @@ import test from 'ava';
 import { readFileSync } from 'node:fs';
 import Ajv04Module from 'ajv-draft-04';
 import { parse } from 'yaml';
-import { Schema as apiKeySchema } from '../../plugins/api-key-auth/schema.js';
-import { applySchema, type KongFieldEntry } from '../../plugins/core/kong-schema.js';
-import { Schema as identitySchema } from '../../plugins/identity-headers/schema.js';
-import { Schema as jwtSchema } from '../../plugins/jwt-auth/schema.js';
-import { Schema as rateLimitSchema } from '../../plugins/tiered-rate-limit/schema.js';
+import { parseApiKeyAuthConfig, Schema as apiKeySchema } from '../../plugins/api-key-auth/schema.js';
+import type { KongFieldEntry } from '../../plugins/core/kong-schema.js';
+import { parseIdentityHeadersConfig, Schema as identitySchema } from '../../plugins/identity-headers/schema.js';
+import { parseJwtAuthConfig, Schema as jwtSchema } from '../../plugins/jwt-auth/schema.js';
+import { parseTieredRateLimitConfig, Schema as rateLimitSchema } from '../../plugins/tiered-rate-limit/schema.js';
 import { renderDeck, type DeckFile, type DeckPlugin, type DeckRoute } from '../../services/gateway/deck.js';
 import { DECK_FILE, deckVars } from '../gateway/deck-fixture.js';
 
@@ -23,6 +23,16 @@ const OUR_SCHEMAS: Record<string, KongFieldEntry[]> = {
   'api-key-auth': apiKeySchema,
   'identity-headers': identitySchema,
   'tiered-rate-limit': rateLimitSchema,
+};
+
+// What each plugin checks a configuration with: its schema, then the checks no schema field can
+// say (a URL Node can parse, tier names `tiers` defines), as the plugin server and the embedded
+// edge run them when an instance starts.
+const OUR_PARSERS: Record<string, (config: unknown) => unknown> = {
+  'jwt-auth': parseJwtAuthConfig,
+  'api-key-auth': parseApiKeyAuthConfig,
+  'identity-headers': parseIdentityHeadersConfig,
+  'tiered-rate-limit': parseTieredRateLimitConfig,
 };
 
 // JSON Schemas of the bundled plugins' configs we use (Kong 3.9 schema.lua, reference §5).
@@ -120,7 +130,7 @@ test('every plugin config validates against that plugin’s schema', (t) => {
   const ajv = new Ajv04({ allErrors: true, strict: false });
   for (const { plugin, where } of allPlugins(rendered)) {
     if (OUR_SCHEMAS[plugin.name]) {
-      t.notThrows(() => applySchema(OUR_SCHEMAS[plugin.name]!, plugin.config ?? {}), `${plugin.name} (${where})`);
+      t.notThrows(() => OUR_PARSERS[plugin.name]!(plugin.config ?? {}), `${plugin.name} (${where})`);
     } else {
       const schema = BUNDLED[plugin.name];
       t.truthy(schema, `no schema known for ${plugin.name}`);
@@ -180,6 +190,14 @@ test('semantic rules: bundled jwt as SPEC.md 5 describes it, path syntax, no clu
   t.not(limiter.config!.policy, 'cluster');
   const global = (rendered.plugins ?? []).filter((p) => !p.service && !p.route && !p.consumer && p.enabled !== false).map((p) => p.name);
   t.deepEqual(global.sort(), ['cors', 'identity-headers', 'prometheus', 'tiered-rate-limit']);
+  // Kong runs a plugin's rewrite phase for global instances only: a route-, service- or
+  // consumer-scoped limiter left on `ip_limit_phase: rewrite` would count no address at all.
+  for (const { plugin, where } of allPlugins(rendered)) {
+    const scoped = where !== 'global' || Boolean(plugin.route ?? plugin.service ?? plugin.consumer);
+    if (plugin.name !== 'tiered-rate-limit' || !scoped || plugin.enabled === false) continue;
+    const config = parseTieredRateLimitConfig(plugin.config ?? {});
+    if (config.ip_per_minute > 0 || config.ip_per_hour > 0) t.is(config.ip_limit_phase, 'access', `${where}: a scoped limiter counts addresses in the access phase`);
+  }
   // Kong's metrics for scraping, without a consumer label.
   const prometheus = (rendered.plugins ?? []).find((p) => p.name === 'prometheus')!;
   t.like(prometheus.config, { per_consumer: false, status_code_metrics: true, latency_metrics: true });

@@ -133,6 +133,26 @@ test.serial('validator errors, timeouts and refusals → 503 service_unavailable
   await core.close();
 });
 
+test.serial('a validator that refuses the gateway token (a secret rotated on one side only) is unavailable, not every key invalid: 503, logged', async (t) => {
+  const key = validator.add('user_k_token');
+  const logged: Array<Record<string, unknown>> = [];
+  const logger = { warn() {}, error: (fields: Record<string, unknown>) => void logged.push(fields) };
+  const config = parseApiKeyAuthConfig({ validate_url: validator.url, gateway_token: 'not-the-gateway-token', anonymous: 'anonymous' });
+  const core = createApiKeyAuth(config, { clock: new ManualClock(1_800_000_000_000), logger });
+  const refused = await core.access(request({ 'x-api-key': key.key }));
+  // With OR logic the failure is recorded as "could not be checked" (the final answer is then 503).
+  t.like(refused, { kind: 'continue', anonymous: 'anonymous', failure: { method: 'apikey', status: 503 } });
+  t.is(logged.length, 1);
+  t.regex(String(logged[0]!.reason), /gateway token/);
+  t.is(core.cache.size, 0);
+  const alone = createApiKeyAuth(parseApiKeyAuthConfig({ validate_url: validator.url, gateway_token: 'not-the-gateway-token' }), { logger });
+  t.is(status(await alone.access(request({ 'x-api-key': key.key }))), 503);
+  // A key the validator does not know is still invalid (401), with the right token.
+  const { core: right } = plugin();
+  t.is(status(await right.access(request({ 'x-api-key': `sk_${'B'.repeat(32)}` }))), 401);
+  await Promise.all([core.close(), alone.close(), right.close()]);
+});
+
 test.serial('a revocation purges the cache at once: the next request is revalidated and refused', async (t) => {
   const { core } = plugin({ cache_ttl_seconds: 3600 });
   const channel = createInProcessRevocations();

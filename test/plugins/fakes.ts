@@ -120,7 +120,12 @@ export async function startFakeValidator(gatewayToken: string) {
       calls++;
       if (mode === 'hang') return; // never answers
       if (mode === 'error') return void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{}}');
-      if (req.headers['x-gateway-token'] !== gatewayToken) return void res.writeHead(401).end('{"error":{"message":"gateway"}}');
+      // What llm-api's gateway-token check answers (kit requireGatewayToken), not a verdict on the key.
+      if (req.headers['x-gateway-token'] !== gatewayToken) {
+        return void res
+          .writeHead(401, { 'content-type': 'application/json' })
+          .end('{"error":{"message":"Requests must come through the gateway","type":"auth_error","param":"X-Gateway-Token","code":"unauthorized"}}');
+      }
       const body = JSON.parse(raw || '{}') as { api_key?: string };
       const found = body.api_key ? keys.get(body.api_key) : undefined;
       if (!found) return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"type":"auth_error"}}');

@@ -74,7 +74,7 @@ test('an admin-set limit higher than the tier (or none) is what the key is held 
   t.is(await acceptedOf(core, keyWith('free', { requests_per_minute: 10 }), 15), 10, 'a free key raised to 10 a minute');
   t.is(await acceptedOf(core, keyWith('pro', { requests_per_minute: null }), 100), 100, 'a pro key without a minute limit');
   t.is(await acceptedOf(core, keyWith('pro', null), 100), 60, 'a pro key nobody set limits on');
-  const relaxed = limiter({ tiers: { enterprise: { minute: 5 } } });
+  const relaxed = limiter({ tiers: { enterprise: { minute: 5 } }, user_tier: 'enterprise', guest_tier: 'enterprise', default_key_tier: 'enterprise' });
   t.is(await acceptedOf(relaxed.core, keyWith('enterprise', { requests_per_minute: 10 }), 15), 10, 'above an enterprise tier limit too');
 });
 
@@ -82,12 +82,12 @@ test("keys nobody set limits on follow the edge's tier settings, raised or lower
   const raised = limiter({ tiers: { free: { minute: 10, day: 100 }, pro: { minute: 200, day: 1000 } } });
   t.is(await acceptedOf(raised.core, keyWith('free', null), 15), 10, 'nothing set on the key: the edge’s raised tier applies');
   t.is(await acceptedOf(raised.core, keyWith('pro', null), 250), 200);
-  const lowered = limiter({ tiers: { pro: { minute: 2, day: 1000 } } });
+  const lowered = limiter({ tiers: { pro: { minute: 2, day: 1000 } }, guest_tier: 'pro', default_key_tier: 'pro' });
   t.is(await acceptedOf(lowered.core, keyWith('pro', null), 5), 2);
 });
 
 test('a lowered key has a counter of its own: other credentials of its user keep the tier, and still share the user budget', async (t) => {
-  const { core } = limiter({ tiers: { free: { minute: 3, day: 50 } } });
+  const { core } = limiter({ tiers: { free: { minute: 3, day: 50 } }, user_tier: 'free' });
   const userId = `user_${randomBytes(4).toString('hex')}`;
   const throttled = keyWith('free', { requests_per_minute: 1 }, userId);
   const plain = keyWith('free', null, userId);

@@ -67,7 +67,7 @@ async function acceptedOnKong(answer: Omit<ValidatedKey, 'user_id'>, attempts: n
     validate: async (apiKey) => (keys.has(apiKey) ? { kind: 'valid', key: keys.get(apiKey)! } : { kind: 'invalid' }),
   });
   // The deck's shape with a small pro tier: 2 requests a minute.
-  const limiter = createTieredRateLimit(parseTieredRateLimitConfig({ ip_per_minute: 0, tiers: { pro: { minute: 2, day: 1000 } } }), {
+  const limiter = createTieredRateLimit(parseTieredRateLimitConfig({ ip_per_minute: 0, tiers: { pro: { minute: 2, day: 1000 } }, guest_tier: 'pro', default_key_tier: 'pro' }), {
     store: createLocalStore(),
     clock: new ManualClock(Date.UTC(2026, 11, 6, 12, 0, 5)),
   });

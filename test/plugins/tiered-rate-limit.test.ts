@@ -104,7 +104,7 @@ for (const [name, makeStore] of stores) {
   });
 
   test(`${name}: daily quota spent → 429 insufficient_quota with x-should-retry: false`, async (t) => {
-    const { core, clock, store } = await limiter({ tiers: { free: { minute: 1000, day: 5 } } });
+    const { core, clock, store } = await limiter({ tiers: { free: { minute: 1000, day: 5 } }, user_tier: 'free' });
     const shared = { apikey: key('free') };
     for (let i = 0; i < 5; i++) t.is((await core.access(req(freshIp(), shared))).kind, 'continue');
     const over = await core.access(req(freshIp(), shared));
@@ -130,7 +130,7 @@ for (const [name, makeStore] of stores) {
     for (let i = 0; i < 100; i++) t.is((await core.access(req('1.1.1.1', unlimited))).kind, 'continue');
     // A key nobody set limits on (the validator's custom_limits null) follows the edge's tier settings.
     const freeWithDefaults = { apikey: key('free', 'user_f') };
-    const relaxed = await limiter({ ip_per_minute: 0, tiers: { free: { minute: 10, day: 100 } } });
+    const relaxed = await limiter({ ip_per_minute: 0, tiers: { free: { minute: 10, day: 100 } }, user_tier: 'free' });
     for (let i = 0; i < 10; i++) t.is((await relaxed.core.access(req('1.1.1.1', freeWithDefaults))).kind, 'continue');
     await store.close();
     await relaxed.store.close();
@@ -172,7 +172,7 @@ for (const [name, makeStore] of stores) {
   });
 
   test(`${name}: a key's own limits (only an administrator sets them) replace its tier's: a lower one tightens, a higher one loosens`, async (t) => {
-    const { core, store } = await limiter({ ip_per_minute: 0, tiers: { ...{ free: { minute: 3, day: 50 } }, enterprise: { minute: 5 } } });
+    const { core, store } = await limiter({ ip_per_minute: 0, tiers: { ...{ free: { minute: 3, day: 50 } }, enterprise: { minute: 5 } }, user_tier: 'free' });
     const looser = { apikey: key('enterprise', `user_${randomBytes(4).toString('hex')}`, { minute: 10, day: null }) };
     let accepted = 0;
     for (let i = 0; i < 12; i++) if ((await core.access(req('1.1.1.1', looser))).kind === 'continue') accepted++;
