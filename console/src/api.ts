@@ -60,6 +60,8 @@ export class ApiError extends Error {
     readonly code: string | null,
     readonly param: string | null,
     readonly requestId: string | null,
+    /** Seconds to wait before trying again, from a 429's or 503's `Retry-After` (null when not given). */
+    readonly retryAfter: number | null = null,
   ) {
     super(message);
   }
@@ -80,7 +82,7 @@ export interface TokenPair {
 
 /** E-mail and password sign-in: a token pair, or the API's error (401, 429 locked, 400 …). */
 export async function signInWithPassword(email: string, password: string): Promise<TokenPair> {
-  const res = await fetch('/llm/auth/login', {
+  const res = await reach('/llm/auth/login', {
     method: 'POST',
     headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
     body: JSON.stringify({ email, password }),
@@ -135,12 +137,40 @@ function refuseDotSegments(path: string): void {
   }
 }
 
+/**
+ * fetch, with an unreachable API (network down, connection refused) turned into an error that says
+ * so rather than the browser's bare "Failed to fetch". An aborted call stays an AbortError.
+ */
+async function reach(path: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(path, init);
+  } catch (error) {
+    if (init.signal?.aborted || (error instanceof DOMException && error.name === 'AbortError')) throw error;
+    throw new Error('The API could not be reached (network error or the server is down). Try again in a moment.');
+  }
+}
+
+let credentialRefused: (() => void) | null = null;
+/**
+ * Registers what to do when the API refuses the signed-in credential itself (a 401 that a token
+ * renewal could not cure: a key revoked, a session ended or expired). The call's error is still
+ * thrown to its caller.
+ */
+export function onCredentialRefused(listener: () => void) {
+  credentialRefused = listener;
+}
+
 /** fetch with the credential; a 401 with a token sign-in renews the access token and tries once more. */
 async function authorizedFetch(path: string, init: RequestInit & { extraHeaders?: Record<string, string> }): Promise<Response> {
   refuseDotSegments(path);
-  const send = () => fetch(path, { ...init, headers: headers(init.extraHeaders), credentials: 'omit', cache: 'no-store' });
-  const res = await send();
-  if (res.status === 401 && current?.kind === 'token' && (await renewToken())) return send();
+  const send = async () => {
+    const used = current;
+    return { used, res: await reach(path, { ...init, headers: headers(init.extraHeaders), credentials: 'omit', cache: 'no-store' }) };
+  };
+  let { used, res } = await send();
+  if (res.status === 401 && used?.kind === 'token' && (await renewToken())) ({ used, res } = await send());
+  // Only when the refused credential is still the one held (not one already replaced by a new sign-in).
+  if (res.status === 401 && used !== null && used === current) credentialRefused?.();
   return res;
 }
 
@@ -153,7 +183,8 @@ async function toError(res: Response): Promise<ApiError> {
     /* not JSON: the status alone */
   }
   const e = body.error ?? {};
-  return new ApiError(res.status, e.message ?? `HTTP ${res.status}`, e.code ?? null, e.param ?? null, e.request_id ?? requestId);
+  const wait = Number(res.headers.get('retry-after') ?? NaN);
+  return new ApiError(res.status, e.message ?? `HTTP ${res.status}`, e.code ?? null, e.param ?? null, e.request_id ?? requestId, Number.isFinite(wait) && wait >= 0 ? Math.ceil(wait) : null);
 }
 
 export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {

@@ -1,4 +1,4 @@
-import { clearCredential, credential, get, setCredential, signInWithPassword, signOutCredential, type Credential } from './api.js';
+import { ApiError, clearCredential, credential, get, onCredentialRefused, setCredential, signInWithPassword, signOutCredential, type Credential } from './api.js';
 import { h } from './dom.js';
 import { catalogPage } from './pages/catalog.js';
 import { keysPage } from './pages/keys.js';
@@ -10,7 +10,7 @@ import { usagePage } from './pages/usage.js';
 import { usersPage } from './pages/users.js';
 import { webhooksPage } from './pages/webhooks.js';
 import type { Me } from './session.js';
-import { attempt, labelled } from './ui.js';
+import { attempt, errorBox, labelled } from './ui.js';
 
 interface Page {
   path: string;
@@ -44,7 +44,10 @@ async function enter(value: Credential, slot: HTMLElement) {
   render();
 }
 
-function signInView() {
+/** Why the sign-in page is shown again, when it is not a sign-out (shown above the forms). */
+const SESSION_ENDED = 'Your session has ended: the API no longer accepts this credential (it expired, was revoked or was signed out elsewhere). Sign in again.';
+
+function signInView(notice?: string) {
   const key = h('input', { name: 'api_key', type: 'password', required: true, autocomplete: 'off', spellcheck: 'false' });
   const keySlot = h('div', {});
   const keyForm = h(
@@ -94,6 +97,7 @@ function signInView() {
       'main',
       { id: 'main', class: 'sign-in-page' },
       h('h1', {}, 'Sign in to the console'),
+      notice ? h('p', { class: 'error', role: 'alert' }, notice) : null,
       h('p', {}, 'Your credential is kept in this tab only and cleared when you sign out or close the tab.'),
       h('div', { class: 'sign-in-choices' }, keyForm, passwordForm),
     ),
@@ -144,15 +148,45 @@ function render() {
 
 window.addEventListener('hashchange', () => me && render());
 
-void (async () => {
-  if (!credential()) return signInView();
-  const slot = h('div', {});
-  app.replaceChildren(slot);
-  const user = await attempt(slot, () => get<Me>('/auth/me'));
-  if (!user) {
-    clearCredential();
-    return signInView();
+// A credential the API refuses while signed in (a key revoked, a session expired or ended
+// elsewhere) ends the console's session: it is forgotten and the sign-in page says why, instead of
+// every page showing 401 errors. The address is kept, so signing in again returns to the same page.
+// (While signing in, `me` is null and the refusal is shown in the sign-in form instead.)
+onCredentialRefused(() => {
+  if (!me) return;
+  me = null;
+  clearCredential();
+  signInView(SESSION_ENDED);
+});
+
+/**
+ * A tab reopened with a credential: asks the API who it belongs to. Only a refusal of the
+ * credential (401) forgets it; an API that is down or busy (a network error, 5xx, 429) shows its
+ * error with *Try again*, and the credential is kept.
+ */
+async function resume() {
+  app.replaceChildren(h('main', { id: 'main', class: 'sign-in-page' }, h('h1', {}, 'AI Gateway console'), h('p', { role: 'status' }, 'Checking your sign-in…')));
+  try {
+    me = await get<Me>('/auth/me');
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) {
+      clearCredential();
+      return signInView(SESSION_ENDED);
+    }
+    app.replaceChildren(
+      h(
+        'main',
+        { id: 'main', class: 'sign-in-page' },
+        h('h1', {}, 'AI Gateway console'),
+        h('p', {}, 'The API could not confirm your sign-in. You are still signed in in this tab.'),
+        errorBox(error),
+        h('div', { class: 'row' }, h('button', { type: 'button', onclick: () => void resume() }, 'Try again'), h('button', { type: 'button', class: 'secondary', onclick: signOut }, 'Sign out')),
+      ),
+    );
+    return;
   }
-  me = user;
   render();
-})();
+}
+
+if (credential()) void resume();
+else signInView();

@@ -10,6 +10,7 @@ export function errorBox(error: unknown): HTMLElement {
       h('strong', {}, `Error ${error.status}: `),
       error.message,
       error.param ? h('span', {}, ` (field: ${error.param})`) : null,
+      error.retryAfter !== null ? h('span', { class: 'retry-after' }, ` Try again in ${error.retryAfter} s.`) : null,
       error.requestId ? h('div', { class: 'request-id' }, 'Request id: ', h('code', { 'data-request-id': error.requestId }, error.requestId)) : null,
     );
   }
@@ -29,6 +30,20 @@ export async function attempt<T>(slot: HTMLElement, action: () => Promise<T>): P
   } catch (error) {
     slot.replaceChildren(errorBox(error));
     return undefined;
+  }
+}
+
+/**
+ * Runs a form's action with its submit buttons disabled until it ends, so a double click or a
+ * second Enter sends it once: a key or webhook created twice would leave a secret never shown.
+ */
+export async function submitting<T>(form: HTMLFormElement, action: () => Promise<T>): Promise<T> {
+  const buttons = [...form.querySelectorAll<HTMLButtonElement>('button[type=submit]')];
+  for (const button of buttons) button.disabled = true;
+  try {
+    return await action();
+  } finally {
+    for (const button of buttons) button.disabled = false;
   }
 }
 

@@ -1,7 +1,7 @@
 import { del, getAll, post } from '../api.js';
 import { h } from '../dom.js';
 import type { Me } from '../session.js';
-import { attempt, formatDate, labelled, truncatedNote } from '../ui.js';
+import { attempt, formatDate, labelled, submitting, truncatedNote } from '../ui.js';
 
 interface ApiKey {
   id: string;
@@ -99,7 +99,7 @@ export function keysPage(root: HTMLElement, me: Me) {
       if (models) body.allowed_models = models;
     }
     if (expires.value) body.expires_in_days = Number(expires.value);
-    const created = await attempt(status, () => post<ApiKey>(base, body));
+    const created = await submitting(form, () => attempt(status, () => post<ApiKey>(base, body)));
     if (!created?.key) return;
     form.reset();
     // The secret exists only in this element until the user dismisses it or leaves the page.

@@ -1,6 +1,6 @@
 import { get, getAll, patch, post } from '../api.js';
 import { h } from '../dom.js';
-import { attempt, formatDate, labelled, truncatedNote } from '../ui.js';
+import { attempt, formatDate, labelled, submitting, truncatedNote } from '../ui.js';
 
 interface Endpoint {
   url: string;
@@ -124,7 +124,7 @@ export function providersPage(root: HTMLElement) {
     event.preventDefault();
     const body: Record<string, string> = { name: name.value, vendor: vendor.value, base_url: baseUrl.value };
     if (key.value.trim()) body.api_key = key.value.trim();
-    const created = await attempt(status, () => post<Provider>('/v1/admin/providers', body));
+    const created = await submitting(form, () => attempt(status, () => post<Provider>('/v1/admin/providers', body)));
     if (created) {
       key.value = '';
       status.append(h('p', { class: 'ok', role: 'status' }, `Registered ${created.name}.`));

@@ -27,9 +27,19 @@ export function requestsPage(root: HTMLElement) {
     h('button', { type: 'submit' }, 'Find'),
   );
   let offset = 0;
+  // The filters of the list on screen: the page buttons move through that list, even when a field
+  // was changed since without pressing Find.
+  let applied: Record<string, string> = {};
+  const apply = () => {
+    applied = {};
+    for (const [name, input] of [['request_id', requestId], ['user_id', userId], ['key_id', keyId]] as const) {
+      if (input.value.trim()) applied[name] = input.value.trim();
+    }
+    offset = 0;
+  };
   filter.addEventListener('submit', (event) => {
     event.preventDefault();
-    offset = 0;
+    apply();
     void refresh();
   });
   root.replaceChildren(
@@ -42,15 +52,12 @@ export function requestsPage(root: HTMLElement) {
   /** Narrow the list to one user or key from a row (the other filters are cleared). */
   const only = (field: HTMLInputElement, value: string) => {
     for (const input of [requestId, userId, keyId]) input.value = input === field ? value : '';
-    offset = 0;
+    apply();
     void refresh();
   };
 
   async function refresh() {
-    const query = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String(offset) });
-    for (const [name, input] of [['request_id', requestId], ['user_id', userId], ['key_id', keyId]] as const) {
-      if (input.value.trim()) query.set(name, input.value.trim());
-    }
+    const query = new URLSearchParams({ ...applied, limit: String(PAGE_SIZE), offset: String(offset) });
     const page = await attempt(listSlot, () => get<Page>(`/v1/admin/requests?${query}`));
     if (!page) return;
     if (!page.data.length) return void listSlot.replaceChildren(h('p', {}, offset ? 'No more requests.' : 'No request matches.'));

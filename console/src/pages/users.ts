@@ -34,11 +34,21 @@ export function usersPage(root: HTMLElement, me: Me) {
   const kind = h('select', { name: 'kind' }, h('option', { value: 'accounts' }, 'Accounts (no guests)'), h('option', { value: 'all' }, 'Everyone'), h('option', { value: 'guests' }, 'Guests'), h('option', { value: 'disabled' }, 'Disabled'));
   const listSlot = h('div', {});
   const filter = h('form', { class: 'card row', 'aria-label': 'Find users' }, labelled('E-mail', email), labelled('Show', kind), h('button', { type: 'submit' }, 'Find'));
+  // The list a page at a time (oldest account first, as the API orders it); a new search starts at its first page.
+  // The page buttons move through the list on screen: its filters are the ones applied by Find (or
+  // by choosing what to show), not a field changed since.
+  let offset = 0;
+  let applied = { email: '', kind: kind.value };
+  const apply = () => {
+    applied = { email: email.value.trim(), kind: kind.value };
+    offset = 0;
+    void refresh();
+  };
   filter.addEventListener('submit', (event) => {
     event.preventDefault();
-    void refresh();
+    apply();
   });
-  kind.addEventListener('change', () => void refresh());
+  kind.addEventListener('change', apply);
   root.replaceChildren(h('h1', {}, 'Users'), filter, h('section', { 'aria-label': 'Users' }, listSlot));
 
   // Only the latest search draws the list: an earlier one answered later (the first load, while a
@@ -46,22 +56,38 @@ export function usersPage(root: HTMLElement, me: Me) {
   let searches = 0;
   async function refresh() {
     const search = ++searches;
-    const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
-    if (email.value.trim()) query.set('email', email.value.trim());
-    if (kind.value === 'accounts') query.set('is_guest', 'false');
-    if (kind.value === 'guests') query.set('is_guest', 'true');
-    if (kind.value === 'disabled') query.set('disabled', 'true');
-    const users = await attempt(listSlot, () => get<List<User> & { total_count?: number }>(`/v1/admin/users?${query}`));
+    const query = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String(offset) });
+    if (applied.email) query.set('email', applied.email);
+    if (applied.kind === 'accounts') query.set('is_guest', 'false');
+    if (applied.kind === 'guests') query.set('is_guest', 'true');
+    if (applied.kind === 'disabled') query.set('disabled', 'true');
+    const users = await attempt(listSlot, () => get<List<User> & { has_more?: boolean; total_count?: number }>(`/v1/admin/users?${query}`));
     if (search !== searches || !users) return;
-    if (!users.data.length) return void listSlot.replaceChildren(h('p', {}, 'No user matches.'));
+    if (!users.data.length) return void listSlot.replaceChildren(h('p', {}, offset ? 'No more users.' : 'No user matches.'), offset ? pager(false) : '');
+    const hasMore = users.has_more ?? (users.total_count !== undefined && offset + users.data.length < users.total_count);
     listSlot.replaceChildren(
-      users.total_count && users.total_count > users.data.length ? h('p', { class: 'badge' }, `Showing ${users.data.length} of ${users.total_count}: narrow the search by e-mail.`) : '',
+      h('p', { class: 'page-range', 'aria-live': 'polite' }, `${offset + 1}–${offset + users.data.length}${users.total_count !== undefined ? ` of ${users.total_count}` : ''}`),
       h(
         'table',
         { class: 'users' },
         h('thead', {}, h('tr', {}, h('th', {}, 'User'), h('th', {}, 'Kind'), h('th', {}, 'Status'), h('th', {}, 'Created'), h('th', {}, ''))),
         h('tbody', {}, ...users.data.flatMap(row)),
       ),
+      pager(hasMore),
+    );
+  }
+
+  /** Previous page / Next page under the list. */
+  function pager(hasMore: boolean): HTMLElement {
+    const move = (to: number) => () => {
+      offset = Math.max(0, to);
+      void refresh();
+    };
+    return h(
+      'div',
+      { class: 'row' },
+      h('button', { type: 'button', class: 'secondary', disabled: offset === 0, onclick: move(offset - PAGE_SIZE) }, 'Previous page'),
+      h('button', { type: 'button', class: 'secondary', disabled: !hasMore, onclick: move(offset + PAGE_SIZE) }, 'Next page'),
     );
   }
 

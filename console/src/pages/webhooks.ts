@@ -1,7 +1,7 @@
 import { del, get, getAll, patch, post } from '../api.js';
 import { h } from '../dom.js';
 import type { List } from '../session.js';
-import { attempt, formatDate, labelled, truncatedNote } from '../ui.js';
+import { attempt, formatDate, labelled, submitting, truncatedNote } from '../ui.js';
 
 interface Webhook {
   id: string;
@@ -32,6 +32,7 @@ interface Delivery {
   attempts: Attempt[];
 }
 
+const DELIVERIES_PAGE = 20;
 const EVENT_HINT = 'conversation.*, message.*, model.*, mcp_tool.* or *';
 
 /**
@@ -48,7 +49,7 @@ export function webhooksPage(root: HTMLElement) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const body = { url: url.value.trim(), events: events.value.split(/[,\s]+/).filter(Boolean) };
-    const created = await attempt(status, () => post<Webhook>('/v1/admin/webhooks', body));
+    const created = await submitting(form, () => attempt(status, () => post<Webhook>('/v1/admin/webhooks', body)));
     if (!created) return;
     form.reset();
     showSecret(created, 'Signing secret of the new webhook');
@@ -94,7 +95,7 @@ export function webhooksPage(root: HTMLElement) {
       }
     };
     const sendTest = async () => {
-      if ((await attempt(slot, () => post(`/v1/admin/webhooks/${encodeURIComponent(w.id)}/test`))) !== undefined) await showDeliveries();
+      if ((await attempt(slot, () => post(`/v1/admin/webhooks/${encodeURIComponent(w.id)}/test`))) !== undefined) await page(0)();
     };
     const toggle = async () => {
       if ((await attempt(slot, () => patch(`/v1/admin/webhooks/${encodeURIComponent(w.id)}`, { active: !w.active }))) !== undefined) await refresh();
@@ -102,12 +103,28 @@ export function webhooksPage(root: HTMLElement) {
     const remove = async () => {
       if ((await attempt(slot, () => del(`/v1/admin/webhooks/${encodeURIComponent(w.id)}`))) !== undefined) await refresh();
     };
+    // Deliveries a page at a time, newest first: older ones are reached with "Older deliveries".
+    let offset = 0;
+    const page = (to: number) => () => {
+      offset = Math.max(0, to);
+      return showDeliveries();
+    };
     async function showDeliveries() {
-      const list = await attempt(deliveriesError, () => get<List<Delivery>>(`/v1/admin/webhooks/${encodeURIComponent(w.id)}/deliveries?limit=20`));
+      const list = await attempt(deliveriesError, () => get<List<Delivery> & { has_more?: boolean; total_count?: number }>(`/v1/admin/webhooks/${encodeURIComponent(w.id)}/deliveries?limit=${DELIVERIES_PAGE}&offset=${offset}`));
       if (!list) return;
+      const range = list.data.length ? `${offset + 1}–${offset + list.data.length}${list.total_count !== undefined ? ` of ${list.total_count}` : ''}` : '';
       deliveries.replaceChildren(
         h('h4', {}, 'Deliveries ', act('Refresh', `Refresh deliveries of ${w.url}`, showDeliveries)),
-        list.data.length ? deliveryTable(list.data) : h('p', {}, 'No delivery yet.'),
+        list.data.length ? deliveryTable(list.data) : h('p', {}, offset ? 'No older delivery.' : 'No delivery yet.'),
+        offset || list.has_more
+          ? h(
+              'div',
+              { class: 'row' },
+              h('span', { class: 'page-range', 'aria-live': 'polite' }, range),
+              h('button', { type: 'button', class: 'secondary', 'aria-label': `Newer deliveries of ${w.url}`, disabled: offset === 0, onclick: page(offset - DELIVERIES_PAGE) }, 'Newer deliveries'),
+              h('button', { type: 'button', class: 'secondary', 'aria-label': `Older deliveries of ${w.url}`, disabled: !list.has_more, onclick: page(offset + DELIVERIES_PAGE) }, 'Older deliveries'),
+            )
+          : '',
       );
     }
     function deliveryTable(rows: Delivery[]): HTMLElement {
@@ -153,7 +170,7 @@ export function webhooksPage(root: HTMLElement) {
         'div',
         { class: 'row' },
         act('Send test', `Send a test event to ${w.url}`, sendTest),
-        act('Deliveries', `Show deliveries of ${w.url}`, showDeliveries),
+        act('Deliveries', `Show deliveries of ${w.url}`, page(0)),
         act('Rotate secret', `Rotate the secret of ${w.url}`, rotate),
         act(w.active ? 'Deactivate' : 'Activate', `${w.active ? 'Deactivate' : 'Activate'} ${w.url}`, toggle),
         act('Delete', `Delete ${w.url}`, remove, 'danger'),
