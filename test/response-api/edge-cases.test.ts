@@ -188,3 +188,104 @@ test('a step the token limit cut inside its tool calls runs none of them: the re
   t.false(events.some((e: any) => e.type === 'response.mcp_call.in_progress'));
   t.is(p.fake.scriptRequests('cut-calls-stream').length, 1);
 });
+
+test("a function_call_output given as input_text parts reaches the model as their text, and is kept as parts; an image part is a 400 naming it", async (t) => {
+  p.fake.script('parts-call', [{ tool_calls: [{ name: 'get_weather', arguments: { city: 'Oslo' } }] }]);
+  p.fake.script('parts-answer', [{ content: 'noted' }]);
+  const { client } = await p.newClient();
+  const conversation = await client.conversations.create({});
+  const tools = [{ type: 'function' as const, name: 'get_weather', parameters: { type: 'object', properties: {} }, strict: false }];
+  const first = await client.responses.create({ model: MODEL, input: 'weather? #script:parts-call', tools, conversation: conversation.id });
+  const call = first.output.find((i) => i.type === 'function_call') as any;
+  t.truthy(call);
+
+  const parts = [
+    { type: 'input_text' as const, text: 'cold, ' },
+    { type: 'input_text' as const, text: '-3C #script:parts-answer' },
+  ];
+  const second = await client.responses.create({ model: MODEL, previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: call.call_id, output: parts }], tools });
+  t.is(second.status, 'completed');
+  const sent = p.fake.scriptRequests('parts-answer')[0]!.body.messages as Array<Record<string, unknown>>;
+  t.deepEqual(sent.at(-1), { role: 'tool', tool_call_id: call.call_id, content: 'cold, -3C #script:parts-answer' });
+  const listed = (await client.responses.inputItems.list(second.id)).data[0] as any;
+  t.is(listed.type, 'function_call_output');
+  t.deepEqual(listed.output, parts);
+  // The conversation took the turn, the output as its parts.
+  const items: any[] = [];
+  for await (const item of client.conversations.items.list(conversation.id, { order: 'asc' })) items.push(item);
+  const stored = items.find((item) => item.type === 'function_call_output');
+  t.deepEqual(stored?.output, parts);
+
+  p.fake.script('parts-never', [{ content: 'never' }]);
+  const refused = await t.throwsAsync(
+    client.responses.create({
+      model: MODEL,
+      previous_response_id: first.id,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: [{ type: 'input_text', text: 'see #script:parts-never' }, { type: 'input_image', image_url: 'https://example.com/a.png', detail: 'auto' }] }],
+      tools,
+    }),
+    { instanceOf: BadRequestError },
+  );
+  t.is((refused as BadRequestError).param, 'input[0].output[1].type');
+  t.is(p.fake.scriptRequests('parts-never').length, 0);
+});
+
+test('tool_choice allowed_tools offers the model only the tools it lists (auto or required); a tool it lists that is not offered is a 400 naming it', async (t) => {
+  const { client } = await p.newClient();
+  const fn = (name: string) => ({ type: 'function' as const, name, parameters: { type: 'object', properties: {} }, strict: false });
+  const tools = [fn('get_weather'), fn('get_time'), 'python_exec' as any];
+  p.fake.script('allowed-auto', [{ content: 'ok' }]);
+  const choice = { type: 'allowed_tools' as const, mode: 'auto' as const, tools: [{ type: 'function', name: 'get_time' }] };
+  const auto = await client.responses.create({ model: MODEL, input: 'x #script:allowed-auto', tools, tool_choice: choice });
+  t.is(auto.status, 'completed');
+  t.deepEqual(auto.tool_choice, choice, 'echoed as asked');
+  t.is(auto.tools.length, 3, 'every tool declared is echoed');
+  const [autoStep] = p.fake.scriptRequests('allowed-auto');
+  t.deepEqual(
+    autoStep!.body.tools.map((tool: any) => tool.function.name),
+    ['get_time'],
+  );
+  t.is(autoStep!.body.tool_choice, 'auto');
+
+  // required with the platform's tools (an mcp entry without a name allows every platform tool offered): the first step must call one.
+  p.fake.script('allowed-required', [{ content: 'ok' }]);
+  await client.responses.create({ model: MODEL, input: 'x #script:allowed-required', tools, tool_choice: { type: 'allowed_tools', mode: 'required', tools: [{ type: 'mcp', server_label: 'jan' }] } });
+  const [requiredStep] = p.fake.scriptRequests('allowed-required');
+  t.deepEqual(
+    requiredStep!.body.tools.map((tool: any) => tool.function.name),
+    ['python_exec'],
+  );
+  t.is(requiredStep!.body.tool_choice, 'required');
+
+  p.fake.script('allowed-never', [{ content: 'never' }]);
+  const cases: Array<[unknown, string]> = [
+    [{ type: 'allowed_tools', mode: 'auto', tools: [{ type: 'function', name: 'no_such_function' }] }, 'tool_choice.tools[0]'],
+    [{ type: 'allowed_tools', mode: 'auto', tools: [{ type: 'function', name: 'get_time' }, { type: 'mcp', server_label: 'jan', name: 'scrape' }] }, 'tool_choice.tools[1]'],
+    [{ type: 'allowed_tools', mode: 'sometimes', tools: [{ type: 'function', name: 'get_time' }] }, 'tool_choice.mode'],
+    [{ type: 'allowed_tools', mode: 'auto', tools: [] }, 'tool_choice.tools'],
+    [{ type: 'web_search_preview' }, 'tool_choice.type'],
+  ];
+  for (const [toolChoice, param] of cases) {
+    const error = await t.throwsAsync(client.responses.create({ model: MODEL, input: 'x #script:allowed-never', tools, tool_choice: toolChoice as any }), { instanceOf: BadRequestError }, JSON.stringify(toolChoice));
+    t.is((error as BadRequestError).param, param, JSON.stringify(toolChoice));
+  }
+  t.is(p.fake.scriptRequests('allowed-never').length, 0);
+});
+
+test('an mcp tool asking for approval before its calls is a 400 naming require_approval (the platform runs its tools unasked); never is taken', async (t) => {
+  const { client } = await p.newClient();
+  p.fake.script('approval-never', [{ content: 'never' }]);
+  const cases: unknown[] = ['always', { always: { tool_names: ['python_exec'] } }];
+  for (const requireApproval of cases) {
+    const error = await t.throwsAsync(
+      client.responses.create({ model: MODEL, input: 'x #script:approval-never', tools: [{ type: 'mcp', server_label: 'jan', allowed_tools: ['python_exec'], require_approval: requireApproval } as any] }),
+      { instanceOf: BadRequestError },
+      JSON.stringify(requireApproval),
+    );
+    t.is((error as BadRequestError).param?.startsWith('tools[0].require_approval'), true, (error as BadRequestError).param ?? 'no param');
+  }
+  t.is(p.fake.scriptRequests('approval-never').length, 0);
+  p.fake.script('approval-none', [{ content: 'ran' }]);
+  const taken = await client.responses.create({ model: MODEL, input: 'x #script:approval-none', tools: [{ type: 'mcp', server_label: 'jan', allowed_tools: ['python_exec'], require_approval: 'never' } as any] });
+  t.is(taken.output_text, 'ran');
+});

@@ -238,3 +238,82 @@ test('response-api makes a response in the X-Gateway-Project-ID a platform servi
   const rows = await usageRows(userId, 2);
   t.deepEqual(rows.map((r) => r.project_id).sort(), [null, projectId].sort());
 });
+
+/** `POST /v1/responses` straight to response-api as a platform service acting for `userId`, in `projectId` when given. */
+function serviceResponse(userId: string, body: Record<string, unknown>, projectId?: string) {
+  return fetch(`${p.serviceUrl('response-api')}/v1/responses`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'x-gateway-token': p.gatewaySecret,
+      'x-auth-method': 'apikey',
+      'x-user-id': userId,
+      'x-user-subject': userId,
+      ...(projectId ? { 'x-gateway-project-id': projectId } : {}),
+    },
+    body: JSON.stringify(body),
+  });
+}
+
+test('a response chained with previous_response_id from one made in a project (no conversation) stays in that project, along the chain', async (t) => {
+  const { client, userId, projectId } = await projectConversation();
+  p.fake.script('chain-header-first', [{ content: 'first' }]);
+  const first = await serviceResponse(userId, { model: MODEL, input: 'one #script:chain-header-first', tools: [] }, projectId);
+  t.is(first.status, 200);
+  const firstId = ((await first.json()) as any).id as string;
+
+  // Through the edge with the SDK: no project header.
+  p.fake.script('chain-header-second', [{ content: 'second' }]);
+  const second = await client.responses.create({ model: MODEL, input: 'two #script:chain-header-second', previous_response_id: firstId, tools: [] });
+  t.is(second.status, 'completed');
+  t.is(second.conversation, null);
+  // A chain of the chain (streamed) inherits the project the second response inherited.
+  p.fake.script('chain-header-third', [{ content: 'third' }]);
+  const stream = await client.responses.create({ model: MODEL, input: 'three #script:chain-header-third', previous_response_id: second.id, tools: [], stream: true });
+  let completed: any = null;
+  for await (const event of stream) if (event.type === 'response.completed') completed = event.response;
+  t.is(completed?.status, 'completed');
+
+  for (const script of ['chain-header-second', 'chain-header-third']) {
+    const messages = p.fake.scriptRequests(script)[0]!.body.messages as Array<{ role: string; content: unknown }>;
+    t.deepEqual(messages[0], { role: 'system', content: INSTRUCTION }, script);
+    t.is(messages.filter((m) => m.content === INSTRUCTION).length, 1, `${script}: the instruction is sent once`);
+  }
+  const rows = await usageRows(userId, 3);
+  t.deepEqual(
+    rows.map((r) => r.project_id),
+    [projectId, projectId, projectId],
+  );
+});
+
+test('a chained request naming another project than the previous response\'s is a 400 naming previous_response_id; the same project, or one after a response in none, is taken', async (t) => {
+  const { userId, projectId, key } = await projectConversation();
+  const other = await p.api(key, 'POST', '/v1/projects', { name: 'Harbour', instruction: 'Answer as a harbour master.' });
+  t.true(other.status === 200 || other.status === 201);
+  p.fake.script('chain-mismatch-first', [{ content: 'first' }]);
+  const first = await serviceResponse(userId, { model: MODEL, input: 'one #script:chain-mismatch-first', tools: [] }, projectId);
+  t.is(first.status, 200);
+  const firstId = ((await first.json()) as any).id as string;
+
+  p.fake.script('chain-mismatch-other', [{ content: 'never' }]);
+  const refused = await serviceResponse(userId, { model: MODEL, input: 'two #script:chain-mismatch-other', previous_response_id: firstId, tools: [] }, other.json.id);
+  t.is(refused.status, 400);
+  const error = ((await refused.json()) as any).error;
+  t.is(error.param, 'previous_response_id');
+  t.is(error.type, 'invalid_request_error');
+  t.is(p.fake.scriptRequests('chain-mismatch-other').length, 0, 'nothing ran');
+
+  p.fake.script('chain-mismatch-same', [{ content: 'same' }]);
+  const same = await serviceResponse(userId, { model: MODEL, input: 'two #script:chain-mismatch-same', previous_response_id: firstId, tools: [] }, projectId);
+  t.is(same.status, 200);
+  t.deepEqual(p.fake.scriptRequests('chain-mismatch-same')[0]!.body.messages[0], { role: 'system', content: INSTRUCTION });
+
+  // A response in no project continued in a project: the project named is taken.
+  p.fake.script('chain-none-first', [{ content: 'none' }]);
+  const plain = await serviceResponse(userId, { model: MODEL, input: 'one #script:chain-none-first', tools: [] });
+  t.is(plain.status, 200);
+  p.fake.script('chain-none-named', [{ content: 'named' }]);
+  const named = await serviceResponse(userId, { model: MODEL, input: 'two #script:chain-none-named', previous_response_id: ((await plain.json()) as any).id, tools: [] }, projectId);
+  t.is(named.status, 200);
+  t.deepEqual(p.fake.scriptRequests('chain-none-named')[0]!.body.messages[0], { role: 'system', content: INSTRUCTION });
+});

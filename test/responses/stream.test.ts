@@ -167,3 +167,16 @@ test('cancel during a tool call aborts the MCP call: the response stops without 
   t.is(call.error, 'cancelled');
   t.is(p.fake.scriptRequests('long-tool').length, 1, 'no step after the cancel');
 });
+
+test("an mcp_call's events come in OpenAI's order (in_progress, then its arguments, then its end); usage carries every token detail the SDK types", async (t) => {
+  p.fake.script('mcp-order', [{ tool_calls: [{ name: 'no_such_tool', arguments: { q: 'x' } }] }, { content: 'done' }]);
+  const { client } = await p.newClient();
+  const { events, final } = await streamResponse(t, client, { model: MODEL, input: 'go #script:mcp-order' });
+  t.is(final.output[0].type, 'mcp_call');
+  t.deepEqual(
+    events.filter((e) => e.output_index === 0).map((e) => e.type),
+    ['response.output_item.added', 'response.mcp_call.in_progress', 'response.mcp_call_arguments.delta', 'response.mcp_call_arguments.done', 'response.mcp_call.failed', 'response.output_item.done'],
+  );
+  t.deepEqual(final.usage.input_tokens_details, { cached_tokens: 0, cache_write_tokens: 0 });
+  t.deepEqual(final.usage.output_tokens_details, { reasoning_tokens: 0 });
+});

@@ -72,7 +72,7 @@ export function toInputItems(input: unknown): InputItem[] {
     }
     if (type === 'function_call_output') {
       requiredString(item.call_id, `${param}.call_id`);
-      const output = typeof item.output === 'string' ? item.output : JSON.stringify(item.output ?? '');
+      const output = Array.isArray(item.output) ? outputParts(item.output, param) : typeof item.output === 'string' ? item.output : JSON.stringify(item.output ?? '');
       return { id: id('functionCallOutput'), type, call_id: item.call_id, output, status: 'completed' };
     }
     if (type === 'mcp_call') return mcpCallItem(item, param, id('mcpCall'));
@@ -109,6 +109,21 @@ export function toInputItems(input: unknown): InputItem[] {
       );
     }
     throw badRequest(`${param}.type '${String(type)}' is not supported`, `${param}.type`);
+  });
+}
+
+/**
+ * A function's output given as content parts (the SDK's `ResponseFunctionCallOutputItemList`): kept
+ * as parts (what `input_items` lists and the conversation stores), sent to the model as their text
+ * (`toChatMessages`). A chat tool message carries text only, so an image or a file part is a 400
+ * naming it rather than dropped unseen.
+ */
+function outputParts(parts: unknown[], param: string): Array<{ type: 'input_text'; text: string }> {
+  return parts.map((part: any, k) => {
+    const at = `${param}.output[${k}]`;
+    if (part?.type !== 'input_text') throw badRequest(`${at}.type '${String(part?.type)}' is not supported in a function call output: only input_text parts can be given to the model as a tool's output`, `${at}.type`);
+    if (typeof part.text !== 'string') throw badRequest(`${at}.text must be a string`, `${at}.text`);
+    return { type: 'input_text', text: part.text };
   });
 }
 
@@ -252,6 +267,8 @@ function imageOf(part: Record<string, any>): { url: string; detail?: string } | 
 /** A function's output as a tool message's text: a string as it is, parts by their text (their JSON when they hold none). */
 function outputText(output: unknown): string {
   if (typeof output === 'string') return output;
+  // Output parts of a request's input (all text, checked by `outputParts`): their text, even when empty.
+  if (Array.isArray(output) && output.every((part) => part?.type === 'input_text' && typeof part.text === 'string')) return contentText(output);
   return contentText(output) || JSON.stringify(output ?? '');
 }
 

@@ -27,7 +27,7 @@ export interface LoopPlan {
   /**
    * The project of the response's conversation (its own, or the one a `previous_response_id`
    * chain is in), or, outside a conversation, the one a platform service made the response in (deep
-   * research): every step is made in it, so llm-api prepends the project's instruction and
+   * research) or the response it continues with `previous_response_id` was made in: every step is made in it, so llm-api prepends the project's instruction and
    * attributes the step's usage to it. Absent or null: none.
    */
   projectId?: string | null;
@@ -298,7 +298,7 @@ function addUsage(response: Record<string, any>, step: number, completion: ChatC
   const entry = { step, input_tokens: u.prompt_tokens ?? 0, output_tokens: u.completion_tokens ?? 0, total_tokens: u.total_tokens ?? (u.prompt_tokens ?? 0) + (u.completion_tokens ?? 0) };
   const usage = (response.usage ??= {
     input_tokens: 0,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
     output_tokens: 0,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: 0,
@@ -307,6 +307,7 @@ function addUsage(response: Record<string, any>, step: number, completion: ChatC
   usage.output_tokens += entry.output_tokens;
   usage.total_tokens += entry.total_tokens;
   usage.input_tokens_details.cached_tokens += u.prompt_tokens_details?.cached_tokens ?? 0;
+  usage.input_tokens_details.cache_write_tokens += u.prompt_tokens_details?.cache_write_tokens ?? 0;
   usage.output_tokens_details.reasoning_tokens += u.completion_tokens_details?.reasoning_tokens ?? 0;
   response.step_usage = [...(response.step_usage ?? []), entry];
   return entry;

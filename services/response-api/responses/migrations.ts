@@ -72,4 +72,21 @@ export const responsesMigrations: Migration[] = [
       await knex.raw('drop index if exists response_events_terminal_created_at_index');
     },
   },
+  {
+    // The project a response was made in when it belongs to no conversation (the one a platform
+    // service named with X-Gateway-Project-ID): a response chained from it with
+    // previous_response_id is made in it too. Null: no project, or the response's conversation
+    // names it (its project is read from the conversation when the chain is created).
+    name: '20261207_1600_responses_project',
+    async up(knex) {
+      await knex.schema.alterTable('responses', (t) => {
+        t.string('project_id', 64).nullable();
+      });
+    },
+    async down(knex) {
+      await knex.schema.alterTable('responses', (t) => {
+        t.dropColumn('project_id');
+      });
+    },
+  },
 ];

@@ -25,7 +25,7 @@ import { toConversationItem } from './items.js';
  */
 export interface ChatCompletion {
   choices: Array<{ message: ChatCompletionMessage; finish_reason: string | null }>;
-  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; prompt_tokens_details?: { cached_tokens?: number }; completion_tokens_details?: { reasoning_tokens?: number } };
+  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number }; completion_tokens_details?: { reasoning_tokens?: number } };
 }
 
 /** What answered a turn: the response's `model` and `usage` (the sum of its steps'; null when none was reported). */

@@ -203,10 +203,11 @@ export class ResponseRecorder {
     const item: Record<string, any> = { id, type: 'mcp_call', server_label: call.serverLabel, name: call.name, arguments: '', status: 'in_progress', output: null, error: null };
     this.response.output.push(item);
     this.send('response.output_item.added', { output_index: outputIndex, item: { ...item } });
+    // As OpenAI orders them: the call is in progress, then its arguments.
+    this.send('response.mcp_call.in_progress', { item_id: id, output_index: outputIndex });
     item.arguments = call.arguments;
     this.send('response.mcp_call_arguments.delta', { item_id: id, output_index: outputIndex, delta: call.arguments });
     this.send('response.mcp_call_arguments.done', { item_id: id, output_index: outputIndex, arguments: call.arguments });
-    this.send('response.mcp_call.in_progress', { item_id: id, output_index: outputIndex });
     return outputIndex;
   }
 

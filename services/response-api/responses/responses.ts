@@ -42,6 +42,8 @@ export interface CreateOptions {
    * The project a platform service makes the response in (`X-Gateway-Project-ID`: llm-api's deep
    * research in a project). Every step is made in it, as in a project's conversation; llm-api checks
    * it is the caller's. Ignored when the response belongs to a conversation (whose project counts).
+   * A response chained with `previous_response_id` outside a conversation is made in the project of
+   * the response it continues; naming another one is a 400 naming `previous_response_id`.
    */
   projectId?: string;
 }
@@ -58,12 +60,24 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
   let conversationId = typeof input.conversation === 'string' ? input.conversation : (input.conversation?.id ?? null);
   /** The conversation's project, read beside its history (awaited once that is read). */
   let project: Promise<string | null> | null = null;
+  /** The project of the response chained with `previous_response_id` when it belongs to no conversation. */
+  let chainedProject: string | null = null;
   if (input.previous_response_id) {
     const previous = await deps.store.find(principal.userId, input.previous_response_id);
     if (!previous) throw new ApiError(400, `Previous response with id '${input.previous_response_id}' not found.`, { code: 'previous_response_not_found', param: 'previous_response_id' });
     if (RUNNING.has(previous.status)) throw badRequest(`Previous response '${previous.id}' has not finished yet`, 'previous_response_id');
     conversationId = previous.body.conversation?.id ?? null;
-    project = conversationId ? projectOf(deps, principal, conversationId, options.signal) : null;
+    if (conversationId) project = projectOf(deps, principal, conversationId, options.signal);
+    else {
+      // A chain outside any conversation stays in the project of the response it continues: its
+      // context was made there. A platform service naming another project cannot move it (its
+      // history would then be sent under another project's instruction and usage).
+      const inherited = previous.project_id ?? null;
+      if (inherited && options.projectId && options.projectId !== inherited) {
+        throw badRequest(`Previous response '${previous.id}' was made in another project than the one this request names: a chain cannot move to another project`, 'previous_response_id');
+      }
+      chainedProject = inherited;
+    }
     history = previous.context as ChatMessage[];
     if (truncation === 'auto') {
       const budget = await historyBudget(deps, principal, input, current, options.signal);
@@ -81,7 +95,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
       history = toChatMessages(all.reverse());
     }
   }
-  const projectId = project ? await project : conversationId === null ? (options.projectId ?? null) : null;
+  const projectId = project ? await project : conversationId === null ? (options.projectId ?? chainedProject) : null;
   await deps.media.checkReferences(principal, inputItems, options.signal);
   // A streamed or background caller is answered 200 before the first step, so a model llm-api does
   // not serve would only show as `response.failed`: it is asked for first (as `truncation: "auto"`
@@ -152,6 +166,8 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     body: response,
     context,
     input_items: inputItems,
+    // A conversation's project is read from the conversation whenever a chain is created.
+    project_id: conversationId ? null : projectId,
     created_at: new Date(now),
     expires_at: new Date(now + deps.retentionDays * 86_400_000),
   });
@@ -442,8 +458,14 @@ async function planFor(input: CreateResponseRequest, principal: Principal, proje
   // of the server's tools) is `required`: the platform tools are the only MCP server.
   let toolChoice: unknown = input.tool_choice ?? 'auto';
   const offered = (name: string) => chosen.has(name) || functionNames.has(name);
-  if (toolChoice && typeof toolChoice === 'object') {
+  /** `allowed_tools`: the tools the model is offered, among those declared (all of them otherwise). */
+  let allowed: { platform: Set<string>; functions: Set<string> } | null = null;
+  if (toolChoice && typeof toolChoice === 'object' && (toolChoice as { type: string }).type === 'allowed_tools') {
+    allowed = allowedTools(toolChoice as Record<string, unknown>, chosen, functionNames);
+    toolChoice = (toolChoice as { mode: string }).mode;
+  } else if (toolChoice && typeof toolChoice === 'object') {
     const { type, name } = toolChoice as { type: string; name?: string | null };
+    if (!CHOICE_TYPES.has(type)) throw badRequest(`tool_choice type '${type}' is not supported: use 'function', 'mcp' or 'allowed_tools' (or 'none', 'auto', 'required')`, 'tool_choice.type');
     if (type === 'mcp' && !name) {
       if (chosen.size === 0) throw badRequest('tool_choice requires a platform tool, and none is offered', 'tool_choice');
       toolChoice = 'required';
@@ -468,11 +490,11 @@ async function planFor(input: CreateResponseRequest, principal: Principal, proje
     instructions: input.instructions ?? null,
     messages,
     session,
-    mcpTools: [...chosen].map((name) => {
+    mcpTools: [...chosen].filter((name) => !allowed || allowed.platform.has(name)).map((name) => {
       const t = byName.get(name)!;
       return { type: 'function' as const, function: { name, ...(t.description ? { description: t.description } : {}), parameters: t.inputSchema } };
     }),
-    functionTools,
+    functionTools: allowed ? functionTools.filter((tool) => allowed.functions.has(tool.function.name)) : functionTools,
     toolChoice,
     parallelToolCalls: input.parallel_tool_calls !== false,
     maxToolCalls: input.max_tool_calls ?? null,
@@ -481,6 +503,31 @@ async function planFor(input: CreateResponseRequest, principal: Principal, proje
     maxOutputTokens: input.max_output_tokens ?? null,
     sampling,
   };
+}
+
+/** The object forms of `tool_choice` that name tools this service offers. */
+const CHOICE_TYPES = new Set(['function', 'mcp', 'custom']);
+
+/**
+ * `tool_choice: {type: "allowed_tools", mode, tools}`: the model is offered only the tools listed
+ * (every step; the response still declares and echoes all of them), and `mode` (`auto` or
+ * `required`) is the choice. An entry is `{type: "function", name}` (a client function declared in
+ * `tools`) or `{type: "mcp", server_label, name?}` (a platform tool offered, all of them without a
+ * name); one naming a tool that is not offered is a 400 naming it.
+ */
+function allowedTools(choice: Record<string, unknown>, platform: Set<string>, functions: Set<string>) {
+  if (choice.mode !== 'auto' && choice.mode !== 'required') throw badRequest("tool_choice.mode must be 'auto' or 'required'", 'tool_choice.mode');
+  if (!Array.isArray(choice.tools) || choice.tools.length === 0) throw badRequest('tool_choice.tools must list at least one tool', 'tool_choice.tools');
+  const allowed = { platform: new Set<string>(), functions: new Set<string>() };
+  choice.tools.forEach((entry: any, i: number) => {
+    const param = `tool_choice.tools[${i}]`;
+    const name = typeof entry?.name === 'string' && entry.name ? entry.name : null;
+    if (entry?.type === 'function' && name && functions.has(name)) allowed.functions.add(name);
+    else if (entry?.type === 'mcp' && name && platform.has(name)) allowed.platform.add(name);
+    else if (entry?.type === 'mcp' && !name && platform.size > 0) platform.forEach((tool) => allowed.platform.add(tool));
+    else throw badRequest(`${param} is not one of the tools offered (a {type: 'function', name} declared in tools, or a {type: 'mcp', server_label, name?} platform tool)`, param);
+  });
+  return allowed;
 }
 
 /** The format a response applies, as requested (`strict` false when not given); `text` by default. */

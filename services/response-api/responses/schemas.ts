@@ -9,12 +9,22 @@ const functionTool = z.looseObject({
   parameters: z.record(z.string(), z.unknown()).nullable().optional(),
   strict: z.boolean().nullable().optional(),
 });
+/**
+ * The platform runs its tools when the model calls them: no call waits for an approval, so a tool
+ * asking for one (`require_approval: "always"`, or `{always: …}`) is refused rather than run unasked.
+ */
+const NO_APPROVAL = "the platform's tools run when the model calls them, without approval: send require_approval 'never' or leave it out";
+const requireApproval = z
+  .union([z.literal('never'), z.looseObject({ always: z.null({ error: NO_APPROVAL }).optional() })], { error: NO_APPROVAL })
+  .nullable()
+  .optional();
 /** The platform's own MCP tools; `allowed_tools` narrows them. An external `server_url` is not supported. */
 const mcpTool = z.looseObject({
   type: z.literal('mcp'),
   server_label: z.string().min(1).max(64).optional(),
   allowed_tools: z.array(z.string().min(1).max(64)).nullable().optional(),
   server_url: z.undefined({ error: 'only the platform tools are available: leave server_url out' }).optional(),
+  require_approval: requireApproval,
 });
 /**
  * A tool object is told by its `type`, so a refusal names the field of that kind that is wrong

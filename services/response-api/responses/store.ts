@@ -12,6 +12,12 @@ export interface ResponseRow {
   body: Record<string, any>;
   context: unknown[];
   input_items: InputItem[];
+  /**
+   * The project the response was made in when it belongs to no conversation (named by a platform
+   * service's X-Gateway-Project-ID, or inherited along a previous_response_id chain), which a
+   * response chained from it inherits; null otherwise.
+   */
+  project_id?: string | null;
   created_at: Date;
   expires_at: Date;
 }
