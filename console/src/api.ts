@@ -160,6 +160,16 @@ export function onCredentialRefused(listener: () => void) {
   credentialRefused = listener;
 }
 
+let adminRefused: (() => void) | null = null;
+/**
+ * Registers what to do when the API answers 403 to an administrator endpoint (`/v1/admin/…`): the
+ * signed-in user may have lost the administrator role since the console asked who they are. The
+ * call's error is still thrown to its caller.
+ */
+export function onAdminRefused(listener: () => void) {
+  adminRefused = listener;
+}
+
 /** fetch with the credential; a 401 with a token sign-in renews the access token and tries once more. */
 async function authorizedFetch(path: string, init: RequestInit & { extraHeaders?: Record<string, string> }): Promise<Response> {
   refuseDotSegments(path);
@@ -171,20 +181,53 @@ async function authorizedFetch(path: string, init: RequestInit & { extraHeaders?
   if (res.status === 401 && used?.kind === 'token' && (await renewToken())) ({ used, res } = await send());
   // Only when the refused credential is still the one held (not one already replaced by a new sign-in).
   if (res.status === 401 && used !== null && used === current) credentialRefused?.();
+  if (res.status === 403 && used !== null && used === current && path.startsWith('/v1/admin/')) adminRefused?.();
   return res;
+}
+
+// Reason phrases for answers that carry none (HTTP/2 has no status text) and no error of the API's own.
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  408: 'Request Timeout',
+  409: 'Conflict',
+  413: 'Content Too Large',
+  422: 'Unprocessable Content',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
+
+/**
+ * The message of an answer without an error of the API's own (a proxy's HTML page, an empty body):
+ * its status and reason phrase, and for a 502, 503 or 504 what that usually means. The body itself
+ * is never shown: it may be a whole HTML page.
+ */
+function statusMessage(res: Response): string {
+  const head = res.statusText.trim() || STATUS_TEXT[res.status] || `HTTP ${res.status}`;
+  if (res.status === 502 || res.status === 503 || res.status === 504) {
+    return `${head}. A proxy in front of the API, or the API itself, is unavailable. Try again in a moment.`;
+  }
+  return head;
 }
 
 async function toError(res: Response): Promise<ApiError> {
   const requestId = res.headers.get('x-request-id');
-  let body: { error?: { message?: string; code?: string; param?: string; request_id?: string } } = {};
+  let body: { error?: { message?: unknown; code?: unknown; param?: unknown; request_id?: unknown } } | null = null;
   try {
     body = await res.json();
   } catch {
-    /* not JSON: the status alone */
+    /* not JSON (a proxy's HTML page, an empty body): described by its status alone */
   }
-  const e = body.error ?? {};
+  const e = body && typeof body === 'object' && body.error && typeof body.error === 'object' ? body.error : {};
+  const text = (value: unknown) => (typeof value === 'string' && value ? value : null);
   const wait = Number(res.headers.get('retry-after') ?? NaN);
-  return new ApiError(res.status, e.message ?? `HTTP ${res.status}`, e.code ?? null, e.param ?? null, e.request_id ?? requestId, Number.isFinite(wait) && wait >= 0 ? Math.ceil(wait) : null);
+  return new ApiError(res.status, text(e.message) ?? statusMessage(res), text(e.code), text(e.param), text(e.request_id) ?? requestId, Number.isFinite(wait) && wait >= 0 ? Math.ceil(wait) : null);
 }
 
 export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {

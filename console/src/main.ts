@@ -1,4 +1,4 @@
-import { ApiError, clearCredential, credential, get, onCredentialRefused, setCredential, signInWithPassword, signOutCredential, type Credential } from './api.js';
+import { ApiError, clearCredential, credential, get, onAdminRefused, onCredentialRefused, setCredential, signInWithPassword, signOutCredential, type Credential } from './api.js';
 import { h } from './dom.js';
 import { catalogPage } from './pages/catalog.js';
 import { keysPage } from './pages/keys.js';
@@ -16,7 +16,8 @@ interface Page {
   path: string;
   title: string;
   adminOnly: boolean;
-  render(root: HTMLElement, me: Me): void;
+  /** `left` is aborted when the operator leaves the page (another page, sign-out, a session ended): what it still runs stops. */
+  render(root: HTMLElement, me: Me, left: AbortSignal): void;
 }
 
 /** The pages, in menu order. Admin pages are neither listed nor rendered for other users (the API refuses them anyway). */
@@ -35,11 +36,24 @@ const PAGES: Page[] = [
 const app = document.getElementById('app')!;
 let me: Me | null = null;
 
-/** Sets the credential and asks the API who it belongs to; on failure the error is shown in `slot` and nothing is kept. */
+// The page on screen's lifetime: aborted when another page replaces it or the session ends, so a
+// playground stream does not run on (and get stored) behind a page the operator left.
+let pageLife: AbortController | null = null;
+function leavePage(): AbortSignal {
+  pageLife?.abort();
+  pageLife = new AbortController();
+  return pageLife.signal;
+}
+
+/**
+ * Sets the credential and asks the API who it belongs to; on failure the error is shown in `slot`
+ * and nothing is kept: a token pair is also ended at the API (`signOutCredential`, best effort),
+ * so a refresh token that nobody holds any more does not stay valid until it expires.
+ */
 async function enter(value: Credential, slot: HTMLElement) {
   setCredential(value);
   const user = await attempt(slot, () => get<Me>('/auth/me'));
-  if (!user) return clearCredential();
+  if (!user) return void signOutCredential();
   me = user;
   render();
 }
@@ -48,6 +62,7 @@ async function enter(value: Credential, slot: HTMLElement) {
 const SESSION_ENDED = 'Your session has ended: the API no longer accepts this credential (it expired, was revoked or was signed out elsewhere). Sign in again.';
 
 function signInView(notice?: string) {
+  leavePage();
   const key = h('input', { name: 'api_key', type: 'password', required: true, autocomplete: 'off', spellcheck: 'false' });
   const keySlot = h('div', {});
   const keyForm = h(
@@ -117,8 +132,10 @@ function skipToContent(event: Event) {
   document.getElementById('main')?.focus();
 }
 
-function render() {
+/** Draws the menu and the page the address names; `notice` (a change of rights) is shown above the page. */
+function render(notice?: string) {
   if (!me) return signInView();
+  const left = leavePage();
   const user = me;
   const visible = PAGES.filter((p) => !p.adminOnly || user.is_admin);
   const wanted = location.hash.replace(/^#\/?/, '');
@@ -141,8 +158,8 @@ function render() {
     h('span', { class: 'who' }, (user.is_guest ? user.username : user.email ?? user.username) ?? user.id, user.is_admin ? ' (admin)' : ''),
     h('button', { type: 'button', class: 'secondary', onclick: signOut }, 'Sign out'),
   );
-  app.replaceChildren(header, main);
-  if (page) page.render(main, user);
+  app.replaceChildren(header, ...(notice ? [h('p', { class: 'notice', role: 'status' }, notice)] : []), main);
+  if (page) page.render(main, user, left);
   else main.replaceChildren(h('h1', {}, 'Page not found'), h('p', {}, 'This page does not exist or is not available to your account.'));
 }
 
@@ -157,6 +174,32 @@ onCredentialRefused(() => {
   me = null;
   clearCredential();
   signInView(SESSION_ENDED);
+});
+
+/**
+ * An administrator endpoint answered 403 while the console shows admin pages: the user may have
+ * been demoted since signing in. `/auth/me` is asked once (one question at a time, however many
+ * calls were refused together); when it no longer says admin, the menu and the page are drawn
+ * again from its answer. When it still says admin nothing is redrawn (the 403 stays in place), so
+ * a page that is refused for another reason does not loop.
+ */
+let recheck: Promise<void> | null = null;
+onAdminRefused(() => {
+  const held = me;
+  if (!held?.is_admin || recheck) return;
+  recheck = (async () => {
+    try {
+      const fresh = await get<Me>('/auth/me');
+      if (me === held && !fresh.is_admin) {
+        me = fresh;
+        render('Your account is no longer an administrator: the admin pages are no longer available.');
+      }
+    } catch {
+      /* the page shows its own error; a refused credential ends the session by itself */
+    } finally {
+      recheck = null;
+    }
+  })();
 });
 
 /**

@@ -1,6 +1,6 @@
 import { get, getAll, post, streamChat } from '../api.js';
 import { h } from '../dom.js';
-import type { List } from '../session.js';
+import type { List, Me } from '../session.js';
 import { attempt, errorBox, labelled } from '../ui.js';
 
 interface Model {
@@ -53,8 +53,10 @@ const isMessage = (item: Item) => item.type === 'message' && (item.role === 'use
  * Chats are stored (`store: true`): the conversations API keeps the history, lists the
  * conversations, and turns an edit or a regenerate into a new `MAIN` branch with the previous one
  * kept as a backup; the branches are shown as a tree and any of them can be opened.
+ * `left` ends with the page (another page opened, sign-out, a session ended): a stream still
+ * running is aborted, as *Stop* would, and nothing more is asked for this page.
  */
-export function playgroundPage(root: HTMLElement) {
+export function playgroundPage(root: HTMLElement, _me: Me, left: AbortSignal) {
   const picker = h('select', { name: 'model' });
   const pickerSlot = h('div', {});
   const notice = h('div', {});
@@ -93,6 +95,7 @@ export function playgroundPage(root: HTMLElement) {
   };
 
   stop.addEventListener('click', () => controller?.abort());
+  left.addEventListener('abort', () => controller?.abort(), { once: true });
   newChat.addEventListener('click', () => {
     controller?.abort();
     conversationId = null;
@@ -117,6 +120,7 @@ export function playgroundPage(root: HTMLElement) {
     const { bubble, content } = assistantBubble(picker.value);
     transcript.append(bubble);
     controller = new AbortController();
+    if (left.aborted) controller.abort();
     setState('streaming', 'Streaming…');
     let text = '';
     try {
@@ -154,7 +158,7 @@ export function playgroundPage(root: HTMLElement) {
     if (conversationId) body.conversation = conversationId;
     const expected = itemCount + 2;
     const { ended } = await streamAnswer(body);
-    if (ended === 'error') return;
+    if (ended === 'error' || left.aborted) return;
     await settle(ended, expected);
   });
 
@@ -178,6 +182,7 @@ export function playgroundPage(root: HTMLElement) {
     const id = conversationId;
     let page: ItemPage | undefined;
     for (let pause = 50; ; pause *= 2) {
+      if (left.aborted) return;
       page = await attempt(notice, () => get<ItemPage>(`/v1/conversations/${encodeURIComponent(id)}/items?order=desc&limit=${ITEMS_SHOWN}`));
       if (!page || (page.total_count ?? page.data.length) >= expected) break;
       if (pause > 12_800) {
@@ -267,7 +272,8 @@ export function playgroundPage(root: HTMLElement) {
       .filter(isMessage)
       .map((item) => ({ role: item.role, content: textOf(item.content) }));
     const { text, ended } = await streamAnswer({ messages });
-    if (ended === 'error') return;
+    // A page left mid-answer stores nothing more: the operator did not wait for this answer.
+    if (ended === 'error' || left.aborted) return;
     setState('saving', 'Saving…');
     const content = [{ type: 'output_text', text, annotations: [] }];
     await attempt(notice, () => post(`/v1/conversations/${encodeURIComponent(id)}/items`, { items: [{ type: 'message', role: 'assistant', status: ended === 'done' ? 'completed' : 'incomplete', content }] }));
