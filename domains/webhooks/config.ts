@@ -44,8 +44,12 @@ export const webhooksConfigShape = {
   WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION: z.coerce.number().int().min(1).max(1000).default(8),
   /** Delivery jobs a worker holds at once (AMQP prefetch of the delivery queue). */
   WEBHOOK_PREFETCH: z.coerce.number().int().min(1).max(1000).default(64),
-  /** A job whose subscription is at its concurrency limit waits this long before it is offered again. */
-  WEBHOOK_BUSY_DELAY_MS: z.coerce.number().int().min(1).default(1000),
+  /**
+   * A job whose subscription is at its concurrency limit waits this long before it is offered again;
+   * each further park of the same job doubles it, up to 32× (so at most 24d / 32: what a timer and a
+   * RabbitMQ message delay can wait).
+   */
+  WEBHOOK_BUSY_DELAY_MS: z.coerce.number().int().min(1).max(MAX_RETRY_DELAY_MS / 32).default(1000),
   /** Re-enqueues pending deliveries whose next attempt is overdue by WEBHOOK_SWEEP_GRACE_MS (0 disables). */
   WEBHOOK_SWEEP_INTERVAL_MS: z.coerce.number().int().min(0).default(60000),
   WEBHOOK_SWEEP_GRACE_MS: z.coerce.number().int().min(0).default(300000),

@@ -51,6 +51,12 @@ export const FANOUT_QUEUE = 'webhooks.fanout';
 export const DELIVERY_QUEUE = 'webhooks.deliveries';
 /** Job header: how many attempts the delivery had recorded when this job was scheduled. */
 export const ATTEMPT_HEADER = 'x-webhook-attempt';
+/**
+ * Job header: how many times in a row this job was parked because its subscription was busy (each
+ * park waits longer); absent on jobs never parked (and on jobs from before it existed), reset to 0
+ * once the attempt is made.
+ */
+export const PARKED_HEADER = 'x-webhook-parked';
 
 /** Delivery headers (and transport headers) that a subscription's own headers may not set. */
 export const RESERVED_HEADERS = new Set([

@@ -121,5 +121,25 @@ const sweptAt: Migration = {
   },
 };
 
+/**
+ * Custom header values are sealed at rest (each with the kit's secret box, bound to the webhook and
+ * the header's name; `header-values.ts`). A migration has no key to seal with, so it only marks the
+ * existing rows as holding values in clear (`headers_sealed` false); llm-api and the worker seal
+ * them when they start (`sealPlainHeaders`), and read either form meanwhile. A worker still on the
+ * code before this change would send a sealed row's values as they are stored (sealed): update
+ * every worker together with llm-api.
+ */
+const headersSealed: Migration = {
+  name: '20261207_4004_webhooks_headers_sealed',
+  async up(knex) {
+    await knex.schema.alterTable('webhooks', (t) => {
+      t.boolean('headers_sealed').notNullable().defaultTo(false);
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('webhooks', (t) => t.dropColumn('headers_sealed'));
+  },
+};
+
 /** Used by llm-api's webhooks resource and by workers/webhook-delivery. */
-export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: [tables, subscribedAt, attemptsByTime, sweptAt] };
+export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: [tables, subscribedAt, attemptsByTime, sweptAt, headersSealed] };

@@ -7,7 +7,12 @@ export interface WebhookRow {
   url: string;
   events: string[];
   active: boolean;
+  /**
+   * Custom header names and their values, each value sealed (see header-values.ts) when
+   * `headers_sealed`; in clear on a row written before values were sealed, until it is sealed at start.
+   */
   headers: Record<string, string>;
+  headers_sealed: boolean;
   secret_sealed: string;
   previous_secret_sealed: string | null;
   previous_secret_expires_at: Date | null;
@@ -21,8 +26,8 @@ export interface WebhookRow {
   updated_at: Date;
 }
 
-export type WebhookInsert = Pick<WebhookRow, 'id' | 'url' | 'events' | 'active' | 'headers' | 'secret_sealed' | 'created_by'>;
-export type WebhookPatch = Partial<Pick<WebhookRow, 'url' | 'events' | 'active' | 'headers' | 'secret_sealed' | 'previous_secret_sealed' | 'previous_secret_expires_at'>> & {
+export type WebhookInsert = Pick<WebhookRow, 'id' | 'url' | 'events' | 'active' | 'headers' | 'headers_sealed' | 'secret_sealed' | 'created_by'>;
+export type WebhookPatch = Partial<Pick<WebhookRow, 'url' | 'events' | 'active' | 'headers' | 'headers_sealed' | 'secret_sealed' | 'previous_secret_sealed' | 'previous_secret_expires_at'>> & {
   /**
    * A rotation: the secret that is current when the update runs becomes the previous one, read and
    * written in the same statement (two rotations at once never drop the secret one of them handed out).
@@ -64,6 +69,20 @@ export function createWebhooksStore(knex: Knex) {
       if (patch.headers) values.headers = json(patch.headers);
       const [row] = await table().where({ id }).update(values as never).returning('*');
       return row as WebhookRow | undefined;
+    },
+
+    /** Subscriptions whose header values are still in clear (written before values were sealed). */
+    async withPlainHeaders(limit: number): Promise<Pick<WebhookRow, 'id' | 'headers'>[]> {
+      return (await table().where({ headers_sealed: false }).andWhereRaw("headers <> '{}'::jsonb").orderBy('id').limit(limit).select('id', 'headers')) as Pick<WebhookRow, 'id' | 'headers'>[];
+    },
+
+    /** Replaces the clear header values `plain` by `sealed`, only if the row still holds `plain` unsealed; false otherwise. */
+    async replacePlainHeaders(id: string, plain: Record<string, string>, sealed: Record<string, string>): Promise<boolean> {
+      const n = await table()
+        .where({ id, headers_sealed: false })
+        .andWhereRaw('headers = ?::jsonb', [json(plain)])
+        .update({ headers: json(sealed), headers_sealed: true } as never);
+      return n > 0;
     },
 
     async remove(id: string): Promise<boolean> {

@@ -74,7 +74,7 @@ test('accepted values, tab included, reach the receiver as registered', async (t
   const headers = { 'X-Team': 'team a\tend', 'X-Plain': '!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~' };
   const created = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/latin1'), events: ['model.added'], headers });
   t.is(created.status, 201);
-  t.deepEqual(created.body.headers, headers);
+  t.deepEqual(created.body.headers, { 'X-Team': '[redacted]', 'X-Plain': '[redacted]' });
   const id = created.body.id as string;
   const sent = await stack.api('POST', `/v1/admin/webhooks/${id}/test`);
   t.is(sent.status, 202);

@@ -19,3 +19,9 @@ test('a secret grace period over a year is refused naming WEBHOOK_SECRET_GRACE_S
   const error = t.throws(() => load({ WEBHOOK_SECRET_GRACE_SECONDS: '1e12' }), { instanceOf: ConfigError });
   t.regex(error!.message, /WEBHOOK_SECRET_GRACE_SECONDS/);
 });
+
+test('a busy delay whose longest park (32 x) would be over 24 days is refused naming WEBHOOK_BUSY_DELAY_MS', (t) => {
+  t.is(load({ WEBHOOK_BUSY_DELAY_MS: String((24 * 86_400_000) / 32) }).WEBHOOK_BUSY_DELAY_MS, (24 * 86_400_000) / 32);
+  const error = t.throws(() => load({ WEBHOOK_BUSY_DELAY_MS: String((24 * 86_400_000) / 32 + 1) }), { instanceOf: ConfigError });
+  t.regex(error!.message, /WEBHOOK_BUSY_DELAY_MS/);
+});

@@ -35,6 +35,8 @@ export async function attemptDelivery(options: {
   guard: EgressGuard;
   delivery: DeliveryRow;
   webhook: WebhookRow;
+  /** The subscription's own headers, values opened (`openHeaders`). */
+  headers: Record<string, string>;
   /** The current secret, and the previous one while its grace period lasts. */
   secrets: { current: string; previous?: string | null };
   nowMs: number;
@@ -44,7 +46,7 @@ export async function attemptDelivery(options: {
   const body = JSON.stringify(envelope(delivery));
   const timestamp = String(Math.floor(options.nowMs / 1000));
   const headers: Record<string, string> = {
-    ...webhook.headers,
+    ...options.headers,
     'Content-Type': 'application/json',
     'User-Agent': USER_AGENT,
     [TIMESTAMP_HEADER]: timestamp,

@@ -1,5 +1,5 @@
 import type { BusMessage, Clock, Delivery, EgressGuard, Logger, SecretBox } from '../../services/kit/index.js';
-import { ATTEMPT_HEADER, type AttemptOutcome, type DeliveriesStore, type DeliveryJob, type DeliveryRow, type WebhookRow } from '../../domains/webhooks/index.js';
+import { ATTEMPT_HEADER, openHeaders, PARKED_HEADER, type AttemptOutcome, type DeliveriesStore, type DeliveryJob, type DeliveryRow, type WebhookRow } from '../../domains/webhooks/index.js';
 import { attemptDelivery } from './attempt.js';
 
 /**
@@ -22,6 +22,23 @@ export interface DeliverDeps {
   /** Delivery jobs the worker holds at once (WEBHOOK_PREFETCH): the window the subscriptions share. */
   prefetch: number;
   busyDelayMs: number;
+  /** Picks a parked job's wait among two steps (tests pin it); Math.random by default. */
+  random?: () => number;
+}
+
+/** A job parked again and again waits at most 2^this × WEBHOOK_BUSY_DELAY_MS (32×). */
+export const PARK_BACKOFF_STEPS = 5;
+
+/**
+ * How long a job waits on the bus when it is parked for the `parked + 1`-th time in a row: the n-th
+ * park of a job waits busyDelayMs × 2^min(n - 1, PARK_BACKOFF_STEPS), or, from the second on, at
+ * random half of that (jitter, so a backlog parked together does not come back together). The waits
+ * stay within busyDelayMs × 2^0..2^PARK_BACKOFF_STEPS: RabbitMQ keeps one TTL queue per delay value.
+ */
+export function parkDelayMs(busyDelayMs: number, parked: number, random: () => number): number {
+  const step = Math.min(Math.max(0, parked), PARK_BACKOFF_STEPS);
+  const jittered = step > 0 && random() < 0.5 ? step - 1 : step;
+  return busyDelayMs * 2 ** jittered;
 }
 
 /**
@@ -38,7 +55,8 @@ export function createDeliveryHandler(deps: DeliverDeps) {
   // ends, which a hanging receiver makes as long as WEBHOOK_TIMEOUT_MS. So that hanging receivers
   // can never fill the window, the last `reserve` slots go only to subscriptions that hold no job:
   // a subscription's first job always runs, any other job is parked on the bus for
-  // WEBHOOK_BUSY_DELAY_MS (acked at once, so its slot is free again) once the jobs held reach
+  // WEBHOOK_BUSY_DELAY_MS, longer each time in a row (`parkDelayMs`; acked at once, so its slot is
+  // free again) once the jobs held reach
   // `prefetch - reserve`, or when its subscription is at its own bounds.
   const limit = deps.concurrencyPerSubscription;
   const shared = Math.max(0, deps.prefetch - reservedSlots(deps.prefetch));
@@ -75,8 +93,12 @@ export function createDeliveryHandler(deps: DeliverDeps) {
     if (g.active === 0) gates.delete(webhookId);
   }
   const leaseMs = deps.timeoutMs + 2000;
+  const random = deps.random ?? Math.random;
+  const parkSteps = Array.from({ length: PARK_BACKOFF_STEPS + 1 }, (_, i) => deps.busyDelayMs * 2 ** i);
   // Delays handed to retryAfter come from this fixed set (one TTL queue each on RabbitMQ).
-  const steps = [...new Set([...deps.schedule, deps.busyDelayMs, leaseMs])].sort((a, b) => a - b);
+  const steps = [...new Set([...deps.schedule, ...parkSteps, leaseMs])].sort((a, b) => a - b);
+  // Any re-schedule but a park starts the job's park count again.
+  const next = (attempts: number) => ({ [ATTEMPT_HEADER]: String(attempts), [PARKED_HEADER]: '0' });
   const roundUp = (ms: number) => (ms <= 0 ? 0 : steps.find((s) => s >= ms) ?? steps[steps.length - 1]!);
 
   function secretsOf(webhook: WebhookRow, nowMs: number): { current: string; previous?: string } {
@@ -92,7 +114,7 @@ export function createDeliveryHandler(deps: DeliverDeps) {
     // have been sent, so schedule it; a duplicate is harmless (the compare-and-set drops it).
     if (message.redelivered && row.status === 'pending') {
       const due = row.next_attempt_at ? new Date(row.next_attempt_at).getTime() - deps.clock.now() : 0;
-      return delivery.retryAfter(roundUp(due), { [ATTEMPT_HEADER]: String(row.attempts) });
+      return delivery.retryAfter(roundUp(due), next(row.attempts));
     }
     return delivery.ack();
   }
@@ -119,10 +141,24 @@ export function createDeliveryHandler(deps: DeliverDeps) {
       await deps.deliveries.abandon(id, expected, 'webhook secret cannot be opened with this MASTER_KEY; rotate the secret', new Date(deps.clock.now()));
       return delivery.ack();
     }
+    try {
+      openHeaders(deps.box, subscription);
+    } catch {
+      // Sealed under another MASTER_KEY: the receiver would not get what was registered (its token…).
+      deps.logger.error({ webhook_id: subscription.id }, 'webhook header values cannot be opened (was MASTER_KEY changed?)');
+      await deps.deliveries.abandon(id, expected, 'webhook header values cannot be opened with this MASTER_KEY; set the headers again', new Date(deps.clock.now()));
+      return delivery.ack();
+    }
 
     // Bounded concurrency per subscription: a slow receiver never holds every slot of the worker.
     const gate = await acquire(subscription.id);
-    if (!gate) return delivery.retryAfter(roundUp(deps.busyDelayMs), { [ATTEMPT_HEADER]: String(expected) });
+    if (!gate) {
+      // Parked on the bus: each park in a row waits longer (jittered, capped), so a long backlog
+      // behind one slow subscriber is looked at less and less often. Jobs from before the count existed count 0.
+      const parked = Number.parseInt(message.headers[PARKED_HEADER] ?? '0', 10);
+      const times = Number.isInteger(parked) && parked > 0 ? parked : 0;
+      return delivery.retryAfter(parkDelayMs(deps.busyDelayMs, times, random), { [ATTEMPT_HEADER]: String(expected), [PARKED_HEADER]: String(times + 1) });
+    }
     const release = () => releaseSlot(subscription.id);
 
     const nowMs = deps.clock.now();
@@ -134,7 +170,7 @@ export function createDeliveryHandler(deps: DeliverDeps) {
         const again = await deps.deliveries.withWebhook(id);
         if (!again || again.delivery.status !== 'pending' || again.delivery.attempts !== expected) return again ? stale(message, delivery, again.delivery) : delivery.ack();
         // Another copy of this job is making the attempt (or died making it): look again after its lease.
-        return delivery.retryAfter(roundUp(leaseMs), { [ATTEMPT_HEADER]: String(expected) });
+        return delivery.retryAfter(roundUp(leaseMs), next(expected));
       }
       row = claimed.delivery;
       if (!claimed.webhook?.active) {
@@ -143,7 +179,7 @@ export function createDeliveryHandler(deps: DeliverDeps) {
         return delivery.ack();
       }
       webhook = claimed.webhook;
-      result = await attemptDelivery({ guard: deps.guard, delivery: row, webhook, secrets: secretsOf(webhook, nowMs), nowMs, timeoutMs: deps.timeoutMs });
+      result = await attemptDelivery({ guard: deps.guard, delivery: row, webhook, headers: openHeaders(deps.box, webhook), secrets: secretsOf(webhook, nowMs), nowMs, timeoutMs: deps.timeoutMs });
     } finally {
       release();
     }
@@ -190,7 +226,7 @@ export function createDeliveryHandler(deps: DeliverDeps) {
             : 'webhook delivery attempt failed; will retry';
       deps.logger.warn(fields, message);
     }
-    if (outcome === 'retry') return delivery.retryAfter(delay!, { [ATTEMPT_HEADER]: String(expected + 1) });
+    if (outcome === 'retry') return delivery.retryAfter(delay!, next(expected + 1));
     return delivery.ack();
   };
 }

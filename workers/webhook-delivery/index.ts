@@ -5,6 +5,7 @@ import {
   DELIVERY_QUEUE,
   FANOUT_BINDINGS,
   FANOUT_QUEUE,
+  sealPlainHeaders,
   webhooksConfigShape,
   webhooksMigrationSet,
 } from '../../domains/webhooks/index.js';
@@ -33,6 +34,8 @@ export const webhookDeliveryWorker: WorkerDefinition = {
     const deliveries = createDeliveriesStore(db.knex);
     const box = createSecretBox(loadMasterKey(config));
     const guard = createEgressGuard({ allowHosts: config.EGRESS_ALLOW_HOSTS });
+    // Header values stored in clear before they were sealed (llm-api does the same when it starts).
+    await sealPlainHeaders({ webhooks, box, logger }).catch((error) => logger.warn({ err: (error as Error).message }, 'sealing stored webhook header values failed; will try at the next start'));
 
     // Handlers in flight, so stop() can let them finish.
     const running = new Set<Promise<unknown>>();

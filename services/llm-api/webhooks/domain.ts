@@ -1,5 +1,6 @@
 import {
   ApiError,
+  badRequest,
   storedUrlRefusal,
   egressError,
   listEnvelope,
@@ -13,6 +14,10 @@ import {
   type SecretBox,
 } from '../../kit/index.js';
 import {
+  openHeaders,
+  REDACTED_HEADER_VALUE,
+  redactedHeaders,
+  sealHeaders,
   sendDeliveryJob,
   TEST_EVENT_TYPE,
   type AttemptRow,
@@ -23,7 +28,7 @@ import {
   type WebhookRow,
   type WebhooksStore,
 } from '../../../domains/webhooks/index.js';
-import type { CreateWebhookInput, UpdateWebhookInput } from './schemas.js';
+import { customHeaderBytes, HEADERS_TOO_LARGE, MAX_CUSTOM_HEADER_BYTES, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
 
 /** Webhook subscriptions and their deliveries: what the admin API does, without HTTP. */
 export interface WebhooksDeps {
@@ -53,7 +58,8 @@ export function presentWebhook(row: WebhookRow, now: number, secret?: string) {
     url: row.url,
     events: row.events,
     active: row.active,
-    headers: row.headers ?? {},
+    // Write-only, like the secret: names, each value replaced by the marker.
+    headers: redactedHeaders(row),
     created_at: unix(row.created_at)!,
     updated_at: unix(row.updated_at)!,
     previous_secret_expires_at: unix(graceUntil),
@@ -110,7 +116,7 @@ export async function createWebhook(deps: WebhooksDeps, input: CreateWebhookInpu
       url: input.url,
       events: input.events,
       active: input.active ?? true,
-      headers: input.headers ?? {},
+      ...sealHeaders(deps.box, id, input.headers ?? {}),
       secret_sealed: deps.box.seal(secret, id),
       created_by: createdBy,
     },
@@ -149,6 +155,37 @@ function rotation(deps: WebhooksDeps, row: WebhookRow, secret: string): WebhookP
   };
 }
 
+/**
+ * A PATCH's `headers` is the whole new set (a header not named is removed); each value given
+ * replaces the stored one, and the marker (`[redacted]`, as the answers show every value) keeps the
+ * value stored under that name (case-insensitive), so an answer can be sent back unchanged. The
+ * marker for a header that is not stored has no value to keep: 400 naming it.
+ */
+function headersToStore(deps: WebhooksDeps, row: WebhookRow, given: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  let stored: Map<string, string> | undefined;
+  for (const [name, value] of Object.entries(given)) {
+    if (value !== REDACTED_HEADER_VALUE) {
+      out[name] = value;
+      continue;
+    }
+    if (!stored) {
+      try {
+        stored = new Map(Object.entries(openHeaders(deps.box, row)).map(([n, v]) => [n.toLowerCase(), v]));
+      } catch {
+        // Sealed under another MASTER_KEY: nothing stored can be kept; every value must be given again.
+        throw badRequest(`the stored value of header ${name} cannot be opened with this MASTER_KEY; give its value`, `headers.${name}`, 'invalid_parameter');
+      }
+    }
+    const kept = stored.get(name.toLowerCase());
+    if (kept === undefined) throw badRequest(`"${REDACTED_HEADER_VALUE}" keeps a stored value, and this webhook has no header ${name}; give its value`, `headers.${name}`, 'invalid_parameter');
+    out[name] = kept;
+  }
+  // A kept value may be longer than the marker that stood for it.
+  if (customHeaderBytes(out) > MAX_CUSTOM_HEADER_BYTES) throw badRequest(`headers ${HEADERS_TOO_LARGE}`, 'headers', 'invalid_parameter');
+  return out;
+}
+
 export async function updateWebhook(deps: WebhooksDeps, id: string, input: UpdateWebhookInput) {
   const row = await mustGet(deps, id);
   if (input.url !== undefined) await checkTarget(deps, input.url);
@@ -156,7 +193,7 @@ export async function updateWebhook(deps: WebhooksDeps, id: string, input: Updat
   if (input.url !== undefined) patch.url = input.url;
   if (input.events !== undefined) patch.events = input.events;
   if (input.active !== undefined) patch.active = input.active;
-  if (input.headers !== undefined) patch.headers = input.headers;
+  if (input.headers !== undefined) Object.assign(patch, sealHeaders(deps.box, id, headersToStore(deps, row, input.headers)));
   if (input.secret !== undefined) Object.assign(patch, rotation(deps, row, input.secret));
   const updated = await deps.webhooks.update(id, patch, new Date(deps.clock.now()));
   if (!updated) throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });

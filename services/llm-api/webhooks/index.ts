@@ -1,4 +1,4 @@
-import { declareWebhookQueues, webhooksMigrationSet } from '../../../domains/webhooks/index.js';
+import { declareWebhookQueues, sealPlainHeaders, webhooksMigrationSet } from '../../../domains/webhooks/index.js';
 import type { LlmApiResource } from '../resource.js';
 import { webhookRoutes } from './routes.js';
 
@@ -13,7 +13,13 @@ export const webhooksResource: LlmApiResource = {
   routes: webhookRoutes,
   // The delivery worker's queues exist before any subscription can: events are kept for a worker
   // that has not started yet (deployed later, or down since before its first start).
-  start: (_deps, ctx) => declareWebhookQueues(ctx.runtime.bus),
+  async start(deps, ctx) {
+    await declareWebhookQueues(ctx.runtime.bus);
+    // Header values stored in clear before they were sealed are sealed now (the worker does the same;
+    // both read either form, so a failure here only leaves them in clear until the next start).
+    const { webhooks, box, logger } = deps.webhooks;
+    await sealPlainHeaders({ webhooks, box, logger }).catch((error) => logger.warn({ err: (error as Error).message }, 'sealing stored webhook header values failed; will try at the next start'));
+  },
 };
 
 export type { WebhooksDeps } from './domain.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { pageQuery } from '../../kit/index.js';
-import { isValidPattern, RESERVED_HEADERS } from '../../../domains/webhooks/index.js';
+import { isValidPattern, REDACTED_HEADER_VALUE, RESERVED_HEADERS } from '../../../domains/webhooks/index.js';
 
 /** Requests and answers of the webhook admin API. */
 
@@ -39,27 +39,34 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/;
 const HEADER_VALUE = /^[\t\x20-\x7e]*$/;
 /** At most 20 custom headers, and at most this many bytes of them on the wire ("Name: value\r\n" each). */
 const MAX_CUSTOM_HEADERS = 20;
-const MAX_CUSTOM_HEADER_BYTES = 8192;
+export const MAX_CUSTOM_HEADER_BYTES = 8192;
+export const HEADERS_TOO_LARGE = `must total at most ${MAX_CUSTOM_HEADER_BYTES} bytes (each header counted as "Name: value" plus a line break)`;
+/** Bytes of custom headers on the wire, "Name: value\r\n" each (names and values that pass their checks are one byte per character). */
+export const customHeaderBytes = (value: Record<string, string>) => Object.entries(value).reduce((sum, [name, v]) => sum + name.length + 2 + v.length + 2, 0);
 
 const headers = z
   .record(z.string(), z.string().max(2048).regex(HEADER_VALUE, 'may hold only tab, space and visible ASCII characters (no line breaks, other control characters or non-ASCII text)'))
   .superRefine((value, ctx) => {
     const names = Object.keys(value);
     if (names.length > MAX_CUSTOM_HEADERS) ctx.addIssue({ code: 'custom', message: `at most ${MAX_CUSTOM_HEADERS} headers` });
-    let bytes = 0;
     // Header names are case-insensitive: two spellings of one name would be sent as one header (the last).
     const seen = new Set<string>();
     for (const name of names) {
-      // Names and values that pass their checks are one byte per character.
-      bytes += name.length + 2 + value[name].length + 2;
       const lower = name.toLowerCase();
       if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'is not a valid header name' });
       else if (RESERVED_HEADERS.has(lower)) ctx.addIssue({ code: 'custom', path: [name], message: 'is set by the delivery and cannot be overridden' });
       else if (seen.has(lower)) ctx.addIssue({ code: 'custom', path: [name], message: 'is given twice (header names are case-insensitive)' });
       seen.add(lower);
     }
-    if (bytes > MAX_CUSTOM_HEADER_BYTES) ctx.addIssue({ code: 'custom', message: `must total at most ${MAX_CUSTOM_HEADER_BYTES} bytes (each header counted as "Name: value" plus a line break)` });
+    if (customHeaderBytes(value) > MAX_CUSTOM_HEADER_BYTES) ctx.addIssue({ code: 'custom', message: HEADERS_TOO_LARGE });
   });
+
+/** On create nothing is stored yet: the marker the answers show as every value is no value to keep. */
+const newHeaders = headers.superRefine((value, ctx) => {
+  for (const name of Object.keys(value)) {
+    if (value[name] === REDACTED_HEADER_VALUE) ctx.addIssue({ code: 'custom', path: [name], message: `"${REDACTED_HEADER_VALUE}" is how answers hide a value; give the header's value` });
+  }
+});
 
 const secret = z.string().min(16, 'must be at least 16 characters').max(256);
 
@@ -68,7 +75,7 @@ export const createWebhookSchema = z.strictObject({
   events,
   active: z.boolean().optional(),
   secret: secret.optional(),
-  headers: headers.optional(),
+  headers: newHeaders.optional(),
 });
 
 export const updateWebhookSchema = z.strictObject({
@@ -76,7 +83,9 @@ export const updateWebhookSchema = z.strictObject({
   events: events.optional(),
   active: z.boolean().optional(),
   secret: secret.optional(),
-  headers: headers.optional(),
+  headers: headers
+    .optional()
+    .describe(`The whole new set of custom headers (one not named is removed); "${REDACTED_HEADER_VALUE}" as a value keeps the value stored under that name`),
 });
 
 const deliveryStatus = z.enum(['pending', 'delivered', 'failed', 'dead']);
@@ -92,7 +101,7 @@ export const webhookObjectSchema = z.object({
   url: z.string(),
   events: z.array(z.string()),
   active: z.boolean(),
-  headers: z.record(z.string(), z.string()),
+  headers: z.record(z.string(), z.string()).describe(`Custom header names; every value is "${REDACTED_HEADER_VALUE}" (values are write-only)`),
   created_at: z.number().int(),
   updated_at: z.number().int(),
   previous_secret_expires_at: z.number().int().nullable(),
