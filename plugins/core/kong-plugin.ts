@@ -14,6 +14,19 @@ export const VERSION = '0.1.0';
  */
 export const KONG_SCOPE_KEYS: readonly string[] = ['route_id', 'service_id', 'consumer_id', 'consumer_group_id', 'ordering', 'plugin_instance_name'];
 
+/** The keys of `KONG_SCOPE_KEYS` that name the entity an instance is scoped to (absent for a global plugin). */
+const KONG_SCOPE_ID_KEYS = ['route_id', 'service_id', 'consumer_id', 'consumer_group_id'] as const;
+
+/**
+ * The instance is configured on a route, a service, a consumer or a consumer group (not globally),
+ * as the configuration Kong sends says: Kong never runs such an instance's rewrite phase.
+ */
+export function kongScoped(config: Record<string, unknown> | null | undefined): boolean {
+  if (!config) return false;
+  for (const key of KONG_SCOPE_ID_KEYS) if (config[key] !== undefined && config[key] !== null) return true;
+  return false;
+}
+
 /**
  * Where Kong keeps the vault references of a configuration's referenceable fields once it has
  * resolved them (`config["$refs"] = { gateway_token = "{vault://…}" }`, set by `process_auto_fields`
@@ -58,11 +71,19 @@ function canonicalJson(value: unknown): string {
  * worker, which would multiply every limit by the number of workers), one key cache, one JWKS
  * cache, one Redis connection and revocation subscription.
  */
-export function kongPluginClass<C>(name: string, parse: (config: Record<string, unknown>) => C, build: (config: C) => PluginCore, needs: Needs) {
+export function kongPluginClass<C>(
+  name: string,
+  parse: (config: Record<string, unknown>) => C,
+  build: (config: C) => PluginCore,
+  needs: Needs,
+  /** The configuration an instance runs with at its scope (`kongScoped`), decided once per instance; the cores are shared by that. */
+  atScope?: (config: C, scoped: boolean) => C,
+) {
   const cores = new Map<string, PluginCore>();
 
   function coreFor(raw: Record<string, unknown> | null | undefined): PluginCore {
-    const config = parse(withoutKongKeys(raw));
+    const parsed = parse(withoutKongKeys(raw));
+    const config = atScope ? atScope(parsed, kongScoped(raw)) : parsed;
     const key = canonicalJson(config);
     let core = cores.get(key);
     if (!core) {

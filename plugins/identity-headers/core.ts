@@ -9,7 +9,7 @@ export const PRIORITY = 1000; // after every auth plugin (1450, 1250), before ra
 
 /**
  * Strips every client-sent identity header (`X-User-*`, `X-Auth-Method`, `X-Gateway-*`, the API key,
- * and `Forwarded`, a client's own claim about its address),
+ * `Forwarded`, a client's own claim about its address, and Kong's own `KONG_CONSUMER_HEADERS`),
  * then sets X-Auth-Method, X-User-ID, X-User-Subject, X-User-Email, X-User-Username from the verified
  * identity only, and X-Gateway-Token when configured. Runs on every route, public ones included.
  * With `refuse_anonymous`, a request the auth plugins left to the anonymous consumer (no credential,
@@ -25,9 +25,29 @@ export const PRIORITY = 1000; // after every auth plugin (1450, 1250), before ra
 const ALWAYS_STRIPPED_PREFIXES = ['x-user-', 'x-gateway-'];
 const ALWAYS_STRIPPED = [IDENTITY_HEADERS.authMethod];
 
+/**
+ * The identity headers Kong's bundled plugins set on the upstream request (key-auth, jwt,
+ * basic-auth, oauth2, hmac-auth, ldap-auth, acl…). Kong itself neither sets nor removes them for our
+ * plugins, so a client-sent one would reach the service as if Kong had vouched for it: stripped
+ * with `strip_kong_consumer_headers` (the default), in the same loop as the others (no extra cost).
+ * Not in a phase before Kong's auth plugins: only the rewrite phase comes before them, which Kong
+ * runs for global plugins only and which would be a second plugin-server event per request.
+ */
+export const KONG_CONSUMER_HEADERS = [
+  'x-consumer-id',
+  'x-consumer-custom-id',
+  'x-consumer-username',
+  'x-consumer-groups',
+  'x-credential-identifier',
+  'x-anonymous-consumer',
+  'x-authenticated-groups',
+  'x-authenticated-scope',
+  'x-authenticated-userid',
+];
+
 export function createIdentityHeaders(config: IdentityHeadersConfig): PluginCore {
   const prefixes = [...new Set([...ALWAYS_STRIPPED_PREFIXES, ...config.strip_header_prefixes.map((p) => p.toLowerCase())])];
-  const exact = new Set([...ALWAYS_STRIPPED, ...config.strip_headers.map((h) => h.toLowerCase())]);
+  const exact = new Set([...ALWAYS_STRIPPED, ...config.strip_headers.map((h) => h.toLowerCase()), ...(config.strip_kong_consumer_headers ? KONG_CONSUMER_HEADERS : [])]);
 
   const guarded = (lower: string) => exact.has(lower) || startsWithAny(lower, prefixes);
 

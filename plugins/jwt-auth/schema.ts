@@ -10,7 +10,11 @@ export const Schema: KongFieldEntry[] = [
   { algorithms: { type: 'set', len_min: 1, elements: { type: 'string', one_of: [...ALLOWED_ALGORITHMS] }, default: [...ALLOWED_ALGORITHMS] } },
   { max_lifetime_seconds: { type: 'integer', default: 3600, between: [1, 3600] } },
   { clock_skew_seconds: { type: 'integer', default: 30, between: [0, 300] } },
-  { jwks_refresh_cooldown_seconds: { type: 'integer', default: 30, between: [0, 86400] } },
+  /**
+   * Least time between two JWKS fetches an unknown `kid` (or a failed fetch) causes. At least 1 s:
+   * 0 would let every token with a made-up `kid` fetch the JWKS, one fetch per request.
+   */
+  { jwks_refresh_cooldown_seconds: { type: 'integer', default: 30, between: [1, 86400] } },
   /** Longest time a fetched JWKS is trusted before it is fetched again (jose's cacheMaxAge); a removed key stops working within it. */
   { jwks_max_age_seconds: { type: 'integer', default: 600, between: [1, 86400] } },
   { jwks_timeout_ms: { type: 'integer', default: 5000, between: [1, 60000] } },

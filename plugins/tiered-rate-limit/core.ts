@@ -37,6 +37,18 @@ interface Window extends CounterWindow {
 }
 
 /**
+ * The configuration an instance runs with at its scope, decided once when the host builds it (no
+ * cost per request). Both hosts run a plugin's rewrite phase for global instances only (Kong's
+ * plugins iterator; `rewriteChain` in services/gateway/chain.ts), so a route-, service- or
+ * consumer-scoped instance left on `ip_limit_phase: rewrite` would count no address at all: a
+ * scoped instance counts addresses in the access phase whatever `ip_limit_phase` says. A global
+ * one keeps the configured phase.
+ */
+export function configAtScope(config: TieredRateLimitConfig, scoped: boolean): TieredRateLimitConfig {
+  return scoped && config.ip_limit_phase !== 'access' ? { ...config, ip_limit_phase: 'access' } : config;
+}
+
+/**
  * Per-address limits for everyone (in the rewrite phase by default: before authentication, so
  * refused credentials count too; IPv6 clients by /64), plus tier limits in the access phase, per
  * person whichever credential was used (`personOf`): API keys by the key's tier, with the limits an

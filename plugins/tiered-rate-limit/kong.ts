@@ -1,6 +1,6 @@
 import { kongPluginClass, VERSION } from '../core/index.js';
 import { processLogger, type KongPdk } from '../core/index.js';
-import { createTieredRateLimit, PRIORITY } from './core.js';
+import { configAtScope, createTieredRateLimit, PRIORITY } from './core.js';
 import { createCounterStore } from './policies/index.js';
 import { parseTieredRateLimitConfig, Schema } from './schema.js';
 
@@ -13,6 +13,8 @@ const Base = kongPluginClass(
   parseTieredRateLimitConfig,
   (config) => createTieredRateLimit(config, { store: createCounterStore(config), logger: processLogger }),
   { ip: true, path: true },
+  // A route-, service- or consumer-scoped instance (Kong runs its access phase only) counts addresses there.
+  configAtScope,
 );
 
 /** Adds the rewrite phase (per-IP limit before authentication; Kong runs it for global plugins). */

@@ -11,8 +11,9 @@ export const Schema: KongFieldEntry[] = [
   { ip_per_minute: { type: 'integer', default: 100, between: [0, 100000000] } },
   /**
    * `rewrite`: the per-IP limit counts every request before authentication (so floods of bad
-   * credentials are limited too); needs the plugin configured globally (Kong runs rewrite only for
-   * global plugins). `access`: counted with the tier limits, after authentication.
+   * credentials are limited too); a global instance only (Kong runs rewrite only for global
+   * plugins): a route-, service- or consumer-scoped instance counts addresses in the access phase
+   * whatever this says (`configAtScope`). `access`: counted with the tier limits, after authentication.
    */
   /** Requests per client address per hour (0: none). Used on its own by the guest-login route. */
   { ip_per_hour: { type: 'integer', default: 0, between: [0, 100000000] } },

@@ -5,7 +5,7 @@ import { createIdentityHeaders, PRIORITY as IDENTITY_PRIORITY } from '../../plug
 import { parseIdentityHeadersConfig } from '../../plugins/identity-headers/index.js';
 import { createJwtAuth, PRIORITY as JWT_PRIORITY } from '../../plugins/jwt-auth/index.js';
 import { parseJwtAuthConfig } from '../../plugins/jwt-auth/index.js';
-import { createTieredRateLimit, PRIORITY as RATE_LIMIT_PRIORITY } from '../../plugins/tiered-rate-limit/index.js';
+import { configAtScope, createTieredRateLimit, PRIORITY as RATE_LIMIT_PRIORITY } from '../../plugins/tiered-rate-limit/index.js';
 import { createCounterStore } from '../../plugins/tiered-rate-limit/index.js';
 import { parseTieredRateLimitConfig } from '../../plugins/tiered-rate-limit/index.js';
 import type { Clock } from '../kit/core/index.js';
@@ -30,7 +30,8 @@ export interface ChainEntry {
   consumer: string | null;
 }
 
-type Factory = (config: Record<string, unknown>, deps: HostDeps) => Promise<{ priority: number; core: PluginCore }>;
+/** `scoped`: the instance is on a route, a service or a consumer (never in the rewrite chain). */
+type Factory = (config: Record<string, unknown>, deps: HostDeps, scoped: boolean) => Promise<{ priority: number; core: PluginCore }>;
 
 /** Plugins the embedded gateway runs: ours (the same cores as on Kong) and the bundled ones deck/kong.yaml uses. */
 const FACTORIES: Record<string, Factory> = {
@@ -42,8 +43,9 @@ const FACTORIES: Record<string, Factory> = {
     return { priority: API_KEY_PRIORITY, core };
   },
   'identity-headers': async (config) => ({ priority: IDENTITY_PRIORITY, core: createIdentityHeaders(parseIdentityHeadersConfig(config)) }),
-  'tiered-rate-limit': async (config, deps) => {
-    const parsed = parseTieredRateLimitConfig(config);
+  'tiered-rate-limit': async (config, deps, scoped) => {
+    // A scoped instance counts addresses in the access phase, the only one it runs (as on Kong).
+    const parsed = configAtScope(parseTieredRateLimitConfig(config), scoped);
     const core = createTieredRateLimit(parsed, { store: createCounterStore(parsed), clock: deps.clock, logger: deps.logger });
     // Revocations make it forget keys at once, which lets a known key's two counts take one call.
     await core.attach(deps.revocations);
@@ -107,7 +109,7 @@ export async function buildChains(deck: DeckFile, deps: HostDeps) {
     const factory = FACTORIES[plugin.name];
     if (!factory) throw new DeckError(`plugin ${plugin.name} is enabled but the embedded gateway cannot run it (supported: ${SUPPORTED_PLUGINS.join(', ')})`);
     try {
-      const { priority, core } = await factory(plugin.config ?? {}, deps);
+      const { priority, core } = await factory(plugin.config ?? {}, deps, scope !== 'global');
       instances.set(plugin, { name: plugin.name, priority, core, consumer: scope === 'consumer' ? owner : null });
     } catch (error) {
       if (error instanceof DeckError) throw error;

@@ -17,7 +17,7 @@ export const edgeConfigShape = {
   /** JWKS of the token issuer; unset: llm-api's internal `/.well-known/jwks.json`. */
   EDGE_JWKS_URL: optionalUrl,
   /** Minimum time between two JWKS refetches caused by an unknown `kid`. */
-  EDGE_JWKS_REFRESH_COOLDOWN_SECONDS: int(0).default(30),
+  EDGE_JWKS_REFRESH_COOLDOWN_SECONDS: int(1).max(86400).default(30),
   /** Longest time a fetched JWKS is trusted before it is fetched again: a key removed by the issuer stops working within it. */
   EDGE_JWKS_MAX_AGE_SECONDS: int(1).max(86400).default(600),
   EDGE_JWT_MAX_LIFETIME_SECONDS: int(1).max(3600).default(3600),

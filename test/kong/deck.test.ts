@@ -93,6 +93,9 @@ const BUNDLED: Record<string, object> = {
   },
 };
 
+/** Kong's bundled plugins that set X-Consumer-* / X-Credential-Identifier / X-Authenticated-* themselves. */
+const BUNDLED_AUTH = ['jwt', 'key-auth', 'basic-auth', 'oauth2', 'hmac-auth', 'ldap-auth', 'ldap-auth-advanced', 'openid-connect', 'session'];
+
 function allPlugins(deck: DeckFile): Array<{ plugin: DeckPlugin; where: string }> {
   const out: Array<{ plugin: DeckPlugin; where: string }> = [];
   for (const p of deck.plugins ?? []) out.push({ plugin: p, where: 'global' });
@@ -190,14 +193,23 @@ test('semantic rules: bundled jwt as SPEC.md 5 describes it, path syntax, no clu
   t.not(limiter.config!.policy, 'cluster');
   const global = (rendered.plugins ?? []).filter((p) => !p.service && !p.route && !p.consumer && p.enabled !== false).map((p) => p.name);
   t.deepEqual(global.sort(), ['cors', 'identity-headers', 'prometheus', 'tiered-rate-limit']);
-  // Kong runs a plugin's rewrite phase for global instances only: a route-, service- or
-  // consumer-scoped limiter left on `ip_limit_phase: rewrite` would count no address at all.
+  // A route-, service- or consumer-scoped limiter counts addresses in its access phase whatever
+  // `ip_limit_phase` says (Kong runs a rewrite phase for global instances only; the plugin and the
+  // embedded edge know it). With a Redis prefix of its own, so the requests it counts do not add
+  // to the global limiter's count of the same address (which counts them too, in its rewrite phase).
+  const globalPrefix = parseTieredRateLimitConfig(limiter.config ?? {}).redis_prefix;
   for (const { plugin, where } of allPlugins(rendered)) {
     const scoped = where !== 'global' || Boolean(plugin.route ?? plugin.service ?? plugin.consumer);
     if (plugin.name !== 'tiered-rate-limit' || !scoped || plugin.enabled === false) continue;
     const config = parseTieredRateLimitConfig(plugin.config ?? {});
-    if (config.ip_per_minute > 0 || config.ip_per_hour > 0) t.is(config.ip_limit_phase, 'access', `${where}: a scoped limiter counts addresses in the access phase`);
+    if (config.ip_per_minute > 0 || config.ip_per_hour > 0) t.not(config.redis_prefix, globalPrefix, `${where}: a scoped limiter counts addresses under a prefix of its own`);
   }
+  // Kong's own consumer headers a client sends are stripped (Kong passes them on for our plugins),
+  // which suits this file only while none of Kong's bundled auth plugins is enabled.
+  const identity = (rendered.plugins ?? []).find((p) => p.name === 'identity-headers')!;
+  t.is(identity.config!.strip_kong_consumer_headers, true);
+  const bundledAuth = allPlugins(rendered).filter(({ plugin }) => BUNDLED_AUTH.includes(plugin.name) && plugin.enabled !== false);
+  t.deepEqual(bundledAuth.map(({ plugin, where }) => `${plugin.name} (${where})`), [], 'a bundled auth plugin needs strip_kong_consumer_headers: false');
   // Kong's metrics for scraping, without a consumer label.
   const prometheus = (rendered.plugins ?? []).find((p) => p.name === 'prometheus')!;
   t.like(prometheus.config, { per_consumer: false, status_code_metrics: true, latency_metrics: true });

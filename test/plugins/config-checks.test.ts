@@ -32,6 +32,16 @@ test('jwt-auth: an empty algorithm list (no token could ever pass) is refused at
   t.is(jwtSchema.find((entry) => 'algorithms' in entry)!.algorithms!.len_min, 1);
 });
 
+test('jwt-auth: a JWKS refresh cool-down of 0 (a fetch per request for unknown kids) is refused at configuration, as Kong refuses it (between)', (t) => {
+  const jwks_url = 'https://issuer.test/jwks';
+  for (const jwks_refresh_cooldown_seconds of [0, -1]) {
+    const error = t.throws(() => parseJwtAuthConfig({ ...JWT, jwks_url, jwks_refresh_cooldown_seconds }), { instanceOf: SchemaError }, String(jwks_refresh_cooldown_seconds));
+    t.is(error?.path, 'config.jwks_refresh_cooldown_seconds');
+  }
+  t.is(parseJwtAuthConfig({ ...JWT, jwks_url, jwks_refresh_cooldown_seconds: 1 }).jwks_refresh_cooldown_seconds, 1);
+  t.deepEqual(jwtSchema.find((entry) => 'jwks_refresh_cooldown_seconds' in entry)!.jwks_refresh_cooldown_seconds!.between, [1, 86400]);
+});
+
 test('api-key-auth: a validate_url that is no http(s) URL is refused at configuration, naming the field', (t) => {
   for (const validate_url of ['nope', 'llm-api:8080/internal/auth/validate-api-key', 'redis://v.test/x', 'http://']) {
     const error = t.throws(() => parseApiKeyAuthConfig({ validate_url }), { instanceOf: SchemaError }, validate_url);

@@ -142,3 +142,33 @@ test('a Connection header naming a header the edge sets or strips is refused (40
     t.is((core.access({ method: 'GET', path: '/v1/models', headers: { connection }, clientIp: '1.2.3.4', shared: { apikey } }) as Decision).kind, 'continue', connection);
   }
 });
+
+const KONG_SPOOF = {
+  'X-Consumer-ID': 'c0ffee00-0000-4000-8000-000000000001',
+  'X-Consumer-Custom-ID': 'admin',
+  'X-Consumer-Username': 'admin',
+  'X-Consumer-Groups': 'admins',
+  'X-Credential-Identifier': 'admin-key',
+  'X-Anonymous-Consumer': 'false',
+  'X-Authenticated-Groups': 'admins',
+  'X-Authenticated-Scope': 'admin',
+  'X-Authenticated-Userid': 'admin',
+};
+
+test("Kong's own identity headers sent by a client are stripped by default (Kong passes them on for our plugins)", (t) => {
+  // Header names reach the cores lower-case on both hosts.
+  const spoofed: Record<string, string> = { accept: 'application/json' };
+  for (const [name, value] of Object.entries(KONG_SPOOF)) spoofed[name.toLowerCase()] = value;
+  t.deepEqual(upstream(spoofed, run(spoofed)), { accept: 'application/json', 'x-gateway-token': 'secret-token' });
+  const withIdentity = upstream(spoofed, run(spoofed, { apikey: identity('apikey', 'user_k') }));
+  for (const name of Object.keys(KONG_SPOOF)) t.false(name.toLowerCase() in withIdentity, name);
+  t.is(withIdentity['x-user-id'], 'user_k');
+});
+
+test('strip_kong_consumer_headers: false leaves them to Kong’s bundled auth plugins, which set them before this plugin runs', (t) => {
+  const mixed = createIdentityHeaders(parseIdentityHeadersConfig({ strip_kong_consumer_headers: false }));
+  const set = { 'x-consumer-id': 'set-by-key-auth', 'x-credential-identifier': 'cred', 'x-user-id': 'admin' };
+  const decision = mixed.access({ method: 'GET', path: '/', headers: set, clientIp: '', shared: {} }) as Continue;
+  t.deepEqual(upstream(set, decision), { 'x-consumer-id': 'set-by-key-auth', 'x-credential-identifier': 'cred' });
+  t.throws(() => parseIdentityHeadersConfig({ strip_kong_consumer_headers: 'yes' }), { message: /strip_kong_consumer_headers/ });
+});

@@ -64,12 +64,55 @@ test.serial('a route- or service-scoped instance: the keys Kong adds to its conf
   t.is(limited.status, null);
 });
 
+test.serial("Kong's own identity headers a client sends (X-Consumer-*, X-Credential-Identifier, X-Authenticated-*) do not reach the service", async (t) => {
+  const identity = server('identity-headers');
+  const spoofed = {
+    'X-Consumer-ID': 'c0ffee00-0000-4000-8000-000000000001',
+    'X-Consumer-Custom-ID': 'admin',
+    'X-Consumer-Username': 'admin',
+    'X-Credential-Identifier': 'admin-key',
+    'X-Anonymous-Consumer': 'false',
+    'X-Authenticated-Groups': 'admins',
+    'X-Authenticated-Scope': 'admin',
+    'X-Authenticated-Userid': 'admin',
+  };
+  const r = await identity.run(await identity.start('identity-headers', { gateway_token: 'gw-kong-headers' }, GLOBAL), { headers: { ...spoofed, accept: 'application/json' } });
+  t.is(r.status, null);
+  for (const name of Object.keys(spoofed)) t.false(name.toLowerCase() in r.upstreamHeaders, name);
+  t.deepEqual(r.upstreamHeaders['accept'], ['application/json']);
+  // Beside Kong's bundled auth plugins (which set them before this plugin runs) they are left alone.
+  const mixed = await identity.run(await identity.start('identity-headers', { gateway_token: 'gw-kong-headers', strip_kong_consumer_headers: false }, GLOBAL), { headers: spoofed });
+  t.deepEqual(mixed.upstreamHeaders['x-consumer-id'], [spoofed['X-Consumer-ID']]);
+});
+
 test.serial('a field of no schema is still refused: only the keys Kong adds are set aside', async (t) => {
   const identity = server('identity-headers');
   const r = await identity.run(await identity.start('identity-headers', { gateway_tokn: 'typo' }, ROUTE_AND_SERVICE), { headers: {} });
   t.is(r.status, 500);
   t.regex(String(r.exit!.body), /misconfigured/);
   t.regex(identity.output(), /config\.gateway_tokn: unknown field/);
+});
+
+test.serial('a route-, service- or consumer-scoped limiter on the default rewrite phase counts the address in its access phase (Kong runs no other for it)', async (t) => {
+  const limiter = server('tiered-rate-limit');
+  const scopes: Record<string, KongScope> = {
+    route: { route: '3b1c2a4e-0000-4000-8000-0000000000d1' },
+    service: { service: '3b1c2a4e-0000-4000-8000-0000000000d2' },
+    consumer: { consumer: '3b1c2a4e-0000-4000-8000-0000000000d3' },
+  };
+  for (const [where, scope] of Object.entries(scopes)) {
+    // A prefix per scope: each instance its own counters whatever the plugin server shares.
+    const id = await limiter.start('tiered-rate-limit', { ip_per_minute: 2, policy: 'local', redis_prefix: `scoped-${where}` }, scope);
+    const ip = `198.51.100.${(process.pid % 200) + 40}`;
+    const results = [];
+    for (let i = 0; i < 3; i++) results.push(await limiter.run(id, { forwardedIp: ip }, {}, 'access'));
+    t.deepEqual(results.map((r) => r.status), [null, null, 429], where);
+    t.is(results[0]!.responseHeaders['X-RateLimit-Remaining-minute'], '1', where);
+  }
+  // A global instance keeps the configured phase: its access phase leaves the address to the rewrite.
+  const global = await limiter.start('tiered-rate-limit', { ip_per_minute: 1, policy: 'local', redis_prefix: 'scoped-global' }, GLOBAL);
+  const ip = `198.51.100.${(process.pid % 200) + 41}`;
+  for (let i = 0; i < 3; i++) t.is((await limiter.run(global, { forwardedIp: ip }, {}, 'access')).status, null);
 });
 
 test.serial('one instance per nginx worker: the per-address limit is counted once across them, not once per worker', async (t) => {
