@@ -523,8 +523,8 @@ test('chaining from a cancelled response continues from what it produced: its to
     if (event.type === 'response.mcp_call.completed') cancelled = client.responses.cancel(events[0].response.id);
   }
   await cancelled;
-  // A background stream starts as OpenAI's does: created queued, then in progress.
-  t.deepEqual(events.slice(0, 2).map((e) => [e.type, e.response.status]), [['response.created', 'queued'], ['response.in_progress', 'in_progress']]);
+  // A background stream starts as OpenAI's does: created queued, response.queued, then in progress (dense sequence numbers).
+  t.deepEqual(events.slice(0, 3).map((e) => [e.type, e.response.status, e.sequence_number]), [['response.created', 'queued', 0], ['response.queued', 'queued', 1], ['response.in_progress', 'in_progress', 2]]);
   const final = checkStream(t, events);
   t.is(final.status, 'cancelled');
   t.true(String(final.output[0].output).includes('4242'));

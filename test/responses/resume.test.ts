@@ -70,7 +70,7 @@ test('a dropped background stream is re-attached from starting_after: exactly th
   const all = await collect(await client.responses.retrieve(id, { stream: true }));
   checkStream(t, all);
   t.deepEqual(all, [...seen, ...rest]);
-  t.deepEqual(all.slice(0, 2).map((e) => [e.type, e.response.status]), [['response.created', 'queued'], ['response.in_progress', 'in_progress']]);
+  t.deepEqual(all.slice(0, 3).map((e) => [e.type, e.response.status]), [['response.created', 'queued'], ['response.queued', 'queued'], ['response.in_progress', 'in_progress']]);
 
   // The rest after any k, and nothing after the terminal event.
   t.deepEqual(await collect(await client.responses.retrieve(id, { stream: true, starting_after: 3 })), all.slice(4));

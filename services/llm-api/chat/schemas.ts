@@ -111,6 +111,8 @@ const tool = z.looseObject({ type: z.string().min(1), function: functionDef.opti
 });
 
 const level = z.enum(['low', 'medium', 'high']);
+/** Every level the official SDK's `ReasoningEffort` lists; passed to the provider as sent. */
+const reasoningEffort = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']);
 
 export const chatRequestSchema = z.looseObject({
   model: z.string().min(1).max(300),
@@ -148,7 +150,7 @@ export const chatRequestSchema = z.looseObject({
   parallel_tool_calls: z.boolean().optional(),
   response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).nullable().optional(),
   prediction: z.looseObject({ type: z.string() }).nullable().optional(),
-  reasoning_effort: level.nullable().optional(),
+  reasoning_effort: reasoningEffort.nullable().optional(),
   verbosity: level.nullable().optional(),
   service_tier: z.enum(['auto', 'default', 'flex', 'priority']).nullable().optional(),
   safety_identifier: z.string().max(512).optional(),

@@ -61,6 +61,9 @@ export function toInputItems(input: unknown): InputItem[] {
         // An assistant's refusal is part of its turn: replayed as that turn's text (see the kit's `contentText`).
         if (item.role === 'assistant' && part?.type === 'refusal') {
           if (typeof part.refusal !== 'string') throw badRequest(`${param}.content[${k}].refusal must be a string`, `${param}.content[${k}].refusal`);
+        } else if (item.role === 'assistant' && part?.type === 'input_image') {
+          // A chat assistant turn carries text only: the image would be dropped unseen.
+          throw badRequest(`${param}.content[${k}].type 'input_image' is not supported in an assistant message: an assistant turn is given to the model as text only`, `${param}.content[${k}].type`);
         } else checkInputPart(part, `${param}.content[${k}]`);
       });
       return { id: id('message'), type: 'message', role: item.role, status: 'completed', content: parts };
@@ -72,7 +75,9 @@ export function toInputItems(input: unknown): InputItem[] {
     }
     if (type === 'function_call_output') {
       requiredString(item.call_id, `${param}.call_id`);
-      const output = Array.isArray(item.output) ? outputParts(item.output, param) : typeof item.output === 'string' ? item.output : JSON.stringify(item.output ?? '');
+      // Required, as in the SDK's type: a missing output would reach the model as an empty result.
+      if (item.output === undefined || item.output === null) throw badRequest(`Missing required parameter: '${param}.output'.`, `${param}.output`, 'missing_required_parameter');
+      const output = Array.isArray(item.output) ? outputParts(item.output, param) : typeof item.output === 'string' ? item.output : JSON.stringify(item.output);
       return { id: id('functionCallOutput'), type, call_id: item.call_id, output, status: 'completed' };
     }
     if (type === 'mcp_call') return mcpCallItem(item, param, id('mcpCall'));

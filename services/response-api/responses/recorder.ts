@@ -54,10 +54,14 @@ export class ResponseRecorder {
     return structuredClone(this.response);
   }
 
-  /** A background response is created `queued` (as OpenAI streams it), then runs. */
+  /**
+   * A background response is created `queued` and says so (`response.queued`, as OpenAI streams
+   * it), then runs; a foreground one is created `in_progress`.
+   */
   start(): void {
     if (this.response.status !== 'queued') this.response.status = 'in_progress';
     this.send('response.created', { response: this.snapshot() });
+    if (this.response.status === 'queued') this.send('response.queued', { response: this.snapshot() });
     this.response.status = 'in_progress';
     this.send('response.in_progress', { response: this.snapshot() });
   }

@@ -5,7 +5,7 @@ import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
 import { INTERRUPTED_ERROR } from './purge.js';
 import { ResponseRecorder, terminalEventType, type ResponseObject, type StreamEvent } from './recorder.js';
 import { EVENTS_KEPT_MS, TERMINAL_EVENTS, type ResponseEventLog } from './event-log.js';
-import type { CreateResponseRequest, TextFormat } from './schemas.js';
+import type { CreateResponseRequest, TextFormat, ToolEntry } from './schemas.js';
 import { RUNNING_STATUSES, type ResponseRow, type ResponseStore } from './store.js';
 
 /**
@@ -143,11 +143,17 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     temperature: input.temperature ?? 1,
     top_p: input.top_p ?? 1,
     tool_choice: input.tool_choice ?? 'auto',
-    tools: (input.tools ?? []).map((t) => (typeof t === 'string' ? { type: 'mcp', server_label: SERVER_LABEL, allowed_tools: [t] } : t)),
+    tools: (input.tools ?? []).map(echoedTool),
     text: { format: appliedFormat(input.text?.format), ...(input.text?.verbosity ? { verbosity: input.text.verbosity } : {}) },
     reasoning: { effort: input.reasoning?.effort ?? null, summary: input.reasoning?.summary ?? null },
     truncation,
     metadata: input.metadata ?? {},
+    user: input.user ?? null,
+    safety_identifier: input.safety_identifier ?? null,
+    prompt_cache_key: input.prompt_cache_key ?? null,
+    // The tier the request is served at (as OpenAI reports the one it used): the platform has one.
+    service_tier: 'default',
+    top_logprobs: input.top_logprobs ?? null,
     conversation: conversationId ? { id: conversationId } : null,
     usage: null,
     step_usage: [],
@@ -406,6 +412,17 @@ function watchCancel(deps: ResponsesDeps, id: string, abort: AbortController) {
   }, deps.cancelPollMs);
   timer.unref();
   return timer;
+}
+
+/**
+ * A tool as the response echoes it: a bare tool name as the `mcp` tool it stands for; a function
+ * with `parameters` and `strict` null when the client left them out (the SDK's `FunctionTool` has
+ * both, nullable).
+ */
+function echoedTool(tool: ToolEntry): Record<string, unknown> {
+  if (typeof tool === 'string') return { type: 'mcp', server_label: SERVER_LABEL, allowed_tools: [tool] };
+  if (tool.type === 'function') return { ...tool, parameters: tool.parameters ?? null, strict: tool.strict ?? null };
+  return tool;
 }
 
 function needsPlatformTools(input: CreateResponseRequest): boolean {

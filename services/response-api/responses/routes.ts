@@ -1,9 +1,18 @@
-import { projectNamedIn, routeGroup, type Route } from '../../kit/index.js';
+import { ApiError, projectNamedIn, routeGroup, type Route } from '../../kit/index.js';
 import { EventStreamWriter } from './event-stream.js';
 import { cancelResponse, createResponse, deleteResponse, getResponse, listInputItems, responseEvents, type ResponsesDeps } from './responses.js';
 import { createResponseSchema, inputItemsQuery, responseIdParams, retrieveQuery } from './schemas.js';
 
 const responses = routeGroup({ access: 'user' });
+
+/**
+ * Routes of OpenAI's Responses API this service does not serve: a clear 404 naming the path
+ * (`client.responses.inputTokens.count()` and `.compact()` raise `NotFoundError`).
+ */
+const UNSUPPORTED = [
+  { path: '/v1/responses/input_tokens', why: "counting a request's input tokens needs a token count from llm-api, which it does not offer" },
+  { path: '/v1/responses/compact', why: 'compacting a conversation is not implemented' },
+];
 
 /**
  * The Responses resource: `/v1/responses` (the edge forwards it; every route acts for the caller).
@@ -30,6 +39,16 @@ export function responsesRoutes(deps: () => ResponsesDeps & { cancelWaitMs: numb
         return undefined;
       },
     }),
+    // Before `/v1/responses/:id`, which would otherwise answer these paths 405 (it takes GET and DELETE only).
+    ...UNSUPPORTED.map(({ path, why }) =>
+      responses.post(path, {
+        summary: `Not supported: answers 404 (${why})`,
+        response: { description: 'Always a 404 error naming the path as unsupported' },
+        handler() {
+          throw new ApiError(404, `POST ${path} is not supported by this server: ${why}`, { code: 'unsupported_endpoint' });
+        },
+      }),
+    ),
     responses.get('/v1/responses/:id', {
       summary: 'A stored response of the caller (404 for anyone else); with stream=true a background response\'s events after starting_after, then live until it ends',
       request: { params: responseIdParams, query: retrieveQuery },

@@ -57,10 +57,12 @@ const textFormat = z.discriminatedUnion(
   { error: 'must be one of text, json_object, json_schema' },
 );
 const level = z.enum(['low', 'medium', 'high']);
+/** Every level the official SDK's `ReasoningEffort` lists (llm-api's chat completions take them all and pass them on). */
+const reasoningEffort = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']);
 const textConfig = z.looseObject({ format: textFormat.nullable().optional(), verbosity: level.nullable().optional() });
-/** `reasoning.effort` is chat completions' `reasoning_effort` (the levels llm-api takes); `summary` is echoed only. */
+/** `reasoning.effort` is chat completions' `reasoning_effort`, sent as given; `summary` is echoed only. */
 const reasoningConfig = z.looseObject({
-  effort: level.nullable().optional(),
+  effort: reasoningEffort.nullable().optional(),
   summary: z.enum(['auto', 'concise', 'detailed']).nullable().optional(),
 });
 
@@ -91,6 +93,15 @@ export const createResponseSchema = z.looseObject({
   metadata: requestMetadataSchema,
   text: textConfig.nullable().optional(),
   reasoning: reasoningConfig.nullable().optional(),
+  /**
+   * Echoed on the response (null when not sent), as the SDK's `Response` has them; none of them
+   * changes what runs (no step is sent them, and no logprobs are returned).
+   */
+  user: z.string().max(512).nullable().optional(),
+  safety_identifier: z.string().max(64).nullable().optional(),
+  prompt_cache_key: z.string().max(512).nullable().optional(),
+  service_tier: z.enum(['auto', 'default', 'flex', 'scale', 'priority']).nullable().optional(),
+  top_logprobs: z.number().int().min(0).max(20).nullable().optional(),
 });
 export type CreateResponseRequest = z.infer<typeof createResponseSchema>;
 export type ToolEntry = z.infer<typeof toolEntry>;

@@ -184,7 +184,7 @@ test('validation names the parameter', async (t) => {
     [{ model: 'chat-model', messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role'],
     [{ model: 'chat-model', messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], top_logprobs: 6, logprobs: true }, 'top_logprobs'],
-    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], reasoning_effort: 'max' }, 'reasoning_effort'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], reasoning_effort: 'extreme' }, 'reasoning_effort'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], verbosity: 'loud' }, 'verbosity'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], service_tier: 'scale' }, 'service_tier'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], stream_options: { include_usage: true } }, 'stream_options'],
@@ -207,6 +207,15 @@ test('validation names the parameter', async (t) => {
   t.is(bias.status, 400);
   t.regex(bias.body.error.param, /^logit_bias/);
   t.is((await h.call('POST', '/v1/chat/completions', { model: 'chat-model', messages: [{ role: 'user', content: 'x' }], logit_bias: { '50256': -100 } }, h.user)).status, 200);
+});
+
+test('reasoning_effort takes every level the SDK lists and reaches the provider unchanged', async (t) => {
+  const levels = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'] as const satisfies ReadonlyArray<NonNullable<OpenAI.ReasoningEffort>>;
+  for (const level of levels) {
+    const marker = `effort-${level}-${randomUUID()}`;
+    await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: marker }], reasoning_effort: level });
+    t.is(lastBody(marker)?.reasoning_effort, level);
+  }
 });
 
 test('enable_thinking=false: the instruct model serves; without one, the template flag is passed', async (t) => {
