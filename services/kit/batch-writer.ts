@@ -1,3 +1,4 @@
+import { setTimeout as pause } from 'node:timers/promises';
 import { isDependencyUnavailable } from './errors.js';
 import type { Logger } from './logger.js';
 
@@ -28,6 +29,9 @@ export interface BatchWriter<T> {
 
 /** Failures in a row (database reachable) after which a batch is written one record at a time. */
 const SPLIT_AFTER = 3;
+/** `stopRetryMs`'s waits between tries. */
+const STOP_RETRY_FIRST_MS = 100;
+const STOP_RETRY_MAX_MS = 1_000;
 
 export function createBatchWriter<T>(options: {
   name: string;
@@ -38,6 +42,12 @@ export function createBatchWriter<T>(options: {
   batchSize: number;
   maxQueued: number;
   logger: Logger;
+  /**
+   * How long `stop()` keeps retrying, after its first three tries, while records are left (the
+   * database away during a deploy's restart or failover): waits of 0.1 s doubling to 1 s. 0 (the
+   * default): three tries back to back, then what is left is dropped and logged.
+   */
+  stopRetryMs?: number;
 }): BatchWriter<T> {
   const queue: T[] = [];
   let flushing: Promise<void> = Promise.resolve();
@@ -158,9 +168,18 @@ export function createBatchWriter<T>(options: {
       timer = undefined;
       // A flush in flight has taken its batch off the queue: the first flush here waits for it
       // (flushes are chained), then up to two more retry what is left.
+      const deadline = Date.now() + (options.stopRetryMs ?? 0);
+      let wait = STOP_RETRY_FIRST_MS;
       let tries = 0;
-      do await flush();
-      while (queue.length > 0 && ++tries < 3);
+      do {
+        if (tries >= 3) {
+          if (Date.now() + wait > deadline) break;
+          await pause(wait);
+          wait = Math.min(wait * 2, STOP_RETRY_MAX_MS);
+        }
+        await flush();
+        tries++;
+      } while (queue.length > 0);
       if (queue.length > 0) options.logger.error({ lost: queue.length }, `${options.name}: records could not be written at shutdown`);
     },
   };

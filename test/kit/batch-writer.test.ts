@@ -265,3 +265,34 @@ test('the tick writes what was pushed without an explicit flush', async (t) => {
   t.deepEqual(await firstWrite, [7]);
   await w.stop();
 });
+
+test('stopRetryMs: stop keeps retrying past its three quick tries while the database is away; without it, what is left is dropped', async (t) => {
+  const make = (stopRetryMs?: number) => {
+    const state = { calls: 0, batches: [] as number[][] };
+    const w = createBatchWriter<number>({
+      name: 'test',
+      write: async (batch) => {
+        // Away for the first five writes (a restart during a deploy), then back.
+        if (++state.calls <= 5) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+        state.batches.push(batch);
+      },
+      flushMs: 3_600_000,
+      batchSize: 10,
+      maxQueued: 1000,
+      logger: silent,
+      stopRetryMs,
+    });
+    w.push(1);
+    w.push(2);
+    return { w, state };
+  };
+  const patient = make(10_000);
+  await patient.w.stop();
+  t.deepEqual(patient.state.batches, [[1, 2]]);
+  t.is(patient.state.calls, 6);
+  const quick = make();
+  await quick.w.stop();
+  t.deepEqual(quick.state.batches, [], 'three tries, all while the database was away');
+  t.is(quick.state.calls, 3);
+  t.is(quick.w.pending(), 2);
+});

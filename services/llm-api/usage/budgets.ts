@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { z } from 'zod';
-import { ApiError, isPending, type Clock, type Logger, type MaybePromise, type Principal } from '../../kit/index.js';
+import { ApiError, isDependencyUnavailable, isPending, type Clock, type Logger, type MaybePromise, type Principal } from '../../kit/index.js';
 import { admitSpend, findSpendLimits, findSpendLimitsOf, readSpend, releaseSpend, settleSpend, upsertSpendLimits, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
 
 /**
@@ -283,11 +283,30 @@ async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<
     async settle(spent) {
       if (settled) return;
       settled = true;
-      await Promise.all(
-        admitted.map((key) =>
-          settleSpend(deps.knex, key, spent).catch((error) => deps.logger.error({ err: (error as Error).message, scope: key.scope, scope_id: key.scopeId }, 'spend counter not settled')),
-        ),
-      );
+      await Promise.all(admitted.map((key) => settleSpend(deps.knex, key, spent).catch((error) => settleLater(deps, key, spent, error, 0))));
     },
   };
+}
+
+/** Retries of a settlement the database could not take: 0.5 s doubling to 30 s, about 10 minutes in all. */
+const SETTLE_RETRY_FIRST_MS = 500;
+const SETTLE_RETRY_MAX_MS = 30_000;
+const SETTLE_RETRIES = 25;
+
+/**
+ * A settlement that failed because the database could not be reached (a blip, a failover) is
+ * retried off the request path until it is written: dropping it left the request's cost out of
+ * the budget (the key could spend past it) and its slot in flight for the rest of the period. A
+ * statement the database refuses is not retried. Retries still waiting when the process exits are lost.
+ */
+function settleLater(deps: SpendDeps, key: { scope: SpendScope; scopeId: string; periodStart: string }, spent: { cost: number; tokens: number }, error: unknown, retries: number): void {
+  const fields = { err: (error as Error).message, scope: key.scope, scope_id: key.scopeId, period_start: key.periodStart, cost_micro_usd: spent.cost, tokens: spent.tokens };
+  if (!isDependencyUnavailable(error) || retries >= SETTLE_RETRIES) {
+    deps.logger.error(fields, 'spend counter not settled');
+    return;
+  }
+  const delay = Math.min(SETTLE_RETRY_MAX_MS, SETTLE_RETRY_FIRST_MS * 2 ** retries);
+  setTimeout(() => {
+    settleSpend(deps.knex, key, spent).catch((next) => settleLater(deps, key, spent, next, retries + 1));
+  }, delay).unref();
 }

@@ -88,6 +88,9 @@ export function createUsageRecorder(deps: { knex: Knex; logger: Logger; flushMs:
     batchSize: deps.batchSize,
     maxQueued: deps.maxQueued ?? 200_000,
     logger: deps.logger,
+    // Customers are billed from these records: at shutdown, a database away for a restart or a
+    // failover is waited for (within the 15 s the process's stop allows its flushes).
+    stopRetryMs: 8_000,
   });
   return { record: writer.push, pending: writer.pending, flush: writer.flush, stop: writer.stop };
 }

@@ -34,14 +34,20 @@ const groupBy = z
     return [...new Set(parts)] as GroupBy[];
   });
 
+/**
+ * A filter's value: never empty. The rollup stores '' for "none", so `key_id=` (a script's empty
+ * variable) matched every request made without a key and answered that usage as if asked for it.
+ */
+const filterValue = (max: number) => z.string().min(1).max(max).optional();
+
 export const usageQuery = pageQuery({ maxLimit: 1000 }).extend({
   from: day.optional(),
   to: day.optional(),
-  user_id: z.string().max(64).optional(),
-  key_id: z.string().max(64).optional(),
-  model: z.string().max(300).optional(),
-  provider_id: z.string().max(64).optional(),
-  project_id: z.string().max(64).optional(),
+  user_id: filterValue(64),
+  key_id: filterValue(64),
+  model: filterValue(300),
+  provider_id: filterValue(64),
+  project_id: filterValue(64),
   group_by: groupBy,
 });
 export type UsageQuery = z.infer<typeof usageQuery>;
