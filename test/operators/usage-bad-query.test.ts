@@ -1,6 +1,6 @@
 import test from 'ava';
 import { createDatabase, migrateAll, type Database, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
-import { usageEstimated, usageRollupTables, usageTables } from '../../services/llm-api/usage/migrations.js';
+import { usageCachedTokens, usageEstimated, usageRollupTables, usageTables } from '../../services/llm-api/usage/migrations.js';
 import type { UsageRecord } from '../../services/llm-api/usage/recorder.js';
 import { usageRoutes } from '../../services/llm-api/usage/routes.js';
 import { insertUsageBatch } from '../../services/llm-api/usage/store.js';
@@ -43,7 +43,7 @@ const record = (over: Partial<UsageRecord>): UsageRecord => ({
 
 test.before(async () => {
   db = await createDatabase({ dataDir: '.', inMemory: true });
-  await migrateAll(db.knex, [{ owner: 'usage_bad_query_test', migrations: [usageTables, usageRollupTables, usageEstimated] }]);
+  await migrateAll(db.knex, [{ owner: 'usage_bad_query_test', migrations: [usageTables, usageRollupTables, usageEstimated, usageCachedTokens] }]);
   ({ server, base } = await listenKitApp({ name: 'usage-bad-query', gatewaySecret: SECRET, users, routeTable: usageRoutes({ usageReports: { knex: db.knex } }) }));
   // A request made with a bearer token (no key), in no project.
   await insertUsageBatch(db.knex, [record({})]);

@@ -182,7 +182,7 @@ test('the CSV export streams the same rows', async (t) => {
   t.is(res.status, 200);
   t.regex(res.headers.get('content-type') ?? '', /text\/csv/);
   const lines = (await res.text()).trim().split('\n');
-  t.is(lines[0], 'model,requests,prompt_tokens,completion_tokens,reasoning_tokens,total_tokens,cost_micro_usd');
+  t.is(lines[0], 'model,requests,prompt_tokens,completion_tokens,reasoning_tokens,total_tokens,cost_micro_usd,cached_tokens');
   const expected = expectGrouped((e) => e.model);
   t.is(lines.length, 1 + expected.size);
   for (const line of lines.slice(1)) {

@@ -11,6 +11,8 @@ interface UsageRow {
   key_id?: string | null;
   requests: number;
   total_tokens: number;
+  /** Of the prompt tokens, those the provider served from its cache (reports from before the field: absent). */
+  cached_tokens?: number;
   cost_micro_usd: number;
 }
 type Metric = 'requests' | 'total_tokens' | 'cost_micro_usd';
@@ -134,7 +136,7 @@ function table(rows: UsageRow[], stack: Stack): HTMLElement {
   return h(
     'table',
     { class: 'usage' },
-    h('thead', {}, h('tr', {}, h('th', {}, 'Day'), h('th', {}, STACKS[stack].label), h('th', {}, 'Requests'), h('th', {}, 'Tokens'), h('th', {}, 'Cost (USD)'))),
-    h('tbody', {}, ...rows.map((r) => h('tr', {}, h('td', {}, r.day ?? ''), h('td', {}, stackValue(r, stack)), h('td', {}, r.requests), h('td', {}, r.total_tokens), h('td', {}, (r.cost_micro_usd / 1e6).toFixed(6))))),
+    h('thead', {}, h('tr', {}, h('th', {}, 'Day'), h('th', {}, STACKS[stack].label), h('th', {}, 'Requests'), h('th', {}, 'Tokens'), h('th', {}, 'Cached prompt tokens'), h('th', {}, 'Cost (USD)'))),
+    h('tbody', {}, ...rows.map((r) => h('tr', {}, h('td', {}, r.day ?? ''), h('td', {}, stackValue(r, stack)), h('td', {}, r.requests), h('td', {}, r.total_tokens), h('td', { class: 'cached' }, r.cached_tokens ?? 0), h('td', {}, (r.cost_micro_usd / 1e6).toFixed(6))))),
   );
 }

@@ -60,7 +60,9 @@ export const pricingSchema = z
         z
           .object({
             amount_micro_usd: z.number().int().min(0),
-            currency: z.string().min(1).max(8).default('USD'),
+            // Amounts are micro-USD and cost is added up, reported and budgeted in USD: a line in any
+            // other currency would be charged as if it were USD, so it is refused (no conversion here).
+            currency: z.literal('USD', { error: 'only USD is supported: amounts are micro-USD and cost is reported and budgeted in USD' }).default('USD'),
             unit: z.enum(['per_1k_prompt_tokens', 'per_1k_completion_tokens', 'per_1k_cached_prompt_tokens', 'per_1m_prompt_tokens', 'per_1m_completion_tokens', 'per_1m_cached_prompt_tokens', 'per_request']),
           })
           .strict(),

@@ -115,7 +115,9 @@ class Meter implements UsageMeter {
     // A failed request costs nothing unless usage came with it (the provider's or the estimate): its
     // `per_request` line is not charged for an answer that never came.
     const priced = pm && (usage !== null || result.status < 400);
-    const cost = priced ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion, cached: tokenCount(given?.prompt_tokens_details?.cached_tokens) }) : 0;
+    // Part of the prompt count: a provider's larger figure counts as the whole prompt.
+    const cached = Math.min(tokenCount(given?.prompt_tokens_details?.cached_tokens) ?? 0, prompt);
+    const cost = priced ? costMicroUsd(pm.pricing.lines ?? [], { prompt, completion, cached }) : 0;
     this.env.recorder.record({
       request_id: request.requestId,
       user_id: request.userId,
@@ -127,6 +129,7 @@ class Meter implements UsageMeter {
       endpoint: routed?.endpoint ?? null,
       stream: request.stream,
       prompt_tokens: prompt,
+      cached_tokens: cached,
       completion_tokens: completion,
       reasoning_tokens: usage?.completion_tokens_details?.reasoning_tokens ?? 0,
       total_tokens: prompt + completion,

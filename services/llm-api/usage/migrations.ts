@@ -171,3 +171,29 @@ export const spendSettledCount: Migration = {
     });
   },
 };
+
+/**
+ * Prompt tokens the provider served from its cache (`prompt_tokens_details.cached_tokens`, part of
+ * the prompt count), on each raw record and summed in the daily rollup: a model with a cached-prompt
+ * price charges them at that rate, and without the count the report's cost could not be checked
+ * against its tokens. Existing rows were recorded without it: 0.
+ */
+export const usageCachedTokens: Migration = {
+  name: '20261207_1500_llm_usage_cached_tokens',
+  async up(knex) {
+    await knex.schema.alterTable('llm_usage', (t) => {
+      t.integer('cached_tokens').notNullable().defaultTo(0);
+    });
+    await knex.schema.alterTable('llm_usage_daily', (t) => {
+      t.bigInteger('cached_tokens').notNullable().defaultTo(0);
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('llm_usage_daily', (t) => {
+      t.dropColumn('cached_tokens');
+    });
+    await knex.schema.alterTable('llm_usage', (t) => {
+      t.dropColumn('cached_tokens');
+    });
+  },
+};

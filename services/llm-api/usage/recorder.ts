@@ -19,6 +19,8 @@ export interface UsageRecord {
   endpoint: string | null;
   stream: boolean;
   prompt_tokens: number;
+  /** Of the prompt tokens, those the provider served from its cache (at most the prompt count; absent: 0). */
+  cached_tokens?: number;
   completion_tokens: number;
   reasoning_tokens: number;
   total_tokens: number;

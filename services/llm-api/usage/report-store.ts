@@ -23,6 +23,7 @@ export interface UsageRowRaw {
   project_id?: string;
   requests: string | number;
   prompt_tokens: string | number;
+  cached_tokens: string | number;
   completion_tokens: string | number;
   reasoning_tokens: string | number;
   cost_micro_usd: string | number;
@@ -46,6 +47,7 @@ function grouped(knex: Knex, filter: UsageFilter, groupBy: GroupBy[]) {
     ...columns.map((c) => (c === 'day' ? knex.raw("to_char(day, 'YYYY-MM-DD') as day") : c)),
     knex.raw('sum(requests) as requests'),
     knex.raw('sum(prompt_tokens) as prompt_tokens'),
+    knex.raw('sum(cached_tokens) as cached_tokens'),
     knex.raw('sum(completion_tokens) as completion_tokens'),
     knex.raw('sum(reasoning_tokens) as reasoning_tokens'),
     knex.raw('sum(cost_micro_usd) as cost_micro_usd'),

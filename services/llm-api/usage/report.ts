@@ -62,6 +62,7 @@ export const usageRowSchema = z.object({
   project_id: z.string().nullable().optional(),
   requests: z.number().int(),
   prompt_tokens: z.number().int(),
+  cached_tokens: z.number().int().describe('of the prompt tokens, those the provider served from its cache (priced at the cached rate when the model has one)'),
   completion_tokens: z.number().int(),
   reasoning_tokens: z.number().int(),
   total_tokens: z.number().int(),
@@ -94,6 +95,7 @@ export function toUsageRow(raw: UsageRowRaw, groups: GroupBy[]): UsageRow {
     object: 'usage.row',
     requests: Number(raw.requests ?? 0),
     prompt_tokens: prompt,
+    cached_tokens: Number(raw.cached_tokens ?? 0),
     completion_tokens: completion,
     reasoning_tokens: Number(raw.reasoning_tokens ?? 0),
     total_tokens: prompt + completion,
@@ -119,7 +121,7 @@ export function ownUsage(deps: UsageReportDeps, principal: Principal, query: Usa
   return usageReport(deps, { ...filterOf(query), userId: principal.userId }, query.group_by, query);
 }
 
-const CSV_COLUMNS = ['day', 'user_id', 'key_id', 'model', 'provider_id', 'project_id', 'requests', 'prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'total_tokens', 'cost_micro_usd'] as const;
+const CSV_COLUMNS = ['day', 'user_id', 'key_id', 'model', 'provider_id', 'project_id', 'requests', 'prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'total_tokens', 'cost_micro_usd', 'cached_tokens'] as const;
 
 function csvCell(value: unknown): string {
   if (value === undefined || value === null) return '';

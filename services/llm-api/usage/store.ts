@@ -33,6 +33,7 @@ const USAGE_ROWS = columnArrays<UsageRecord>([
   field('created_at', 'timestamptz'),
   field('project_id', 'text'),
   ['usage_estimated', 'boolean', (row) => row.usage_estimated === true],
+  ['cached_tokens', 'integer', (row) => row.cached_tokens ?? 0],
 ]);
 
 const names = USAGE_ROWS.names;
@@ -42,16 +43,17 @@ const names = USAGE_ROWS.names;
 // order could make each hold a row the other needs (a deadlock, and a retried batch).
 const SQL = `with x as (select * from ${USAGE_ROWS.fromItem}),
   raw as (insert into llm_usage (${names}) select ${names} from x)
-  insert into llm_usage_daily as d (day, user_id, api_key_id, model, provider_id, project_id, requests, prompt_tokens, completion_tokens, reasoning_tokens, cost_micro_usd)
+  insert into llm_usage_daily as d (day, user_id, api_key_id, model, provider_id, project_id, requests, prompt_tokens, completion_tokens, reasoning_tokens, cost_micro_usd, cached_tokens)
   select (created_at at time zone 'UTC')::date, coalesce(user_id, ''), coalesce(api_key_id, ''), model, coalesce(provider_id, ''), coalesce(project_id, ''),
-         count(*), sum(prompt_tokens), sum(completion_tokens), sum(reasoning_tokens), sum(cost_micro_usd)
+         count(*), sum(prompt_tokens), sum(completion_tokens), sum(reasoning_tokens), sum(cost_micro_usd), sum(cached_tokens)
   from x group by 1, 2, 3, 4, 5, 6 order by 1, 2, 3, 4, 5, 6
   on conflict (day, user_id, api_key_id, model, provider_id, project_id) do update set
     requests = d.requests + excluded.requests,
     prompt_tokens = d.prompt_tokens + excluded.prompt_tokens,
     completion_tokens = d.completion_tokens + excluded.completion_tokens,
     reasoning_tokens = d.reasoning_tokens + excluded.reasoning_tokens,
-    cost_micro_usd = d.cost_micro_usd + excluded.cost_micro_usd`;
+    cost_micro_usd = d.cost_micro_usd + excluded.cost_micro_usd,
+    cached_tokens = d.cached_tokens + excluded.cached_tokens`;
 
 export async function insertUsageBatch(knex: Knex, batch: UsageRecord[]): Promise<void> {
   await knex.raw(SQL, USAGE_ROWS.bind(batch));

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { createDatabase, migrateAll, type MigrationSet } from '../../../services/kit/index.js';
-import { usageEstimated, usageRawKeyOnly, usageRollupTables, usageTables } from '../../../services/llm-api/usage/migrations.js';
+import { usageCachedTokens, usageEstimated, usageRawKeyOnly, usageRollupTables, usageTables } from '../../../services/llm-api/usage/migrations.js';
 import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
 import { insertUsageBatch } from '../../../services/llm-api/usage/store.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueName } from '../../helpers/env.js';
@@ -45,7 +45,7 @@ test('the raw usage table keeps only its primary key, and a batch still reaches 
   await migrateAll(db.knex, [before]);
   t.deepEqual(await indexes(), ['llm_usage_model_created_at_index', 'llm_usage_pkey', 'llm_usage_user_id_created_at_index']);
 
-  await migrateAll(db.knex, [{ owner: 'llm_api', migrations: [usageTables, usageRollupTables, usageRawKeyOnly, usageEstimated] }]);
+  await migrateAll(db.knex, [{ owner: 'llm_api', migrations: [usageTables, usageRollupTables, usageRawKeyOnly, usageEstimated, usageCachedTokens] }]);
   t.deepEqual(await indexes(), ['llm_usage_pkey']);
 
   const at = new Date('2026-11-30T23:59:59.999Z');
@@ -71,7 +71,7 @@ test('usage_estimated: rows written before the column are provider counts (false
   });
   await migrateAll(db.knex, [{ owner: 'llm_api', migrations: [usageTables, usageRollupTables, usageRawKeyOnly] }]);
   await db.knex('llm_usage').insert({ request_id: 'req_old', model: 'm', latency_ms: 1, status: 200, outcome: 'ok', created_at: new Date() });
-  await migrateAll(db.knex, [{ owner: 'llm_api', migrations: [usageTables, usageRollupTables, usageRawKeyOnly, usageEstimated] }]);
+  await migrateAll(db.knex, [{ owner: 'llm_api', migrations: [usageTables, usageRollupTables, usageRawKeyOnly, usageEstimated, usageCachedTokens] }]);
   const at = new Date('2026-12-06T12:00:00Z');
   await insertUsageBatch(db.knex, [record(1, at), { ...record(2, at), outcome: 'client_closed', usage_estimated: true }]);
   const rows = await db.knex('llm_usage').select('request_id', 'usage_estimated').orderBy('request_id');

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { EventEmitter } from 'node:events';
 import { createDatabase, migrateAll, type Database } from '../../../services/kit/index.js';
-import { usageRollupTables, usageTables } from '../../../services/llm-api/usage/migrations.js';
+import { usageCachedTokens, usageRollupTables, usageTables } from '../../../services/llm-api/usage/migrations.js';
 import { usageCsv } from '../../../services/llm-api/usage/report.js';
 import { usageRoutes } from '../../../services/llm-api/usage/routes.js';
 import { selectUsage } from '../../../services/llm-api/usage/report-store.js';
@@ -11,7 +11,7 @@ import { selectUsage } from '../../../services/llm-api/usage/report-store.js';
 let db: Database;
 test.before(async () => {
   db = await createDatabase({ dataDir: '.', inMemory: true });
-  await migrateAll(db.knex, [{ owner: 'usage_export_test', migrations: [usageTables, usageRollupTables] }]);
+  await migrateAll(db.knex, [{ owner: 'usage_export_test', migrations: [usageTables, usageRollupTables, usageCachedTokens] }]);
 });
 test.after.always(async () => {
   await db?.close();
