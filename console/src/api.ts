@@ -93,26 +93,41 @@ export async function signInWithPassword(email: string, password: string): Promi
   return (await res.json()) as TokenPair;
 }
 
-let renewing: Promise<boolean> | null = null;
+/**
+ * What a token renewal came to: `renewed` (a new pair is held), `refused` (the API refused the
+ * refresh token itself, 400 or 401: the session is over) or `unavailable` (the API could not be
+ * reached, answered 5xx, 429 or anything else: the session may well be alive, so the credential is
+ * kept and `error` says why it could not be renewed now).
+ */
+type Renewal = { outcome: 'renewed' } | { outcome: 'refused' } | { outcome: 'unavailable'; error: Error };
+
+const NOT_RENEWED = 'Your session could not be renewed right now (you are still signed in in this tab)';
+
+let renewing: Promise<Renewal> | null = null;
 /** Exchanges the refresh token once for every call that met the expired access token at the same time. */
-function renewToken(): Promise<boolean> {
+function renewToken(): Promise<Renewal> {
   const held = current;
-  if (held?.kind !== 'token') return Promise.resolve(false);
-  renewing ??= (async () => {
+  if (held?.kind !== 'token') return Promise.resolve({ outcome: 'refused' });
+  renewing ??= (async (): Promise<Renewal> => {
     try {
-      const res = await fetch('/llm/auth/refresh', {
+      const res = await reach('/llm/auth/refresh', {
         method: 'POST',
         headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
         body: JSON.stringify({ refresh_token: held.refresh }),
         credentials: 'omit',
         cache: 'no-store',
       });
-      if (!res.ok) return false;
-      const pair = (await res.json()) as TokenPair;
+      if (res.status === 400 || res.status === 401) return { outcome: 'refused' };
+      if (!res.ok) {
+        const e = await toError(res);
+        return { outcome: 'unavailable', error: new ApiError(e.status, `${NOT_RENEWED}: ${e.message}`, e.code, e.param, e.requestId, e.retryAfter) };
+      }
+      const pair = (await res.json()) as Partial<TokenPair>;
+      if (typeof pair?.access_token !== 'string' || typeof pair.refresh_token !== 'string') throw new Error('The API answered the renewal without a token pair.');
       if (current === held) setCredential({ kind: 'token', access: pair.access_token, refresh: pair.refresh_token });
-      return true;
-    } catch {
-      return false;
+      return { outcome: 'renewed' };
+    } catch (error) {
+      return { outcome: 'unavailable', error: new Error(`${NOT_RENEWED}: ${error instanceof Error ? error.message : String(error)}`) };
     } finally {
       renewing = null;
     }
@@ -178,7 +193,13 @@ async function authorizedFetch(path: string, init: RequestInit & { extraHeaders?
     return { used, res: await reach(path, { ...init, headers: headers(init.extraHeaders), credentials: 'omit', cache: 'no-store' }) };
   };
   let { used, res } = await send();
-  if (res.status === 401 && used?.kind === 'token' && (await renewToken())) ({ used, res } = await send());
+  if (res.status === 401 && used?.kind === 'token') {
+    const renewal = await renewToken();
+    if (renewal.outcome === 'renewed') ({ used, res } = await send());
+    // The refresh could not be tried (the API is down or busy): the session is not over, the
+    // credential is kept, and the caller shows why the call could not be made now.
+    else if (renewal.outcome === 'unavailable' && used === current) throw renewal.error;
+  }
   // Only when the refused credential is still the one held (not one already replaced by a new sign-in).
   if (res.status === 401 && used !== null && used === current) credentialRefused?.();
   if (res.status === 403 && used !== null && used === current && path.startsWith('/v1/admin/')) adminRefused?.();

@@ -233,3 +233,74 @@ test.serial('recent requests: the page buttons move through the list on screen, 
   t.is(await page.getByLabel('Request id').inputValue(), 'typed-but-not-applied', 'the field keeps what was typed');
   await page.close();
 });
+
+test.serial('a token sign-in whose renewal meets a down or busy API (503, 429) stays signed in and shows why; a refused refresh token ends the session', async (t) => {
+  // An account with a password: a guest upgraded with an e-mail and a password.
+  const email = `renewal-${randomBase62(6).toLowerCase()}@example.com`;
+  const password = `pw-${randomBase62(16)}`;
+  const guest = (await (await fetch(`${p.url}/llm/auth/guest-login`, { method: 'POST' })).json()) as { access_token: string };
+  const upgraded = await fetch(`${p.url}/auth/upgrade`, { method: 'POST', headers: { authorization: `Bearer ${guest.access_token}`, 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
+  t.is(upgraded.status, 200, await upgraded.text());
+
+  const page = await browser.newPage();
+  page.on('pageerror', (error) => console.error('page error:', error.message));
+  await page.goto(`${p.url}/console/`);
+  const form = page.getByRole('form', { name: 'Password sign-in' });
+  await form.getByLabel('E-mail').fill(email);
+  await form.getByLabel('Password').fill(password);
+  await form.getByRole('button', { name: 'Sign in with password' }).click();
+  await page.getByRole('button', { name: 'Sign out' }).waitFor();
+  const signedIn = await held(page);
+  t.is(JSON.parse(signedIn as string).kind, 'token');
+
+  const refreshAnswers = (status: number, message: string, headers: Record<string, string>) =>
+    page.route('**/llm/auth/refresh', (route) =>
+      route.fulfill({ status, contentType: 'application/json', headers, body: JSON.stringify({ error: { message, type: 'api_error', param: null, code: null } }) }),
+    );
+  // The keys list meets a refused access token (as when it expired) once; the console renews it.
+  const expireOnce = () =>
+    page.route('**/auth/api-keys?*', (route) => route.fulfill({ status: 401, contentType: 'application/json', body: JSON.stringify({ error: { message: 'Invalid or expired token', type: 'authentication_error', param: null, code: null } }) }), { times: 1 });
+
+  // While signed in: the refresh answers 503. The page says the session could not be renewed now.
+  await refreshAnswers(503, 'The service is restarting', { 'retry-after': '20', 'x-request-id': 'req_renew_down' });
+  await expireOnce();
+  await page.getByRole('link', { name: 'API keys' }).click();
+  const down = page.getByRole('alert').filter({ hasText: 'Error 503: Your session could not be renewed right now' });
+  await down.waitFor({ timeout: 10_000 });
+  t.regex((await down.textContent()) ?? '', /The service is restarting/);
+  t.regex((await down.textContent()) ?? '', /Try again in 20 s\./);
+  t.is(await down.locator('[data-request-id]').textContent(), 'req_renew_down');
+  t.is(await page.getByRole('alert').filter({ hasText: SESSION_ENDED }).count(), 0);
+  t.is(await page.getByRole('button', { name: 'Sign out' }).count(), 1, 'still signed in');
+  t.is(await held(page), signedIn, 'the token pair is kept');
+
+  // A tab reopened with an access token the API refuses while the refresh is rate-limited (429):
+  // the credential is kept and the error shown with Try again.
+  await page.unroute('**/llm/auth/refresh');
+  await refreshAnswers(429, 'Rate limit exceeded: 10 requests per minute', { 'retry-after': '30' });
+  const pair = JSON.parse(signedIn as string) as { kind: 'token'; access: string; refresh: string };
+  const expired = JSON.stringify({ ...pair, access: 'expired.access.token' });
+  await page.evaluate(`sessionStorage.setItem('console.credential', ${JSON.stringify(expired)})`);
+  await page.reload();
+  const busy = page.getByRole('alert').filter({ hasText: 'Error 429: Your session could not be renewed right now' });
+  await busy.waitFor({ timeout: 10_000 });
+  t.regex((await busy.textContent()) ?? '', /Try again in 30 s\./);
+  t.is(await held(page), expired, 'the token pair is kept while the API is busy');
+
+  // The API answers again: Try again renews the pair with the real refresh endpoint and signs in.
+  await page.unroute('**/llm/auth/refresh');
+  await page.getByRole('button', { name: 'Try again' }).click();
+  await page.getByRole('button', { name: 'Sign out' }).waitFor({ timeout: 10_000 });
+  const renewed = JSON.parse((await held(page)) as string) as { access: string; refresh: string };
+  t.not(renewed.access, 'expired.access.token');
+  t.not(renewed.refresh, pair.refresh, 'the refresh token was spent and replaced');
+
+  // A refresh token the API refuses (401) ends the session, with the reason.
+  await page.getByRole('link', { name: 'Usage' }).click();
+  await refreshAnswers(401, 'Invalid or expired refresh token', {});
+  await expireOnce();
+  await page.getByRole('link', { name: 'API keys' }).click();
+  await page.getByRole('alert').filter({ hasText: SESSION_ENDED }).waitFor({ timeout: 10_000 });
+  t.is(await held(page), null, 'the refused pair is forgotten');
+  await page.close();
+});
