@@ -31,6 +31,10 @@ export interface DeliveryRow extends NewDelivery {
   /** When the sweep last re-enqueued it (since its last attempt), and how many times. */
   swept_at: Date | null;
   sweeps: number;
+  /** Null until swept; then the time its next re-enqueue counts the grace period from (see `touch`). */
+  resweep_after: Date | null;
+  /** Computed by the database: `resweep_after` once swept, else `next_attempt_at`; what `overdue` reads (indexed). */
+  sweep_due_at: Date | null;
   last_status_code: number | null;
   last_error: string | null;
   delivered_at: Date | null;
@@ -92,7 +96,7 @@ export function excerptText(bytes: Uint8Array | null): string | null {
 }
 
 // row_to_json renders timestamps as strings and bigints as numbers; the stores' rows carry Dates.
-const DELIVERY_DATES = ['event_occurred_at', 'next_attempt_at', 'swept_at', 'delivered_at', 'created_at', 'updated_at'];
+const DELIVERY_DATES = ['event_occurred_at', 'next_attempt_at', 'swept_at', 'resweep_after', 'sweep_due_at', 'delivered_at', 'created_at', 'updated_at'];
 const WEBHOOK_DATES = ['previous_secret_expires_at', 'subscribed_at', 'created_at', 'updated_at'];
 function revive(row: Record<string, unknown>, dates: string[]): Record<string, unknown> {
   const out = { ...row };
@@ -170,7 +174,7 @@ export function createDeliveriesStore(knex: Knex) {
       const result = await knex.raw(
         `with recorded as (
            update webhook_deliveries
-              set status = ?, attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, lease_until = 0, swept_at = null, sweeps = 0,
+              set status = ?, attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, lease_until = 0, swept_at = null, sweeps = 0, resweep_after = null,
                   next_attempt_at = ?, last_status_code = ?, last_error = ?, delivered_at = ?, updated_at = ?
             where id = ? and attempts = ? and status = 'pending'
            returning id)
@@ -232,7 +236,7 @@ export function createDeliveriesStore(knex: Knex) {
       const [row] = await deliveries()
         .where({ id, webhook_id: webhookId })
         .whereNot({ status: 'pending' })
-        .update({ status: 'pending', cycle_attempts: 0, lease_until: 0, next_attempt_at: now, swept_at: null, sweeps: 0, delivered_at: null, updated_at: now } as never)
+        .update({ status: 'pending', cycle_attempts: 0, lease_until: 0, next_attempt_at: now, swept_at: null, sweeps: 0, resweep_after: null, delivered_at: null, updated_at: now } as never)
         .returning('*');
       return row as DeliveryRow | undefined;
     },
@@ -257,20 +261,13 @@ export function createDeliveriesStore(knex: Knex) {
      * lost), and not re-enqueued by a sweep within the last `graceMs × 2^(sweeps - 1)` (`sweeps` capped
      * at SWEEP_BACKOFF_STEPS): a delivery that waits because its receiver is slow, its job alive on the
      * bus, gets a duplicate job after 1, 2, 4 … grace periods rather than one per grace period.
+     * Both conditions are one indexed comparison on `sweep_due_at` (`touch` stores the back-off in
+     * it), so the oldest `limit` due rows come straight from the partial index and rows still backing
+     * off are never read: the cost does not grow with a slow receiver's backlog.
      */
     async overdue(now: Date, graceMs: number, limit: number): Promise<Pick<DeliveryRow, 'id' | 'attempts'>[]> {
       const before = new Date(now.getTime() - graceMs);
-      return deliveries()
-        .where({ status: 'pending' })
-        .andWhere('next_attempt_at', '<', before)
-        .andWhere((q) =>
-          q
-            .whereNull('swept_at')
-            .orWhereRaw(`swept_at + (?::double precision * power(2, least(sweeps, ?) - 1)) * interval '1 millisecond' < ?`, [graceMs, SWEEP_BACKOFF_STEPS, now]),
-        )
-        .orderBy('next_attempt_at')
-        .limit(limit)
-        .select('id', 'attempts');
+      return deliveries().where({ status: 'pending' }).andWhere('sweep_due_at', '<', before).orderBy('sweep_due_at').limit(limit).select('id', 'attempts');
     },
 
     /** Attempts recorded since `since`, by outcome (metrics). */
@@ -291,12 +288,15 @@ export function createDeliveriesStore(knex: Knex) {
 
     /**
      * Marks swept deliveries as just re-enqueued (`swept_at`, `sweeps`), so the next sweep waits
-     * (see `overdue`). `next_attempt_at` stays the time the attempt was due: the lag metric and the
-     * admin API keep counting from it, and an attempt recorded while the sweep ran keeps the time of
-     * its next attempt (the sweep never makes that one early). Only rows still pending with the
-     * attempt count the sweep read are marked.
+     * (see `overdue`): `resweep_after` becomes `now + graceMs × (2^(sweeps - 1) - 1)` (`sweeps` the new
+     * count, capped at SWEEP_BACKOFF_STEPS), so the row is overdue again `graceMs × 2^(sweeps - 1)`
+     * after `now`, one grace period past it as an unswept row is past `next_attempt_at`.
+     * `next_attempt_at` stays the time the attempt was due: the lag metric and the admin API keep
+     * counting from it, and an attempt recorded while the sweep ran keeps the time of its next
+     * attempt (the sweep never makes that one early). Only rows still pending with the attempt count
+     * the sweep read are marked.
      */
-    async touch(swept: Pick<DeliveryRow, 'id' | 'attempts'>[], now: Date): Promise<void> {
+    async touch(swept: Pick<DeliveryRow, 'id' | 'attempts'>[], now: Date, graceMs: number): Promise<void> {
       for (let i = 0; i < swept.length; i += STATEMENT_ROWS) {
         const batch = swept.slice(i, i + STATEMENT_ROWS);
         await deliveries()
@@ -304,7 +304,13 @@ export function createDeliveriesStore(knex: Knex) {
           .andWhere((q) => {
             for (const d of batch) q.orWhere({ id: d.id, attempts: d.attempts });
           })
-          .update({ swept_at: now, sweeps: knex.raw('sweeps + 1'), queued: true } as never);
+          .update({
+            swept_at: now,
+            sweeps: knex.raw('sweeps + 1'),
+            // `sweeps` here is the count before this sweep.
+            resweep_after: knex.raw(`?::timestamptz + (?::double precision * (power(2, least(sweeps + 1, ?) - 1) - 1)) * interval '1 millisecond'`, [now, graceMs, SWEEP_BACKOFF_STEPS]),
+            queued: true,
+          } as never);
       }
     },
   };

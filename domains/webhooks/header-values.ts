@@ -10,6 +10,24 @@ import type { WebhookRow, WebhooksStore } from './store.js';
  */
 export const REDACTED_HEADER_VALUE = '[redacted]';
 
+/**
+ * What the secret box's `seal` writes: `v1.<12-byte nonce>.<16-byte tag>.<ciphertext>`, base64url
+ * without padding (services/kit/crypto-box.ts). Sealing is marked per value by this format, not per
+ * row: a value in any other form was written by code from before values were sealed and is in clear
+ * (a header value may hold only tab, space and visible ASCII, and older code never sealed one).
+ * The same pattern (POSIX-compatible) finds the values still to seal in SQL.
+ */
+export const SEALED_HEADER_VALUE = /^v1\.[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]*$/;
+
+export const isSealedHeaderValue = (value: string) => SEALED_HEADER_VALUE.test(value);
+
+/** A value in the sealed format that does not open: sealed under another MASTER_KEY, or altered. */
+export class HeaderValueUnopenable extends Error {
+  constructor(readonly header: string) {
+    super(`the stored value of webhook header ${header} is sealed but does not open with this MASTER_KEY (sealed under another key, or altered)`);
+  }
+}
+
 /** What a value is bound to: its webhook and the header's name (as registered). */
 const aad = (webhookId: string, name: string) => `${webhookId}/headers/${name}`;
 
@@ -18,36 +36,50 @@ export function redactedHeaders(row: Pick<WebhookRow, 'headers'>): Record<string
   return Object.fromEntries(Object.keys(row.headers ?? {}).map((name) => [name, REDACTED_HEADER_VALUE]));
 }
 
-/** The columns that store `headers` (values in clear) of webhook `webhookId`: each value sealed. */
-export function sealHeaders(box: SecretBox, webhookId: string, headers: Record<string, string>): Pick<WebhookRow, 'headers' | 'headers_sealed'> {
-  return { headers: Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, box.seal(value, aad(webhookId, name))])), headers_sealed: true };
+/** `headers` (values in clear) of webhook `webhookId` as stored: each value sealed. */
+export function sealHeaders(box: SecretBox, webhookId: string, headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, box.seal(value, aad(webhookId, name))]));
 }
 
 /**
- * The values to send. A row written before values were sealed (`headers_sealed` false) holds them in
- * clear until `sealPlainHeaders` has run. Throws when a value does not open (another MASTER_KEY).
+ * The values to send. A value in the sealed format is opened; any other value was written by code
+ * from before values were sealed (a row not sealed at start yet, or written meanwhile by an older
+ * llm-api) and is in clear. Throws `HeaderValueUnopenable` naming the first value that does not open.
  */
-export function openHeaders(box: SecretBox, row: Pick<WebhookRow, 'id' | 'headers' | 'headers_sealed'>): Record<string, string> {
-  const headers = row.headers ?? {};
-  if (!row.headers_sealed) return { ...headers };
-  return Object.fromEntries(Object.entries(headers).map(([name, sealed]) => [name, box.open(sealed, aad(row.id, name))]));
+export function openHeaders(box: SecretBox, row: Pick<WebhookRow, 'id' | 'headers'>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(row.headers ?? {}).map(([name, value]) => {
+      if (!isSealedHeaderValue(value)) return [name, value];
+      try {
+        return [name, box.open(value, aad(row.id, name))];
+      } catch {
+        throw new HeaderValueUnopenable(name);
+      }
+    }),
+  );
 }
 
 /**
- * Seals the header values of subscriptions written before they were sealed (the migration
- * `20261207_4004_webhooks_headers_sealed` marks them, but has no key to seal with). llm-api and the
- * worker run it when they start; each row is rewritten only if it is still unsealed, so two
- * processes at once, or a PATCH meanwhile, never lose a value. Returns how many rows it sealed.
+ * Seals every header value not in the sealed format (written by code from before values were
+ * sealed; a migration has no key to seal with). llm-api and the worker run it when they start; a
+ * row is rewritten only if it still holds the headers read (compare-and-set), so two processes at
+ * once, or a PATCH meanwhile, never lose a value; values already sealed are kept as they are.
+ * Returns how many rows it sealed.
  */
 export async function sealPlainHeaders(deps: { webhooks: WebhooksStore; box: SecretBox; logger: Logger }, batch = 500): Promise<number> {
   let total = 0;
+  let after: string | undefined;
   for (;;) {
-    const rows = await deps.webhooks.withPlainHeaders(batch);
+    const rows = await deps.webhooks.withPlainHeaders(SEALED_HEADER_VALUE.source, batch, after);
     for (const row of rows) {
-      if (await deps.webhooks.replacePlainHeaders(row.id, row.headers, sealHeaders(deps.box, row.id, row.headers).headers)) total++;
+      const next = Object.fromEntries(
+        Object.entries(row.headers).map(([name, value]) => [name, isSealedHeaderValue(value) ? value : sealHeaders(deps.box, row.id, { [name]: value })[name]!]),
+      );
+      if (await deps.webhooks.replaceHeaders(row.id, row.headers, next)) total++;
     }
     if (rows.length < batch) break;
+    after = rows[rows.length - 1]!.id;
   }
-  if (total) deps.logger.info({ count: total }, 'sealed the custom header values of webhook subscriptions stored before values were sealed');
+  if (total) deps.logger.info({ count: total }, 'sealed the custom header values of webhook subscriptions stored in clear by older code');
   return total;
 }

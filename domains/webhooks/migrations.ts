@@ -104,6 +104,11 @@ const attemptsByTime: Migration = {
  * What the sweep re-enqueued, kept apart from `next_attempt_at` (which stays the time the attempt
  * was due, for the lag metric and the admin API): when it last did (`swept_at`) and how many times
  * since the delivery's last attempt (`sweeps`), so each further re-enqueue waits twice as long.
+ * `resweep_after` (null until swept) is the time a swept delivery's next re-enqueue counts its grace
+ * period from, as `next_attempt_at` is for one not swept; `sweep_due_at` is the one that applies,
+ * computed by the database (so every statement that sets `next_attempt_at` keeps it right), and
+ * indexed over pending rows: the sweep reads the oldest due ones from the index and never walks the
+ * rows still backing off.
  */
 const sweptAt: Migration = {
   name: '20261207_4003_webhook_deliveries_swept_at',
@@ -111,35 +116,21 @@ const sweptAt: Migration = {
     await knex.schema.alterTable('webhook_deliveries', (t) => {
       t.timestamp('swept_at', { useTz: true });
       t.integer('sweeps').notNullable().defaultTo(0);
+      t.timestamp('resweep_after', { useTz: true });
     });
+    await knex.raw('alter table webhook_deliveries add column sweep_due_at timestamptz generated always as (coalesce(resweep_after, next_attempt_at)) stored');
+    await knex.raw("create index webhook_deliveries_sweep_due on webhook_deliveries (sweep_due_at) where status = 'pending'");
   },
   async down(knex) {
+    await knex.raw('drop index if exists webhook_deliveries_sweep_due');
+    await knex.raw('alter table webhook_deliveries drop column if exists sweep_due_at');
     await knex.schema.alterTable('webhook_deliveries', (t) => {
+      t.dropColumn('resweep_after');
       t.dropColumn('swept_at');
       t.dropColumn('sweeps');
     });
   },
 };
 
-/**
- * Custom header values are sealed at rest (each with the kit's secret box, bound to the webhook and
- * the header's name; `header-values.ts`). A migration has no key to seal with, so it only marks the
- * existing rows as holding values in clear (`headers_sealed` false); llm-api and the worker seal
- * them when they start (`sealPlainHeaders`), and read either form meanwhile. A worker still on the
- * code before this change would send a sealed row's values as they are stored (sealed): update
- * every worker together with llm-api.
- */
-const headersSealed: Migration = {
-  name: '20261207_4004_webhooks_headers_sealed',
-  async up(knex) {
-    await knex.schema.alterTable('webhooks', (t) => {
-      t.boolean('headers_sealed').notNullable().defaultTo(false);
-    });
-  },
-  async down(knex) {
-    await knex.schema.alterTable('webhooks', (t) => t.dropColumn('headers_sealed'));
-  },
-};
-
 /** Used by llm-api's webhooks resource and by workers/webhook-delivery. */
-export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: [tables, subscribedAt, attemptsByTime, sweptAt, headersSealed] };
+export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: [tables, subscribedAt, attemptsByTime, sweptAt] };

@@ -8,11 +8,10 @@ export interface WebhookRow {
   events: string[];
   active: boolean;
   /**
-   * Custom header names and their values, each value sealed (see header-values.ts) when
-   * `headers_sealed`; in clear on a row written before values were sealed, until it is sealed at start.
+   * Custom header names and their values, each value sealed (see header-values.ts); a value not in
+   * the sealed format was written in clear by older code, until it is sealed at start.
    */
   headers: Record<string, string>;
-  headers_sealed: boolean;
   secret_sealed: string;
   previous_secret_sealed: string | null;
   previous_secret_expires_at: Date | null;
@@ -26,8 +25,8 @@ export interface WebhookRow {
   updated_at: Date;
 }
 
-export type WebhookInsert = Pick<WebhookRow, 'id' | 'url' | 'events' | 'active' | 'headers' | 'headers_sealed' | 'secret_sealed' | 'created_by'>;
-export type WebhookPatch = Partial<Pick<WebhookRow, 'url' | 'events' | 'active' | 'headers' | 'headers_sealed' | 'secret_sealed' | 'previous_secret_sealed' | 'previous_secret_expires_at'>> & {
+export type WebhookInsert = Pick<WebhookRow, 'id' | 'url' | 'events' | 'active' | 'headers' | 'secret_sealed' | 'created_by'>;
+export type WebhookPatch = Partial<Pick<WebhookRow, 'url' | 'events' | 'active' | 'headers' | 'secret_sealed' | 'previous_secret_sealed' | 'previous_secret_expires_at'>> & {
   /**
    * A rotation: the secret that is current when the update runs becomes the previous one, read and
    * written in the same statement (two rotations at once never drop the secret one of them handed out).
@@ -71,17 +70,26 @@ export function createWebhooksStore(knex: Knex) {
       return row as WebhookRow | undefined;
     },
 
-    /** Subscriptions whose header values are still in clear (written before values were sealed). */
-    async withPlainHeaders(limit: number): Promise<Pick<WebhookRow, 'id' | 'headers'>[]> {
-      return (await table().where({ headers_sealed: false }).andWhereRaw("headers <> '{}'::jsonb").orderBy('id').limit(limit).select('id', 'headers')) as Pick<WebhookRow, 'id' | 'headers'>[];
+    /**
+     * Subscriptions (by id, after `afterId`) holding a header value that does not match `sealedPattern`
+     * (a POSIX regular expression): values written in clear by code from before values were sealed.
+     */
+    async withPlainHeaders(sealedPattern: string, limit: number, afterId?: string): Promise<Pick<WebhookRow, 'id' | 'headers'>[]> {
+      const q = table()
+        .whereRaw('exists (select 1 from jsonb_each_text(headers) as h(name, value) where h.value !~ ?)', [sealedPattern])
+        .orderBy('id')
+        .limit(limit)
+        .select('id', 'headers');
+      if (afterId !== undefined) q.andWhere('id', '>', afterId);
+      return (await q) as Pick<WebhookRow, 'id' | 'headers'>[];
     },
 
-    /** Replaces the clear header values `plain` by `sealed`, only if the row still holds `plain` unsealed; false otherwise. */
-    async replacePlainHeaders(id: string, plain: Record<string, string>, sealed: Record<string, string>): Promise<boolean> {
+    /** Replaces the headers `expected` by `next`, only if the row still holds exactly `expected`; false otherwise. */
+    async replaceHeaders(id: string, expected: Record<string, string>, next: Record<string, string>): Promise<boolean> {
       const n = await table()
-        .where({ id, headers_sealed: false })
-        .andWhereRaw('headers = ?::jsonb', [json(plain)])
-        .update({ headers: json(sealed), headers_sealed: true } as never);
+        .where({ id })
+        .andWhereRaw('headers = ?::jsonb', [json(expected)])
+        .update({ headers: json(next) } as never);
       return n > 0;
     },
 

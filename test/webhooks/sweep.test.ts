@@ -1,8 +1,9 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
+import type { Knex } from 'knex';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
-import { createDeliveriesStore, DELIVERY_QUEUE, registerWebhookMetrics, type DeliveryJob } from '../../domains/webhooks/index.js';
-import { ManualClock, type Bus } from '../../services/kit/index.js';
+import { createDeliveriesStore, DELIVERY_QUEUE, registerWebhookMetrics, webhooksMigrationSet, type DeliveryJob } from '../../domains/webhooks/index.js';
+import { createDatabase, kitMigrations, ManualClock, migrateAll, type Bus, type Database } from '../../services/kit/index.js';
 import { sweepOverdue } from '../../workers/webhook-delivery/sweep.js';
 import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
 
@@ -18,13 +19,100 @@ const clock = new ManualClock(Date.UTC(2026, 11, 1, 12));
 let stack: Stack;
 let receiver: Receiver;
 
+let embedded: Database;
+
 test.before(async () => {
   receiver = await startReceiver();
   stack = await startStack({ bus: 'pg', clock, worker: false });
+  // The embedded database (PGlite) runs the same migrations and statements.
+  embedded = await createDatabase({ dataDir: '.', inMemory: true });
+  await migrateAll(embedded.knex, [kitMigrations, webhooksMigrationSet]);
 });
 test.after.always(async () => {
+  await embedded?.close();
   await stack?.close();
   await receiver?.close();
+});
+
+/** The plan nodes of an `explain (format json)` answer, depth first. */
+function planNodes(node: Record<string, any>): Record<string, any>[] {
+  return [node, ...((node['Plans'] as Record<string, any>[] | undefined) ?? []).flatMap(planNodes)];
+}
+
+// Deliveries still backing off after a sweep are due long before the ones now overdue (a slow
+// receiver's backlog, waiting for hours): the sweep must read the overdue ones from its index without
+// walking the backing-off ones first (one sweep a minute would otherwise read the whole backlog).
+async function backingOffRowsAreNotRead(t: ExecutionContext, knex: Knex, webhookId: string, tag: string) {
+  const deliveries = createDeliveriesStore(knex);
+  const now = clock.now();
+  const row = (id: string, dueAgoMs: number) => ({
+    id,
+    webhook_id: webhookId,
+    event_id: `evt_${id}`,
+    event_type: 'model.updated',
+    event_occurred_at: new Date(now - dueAgoMs),
+    event_data: JSON.stringify({ model_id: 'm' }),
+    queued: true,
+    next_attempt_at: new Date(now - dueAgoMs),
+  });
+  const backingOff = Array.from({ length: 6 }, (_, i) => `whd_${tag}off${i}`);
+  const overdue = [`whd_${tag}due0`, `whd_${tag}due1`];
+  await knex('webhook_deliveries').insert([...backingOff.map((id) => row(id, 180 * MINUTE)), ...overdue.map((id) => row(id, 60 * MINUTE))]);
+  t.teardown(() => knex('webhook_deliveries').whereIn('id', [...backingOff, ...overdue]).del());
+  // Swept two minutes ago: not again before three more minutes.
+  await deliveries.touch(
+    backingOff.map((id) => ({ id, attempts: 0 })),
+    new Date(now - 2 * MINUTE),
+    GRACE,
+  );
+
+  // A batch of two: the overdue ones, not the older ones still backing off.
+  let query: { sql: string; bindings: readonly unknown[] } | undefined;
+  const listen = (q: { sql: string; bindings?: readonly unknown[] }) => {
+    if (/^select/i.test(q.sql) && /limit/i.test(q.sql)) query = { sql: q.sql, bindings: q.bindings ?? [] };
+  };
+  knex.on('query', listen);
+  let picked: { id: string }[];
+  try {
+    picked = await deliveries.overdue(new Date(now), GRACE, 2);
+  } finally {
+    knex.removeListener('query', listen);
+  }
+  t.deepEqual(picked.map((d) => d.id).sort(), overdue, tag);
+  // Past their back-off, they are overdue again, after the ones due earlier.
+  const later = await deliveries.overdue(new Date(now + 4 * MINUTE), GRACE, 100);
+  t.deepEqual(later.slice(0, 2).map((d) => d.id).sort(), overdue, tag);
+  t.deepEqual(later.slice(2).map((d) => d.id).sort(), backingOff, tag);
+
+  // The sweep's statement, as the database runs it with an index (a table this small would be read
+  // whole otherwise): the pending rows' index on the column it compares, and no row read then dropped.
+  const plan = await knex.transaction(async (trx) => {
+    await trx.raw('set local enable_seqscan = off');
+    const sql = query!.sql.replace(/\$\d+/g, '?');
+    const result = await trx.raw(`explain (analyze, format json) ${sql}`, query!.bindings as Knex.RawBinding[]);
+    const cell = (result.rows as Record<string, unknown>[])[0]!['QUERY PLAN'];
+    return (typeof cell === 'string' ? JSON.parse(cell) : cell) as { Plan: Record<string, any> }[];
+  });
+  const scans = planNodes(plan[0]!.Plan).filter((n) => n['Relation Name'] === 'webhook_deliveries');
+  t.is(scans.length, 1, `${tag}: ${JSON.stringify(plan)}`);
+  t.is(scans[0]!['Index Name'], 'webhook_deliveries_sweep_due', `${tag}: ${JSON.stringify(plan)}`);
+  t.is(scans[0]!['Rows Removed by Filter'] ?? 0, 0, `${tag}: ${JSON.stringify(plan)}`);
+  t.is(scans[0]!['Actual Rows'], 2, `${tag}: ${JSON.stringify(plan)}`);
+  // …and that index covers pending deliveries only, on the column the statement orders by.
+  const [index] = (await knex.raw(`select indexdef from pg_indexes where indexname = 'webhook_deliveries_sweep_due' and schemaname = current_schema()`)).rows as { indexdef: string }[];
+  t.regex(index!.indexdef, /\(sweep_due_at\) WHERE \(\(status\)::text = 'pending'::text\)/, tag);
+}
+
+test.serial('deliveries backing off after a sweep are not read by the next sweeps (PostgreSQL)', async (t) => {
+  const hook = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/sweep-index'), events: ['*'] });
+  t.is(hook.status, 201, JSON.stringify(hook.body));
+  await backingOffRowsAreNotRead(t, stack.svc.runtime.db.knex, hook.body.id, 'pg');
+});
+
+test.serial('deliveries backing off after a sweep are not read by the next sweeps (embedded database)', async (t) => {
+  const knex = embedded.knex;
+  await knex('webhooks').insert({ id: 'wh_sweepindex', url: 'http://127.0.0.1:9/hook', events: JSON.stringify(['*']), secret_sealed: 'sealed' });
+  await backingOffRowsAreNotRead(t, knex, 'wh_sweepindex', 'pglite');
 });
 
 test.serial('an attempt recorded while the sweep runs keeps its next attempt time; later sweeps leave it until then', async (t) => {

@@ -1,5 +1,6 @@
 import type { BusMessage, Clock, Delivery, EgressGuard, Logger, SecretBox } from '../../services/kit/index.js';
 import { ATTEMPT_HEADER, openHeaders, PARKED_HEADER, type AttemptOutcome, type DeliveriesStore, type DeliveryJob, type DeliveryRow, type WebhookRow } from '../../domains/webhooks/index.js';
+import { HeaderValueUnopenable } from '../../domains/webhooks/header-values.js';
 import { attemptDelivery } from './attempt.js';
 
 /**
@@ -143,10 +144,14 @@ export function createDeliveryHandler(deps: DeliverDeps) {
     }
     try {
       openHeaders(deps.box, subscription);
-    } catch {
-      // Sealed under another MASTER_KEY: the receiver would not get what was registered (its token…).
-      deps.logger.error({ webhook_id: subscription.id }, 'webhook header values cannot be opened (was MASTER_KEY changed?)');
-      await deps.deliveries.abandon(id, expected, 'webhook header values cannot be opened with this MASTER_KEY; set the headers again', new Date(deps.clock.now()));
+    } catch (error) {
+      // Only a value in the sealed format can fail (any other is clear, written by older code): it
+      // was sealed under another MASTER_KEY, or altered. The receiver would not get what was
+      // registered (its token…), and retrying would not help: ended as a secret that does not open is.
+      const header = error instanceof HeaderValueUnopenable ? error.header : undefined;
+      deps.logger.error({ webhook_id: subscription.id, header }, 'a webhook header value is sealed but does not open (was MASTER_KEY changed?)');
+      const reason = `webhook header ${header ?? 'value'} is sealed but does not open with this MASTER_KEY (sealed under another key, or altered); set the headers again`;
+      await deps.deliveries.abandon(id, expected, reason, new Date(deps.clock.now()));
       return delivery.ack();
     }
 

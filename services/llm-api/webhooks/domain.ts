@@ -116,7 +116,7 @@ export async function createWebhook(deps: WebhooksDeps, input: CreateWebhookInpu
       url: input.url,
       events: input.events,
       active: input.active ?? true,
-      ...sealHeaders(deps.box, id, input.headers ?? {}),
+      headers: sealHeaders(deps.box, id, input.headers ?? {}),
       secret_sealed: deps.box.seal(secret, id),
       created_by: createdBy,
     },
@@ -159,41 +159,68 @@ function rotation(deps: WebhooksDeps, row: WebhookRow, secret: string): WebhookP
  * A PATCH's `headers` is the whole new set (a header not named is removed); each value given
  * replaces the stored one, and the marker (`[redacted]`, as the answers show every value) keeps the
  * value stored under that name (case-insensitive), so an answer can be sent back unchanged. The
- * marker for a header that is not stored has no value to keep: 400 naming it.
+ * marker for a header that is not stored has no value to keep: 400 naming it. When the PATCH moves
+ * the webhook to another origin (`newOrigin`), no stored value is kept either: they were given for
+ * the old receiver (its token…) and must not be sent to another host; 400 naming the header.
  */
-function headersToStore(deps: WebhooksDeps, row: WebhookRow, given: Record<string, string>): Record<string, string> {
+function headersToStore(deps: WebhooksDeps, row: WebhookRow, given: Record<string, string>, newOrigin: boolean): Record<string, string> {
   const out: Record<string, string> = {};
-  let stored: Map<string, string> | undefined;
+  // Stored names, case-insensitively; only the values kept are opened.
+  const stored = new Map(Object.keys(row.headers ?? {}).map((n) => [n.toLowerCase(), n]));
   for (const [name, value] of Object.entries(given)) {
     if (value !== REDACTED_HEADER_VALUE) {
       out[name] = value;
       continue;
     }
-    if (!stored) {
-      try {
-        stored = new Map(Object.entries(openHeaders(deps.box, row)).map(([n, v]) => [n.toLowerCase(), v]));
-      } catch {
-        // Sealed under another MASTER_KEY: nothing stored can be kept; every value must be given again.
-        throw badRequest(`the stored value of header ${name} cannot be opened with this MASTER_KEY; give its value`, `headers.${name}`, 'invalid_parameter');
-      }
+    if (newOrigin) {
+      throw badRequest(
+        `the url moves this webhook to another origin (scheme, host or port), so stored header values are not kept for it: give the value of header ${name}`,
+        `headers.${name}`,
+        'invalid_parameter',
+      );
     }
-    const kept = stored.get(name.toLowerCase());
-    if (kept === undefined) throw badRequest(`"${REDACTED_HEADER_VALUE}" keeps a stored value, and this webhook has no header ${name}; give its value`, `headers.${name}`, 'invalid_parameter');
-    out[name] = kept;
+    const storedName = stored.get(name.toLowerCase());
+    if (storedName === undefined) throw badRequest(`"${REDACTED_HEADER_VALUE}" keeps a stored value, and this webhook has no header ${name}; give its value`, `headers.${name}`, 'invalid_parameter');
+    try {
+      out[name] = openHeaders(deps.box, { id: row.id, headers: { [storedName]: row.headers[storedName]! } })[storedName]!;
+    } catch {
+      // Sealed under another MASTER_KEY (or altered): it cannot be kept; its value must be given again.
+      throw badRequest(`the stored value of header ${name} is sealed but does not open with this MASTER_KEY; give its value`, `headers.${name}`, 'invalid_parameter');
+    }
   }
   // A kept value may be longer than the marker that stood for it.
   if (customHeaderBytes(out) > MAX_CUSTOM_HEADER_BYTES) throw badRequest(`headers ${HEADERS_TOO_LARGE}`, 'headers', 'invalid_parameter');
   return out;
 }
 
+/** Scheme, host and port of a URL (default ports and letter case normalised); the URL itself when it does not parse. */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}
+
 export async function updateWebhook(deps: WebhooksDeps, id: string, input: UpdateWebhookInput) {
   const row = await mustGet(deps, id);
   if (input.url !== undefined) await checkTarget(deps, input.url);
+  // Custom header values (a receiver's token) belong to the receiver they were given for: a PATCH
+  // moving the webhook to another origin carries none over. One that does not send `headers` while
+  // the webhook has some is refused rather than silently dropping them.
+  const newOrigin = input.url !== undefined && originOf(input.url) !== originOf(row.url);
+  if (newOrigin && input.headers === undefined && Object.keys(row.headers ?? {}).length > 0) {
+    throw badRequest(
+      'the url moves this webhook to another origin (scheme, host or port), and its custom header values are not sent to another host: send headers again with their values, or headers: {} to remove them',
+      'headers',
+      'invalid_parameter',
+    );
+  }
   const patch: WebhookPatch = {};
   if (input.url !== undefined) patch.url = input.url;
   if (input.events !== undefined) patch.events = input.events;
   if (input.active !== undefined) patch.active = input.active;
-  if (input.headers !== undefined) Object.assign(patch, sealHeaders(deps.box, id, headersToStore(deps, row, input.headers)));
+  if (input.headers !== undefined) patch.headers = sealHeaders(deps.box, id, headersToStore(deps, row, input.headers, newOrigin));
   if (input.secret !== undefined) Object.assign(patch, rotation(deps, row, input.secret));
   const updated = await deps.webhooks.update(id, patch, new Date(deps.clock.now()));
   if (!updated) throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });

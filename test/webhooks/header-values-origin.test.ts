@@ -1,0 +1,90 @@
+import test from 'ava';
+import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
+
+// Custom header values (a receiver's `Authorization: Bearer …`) belong to the receiver they were
+// given for: a PATCH that moves the webhook to another origin (scheme, host or port) never carries
+// them over, so repointing a webhook cannot make the platform send the stored token to another host.
+let stack: Stack;
+let home: Receiver;
+let other: Receiver;
+
+test.before(async () => {
+  home = await startReceiver();
+  other = await startReceiver();
+  stack = await startStack({ bus: 'pg' });
+});
+test.after.always(async () => {
+  await stack?.close();
+  await home?.close();
+  await other?.close();
+});
+
+const TOKEN = 'Bearer receiver-token-0123456789';
+
+/** Sends a test event to the subscription and answers the headers `receiver` got. */
+async function deliveredHeaders(receiver: Receiver, id: string) {
+  const before = receiver.for(id).length;
+  const sent = await stack.api('POST', `/v1/admin/webhooks/${id}/test`);
+  if (sent.status !== 202) throw new Error(JSON.stringify(sent.body));
+  await receiver.until(() => receiver.for(id).length > before, 30_000, `delivery to ${id}`);
+  return receiver.for(id)[before]!.headers;
+}
+
+const create = async (headers?: Record<string, string>) => {
+  const res = await stack.api('POST', '/v1/admin/webhooks', { url: home.url('/a'), events: ['*'], ...(headers ? { headers } : {}) });
+  if (res.status !== 201) throw new Error(JSON.stringify(res.body));
+  return res.body.id as string;
+};
+
+test.serial('a PATCH to another origin without headers is a 400 naming headers, and changes nothing', async (t) => {
+  const id = await create({ Authorization: TOKEN });
+  const moved = await stack.api('PATCH', `/v1/admin/webhooks/${id}`, { url: other.url('/collect') });
+  t.is(moved.status, 400, JSON.stringify(moved.body));
+  t.like(moved.body.error, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'headers' });
+  t.regex(moved.body.error.message, /headers: \{\}/);
+  t.is((await stack.api('GET', `/v1/admin/webhooks/${id}`)).body.url, home.url('/a'));
+  // The stored token still goes only where it was given for.
+  t.is((await deliveredHeaders(home, id)).authorization, TOKEN);
+  t.is(other.for(id).length, 0);
+});
+
+test.serial('a PATCH to another origin cannot keep a stored value with "[redacted]": 400 naming the header', async (t) => {
+  const id = await create({ Authorization: TOKEN, 'X-Team': 'a' });
+  const moved = await stack.api('PATCH', `/v1/admin/webhooks/${id}`, { url: other.url('/collect'), headers: { Authorization: '[redacted]', 'X-Team': 'b' } });
+  t.is(moved.status, 400, JSON.stringify(moved.body));
+  t.like(moved.body.error, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'headers.Authorization' });
+  t.is((await stack.api('GET', `/v1/admin/webhooks/${id}`)).body.url, home.url('/a'));
+
+  // (`other` is another port of the same host: another origin.) The same origin spelt in capitals is the same origin.
+  const samePortUpper = home.url('/b').replace('http://', 'HTTP://');
+  const samePath = await stack.api('PATCH', `/v1/admin/webhooks/${id}`, { url: samePortUpper });
+  t.is(samePath.status, 200, JSON.stringify(samePath.body));
+});
+
+test.serial('a PATCH to another origin with every value given, or headers: {}, moves the webhook', async (t) => {
+  const id = await create({ Authorization: TOKEN });
+  const given = await stack.api('PATCH', `/v1/admin/webhooks/${id}`, { url: other.url('/collect'), headers: { Authorization: 'Bearer for-the-other-host' } });
+  t.is(given.status, 200, JSON.stringify(given.body));
+  t.is((await deliveredHeaders(other, id)).authorization, 'Bearer for-the-other-host');
+
+  const id2 = await create({ Authorization: TOKEN });
+  const cleared = await stack.api('PATCH', `/v1/admin/webhooks/${id2}`, { url: other.url('/collect'), headers: {} });
+  t.is(cleared.status, 200, JSON.stringify(cleared.body));
+  t.deepEqual(cleared.body.headers, {});
+  t.is((await deliveredHeaders(other, id2)).authorization, undefined);
+});
+
+test.serial('same origin keeps the stored values; a webhook without custom headers moves freely', async (t) => {
+  const id = await create({ Authorization: TOKEN });
+  const path = await stack.api('PATCH', `/v1/admin/webhooks/${id}`, { url: home.url('/elsewhere') });
+  t.is(path.status, 200, JSON.stringify(path.body));
+  t.is((await deliveredHeaders(home, id)).authorization, TOKEN);
+  const kept = await stack.api('PATCH', `/v1/admin/webhooks/${id}`, { url: home.url('/third'), headers: { Authorization: '[redacted]' } });
+  t.is(kept.status, 200, JSON.stringify(kept.body));
+  t.is((await deliveredHeaders(home, id)).authorization, TOKEN);
+
+  const bare = await create();
+  const moved = await stack.api('PATCH', `/v1/admin/webhooks/${bare}`, { url: other.url('/bare') });
+  t.is(moved.status, 200, JSON.stringify(moved.body));
+  t.is((await deliveredHeaders(other, bare))['x-webhook-id'], bare);
+});
