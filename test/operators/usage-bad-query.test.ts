@@ -5,6 +5,7 @@ import type { UsageRecord } from '../../services/llm-api/usage/recorder.js';
 import { usageRoutes } from '../../services/llm-api/usage/routes.js';
 import { insertUsageBatch } from '../../services/llm-api/usage/store.js';
 import { listenKitApp } from '../helpers/kit-app.js';
+import { usageRecord } from '../helpers/usage-record.js';
 
 // A filter of the usage reports given without a value (`key_id=`, as a script whose variable is
 // empty sends it) is a 400 naming the field, as on the recent-requests log: it used to match the
@@ -15,31 +16,7 @@ let base: string;
 const SECRET = 'q'.repeat(40);
 const users: UserDirectory = { resolve: async (claims) => ({ ...claims, isAdmin: claims.userId === 'user_admin', isGuest: false }), invalidate: () => {} };
 
-const record = (over: Partial<UsageRecord>): UsageRecord => ({
-  request_id: 'req',
-  user_id: 'user_a',
-  auth_method: 'jwt',
-  api_key_id: null,
-  model: 'm',
-  provider_id: 'prov_1',
-  provider_model_id: 'pm_1',
-  endpoint: null,
-  stream: false,
-  prompt_tokens: 10,
-  completion_tokens: 5,
-  reasoning_tokens: 0,
-  total_tokens: 15,
-  cost_micro_usd: 100,
-  latency_ms: 1,
-  ttfb_ms: 1,
-  attempts: 1,
-  status: 200,
-  outcome: 'ok',
-  metadata: null,
-  created_at: new Date('2026-11-20T12:00:00Z'),
-  project_id: null,
-  ...over,
-});
+const record = (over: Partial<UsageRecord>): UsageRecord => usageRecord({ auth_method: 'jwt', ...over });
 
 test.before(async () => {
   db = await createDatabase({ dataDir: '.', inMemory: true });

@@ -8,6 +8,7 @@ import { createUsageRecorder, type UsageRecord } from '../../services/llm-api/us
 import { dropSchema, TEST_DATABASE_URL, uniqueName } from '../helpers/env.js';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.js';
 import { waitFor } from '../helpers/wait.js';
+import { usageRecord } from '../helpers/usage-record.js';
 
 // What an operator bills from must survive a database blip: a budget counter's settlement when a
 // request ends, and the usage records still queued when the process stops. Real PostgreSQL behind
@@ -77,7 +78,7 @@ test.serial('usage records still queued at shutdown are written when the databas
     debug() {},
   } as unknown as Logger;
   const recorder = createUsageRecorder({ knex: faulty, logger, flushMs: 60_000, batchSize: 500 });
-  recorder.record(usageRecord('req_at_shutdown'));
+  recorder.record(shutdownRecord('req_at_shutdown'));
   proxy.cut();
   await recorder.stop();
   t.true(failures >= 3, 'the database was away when the stop began');
@@ -88,27 +89,5 @@ test.serial('usage records still queued at shutdown are written when the databas
   t.deepEqual(errors, [], 'nothing was given up');
 });
 
-const usageRecord = (requestId: string): UsageRecord => ({
-  request_id: requestId,
-  user_id: 'user_shutdown',
-  auth_method: 'apikey',
-  api_key_id: 'key_shutdown',
-  model: 'm',
-  provider_id: 'prov_1',
-  provider_model_id: 'pm_1',
-  endpoint: null,
-  stream: false,
-  prompt_tokens: 10,
-  completion_tokens: 5,
-  reasoning_tokens: 0,
-  total_tokens: 15,
-  cost_micro_usd: 700,
-  latency_ms: 1,
-  ttfb_ms: 1,
-  attempts: 1,
-  status: 200,
-  outcome: 'ok',
-  metadata: null,
-  created_at: new Date('2026-12-07T10:00:00Z'),
-  project_id: null,
-});
+const shutdownRecord = (requestId: string): UsageRecord =>
+  usageRecord({ request_id: requestId, user_id: 'user_shutdown', api_key_id: 'key_shutdown', cost_micro_usd: 700, created_at: new Date('2026-12-07T10:00:00Z') });

@@ -9,6 +9,7 @@ import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
 import { usageRoutes } from '../../../services/llm-api/usage/routes.js';
 import { insertUsageBatch } from '../../../services/llm-api/usage/store.js';
 import { listenKitApp } from '../../helpers/kit-app.js';
+import { usageRecord } from '../../helpers/usage-record.js';
 
 // Usage as an operator bills from it: what a request is charged, what a budget admits, and what
 // the reports and the export answer for the ranges and failures an operator runs into.
@@ -21,31 +22,7 @@ const users: UserDirectory = {
   invalidate: () => {},
 };
 
-const record = (over: Partial<UsageRecord>): UsageRecord => ({
-  request_id: 'req',
-  user_id: 'user_a',
-  auth_method: 'apikey',
-  api_key_id: null,
-  model: 'm',
-  provider_id: 'prov_1',
-  provider_model_id: 'pm_1',
-  endpoint: null,
-  stream: false,
-  prompt_tokens: 10,
-  completion_tokens: 5,
-  reasoning_tokens: 0,
-  total_tokens: 15,
-  cost_micro_usd: 100,
-  latency_ms: 1,
-  ttfb_ms: 1,
-  attempts: 1,
-  status: 200,
-  outcome: 'ok',
-  metadata: null,
-  created_at: new Date('2026-11-20T12:00:00Z'),
-  project_id: null,
-  ...over,
-});
+const record = usageRecord;
 
 test.before(async () => {
   db = await createDatabase({ dataDir: '.', inMemory: true });
