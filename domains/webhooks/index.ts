@@ -5,7 +5,7 @@
  */
 export { webhooksConfigShape, type WebhooksConfig } from './config.js';
 export { webhooksMigrationSet } from './migrations.js';
-export { openHeaders, redactedHeaders, REDACTED_HEADER_VALUE, sealHeaders, sealPlainHeaders } from './header-values.js';
+export { HeaderValueUnopenable, isSealedHeaderValue, openHeaders, redactedHeaders, REDACTED_HEADER_VALUE, sealHeaders, sealPlainHeaders } from './header-values.js';
 export { registerWebhookMetrics } from './metrics.js';
 export { createWebhooksStore, type WebhookInsert, type WebhookPatch, type WebhookRow, type WebhooksStore } from './store.js';
 export {

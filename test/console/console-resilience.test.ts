@@ -5,6 +5,7 @@ import { randomBase62 } from '../../services/kit/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { createTestUser } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 
 // What the console does when the operator walks away from a stream, when a sign-in half succeeds,
 // when a proxy (not the API) answers an error, and when an admin loses the role while signed in.
@@ -43,15 +44,6 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([promise, bound]).finally(() => clearTimeout(timer));
 }
 
-/** Polls `check` until it holds, for at most `ms` (no fixed sleep). */
-async function until(check: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (let pause = 20; Date.now() < end; pause = Math.min(pause * 2, 500)) {
-    if (await check()) return true;
-    await new Promise((resolve) => setTimeout(resolve, pause));
-  }
-  return check();
-}
 
 const held = (page: Page) => page.evaluate("sessionStorage.getItem('console.credential')");
 
@@ -169,7 +161,7 @@ test.serial('an admin demoted while signed in loses the admin menu at the next r
   t.true((await page.locator('nav a').allTextContents()).includes('Users'));
 
   t.is((await api(`/v1/admin/users/${user.id}`, { method: 'PATCH', body: JSON.stringify({ is_admin: false }) })).status, 200);
-  t.true(await until(async () => (await api('/v1/admin/users?limit=1', { key })).status === 403, 10_000), 'the API refuses the demoted user');
+  await waitFor(async () => (await api('/v1/admin/users?limit=1', { key })).status === 403, 10_000, 'the API refuses the demoted user');
 
   // The page's next call is refused: the console asks who the user is and redraws the menu.
   await page.getByRole('button', { name: 'Find' }).click();

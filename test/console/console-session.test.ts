@@ -4,6 +4,7 @@ import { openConsoleBrowser, signIn } from './browser.js';
 import { randomBase62 } from '../../services/kit/index.js';
 import { createTestUser, type TestUser } from '../helpers/users.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
+import { waitFor } from '../helpers/wait.js';
 
 // The console's session when things go wrong (a credential the API stops accepting, an API that
 // is down when the tab is reopened), forms that mint a secret sent once however often they are
@@ -30,15 +31,6 @@ const api = async (path: string, init: RequestInit & { key?: string } = {}) => {
   return { status: res.status, body: (await res.json().catch(() => null)) as any };
 };
 
-/** Polls `check` until it holds, for at most `ms` (no fixed sleep). */
-async function until(check: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (let pause = 20; Date.now() < end; pause = Math.min(pause * 2, 500)) {
-    if (await check()) return true;
-    await new Promise((resolve) => setTimeout(resolve, pause));
-  }
-  return check();
-}
 
 const adminId = async (): Promise<string> => (await api('/auth/me')).body.id as string;
 const held = (page: Page) => page.evaluate("sessionStorage.getItem('console.credential')");
@@ -51,7 +43,7 @@ test.serial('a key revoked while signed in ends the session: the sign-in page sa
   await page.getByRole('heading', { name: 'Usage (everyone)' }).waitFor();
 
   t.true([200, 204].includes((await api(`/v1/admin/api-keys/${created.body.id}`, { method: 'DELETE' })).status));
-  t.true(await until(async () => (await api('/v1/models', { key: created.body.key })).status === 401, 10_000), 'the revoked key is refused');
+  await waitFor(async () => (await api('/v1/models', { key: created.body.key })).status === 401, 10_000, 'the revoked key is refused');
 
   // The next call the page makes meets the refusal: the console signs out and says why.
   await page.getByRole('button', { name: 'Show' }).click();
@@ -219,7 +211,7 @@ test.serial('recent requests: the page buttons move through the list on screen, 
   const { key, id: keyId } = created.body as { key: string; id: string };
   for (let i = 0; i < 22; i++) t.is((await api('/v1/models', { key })).status, 200);
   // The log is written in batches off the request path: wait until the API lists all 22.
-  t.true(await until(async () => (await api(`/v1/admin/requests?key_id=${keyId}&limit=1`)).body.total_count === 22, 60_000), 'the 22 requests in the log');
+  await waitFor(async () => (await api(`/v1/admin/requests?key_id=${keyId}&limit=1`)).body.total_count === 22, 60_000, 'the 22 requests in the log');
 
   const page = await signIn(browser, p.url, ADMIN_KEY);
   await page.getByRole('link', { name: 'Recent requests' }).click();

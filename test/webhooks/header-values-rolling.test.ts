@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import test from 'ava';
 import { pino } from 'pino';
-import { createWebhooksStore, sealPlainHeaders } from '../../domains/webhooks/index.js';
-import { isSealedHeaderValue } from '../../domains/webhooks/header-values.js';
+import { createWebhooksStore, isSealedHeaderValue, sealPlainHeaders } from '../../domains/webhooks/index.js';
 import { createSecretBox, loadMasterKey } from '../../services/kit/index.js';
-import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
+import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
 
 // Sealing is marked per value (the secret box's own `v1.…` format), not per row: during a rolling
 // upgrade an older llm-api writes clear values into a row whose other values are sealed, and the
@@ -76,13 +75,10 @@ test.serial('a value in the sealed format that does not open ends the delivery w
 
   const sent = await stack.api('POST', `/v1/admin/webhooks/${id}/test`);
   t.is(sent.status, 202);
-  const deadline = Date.now() + 30_000;
-  let row: { status: string; last_error: string | null } | undefined;
-  while (Date.now() < deadline) {
-    row = await knex()('webhook_deliveries').where({ webhook_id: id }).first();
-    if (row && row.status !== 'pending') break;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  const row: { status: string; last_error: string | null } = await waitFor(async () => {
+    const current = await knex()('webhook_deliveries').where({ webhook_id: id }).first();
+    return current && current.status !== 'pending' ? current : undefined;
+  }, 30_000, 'the delivery ended');
   t.is(row?.status, 'failed');
   t.regex(row?.last_error ?? '', /webhook header Authorization is sealed but does not open with this MASTER_KEY/);
   t.is(receiver.for(id).length, 0, 'nothing sent without the registered value');

@@ -1,7 +1,6 @@
 import test from 'ava';
 import { pino } from 'pino';
-import { createWebhooksStore, openHeaders, sealPlainHeaders } from '../../domains/webhooks/index.js';
-import { HeaderValueUnopenable, isSealedHeaderValue } from '../../domains/webhooks/header-values.js';
+import { createWebhooksStore, HeaderValueUnopenable, isSealedHeaderValue, openHeaders, sealPlainHeaders } from '../../domains/webhooks/index.js';
 import { createSecretBox, loadMasterKey } from '../../services/kit/index.js';
 import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
 

@@ -1,6 +1,5 @@
 import type { BusMessage, Clock, Delivery, EgressGuard, Logger, SecretBox } from '../../services/kit/index.js';
-import { ATTEMPT_HEADER, openHeaders, PARKED_HEADER, type AttemptOutcome, type DeliveriesStore, type DeliveryJob, type DeliveryRow, type WebhookRow } from '../../domains/webhooks/index.js';
-import { HeaderValueUnopenable } from '../../domains/webhooks/header-values.js';
+import { ATTEMPT_HEADER, HeaderValueUnopenable, openHeaders, PARKED_HEADER, type AttemptOutcome, type DeliveriesStore, type DeliveryJob, type DeliveryRow, type WebhookRow } from '../../domains/webhooks/index.js';
 import { attemptDelivery } from './attempt.js';
 
 /**
