@@ -1,9 +1,7 @@
 import test from 'ava';
-import { pino } from 'pino';
-import { createDeliveriesStore, type DeliveryJob } from '../../domains/webhooks/index.js';
-import { createEgressGuard, createSecretBox, loadMasterKey, type BusMessage, type Delivery } from '../../services/kit/index.js';
-import { createDeliveryHandler } from '../../workers/webhook-delivery/deliver.js';
-import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
+import type { DeliveryJob } from '../../domains/webhooks/index.js';
+import type { BusMessage, Delivery } from '../../services/kit/index.js';
+import { directDeliveryHandler, startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
 
 // A subscription deactivated while a job of it waits in the worker for the subscription's
 // concurrency slot: when the job gets the slot, the claim sees the subscription as it is now and
@@ -22,35 +20,12 @@ test.after.always(async () => {
 });
 
 test('a job waiting for its subscription\'s slot when the subscription is deactivated ends failed, without an attempt', async (t) => {
-  const knex = stack.svc.runtime.db.knex;
-  const store = createDeliveriesStore(knex);
-  let secondRead!: () => void;
-  const secondPassedItsCheck = new Promise<void>((resolve) => (secondRead = resolve));
-  let secondId = '';
-  const handle = createDeliveryHandler({
-    // The first read of the second job (its "still active?" check before the wait) is announced.
-    deliveries: {
-      ...store,
-      async withWebhook(id: string) {
-        const found = await store.withWebhook(id);
-        if (id === secondId) secondRead();
-        return found;
-      },
-    },
-    box: createSecretBox(loadMasterKey(stack.svc.runtime.config)),
-    guard: createEgressGuard({ allowHosts: ['127.0.0.1'] }),
-    clock: stack.svc.runtime.clock,
-    logger: pino({ level: 'silent' }),
-    schedule: [1000],
-    timeoutMs: 20_000,
-    concurrencyPerSubscription: 1,
-    prefetch: 8,
-    busyDelayMs: 100,
-  });
+  // The first read of the second job (its "still active?" check before the wait) is announced (`readOf`).
+  const { handle, readOf } = directDeliveryHandler(stack);
   const hook = await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/hook'), events: ['*'] });
   const first = (await stack.api('POST', `/v1/admin/webhooks/${hook.body.id}/test`)).body;
   const second = (await stack.api('POST', `/v1/admin/webhooks/${hook.body.id}/test`)).body;
-  secondId = second.id;
+  const secondPassedItsCheck = readOf(second.id);
   const outcomes: Record<string, string[]> = { [first.id]: [], [second.id]: [] };
   const run = (id: string) => {
     const delivery: Delivery = {

@@ -1,9 +1,12 @@
 import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { recordEvent, type BaseConfig, type Clock, type ServiceDefinition } from '../../services/kit/index.js';
+import { pino } from 'pino';
+import { createDeliveriesStore } from '../../domains/webhooks/index.js';
+import { createEgressGuard, createSecretBox, loadMasterKey, recordEvent, type BaseConfig, type Clock, type ServiceDefinition } from '../../services/kit/index.js';
 import type { LlmApiResource } from '../../services/llm-api/resource.js';
 import { createLlmApiService } from '../../services/llm-api/service.js';
 import { webhooksResource } from '../../services/llm-api/webhooks/index.js';
+import { createDeliveryHandler, type DeliverDeps } from '../../workers/webhook-delivery/deliver.js';
 import { webhookDeliveryWorker } from '../../workers/webhook-delivery/index.js';
 import { startTestService, type TestService } from '../helpers/env.js';
 import { stackEnv, startEntryPoint } from '../helpers/process.js';
@@ -165,3 +168,35 @@ export function spawnWorker(config: BaseConfig, env: Record<string, string>): { 
 }
 
 export { waitFor } from '../helpers/wait.js';
+
+/**
+ * The delivery handler over a stack's database, driven directly by a test (no worker runs), one
+ * job per subscription at a time. `readOf(id)` settles once the handler has read delivery `id` with
+ * its subscription: from there to its place in a subscription's waiting list it runs no I/O, so a
+ * test knows a job is waiting before it changes what that job will find.
+ */
+export function directDeliveryHandler(stack: Stack, options: Partial<DeliverDeps> = {}) {
+  const store = createDeliveriesStore(stack.svc.runtime.db.knex);
+  const reads = new Map<string, () => void>();
+  const handle = createDeliveryHandler({
+    deliveries: {
+      ...store,
+      async withWebhook(id: string) {
+        const found = await store.withWebhook(id);
+        reads.get(id)?.();
+        return found;
+      },
+    },
+    box: createSecretBox(loadMasterKey(stack.svc.runtime.config)),
+    guard: createEgressGuard({ allowHosts: ['127.0.0.1'] }),
+    clock: stack.svc.runtime.clock,
+    logger: pino({ level: 'silent' }),
+    schedule: [1000],
+    timeoutMs: 20_000,
+    concurrencyPerSubscription: 1,
+    prefetch: 8,
+    busyDelayMs: 100,
+    ...options,
+  });
+  return { handle, readOf: (id: string) => new Promise<void>((resolve) => reads.set(id, resolve)) };
+}

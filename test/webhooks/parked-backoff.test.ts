@@ -1,9 +1,7 @@
 import test from 'ava';
-import { pino } from 'pino';
-import { createDeliveriesStore, type DeliveryJob } from '../../domains/webhooks/index.js';
-import { createEgressGuard, createSecretBox, loadMasterKey, type BusMessage, type Delivery } from '../../services/kit/index.js';
-import { createDeliveryHandler } from '../../workers/webhook-delivery/deliver.js';
-import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
+import type { DeliveryJob } from '../../domains/webhooks/index.js';
+import type { BusMessage, Delivery } from '../../services/kit/index.js';
+import { directDeliveryHandler, startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
 
 // A job of a subscription at its concurrency limit is parked on the bus. Each park in a row waits
 // twice as long as the one before (from WEBHOOK_BUSY_DELAY_MS up to 32× it, at random the step or
@@ -29,31 +27,8 @@ const BUSY = 100;
 
 test('a parked job waits longer each time it is parked (capped, jittered); jobs of other subscriptions are not held; an attempt starts the count again', async (t) => {
   let pick = 0;
-  const store = createDeliveriesStore(stack.svc.runtime.db.knex);
-  // The waiting job's read is announced: from there to its place in the waiting list the handler runs no I/O.
-  let waitingId = '';
-  let waitingRead!: () => void;
-  const waitingReadDone = new Promise<void>((resolve) => (waitingRead = resolve));
-  const handle = createDeliveryHandler({
-    deliveries: {
-      ...store,
-      async withWebhook(id: string) {
-        const found = await store.withWebhook(id);
-        if (id === waitingId) waitingRead();
-        return found;
-      },
-    },
-    box: createSecretBox(loadMasterKey(stack.svc.runtime.config)),
-    guard: createEgressGuard({ allowHosts: ['127.0.0.1'] }),
-    clock: stack.svc.runtime.clock,
-    logger: pino({ level: 'silent' }),
-    schedule: [1000],
-    timeoutMs: 600_000,
-    concurrencyPerSubscription: 1,
-    prefetch: 8,
-    busyDelayMs: BUSY,
-    random: () => pick,
-  });
+  // The waiting job's read is announced (`readOf`): from there to its place in the waiting list the handler runs no I/O.
+  const { handle, readOf } = directDeliveryHandler(stack, { timeoutMs: 600_000, busyDelayMs: BUSY, random: () => pick });
   type Settled = { how: 'ack' | 'retry' | 'dead'; delayMs?: number; headers?: Record<string, string> };
   const run = async (id: string, headers: Record<string, string>): Promise<Settled> => {
     let settled: Settled | undefined;
@@ -70,7 +45,7 @@ test('a parked job waits longer each time it is parked (capped, jittered); jobs 
 
   busyHook = (await stack.api('POST', '/v1/admin/webhooks', { url: receiver.url('/busy'), events: ['*'] })).body.id;
   const [inFlight, waiting, parked] = [await testEvent(busyHook), await testEvent(busyHook), await testEvent(busyHook)];
-  waitingId = waiting;
+  const waitingReadDone = readOf(waiting);
   // The first job's attempt hangs and holds the subscription's only slot; the second waits in the
   // worker for it (the waiting list holds one); from then on the subscription's jobs are parked.
   const inFlightDone = run(inFlight, { 'x-webhook-attempt': '0' });
