@@ -1,5 +1,6 @@
 import test from 'ava';
 import { ManualClock } from '../../services/kit/clock.js';
+import { KONG_SPOOF } from '../plugins/fakes.js';
 import { startEdgeWithFakes } from './edge-harness.js';
 
 // Kong's bundled auth plugins tell the service who the consumer is with X-Consumer-*,
@@ -17,27 +18,15 @@ test.after.always(async () => {
   await edge?.close();
 });
 
-const SPOOFED = {
-  'X-Consumer-ID': 'c0ffee00-0000-4000-8000-000000000001',
-  'X-Consumer-Custom-ID': 'admin',
-  'X-Consumer-Username': 'admin',
-  'X-Consumer-Groups': 'admins',
-  'X-Credential-Identifier': 'admin-key',
-  'X-Anonymous-Consumer': 'false',
-  'X-Authenticated-Groups': 'admins',
-  'X-Authenticated-Scope': 'admin',
-  'X-Authenticated-Userid': 'admin',
-};
-
 test("Kong's identity headers a client sends reach no service, with a credential and on a public route", async (t) => {
   const key = edge.validator.add('user_kong_headers', 'pro');
   for (const [path, init] of [
-    ['/v1/models', { headers: { ...SPOOFED, 'x-api-key': key.key } }],
-    ['/llm/auth/guest-login', { method: 'POST', headers: SPOOFED }],
+    ['/v1/models', { headers: { ...KONG_SPOOF, 'x-api-key': key.key } }],
+    ['/llm/auth/guest-login', { method: 'POST', headers: KONG_SPOOF }],
   ] as const) {
     const res = await fetch(`${edge.url}${path}`, init);
     t.is(res.status, 200, path);
     const echo = (await res.json()) as { headers: Record<string, string> };
-    for (const name of Object.keys(SPOOFED)) t.false(name.toLowerCase() in echo.headers, `${path}: ${name}`);
+    for (const name of Object.keys(KONG_SPOOF)) t.false(name.toLowerCase() in echo.headers, `${path}: ${name}`);
   }
 });

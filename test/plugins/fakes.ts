@@ -197,3 +197,16 @@ export async function startFakeUpstream() {
     close: () => http.close(),
   };
 }
+
+/** Kong's own consumer headers as a client would forge them (Kong passes them on to our plugins' upstreams). */
+export const KONG_SPOOF = {
+  'X-Consumer-ID': 'c0ffee00-0000-4000-8000-000000000001',
+  'X-Consumer-Custom-ID': 'admin',
+  'X-Consumer-Username': 'admin',
+  'X-Consumer-Groups': 'admins',
+  'X-Credential-Identifier': 'admin-key',
+  'X-Anonymous-Consumer': 'false',
+  'X-Authenticated-Groups': 'admins',
+  'X-Authenticated-Scope': 'admin',
+  'X-Authenticated-Userid': 'admin',
+};

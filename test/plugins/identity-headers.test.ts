@@ -2,6 +2,7 @@ import test from 'ava';
 import { createIdentityHeaders } from '../../plugins/identity-headers/core.js';
 import { parseIdentityHeadersConfig } from '../../plugins/identity-headers/schema.js';
 import type { Continue, Decision, EdgeRequest, VerifiedIdentity } from '../../plugins/core/types.js';
+import { KONG_SPOOF } from './fakes.js';
 
 const core = createIdentityHeaders(parseIdentityHeadersConfig({ gateway_token: 'secret-token' }));
 const identity = (authMethod: 'jwt' | 'apikey', userId: string): VerifiedIdentity => ({
@@ -142,18 +143,6 @@ test('a Connection header naming a header the edge sets or strips is refused (40
     t.is((core.access({ method: 'GET', path: '/v1/models', headers: { connection }, clientIp: '1.2.3.4', shared: { apikey } }) as Decision).kind, 'continue', connection);
   }
 });
-
-const KONG_SPOOF = {
-  'X-Consumer-ID': 'c0ffee00-0000-4000-8000-000000000001',
-  'X-Consumer-Custom-ID': 'admin',
-  'X-Consumer-Username': 'admin',
-  'X-Consumer-Groups': 'admins',
-  'X-Credential-Identifier': 'admin-key',
-  'X-Anonymous-Consumer': 'false',
-  'X-Authenticated-Groups': 'admins',
-  'X-Authenticated-Scope': 'admin',
-  'X-Authenticated-Userid': 'admin',
-};
 
 test("Kong's own identity headers sent by a client are stripped by default (Kong passes them on for our plugins)", (t) => {
   // Header names reach the cores lower-case on both hosts.
