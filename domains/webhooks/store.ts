@@ -56,7 +56,11 @@ export function createWebhooksStore(knex: Knex) {
       return (await table().where({ id }).first()) as WebhookRow | undefined;
     },
 
-    async update(id: string, patch: WebhookPatch, now: Date): Promise<WebhookRow | undefined> {
+    /**
+     * `expectUrl`: update only while the row still has this url (undefined when it has moved since the
+     * caller read it, or is gone).
+     */
+    async update(id: string, patch: WebhookPatch, now: Date, expectUrl?: string): Promise<WebhookRow | undefined> {
       const { previous_secret_from_current: fromCurrent, ...fields } = patch;
       const values: Record<string, unknown> = { ...fields, updated_at: now };
       // SET sees the row as it was before this statement: the secret being replaced.
@@ -66,7 +70,7 @@ export function createWebhooksStore(knex: Knex) {
       if (patch.active === true) values.subscribed_at = knex.raw('case when active then subscribed_at else now() end');
       if (patch.events) values.events = json(patch.events);
       if (patch.headers) values.headers = json(patch.headers);
-      const [row] = await table().where({ id }).update(values as never).returning('*');
+      const [row] = await table().where(expectUrl === undefined ? { id } : { id, url: expectUrl }).update(values as never).returning('*');
       return row as WebhookRow | undefined;
     },
 

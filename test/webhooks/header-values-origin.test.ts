@@ -1,4 +1,8 @@
 import test from 'ava';
+import { pino } from 'pino';
+import { createDeliveriesStore, createWebhooksStore, type WebhooksStore } from '../../domains/webhooks/index.js';
+import { updateWebhook, type WebhooksDeps } from '../../services/llm-api/webhooks/domain.js';
+import { ApiError, createSecretBox, loadMasterKey, systemClock } from '../../services/kit/index.js';
 import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
 
 // Custom header values (a receiver's `Authorization: Bearer …`) belong to the receiver they were
@@ -87,4 +91,36 @@ test.serial('same origin keeps the stored values; a webhook without custom heade
   const moved = await stack.api('PATCH', `/v1/admin/webhooks/${bare}`, { url: other.url('/bare') });
   t.is(moved.status, 200, JSON.stringify(moved.body));
   t.is((await deliveredHeaders(other, bare))['x-webhook-id'], bare);
+});
+
+test.serial('a PATCH keeping a stored value, racing one that moves the webhook, is a 409 and never sends the value to the new host', async (t) => {
+  const id = await create({ Authorization: TOKEN });
+  const knex = stack.svc.runtime.db.knex;
+  const store = createWebhooksStore(knex);
+  // This PATCH reads the row; another PATCH moves the webhook (with a value for the new host) before it writes.
+  const racing: WebhooksStore = {
+    ...store,
+    async get(webhookId) {
+      const stale = await store.get(webhookId);
+      const moved = await stack.api('PATCH', `/v1/admin/webhooks/${webhookId}`, { url: other.url('/collect'), headers: { Authorization: 'Bearer for-the-other-host' } });
+      if (moved.status !== 200) throw new Error(JSON.stringify(moved.body));
+      return stale;
+    },
+  };
+  const deps = {
+    webhooks: racing,
+    deliveries: createDeliveriesStore(knex),
+    box: createSecretBox(loadMasterKey(stack.svc.runtime.config)),
+    clock: systemClock,
+    logger: pino({ level: 'silent' }),
+    secretGraceSeconds: 0,
+    checkTimeoutMs: 1000,
+  } as unknown as WebhooksDeps;
+  const error = await t.throwsAsync(updateWebhook(deps, id, { headers: { Authorization: '[redacted]', 'X-Team': 'a' } }));
+  t.true(error instanceof ApiError);
+  t.is((error as ApiError).status, 409);
+  t.is((error as ApiError).param, 'url');
+  t.is((await stack.api('GET', `/v1/admin/webhooks/${id}`)).body.url, other.url('/collect'));
+  // The new host gets the value given for it, never the old receiver's token.
+  t.is((await deliveredHeaders(other, id)).authorization, 'Bearer for-the-other-host');
 });

@@ -1,6 +1,7 @@
 import {
   ApiError,
   badRequest,
+  conflict,
   storedUrlRefusal,
   egressError,
   listEnvelope,
@@ -222,8 +223,13 @@ export async function updateWebhook(deps: WebhooksDeps, id: string, input: Updat
   if (input.active !== undefined) patch.active = input.active;
   if (input.headers !== undefined) patch.headers = sealHeaders(deps.box, id, headersToStore(deps, row, input.headers, newOrigin));
   if (input.secret !== undefined) Object.assign(patch, rotation(deps, row, input.secret));
-  const updated = await deps.webhooks.update(id, patch, new Date(deps.clock.now()));
-  if (!updated) throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });
+  // Header values (kept ones opened from `row`) were checked against the url read above: written only
+  // while the row still has it, so a PATCH moving the webhook meanwhile cannot have them sent to its new host.
+  const updated = await deps.webhooks.update(id, patch, new Date(deps.clock.now()), patch.headers ? row.url : undefined);
+  if (!updated) {
+    if (patch.headers && (await deps.webhooks.get(id))) throw conflict(`webhook ${id} was changed while this request ran (its url moved); read it again and resend`, 'url');
+    throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });
+  }
   return presentWebhook(updated, deps.clock.now());
 }
 
