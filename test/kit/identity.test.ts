@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createServiceApp, decodeIdentityText, encodeIdentityText, identityHeadersFor, listen, ManualClock, parseSize, route, userRevocation, type Principal, type RunningServer } from '../../services/kit/index.js';
+import { createServiceApp, createUserDirectory, createUsersStore, decodeIdentityText, encodeIdentityText, identityHeadersFor, listen, ManualClock, parseSize, route, userRevocation, type Principal, type RunningServer } from '../../services/kit/index.js';
 import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
 
@@ -139,4 +139,63 @@ test.serial('a user revocation published by another process drops the cached row
   t.is((await fetch(`${base}/me`, { headers: edgeHeaders(secret, user) })).status, 200, 'still cached');
   await runtime.revocations.publish(userRevocation(user.id));
   t.is((await fetch(`${base}/me`, { headers: edgeHeaders(secret, user) })).status, 401);
+});
+
+/**
+ * A users store whose first lookup reads the row, then holds its answer until `release` is called:
+ * a lookup that read the row before a change and answers after the change's invalidation.
+ */
+function heldFirstLookup() {
+  const store = createUsersStore(runtime.db.knex);
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let signalRead!: () => void;
+  const read = new Promise<void>((resolve) => (signalRead = resolve));
+  let calls = 0;
+  const hold = async <T>(answer: Promise<T>): Promise<T> => {
+    if (++calls > 1) return answer;
+    const row = await answer;
+    signalRead();
+    await released;
+    return row;
+  };
+  const held: typeof store = {
+    ...store,
+    byId: (id, trx) => hold(store.byId(id, trx)),
+    ensureExternal: (input) => hold(store.ensureExternal(input)),
+  };
+  return { store: held, read, release };
+}
+
+test.serial('a lookup that read the row before an invalidation answers its own waiters but is not cached: the next request sees the change', async (t) => {
+  const admin = await createTestUser(runtime.db.knex, { admin: true });
+  const { store, read, release } = heldFirstLookup();
+  const directory = createUserDirectory(store, { ttlMs: 5000, clock });
+  const claims = { authMethod: 'jwt' as const, userId: admin.id, subject: admin.id, email: admin.email, username: admin.username };
+  const before = directory.resolve(claims);
+  await read; // the row was read while the user was still an administrator
+  await runtime.db.knex('users').where({ id: admin.id }).update({ is_admin: false });
+  directory.invalidate(admin.id); // what the demotion's `user:<id>` revocation does in every process
+  release();
+  t.is((await before)?.isAdmin, true, 'a request that was already waiting gets the row it read');
+  // No time passes: without the fix the old row was cached by the late lookup and served for the TTL.
+  t.is((await directory.resolve(claims))?.isAdmin, false);
+});
+
+test.serial("an external identity's request after an invalidation does not join a lookup that began before it", async (t) => {
+  const subject = `kc-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+  const claims = { authMethod: 'jwt' as const, userId: subject, subject, email: `${subject}@example.test`, username: subject };
+  const created = await createUserDirectory(createUsersStore(runtime.db.knex), { ttlMs: 0, clock }).resolve(claims);
+  t.truthy(created);
+  const { store, read, release } = heldFirstLookup();
+  const directory = createUserDirectory(store, { ttlMs: 5000, clock });
+  const first = directory.resolve(claims);
+  await read;
+  await runtime.db.knex('users').where({ id: created!.userId }).update({ disabled: true });
+  directory.invalidate(created!.userId); // the platform id: the directory cannot tell it from the subject
+  const after = directory.resolve(claims); // begins after the disabling was announced
+  release();
+  t.truthy(await first, 'the request that was already waiting gets the row it read');
+  t.is(await after, null, 'a disabled user');
+  t.is(await directory.resolve(claims), null);
 });

@@ -25,15 +25,25 @@ export interface IdentityClaims {
 export function createUserDirectory(store: UsersStore, options: { ttlMs: number; clock: Clock }) {
   const cache = new Map<string, { user: UserRow; expires: number }>();
   const MAX_ENTRIES = 10_000;
+  // Counts invalidations. A lookup that began before one may read the row as it was before the
+  // change (a demotion, a disabling): its answer serves the requests already waiting for it, but
+  // no later request joins it and it is not cached, or the old row would be served for a whole TTL
+  // after `invalidate`. (An external identity's lookup is keyed by its subject, which `invalidate`
+  // does not know: the generation covers it too.)
+  let generation = 0;
   // When an entry expires under load, every request in flight for that user missed at once and each
   // queried the database (64 connections: 64 identical lookups); they now share the first one's.
-  const inFlight = new Map<string, Promise<UserRow | undefined>>();
-  const sharedLookup = (claims: IdentityClaims): Promise<UserRow | undefined> => {
+  type SharedLookup = { row: Promise<UserRow | undefined>; generation: number };
+  const inFlight = new Map<string, SharedLookup>();
+  const sharedLookup = (claims: IdentityClaims): SharedLookup => {
     let pending = inFlight.get(claims.userId);
-    if (!pending) {
-      const shared: Promise<UserRow | undefined> = lookup(claims).finally(() => {
-        if (inFlight.get(claims.userId) === shared) inFlight.delete(claims.userId);
-      });
+    if (!pending || pending.generation !== generation) {
+      const shared: SharedLookup = {
+        generation,
+        row: lookup(claims).finally(() => {
+          if (inFlight.get(claims.userId) === shared) inFlight.delete(claims.userId);
+        }),
+      };
       inFlight.set(claims.userId, shared);
       pending = shared;
     }
@@ -53,9 +63,10 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
       const now = options.clock.now();
       const cached = cache.get(key);
       if (cached && cached.expires > now) return principalOf(cached.user, claims);
-      return sharedLookup(claims).then((row) => {
+      const shared = sharedLookup(claims);
+      return shared.row.then((row) => {
         if (!row) return null;
-        if (options.ttlMs > 0) {
+        if (options.ttlMs > 0 && shared.generation === generation) {
           if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value as string);
           cache.set(key, { user: row, expires: now + options.ttlMs });
         }
@@ -63,7 +74,9 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
       });
     },
     invalidate(userId?: string): void {
-      // A lookup already running may return the row as it was before the change: not shared from now on.
+      // A lookup already running may return the row as it was before the change: not shared from
+      // now on, and not cached when it ends (the generation moved on).
+      generation++;
       if (userId === undefined) {
         inFlight.clear();
         return cache.clear();

@@ -7,7 +7,12 @@ import { spendFields, spendViewFields } from '../usage/budgets.js';
 /** Request schemas of the identity endpoints. Names and free text are capped at 256 characters. */
 const MAX = 256;
 
-export const refreshRequest = z.object({ refresh_token: z.string().min(1).max(512) });
+/**
+ * The embedded issuer's refresh tokens are 51 characters, but Keycloak's are signed JWTs of some
+ * 700–1,000 characters (more with many scopes or an offline session): the bound only caps the work.
+ */
+const MAX_REFRESH_TOKEN_LENGTH = 8192;
+export const refreshRequest = z.object({ refresh_token: z.string().min(1).max(MAX_REFRESH_TOKEN_LENGTH) });
 
 export const upgradeRequest = z.strictObject({
   email: z.email().max(MAX),

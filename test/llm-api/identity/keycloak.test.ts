@@ -1,5 +1,6 @@
 import test from 'ava';
 import nock from 'nock';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { SignJWT, generateKeyPair, type CryptoKey } from 'jose';
 import { ManualClock, sha256Hex } from '../../../services/kit/index.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
@@ -137,6 +138,48 @@ test.serial('sign-out revokes the refresh token at the realm (RFC 7009 revoke en
   nock(KC).post(`/realms/${REALM}/protocol/openid-connect/revoke`).replyWithError({ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED' });
   const down = await call(svc, 'POST', '/auth/logout', { body: { refresh_token: 'kc-refresh-login' } });
   t.is(down.status, 502, JSON.stringify(down.body));
+});
+
+/** A refresh token the way Keycloak issues one: an HS512 JWT with the realm's usual claims (some 700+ characters). */
+async function kcRefreshToken(sub: string): Promise<string> {
+  const realm = `${KC}/realms/${REALM}`;
+  return new SignJWT({ typ: 'Refresh', azp: 'backend', sid: randomUUID(), session_state: randomUUID(), scope: 'openid profile email web-origins acr roles basic' })
+    .setProtectedHeader({ alg: 'HS512', typ: 'JWT', kid: randomUUID() })
+    .setIssuer(realm)
+    .setAudience(realm)
+    .setSubject(sub)
+    .setJti(randomUUID())
+    .setIssuedAt()
+    .setExpirationTime('30m')
+    .sign(randomBytes(64));
+}
+
+test.serial("a refresh token of Keycloak's real size (a signed JWT longer than 512 characters) refreshes and signs out", async (t) => {
+  const kcId = 'a1b2c3d4-0000-4000-8000-00000000000a';
+  const { r: login } = await kcGuest(kcId);
+  const long = await kcRefreshToken(kcId);
+  t.true(long.length > 600, `a realistic Keycloak refresh token (${long.length} characters)`);
+  nock(KC)
+    .post(TOKEN_PATH, (body) => {
+      const f = typeof body === 'string' ? form(body) : body;
+      return f.grant_type === 'refresh_token' && f.refresh_token === long;
+    })
+    .reply(200, await kcTokens(kcId, 'rotated-long'));
+  const r = await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: long } });
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.is(r.body.user_id, login.body.user_id);
+
+  nock(KC)
+    .post(`/realms/${REALM}/protocol/openid-connect/revoke`, (body) => {
+      const f = typeof body === 'string' ? form(body) : body;
+      return f.token === long && f.token_type_hint === 'refresh_token';
+    })
+    .reply(200, '');
+  const out = await call(svc, 'POST', '/llm/auth/logout', { body: { refresh_token: long } });
+  t.is(out.status, 200, JSON.stringify(out.body));
+  t.true(nock.isDone());
+  // Still bounded: a body-sized string is refused before any call to the realm.
+  assertError(t, await call(svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: 'x'.repeat(10_000) } }), 400, 'refresh_token');
 });
 
 test.serial('upgrade: e-mail checked with GET users?email=&exact=true, then PUT with email, emailVerified:false, guest=false', async (t) => {

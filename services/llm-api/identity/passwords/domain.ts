@@ -180,10 +180,18 @@ export function createPasswords(deps: PasswordDeps) {
     return { ok, lockedFor, now };
   }
 
-  async function session(userId: string): Promise<SignedIn> {
+  /**
+   * A new session for a user whose password `checkedHash` was just checked. It is stored only if,
+   * under the user row's lock, the account is still enabled and that is still its password: a
+   * password change, a reset or a disabling that landed between the check and now wins (401).
+   */
+  async function session(userId: string, checkedHash: string): Promise<SignedIn> {
     const user = await users.byId(userId);
     if (!user || user.disabled) throw new ApiError(401, GENERIC_FAILURE, { code: 'invalid_credentials' });
-    const tokens = await provider.startSession(user);
+    const tokens = await provider.startSession(user, async (trx) => {
+      const current = await users.byId(userId, trx);
+      return current !== undefined && !current.disabled && !current.is_guest && (await store.hashOf(userId, trx)) === checkedHash;
+    });
     return { ...tokens, user_id: user.id, username: user.username };
   }
 
@@ -207,8 +215,8 @@ export function createPasswords(deps: PasswordDeps) {
       const usable = account && !account.disabled && !account.is_guest ? account.hash : null;
       const result = await check(emailKey(email), password, usable);
       if (result.lockedFor > 0) throw lockedError(result.lockedFor, result.now);
-      if (!result.ok || !account) throw new ApiError(401, GENERIC_FAILURE, { code: 'invalid_credentials' });
-      return session(account.user_id);
+      if (!result.ok || !account || !usable) throw new ApiError(401, GENERIC_FAILURE, { code: 'invalid_credentials' });
+      return session(account.user_id, usable);
     },
 
     /**
@@ -236,7 +244,7 @@ export function createPasswords(deps: PasswordDeps) {
         await refreshTokens.revokeUser(trx, userId);
       });
       deps.logger.info({ userId }, 'password changed');
-      return session(userId);
+      return session(userId, newHash);
     },
 
     /**

@@ -42,9 +42,10 @@ export function createEmbeddedProvider(deps: { issuer: TokenIssuer; refreshToken
       return { userId, tokens: await tokensFor(user, next) };
     },
     revokeRefresh: (refreshToken) => refreshTokens.revoke(refreshToken),
-    async startSession(user) {
-      // Outside any transaction: signing may read the key table (PGlite has a single connection).
-      const refresh = await refreshTokens.start(users.knex, user.id);
+    async startSession(user, stillValid) {
+      const refresh = await refreshTokens.startIf(user.id, stillValid);
+      if (!refresh) throw new ApiError(401, 'Invalid e-mail or password', { code: 'invalid_credentials' });
+      // After the transaction: signing may read the key table (PGlite has a single connection).
       return tokensFor(user, refresh);
     },
     async upgrade() {},

@@ -55,8 +55,10 @@ export interface IdentityProvider {
   /**
    * A new session (a refresh-token family) for a user who proved who they are (password sign-in).
    * Only the embedded issuer can; Keycloak signs its users in itself (400 pointing to it).
+   * `stillValid` is asked, under the same lock of the user row a user-wide revocation takes,
+   * whether that proof still holds (the account enabled, its password unchanged); false → 401.
    */
-  startSession(user: UserRecord): Promise<TokenSet>;
+  startSession(user: UserRecord, stillValid: (trx: Knex) => Promise<boolean>): Promise<TokenSet>;
   /** Applies an upgrade at the provider (409 ApiError when the provider already has that e-mail). */
   upgrade(user: UserRecord, change: UpgradeChange): Promise<void>;
   /** Mirrors the set of a user's API-key hashes at the provider (Keycloak user attributes). */

@@ -50,6 +50,22 @@ export function createRefreshTokens(options: { store: RefreshStore; clock: Clock
     },
 
     /**
+     * Starts a new family for a user who proved who they are a moment ago (password sign-in), or
+     * null when `stillValid` says that proof no longer holds. The user row is held shared, as a
+     * rotation holds it, while `stillValid` reads it and the family is stored: a user-wide
+     * revocation (disable, password change, reset) that came first is seen by `stillValid`, and one
+     * that comes after revokes the new family with the rest. Without it, a sign-in whose password
+     * was checked just before a password change or reset got a session the change never ended.
+     */
+    async startIf(userId: string, stillValid: (trx: Knex) => Promise<boolean>): Promise<IssuedRefresh | null> {
+      return store.knex.transaction(async (trx) => {
+        await store.shareUser(trx, userId);
+        if (!(await stillValid(trx))) return null;
+        return issue(trx, userId);
+      });
+    },
+
+    /**
      * Consumes `token` and returns the user it belongs to plus its successor. `isUserActive` is
      * checked inside the same transaction (a disabled user cannot refresh).
      */

@@ -1,0 +1,114 @@
+import test from 'ava';
+import { ApiError, ManualClock, randomBase62 } from '../../../services/kit/index.js';
+import { llmApiService } from '../../../services/llm-api/service.js';
+import { createPasswords } from '../../../services/llm-api/identity/passwords/domain.js';
+import { createPasswordStore } from '../../../services/llm-api/identity/passwords/store.js';
+import { startTestService, type TestService } from '../../helpers/env.js';
+import { createTestUser } from '../../helpers/users.js';
+import { call, identityOf } from './helpers.js';
+
+// A sign-in whose password was checked just before the password was changed or reset must not
+// come out with a session the change never ended. The sign-in's password check is held in a gate
+// (no waiting on time) while the change runs, then released.
+const clock = new ManualClock(Date.UTC(2026, 11, 7, 9, 0, 0));
+let svc: TestService;
+
+test.before(async () => {
+  svc = await startTestService(llmApiService, { clock });
+});
+test.after.always(() => svc?.close());
+
+/** A stand-in hash the gate's check understands (no scrypt). */
+const fakeHash = (password: string) => `test-hash:${password}`;
+
+/** Password checks answered at once, except the first, which is held until `release`. */
+function firstCheckHeld() {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let started!: () => void;
+  const checking = new Promise<void>((resolve) => (started = resolve));
+  let checks = 0;
+  const verify = async (password: string, encoded: string) => {
+    const answer = encoded === fakeHash(password);
+    if (++checks === 1) {
+      started();
+      await released;
+    }
+    return answer;
+  };
+  return { verify, checking, release };
+}
+
+function passwordsWith(verify: (password: string, encoded: string) => Promise<boolean>) {
+  const identity = identityOf(svc.runtime);
+  return createPasswords({
+    store: createPasswordStore(svc.runtime.db.knex),
+    users: identity.users,
+    provider: identity.provider,
+    refreshTokens: identity.refreshTokens,
+    clock,
+    logger: svc.runtime.logger,
+    settings: { minLength: 12, maxFailures: 5, lockoutSeconds: 900, externalSignInUrl: 'unused' },
+    verify,
+  });
+}
+
+async function account() {
+  const user = await createTestUser(svc.runtime.db.knex);
+  const password = `pw-${randomBase62(20)}`;
+  await createPasswordStore(svc.runtime.db.knex).setHash(svc.runtime.db.knex, user.id, fakeHash(password), clock.now());
+  return { ...user, password };
+}
+
+/** The login's answer: its refresh token, or the ApiError's status and code. */
+async function outcome(attempt: Promise<{ refresh_token: string }>) {
+  try {
+    return { status: 200, code: null as string | null, refreshToken: (await attempt).refresh_token };
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    return { status: error.status, code: error.code, refreshToken: null };
+  }
+}
+
+/** Refresh tokens of the user nobody revoked. */
+const liveRefreshTokens = (userId: string) => svc.runtime.db.knex('identity_refresh_tokens').where({ user_id: userId }).whereNull('revoked_at').count<{ n: number }[]>({ n: '*' }).then((rows) => Number(rows[0]!.n));
+
+test.serial('a sign-in held in its password check while nothing changes still signs in (the gate itself lets it through)', async (t) => {
+  const user = await account();
+  const gate = firstCheckHeld();
+  const login = outcome(passwordsWith(gate.verify).login(user.email, user.password));
+  await gate.checking;
+  gate.release();
+  const answer = await login;
+  t.is(answer.status, 200);
+  const refreshed = await call(svc, 'POST', '/auth/refresh', { body: { refresh_token: answer.refreshToken } });
+  t.is(refreshed.status, 200, JSON.stringify(refreshed.body));
+});
+
+test.serial("an administrator's reset-login that lands while a sign-in's old password is being checked: the sign-in gets no session", async (t) => {
+  const user = await account();
+  const gate = firstCheckHeld();
+  const login = outcome(passwordsWith(gate.verify).login(user.email, user.password));
+  await gate.checking; // the old password is right; the check has not answered yet
+  const reset = await identityOf(svc.runtime).passwords.resetLogin(user.id);
+  t.true(typeof reset.temporary_password === 'string');
+  gate.release();
+  const answer = await login;
+  t.like(answer, { status: 401, code: 'invalid_credentials' });
+  t.is(await liveRefreshTokens(user.id), 0, 'no session survives the reset');
+});
+
+test.serial("the owner's password change that lands while another sign-in's old password is being checked: that sign-in gets no session", async (t) => {
+  const user = await account();
+  const gate = firstCheckHeld();
+  const passwords = passwordsWith(gate.verify);
+  const thief = outcome(passwords.login(user.email, user.password));
+  await gate.checking;
+  const newPassword = `new-${randomBase62(20)}`;
+  const owner = await passwords.change(user.id, user.password, newPassword); // its own check is not held
+  gate.release();
+  t.like(await thief, { status: 401, code: 'invalid_credentials' });
+  // Only the owner's new session is left.
+  t.is(await liveRefreshTokens(user.id), 1);
+  t.is((await call(svc, 'POST', '/auth/refresh', { body: { refresh_token: owner.refresh_token } })).status, 200);
+});
