@@ -35,6 +35,12 @@ export const ITEM_TYPES = [
   'mcp_approval_response',
   'custom_tool_call',
   'custom_tool_call_output',
+  'tool_search_call',
+  'tool_search_output',
+  'additional_tools',
+  'compaction',
+  'program',
+  'program_output',
 ] as const;
 
 export const ROLES = ['user', 'assistant', 'system', 'developer', 'tool'] as const;
@@ -136,39 +142,45 @@ const NESTED_KINDS: Record<string, true> = Object.fromEntries(
   ].map((k) => [k, true]),
 );
 
-const safetyCheck = z.looseObject({ reason: str.optional(), type: str.optional(), id: str.optional(), code: str.optional(), message: str.optional() });
+const safetyCheck = z.looseObject({ reason: str.nullish(), type: str.nullish(), id: str.nullish(), code: str.nullish(), message: str.nullish() });
 const contentArray = z.array(contentPartSchema).max(1000);
 
-/** Top-level fields of SPEC.md 2.3, typed where present. */
+/**
+ * Top-level fields of SPEC.md 2.3, typed where present. Where the openai SDK's item types allow
+ * `null` for an optional field (`status`, `output`, `call_id`, `reason`, `approval_request_id`,
+ * `max_output_length`, safety checks' `code` and `message`, an MCP tool's `description`), `null`
+ * is taken as the SDK sends it; a `null` status is stored as the default, `completed`.
+ */
 const itemBase = z.looseObject({
   type: z.enum(ITEM_TYPES, { error: `must be one of ${ITEM_TYPES.join(', ')}` }),
   role: z.enum(ROLES, { error: `must be one of ${ROLES.join(', ')}` }).optional(),
-  status: str.min(1).max(64).optional(),
+  status: str.min(1).max(64).nullish(),
   name: str.optional(),
-  call_id: str.optional(),
+  call_id: str.nullish(),
   arguments: str.optional(),
-  output: z.union([str, z.array(z.unknown())]).optional(),
+  // A string or parts; a `computer_call_output`'s is an object (a `computer_screenshot`).
+  output: z.union([str, z.array(z.unknown()), z.record(str, z.unknown())]).nullish(),
   error: z.union([str, z.null()]).optional(),
-  reason: str.optional(),
+  reason: str.nullish(),
   server_label: str.optional(),
   completed_at: str.optional(),
   incomplete_at: str.optional(),
   rated_at: str.optional(),
   // A string is the easy form of one text part; anything else must be an array of parts.
   content: z.preprocess((v) => (typeof v === 'string' ? [{ type: 'input_text', text: v }] : v), contentArray).optional(),
-  acknowledged_safety_checks: z.array(safetyCheck).optional(),
+  acknowledged_safety_checks: z.array(safetyCheck).nullish(),
   pending_safety_checks: z.array(safetyCheck).optional(),
   action: z.record(str, z.unknown()).optional(),
   operation: z.record(str, z.unknown()).optional(),
-  approval_request_id: str.optional(),
+  approval_request_id: str.nullish(),
   approve: z.boolean().optional(),
   commands: z.array(str).optional(),
   incomplete_details: z.looseObject({ error: str.optional(), reason: str.optional() }).nullable().optional(),
-  max_output_length: int.optional(),
+  max_output_length: int.nullish(),
   rating: str.max(32).optional(),
   rating_comment: str.max(4096).optional(),
   shell_outputs: z.array(z.looseObject({ type: str, value: str })).optional(),
-  tools: z.array(z.looseObject({ name: str, description: str.optional(), input_schema: z.unknown().optional(), annotations: z.unknown().optional() })).optional(),
+  tools: z.array(z.looseObject({ name: str, description: str.nullish(), input_schema: z.unknown().optional(), annotations: z.unknown().optional() })).optional(),
 });
 
 const withContent = (what: string) =>
@@ -198,6 +210,15 @@ const SCHEMAS: Partial<Record<(typeof ITEM_TYPES)[number], z.ZodType>> = {
   tool_response: withContent('tool_response'),
   function_call: itemBase.extend({ name: str.min(1), arguments: str, call_id: str.min(1) }),
   function_call_output: itemBase.extend({ call_id: str.min(1), output: z.union([str, z.array(z.unknown())]) }),
+  // The openai SDK's tool search items: the call's `arguments` are an object, the output's `tools`
+  // are tool definitions (not MCP tools with a `name`).
+  tool_search_call: itemBase.extend({ arguments: z.unknown() }).superRefine((item, ctx) => {
+    if (item.arguments === undefined || item.arguments === null) ctx.addIssue({ code: 'custom', message: 'a tool_search_call needs arguments', path: ['arguments'] });
+  }),
+  tool_search_output: itemBase.extend({ tools: z.array(z.unknown()) }),
+  // Tools given to the model mid-conversation: the SDK sends them as the developer's.
+  additional_tools: itemBase.extend({ role: z.literal('developer', { error: "must be 'developer'" }).optional(), tools: z.array(z.unknown()) }),
+  compaction: itemBase.extend({ encrypted_content: str }),
 };
 
 export type StoredItemBody = Record<string, unknown> & { type: string; role?: string; status: string; content?: unknown[] };
