@@ -103,6 +103,15 @@ export function createModelsStore(knex: Knex) {
     async catalogsByPublicIds(ids: string[], trx: Knex = knex): Promise<CatalogRow[]> {
       return ids.length ? trx(CATALOGS).whereIn('public_id', ids) : [];
     },
+    /**
+     * A catalog entry locked against other writers until the transaction ends (a sync's read, so an
+     * admin PATCH cannot slip in before its write). FOR NO KEY UPDATE, the lock its UPDATE takes
+     * anyway: another provider's sync inserting a provider model that refers to the entry (its
+     * foreign key check takes KEY SHARE) is not held up, so two syncs do not wait on each other.
+     */
+    async catalogByPublicIdForUpdate(trx: Knex, publicId: string): Promise<CatalogRow | undefined> {
+      return trx(CATALOGS).where({ public_id: publicId }).forNoKeyUpdate().first();
+    },
     async catalogById(id: string, trx: Knex = knex): Promise<CatalogRow | undefined> {
       return trx(CATALOGS).where({ id }).first();
     },
@@ -128,6 +137,13 @@ export function createModelsStore(knex: Knex) {
     },
     async providerModelsOf(providerId: string, trx: Knex = knex): Promise<ProviderModelRow[]> {
       return trx(PROVIDER_MODELS).where({ provider_id: providerId }).orderBy(['model_order_number', 'model_public_id']);
+    },
+    /**
+     * A provider's models locked until the transaction ends, in id order (as the bulk toggles lock
+     * them, so neither waits on the other in a cycle).
+     */
+    async providerModelsOfForUpdate(trx: Knex, providerId: string): Promise<ProviderModelRow[]> {
+      return trx(PROVIDER_MODELS).where({ provider_id: providerId }).orderBy('id').forNoKeyUpdate();
     },
     async allProviderModels(trx: Knex = knex): Promise<ProviderModelRow[]> {
       return trx(PROVIDER_MODELS).select('*');

@@ -152,7 +152,11 @@ async function applySync(
     return { provider_id: providerId, added: 0, updated: 0, deactivated: 0, skipped: [], models: await deps.models.providerModelsOf(providerId, trx), superseded: true };
   }
   const now = unixSeconds(deps.clock);
-  const existing = new Map((await deps.models.providerModelsOf(providerId, trx)).map((pm) => [pm.provider_original_model_id, pm]));
+  // The rows this sync may write are locked as they are read: an admin's PATCH committed between
+  // the read and the write (a name set by hand, a model switched off) would otherwise be judged
+  // against the older row, and the sync would write over it. A PATCH arriving meanwhile waits for
+  // the commit and is applied after it.
+  const existing = new Map((await deps.models.providerModelsOfForUpdate(trx, providerId)).map((pm) => [pm.provider_original_model_id, pm]));
   // A skipped entry is still on the provider's list: its model keeps its last synchronised state
   // rather than being deactivated as vanished.
   const seen = new Set<string>(skipped.flatMap((s) => (s.model_id === null ? [] : [s.model_id])));
@@ -161,13 +165,16 @@ async function applySync(
   let updated = 0;
   let deactivated = 0;
 
-  for (const m of upstreamModels) {
+  // In id order, not the provider's: the catalog entries this sync locks are shared with other
+  // providers' syncs, and two syncs locking them in different orders would deadlock (one fails).
+  const ordered = [...upstreamModels].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  for (const m of ordered) {
     if (synced.has(m.id)) continue;
     synced.add(m.id);
     seen.add(m.id);
     const derived = derive(m, row, now);
     let catalogChanged = false;
-    let catalog = await deps.models.catalogByPublicId(m.id, trx);
+    let catalog = await deps.models.catalogByPublicIdForUpdate(trx, m.id);
     const inserted = catalog ? undefined : await insertCatalogUnlessTaken(deps, trx, {
       id: newId('catalogModel'),
       public_id: m.id,
@@ -185,7 +192,7 @@ async function applySync(
       catalog = inserted;
     } else {
       // A concurrent sync (another provider offering the same new model) may have created it since.
-      catalog ??= await deps.models.catalogByPublicId(m.id, trx);
+      catalog ??= await deps.models.catalogByPublicIdForUpdate(trx, m.id);
       if (!catalog) throw new SyncError(`catalog entry '${m.id}' could not be created`);
       // Another provider offering this model may be the one whose metadata the entry carries.
       const sources = await deps.models.catalogSources(catalog.id, trx);

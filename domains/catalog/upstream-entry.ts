@@ -6,8 +6,8 @@ import type { UpstreamModel } from './model-list.js';
  * that is not a time, text the database refuses) is skipped with a reason naming the field, and
  * the provider's other models are synchronised as usual. What is harmless is normalised instead:
  * a fractional `created` is rounded down to whole seconds; `null` counts as absent; numbers that
- * are not usable limits (negative, or beyond what a JSON number can say) are ignored, as numbers
- * of the wrong type always were.
+ * are not usable limits (below 1 token, or beyond what a JSON number can say) are ignored, as
+ * numbers of the wrong type always were, and a fractional limit is rounded down.
  */
 
 /** Column limits of the catalog tables (models-migrations.ts). */
@@ -101,9 +101,13 @@ function optionalText(value: unknown, max: number): string | undefined | typeof 
   return value;
 }
 
-/** A token or context limit: a finite, non-negative number, else ignored. */
+/**
+ * A token or context limit: a whole number of tokens, at least 1 (a fraction is rounded down), else
+ * ignored. Some servers say 0 for "unknown": taken at its word, a context window of 0 would drop a
+ * conversation's whole history from every request and show clients `context_length: 0`.
+ */
 function limit(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+  return typeof value === 'number' && Number.isFinite(value) && value >= 1 ? Math.floor(value) : undefined;
 }
 
 /** Whether `value` holds arrays or objects more than `max` levels deep; iterative, so any depth is safe to ask about. */

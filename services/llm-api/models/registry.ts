@@ -44,10 +44,12 @@ export interface ResolvedModel {
 
 /**
  * The context window a model's requests are fitted to: its best provider's token limit, else its
- * catalog entry's; null when neither says.
+ * catalog entry's; null when neither says. A 0 (stored by an older synchronisation that took a
+ * provider's "0 = unknown" at its word) says nothing: fitted to it, every request would lose its
+ * conversation's history.
  */
 export function contextLengthOf(model: ResolvedModel): number | null {
-  return model.candidates[0]!.pm.token_limits.context_length ?? model.catalog.context_length ?? null;
+  return model.candidates[0]!.pm.token_limits.context_length || model.catalog.context_length || null;
 }
 
 interface Snapshot {

@@ -17,7 +17,8 @@ export const patchCatalogSchema = z
       })
       .strict()
       .optional(),
-    context_length: z.number().min(0).max(1e9).optional(),
+    // A whole number of tokens, at least 1: 0 would drop every conversation's history (registry.ts contextLengthOf).
+    context_length: z.number().int().min(1).max(1e9).optional(),
     description: z.string().max(10_000).optional(),
     experimental: flag,
     extras: z.record(z.string(), z.unknown()).optional(),
@@ -97,7 +98,7 @@ export const patchProviderModelSchema = z
     supports_reasoning: flag,
     supports_video: flag,
     token_limits: z
-      .object({ context_length: z.number().int().min(0).optional(), max_completion_tokens: z.number().int().min(0).optional() })
+      .object({ context_length: z.number().int().min(1).optional(), max_completion_tokens: z.number().int().min(1).optional() })
       .strict()
       .optional(),
   })

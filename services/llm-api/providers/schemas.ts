@@ -110,9 +110,10 @@ export type PatchProviderInput = z.infer<typeof patchProviderSchema>;
 
 /**
  * `POST /v1/admin/providers/sync`: one provider, or every active one without `provider_id`. An id
- * that is not a string is a 400: read as none, it would widen the run to every provider.
+ * that is not a string is a 400, and so is any other field (a misspelt `providerId`): read as none,
+ * either would widen the run to every provider.
  */
-export const requestSyncSchema = z.object({ provider_id: z.string({ error: 'must be a provider id (a string)' }).min(1).optional() });
+export const requestSyncSchema = z.object({ provider_id: z.string({ error: 'must be a provider id (a string)' }).min(1).optional() }).strict();
 
 // What the API answers (the OpenAPI document is generated from these).
 export const providerObjectSchema = z.object({
