@@ -134,7 +134,7 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
     limits: chatLimits,
     conversations: createStoreHooks(ctx, { conversations, storeMessage: (principal, message) => media.storeInlineImages(principal, message) }),
     messageSteps: [media.resolveStep],
-    admission: { admit: (principal, model) => admitRequest(spend, principal, model) },
+    admission: { admit: (principal, model, served) => admitRequest(spend, principal, model, served) },
     research: { port: research, clock },
     logPrompts: config.LOG_PROMPTS,
   });

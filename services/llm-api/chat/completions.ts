@@ -83,7 +83,7 @@ export interface ChatDeps {
   dispatcher: ChatDispatcher;
   usage: UsageMeters;
   /** Budgets and model allow-lists: refuses (403/429) before anything goes upstream. */
-  admission?: { admit(principal: Principal, model: string): MaybePromise<{ settle(spent: { cost: number; tokens: number }): Promise<void> } | null> };
+  admission?: { admit(principal: Principal, model: string, served?: string): MaybePromise<{ settle(spent: { cost: number; tokens: number }): Promise<void> } | null> };
   conversations?: ConversationSessions;
   clock: Clock;
   limits: ChatLimits;
@@ -255,7 +255,7 @@ export async function completeChat(deps: ChatDeps, principal: Principal, input: 
   const bodies = buildBodies(attempts, effective, disableThinking, input);
 
   // Budgets and allow-lists refuse here, before anything goes upstream (and before timers start).
-  let ticket = deps.admission ? deps.admission.admit(principal, request.model) : null;
+  let ticket = deps.admission ? deps.admission.admit(principal, request.model, model.publicId) : null;
   if (isPending(ticket)) ticket = await ticket; // a budget to reserve, or limits not cached
   if (persist) await stageOrRelease(session, ticket);
 

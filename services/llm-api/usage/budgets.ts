@@ -204,13 +204,18 @@ const who = (scope: SpendScope) => (scope === 'key' ? 'this API key' : 'this acc
  * Checks allow-lists and admits the request against every budget that applies; null when none
  * applies. Synchronous when the caller's limits are cached and set no budget (no counter to reserve).
  */
-export function admitRequest(deps: SpendDeps, principal: Principal, model: string): MaybePromise<SpendTicket | null> {
-  if (principal.isGuest && deps.guestAllowedModels?.length && !modelAllowed(deps.guestAllowedModels, model)) {
-    throw new ApiError(403, `The model '${model}' is not available to guest accounts; sign in or use an API key`, { code: 'model_not_allowed', param: 'model' });
+export function admitRequest(deps: SpendDeps, principal: Principal, model: string, served: string = model): MaybePromise<SpendTicket | null> {
+  if (principal.isGuest && deps.guestAllowedModels?.length) {
+    for (const id of served === model ? [model] : [model, served]) {
+      if (!modelAllowed(deps.guestAllowedModels, id)) throw new ApiError(403, `The model '${id}'${servesFor(id, model)} is not available to guest accounts; sign in or use an API key`, { code: 'model_not_allowed', param: 'model' });
+    }
   }
   const rows = limitsOf(deps, principal);
-  return isPending(rows) ? rows.then((settled) => admitAgainst(deps, settled, model)) : admitAgainst(deps, rows, model);
+  return isPending(rows) ? rows.then((settled) => admitAgainst(deps, settled, model, served)) : admitAgainst(deps, rows, model, served);
 }
+
+/** Names the model asked for when another one serves it (its instruct model, `enable_thinking: false`). */
+const servesFor = (id: string, asked: string) => (id === asked ? '' : ` (which serves '${asked}' with enable_thinking: false)`);
 
 /** The caller's key and user limits (both apply), from the cache when there is one. */
 function limitsOf(deps: SpendDeps, principal: Principal): MaybePromise<SpendLimitsRow[]> {
@@ -234,10 +239,18 @@ export function modelAccess(deps: SpendDeps, principal: Principal): MaybePromise
   return isPending(rows) ? rows.then(lists) : lists(rows);
 }
 
-function admitAgainst(deps: SpendDeps, rows: SpendLimitsRow[], model: string): MaybePromise<SpendTicket | null> {
+/**
+ * Allow-lists apply to the model asked for and to the one that serves it (an instruct model serving
+ * a reasoning model's `enable_thinking: false`): a list without the instruct model is not passed by
+ * asking for the reasoning model.
+ */
+function admitAgainst(deps: SpendDeps, rows: SpendLimitsRow[], model: string, served: string): MaybePromise<SpendTicket | null> {
   for (const row of rows) {
-    if (row.allowed_models && !modelAllowed(row.allowed_models, model)) {
-      throw new ApiError(403, `The model '${model}' is not allowed for ${who(row.scope)}`, { code: 'model_not_allowed', param: 'model' });
+    if (!row.allowed_models) continue;
+    for (const id of served === model ? [model] : [model, served]) {
+      if (!modelAllowed(row.allowed_models, id)) {
+        throw new ApiError(403, `The model '${id}'${servesFor(id, model)} is not allowed for ${who(row.scope)}`, { code: 'model_not_allowed', param: 'model' });
+      }
     }
   }
   if (!rows.some(hasBudget)) return null;

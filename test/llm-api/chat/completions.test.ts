@@ -3,6 +3,7 @@ import test from 'ava';
 import OpenAI, { APIError, AuthenticationError, BadRequestError, NotFoundError, PermissionDeniedError, RateLimitError } from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
+import { createTestUser } from '../../helpers/users.js';
 import { waitFor } from '../../helpers/wait.js';
 
 // The official SDK against llm-api directly (identity headers as the edge sets them).
@@ -216,6 +217,27 @@ test('reasoning_effort takes every level the SDK lists and reaches the provider 
     await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: marker }], reasoning_effort: level });
     t.is(lastBody(marker)?.reasoning_effort, level);
   }
+});
+
+test('enable_thinking=false: allow-lists apply to the instruct model that serves too (403 naming it), and to the model asked for', async (t) => {
+  const user = await createTestUser(h.service.runtime.db.knex);
+  const own = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'unused-by-llm-api', maxRetries: 0, defaultHeaders: h.headers(user) });
+  const allow = async (allowed_models: string[] | null) => t.is((await h.call('PATCH', `/v1/admin/users/${user.id}`, { allowed_models })).status, 200);
+  const ask = (model: string) => own.chat.completions.create({ model, messages: [{ role: 'user', content: 'allow-list' }], enable_thinking: false } as any);
+
+  await allow(['think-model']);
+  const refused = await t.throwsAsync(ask('think-model'), { instanceOf: PermissionDeniedError });
+  t.like((refused as APIError).error, { code: 'model_not_allowed', param: 'model' });
+  t.regex((refused as APIError).message, /'instruct-model' \(which serves 'think-model' with enable_thinking: false\) is not allowed/);
+  // With thinking on, the model asked for serves, and the list admits it.
+  t.is((await own.chat.completions.create({ model: 'think-model', messages: [{ role: 'user', content: 'allow-list' }] })).model, 'think-model');
+
+  // Allowed the instruct model alone: asking for the reasoning model is still asking for a model outside the list.
+  await allow(['instruct-model']);
+  await t.throwsAsync(ask('think-model'), { instanceOf: PermissionDeniedError, message: /'think-model' is not allowed/ });
+
+  await allow(['think-model', 'instruct-model']);
+  t.is((await ask('think-model')).model, 'instruct-model');
 });
 
 test('enable_thinking=false: the instruct model serves; without one, the template flag is passed', async (t) => {
