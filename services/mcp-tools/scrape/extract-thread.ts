@@ -11,6 +11,11 @@ import type { Extracted } from './extract.js';
  * wait their turn): loading the DOM library costs a new thread about half a second of CPU, far
  * more than reading an ordinary page. Only a thread stopped at its bound (or one that failed) is
  * replaced, by a new one when the next page needs it. An idle thread does not keep the process alive.
+ *
+ * One user reads on at most half of the threads (at least one), as with every other shared bound of
+ * mcp-tools: a user scraping many pages that take the whole bound to read would otherwise hold every
+ * thread, and every other user's page would wait its turn past its own bound and fail as "too
+ * complex". A waiting page of another user goes first; the user's own pages keep their order.
  */
 export class ExtractionTimeout extends Error {
   constructor(readonly timeoutMs: number) {
@@ -23,9 +28,12 @@ export class ExtractionTimeout extends Error {
 const WORKER_HEAP_MB = 512;
 /** Pages read at once per process (each on a thread of its own). */
 const EXTRACT_THREADS = 2;
+/** Threads one user's pages may hold at once. */
+const THREADS_PER_USER = Math.max(1, Math.ceil(EXTRACT_THREADS / 2));
 
 interface Job {
   input: { html: string; url: string; format: 'text' | 'markdown' };
+  userId: string;
   resolve(result: Extracted): void;
   reject(error: unknown): void;
   /** Set once a thread runs it. */
@@ -35,17 +43,25 @@ interface Job {
 const idle: Worker[] = [];
 const queue: Job[] = [];
 let running = 0;
+/** Threads each user's pages hold now. */
+const runningBy = new Map<string, number>();
 
 /**
  * Reads `html` on a thread. `timeoutMs` bounds the whole wait, a turn in the queue included; past
  * it, or when `signal` aborts, the page is given up and the thread reading it (if any) terminated.
  */
-export function extractHtmlInThread(html: string, url: string, format: 'text' | 'markdown', options: { timeoutMs: number; signal: AbortSignal }): Promise<Extracted> {
+export function extractHtmlInThread(
+  html: string,
+  url: string,
+  format: 'text' | 'markdown',
+  options: { timeoutMs: number; signal: AbortSignal; userId: string },
+): Promise<Extracted> {
   return new Promise((resolve, reject) => {
     if (options.signal.aborted) return reject(options.signal.reason);
     let settled = false;
     const job: Job = {
       input: { html, url, format },
+      userId: options.userId,
       resolve: (result) => finish(() => resolve(result)),
       reject: (error) => finish(() => reject(error)),
     };
@@ -61,7 +77,7 @@ export function extractHtmlInThread(html: string, url: string, format: 'text' | 
       const waiting = queue.indexOf(job);
       if (waiting >= 0) queue.splice(waiting, 1);
       // A thread still reading this page is ended; the next page gets a new one.
-      else if (job.worker) retire(job.worker);
+      else if (job.worker) retire(job);
       job.reject(error);
     };
     const timer = setTimeout(() => giveUp(new ExtractionTimeout(options.timeoutMs)), options.timeoutMs);
@@ -72,12 +88,15 @@ export function extractHtmlInThread(html: string, url: string, format: 'text' | 
   });
 }
 
-/** Starts waiting pages on free threads. */
+/** Starts waiting pages on free threads: each time the first page whose user is under their share. */
 function pump(): void {
-  while (queue.length > 0 && running < EXTRACT_THREADS) {
-    const job = queue.shift()!;
+  while (running < EXTRACT_THREADS) {
+    const next = queue.findIndex((waiting) => (runningBy.get(waiting.userId) ?? 0) < THREADS_PER_USER);
+    if (next < 0) return;
+    const job = queue.splice(next, 1)[0]!;
     const worker = idle.pop() ?? spawnWorker();
     running++;
+    runningBy.set(job.userId, (runningBy.get(job.userId) ?? 0) + 1);
     job.worker = worker;
     worker.ref();
     const done = (outcome: () => void, reusable: boolean) => {
@@ -86,7 +105,7 @@ function pump(): void {
       worker.off('exit', onExit);
       if (job.worker !== worker) return;
       job.worker = undefined;
-      running--;
+      release(job.userId);
       if (reusable) {
         worker.unref();
         idle.push(worker);
@@ -105,13 +124,23 @@ function pump(): void {
   }
 }
 
-/** Ends a thread given up on (its page took too long, or its caller left) and frees its place. */
-function retire(worker: Worker): void {
+/** Ends the thread of a page given up on (it took too long, or its caller left) and frees its place. */
+function retire(job: Job): void {
+  const worker = job.worker!;
+  job.worker = undefined;
   worker.removeAllListeners('message').removeAllListeners('error').removeAllListeners('exit');
   worker.on('error', () => {});
   void worker.terminate();
-  running--;
+  release(job.userId);
   queueMicrotask(pump);
+}
+
+/** A thread of `userId`'s is free again. */
+function release(userId: string): void {
+  running--;
+  const held = (runningBy.get(userId) ?? 1) - 1;
+  if (held > 0) runningBy.set(userId, held);
+  else runningBy.delete(userId);
 }
 
 /**

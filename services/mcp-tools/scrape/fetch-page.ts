@@ -29,7 +29,7 @@ export interface Page {
 const TEXT_TYPES = /^(?:text\/[a-z0-9!#$&^_.+-]+|application\/(?:json|xml|javascript|ecmascript|x-ndjson|ld\+json|rss\+xml|atom\+xml|x-yaml|yaml|toml|csv)|[a-z]+\/[a-z0-9!#$&^_.+-]*\+(?:json|xml))$/i;
 const HTML_TYPES = /^(text\/html|application\/xhtml\+xml)$/i;
 
-export async function fetchPage(deps: ScrapeDeps, url: string, format: 'text' | 'markdown', maxChars: number, signal: AbortSignal): Promise<Page> {
+export async function fetchPage(deps: ScrapeDeps, url: string, format: 'text' | 'markdown', maxChars: number, signal: AbortSignal, userId: string): Promise<Page> {
   // The guard's `timeoutMs` is the socket's idle time: a server dripping a byte now and then (or
   // redirecting slowly) would hold the call, and its concurrency slot, for as long as it likes.
   // SCRAPE_TIMEOUT_MS bounds the whole fetch, every redirect, host name lookup (the guard stops
@@ -55,32 +55,39 @@ export async function fetchPage(deps: ScrapeDeps, url: string, format: 'text' | 
   const contentType = String(response.headers['content-type'] ?? '');
   const mime = contentType.split(';')[0]!.trim().toLowerCase();
   const body = decodeContent(response.body, String(response.headers['content-encoding'] ?? ''), deps.maxBytes);
+  // A byte order mark names the encoding over any header or <meta> declaration, as browsers read it
+  // (a UTF-16 text file saved on Windows is often served as text/plain with no charset).
+  const declared = bomEncoding(body) ?? charsetOf(contentType);
   // UTF-16 text is full of zero bytes: when the page declares it, the declaration is believed.
-  const looksBinary = !/^utf-16(le|be)?$/.test(charsetOf(contentType) ?? '') && body.subarray(0, 4096).includes(0);
+  const looksBinary = !/^utf-16(le|be)?$/.test(declared ?? '') && body.subarray(0, 4096).includes(0);
   if ((mime && !TEXT_TYPES.test(mime)) || looksBinary) {
     throw new ToolFailure(`Binary content is not supported (${mime || 'unknown type'}); scrape reads HTML and text pages`);
   }
   // A page that declares its encoding only in a <meta> (legacy windows-1252, Shift_JIS, GBK pages
   // often do) is read in it, as a browser would, not as UTF-8.
-  const text = decode(body, charsetOf(contentType) ?? (!mime || HTML_TYPES.test(mime) ? metaCharset(body) : undefined));
+  const text = decode(body, declared ?? (!mime || HTML_TYPES.test(mime) ? metaCharset(body) : undefined));
   const isHtml = HTML_TYPES.test(mime) || (!mime && /^\s*(<!doctype html|<html)/i.test(text));
   // Other text is returned as it is (line ends aside): indentation is meaning in source, YAML and
   // Markdown, and tabs separate the columns of TSV.
-  const extracted = isHtml ? await readHtml(deps, text, response.url, format, signal) : { title: '', content: text.replace(/\r\n?/g, '\n') };
+  const extracted = isHtml ? await readHtml(deps, text, response.url, format, signal, userId) : { title: '', content: text.replace(/\r\n?/g, '\n') };
   const truncated = extracted.content.length > maxChars;
+  // The title is the page's to choose: one line (as a browser shows it), and never longer than the
+  // content the caller allowed (a page can make its <title> megabytes long).
+  const title = extracted.title.replace(/\s+/g, ' ').trim();
+  const titleMax = Math.min(maxChars, TITLE_MAX_CHARS);
   return {
     url,
     final_url: response.url,
-    title: extracted.title,
+    title: title.length > titleMax ? cutAt(title, titleMax) : title,
     content: truncated ? cutAt(extracted.content, maxChars) : extracted.content,
     truncated,
   };
 }
 
 /** The readable part of an HTML page, read off the service's thread within SCRAPE_TIMEOUT_MS (extract-thread.ts). */
-async function readHtml(deps: ScrapeDeps, html: string, url: string, format: 'text' | 'markdown', signal: AbortSignal): Promise<Extracted> {
+async function readHtml(deps: ScrapeDeps, html: string, url: string, format: 'text' | 'markdown', signal: AbortSignal, userId: string): Promise<Extracted> {
   try {
-    return await extractHtmlInThread(html, url, format, { timeoutMs: deps.timeoutMs, signal });
+    return await extractHtmlInThread(html, url, format, { timeoutMs: deps.timeoutMs, signal, userId });
   } catch (error) {
     if (error instanceof ExtractionTimeout) throw new ToolFailure(`The page is too complex to read within ${deps.timeoutMs} ms`);
     if (signal.aborted) throw new ToolFailure('The request was cancelled');
@@ -133,16 +140,26 @@ function cutAt(text: string, max: number): string {
   return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
 }
 
+/** The most characters of a page's title scrape returns (fewer when `max_chars` is smaller). */
+const TITLE_MAX_CHARS = 1000;
+
+/** The encoding a byte order mark at the start of `body` names, or undefined. */
+function bomEncoding(body: Buffer): string | undefined {
+  if (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) return 'utf-8';
+  if (body[0] === 0xff && body[1] === 0xfe) return 'utf-16le';
+  if (body[0] === 0xfe && body[1] === 0xff) return 'utf-16be';
+  return undefined;
+}
+
 const charsetOf = (contentType: string) => /charset\s*=\s*"?([\w.:-]+)/i.exec(contentType)?.[1]?.toLowerCase();
 
 /**
  * The encoding an HTML page declares in a <meta> within its first 1024 bytes (the HTML standard's
  * prescan: `<meta charset=…>` or `<meta http-equiv="Content-Type" content="…; charset=…">`). A
- * UTF-16 declaration there cannot be true (the bytes read it as ASCII) and is read as UTF-8.
+ * UTF-16 declaration there cannot be true (the bytes read it as ASCII) and is read as UTF-8. (A
+ * byte order mark was looked for first: `bomEncoding`.)
  */
 function metaCharset(body: Buffer): string | undefined {
-  // A byte order mark outranks any declaration.
-  if (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) return 'utf-8';
   const head = body.subarray(0, 1024).toString('latin1');
   for (const [tag] of head.matchAll(/<meta\b[^>]*>/gi)) {
     const charset = /charset\s*=\s*["']?\s*([\w.:-]+)/i.exec(tag)?.[1]?.toLowerCase();

@@ -1,5 +1,5 @@
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { formatPath, systemClock, type Clock, type Logger } from '../../kit/index.js';
+import { formatPath, storableText, systemClock, type Clock, type Logger } from '../../kit/index.js';
 import { SandboxBusyError, SandboxUnavailableError } from '../sandbox/index.js';
 import { createSharedSlots } from '../slots.js';
 import type { ToolCatalog } from './catalog.js';
@@ -96,9 +96,12 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
     const signal = AbortSignal.any([ctx.signal, cancelled.signal]);
     try {
       const output = await tool.run({ ...ctx, signal }, parsed.data);
+      // What a page, a program or a search backend gave back may hold what the platform refuses in
+      // every request (a NUL, an unpaired surrogate): a client passing the result on to the chat API
+      // would be refused there, so it becomes U+FFFD here, as a provider's answer does.
       return finish('ok', {
-        content: [{ type: 'text', text: output.text }],
-        structuredContent: output.structured as Record<string, unknown>,
+        content: [{ type: 'text', text: storableText(output.text) }],
+        structuredContent: storable(output.structured) as Record<string, unknown>,
       });
     } catch (error) {
       if (error instanceof SandboxBusyError) return finish('busy', errorResult(error.message));
@@ -135,4 +138,12 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
   });
 }
 
-export const errorResult = (message: string): CallToolResult => ({ content: [{ type: 'text', text: message }], isError: true });
+export const errorResult = (message: string): CallToolResult => ({ content: [{ type: 'text', text: storableText(message) }], isError: true });
+
+/** `value` (JSON-like: a tool's structured output) with every string and key made storable (`storableText`). */
+function storable(value: unknown): unknown {
+  if (typeof value === 'string') return storableText(value);
+  if (Array.isArray(value)) return value.map(storable);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([key, item]) => [storableText(key), storable(item)]));
+  return value;
+}

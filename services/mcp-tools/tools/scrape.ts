@@ -31,7 +31,7 @@ export function scrapeTool(deps: ScrapeDeps & { defaultMaxChars: number }) {
     output,
     annotations: { readOnlyHint: true, openWorldHint: true, idempotentHint: true },
     async run(ctx, args) {
-      const page = await fetchPage(deps, args.url, args.format, args.max_chars ?? deps.defaultMaxChars, ctx.signal);
+      const page = await fetchPage(deps, args.url, args.format, args.max_chars ?? deps.defaultMaxChars, ctx.signal, ctx.userId);
       const header = [page.title && `# ${page.title}`, `Source: ${page.final_url}`].filter(Boolean).join('\n');
       return { structured: page, text: `${header}\n\n${page.content}${page.truncated ? '\n\n[content truncated]' : ''}` };
     },
