@@ -17,7 +17,7 @@ export const mcpConfigShape = {
   /** How often a process re-reads the enabled/disabled state of the tools shared by all processes. */
   MCP_TOOL_STATE_REFRESH_MS: int(100, 600_000, 2000),
   /** Largest JSON-RPC request body on /v1/mcp (file_search_index carries whole documents). */
-  MCP_BODY_LIMIT: size.default('2mb'),
+  MCP_BODY_LIMIT: size.default('4mb'),
 
   // google_search backends: Serper when its key is set, else SearXNG when its URL is set.
   SERPER_API_KEY: z.string().min(1).optional(),

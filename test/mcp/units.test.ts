@@ -19,7 +19,8 @@ import { createCatalog } from '../../services/mcp-tools/tools/catalog.js';
 import { createToolMetrics } from '../../services/mcp-tools/tools/metrics.js';
 import { defineTool } from '../../services/mcp-tools/tools/tool.js';
 import { pythonExecDescription as describePythonExec } from '../../services/mcp-tools/tools/python-exec.js';
-import { ManualClock } from '../../services/kit/index.js';
+import { loadConfig, ManualClock, parseSize } from '../../services/kit/index.js';
+import { mcpConfigShape } from '../../services/mcp-tools/config.js';
 import { startTestService, type TestService } from '../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
 import { untilCancelledTool } from './until-cancelled-tool.js';
@@ -262,4 +263,12 @@ test("python_exec's description states the sandbox's own limits (its settings), 
   const remote = describePythonExec(createRemoteSandbox({ url: 'http://127.0.0.1:9', slots: 1, outputLimitBytes: 1500 }).limits);
   t.false(remote.includes('of memory'));
   t.regex(remote, /only the standard library, and a time limit; .* Output beyond 1500 bytes per stream/);
+});
+
+test('the default MCP_BODY_LIMIT holds a file_search_index call with a document of FILE_SEARCH_MAX_DOCUMENT_CHARS characters in any script', (t) => {
+  const config = loadConfig(mcpConfigShape, {});
+  // Three UTF-8 bytes a character (CJK), the longest a character of the Basic Multilingual Plane takes.
+  const document = '文'.repeat(config.FILE_SEARCH_MAX_DOCUMENT_CHARS);
+  const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'file_search_index', arguments: { document_id: 'doc-1', text: document, metadata: { title: 't'.repeat(16_000) } } } };
+  t.true(Buffer.byteLength(JSON.stringify(call)) <= parseSize(config.MCP_BODY_LIMIT));
 });
