@@ -8,6 +8,15 @@ import { bool, optionalUrl } from '../../services/kit/settings/index.js';
 const MiB = 1024 * 1024;
 const bytes = (fallback: number) => z.coerce.number().int().min(0).default(fallback);
 const MIME_TYPES = ['image/jpeg', 'image/png', 'image/webp', 'image/gif'] as const;
+/**
+ * Longest MEDIA_GC_GRACE_SECONDS: the media-dedup worker sends an event for an object still within
+ * its grace period back onto the bus after grace + GC_RETRY_MARGIN_MS (`workers/media-dedup/dedup.ts`),
+ * a delay queue's message TTL on RabbitMQ, kept within 2^32-1 ms (about 49.7 days): current brokers
+ * refuse a TTL above ten years, and older ones took larger values but their queue process crashed
+ * on a timer over 2^32-1 ms.
+ */
+export const GC_RETRY_MARGIN_MS = 1000;
+export const MAX_GC_GRACE_SECONDS = Math.floor((2 ** 32 - 1 - GC_RETRY_MARGIN_MS) / 1000);
 
 export const mediaConfigShape = {
   /** `filesystem` (under DATA_DIR) or `s3`; unset: `s3` when S3_BUCKET is set, else `filesystem`. */
@@ -37,8 +46,17 @@ export const mediaConfigShape = {
   MEDIA_PUBLIC_URL: optionalUrl,
   /** HMAC key of the filesystem driver's signed URLs; unset: derived from MASTER_KEY. */
   MEDIA_SIGNING_SECRET: z.string().min(32, 'at least 32 characters').optional(),
-  /** An unreferenced object younger than this is kept (an upload may be about to reference it). */
-  MEDIA_GC_GRACE_SECONDS: z.coerce.number().int().min(0).default(300),
+  /**
+   * An unreferenced object younger than this is kept (an upload may be about to reference it). The
+   * worker waits this long (plus a second) on the bus before collecting such an object again, a
+   * message TTL on RabbitMQ: bounded here (`MAX_GC_GRACE_SECONDS`), so a larger value fails at start.
+   */
+  MEDIA_GC_GRACE_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_GC_GRACE_SECONDS, `must be at most ${MAX_GC_GRACE_SECONDS} seconds (about 49.7 days, the longest message delay every RabbitMQ version can hold)`)
+    .default(300),
   /** How often the worker expires reservations and collects unreferenced objects; 0 = only on events. */
   MEDIA_SWEEP_INTERVAL_MS: z.coerce.number().int().min(0).default(60000),
   S3_ENDPOINT: optionalUrl,

@@ -1,5 +1,5 @@
 import { afterHandlerFailure, ApiError, HANDLER_FAILURES_HEADER, type BusMessage, type Delivery, type EventMessage, type Logger } from '../../services/kit/index.js';
-import { MEDIA_DELETED, MEDIA_OBJECT_UNREFERENCED, MEDIA_UPLOAD_COMPLETED, collectObject, failureOf, finalizeUpload, isStoreServerFault, sweep, type IngestDeps } from '../../domains/media/index.js';
+import { GC_RETRY_MARGIN_MS, MEDIA_DELETED, MEDIA_OBJECT_UNREFERENCED, MEDIA_UPLOAD_COMPLETED, collectObject, failureOf, finalizeUpload, isStoreServerFault, sweep, type IngestDeps } from '../../domains/media/index.js';
 
 /**
  * The media-dedup worker's two jobs, as plain functions over the media domain (so tests drive them
@@ -24,8 +24,12 @@ export interface MediaDedupDeps extends IngestDeps {
   logger: Logger;
 }
 
-/** Added to the grace period before a deleted media's object is tried again, so the retry finds the grace over. */
-const GRACE_MARGIN_MS = 1000;
+/**
+ * Added to the grace period before a deleted media's object is tried again, so the retry finds the
+ * grace over. The sum is a bus delay: MEDIA_GC_GRACE_SECONDS is bounded so that it stays within
+ * what RabbitMQ accepts (`MAX_GC_GRACE_SECONDS`).
+ */
+const GRACE_MARGIN_MS = GC_RETRY_MARGIN_MS;
 
 export function createMediaDedup(deps: MediaDedupDeps) {
   /** An object the collector declined that nothing references yet: only its grace period kept it. */

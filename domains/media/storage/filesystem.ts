@@ -24,6 +24,9 @@ export interface SignedParams {
   len?: number;
 }
 
+/** The query parameters of a signed URL (`sig` and what it covers). */
+const SIGNED_FIELDS = ['exp', 'ct', 'fn', 'len', 'sig'] as const;
+
 export function createUrlSigner(secret: Buffer) {
   const mac = (p: SignedParams) =>
     createHmac('sha256', secret).update([p.method, p.key, p.exp, p.ct, p.fn ?? '', p.len ?? ''].join('\n')).digest('base64url');
@@ -38,6 +41,9 @@ export function createUrlSigner(secret: Buffer) {
     },
     /** Why the URL is refused, or null when its signature is intact and unexpired. */
     verify(method: 'GET' | 'PUT', key: string, query: Record<string, unknown>, nowSeconds: number): string | null {
+      // A parameter given twice (`&fn=a&fn=b`) is parsed as a list: refused, not read as absent
+      // (an unsigned `fn` list would pass as "no file name" and reach the route as a list).
+      if (SIGNED_FIELDS.some((name) => query[name] !== undefined && typeof query[name] !== 'string')) return 'malformed signed URL';
       const str = (name: string) => (typeof query[name] === 'string' ? (query[name] as string) : undefined);
       const exp = Number(str('exp'));
       const ct = str('ct');

@@ -141,6 +141,8 @@ export function mediaRoutes(deps: () => MediaApiDeps, limits: { maxBytes: number
           'content-type': row.mime_type,
           'content-length': String(object.size),
           'x-content-type-options': 'nosniff',
+          // As on the signed route: served from the API's own origin, the bytes never run as a document.
+          'content-security-policy': "default-src 'none'; sandbox",
           'cache-control': 'private, max-age=0',
         });
         // pipeline, not pipe: a client that goes away mid-download must release the object's

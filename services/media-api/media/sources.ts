@@ -38,7 +38,11 @@ export async function fetchSource(guard: EgressGuard, url: string, limits: Sourc
     return response.body;
   } catch (error) {
     if (error instanceof ApiError) throw error;
-    if (error instanceof EgressRefusedError) throw new ApiError(400, `The URL is not allowed: ${error.reason}`, { param });
+    if (error instanceof EgressRefusedError) {
+      // The guard refuses the redirect past the limit itself: said as the docs say it, with the limit.
+      if (error.reason === 'too many redirects') throw new ApiError(400, `The URL redirected more than ${limits.maxRedirects} times`, { param });
+      throw new ApiError(400, `The URL is not allowed: ${error.reason}`, { param });
+    }
     const code = (error as { code?: string; name?: string }).code;
     if (code === 'E_TOO_LARGE') throw tooLarge(limits.maxBytes, param);
     if (deadline.aborted && !signal.aborted) throw new ApiError(400, `The URL did not answer within ${limits.fetchTimeoutMs} ms`, { param });
@@ -54,7 +58,12 @@ const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
  */
 export function decodeBase64(data: string, maxBytes: number, param: string): Buffer {
   const compact = data.replace(/\s+/g, '');
-  const unpadded = compact.replace(/=+$/, '');
+  // The padding is cut with a scan from the end, not `/=+$/`: that regex is tried from every `=`
+  // and runs to the end each time, quadratic in a run of `=` not at the end ("====…=A"), so one
+  // request of a few hundred KB would hold the event loop for minutes.
+  let end = compact.length;
+  while (end > 0 && compact.charCodeAt(end - 1) === 0x3d) end--;
+  const unpadded = compact.slice(0, end);
   if (!BASE64.test(compact) || unpadded.length % 4 === 1 || (compact.length > unpadded.length && compact.length % 4 !== 0)) {
     throw new ApiError(400, 'The data is not valid base64', { param });
   }
