@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createDatabase } from '../../services/kit/index.js';
+import { createDatabase, MAX_TIMER_MS } from '../../services/kit/index.js';
 import { TEST_DATABASE_URL } from '../helpers/env.js';
 
 /**
@@ -26,4 +26,15 @@ test('createDatabase: a short connectTimeoutMs bounds the pool’s wait for a ne
   t.is(client.pool.createTimeoutMillis, 1500);
   t.is(client.pool.acquireTimeoutMillis, 1500);
   await t.notThrowsAsync(db.ping());
+});
+
+test('createDatabase: the longest DATABASE_QUERY_TIMEOUT_MS the settings take still lets queries answer (the client bound stays a valid timer)', async (t) => {
+  // The client's bound is the server's plus a grace; past a Node timer's longest delay the timer
+  // fired at once, and every query failed with "Query read timeout".
+  const db = await createDatabase({ url: TEST_DATABASE_URL, dataDir: '.', queryTimeoutMs: MAX_TIMER_MS });
+  t.teardown(() => db.close());
+  const settings = (db.knex.client as unknown as { connectionSettings: { query_timeout: number; statement_timeout: number } }).connectionSettings;
+  t.is(settings.statement_timeout, MAX_TIMER_MS);
+  t.true(settings.query_timeout <= MAX_TIMER_MS);
+  t.deepEqual((await db.knex.raw('select pg_sleep(0.05), 1 as one')).rows.map((row: { one: number }) => row.one), [1]);
 });

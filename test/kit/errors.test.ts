@@ -1,8 +1,9 @@
 import test from 'ava';
 import { z } from 'zod';
 import { gzipSync } from 'node:zlib';
-import { ApiError, BusUnavailableError, isDependencyUnavailable, pageQuery, plannedRoute, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
+import { ApiError, BusUnavailableError, createLogger, isDependencyUnavailable, pageQuery, plannedRoute, route, type RunningServer, type UserDirectory } from '../../services/kit/index.js';
 import { listenKitApp } from '../helpers/kit-app.js';
+import { waitFor } from '../helpers/wait.js';
 
 // An app built from the kit with a few routes that exercise every error class.
 const users: UserDirectory = {
@@ -38,6 +39,12 @@ test.before(async () => {
       route({ method: 'get', path: '/async-boom', summary: 'rejects', access: 'user', handler: async () => {
         await Promise.resolve();
         throw new TypeError('cannot read x of undefined');
+      } }),
+      // A rejection without a reason (`Promise.reject()`, `throw undefined`), on the direct way and through Express.
+      route({ method: 'get', path: '/reasonless', summary: 'rejects with nothing', access: 'user', handler: () => Promise.reject() }),
+      route({ method: 'get', path: '/reasonless/:id', summary: 'throws undefined', access: 'user', handler: async () => {
+        await Promise.resolve();
+        throw undefined;
       } }),
       route({ method: 'get', path: '/forbidden', summary: '403', access: 'user', handler: () => {
         throw new ApiError(403, 'nope');
@@ -208,6 +215,15 @@ test('an unexpected throw is a 500 server_error without internals', async (t) =>
   }
 });
 
+test('a handler failing without an error is a 500, not a 404 or 405 for a route that exists', async (t) => {
+  for (const path of ['/reasonless', '/reasonless/1']) {
+    const r = await call(path);
+    t.is(r.status, 500, path);
+    assertShapeA(t, r.body, { type: 'internal_error', code: 'server_error', param: null });
+    t.is(r.body.error.request_id, r.requestId);
+  }
+});
+
 test('ApiError keeps its status, type and code overrides', async (t) => {
   const f = await call('/forbidden');
   t.is(f.status, 403);
@@ -290,4 +306,35 @@ test('a send on a bus whose broker is away is a retryable 503, not a 500', async
   t.is(res.status, 503);
   t.regex(res.body.error.message, /temporarily unavailable/);
   t.true(isDependencyUnavailable(new Error('publish failed', { cause: new BusUnavailableError() })), 'also as the cause of another error');
+});
+
+test('an ApiError with headers thrown after a stream started is logged and the stream cut, on the direct and the Express way', async (t) => {
+  // Its head is sent: the error's headers (retry-after, x-should-retry) can no longer be set, and
+  // trying to set them threw inside the error handler, before the 5xx was logged.
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger({ level: 'info', name: 'late-errors' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  const late = (message: string) => async ({ res }: { res: import('express').Response }) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: {"n":1}\n\n');
+    await Promise.resolve();
+    throw new ApiError(503, message, { headers: { 'retry-after': '5' } });
+  };
+  const app = await listenKitApp({
+    name: 'late-errors',
+    logger,
+    users,
+    routeTable: [
+      route({ method: 'get', path: '/late', summary: 'direct dispatch', access: 'public', handler: late('late on the direct way') }),
+      route({ method: 'get', path: '/late/:n', summary: 'through Express', access: 'public', handler: late('late through Express') }),
+    ],
+  });
+  t.teardown(() => app.server.close(100));
+  for (const [path, message] of [['/late', 'late on the direct way'], ['/late/1', 'late through Express']] as const) {
+    const requestId = `late_${path.length}`;
+    // The stream cannot turn into an error answer: it is cut, so the client sees a broken stream.
+    await t.throwsAsync(fetch(app.base + path, { headers: { 'x-request-id': requestId } }).then((res) => res.text()), undefined, path);
+    const logged = await waitFor(() => lines.find((line) => line.request_id === requestId && line.msg === message), 5_000, `the error line of ${path}`);
+    t.is(logged.level, 50);
+    t.false(lines.some((line) => JSON.stringify(line).includes('ERR_HTTP_HEADERS_SENT')), path);
+  }
 });

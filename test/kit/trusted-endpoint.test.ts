@@ -43,6 +43,31 @@ test('paths are joined below the base URL (with or without its slash), with head
   t.is(seen[2]!.body, 'grant_type=client_credentials');
 });
 
+test('a path that would leave the base URL (an absolute URL, dot segments, encoded or not) is refused before anything is sent', async (t) => {
+  const seen: string[] = [];
+  const origin = await serve(t, (req, res) => {
+    seen.push(req.url!);
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+  });
+  const elsewhere: string[] = [];
+  const thief = await serve(t, (req, res) => {
+    elsewhere.push(`${req.url} ${String(req.headers['x-api-key'])}`);
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"stolen":true}');
+  });
+  const endpoint = createTrustedEndpoint({ name: 'Keyed', baseUrl: `${origin}/admin/realms/r`, timeoutMs: 10_000, headers: { 'x-api-key': 'the-key' } });
+  // An id spelled `..` (or `%2e%2e`, which URL resolution reads alike) climbed to the realm itself.
+  for (const path of ['/users/..', 'users/%2e%2e', 'users/%2E%2e/logout', 'users\\..\\..', 'users/../../other', `${thief}/steal`, 'https://example.invalid/x']) {
+    const error = await t.throwsAsync(endpoint.request(path, { method: 'PUT', json: { enabled: false } }), { instanceOf: TypeError }, path);
+    t.regex(error!.message, /^Keyed: the path .* leaves the endpoint's base URL$/, path);
+    t.false(error!.message.includes('the-key'));
+  }
+  t.deepEqual(seen, []);
+  t.deepEqual(elsewhere, []);
+  // What stays below it is sent as before, dots inside a name included.
+  t.deepEqual(await endpoint.json('users/a..b', { query: { q: '..' } }), { ok: true });
+  t.deepEqual(seen, ['/admin/realms/r/users/a..b?q=..']);
+});
+
 test('a refusal, a body that is not JSON and an outage are errors that name the endpoint', async (t) => {
   const origin = await serve(t, (req, res) => {
     if (req.url === '/refused') res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"down"}');

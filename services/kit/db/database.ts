@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
+import { MAX_TIMER_MS } from '../config.js';
 import type { Logger } from '../logger.js';
 import { startEmbeddedVacuum } from './embedded-vacuum.js';
 import { DEFAULT_EMBEDDED_BUFFERS_MB, DEFAULT_EMBEDDED_PREPARED_STATEMENTS, startPGliteWorker } from './pglite-remote.js';
@@ -76,7 +77,8 @@ export async function createDatabase(options: DatabaseOptions): Promise<Database
       connection: {
         connectionString: options.url,
         connectionTimeoutMillis: connectTimeoutMs,
-        ...(queryTimeoutMs > 0 ? { statement_timeout: queryTimeoutMs, query_timeout: queryTimeoutMs + QUERY_TIMEOUT_GRACE_MS } : {}),
+        // The client's bound is a Node timer: past its longest delay it would fire at once and fail every query.
+        ...(queryTimeoutMs > 0 ? { statement_timeout: queryTimeoutMs, query_timeout: Math.min(queryTimeoutMs + QUERY_TIMEOUT_GRACE_MS, MAX_TIMER_MS) } : {}),
       } as Knex.PgConnectionConfig,
       // DATABASE_CONNECT_TIMEOUT_MS bounds opening a connection (pg's connect, and the pool's own
       // wait for it: tarn's createTimeoutMillis, 30 s unless set) and waiting for one from the pool

@@ -22,7 +22,8 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (error instanceof ApiError) {
       status = error.status;
       body = error.toBody(requestId);
-      for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+      // A stream already started has sent its head: its headers can no longer be set (below, it is cut).
+      if (!res.headersSent) for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
       if (status >= 500) logger.error({ err: error, request_id: requestId, cause: (error.cause as Error | undefined)?.message }, error.message);
     } else if (isClientError(error)) {
       // Errors from body parsers or other middleware that carry a 4xx status.

@@ -203,7 +203,9 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       if (result !== undefined) answerJson(res, status, result);
       else if (status === 204) res.status(204).end();
     } catch (error) {
-      next(error);
+      // `next()` with nothing (a rejection without a reason) would read as "not handled here": the
+      // request fell through to a 404 or a 405 on a route that exists, instead of the 500 it is.
+      next(error || new Error(`the route failed without an error (${String(error)})`));
     }
   };
 }

@@ -74,9 +74,19 @@ export function createTrustedEndpoint(options: TrustedEndpointOptions) {
   const fail = (failure: TrustedEndpointFailure, detail: string, status: number | null = null, cause?: unknown) =>
     new TrustedEndpointError(options.name, failure, `${options.name} ${detail}`, status, cause === undefined ? undefined : { cause });
 
-  /** `path` is relative to the base URL: a leading slash does not drop the base URL's own path. */
+  const below = new URL(base);
+
+  /**
+   * `path` is relative to the base URL: a leading slash does not drop the base URL's own path. A
+   * path that would leave it (an absolute URL, `..` or `%2e%2e` segments, which URL resolution
+   * climbs) is refused before anything is sent: it would reach another endpoint, or another host,
+   * with this endpoint's headers (its key).
+   */
   function urlOf(path: string, query: TrustedRequest['query']): URL {
     const url = new URL(path.replace(/^\/+/, ''), base);
+    if (url.origin !== below.origin || !url.pathname.startsWith(below.pathname) || DOT_SEGMENT.test(path.split(/[?#]/, 1)[0]!)) {
+      throw new TypeError(`${options.name}: the path "${path.split('?')[0]!.slice(0, 200)}" leaves the endpoint's base URL`);
+    }
     for (const [key, value] of Object.entries(query ?? {})) if (value !== undefined) url.searchParams.set(key, value);
     return url;
   }
@@ -92,6 +102,8 @@ export function createTrustedEndpoint(options: TrustedEndpointOptions) {
       body = new URLSearchParams(init.form).toString();
       headers['content-type'] = 'application/x-www-form-urlencoded';
     }
+    // Before the try: a path that leaves the base URL is the caller's mistake, not an outage.
+    const url = urlOf(path, init.query);
     const timer = AbortSignal.timeout(init.timeoutMs ?? options.timeoutMs ?? 30_000);
     const signal = init.signal ? AbortSignal.any([init.signal, timer]) : timer;
     const broken = (error: unknown) => {
@@ -101,7 +113,7 @@ export function createTrustedEndpoint(options: TrustedEndpointOptions) {
     };
     let res: Response;
     try {
-      res = await fetch(urlOf(path, init.query), { method: init.method ?? (body === undefined ? 'GET' : 'POST'), headers, body, signal });
+      res = await fetch(url, { method: init.method ?? (body === undefined ? 'GET' : 'POST'), headers, body, signal });
     } catch (error) {
       throw broken(error);
     }
@@ -137,6 +149,9 @@ export function createTrustedEndpoint(options: TrustedEndpointOptions) {
 }
 
 export type TrustedEndpoint = ReturnType<typeof createTrustedEndpoint>;
+
+/** A `.` or `..` path segment in any spelling URL resolution reads as one (`%2e`, a backslash as the separator). */
+const DOT_SEGMENT = /(^|[\\/])(\.|%2e){1,2}($|[\\/])/i;
 
 /** The body as text, refused (and the rest of it left unread) once it passes `maxBytes`. */
 async function readBounded(res: Response, maxBytes: number, tooLarge: () => Error): Promise<string> {
