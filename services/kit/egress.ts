@@ -62,7 +62,12 @@ const BLOCKED_NAMES = [/^localhost$/i, /\.localhost$/i, /^metadata(\.google\.int
  * trailing dots (`LOCALHOST.` is the fully qualified spelling of `localhost`).
  */
 export function normalizeHost(host: string): string {
-  return host.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.+$/, '');
+  const name = host.toLowerCase().replace(/^\[|\]$/g, '');
+  // Trailing dots cut by a scan from the end: `/\.+$/` is tried from every dot, quadratic in a
+  // run of dots that does not end the name (a host from a URL or a redirect's Location).
+  let end = name.length;
+  while (end > 0 && name.charCodeAt(end - 1) === 46) end--;
+  return end === name.length ? name : name.slice(0, end);
 }
 
 /** Why `address` may not be contacted, or null when it is a public address. */
