@@ -42,6 +42,11 @@ export const mediaConfigShape = {
   MEDIA_JPEG_QUALITY: z.coerce.number().int().min(1).max(100).default(90),
   /** Images decoded at once per process (bounds memory: each decode holds a full bitmap). */
   MEDIA_PROCESSING_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  /**
+   * Uploads that may wait for a decode slot per process; past it an upload is a 503 (retry). Each
+   * waiting upload holds its bytes (up to MEDIA_MAX_BYTES), so this bounds that memory.
+   */
+  MEDIA_PROCESSING_QUEUE: z.coerce.number().int().min(0).max(10_000).default(32),
   /** Public base of the filesystem driver's signed URLs; unset: http://localhost:<GATEWAY_PORT>. */
   MEDIA_PUBLIC_URL: optionalUrl,
   /** HMAC key of the filesystem driver's signed URLs; unset: derived from MASTER_KEY. */

@@ -24,5 +24,6 @@ export function buildIngestDeps(config: MediaConfig, base: StorageSettings, knex
     },
     quotaBytes: config.MEDIA_QUOTA_BYTES_PER_USER,
     withSlot: createDecodeSlots(config.MEDIA_PROCESSING_CONCURRENCY),
+    maxDecodeWaiting: config.MEDIA_PROCESSING_QUEUE,
   };
 }

@@ -3,7 +3,7 @@ import type { Clock } from '../../services/kit/core/index.js';
 import type { Logger } from '../../services/kit/core/index.js';
 import { recordEvent } from '../../services/kit/data/index.js';
 import { MEDIA_OBJECT_UNREFERENCED } from './events.js';
-import { MediaRejection, sanitizeImage, type SanitizedImage, type SanitizeLimits } from './processing/sanitize.js';
+import { DecodeQueueFull, MediaRejection, sanitizeImage, type SanitizedImage, type SanitizeLimits } from './processing/sanitize.js';
 import type { MediaRow, MediaStore } from './store.js';
 import { failureOf } from './storage/faults.js';
 import { objectKey, ObjectTooLargeError, type ObjectStorage } from './storage/types.js';
@@ -37,8 +37,10 @@ export interface IngestDeps {
   clock: Clock;
   limits: SanitizeLimits;
   quotaBytes: number;
-  /** Bounds concurrent decodes (memory). */
-  withSlot<T>(work: () => Promise<T>): Promise<T>;
+  /** Bounds concurrent decodes (memory); past `maxWaiting` uploads waiting, DecodeQueueFull. */
+  withSlot<T>(work: () => Promise<T>, maxWaiting?: number): Promise<T>;
+  /** Uploads a request may wait behind for a decode slot (MEDIA_PROCESSING_QUEUE). */
+  maxDecodeWaiting?: number;
   /** Tests inject failures between steps here (crash simulation); production passes nothing. */
   checkpoint?: (step: string) => void | Promise<void>;
   logger?: Logger;
@@ -57,8 +59,19 @@ export function rejectionError(error: unknown, param: string): unknown {
   return error;
 }
 
-export async function sanitize(deps: Pick<IngestDeps, 'limits' | 'withSlot'>, bytes: Buffer): Promise<SanitizedImage> {
-  return deps.withSlot(() => sanitizeImage(bytes, deps.limits));
+/**
+ * Sanitises under a decode slot. `request`: a client waits for the answer, so the wait is bounded
+ * (503 past MEDIA_PROCESSING_QUEUE); a completion the worker finishes waits its turn.
+ */
+export async function sanitize(deps: Pick<IngestDeps, 'limits' | 'withSlot' | 'maxDecodeWaiting'>, bytes: Buffer, request = false): Promise<SanitizedImage> {
+  try {
+    return await deps.withSlot(() => sanitizeImage(bytes, deps.limits), request ? (deps.maxDecodeWaiting ?? Infinity) : Infinity);
+  } catch (error) {
+    if (error instanceof DecodeQueueFull) {
+      throw new ApiError(503, 'Too many images are being processed right now; retry in a moment', { code: 'service_unavailable', headers: { 'retry-after': '1' } });
+    }
+    throw error;
+  }
 }
 
 /** The 413 of an image (or a reservation) that would take its user over quota. */

@@ -114,12 +114,27 @@ export async function sanitizeImage(input: Buffer, limits: SanitizeLimits): Prom
   };
 }
 
-/** Runs at most `limit` decodes at once (each holds a full bitmap); the rest wait their turn. */
+/** An upload that found every decode slot taken and `maxWaiting` uploads already waiting for one. */
+export class DecodeQueueFull extends Error {
+  constructor() {
+    super('every image decode slot is taken and the wait for one is full');
+    this.name = 'DecodeQueueFull';
+  }
+}
+
+/**
+ * Runs at most `limit` decodes at once (each holds a full bitmap); the rest wait their turn. A
+ * caller passing `maxWaiting` does not wait behind that many others (DecodeQueueFull): each waiting
+ * upload holds its bytes, so an unbounded wait would let a burst of uploads exhaust the memory.
+ */
 export function createDecodeSlots(limit: number) {
   let active = 0;
   const waiting: Array<() => void> = [];
-  return async function withSlot<T>(work: () => Promise<T>): Promise<T> {
-    if (active >= limit) await new Promise<void>((resolve) => waiting.push(resolve));
+  return async function withSlot<T>(work: () => Promise<T>, maxWaiting = Infinity): Promise<T> {
+    if (active >= limit) {
+      if (waiting.length >= maxWaiting) throw new DecodeQueueFull();
+      await new Promise<void>((resolve) => waiting.push(resolve));
+    }
     active++;
     try {
       return await work();

@@ -80,7 +80,7 @@ export async function uploadMedia(
 ): Promise<{ media: MediaObject; deduped: boolean }> {
   const bytes = await readSource(deps, input.source, signal);
   const param = input.source.type === 'bytes' ? 'file' : input.source.type === 'url' ? 'source.url' : input.source.type === 'base64' ? 'source.data' : 'source.data_url';
-  const image = await sanitize(deps, bytes).catch((error) => {
+  const image = await sanitize(deps, bytes, true).catch((error) => {
     throw rejectionError(error, param);
   });
   const stored = await storeImage(deps, userId, image, cleanFilename(input.filename ?? null), param);
