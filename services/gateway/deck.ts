@@ -95,10 +95,120 @@ export function renderDeck(text: string, vars: Record<string, string | undefined
 }
 
 export function parseDeck(text: string, vars: Record<string, string | undefined>): DeckFile {
-  const doc = parse(renderDeck(text, vars)) as DeckFile;
+  let doc: DeckFile;
+  try {
+    doc = parse(renderDeck(text, vars)) as DeckFile;
+  } catch (error) {
+    if (error instanceof DeckError) throw error;
+    // The parser's first line says what and where; the rest quotes the rendered file, which may hold a DECK_ secret.
+    throw new DeckError(`not valid YAML: ${(error as Error).message.split('\n')[0]!.replace(/:$/, '')}`);
+  }
   if (!doc || typeof doc !== 'object') throw new DeckError('not a YAML mapping');
   if (doc._format_version !== '3.0') throw new DeckError(`_format_version must be "3.0" (got ${String(doc._format_version)})`);
+  checkEntities(doc);
   return doc;
+}
+
+/**
+ * The shape of the entities the embedded gateway reads, checked as decK checks them before Kong
+ * sees them, so a mistake stops the start naming the entity and the field rather than changing
+ * what is served: a `paths: /v1` (a string) would otherwise be three paths, `/` among them (a
+ * catch-all route); a plugin naming a route that does not exist would apply nowhere (an auth plugin
+ * silently off); a second service of the same name would send the first one's routes to its URL.
+ */
+function checkEntities(doc: DeckFile): void {
+  const list = (value: unknown, where: string): unknown[] => {
+    if (value === undefined || value === null) return [];
+    if (!Array.isArray(value)) throw new DeckError(`${where} must be a list`);
+    return value;
+  };
+  const record = (value: unknown, where: string): Record<string, unknown> => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new DeckError(`${where} must be a mapping`);
+    return value as Record<string, unknown>;
+  };
+  const name = (entity: Record<string, unknown>, field: string, where: string, seen: Set<string>): string => {
+    const value = entity[field];
+    if (typeof value !== 'string' || value === '') throw new DeckError(`${where}: ${field} must be a non-empty string`);
+    if (seen.has(value)) throw new DeckError(`${where}: ${field} "${value}" is used twice (names are unique in Kong)`);
+    seen.add(value);
+    return value;
+  };
+  const optional = (entity: Record<string, unknown>, field: string, type: 'boolean' | 'integer' | 'string', where: string) => {
+    const value = entity[field];
+    if (value === undefined) return;
+    const ok = type === 'integer' ? Number.isInteger(value) : typeof value === type;
+    if (!ok) throw new DeckError(`${where}: ${field} must be ${type === 'integer' ? 'an integer' : `a ${type}`}`);
+  };
+  const strings = (entity: Record<string, unknown>, field: string, where: string): string[] => {
+    const values = list(entity[field], `${where}: ${field}`);
+    for (const value of values) if (typeof value !== 'string') throw new DeckError(`${where}: ${field} must be a list of strings`);
+    return values as string[];
+  };
+
+  const serviceNames = new Set<string>();
+  const routeNames = new Set<string>();
+  const consumerNames = new Set<string>();
+  const plugins: Array<{ plugin: Record<string, unknown>; where: string; topLevel: boolean }> = [];
+  const pluginsOf = (entity: Record<string, unknown>, where: string, topLevel = false) =>
+    list(entity.plugins, `${where}: plugins`).forEach((p, i) => plugins.push({ plugin: record(p, `${where}: plugins[${i}]`), where, topLevel }));
+
+  list(doc.services, 'services').forEach((s, i) => {
+    const service = record(s, `services[${i}]`);
+    const serviceWhere = `service ${name(service, 'name', `services[${i}]`, serviceNames)}`;
+    for (const field of ['url', 'protocol', 'host', 'path'] as const) optional(service, field, 'string', serviceWhere);
+    optional(service, 'port', 'integer', serviceWhere);
+    try {
+      serviceTarget(service as unknown as DeckService);
+    } catch (error) {
+      if (error instanceof DeckError) throw error;
+      throw new DeckError(`${serviceWhere}: ${service.url !== undefined ? 'url is not a valid URL' : 'protocol, host, port and path do not form a valid URL'}`);
+    }
+    pluginsOf(service, serviceWhere);
+    list(service.routes, `${serviceWhere}: routes`).forEach((r, j) => {
+      const route = record(r, `${serviceWhere}: routes[${j}]`);
+      const where = `route ${name(route, 'name', `${serviceWhere}: routes[${j}]`, routeNames)}`;
+      const paths = strings(route, 'paths', where);
+      // Kong matches a route without paths on its other attributes; the embedded gateway routes by path only.
+      if (paths.length === 0) throw new DeckError(`${where}: paths must list at least one path (the embedded gateway routes by path)`);
+      for (const path of paths) {
+        if (!path.startsWith('/') && !path.startsWith('~')) throw new DeckError(`${where}: paths entry "${path}" must start with / (prefix) or ~ (regex)`);
+      }
+      strings(route, 'methods', where);
+      optional(route, 'strip_path', 'boolean', where);
+      optional(route, 'preserve_host', 'boolean', where);
+      optional(route, 'regex_priority', 'integer', where);
+      pluginsOf(route, where);
+    });
+  });
+  const topRoutes = list(doc.routes, 'routes');
+  if (topRoutes.length > 0) {
+    const first = (topRoutes[0] as { name?: unknown } | null)?.name;
+    throw new DeckError(`routes: top-level routes are not supported by the embedded gateway; nest ${typeof first === 'string' ? `route ${first}` : 'each route'} under its service`);
+  }
+  list(doc.consumers, 'consumers').forEach((c, i) => {
+    const consumer = record(c, `consumers[${i}]`);
+    pluginsOf(consumer, `consumer ${name(consumer, 'username', `consumers[${i}]`, consumerNames)}`);
+  });
+  pluginsOf(doc, 'plugins', true);
+
+  for (const { plugin, where, topLevel } of plugins) {
+    if (typeof plugin.name !== 'string' || plugin.name === '') throw new DeckError(`${where}: every plugin needs a name`);
+    const at = `${where === 'plugins' ? 'plugin' : `${where}: plugin`} ${plugin.name}`;
+    optional(plugin, 'enabled', 'boolean', at);
+    if (plugin.config !== undefined) record(plugin.config, `${at}: config`);
+    if (!topLevel) continue;
+    const refs = { route: routeNames, service: serviceNames, consumer: consumerNames } as const;
+    for (const field of ['route', 'service', 'consumer'] as const) {
+      const ref = plugin[field];
+      if (ref === undefined) continue;
+      if (typeof ref !== 'string' || !refs[field].has(ref)) throw new DeckError(`${at}: ${field} "${String(ref)}" names no ${field} of this file`);
+    }
+    // Kong runs such an instance for that consumer on that route or service only; the embedded
+    // gateway's scopes are one at a time, and would run it for everyone there.
+    if (plugin.consumer !== undefined && (plugin.route !== undefined || plugin.service !== undefined)) {
+      throw new DeckError(`${at}: a plugin scoped to a consumer and to a route or service is not supported by the embedded gateway`);
+    }
+  }
 }
 
 export function loadDeck(file: string, vars: Record<string, string | undefined>): DeckFile {

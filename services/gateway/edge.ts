@@ -2,7 +2,7 @@ import type { IncomingMessage, OutgoingHttpHeaders, RequestListener, ServerRespo
 import { MAX_HEADER_LINES, runPlugin, tooManyHeaderLines, type HostIO } from '../../plugins/core/index.js';
 import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
 import { ServiceResponse, whenClosed } from '../kit/http/index.js';
-import { acceptRequestId, checkReadiness, errorBody, isPending, USAGE_REPORT_REQUEST_HEADER, type MaybePromise, type ReadinessChecks, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
+import { acceptRequestId, checkReadiness, errorBody, isPending, USAGE_REPORT_REQUEST_HEADER, type MaybePromise, type ReadinessChecks, type ReadinessReport, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
 import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
 import { createClientIp } from './client-ip.js';
@@ -76,6 +76,22 @@ export async function createEdge(options: EdgeOptions) {
   // The readiness route is the deck's (Kong answers it with request-termination, statically; its
   // drain-aware readiness is the status listener's /status/ready): only its answer changes here.
   const readinessRoute = options.readiness ? router.match('GET', '/readyz')?.route : undefined;
+  // The readiness route is public and exempt from every limit, and each run of the checks costs a
+  // database and a bus round trip: probes that arrive while a run is in flight share it, so a flood
+  // of them costs one run at a time instead of one each (and one log line per failing check, not
+  // one per probe). A run started before the set of checks changed (the drain adds `shutdown`) is
+  // not shared with a later probe.
+  let readinessRun: { checks: number; report: Promise<ReadinessReport> } | null = null;
+  const readinessReport = (checks: ReadinessChecks): Promise<ReadinessReport> => {
+    const count = Object.keys(checks).length;
+    if (readinessRun !== null && readinessRun.checks === count) return readinessRun.report;
+    const run = { checks: count, report: checkReadiness(checks, logger) };
+    readinessRun = run;
+    void run.report.finally(() => {
+      if (readinessRun === run) readinessRun = null;
+    });
+    return run.report;
+  };
   const clientIpOf = createClientIp(options.trustedProxies);
   const proxy = createProxy({ connectTimeoutMs: options.connectTimeoutMs, readTimeoutMs: options.readTimeoutMs });
   const logger = options.deps.logger;
@@ -159,7 +175,7 @@ export async function createEdge(options: EdgeOptions) {
     const plan = plans.get(match.route)!;
     routeName = match.route.name;
     if (match.route === readinessRoute) {
-      const report = await checkReadiness(options.readiness!, logger);
+      const report = await readinessReport(options.readiness!);
       if (!report.ready) {
         const sent = io.exit(503, { status: 'not_ready', service: 'gateway', checks: report.checks }, { 'cache-control': 'no-store' });
         if (isPending(sent)) await sent;

@@ -24,8 +24,8 @@ export function dispatchInProcess(
 ): void {
   const headers = target.headers;
   headers.host = target.origin.host;
-  // Over HTTP a body without a length is re-sent chunked; keep that signal so the service reads it.
-  if (req.headers['transfer-encoding'] !== undefined && headers['content-length'] === undefined) headers['transfer-encoding'] = 'chunked';
+  // The body's framing (Content-Length, or Transfer-Encoding: chunked) is in the copy already, as
+  // the hop sends it (proxy.upstreamHeaders), so the service reads the body it would have read.
   req.url = target.path;
   req.headers = headers as IncomingHttpHeaders;
   // Express records the URL it first saw; the service must see the path it is reached at.

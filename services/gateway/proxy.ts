@@ -68,9 +68,23 @@ export function createProxy(options: ProxyOptions) {
     return agent;
   }
 
-  /** Copies the client's headers minus hop-by-hop ones (the plugins then edit the copy). */
+  /**
+   * Copies the client's headers minus hop-by-hop ones (the plugins then edit the copy), and says
+   * how the body is framed whatever the client's `Connection` named and whatever the method. Node's
+   * client frames a body of its own accord only for the methods it expects one on (POST, PUT,
+   * PATCH): a DELETE, GET or OPTIONS that came chunked (`Transfer-Encoding` is hop-by-hop, so not
+   * copied), or whose `Content-Length` the client's `Connection` named, would have its body written
+   * after the head with no length at all, and the service would read it as a next request on the
+   * kept-alive connection: a request past every plugin, its answer handed to whoever reuses that
+   * connection.
+   * The server's parser has already refused a request with both headers or an unusable one.
+   */
   function upstreamHeaders(req: IncomingMessage): OutgoingHttpHeaders {
-    return endToEndHeaders(req.headers);
+    const headers = endToEndHeaders(req.headers);
+    const length = req.headers['content-length'];
+    if (length !== undefined) headers['content-length'] = length;
+    else if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
+    return headers;
   }
 
   function forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): void {

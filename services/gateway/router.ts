@@ -49,7 +49,7 @@ export function createRouter(deck: DeckFile, servicePath: (service: DeckService)
           service,
           servicePath: servicePath(service),
           methods,
-          regex: isRegex ? compileRegexPath(path.slice(1)) : null,
+          regex: isRegex ? compileRegexPath(path.slice(1), route.name) : null,
           prefix: isRegex ? null : path,
           points,
           regexPriority: route.regex_priority ?? 0,
@@ -113,9 +113,14 @@ export type Router = ReturnType<typeof createRouter>;
  * A Kong regex path, anchored at the start. A leading `(?i)` (PCRE and Kong's router accept it;
  * JavaScript has no inline flags) makes the whole path case-insensitive.
  */
-function compileRegexPath(source: string): RegExp {
+function compileRegexPath(source: string, routeName: string): RegExp {
   const insensitive = source.startsWith('(?i)');
-  return new RegExp(`^(?:${insensitive ? source.slice(4) : source})`, insensitive ? 'i' : '');
+  try {
+    return new RegExp(`^(?:${insensitive ? source.slice(4) : source})`, insensitive ? 'i' : '');
+  } catch (error) {
+    // A pattern JavaScript cannot compile (a typo, or PCRE syntax it lacks) names its route, as a deck error.
+    throw new DeckError(`route ${routeName}: paths entry "~${source}" is not a regular expression the embedded gateway can use (${(error as Error).message})`);
+  }
 }
 
 function joinV0(servicePath: string, rest: string): string {
