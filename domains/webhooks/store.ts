@@ -57,10 +57,10 @@ export function createWebhooksStore(knex: Knex) {
     },
 
     /**
-     * `expectUrl`: update only while the row still has this url (undefined when it has moved since the
-     * caller read it, or is gone).
+     * `expect`: update only while the row still has this url and these headers (undefined when
+     * either changed since the caller read them, or the row is gone).
      */
-    async update(id: string, patch: WebhookPatch, now: Date, expectUrl?: string): Promise<WebhookRow | undefined> {
+    async update(id: string, patch: WebhookPatch, now: Date, expect?: Pick<WebhookRow, 'url' | 'headers'>): Promise<WebhookRow | undefined> {
       const { previous_secret_from_current: fromCurrent, ...fields } = patch;
       const values: Record<string, unknown> = { ...fields, updated_at: now };
       // SET sees the row as it was before this statement: the secret being replaced.
@@ -70,7 +70,9 @@ export function createWebhooksStore(knex: Knex) {
       if (patch.active === true) values.subscribed_at = knex.raw('case when active then subscribed_at else now() end');
       if (patch.events) values.events = json(patch.events);
       if (patch.headers) values.headers = json(patch.headers);
-      const [row] = await table().where(expectUrl === undefined ? { id } : { id, url: expectUrl }).update(values as never).returning('*');
+      const query = table().where({ id });
+      if (expect) query.andWhere({ url: expect.url }).andWhereRaw('headers = ?::jsonb', [json(expect.headers ?? {})]);
+      const [row] = await query.update(values as never).returning('*');
       return row as WebhookRow | undefined;
     },
 

@@ -2,7 +2,7 @@ import test from 'ava';
 import { pino } from 'pino';
 import { createDeliveriesStore, createWebhooksStore, type WebhooksStore } from '../../domains/webhooks/index.js';
 import { updateWebhook, type WebhooksDeps } from '../../services/llm-api/webhooks/domain.js';
-import { ApiError, createSecretBox, loadMasterKey, systemClock } from '../../services/kit/index.js';
+import { ApiError, createEgressGuard, createSecretBox, loadMasterKey, systemClock } from '../../services/kit/index.js';
 import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
 
 // Custom header values (a receiver's `Authorization: Bearer …`) belong to the receiver they were
@@ -93,22 +93,25 @@ test.serial('same origin keeps the stored values; a webhook without custom heade
   t.is((await deliveredHeaders(other, bare))['x-webhook-id'], bare);
 });
 
-test.serial('a PATCH keeping a stored value, racing one that moves the webhook, is a 409 and never sends the value to the new host', async (t) => {
-  const id = await create({ Authorization: TOKEN });
+/** Domain deps whose store runs `meanwhile` (another PATCH, through the API) between this PATCH's read and its write. */
+function racingDeps(meanwhile: (webhookId: string) => Promise<void>): WebhooksDeps {
   const knex = stack.svc.runtime.db.knex;
   const store = createWebhooksStore(knex);
-  // This PATCH reads the row; another PATCH moves the webhook (with a value for the new host) before it writes.
+  let raced = false;
   const racing: WebhooksStore = {
     ...store,
     async get(webhookId) {
       const stale = await store.get(webhookId);
-      const moved = await stack.api('PATCH', `/v1/admin/webhooks/${webhookId}`, { url: other.url('/collect'), headers: { Authorization: 'Bearer for-the-other-host' } });
-      if (moved.status !== 200) throw new Error(JSON.stringify(moved.body));
+      if (!raced) {
+        raced = true;
+        await meanwhile(webhookId);
+      }
       return stale;
     },
   };
-  const deps = {
+  return {
     webhooks: racing,
+    guard: createEgressGuard({ allowHosts: ['127.0.0.1'] }),
     deliveries: createDeliveriesStore(knex),
     box: createSecretBox(loadMasterKey(stack.svc.runtime.config)),
     clock: systemClock,
@@ -116,6 +119,16 @@ test.serial('a PATCH keeping a stored value, racing one that moves the webhook, 
     secretGraceSeconds: 0,
     checkTimeoutMs: 1000,
   } as unknown as WebhooksDeps;
+}
+
+const patchOk = async (id: string, body: unknown) => {
+  const res = await stack.api('PATCH', `/v1/admin/webhooks/${id}`, body);
+  if (res.status !== 200) throw new Error(JSON.stringify(res.body));
+};
+
+test.serial('a PATCH keeping a stored value, racing one that moves the webhook, is a 409 and never sends the value to the new host', async (t) => {
+  const id = await create({ Authorization: TOKEN });
+  const deps = racingDeps((webhookId) => patchOk(webhookId, { url: other.url('/collect'), headers: { Authorization: 'Bearer for-the-other-host' } }));
   const error = await t.throwsAsync(updateWebhook(deps, id, { headers: { Authorization: '[redacted]', 'X-Team': 'a' } }));
   t.true(error instanceof ApiError);
   t.is((error as ApiError).status, 409);
@@ -123,4 +136,23 @@ test.serial('a PATCH keeping a stored value, racing one that moves the webhook, 
   t.is((await stack.api('GET', `/v1/admin/webhooks/${id}`)).body.url, other.url('/collect'));
   // The new host gets the value given for it, never the old receiver's token.
   t.is((await deliveredHeaders(other, id)).authorization, 'Bearer for-the-other-host');
+});
+
+test.serial('a PATCH moving the webhook, racing one that adds a header for the old host, is a 409 and the token stays with the old host', async (t) => {
+  const id = await create();
+  const deps = racingDeps((webhookId) => patchOk(webhookId, { headers: { Authorization: TOKEN } }));
+  const error = await t.throwsAsync(updateWebhook(deps, id, { url: other.url('/collect') }));
+  t.true(error instanceof ApiError);
+  t.is((error as ApiError).status, 409);
+  const stored = (await stack.api('GET', `/v1/admin/webhooks/${id}`)).body;
+  t.is(stored.url, home.url('/a'));
+  t.is((await deliveredHeaders(home, id)).authorization, TOKEN);
+  t.is(other.for(id).length, 0);
+});
+
+test.serial('a PATCH that changes neither url nor headers is not refused by a concurrent one', async (t) => {
+  const id = await create({ Authorization: TOKEN });
+  const deps = racingDeps((webhookId) => patchOk(webhookId, { headers: { Authorization: 'Bearer rotated' } }));
+  const updated = await updateWebhook(deps, id, { events: ['model.added'] });
+  t.deepEqual(updated.events, ['model.added']);
 });

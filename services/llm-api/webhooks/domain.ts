@@ -223,11 +223,13 @@ export async function updateWebhook(deps: WebhooksDeps, id: string, input: Updat
   if (input.active !== undefined) patch.active = input.active;
   if (input.headers !== undefined) patch.headers = sealHeaders(deps.box, id, headersToStore(deps, row, input.headers, newOrigin));
   if (input.secret !== undefined) Object.assign(patch, rotation(deps, row, input.secret));
-  // Header values (kept ones opened from `row`) were checked against the url read above: written only
-  // while the row still has it, so a PATCH moving the webhook meanwhile cannot have them sent to its new host.
-  const updated = await deps.webhooks.update(id, patch, new Date(deps.clock.now()), patch.headers ? row.url : undefined);
+  // Header values (kept ones opened from `row`) and a move to another origin were both judged
+  // against the url and headers read above: written only while the row still has them, so neither
+  // a PATCH moving the webhook nor one adding headers meanwhile can send a value to another host.
+  const guarded = patch.headers !== undefined || newOrigin;
+  const updated = await deps.webhooks.update(id, patch, new Date(deps.clock.now()), guarded ? row : undefined);
   if (!updated) {
-    if (patch.headers && (await deps.webhooks.get(id))) throw conflict(`webhook ${id} was changed while this request ran (its url moved); read it again and resend`, 'url');
+    if (guarded && (await deps.webhooks.get(id))) throw conflict(`webhook ${id} was changed while this request ran (its url or headers); read it again and resend`, 'url');
     throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });
   }
   return presentWebhook(updated, deps.clock.now());
