@@ -237,7 +237,7 @@ export class UploadNotReceivedError extends ApiError {
  * that media; finally remove the staging object. Safe to run again after a crash at any step, and
  * by several processes at once (the transaction re-checks the state under the user's lock).
  */
-export async function finalizeUpload(deps: IngestDeps, id: string): Promise<StoredMedia | null> {
+export async function finalizeUpload(deps: IngestDeps, id: string, request = false): Promise<StoredMedia | null> {
   const row = await deps.store.byId(id);
   if (!row) return null;
   if (row.state === 'ready' || row.state === 'merged') return settle(deps, row);
@@ -257,7 +257,9 @@ export async function finalizeUpload(deps: IngestDeps, id: string): Promise<Stor
   await deps.checkpoint?.('staging-read');
   let image: SanitizedImage;
   try {
-    image = await sanitize(deps, data);
+    // A client's complete waits for a decode slot as an upload does (bounded, 503); the row stays
+    // `completing`, and the worker (the completion event) or a retried complete finishes it.
+    image = await sanitize(deps, data, request);
   } catch (error) {
     if (error instanceof MediaRejection) return discardUpload(deps, row, rejectionError(error, 'id'));
     throw error;

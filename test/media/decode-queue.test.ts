@@ -1,6 +1,13 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import test from 'ava';
 import { ApiError } from '../../services/kit/index.js';
-import { createDecodeSlots, sanitize } from '../../domains/media/index.js';
+import { createDecodeSlots, createFilesystemStorage, createMediaStore, createUrlSigner, finalizeUpload, mediaMigrations, sanitize } from '../../domains/media/index.js';
+import { openTestRuntime } from '../helpers/env.js';
+import { createTestUser } from '../helpers/users.js';
+import { completedUpload } from './completed-upload.js';
 import { solidImage } from './fixtures.js';
 
 // Each upload waiting for a decode slot holds its bytes: a request waits behind at most
@@ -41,4 +48,35 @@ test('MEDIA_PROCESSING_QUEUE 0: a request never waits, it is decoded when a slot
   await t.throwsAsync(sanitize(deps, png, true), { instanceOf: ApiError, message: /retry in a moment/ });
   release();
   await holding;
+});
+
+test("a client's complete of a direct upload is bounded alike (503, the upload stays to finish); the worker's finalisation waits its turn", async (t) => {
+  const runtime = await openTestRuntime({ migrations: [mediaMigrations] });
+  const root = await mkdtemp(join(tmpdir(), 'media-decode-queue-'));
+  t.teardown(async () => {
+    await runtime.dispose();
+    await rm(root, { recursive: true, force: true });
+  });
+  const withSlot = createDecodeSlots(1);
+  const deps = {
+    store: createMediaStore(runtime.db.knex),
+    storage: createFilesystemStorage({ root, publicUrl: () => 'http://media.test', signer: createUrlSigner(randomBytes(32)), clock: runtime.clock }),
+    clock: runtime.clock,
+    limits,
+    quotaBytes: 100 * 1024 * 1024,
+    withSlot,
+    maxDecodeWaiting: 0,
+  };
+  const user = await createTestUser(runtime.db.knex);
+  const id = await completedUpload(deps, runtime.db.knex, runtime.clock, user.id, await solidImage('png'), 'image/png');
+
+  let release!: () => void;
+  const holding = withSlot(() => new Promise<void>((resolve) => (release = resolve)));
+  await t.throwsAsync(finalizeUpload(deps, id, true), { instanceOf: ApiError, message: /retry in a moment/ });
+  t.is((await deps.store.byId(id))!.state, 'completing');
+  const worker = finalizeUpload(deps, id);
+  release();
+  await holding;
+  const stored = await worker;
+  t.is(stored!.row.state, 'ready');
 });

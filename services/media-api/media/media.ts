@@ -196,7 +196,7 @@ export async function completeUpload(deps: MediaDeps, userId: string, id: string
       if (await deps.store.claimPending(trx, id, userId, now)) await recordEvent(trx, MEDIA_UPLOAD_COMPLETED, { media_id: id });
     });
   }
-  const stored: StoredMedia | null = await finalizeUpload(deps, id);
+  const stored: StoredMedia | null = await finalizeUpload(deps, id, true);
   if (!stored) throw notFoundMedia(id);
   return { media: await present(deps, stored.row, stored.deduped), deduped: stored.deduped };
 }
