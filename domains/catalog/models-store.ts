@@ -107,7 +107,8 @@ export function createModelsStore(knex: Knex) {
      * A catalog entry locked against other writers until the transaction ends (a sync's read, so an
      * admin PATCH cannot slip in before its write). FOR NO KEY UPDATE, the lock its UPDATE takes
      * anyway: another provider's sync inserting a provider model that refers to the entry (its
-     * foreign key check takes KEY SHARE) is not held up, so two syncs do not wait on each other.
+     * foreign key check takes KEY SHARE) is not held up by it. Two syncs that lock the same entry
+     * still wait for each other there; they lock entries in id order, so they never deadlock.
      */
     async catalogByPublicIdForUpdate(trx: Knex, publicId: string): Promise<CatalogRow | undefined> {
       return trx(CATALOGS).where({ public_id: publicId }).forNoKeyUpdate().first();

@@ -206,12 +206,17 @@ const who = (scope: SpendScope) => (scope === 'key' ? 'this API key' : 'this acc
  */
 export function admitRequest(deps: SpendDeps, principal: Principal, model: string, served: string = model): MaybePromise<SpendTicket | null> {
   if (principal.isGuest && deps.guestAllowedModels?.length) {
-    for (const id of served === model ? [model] : [model, served]) {
-      if (!modelAllowed(deps.guestAllowedModels, id)) throw new ApiError(403, `The model '${id}'${servesFor(id, model)} is not available to guest accounts; sign in or use an API key`, { code: 'model_not_allowed', param: 'model' });
-    }
+    const refused = outsideList(deps.guestAllowedModels, model, served);
+    if (refused !== null) throw new ApiError(403, `The model '${refused}'${servesFor(refused, model)} is not available to guest accounts; sign in or use an API key`, { code: 'model_not_allowed', param: 'model' });
   }
   const rows = limitsOf(deps, principal);
   return isPending(rows) ? rows.then((settled) => admitAgainst(deps, settled, model, served)) : admitAgainst(deps, rows, model, served);
+}
+
+/** The first of the model asked for and the one serving it that `list` does not admit; null when both are admitted. */
+function outsideList(list: string[], model: string, served: string): string | null {
+  if (!modelAllowed(list, model)) return model;
+  return served !== model && !modelAllowed(list, served) ? served : null;
 }
 
 /** Names the model asked for when another one serves it (its instruct model, `enable_thinking: false`). */
@@ -246,12 +251,8 @@ export function modelAccess(deps: SpendDeps, principal: Principal): MaybePromise
  */
 function admitAgainst(deps: SpendDeps, rows: SpendLimitsRow[], model: string, served: string): MaybePromise<SpendTicket | null> {
   for (const row of rows) {
-    if (!row.allowed_models) continue;
-    for (const id of served === model ? [model] : [model, served]) {
-      if (!modelAllowed(row.allowed_models, id)) {
-        throw new ApiError(403, `The model '${id}'${servesFor(id, model)} is not allowed for ${who(row.scope)}`, { code: 'model_not_allowed', param: 'model' });
-      }
-    }
+    const refused = row.allowed_models ? outsideList(row.allowed_models, model, served) : null;
+    if (refused !== null) throw new ApiError(403, `The model '${refused}'${servesFor(refused, model)} is not allowed for ${who(row.scope)}`, { code: 'model_not_allowed', param: 'model' });
   }
   if (!rows.some(hasBudget)) return null;
   return reserveBudgets(deps, rows);
