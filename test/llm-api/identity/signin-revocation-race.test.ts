@@ -3,6 +3,7 @@ import { ApiError, ManualClock, randomBase62 } from '../../../services/kit/index
 import { llmApiService } from '../../../services/llm-api/service.js';
 import { createPasswords } from '../../../services/llm-api/identity/passwords/domain.js';
 import { createPasswordStore } from '../../../services/llm-api/identity/passwords/store.js';
+import { verifyPassword } from '../../../services/llm-api/identity/passwords/hashing.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
 import { call, identityOf } from './helpers.js';
@@ -111,4 +112,23 @@ test.serial("the owner's password change that lands while another sign-in's old 
   // Only the owner's new session is left.
   t.is(await liveRefreshTokens(user.id), 1);
   t.is((await call(svc, 'POST', '/auth/refresh', { body: { refresh_token: owner.refresh_token } })).status, 200);
+});
+
+test.serial('two password changes with the same current password at once: the later one is a 409 and the first stays the password, with its session', async (t) => {
+  const user = await account();
+  const gate = firstCheckHeld();
+  const passwords = passwordsWith(gate.verify);
+  const first = `first-${randomBase62(20)}`;
+  const second = `second-${randomBase62(20)}`;
+  const held = outcome(passwords.change(user.id, user.password, second)); // checked against the old password, then held
+  await gate.checking;
+  const landed = await passwords.change(user.id, user.password, first); // not held: changes the password meanwhile
+  gate.release();
+  t.like(await held, { status: 409, code: 'conflict', refreshToken: null });
+  // The password that landed first is kept, and its session is the one left.
+  t.is(await liveRefreshTokens(user.id), 1);
+  t.is((await call(svc, 'POST', '/auth/refresh', { body: { refresh_token: landed.refresh_token } })).status, 200);
+  const hash = (await createPasswordStore(svc.runtime.db.knex).hashOf(user.id))!;
+  t.true(await verifyPassword(first, hash));
+  t.false(await verifyPassword(second, hash));
 });

@@ -57,6 +57,11 @@ export function createPasswordStore(knex: Knex) {
       const row = await db('identity_passwords').where({ user_id: userId }).first('hash');
       return row?.hash;
     },
+    /** The user's password hash, its row locked until the transaction ends (undefined: none set). */
+    async lockedHashOf(trx: Knex, userId: string): Promise<string | undefined> {
+      const row = await trx('identity_passwords').where({ user_id: userId }).forUpdate().first('hash');
+      return row?.hash;
+    },
     async setHash(db: Knex, userId: string, hash: string, now: number): Promise<void> {
       await db('identity_passwords').insert({ user_id: userId, hash, updated_at: now }).onConflict('user_id').merge(['hash', 'updated_at']);
     },
