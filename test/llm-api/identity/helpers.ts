@@ -2,6 +2,8 @@ import { createLocalJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import type { BaseConfig, Clock, Runtime } from '../../../services/kit/index.js';
 import { createSecretBox, GATEWAY_TOKEN_HEADER, IDENTITY_HEADERS, loadMasterKey } from '../../../services/kit/index.js';
 import { createIdentity, loadIdentityConfig } from '../../../services/llm-api/identity/index.js';
+import { createPasswords } from '../../../services/llm-api/identity/passwords/domain.js';
+import { createPasswordStore } from '../../../services/llm-api/identity/passwords/store.js';
 import { spendLimitsPort } from '../../../services/llm-api/usage/index.js';
 import type { TestService } from '../../helpers/env.js';
 
@@ -86,5 +88,28 @@ export function identityOf(runtime: Runtime, overrides: Partial<BaseConfig> = {}
     settings: { ...platform, ...loadIdentityConfig(platform.env) },
     box: createSecretBox(loadMasterKey(platform)),
     spend: spendLimitsPort({ clock: runtime.clock }),
+  });
+}
+
+/**
+ * The passwords domain over a service's database with `verify` in place of scrypt's check (a test
+ * holds or counts the checks), its lockout settings `maxFailures` (5) and `lockoutSeconds` (900).
+ */
+export function passwordsWith(
+  svc: Pick<TestService, 'runtime'>,
+  clock: Clock,
+  verify: (password: string, encoded: string) => Promise<boolean>,
+  lockout: { maxFailures: number; lockoutSeconds: number } = { maxFailures: 5, lockoutSeconds: 900 },
+) {
+  const identity = identityOf(svc.runtime);
+  return createPasswords({
+    store: createPasswordStore(svc.runtime.db.knex),
+    users: identity.users,
+    provider: identity.provider,
+    refreshTokens: identity.refreshTokens,
+    clock,
+    logger: svc.runtime.logger,
+    settings: { minLength: 12, ...lockout, externalSignInUrl: 'unused' },
+    verify,
   });
 }

@@ -1,13 +1,12 @@
 import test from 'ava';
 import { ApiError, ManualClock, randomBase62 } from '../../../services/kit/index.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
-import { createPasswords } from '../../../services/llm-api/identity/passwords/domain.js';
 import { hashPassword } from '../../../services/llm-api/identity/passwords/hashing.js';
 import { createPasswordStore } from '../../../services/llm-api/identity/passwords/store.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
 import { watched } from '../../helpers/wait.js';
-import { call, identityOf } from './helpers.js';
+import { call, passwordsWith } from './helpers.js';
 
 // The sign-in lockout under concurrent attempts. Each attempt takes its turn (a numbered
 // reservation under a row lock) before its password is checked, so a burst of guesses gets at most
@@ -54,21 +53,6 @@ function gate(hold: (password: string, check: number) => boolean = () => true) {
   return { verify, held, progress, bump, checks: () => checks, releaseWhere, releaseAll: () => releaseWhere(() => true) };
 }
 
-/** The passwords domain over the service's database, with the gate's check instead of scrypt. */
-function passwordsWith(verify: (password: string, encoded: string) => Promise<boolean>) {
-  const identity = identityOf(svc.runtime);
-  return createPasswords({
-    store: createPasswordStore(svc.runtime.db.knex),
-    users: identity.users,
-    provider: identity.provider,
-    refreshTokens: identity.refreshTokens,
-    clock,
-    logger: svc.runtime.logger,
-    settings: { minLength: 12, maxFailures: MAX, lockoutSeconds: LOCKOUT_SECONDS, externalSignInUrl: 'unused' },
-    verify,
-  });
-}
-
 /** A user with a password (stored as `hash(password)`), and the counters row of its address. */
 async function account(hash: (password: string) => Promise<string> | string) {
   const user = await createTestUser(svc.runtime.db.knex);
@@ -105,7 +89,7 @@ test.serial('a burst of wrong guesses gets LOGIN_MAX_FAILURES checks, the rest 4
   const victim = await account(fakeHash);
   // Wrong guesses are held in their check; the right password would be answered at once.
   const g = gate((password) => password !== victim.password);
-  const passwords = passwordsWith(g.verify);
+  const passwords = passwordsWith(svc, clock, g.verify, { maxFailures: MAX, lockoutSeconds: LOCKOUT_SECONDS });
   const N = 30;
   try {
     const burst = Array.from({ length: N }, (_, i) => outcome(passwords.login(victim.email, `wrong-guess-${i}`)).finally(g.bump));
@@ -141,7 +125,7 @@ test.serial("a success writes off the attempts taken before it, not those taken 
   let holding = true;
   // The first five checks are held; any later one (there should be none while they are) answers at once.
   const g = gate((_, check) => holding && check <= 5);
-  const passwords = passwordsWith(g.verify);
+  const passwords = passwordsWith(svc, clock, g.verify, { maxFailures: MAX, lockoutSeconds: LOCKOUT_SECONDS });
   try {
     // One at a time into the check: a wrong guess (1), the owner (2), three more wrong guesses (3–5).
     const order = ['wrong-1', user.password, 'wrong-3', 'wrong-4', 'wrong-5'];
@@ -181,7 +165,7 @@ test.serial("a success writes off the attempts taken before it, not those taken 
 test.serial('a check that throws counts as a failure', async (t) => {
   await svc.runtime.db.knex('identity_login_attempts').delete();
   const user = await account(fakeHash);
-  const passwords = passwordsWith(() => Promise.reject(new Error('scrypt failed')));
+  const passwords = passwordsWith(svc, clock, () => Promise.reject(new Error('scrypt failed')), { maxFailures: MAX, lockoutSeconds: LOCKOUT_SECONDS });
   for (let i = 0; i < MAX; i++) await t.throwsAsync(passwords.login(user.email, user.password), { message: 'scrypt failed' });
   t.is((await outcome(passwords.login(user.email, user.password))).status, 429);
   t.deepEqual(await counters(), [{ attempts: MAX, counted_from: 0, failures: MAX, locked: true }]);
@@ -227,7 +211,7 @@ test.serial('an address spelled with a character the database lowers differently
   // one more allowance of guesses per "i" in the address. It must not sign in while the address is locked.
   const variant = email.replace('i', '\u0130');
   t.not(variant, email);
-  const passwords = passwordsWith(gate(() => false).verify);
+  const passwords = passwordsWith(svc, clock, gate(() => false).verify, { maxFailures: MAX, lockoutSeconds: LOCKOUT_SECONDS });
   for (let i = 0; i < MAX; i++) await outcome(passwords.login(email, `wrong-${i}`));
   t.is((await outcome(passwords.login(email, victim.password))).status, 429, 'the address itself is locked');
   const right = await outcome(passwords.login(variant, victim.password));

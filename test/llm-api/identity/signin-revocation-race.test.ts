@@ -1,12 +1,11 @@
 import test from 'ava';
 import { ApiError, ManualClock, randomBase62 } from '../../../services/kit/index.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
-import { createPasswords } from '../../../services/llm-api/identity/passwords/domain.js';
 import { createPasswordStore } from '../../../services/llm-api/identity/passwords/store.js';
 import { verifyPassword } from '../../../services/llm-api/identity/passwords/hashing.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
-import { call, identityOf } from './helpers.js';
+import { call, identityOf, passwordsWith } from './helpers.js';
 
 // A sign-in whose password was checked just before the password was changed or reset must not
 // come out with a session the change never ended. The sign-in's password check is held in a gate
@@ -40,20 +39,6 @@ function firstCheckHeld() {
   return { verify, checking, release };
 }
 
-function passwordsWith(verify: (password: string, encoded: string) => Promise<boolean>) {
-  const identity = identityOf(svc.runtime);
-  return createPasswords({
-    store: createPasswordStore(svc.runtime.db.knex),
-    users: identity.users,
-    provider: identity.provider,
-    refreshTokens: identity.refreshTokens,
-    clock,
-    logger: svc.runtime.logger,
-    settings: { minLength: 12, maxFailures: 5, lockoutSeconds: 900, externalSignInUrl: 'unused' },
-    verify,
-  });
-}
-
 async function account() {
   const user = await createTestUser(svc.runtime.db.knex);
   const password = `pw-${randomBase62(20)}`;
@@ -77,7 +62,7 @@ const liveRefreshTokens = (userId: string) => svc.runtime.db.knex('identity_refr
 test.serial('a sign-in held in its password check while nothing changes still signs in (the gate itself lets it through)', async (t) => {
   const user = await account();
   const gate = firstCheckHeld();
-  const login = outcome(passwordsWith(gate.verify).login(user.email, user.password));
+  const login = outcome(passwordsWith(svc, clock, gate.verify).login(user.email, user.password));
   await gate.checking;
   gate.release();
   const answer = await login;
@@ -89,7 +74,7 @@ test.serial('a sign-in held in its password check while nothing changes still si
 test.serial("an administrator's reset-login that lands while a sign-in's old password is being checked: the sign-in gets no session", async (t) => {
   const user = await account();
   const gate = firstCheckHeld();
-  const login = outcome(passwordsWith(gate.verify).login(user.email, user.password));
+  const login = outcome(passwordsWith(svc, clock, gate.verify).login(user.email, user.password));
   await gate.checking; // the old password is right; the check has not answered yet
   const reset = await identityOf(svc.runtime).passwords.resetLogin(user.id);
   t.true(typeof reset.temporary_password === 'string');
@@ -102,7 +87,7 @@ test.serial("an administrator's reset-login that lands while a sign-in's old pas
 test.serial("the owner's password change that lands while another sign-in's old password is being checked: that sign-in gets no session", async (t) => {
   const user = await account();
   const gate = firstCheckHeld();
-  const passwords = passwordsWith(gate.verify);
+  const passwords = passwordsWith(svc, clock, gate.verify);
   const thief = outcome(passwords.login(user.email, user.password));
   await gate.checking;
   const newPassword = `new-${randomBase62(20)}`;
@@ -117,7 +102,7 @@ test.serial("the owner's password change that lands while another sign-in's old 
 test.serial('two password changes with the same current password at once: the later one is a 409 and the first stays the password, with its session', async (t) => {
   const user = await account();
   const gate = firstCheckHeld();
-  const passwords = passwordsWith(gate.verify);
+  const passwords = passwordsWith(svc, clock, gate.verify);
   const first = `first-${randomBase62(20)}`;
   const second = `second-${randomBase62(20)}`;
   const held = outcome(passwords.change(user.id, user.password, second)); // checked against the old password, then held
