@@ -148,9 +148,9 @@ function checkEntities(doc: DeckFile): void {
   const serviceNames = new Set<string>();
   const routeNames = new Set<string>();
   const consumerNames = new Set<string>();
-  const plugins: Array<{ plugin: Record<string, unknown>; where: string; topLevel: boolean }> = [];
-  const pluginsOf = (entity: Record<string, unknown>, where: string, topLevel = false) =>
-    list(entity.plugins, `${where}: plugins`).forEach((p, i) => plugins.push({ plugin: record(p, `${where}: plugins[${i}]`), where, topLevel }));
+  const plugins: Array<{ plugin: Record<string, unknown>; where: string }> = [];
+  const pluginsOf = (entity: Record<string, unknown>, where: string) =>
+    list(entity.plugins, `${where}: plugins`).forEach((p, i) => plugins.push({ plugin: record(p, `${where}: plugins[${i}]`), where }));
 
   list(doc.services, 'services').forEach((s, i) => {
     const service = record(s, `services[${i}]`);
@@ -189,24 +189,20 @@ function checkEntities(doc: DeckFile): void {
     const consumer = record(c, `consumers[${i}]`);
     pluginsOf(consumer, `consumer ${name(consumer, 'username', `consumers[${i}]`, consumerNames)}`);
   });
-  pluginsOf(doc, 'plugins', true);
+  pluginsOf(doc, 'plugins');
 
-  for (const { plugin, where, topLevel } of plugins) {
+  for (const { plugin, where } of plugins) {
     if (typeof plugin.name !== 'string' || plugin.name === '') throw new DeckError(`${where}: every plugin needs a name`);
     const at = `${where === 'plugins' ? 'plugin' : `${where}: plugin`} ${plugin.name}`;
     optional(plugin, 'enabled', 'boolean', at);
     if (plugin.config !== undefined) record(plugin.config, `${at}: config`);
-    if (!topLevel) continue;
+    // A plugin nested under an entity may name the other parts of its scope (a route's plugin for
+    // one consumer); each must exist, or the plugin would apply nowhere.
     const refs = { route: routeNames, service: serviceNames, consumer: consumerNames } as const;
     for (const field of ['route', 'service', 'consumer'] as const) {
       const ref = plugin[field];
       if (ref === undefined) continue;
       if (typeof ref !== 'string' || !refs[field].has(ref)) throw new DeckError(`${at}: ${field} "${String(ref)}" names no ${field} of this file`);
-    }
-    // Kong runs such an instance for that consumer on that route or service only; the embedded
-    // gateway's scopes are one at a time, and would run it for everyone there.
-    if (plugin.consumer !== undefined && (plugin.route !== undefined || plugin.service !== undefined)) {
-      throw new DeckError(`${at}: a plugin scoped to a consumer and to a route or service is not supported by the embedded gateway`);
     }
   }
 }

@@ -3,7 +3,7 @@ import { MAX_HEADER_LINES, runPlugin, tooManyHeaderLines, type HostIO } from '..
 import type { EdgeRequest, SharedContext, VerifiedIdentity } from '../../plugins/core/index.js';
 import { ServiceResponse, whenClosed } from '../kit/http/index.js';
 import { acceptRequestId, checkReadiness, errorBody, isPending, USAGE_REPORT_REQUEST_HEADER, type MaybePromise, type ReadinessChecks, type ReadinessReport, type RequestOutcome, type UsageReport } from '../kit/core/index.js';
-import { buildChains, type ChainEntry, type HostDeps } from './chain.js';
+import { buildChains, instanceFor, type ChainEntry, type ChainSlot, type HostDeps } from './chain.js';
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
 import { createClientIp } from './client-ip.js';
 import { dispatchInProcess } from './in-process.js';
@@ -49,7 +49,7 @@ export interface AccessLogEntry extends RequestOutcome {
 
 interface RoutePlan {
   origin: URL;
-  chain: ChainEntry[];
+  chain: ChainSlot[];
   /** Set when the service runs in this process. */
   local: RequestListener | undefined;
 }
@@ -195,9 +195,11 @@ export async function createEdge(options: EdgeOptions) {
     if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
     else delete headers['x-forwarded-host']; // HTTP/1.0 without Host: never the client's own value
 
-    for (const entry of plan.chain) {
-      // Consumer-scoped plugins (Kong) run only for the consumer the request is authenticated as.
-      if (entry.consumer !== null && entry.consumer !== io.consumer) continue;
+    for (const slot of plan.chain) {
+      // One instance per plugin, the most specific for this route and the consumer the request is
+      // authenticated as by now (Kong picks it when its iterator reaches the plugin, after auth).
+      const entry = instanceFor(slot, io.consumer);
+      if (entry === null) continue;
       if (io.owedBy !== null && entry.priority <= io.owedBy.priority) {
         // The plugin that owes the count counts it in its access phase, with the tier's; any
         // other one in its place (a route-level instance) runs after the count is settled.

@@ -89,7 +89,7 @@ ${plugins}
   const [r1, r2] = [...chains.entries()].sort(([a], [b]) => a.name.localeCompare(b.name));
   const statusOf = async (entries: typeof r1[1]) => {
     const termination = entries.find((e) => e.name === 'request-termination')!;
-    const d = await termination.core.access({ method: 'GET', path: '/', headers: {}, clientIp: '', shared: {} });
+    const d = await termination.entry!.core.access({ method: 'GET', path: '/', headers: {}, clientIp: '', shared: {} });
     return d.kind === 'respond' ? d.status : 0;
   };
   t.deepEqual(r1![1].map((e) => e.name), ['cors', 'request-termination']);

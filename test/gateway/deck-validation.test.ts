@@ -42,7 +42,8 @@ const REFUSED: Array<[title: string, text: string, message: string]> = [
   ['top-level routes (decK allows them; the embedded gateway would serve none of them)', deck('{ name: r, paths: [/a] }', 'routes:\n  - { name: top, paths: [/top], service: s }'), 'nest route top under its service'],
   ['a global plugin naming a route that does not exist (it would apply nowhere)', deck('{ name: r, paths: [/a] }', 'plugins:\n  - { name: cors, route: rr, config: {} }'), 'deck: plugin cors: route "rr" names no route of this file'],
   ['a plugin naming a service that does not exist', deck('{ name: r, paths: [/a] }', 'plugins:\n  - { name: cors, service: ss, config: {} }'), 'service "ss" names no service'],
-  ['a plugin scoped to a consumer and a route (it would run for every consumer there)', deck('{ name: r, paths: [/a] }', 'consumers:\n  - { username: c }\nplugins:\n  - { name: cors, route: r, consumer: c, config: {} }'), 'scoped to a consumer and to a route or service'],
+  ['a route\'s plugin naming a consumer that does not exist (it would apply nowhere)', deck('{ name: r, paths: [/a], plugins: [{ name: cors, consumer: cc, config: {} }] }', 'consumers:\n  - { username: c }'), 'deck: route r: plugin cors: consumer "cc" names no consumer of this file'],
+  ['a consumer\'s plugin naming a route that does not exist', deck('{ name: r, paths: [/a] }', 'consumers:\n  - { username: c, plugins: [{ name: cors, route: rr, config: {} }] }'), 'deck: consumer c: plugin cors: route "rr" names no route of this file'],
   ['a plugin config that is not a mapping', deck('{ name: r, paths: [/a], plugins: [{ name: cors, config: [1] }] }'), 'route r: plugin cors: config must be a mapping'],
   ['a plugin without a name', deck('{ name: r, paths: [/a] }', 'plugins:\n  - { config: {} }'), 'plugins: every plugin needs a name'],
 ];
@@ -74,7 +75,7 @@ test('a well-formed deck with every field the embedded gateway reads still loads
   const router = load(
     deck(
       "{ name: r, paths: ['~/v1(/|$)', /p], methods: [GET], strip_path: false, preserve_host: false, regex_priority: 3, plugins: [{ name: cors, enabled: true, config: {} }] }",
-      'consumers:\n  - { username: c, plugins: [{ name: request-termination, config: { status_code: 401 } }] }\nplugins:\n  - { name: cors, route: r, config: {} }\n  - { name: cors, service: s, config: {} }\n  - { name: cors, consumer: c, config: {} }',
+      'consumers:\n  - { username: c, plugins: [{ name: request-termination, config: { status_code: 401 } }] }\nplugins:\n  - { name: cors, route: r, config: {} }\n  - { name: cors, service: s, config: {} }\n  - { name: cors, consumer: c, config: {} }\n  - { name: cors, route: r, consumer: c, config: {} }\n  - { name: cors, service: s, consumer: c, config: {} }',
     ),
   );
   t.is(router.match('GET', '/v1/models')?.route.name, 'r');

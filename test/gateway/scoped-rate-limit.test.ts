@@ -36,8 +36,9 @@ for (const placement of ['route', 'service', 'consumer'] as const) {
     t.teardown(close);
     t.deepEqual(rewriteChain, [], 'a scoped instance never runs in the rewrite phase');
     const [route] = [...chains.keys()] as [DeckRoute];
-    const limiter = chains.get(route)!.find((e) => e.name === 'tiered-rate-limit')!;
-    t.is(limiter.consumer, placement === 'consumer' ? 'anonymous' : null);
+    const slot = chains.get(route)!.find((e) => e.name === 'tiered-rate-limit')!;
+    t.is(slot.entry === null, placement === 'consumer', 'a consumer-scoped instance runs for its consumer only');
+    const limiter = placement === 'consumer' ? slot.byConsumer!.get('anonymous')! : slot.entry!;
     const decisions = [];
     for (let i = 0; i < 3; i++) decisions.push(await limiter.core.access(request('192.0.2.41')));
     t.like(decisions[0], { kind: 'continue', responseHeaders: { 'X-RateLimit-Limit-minute': '2', 'X-RateLimit-Remaining-minute': '1' } });
@@ -53,7 +54,7 @@ test('a global limiter keeps the configured rewrite phase: its access phase does
   const [global] = rewriteChain;
   t.is(global?.name, 'tiered-rate-limit');
   const [route] = [...chains.keys()] as [DeckRoute];
-  t.is(chains.get(route)!.find((e) => e.name === 'tiered-rate-limit'), global, 'the same instance takes both phases');
+  t.is(chains.get(route)!.find((e) => e.name === 'tiered-rate-limit')!.entry, global, 'the same instance takes both phases');
   t.like(await global!.core.rewrite!(request('192.0.2.43')), { kind: 'continue', responseHeaders: { 'X-RateLimit-Remaining-minute': '1' } });
   for (let i = 0; i < 3; i++) t.like(await global!.core.access(request('192.0.2.43')), { kind: 'continue' }, 'no address count in the access phase');
   t.like(await global!.core.rewrite!(request('192.0.2.43')), { kind: 'continue', responseHeaders: { 'X-RateLimit-Remaining-minute': '0' } });
