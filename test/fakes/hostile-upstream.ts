@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
  *   #bigevent:<bytes>   a stream whose second event is <bytes> long without a blank line
  *   #biganswer:<bytes>  a non-stream answer of about <bytes>
  *   #drip:<ms>          a stream that sends one chunk every <ms> and never ends on its own
+ *   #cutevent           a stream whose body ends at the connection's close, in the middle of its second event
  *   #context            400 with OpenAI's context_length_exceeded error (message quoting the key)
  *   #hugeerror:<bytes>  500 with an error body of <bytes>, written as fast as it is read
  * `GET /v1/models` lists `models`.
@@ -98,6 +99,12 @@ export async function startHostileUpstream(options: { models: string[] }): Promi
     if (!body.stream) {
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(JSON.stringify({ id: 'chatcmpl-h', object: 'chat.completion', created: 1, model: body.model, choices: [{ index: 0, message: { role: 'assistant', content: 'Hello' }, finish_reason: 'stop' }] }));
+    }
+    if (directive(text, 'cutevent') !== undefined) {
+      // A body delimited by the connection's close (no length, not chunked), which closes inside an event.
+      const cutChunk = JSON.stringify({ id: 'chatcmpl-h', object: 'chat.completion.chunk', created: 1, model: body.model, choices: [{ index: 0, delta: { content: 'Hello' }, finish_reason: null }] });
+      res.socket!.end(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\ndata: ${cutChunk}\n\ndata: ${cutChunk.slice(0, 40)}`);
+      return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.flushHeaders();

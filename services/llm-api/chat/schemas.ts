@@ -69,11 +69,21 @@ function requireObject(part: Record<string, unknown>, key: string, ctx: PartCont
   return null;
 }
 
-const toolCall = z.looseObject({
-  id: z.string().optional(),
-  type: z.string().optional(),
-  function: z.looseObject({ name: z.string(), arguments: z.string() }),
-});
+/**
+ * A tool call of an assistant message: a function call (`function`), or, with `type: 'custom'`, a
+ * call of a custom tool (`custom`: name and input), as the SDK's `ChatCompletionMessageToolCall` has them.
+ */
+const toolCall = z
+  .looseObject({
+    id: z.string().optional(),
+    type: z.string().optional(),
+    function: z.looseObject({ name: z.string(), arguments: z.string() }).optional(),
+    custom: z.looseObject({ name: z.string(), input: z.string() }).optional(),
+  })
+  .superRefine((call, ctx) => {
+    const key = call.type === 'custom' ? 'custom' : 'function';
+    if (call[key] === undefined) ctx.addIssue({ code: 'invalid_type', expected: 'object', input: undefined, path: [key], message: `expected an object (${key} tool calls need ${key})` });
+  });
 
 const message = z
   .looseObject({
@@ -92,8 +102,9 @@ const message = z
     if (m.role !== 'assistant' && Array.isArray(m.content) && m.content.length === 0) {
       ctx.addIssue({ code: 'too_small', origin: 'array', minimum: 1, inclusive: true, input: m.content, path: ['content'], message: 'expected at least one content part' });
     }
-    if (m.role === 'assistant' && (m.content === undefined || m.content === null) && !m.tool_calls && !m.function_call) {
-      ctx.addIssue({ code: 'custom', path: ['content'], message: "assistant messages need content or tool_calls" });
+    // An earlier audio answer is replayed by its id alone (`audio: {id}`), as OpenAI takes it.
+    if (m.role === 'assistant' && (m.content === undefined || m.content === null) && !m.tool_calls && !m.function_call && !m.audio) {
+      ctx.addIssue({ code: 'custom', path: ['content'], message: "assistant messages need content, tool_calls or audio" });
     }
   });
 
@@ -139,7 +150,7 @@ export const chatRequestSchema = z.looseObject({
     .nullable()
     .optional(),
   logprobs: z.boolean().nullable().optional(),
-  top_logprobs: int(0, 5),
+  top_logprobs: int(0, 20),
   tools: z.array(tool).max(128).nullable().optional(),
   tool_choice: z
     .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }).optional() })])
@@ -148,12 +159,18 @@ export const chatRequestSchema = z.looseObject({
   functions: z.array(functionDef).max(128).nullable().optional(),
   function_call: z.union([z.enum(['none', 'auto']), z.looseObject({ name: z.string() })]).nullable().optional(),
   parallel_tool_calls: z.boolean().optional(),
-  response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).nullable().optional(),
+  response_format: z
+    .looseObject({ type: z.enum(['text', 'json_object', 'json_schema']), json_schema: z.looseObject({ name: z.string().min(1) }).optional() })
+    .superRefine((format, ctx) => {
+      if (format.type === 'json_schema' && format.json_schema === undefined) ctx.addIssue({ code: 'invalid_type', expected: 'object', input: undefined, path: ['json_schema'], message: "response_format of type 'json_schema' needs json_schema" });
+    })
+    .nullable()
+    .optional(),
   prediction: z.looseObject({ type: z.string() }).nullable().optional(),
   reasoning_effort: reasoningEffort.nullable().optional(),
   verbosity: level.nullable().optional(),
-  service_tier: z.enum(['auto', 'default', 'flex', 'priority']).nullable().optional(),
-  safety_identifier: z.string().max(512).optional(),
+  service_tier: z.enum(['auto', 'default', 'flex', 'scale', 'priority']).nullable().optional(),
+  safety_identifier: z.string().max(512).nullable().optional(),
   user: z.string().max(512).optional(),
   guided_choice: z.array(z.string()).min(1).nullable().optional(),
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullable().optional(),

@@ -61,11 +61,12 @@ function toItems(message: Message): Record<string, unknown>[] {
     return [{ type: 'function_call_output', call_id: message.tool_call_id, output: contentText(message.content) }];
   }
   const role = message.role === 'function' ? 'tool' : message.role;
-  const calls = role === 'assistant' && Array.isArray(message.tool_calls) ? message.tool_calls : [];
+  // Function calls only: a custom tool's call (`custom`, no `function`) has no function_call item.
+  const calls = role === 'assistant' && Array.isArray(message.tool_calls) ? message.tool_calls.filter((call) => call.function) : [];
   const items: Record<string, unknown>[] = [];
   if (calls.length === 0 || contentText(message.content) !== '') items.push({ type: 'message', role, content: contentOf(message) });
   for (const call of calls) {
-    if (call.id) items.push({ type: 'function_call', call_id: call.id, name: call.function.name, arguments: call.function.arguments });
+    if (call.id) items.push({ type: 'function_call', call_id: call.id, name: call.function!.name, arguments: call.function!.arguments });
   }
   return items;
 }

@@ -105,6 +105,18 @@ function isCommentsOnly(event: string): boolean {
   return true;
 }
 
+/**
+ * The provider's body ended inside an event (data that is not whole JSON, no blank line after it):
+ * its connection closed mid-event. Passed on, the cut event would end the client's stream with a
+ * JSON syntax error (and then a [DONE] as if the answer were whole); the stream fails instead.
+ */
+class UnfinishedEvent extends Error {
+  constructor() {
+    super('the stream ended inside an event');
+    this.name = 'UnfinishedEvent';
+  }
+}
+
 /** What a provider may still send after its [DONE] before its connection is cut instead of reused. */
 const DISCARD_AFTER_DONE = { maxMs: 2_000, maxBytes: 64 * 1024 };
 
@@ -262,8 +274,12 @@ class StreamRelay {
     return this.options.collect || this.extraPending !== undefined || text.includes('[DONE]') || text.includes('"error"') || /"usage":\s?\{/.test(text) || hasOtherField(text);
   }
 
-  /** One event (its lines, without the blank line that ended it) → what to send, or null to drop it. */
-  private handleEvent(event: string): StreamEvent | 'done' | 'error' | null {
+  /**
+   * One event (its lines, without the blank line that ended it) → what to send, or null to drop it.
+   * `last`: the text the provider's body ended with, no blank line after it; data there that is not
+   * JSON is an event the provider's end cut short (`UnfinishedEvent`), not one to pass on.
+   */
+  private handleEvent(event: string, last?: boolean): StreamEvent | 'done' | 'error' | null {
     // Without data, only comments (keep-alives) pass: the SDKs parse every other event's data as
     // JSON, and an `event: ping` with none breaks their stream.
     if (!event.includes('data:')) return event.trim() && isCommentsOnly(event) ? { type: 'raw', text: event } : null;
@@ -273,6 +289,7 @@ class StreamRelay {
     try {
       chunk = JSON.parse(payload) as ChatCompletionChunk & { error?: unknown };
     } catch {
+      if (last) throw new UnfinishedEvent();
       return { type: 'raw', text: event };
     }
     if (chunk.error) {
@@ -284,7 +301,15 @@ class StreamRelay {
     const choices = chunk.choices;
     // The usage-only chunk (asked for by the gateway, not the client): `choices: []` as OpenAI sends
     // it, or no `choices` at all (absent or null) as some providers send it.
-    if (chunk.usage && !this.options.clientWantsUsage && (choices === undefined || choices === null || (Array.isArray(choices) && choices.length === 0))) return null;
+    if (chunk.usage && (choices === undefined || choices === null || (Array.isArray(choices) && choices.length === 0))) {
+      if (!this.options.clientWantsUsage) return null;
+      // The client asked for it: with `choices: []` as OpenAI sends it, since the SDK's stream helper
+      // iterates `chunk.choices` (absent or null, it throws). Written again only in that case.
+      if (!Array.isArray(choices)) {
+        chunk.choices = [];
+        return { type: 'chunk', chunk };
+      }
+    }
     if (this.options.collect && Array.isArray(choices)) this.collect(choices);
     if (this.extraPending && Array.isArray(choices)) {
       Object.assign(chunk, this.extraPending);
@@ -384,7 +409,7 @@ class StreamRelay {
         }
         if (!upstreamError && !providerDone) {
           const tail = splitter.end().trim();
-          const out = tail ? this.handleEvent(tail) : null;
+          const out = tail ? this.handleEvent(tail, true) : null;
           if (out === 'error') upstreamError = true;
           else if (out !== null && out !== 'done') {
             countAnswerText(tail, this.result);

@@ -184,10 +184,14 @@ test('validation names the parameter', async (t) => {
     [{ messages: [{ role: 'user', content: 'x' }] }, 'model'],
     [{ model: 'chat-model', messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role'],
     [{ model: 'chat-model', messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id'],
-    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], top_logprobs: 6, logprobs: true }, 'top_logprobs'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], top_logprobs: 21, logprobs: true }, 'top_logprobs'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema' } }, 'response_format.json_schema'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { schema: { type: 'object' } } } }, 'response_format.json_schema.name'],
+    [{ model: 'chat-model', messages: [{ role: 'assistant', tool_calls: [{ id: 'call_1', type: 'function' }] }, { role: 'user', content: 'x' }] }, 'messages[0].tool_calls[0].function'],
+    [{ model: 'chat-model', messages: [{ role: 'assistant', tool_calls: [{ id: 'call_1', type: 'custom', custom: { name: 'grep' } }] }, { role: 'user', content: 'x' }] }, 'messages[0].tool_calls[0].custom.input'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], reasoning_effort: 'extreme' }, 'reasoning_effort'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], verbosity: 'loud' }, 'verbosity'],
-    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], service_tier: 'scale' }, 'service_tier'],
+    [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], service_tier: 'turbo' }, 'service_tier'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], stream_options: { include_usage: true } }, 'stream_options'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], temperature: 3 }, 'temperature'],
     [{ model: 'chat-model', messages: [{ role: 'user', content: 'x' }], n: 0 }, 'n'],
@@ -208,6 +212,26 @@ test('validation names the parameter', async (t) => {
   t.is(bias.status, 400);
   t.regex(bias.body.error.param, /^logit_bias/);
   t.is((await h.call('POST', '/v1/chat/completions', { model: 'chat-model', messages: [{ role: 'user', content: 'x' }], logit_bias: { '50256': -100 } }, h.user)).status, 200);
+});
+
+test("SDK requests the schema used to refuse: top_logprobs up to 20, service_tier 'scale', safety_identifier null, custom tool calls and audio answers in the history; each reaches the provider as sent", async (t) => {
+  await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'logprobs-20' }], logprobs: true, top_logprobs: 20, service_tier: 'scale', safety_identifier: null });
+  t.like(lastBody('logprobs-20'), { top_logprobs: 20, service_tier: 'scale', safety_identifier: null });
+  const history: OpenAI.Chat.ChatCompletionMessageParam[] = [
+    { role: 'user', content: 'find the TODOs custom-call-1' },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_c1', type: 'custom', custom: { name: 'grep', input: 'TODO src/' } }] },
+    { role: 'tool', tool_call_id: 'call_c1', content: 'src/a.ts:3 TODO' },
+  ];
+  const answer = await client.chat.completions.create({ model: 'chat-model', messages: history });
+  t.is(answer.object, 'chat.completion');
+  t.deepEqual(lastBody('custom-call-1').messages, history);
+  // An earlier audio answer replayed by its id (the SDK's `audio: {id}` on an assistant message).
+  const audio: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'say it audio-replay' }, { role: 'assistant', audio: { id: 'audio_1' } }, { role: 'user', content: 'again' }];
+  await client.chat.completions.create({ model: 'chat-model', messages: audio });
+  t.deepEqual(lastBody('audio-replay').messages, audio);
+  const format = { type: 'json_schema' as const, json_schema: { name: 'answer', strict: true, schema: { type: 'object', properties: { a: { type: 'string' } }, required: ['a'], additionalProperties: false } } };
+  await client.chat.completions.create({ model: 'chat-model', messages: [{ role: 'user', content: 'format-named' }], response_format: format });
+  t.deepEqual(lastBody('format-named').response_format, format);
 });
 
 test('reasoning_effort takes every level the SDK lists and reaches the provider unchanged', async (t) => {

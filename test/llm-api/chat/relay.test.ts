@@ -48,6 +48,15 @@ test('an error event in the middle of a read: the events before it are delivered
   t.false(JSON.stringify(out).includes('secret'));
 });
 
+test("a body that ends inside an event fails the stream (no cut JSON, no [DONE]); a whole last event without its blank line passes", async (t) => {
+  const cut = await relay([`${content(1)}\n\n`, `${content(2)}\n\n${content(3).slice(0, 30)}`]);
+  t.deepEqual(texts(cut.out), [content(1), content(2), 'error']);
+  t.is(cut.outcome.outcome, 'stream_error');
+  const whole = await relay([`${content(1)}\n\n`, `${content(2)}\n`]);
+  t.deepEqual(texts(whole.out), [content(1), content(2), '[DONE]']);
+  t.is(whole.outcome.outcome, 'ok');
+});
+
 test('the conversation is merged into the first chunk with choices only; events split across reads keep their order', async (t) => {
   const reads = [`${content(1)}\n\n${content(2)}\n\n${content(3).slice(0, 10)}`, `${content(3).slice(10)}\n\n${usageOnly}\n\ndata: [DONE]\n\n`];
   const { out } = await relay(reads, { firstChunkExtra: { conversation: { id: 'conv_1' } } });

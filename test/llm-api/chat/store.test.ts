@@ -178,6 +178,22 @@ test.serial('tool calls are stored as function_call items, tool results as funct
   ]);
 });
 
+test.serial("an input assistant message with a custom tool's call is stored by its text, not refused nor failed", async (t) => {
+  const res: any = await client.chat.completions.create({
+    model: 'store-model',
+    messages: [
+      { role: 'user', content: 'custom-store' },
+      { role: 'assistant', content: 'Searching first.', tool_calls: [{ id: 'call_c9', type: 'custom', custom: { name: 'grep', input: 'TODO' } }] },
+    ],
+    store: true,
+  } as any);
+  t.regex(res.conversation.id, /^conv_/);
+  t.deepEqual((await items(res.conversation.id)).map(shape), [
+    ['message', 'assistant', 'Searching first.'],
+    ['message', 'assistant', 'Hello from store w1 w2 w3 w4'],
+  ]);
+});
+
 test.serial('an answer that only calls tools reports its usage on no message.sent, not on an assistant prefill of the input', async (t) => {
   const first: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'prefill-tools' }], store: true } as any);
   const conv = first.conversation.id;

@@ -84,6 +84,21 @@ test.serial('an error event inside the stream is replaced by ours (internal_erro
   t.is(hostile.chatCount(), before + 1);
 });
 
+test.serial("a provider's body that ends inside an event: the SDK gets the text before it, then an APIError (our error event), not a JSON syntax error", async (t) => {
+  const stream = await client.chat.completions.create({ model: 'hostile-model', messages: [{ role: 'user', content: '#cutevent' }], stream: true });
+  let content = '';
+  const error = await t.throwsAsync(async () => {
+    for await (const chunk of stream) content += chunk.choices[0]?.delta.content ?? '';
+  });
+  t.true(error instanceof APIError, String(error));
+  t.is(content, 'Hello');
+  const raw = await (await client.chat.completions.create({ model: 'hostile-model', messages: [{ role: 'user', content: '#cutevent' }], stream: true }).asResponse()).text();
+  const events = raw.split('\n\n').filter(Boolean);
+  t.is(events.length, 2);
+  t.like(JSON.parse(events[1]!.slice(6)).error, { type: 'internal_error', code: 'upstream_error', message: 'The model provider failed during the stream' });
+  t.false(raw.includes('[DONE]'));
+});
+
 test.serial('a stream split at every byte with CRLF line ends: each two-line event stays one event', async (t) => {
   const before = hostile.chatCount();
   const stream = await client.chat.completions.create({ model: 'hostile-model', messages: [{ role: 'user', content: '#bytes' }], stream: true });

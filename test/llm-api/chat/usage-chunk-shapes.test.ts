@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
+import OpenAI from 'openai';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
 import { waitFor } from '../../helpers/wait.js';
 
@@ -83,13 +84,19 @@ for (const shape of ['absent', 'null', 'empty'] as const) {
     t.like(row, { status: 200, outcome: 'ok', prompt_tokens: USAGE.prompt_tokens, completion_tokens: USAGE.completion_tokens, usage_estimated: false });
   });
 
-  test(`a usage-only chunk with choices ${shape} reaches a client that asked for usage, as the provider sent it`, async (t) => {
+  test(`a usage-only chunk with choices ${shape} reaches a client that asked for usage with choices [], as OpenAI sends it; the SDK's stream helper reads it`, async (t) => {
     const res = await h.call('POST', '/v1/chat/completions', { model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: `hi #shape:${shape}` }] }, h.user);
     t.is(res.status, 200);
     const got = events(res.body as string);
     t.is(got.length, 5);
-    const usageChunk = got[3] as { choices?: unknown; usage?: unknown };
+    const usageChunk = got[3] as { id?: unknown; choices?: unknown; usage?: unknown };
     t.deepEqual(usageChunk.usage, USAGE);
-    t.deepEqual(usageChunk.choices, shape === 'absent' ? undefined : shape === 'null' ? null : []);
+    t.deepEqual(usageChunk.choices, []);
+    t.is(usageChunk.id, 'chatcmpl-shape');
+    // The helper iterates every chunk's choices: absent or null, it threw "chunk.choices is not iterable".
+    const client = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'x', maxRetries: 0, defaultHeaders: h.headers(h.user) });
+    const final = await client.chat.completions.stream({ model: MODEL, stream_options: { include_usage: true }, messages: [{ role: 'user', content: `hi #shape:${shape}` }] }).finalChatCompletion();
+    t.is(final.choices[0]!.message.content, 'Hi there');
+    t.deepEqual(final.usage, USAGE);
   });
 }
