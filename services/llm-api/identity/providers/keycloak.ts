@@ -70,6 +70,22 @@ function answerOf<T>(res: TrustedResponse, what: string): T {
   }
 }
 
+/** The OAuth 2.0 `error` code of a token endpoint's error answer (RFC 6749 5.2), if it has one. */
+function oauthError(res: TrustedResponse): string | undefined {
+  try {
+    const error = res.json<{ error?: unknown }>()?.error;
+    return typeof error === 'string' ? error.slice(0, 64) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A token endpoint's refusal of the grant itself (the token expired, revoked, its session ended, malformed). */
+const refusesToken = (res: TrustedResponse) => {
+  const error = oauthError(res);
+  return error === 'invalid_grant' || error === 'invalid_request';
+};
+
 export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
   // The operator's Keycloak, through the kit's trusted-endpoint client (timeout, answer size).
   const keycloak = createTrustedEndpoint({ name: 'Keycloak', baseUrl: settings.url, timeoutMs: settings.timeoutMs, maxBytes: KEYCLOAK_ANSWER_MAX_BYTES });
@@ -102,10 +118,24 @@ export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
   }
 
   async function adminCall(method: string, path: string, what: string, body?: unknown): Promise<TrustedResponse> {
+    const cached = adminToken !== null && adminToken.expiresAt > clock.now();
     const token = await admin();
     const res = await send(`${adminPath}${path}`, { method, headers: { authorization: `Bearer ${token}` }, json: body }, what);
-    if (res.status === 401) adminToken = null; // expired or revoked early: the next call fetches a new one
-    return res;
+    if (res.status !== 401) return res;
+    // Refused before its expiry (its session ended: Keycloak restarted, an administrator logged the
+    // service account out): a cached token is renewed and the call made once more; a new one is not.
+    if (adminToken?.value === token) adminToken = null;
+    if (!cached) return res;
+    const renewed = await admin();
+    return send(`${adminPath}${path}`, { method, headers: { authorization: `Bearer ${renewed}` }, json: body }, what);
+  }
+
+  /** The user, or undefined when the realm has no such user (deleted in Keycloak). */
+  async function findUser(id: string): Promise<UserRepresentation | undefined> {
+    const res = await adminCall('GET', `/users/${encodeURIComponent(id)}`, 'read user');
+    if (res.status === 404) return undefined;
+    if (!res.ok) throw unavailable(`read user: HTTP ${res.status}`);
+    return answerOf<UserRepresentation>(res, 'read user');
   }
 
   return {
@@ -131,24 +161,45 @@ export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
       return id;
     },
     async getUser(id: string): Promise<UserRepresentation> {
-      const res = await adminCall('GET', `/users/${encodeURIComponent(id)}`, 'read user');
-      if (!res.ok) throw unavailable(`read user: HTTP ${res.status}`);
-      return answerOf<UserRepresentation>(res, 'read user');
+      const rep = await findUser(id);
+      if (!rep) throw unavailable('read user: HTTP 404');
+      return rep;
     },
+    findUser,
     async findByEmail(email: string): Promise<UserRepresentation[]> {
       const query = new URLSearchParams({ email, exact: 'true' });
       const res = await adminCall('GET', `/users?${query}`, 'search users');
       if (!res.ok) throw unavailable(`search users: HTTP ${res.status}`);
       return answerOf<UserRepresentation[]>(res, 'search users');
     },
-    async updateUser(id: string, rep: UserRepresentation): Promise<void> {
+    /** Answers false when the realm has no such user (deleted in Keycloak meanwhile). */
+    async updateUser(id: string, rep: UserRepresentation): Promise<boolean> {
       const res = await adminCall('PUT', `/users/${encodeURIComponent(id)}`, 'update user', rep);
-      if (res.status === 409) throw new ApiError(409, 'The e-mail or username is already taken', { param: 'email' });
+      if (res.status === 409) {
+        // Keycloak names the field it found taken: {"errorMessage":"User exists with same username"} (or "… email").
+        let message = '';
+        try {
+          const body = res.json<{ errorMessage?: unknown }>();
+          if (typeof body?.errorMessage === 'string') message = body.errorMessage;
+        } catch {
+          // no JSON: the e-mail, the field every upgrade changes
+        }
+        if (/username/i.test(message) && !/email/i.test(message)) throw new ApiError(409, 'This username is already taken', { param: 'username' });
+        throw new ApiError(409, 'This e-mail is already registered', { param: 'email' });
+      }
+      if (res.status === 404) return false;
       if (res.status !== 204 && !res.ok) throw unavailable(`update user: HTTP ${res.status}`);
+      return true;
+    },
+    /** Deletes the user; one the realm no longer has is already gone. */
+    async deleteUser(id: string): Promise<void> {
+      const res = await adminCall('DELETE', `/users/${encodeURIComponent(id)}`, 'delete user');
+      if (res.status !== 204 && res.status !== 404 && !res.ok) throw unavailable(`delete user: HTTP ${res.status}`);
     },
     async logout(id: string): Promise<void> {
       const res = await adminCall('POST', `/users/${encodeURIComponent(id)}/logout`, 'logout user');
-      if (res.status !== 204 && !res.ok) throw unavailable(`logout user: HTTP ${res.status}`);
+      // 404: the user was deleted in Keycloak, which ended its sessions there.
+      if (res.status !== 204 && res.status !== 404 && !res.ok) throw unavailable(`logout user: HTTP ${res.status}`);
     },
   };
 }
@@ -158,6 +209,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
   const kc = createKeycloakClient(deps.settings, deps.clock);
 
   function toTokenSet(body: TokenResponse): TokenSet {
+    if (typeof body?.access_token !== 'string' || !body.access_token) throw unavailable('token response without access_token');
     if (!body.refresh_token) throw unavailable('token response without refresh_token');
     return {
       access_token: body.access_token,
@@ -168,15 +220,30 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
     };
   }
 
+  /**
+   * A representation read for a GET + PUT without its `enabled` (Keycloak leaves a field the PUT
+   * omits as it is): only `setEnabled` writes it, so a disable done between another change's GET and
+   * PUT (an administrator's, here or in the realm) is not undone by that PUT.
+   */
+  const withoutEnabled = (rep: UserRepresentation): UserRepresentation => {
+    const { enabled: _enabled, ...rest } = rep;
+    return rest;
+  };
+
   // Platform-issued users (the bootstrap admin) have no Keycloak account to mirror.
   const atKeycloak = (user: UserRecord) => user.issuer === EXTERNAL_ISSUER;
 
-  async function mergeAttributes(user: UserRecord, change: (attributes: Record<string, string[]>) => void): Promise<void> {
+  /**
+   * GET + PUT of the user's attributes. `gone` says what a user the realm no longer has (deleted in
+   * Keycloak) means: nothing to change there ('ignore'), or a refusal ('fail', 502).
+   */
+  async function mergeAttributes(user: UserRecord, gone: 'ignore' | 'fail', change: (attributes: Record<string, string[]>) => void): Promise<void> {
     if (!atKeycloak(user)) return;
-    const rep = await kc.getUser(user.subject);
+    const rep = gone === 'fail' ? await kc.getUser(user.subject) : await kc.findUser(user.subject);
+    if (!rep) return;
     const attributes = { ...(rep.attributes ?? {}) };
     change(attributes);
-    await kc.updateUser(user.subject, { ...rep, attributes });
+    if (!(await kc.updateUser(user.subject, { ...withoutEnabled(rep), attributes })) && gone === 'fail') throw unavailable('update user: HTTP 404');
   }
 
   return {
@@ -191,24 +258,43 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
         attributes: { guest: ['true'], platform_user_id: [profile.userId] },
         credentials: [{ type: 'password', value: password, temporary: false }],
       });
+      // The guest's tokens before the platform's row is written: a realm that will not sign the new
+      // account in (a required action, direct grants off, down) leaves nothing behind, here or there.
+      let tokens: TokenSet;
+      try {
+        const res = await kc.tokenRequest({ grant_type: 'password', username: profile.username, password, scope: 'openid' }, 'guest token');
+        if (!res.ok) throw unavailable(`guest token: HTTP ${res.status}`);
+        tokens = toTokenSet(answerOf<TokenResponse>(res, 'guest token'));
+      } catch (error) {
+        await kc.deleteUser(subject).catch((cleanup: unknown) =>
+          deps.logger.warn({ err: (cleanup as Error).message, subject }, 'Keycloak guest left behind after its sign-in failed'),
+        );
+        throw error;
+      }
       return {
         issuer: EXTERNAL_ISSUER,
         subject,
         async tokens(_trx: Knex) {
-          const res = await kc.tokenRequest({ grant_type: 'password', username: profile.username, password, scope: 'openid' }, 'guest token');
-          if (!res.ok) throw unavailable(`guest token: HTTP ${res.status}`);
-          return toTokenSet(answerOf<TokenResponse>(res, 'guest token'));
+          return tokens;
         },
       };
     },
 
     async refresh(refreshToken) {
       const res = await kc.tokenRequest({ grant_type: 'refresh_token', refresh_token: refreshToken }, 'refresh');
-      if (res.status === 400 || res.status === 401) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
+      // Only a refusal of the token itself is the caller's: the realm's `invalid_client` or
+      // `unauthorized_client` (a wrong KEYCLOAK_CLIENT_SECRET, a client disabled) would otherwise tell
+      // every user their session ended, when it is the platform's client that Keycloak refuses.
+      if (res.status === 400 && refusesToken(res)) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
       if (!res.ok) throw unavailable(`refresh: HTTP ${res.status}`);
       const tokens = toTokenSet(answerOf<TokenResponse>(res, 'refresh'));
       // The token came straight from the realm's token endpoint; only its subject is read here.
-      const sub = decodeJwt(tokens.access_token).sub;
+      let sub: string | undefined;
+      try {
+        sub = decodeJwt(tokens.access_token).sub;
+      } catch (error) {
+        throw unavailable('refresh: the access token is not a JWT', error);
+      }
       const user = sub ? await users.byIssuerSubject(EXTERNAL_ISSUER, sub) : undefined;
       if (!user || user.disabled) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
       return { userId: user.id, tokens };
@@ -232,8 +318,8 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       if (holders.some((h) => h.id !== user.subject)) throw new ApiError(409, 'This e-mail is already registered', { param: 'email' });
       const rep = await kc.getUser(user.subject);
       const [firstName, ...rest] = (change.fullName ?? '').trim().split(/\s+/).filter(Boolean);
-      await kc.updateUser(user.subject, {
-        ...rep,
+      const updated = await kc.updateUser(user.subject, {
+        ...withoutEnabled(rep),
         email: change.email,
         // What the platform decided (UPGRADE_VERIFIES_EMAIL): the realm's tokens carry it as
         // email_verified, which the edge reads for the tier, and nobody proved this address.
@@ -242,10 +328,11 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
         ...(firstName ? { firstName, lastName: rest.join(' ') } : {}),
         attributes: { ...(rep.attributes ?? {}), guest: ['false'] },
       });
+      if (!updated) throw unavailable('update user: HTTP 404');
     },
 
     async apiKeyAdded(user, keyHash) {
-      await mergeAttributes(user, (attributes) => {
+      await mergeAttributes(user, 'fail', (attributes) => {
         const hashes = new Set(attributes[API_KEY_ATTRIBUTE] ?? []);
         hashes.add(keyHash);
         attributes[API_KEY_ATTRIBUTE] = [...hashes];
@@ -253,15 +340,19 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
     },
 
     async apiKeyRemoved(user, keyHash) {
-      await mergeAttributes(user, (attributes) => {
+      // A user deleted in Keycloak has no attributes left to drop the hash from.
+      await mergeAttributes(user, 'ignore', (attributes) => {
         attributes[API_KEY_ATTRIBUTE] = (attributes[API_KEY_ATTRIBUTE] ?? []).filter((h) => h !== keyHash);
       });
     },
 
     async setEnabled(user, enabled) {
       if (!atKeycloak(user)) return;
-      const rep = await kc.getUser(user.subject);
-      await kc.updateUser(user.subject, { ...rep, enabled });
+      // A user deleted in Keycloak has nothing to disable (or enable) there: the platform's side still
+      // changes, which is what cuts off its API keys and the rest of its access here.
+      const rep = await kc.findUser(user.subject);
+      if (!rep) return;
+      if (!(await kc.updateUser(user.subject, { ...rep, enabled }))) return;
       if (!enabled) await kc.logout(user.subject);
     },
   };
