@@ -1,6 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { DEFAULT_REQUEST_TIMEOUT_MSEC } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import {
   ApiError,
   collectToolCallDelta,
@@ -264,13 +265,13 @@ export function createToolsPort(options: { baseUrl: () => string; gatewayToken: 
       let connecting: Promise<Connection> | null = null;
       /** What `connecting` resolved to. */
       let connected: Connection | null = null;
-      const connect = (signal: AbortSignal) => {
+      const connect = (signal: AbortSignal, timeoutMs: number) => {
         if (connecting) return connecting;
         const attempt = (async () => {
           const headers = { [GATEWAY_TOKEN_HEADER]: options.gatewayToken, ...identityHeadersFor(principal) };
           const transport = new StreamableHTTPClientTransport(new URL('/v1/mcp', options.baseUrl()), { requestInit: { headers } });
           const client = new Client({ name: 'response-api', version: '1.0.0' });
-          await client.connect(transport, { signal });
+          await connectWithin(client, transport, signal, timeoutMs);
           return { client, transport, calls: 0, retired: false } as Connection;
         })();
         // Before any caller's continuation (reactions run in the order they were added).
@@ -301,7 +302,7 @@ export function createToolsPort(options: { baseUrl: () => string; gatewayToken: 
       return {
         async list() {
           if (cachedList && cachedList.expires > options.clock.now()) return cachedList.tools;
-          const { client } = await connect(openSignal);
+          const { client } = await connect(openSignal, DEFAULT_REQUEST_TIMEOUT_MSEC);
           const tools: ToolDescription[] = [];
           let cursor: string | undefined;
           do {
@@ -330,7 +331,7 @@ export function createToolsPort(options: { baseUrl: () => string; gatewayToken: 
           else callSignal.addEventListener('abort', stop, { once: true });
           let result;
           try {
-            connection = await connect(own.signal);
+            connection = await connect(own.signal, timeoutMs);
             own.signal.throwIfAborted();
             const used = connection;
             used.calls++;
@@ -358,6 +359,28 @@ export function createToolsPort(options: { baseUrl: () => string; gatewayToken: 
       };
     },
   };
+}
+
+/**
+ * Connects an MCP client within `timeoutMs` (a tool call's timeout: connecting is part of the call).
+ * The MCP SDK bounds `initialize`, but not the `notifications/initialized` POST that follows it,
+ * which a stalled mcp-tools could hold open for fetch's own five-minute header timeout. Past the
+ * bound the transport is closed (which ends that request) and the attempt fails as a request
+ * timeout, as a tool call past its timeout does.
+ */
+async function connectWithin(client: Client, transport: StreamableHTTPClientTransport, signal: AbortSignal, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new McpError(ErrorCode.RequestTimeout, `Connecting to mcp-tools did not finish within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    await Promise.race([client.connect(transport, { signal, timeout: timeoutMs }), timedOut]);
+  } catch (error) {
+    await transport.close().catch(() => {});
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface MediaPort {

@@ -63,7 +63,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
   /** The project of the response chained with `previous_response_id` when it belongs to no conversation. */
   let chainedProject: string | null = null;
   if (input.previous_response_id) {
-    const previous = await deps.store.find(principal.userId, input.previous_response_id);
+    const previous = await findEnded(deps, principal, input.previous_response_id);
     if (!previous) throw new ApiError(400, `Previous response with id '${input.previous_response_id}' not found.`, { code: 'previous_response_not_found', param: 'previous_response_id' });
     if (RUNNING.has(previous.status)) throw badRequest(`Previous response '${previous.id}' has not finished yet`, 'previous_response_id');
     conversationId = previous.body.conversation?.id ?? null;
@@ -217,8 +217,16 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     let context: ChatMessage[] | undefined;
     let failure: unknown = null;
     try {
-      if (queued && seenWhileRunning) await deps.store.save(id, { status: 'in_progress', body: response });
-      const progress = seenWhileRunning ? () => deps.store.save(id, { status: response.status, body: response }) : async () => {};
+      // A progress write only lets GET show the partial response: one the database fails (a blip, a
+      // failover) is logged and the loop goes on, rather than the whole response failing for it.
+      // The final write decides how the response is stored (and ends it `failed` if it fails too).
+      const progress = seenWhileRunning
+        ? () =>
+            deps.store
+              .save(id, { status: response.status, body: response })
+              .catch((error) => deps.logger.warn({ err: (error as Error).message, response_id: id }, 'storing the progress of a response failed: the loop goes on'))
+        : async () => {};
+      if (queued) await progress();
       const result = await runLoop(deps, plan, recorder, abort.signal, () => callerGone, progress);
       context = result.messages;
       if (response.status === 'completed' || response.status === 'incomplete') response.completed_at = unix(deps.clock.now());
@@ -630,7 +638,9 @@ export interface FollowOptions {
  * database fails (unavailable) is retried, for up to `endedWaitMs`.
  */
 export async function* responseEvents(deps: ResponsesDeps, principal: Principal, id: string, startingAfter: number | null, signal: AbortSignal, options: FollowOptions = {}): AsyncGenerator<KeptEvent[]> {
-  const row = await findOwned(deps, principal, id);
+  // As stored (a stale row is ended below, with its kept events first): the stream reads, the sweep writes.
+  const row = await deps.store.find(principal.userId, id);
+  if (!row) throw notFound(`Response with id '${id}' not found.`);
   if (!row.background) throw badRequest(`Response '${id}' was not created with background: true: only a background response can be streamed again (its events are not kept); retrieve it without stream`, 'stream');
   let after = startingAfter ?? -1;
   const pageSize = options.pageSize ?? REPLAY_PAGE;
@@ -708,9 +718,27 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 async function findOwned(deps: ResponsesDeps, principal: Principal, id: string): Promise<ResponseRow> {
-  const row = await deps.store.find(principal.userId, id);
+  const row = await findEnded(deps, principal, id);
   if (!row) throw notFound(`Response with id '${id}' not found.`);
   return row;
+}
+
+/**
+ * A response of the caller as stored. One still queued or running past the longest a loop runs
+ * (`longestLoopMs`) has no loop left: the process running it stopped. It is ended here as the sweep
+ * ends it (`failed` with the interrupted error), not answered `in_progress` until the next purge
+ * pass (up to RESPONSES_PURGE_INTERVAL_MS later, never when that is 0), so a client polling it, a
+ * cancel and a `previous_response_id` chaining from it all see the end a stream of it sees.
+ */
+async function findEnded(deps: ResponsesDeps, principal: Principal, id: string): Promise<ResponseRow | undefined> {
+  const row = await deps.store.find(principal.userId, id);
+  if (!row || !RUNNING.has(row.status)) return row;
+  const createdBefore = deps.clock.now() - longestLoopMs(deps);
+  if (row.created_at.getTime() >= createdBefore) return row;
+  if (await deps.store.markOneInterrupted(principal.userId, id, new Date(createdBefore), INTERRUPTED_ERROR)) {
+    deps.logger.warn({ response_id: id }, 'a response left running by a stopped process marked failed');
+  }
+  return deps.store.find(principal.userId, id);
 }
 
 export async function listInputItems(deps: ResponsesDeps, principal: Principal, id: string, query: { limit: number; order: 'asc' | 'desc'; after?: string; before?: string }) {

@@ -118,6 +118,21 @@ export function createResponseStore(knex: Knex) {
         .update({ status: 'failed', body: knex.raw('body || ?::jsonb', [patch]) as any });
     },
 
+    /**
+     * `markInterrupted` for one response of its owner: a read that finds it still queued or running
+     * past the longest a loop runs ends it as the sweep would, at once (the sweep may be an hour
+     * away, or off). Whether it did.
+     */
+    async markOneInterrupted(userId: string, id: string, createdBefore: Date, error: { code: string; message: string }): Promise<boolean> {
+      const patch = json({ status: 'failed', error });
+      const changed = await table()
+        .where({ id, user_id: userId })
+        .whereIn('status', RUNNING_STATUSES)
+        .where('created_at', '<', createdBefore)
+        .update({ status: 'failed', body: knex.raw('body || ?::jsonb', [patch]) as any });
+      return changed > 0;
+    },
+
     async purgeExpired(now: Date): Promise<number> {
       return table().where('expires_at', '<=', now).delete();
     },
