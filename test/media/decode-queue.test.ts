@@ -3,7 +3,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { ApiError } from '../../services/kit/index.js';
+import { ApiError, createEgressGuard } from '../../services/kit/index.js';
+import { completeUpload, type MediaDeps } from '../../services/media-api/media/media.js';
 import { createDecodeSlots, createFilesystemStorage, createMediaStore, createUrlSigner, finalizeUpload, mediaMigrations, sanitize } from '../../domains/media/index.js';
 import { openTestRuntime } from '../helpers/env.js';
 import { createTestUser } from '../helpers/users.js';
@@ -72,7 +73,9 @@ test("a client's complete of a direct upload is bounded alike (503, the upload s
 
   let release!: () => void;
   const holding = withSlot(() => new Promise<void>((resolve) => (release = resolve)));
-  await t.throwsAsync(finalizeUpload(deps, id, true), { instanceOf: ApiError, message: /retry in a moment/ });
+  // The client's complete, as the route calls it.
+  const media = { ...deps, guard: createEgressGuard(), sources: {} as MediaDeps['sources'], urlTtlSeconds: 60, urlMaxTtlSeconds: 3600, uploadTtlSeconds: 900 };
+  await t.throwsAsync(completeUpload(media, user.id, id), { instanceOf: ApiError, message: /retry in a moment/ });
   t.is((await deps.store.byId(id))!.state, 'completing');
   const worker = finalizeUpload(deps, id);
   release();

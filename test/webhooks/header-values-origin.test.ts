@@ -144,6 +144,7 @@ test.serial('a PATCH moving the webhook, racing one that adds a header for the o
   const error = await t.throwsAsync(updateWebhook(deps, id, { url: other.url('/collect') }));
   t.true(error instanceof ApiError);
   t.is((error as ApiError).status, 409);
+  t.is((error as ApiError).param, 'headers');
   const stored = (await stack.api('GET', `/v1/admin/webhooks/${id}`)).body;
   t.is(stored.url, home.url('/a'));
   t.is((await deliveredHeaders(home, id)).authorization, TOKEN);

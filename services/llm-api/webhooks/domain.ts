@@ -229,7 +229,11 @@ export async function updateWebhook(deps: WebhooksDeps, id: string, input: Updat
   const guarded = patch.headers !== undefined || newOrigin;
   const updated = await deps.webhooks.update(id, patch, new Date(deps.clock.now()), guarded ? row : undefined);
   if (!updated) {
-    if (guarded && (await deps.webhooks.get(id))) throw conflict(`webhook ${id} was changed while this request ran (its url or headers); read it again and resend`, 'url');
+    const current = guarded ? await deps.webhooks.get(id) : undefined;
+    if (current) {
+      const moved = current.url !== row.url;
+      throw conflict(`webhook ${id} was changed while this request ran (its ${moved ? 'url' : 'headers'}); read it again and resend`, moved ? 'url' : 'headers');
+    }
     throw new ApiError(404, `No webhook with id ${id}`, { param: 'webhook_id' });
   }
   return presentWebhook(updated, deps.clock.now());

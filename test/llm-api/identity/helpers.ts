@@ -93,17 +93,19 @@ export function identityOf(runtime: Runtime, overrides: Partial<BaseConfig> = {}
 
 /**
  * The passwords domain over a service's database with `verify` in place of scrypt's check (a test
- * holds or counts the checks), its lockout settings `maxFailures` (5) and `lockoutSeconds` (900).
+ * holds or counts the checks), its lockout settings `maxFailures` (5) and `lockoutSeconds` (900),
+ * and a store of the test's own (one that holds a read) when given.
  */
 export function passwordsWith(
   svc: Pick<TestService, 'runtime'>,
   clock: Clock,
   verify: (password: string, encoded: string) => Promise<boolean>,
   lockout: { maxFailures: number; lockoutSeconds: number } = { maxFailures: 5, lockoutSeconds: 900 },
+  store = createPasswordStore(svc.runtime.db.knex),
 ) {
   const identity = identityOf(svc.runtime);
   return createPasswords({
-    store: createPasswordStore(svc.runtime.db.knex),
+    store,
     users: identity.users,
     provider: identity.provider,
     refreshTokens: identity.refreshTokens,

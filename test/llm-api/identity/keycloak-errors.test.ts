@@ -217,3 +217,24 @@ test.serial('a cached service-account token the realm refuses before its expiry 
   assertError(t, await call(svc, 'POST', '/llm/auth/guest-login'), 502);
   t.is(nock.pendingMocks().length, 1, 'one admin call only');
 });
+
+test.serial('a renewed service-account token the realm refuses too is not kept: the next call asks for a new one first', async (t) => {
+  await kcGuest('e0000000-0000-4000-8000-000000000008'); // a service-account token is cached
+  nock.cleanAll();
+  // The cached token is refused, and so is the one renewed for the retry.
+  nock(KC, asAdmin).post(`${ADMIN}/users`).reply(401, {});
+  nock(KC).post(TOKEN_PATH, grant('client_credentials')).reply(200, { access_token: 'admin-token-refused', expires_in: 3600, token_type: 'Bearer' });
+  nock(KC, { reqheaders: { authorization: 'Bearer admin-token-refused' } }).post(`${ADMIN}/users`).reply(401, {});
+  assertError(t, await call(svc, 'POST', '/llm/auth/guest-login'), 502);
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+
+  // The next call fetches a token before its admin call: only a request with the new one is answered.
+  nock.cleanAll();
+  const kcId = 'e0000000-0000-4000-8000-000000000009';
+  nock(KC).post(TOKEN_PATH, grant('client_credentials')).reply(200, { access_token: 'admin-token-fresh', expires_in: 3600, token_type: 'Bearer' });
+  nock(KC, { reqheaders: { authorization: 'Bearer admin-token-fresh' } }).post(`${ADMIN}/users`).reply(201, '', { Location: `${KC}${ADMIN}/users/${kcId}` });
+  nock(KC).post(TOKEN_PATH, grant('password')).reply(200, await kcTokens(kcId, 'after-refusals'));
+  const r = await call(svc, 'POST', '/llm/auth/guest-login');
+  t.is(r.status, 201, JSON.stringify(r.body));
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+});

@@ -5,6 +5,7 @@ import { createPasswordStore } from '../../../services/llm-api/identity/password
 import { verifyPassword } from '../../../services/llm-api/identity/passwords/hashing.js';
 import { startTestService, type TestService } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
+import { waitFor } from '../../helpers/wait.js';
 import { call, identityOf, passwordsWith } from './helpers.js';
 
 // A sign-in whose password was checked just before the password was changed or reset must not
@@ -116,4 +117,60 @@ test.serial('two password changes with the same current password at once: the la
   const hash = (await createPasswordStore(svc.runtime.db.knex).hashOf(user.id))!;
   t.true(await verifyPassword(first, hash));
   t.false(await verifyPassword(second, hash));
+});
+
+test.serial('two first passwords set at once (no password yet): one is stored, the other is a 409, never a silent overwrite', async (t) => {
+  const user = await createTestUser(svc.runtime.db.knex); // signed up without a password: no current one to give
+  const real = createPasswordStore(svc.runtime.db.knex);
+  // Both changes read "no password yet"; the first to store one keeps its transaction open until the
+  // second's write waits on it, so the second writes over a row it could not see when it read.
+  let arrived = 0;
+  let bothRead!: () => void;
+  const barrier = new Promise<void>((resolve) => (bothRead = resolve));
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let writes = 0;
+  const holdFirstWrite = async () => {
+    if (++writes === 1) await released;
+  };
+  const store: typeof real = {
+    ...real,
+    async hashOf(userId, db) {
+      const hash = await real.hashOf(userId, db);
+      if (db === undefined && ++arrived <= 2) {
+        if (arrived === 2) bothRead();
+        await barrier;
+      }
+      return hash;
+    },
+    async insertHashIfNone(db, userId, hash, now) {
+      const inserted = await real.insertHashIfNone(db, userId, hash, now);
+      await holdFirstWrite();
+      return inserted;
+    },
+    async setHash(db, userId, hash, now) {
+      await real.setHash(db, userId, hash, now);
+      await holdFirstWrite();
+    },
+  };
+  const passwords = passwordsWith(svc, clock, async () => false, undefined, store);
+  const a = `first-a-${randomBase62(20)}`;
+  const b = `first-b-${randomBase62(20)}`;
+  const both = Promise.all([outcome(passwords.change(user.id, undefined, a)), outcome(passwords.change(user.id, undefined, b))]);
+  // The second change's write waits for the first's transaction.
+  await waitFor(async () => {
+    const waiting = await svc.runtime.db.knex.raw("select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%identity_passwords%'");
+    return waiting.rows.length > 0;
+  }, 30_000, 'the second write waiting on the first');
+  release();
+  const [ra, rb] = await both;
+  t.deepEqual([ra.status, rb.status].sort(), [200, 409], JSON.stringify([ra, rb]));
+  const winner = ra.status === 200 ? a : b;
+  const loser = ra.status === 200 ? b : a;
+  const hash = (await real.hashOf(user.id))!;
+  t.true(await verifyPassword(winner, hash));
+  t.false(await verifyPassword(loser, hash));
+  t.like(ra.status === 409 ? ra : rb, { code: 'conflict' });
+  // The winner's session is the one left.
+  t.is(await liveRefreshTokens(user.id), 1);
 });

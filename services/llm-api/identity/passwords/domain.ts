@@ -240,12 +240,16 @@ export function createPasswords(deps: PasswordDeps) {
       }
       const newHash = await hashPassword(next);
       await store.knex.transaction(async (trx) => {
-        // The current password was checked against `hash`: another change that landed meanwhile is
-        // not overwritten (its owner would lose the password just set, and its session), 409.
-        if ((await store.lockedHashOf(trx, userId)) !== hash) {
-          throw new ApiError(409, 'The password was changed by another request while this one ran; sign in with the new password', { param: 'current_password' });
+        // The current password was checked against `hash` (none: a first password): another change
+        // that landed meanwhile is not overwritten (its owner would lose the password just set, and
+        // its session), 409.
+        let landed: boolean;
+        if (hash === undefined) landed = await store.insertHashIfNone(trx, userId, newHash, clock.now());
+        else {
+          landed = (await store.lockedHashOf(trx, userId)) === hash;
+          if (landed) await store.setHash(trx, userId, newHash, clock.now());
         }
-        await store.setHash(trx, userId, newHash, clock.now());
+        if (!landed) throw new ApiError(409, 'The password was changed by another request while this one ran; sign in with the new password', { param: 'current_password' });
         await refreshTokens.revokeUser(trx, userId);
       });
       deps.logger.info({ userId }, 'password changed');

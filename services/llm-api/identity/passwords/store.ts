@@ -62,6 +62,11 @@ export function createPasswordStore(knex: Knex) {
       const row = await trx('identity_passwords').where({ user_id: userId }).forUpdate().first('hash');
       return row?.hash;
     },
+    /** Stores a first password; false when the user has one already (another request set it first). */
+    async insertHashIfNone(db: Knex, userId: string, hash: string, now: number): Promise<boolean> {
+      const inserted = await db('identity_passwords').insert({ user_id: userId, hash, updated_at: now }).onConflict('user_id').ignore().returning('user_id');
+      return inserted.length > 0;
+    },
     async setHash(db: Knex, userId: string, hash: string, now: number): Promise<void> {
       await db('identity_passwords').insert({ user_id: userId, hash, updated_at: now }).onConflict('user_id').merge(['hash', 'updated_at']);
     },

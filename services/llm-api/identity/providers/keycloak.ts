@@ -127,7 +127,10 @@ export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
     if (adminToken?.value === token) adminToken = null;
     if (!cached) return res;
     const renewed = await admin();
-    return send(`${adminPath}${path}`, { method, headers: { authorization: `Bearer ${renewed}` }, json: body }, what);
+    const again = await send(`${adminPath}${path}`, { method, headers: { authorization: `Bearer ${renewed}` }, json: body }, what);
+    // A renewed token refused too is not kept: the next call asks for a new one at once.
+    if (again.status === 401 && adminToken?.value === renewed) adminToken = null;
+    return again;
   }
 
   /** The user, or undefined when the realm has no such user (deleted in Keycloak). */
