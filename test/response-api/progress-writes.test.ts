@@ -1,10 +1,9 @@
 import test from 'ava';
-import type { Principal } from '../../services/kit/index.js';
 import type { ChatCompletion, LlmPort } from '../../services/response-api/responses/ports.js';
 import { createResponse } from '../../services/response-api/responses/responses.js';
 import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
-import { createResponseStore, type ResponseStore } from '../../services/response-api/responses/store.js';
-import { responsesDomainDeps, startResponsesPlatform, type ResponsesPlatform } from '../responses/harness.js';
+import type { ResponseStore } from '../../services/response-api/responses/store.js';
+import { responsesDomainDeps, type ResponsesPlatform, domainSuite, principalOf } from '../responses/harness.js';
 
 // A streamed or background response is written while it runs (when tool calls start, after each
 // step) only so that GET shows its progress. The database failing one of those writes (a blip, a
@@ -12,17 +11,13 @@ import { responsesDomainDeps, startResponsesPlatform, type ResponsesPlatform } f
 let p: ResponsesPlatform;
 let store: ResponseStore;
 
-test.before(async () => {
-  p = await startResponsesPlatform({ RESPONSES_PURGE_INTERVAL_MS: '0' });
-  store = createResponseStore(p.runtime.db.knex);
-});
-test.after.always(async () => {
-  await p?.stop();
+domainSuite(test, (platform, responses) => {
+  p = platform;
+  store = responses;
 });
 
 let users = 0;
 const newUserId = () => `user_progress_${process.pid}_${++users}`;
-const principalOf = (userId: string): Principal => ({ userId, subject: userId, email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false });
 const usage = { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 };
 const fn = { type: 'function' as const, name: 'get_weather', parameters: { type: 'object', properties: {} }, strict: false };
 

@@ -1,12 +1,12 @@
 import test from 'ava';
-import { ManualClock, type Principal } from '../../services/kit/index.js';
+import { ManualClock } from '../../services/kit/index.js';
 import { longestLoopMs } from '../../services/response-api/responses/loop.js';
 import type { ChatCompletion, LlmPort } from '../../services/response-api/responses/ports.js';
 import { INTERRUPTED_ERROR } from '../../services/response-api/responses/purge.js';
 import { cancelResponse, createResponse, getResponse } from '../../services/response-api/responses/responses.js';
 import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
-import { createResponseStore, type ResponseStore } from '../../services/response-api/responses/store.js';
-import { responsesDomainDeps, startResponsesPlatform, type ResponsesPlatform } from '../responses/harness.js';
+import type { ResponseStore } from '../../services/response-api/responses/store.js';
+import { responsesDomainDeps, type ResponsesPlatform, domainSuite, principalOf } from '../responses/harness.js';
 
 // A response left queued or running by a process that stopped (a crash) is ended by the sweep, which
 // runs once per RESPONSES_PURGE_INTERVAL_MS (an hour by default, never when 0). A read that finds one
@@ -15,17 +15,13 @@ import { responsesDomainDeps, startResponsesPlatform, type ResponsesPlatform } f
 let p: ResponsesPlatform;
 let store: ResponseStore;
 
-test.before(async () => {
-  p = await startResponsesPlatform({ RESPONSES_PURGE_INTERVAL_MS: '0' });
-  store = createResponseStore(p.runtime.db.knex);
-});
-test.after.always(async () => {
-  await p?.stop();
+domainSuite(test, (platform, responses) => {
+  p = platform;
+  store = responses;
 });
 
 let users = 0;
 const newUserId = () => `user_stale_${process.pid}_${++users}`;
-const principalOf = (userId: string): Principal => ({ userId, subject: userId, email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false });
 const answer = (content: string): ChatCompletion => ({ choices: [{ message: { content }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } });
 const llm: LlmPort = {
   complete: async () => answer('continued'),

@@ -1,11 +1,12 @@
 import { readdir, readFile } from 'node:fs/promises';
-import type { ExecutionContext } from 'ava';
+import type { ExecutionContext, TestFn } from 'ava';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startMcpPlatform, type McpPlatform } from '../mcp/helpers.js';
 import type { LlmPort } from '../../services/response-api/responses/ports.js';
 import type { ResponsesDeps } from '../../services/response-api/responses/responses.js';
-import type { ResponseStore } from '../../services/response-api/responses/store.js';
+import { createResponseStore, type ResponseStore } from '../../services/response-api/responses/store.js';
+import type { Principal } from '../../services/kit/index.js';
 
 /**
  * The whole platform behind the embedded edge with a scripted fake provider serving `fake-model`,
@@ -45,6 +46,25 @@ export async function startResponsesPlatform(env: Record<string, string | undefi
  * directly: the platform's clock, logger and database (through `store`), no platform tools unless
  * `overrides` gives some, and ports that answer as the case needs.
  */
+/** A caller of the Responses domain functions: the user `userId`, signed in with an API key. */
+export const principalOf = (userId: string): Principal => ({ userId, subject: userId, email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false });
+
+/**
+ * The platform for a file of domain-level tests, and the response store over its database, handed
+ * to `ready`: started before the file's tests, stopped after them. `env`: its settings over the
+ * default, which turns the purge sweep off (RESPONSES_PURGE_INTERVAL_MS=0).
+ */
+export function domainSuite(test: TestFn, ready: (platform: ResponsesPlatform, store: ResponseStore) => void, env: Record<string, string | undefined> = {}): void {
+  let platform: ResponsesPlatform | undefined;
+  test.before(async () => {
+    platform = await startResponsesPlatform({ RESPONSES_PURGE_INTERVAL_MS: '0', ...env });
+    ready(platform, createResponseStore(platform.runtime.db.knex));
+  });
+  test.after.always(async () => {
+    await platform?.stop();
+  });
+}
+
 export function responsesDomainDeps(p: ResponsesPlatform, store: ResponseStore, llm: LlmPort, overrides: Partial<ResponsesDeps> = {}): ResponsesDeps {
   return {
     store,

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
-import { ApiError, ManualClock, systemClock, type Principal } from '../../services/kit/index.js';
+import { ApiError, ManualClock, systemClock } from '../../services/kit/index.js';
 import { longestLoopMs, runLoop, type LoopPlan } from '../../services/response-api/responses/loop.js';
 import { createToolsPort, type ChatCompletion, type LlmPort } from '../../services/response-api/responses/ports.js';
 import { buildResponsesDeps } from '../../services/response-api/deps.js';
@@ -9,8 +9,8 @@ import { INTERRUPTED_ERROR, startRetentionPurge } from '../../services/response-
 import { ResponseRecorder, type ResponseObject, type StreamEvent } from '../../services/response-api/responses/recorder.js';
 import { cancelResponse, createResponse, type ResponsesDeps } from '../../services/response-api/responses/responses.js';
 import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
-import { createResponseStore, type ResponseRow, type ResponseStore } from '../../services/response-api/responses/store.js';
-import { checkStream, lastToolOutput, MODEL, responsesDomainDeps, startResponsesPlatform, streamResponse, type ResponsesPlatform } from './harness.js';
+import { type ResponseRow, type ResponseStore } from '../../services/response-api/responses/store.js';
+import { checkStream, lastToolOutput, MODEL, responsesDomainDeps, streamResponse, type ResponsesPlatform, domainSuite, principalOf } from './harness.js';
 
 // How a response ends, whatever happens on the way: text no database can store, a store that
 // fails, a caller that left before the loop started, a step past its timeout, mcp-tools out of
@@ -20,17 +20,13 @@ import { checkStream, lastToolOutput, MODEL, responsesDomainDeps, startResponses
 let p: ResponsesPlatform;
 let store: ResponseStore;
 
-test.before(async () => {
-  p = await startResponsesPlatform({ RESPONSES_PURGE_INTERVAL_MS: '0', RESPONSES_TOOLS_CACHE_MS: '0' });
-  store = createResponseStore(p.runtime.db.knex);
-});
-test.after.always(async () => {
-  await p?.stop();
-});
+domainSuite(test, (platform, responses) => {
+  p = platform;
+  store = responses;
+}, { RESPONSES_TOOLS_CACHE_MS: '0' });
 
 let users = 0;
 const newUserId = () => `user_lifecycle_${process.pid}_${++users}`;
-const principalOf = (userId: string): Principal => ({ userId, subject: userId, email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false });
 const request = (fields: Record<string, unknown> = {}) => ({ model: 'm', input: 'hello', tools: [], ...fields }) as CreateResponseRequest;
 const live = () => new AbortController().signal;
 

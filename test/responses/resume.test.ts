@@ -1,6 +1,6 @@
 import test from 'ava';
 import { BadRequestError, NotFoundError } from 'openai';
-import { ApiError, ManualClock, type Principal } from '../../services/kit/index.js';
+import { ApiError, ManualClock } from '../../services/kit/index.js';
 import { createResponseEventLog } from '../../services/response-api/responses/event-log.js';
 import { longestLoopMs } from '../../services/response-api/responses/loop.js';
 import type { LlmPort } from '../../services/response-api/responses/ports.js';
@@ -8,8 +8,8 @@ import { INTERRUPTED_ERROR, startRetentionPurge } from '../../services/response-
 import type { StreamEvent } from '../../services/response-api/responses/recorder.js';
 import { createResponse, responseEvents, type FollowOptions, type KeptEvent } from '../../services/response-api/responses/responses.js';
 import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
-import { createResponseStore, type ResponseEventRow, type ResponseStore } from '../../services/response-api/responses/store.js';
-import { checkStream, MODEL, responsesDomainDeps, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
+import { type ResponseEventRow, type ResponseStore } from '../../services/response-api/responses/store.js';
+import { checkStream, MODEL, responsesDomainDeps, type ResponsesPlatform, domainSuite, principalOf } from './harness.js';
 
 // Streaming a background response again: `GET /v1/responses/{id}?stream=true&starting_after=N`
 // (the SDK's `responses.retrieve(id, {stream: true, starting_after})`) replays the kept events
@@ -18,12 +18,9 @@ import { checkStream, MODEL, responsesDomainDeps, startResponsesPlatform, type R
 let p: ResponsesPlatform;
 let store: ResponseStore;
 
-test.before(async () => {
-  p = await startResponsesPlatform({ RESPONSES_PURGE_INTERVAL_MS: '0' });
-  store = createResponseStore(p.runtime.db.knex);
-});
-test.after.always(async () => {
-  await p?.stop();
+domainSuite(test, (platform, responses) => {
+  p = platform;
+  store = responses;
 });
 
 const keptEvents = (id: string) => p.runtime.db.knex('response_events').where({ response_id: id }).orderBy('sequence_number').select('sequence_number', 'type', 'data', 'created_at');
@@ -138,7 +135,6 @@ test('deleting a background response removes its kept events', async (t) => {
 
 let users = 0;
 const newUserId = () => `user_resume_${process.pid}_${++users}`;
-const principalOf = (userId: string): Principal => ({ userId, subject: userId, email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false });
 const insertBackground = (userId: string, id: string, status = 'in_progress', createdAt = Date.now()) =>
   store.insert({
     id,
