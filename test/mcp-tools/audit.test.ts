@@ -123,11 +123,14 @@ test('scrape: a page too complex to read in time is given up at SCRAPE_TIMEOUT_M
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   try {
-    const client = await p.client(key);
+    // A user of its own: one user's pages are read one at a time (one of the two reading threads),
+    // so this page, held for the whole bound, would make the other tests' pages of `key` wait it out.
+    const { key: ownKey } = await p.newUser();
+    const client = await p.client(ownKey);
     let scrapeAnswered = false;
     const scraping = client.callTool({ name: 'scrape', arguments: { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/deep` } }).finally(() => (scrapeAnswered = true));
     await pageSent;
-    const list = await p.rpc(key, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const list = await p.rpc(ownKey, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
     t.is(list.status, 200);
     t.is(list.json.result.tools.length, 5);
     t.false(scrapeAnswered, 'tools/list was answered while the page was being read');
