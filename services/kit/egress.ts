@@ -4,6 +4,7 @@ import https from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { ApiError } from './errors.js';
 import { embeddedIpv4 } from './ip.js';
+import { trimTrailing } from './strings.js';
 
 /**
  * The egress guard for user-supplied URLs (media download, scrape, webhooks). It refuses private,
@@ -62,12 +63,8 @@ const BLOCKED_NAMES = [/^localhost$/i, /\.localhost$/i, /^metadata(\.google\.int
  * trailing dots (`LOCALHOST.` is the fully qualified spelling of `localhost`).
  */
 export function normalizeHost(host: string): string {
-  const name = host.toLowerCase().replace(/^\[|\]$/g, '');
-  // Trailing dots cut by a scan from the end: `/\.+$/` is tried from every dot, quadratic in a
-  // run of dots that does not end the name (a host from a URL or a redirect's Location).
-  let end = name.length;
-  while (end > 0 && name.charCodeAt(end - 1) === 46) end--;
-  return end === name.length ? name : name.slice(0, end);
+  // A host from a URL or a redirect's Location may hold any run of dots.
+  return trimTrailing(host.toLowerCase().replace(/^\[|\]$/g, ''), '.');
 }
 
 /** Why `address` may not be contacted, or null when it is a public address. */

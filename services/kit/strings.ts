@@ -14,6 +14,18 @@ export function startsWithAny(text: string, prefixes: readonly string[]): boolea
 }
 
 /**
+ * `text` without the run of `char` (one UTF-16 unit) it ends with. A scan from the end: `/x+$/` is
+ * tried from every `x` and runs to the end each time, quadratic in a run of them that does not end
+ * the text ("====…=A"), so a request of a few hundred KB would hold the event loop for minutes.
+ */
+export function trimTrailing(text: string, char: string): string {
+  const code = char.charCodeAt(0);
+  let end = text.length;
+  while (end > 0 && text.charCodeAt(end - 1) === code) end--;
+  return end === text.length ? text : text.slice(0, end);
+}
+
+/**
  * `bytes.toString('utf8')`, faster for large text that is not all ASCII. V8's UTF-8 decoder slows
  * down more than in proportion to the length once any character is not ASCII (40 KiB of a chat's
  * history: ~47 µs, where ICU's transcoder and a UTF-16 copy take ~17; at 8 KiB they are even).

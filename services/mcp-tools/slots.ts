@@ -19,6 +19,9 @@ export function createSlots(size: number) {
 }
 export type Slots = ReturnType<typeof createSlots>;
 
+/** How many of `size` shared slots (or threads) one user may hold at once: half, at least one. */
+export const perUserShare = (size: number): number => Math.max(1, Math.ceil(size / 2));
+
 /** Why `createSharedSlots().take` gave no slot: every slot is taken, or the user holds their share. */
 export type SlotRefusal = { full: true } | { full: false; held: number };
 
@@ -29,7 +32,7 @@ export type SlotRefusal = { full: true } | { full: false; held: number };
  */
 export function createSharedSlots(size: number) {
   const slots = createSlots(size);
-  const perUser = Math.max(1, Math.ceil(size / 2));
+  const perUser = perUserShare(size);
   const heldBy = new Map<string, number>();
   return {
     /** A free slot number for `userId`, or why there is none (a full set is said first). */

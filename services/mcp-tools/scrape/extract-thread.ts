@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { perUserShare } from '../slots.js';
 import type { Extracted } from './extract.js';
 
 /**
@@ -29,7 +30,7 @@ const WORKER_HEAP_MB = 512;
 /** Pages read at once per process (each on a thread of its own). */
 const EXTRACT_THREADS = 2;
 /** Threads one user's pages may hold at once. */
-const THREADS_PER_USER = Math.max(1, Math.ceil(EXTRACT_THREADS / 2));
+const THREADS_PER_USER = perUserShare(EXTRACT_THREADS);
 
 interface Job {
   input: { html: string; url: string; format: 'text' | 'markdown' };

@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import busboy from 'busboy';
-import { ApiError, bodyTooLarge, EgressRefusedError, type EgressGuard } from '../../kit/index.js';
+import { ApiError, bodyTooLarge, EgressRefusedError, trimTrailing, type EgressGuard } from '../../kit/index.js';
 
 /**
  * Where upload bytes come from: a URL (through the kit's egress guard), base64, a data URL, or a
@@ -58,12 +58,7 @@ const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
  */
 export function decodeBase64(data: string, maxBytes: number, param: string): Buffer {
   const compact = data.replace(/\s+/g, '');
-  // The padding is cut with a scan from the end, not `/=+$/`: that regex is tried from every `=`
-  // and runs to the end each time, quadratic in a run of `=` not at the end ("====…=A"), so one
-  // request of a few hundred KB would hold the event loop for minutes.
-  let end = compact.length;
-  while (end > 0 && compact.charCodeAt(end - 1) === 0x3d) end--;
-  const unpadded = compact.slice(0, end);
+  const unpadded = trimTrailing(compact, '=');
   if (!BASE64.test(compact) || unpadded.length % 4 === 1 || (compact.length > unpadded.length && compact.length % 4 !== 0)) {
     throw new ApiError(400, 'The data is not valid base64', { param });
   }
