@@ -15,6 +15,9 @@ import { trimTrailing } from './strings.js';
  * without the caller's Authorization, Proxy-Authorization and Cookie headers).
  */
 
+/** The reason of the refusal of a redirect past the caller's bound (callers may say it their own way). */
+export const TOO_MANY_REDIRECTS = 'too many redirects';
+
 export class EgressRefusedError extends Error {
   /**
    * The refused destination as scheme and host (`https://hooks.example.com:8443`): never its path,
@@ -336,7 +339,7 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
       const response = await toAnyAddress(target, { ...opts, method, body, headers });
       const location = response.headers.location;
       if (REDIRECTS.has(response.status) && location && maxRedirects > 0) {
-        if (hop >= maxRedirects) throw new EgressRefusedError(current, 'too many redirects');
+        if (hop >= maxRedirects) throw new EgressRefusedError(current, TOO_MANY_REDIRECTS);
         let next: URL;
         try {
           next = new URL(location, current);

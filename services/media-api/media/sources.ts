@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import busboy from 'busboy';
-import { ApiError, bodyTooLarge, EgressRefusedError, trimTrailing, type EgressGuard } from '../../kit/index.js';
+import { ApiError, bodyTooLarge, EgressRefusedError, TOO_MANY_REDIRECTS, trimTrailing, type EgressGuard } from '../../kit/index.js';
 
 /**
  * Where upload bytes come from: a URL (through the kit's egress guard), base64, a data URL, or a
@@ -40,7 +40,7 @@ export async function fetchSource(guard: EgressGuard, url: string, limits: Sourc
     if (error instanceof ApiError) throw error;
     if (error instanceof EgressRefusedError) {
       // The guard refuses the redirect past the limit itself: said as the docs say it, with the limit.
-      if (error.reason === 'too many redirects') throw new ApiError(400, `The URL redirected more than ${limits.maxRedirects} times`, { param });
+      if (error.reason === TOO_MANY_REDIRECTS) throw new ApiError(400, `The URL redirected more than ${limits.maxRedirects} times`, { param });
       throw new ApiError(400, `The URL is not allowed: ${error.reason}`, { param });
     }
     const code = (error as { code?: string; name?: string }).code;
