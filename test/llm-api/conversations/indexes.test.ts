@@ -82,7 +82,10 @@ test.before(async () => {
   }
   await batchInsert('conversation_items', items);
   await batchInsert('branch_items', refs);
-  await knex.raw('analyze');
+  // This file's tables only: a bare ANALYZE reads every schema of the shared database (every other
+  // test file's too), which at a busy moment ran past the statement timeout.
+  const tables: string[] = await knex('pg_tables').where({ schemaname: knex.raw('current_schema()') }).pluck('tablename');
+  for (const table of tables) await knex.raw('analyze ??', [table]);
 
   const userId = users[Math.floor(USERS / 2)]!;
   const conv = conversations.find((c) => c.user_id === userId && c.project_id)!;
