@@ -202,10 +202,69 @@ export function parseJsonText(text: string, options: { maxDepth?: number; depth?
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new ApiError(400, `Malformed JSON in request body: ${printable((error as Error).message)}`, { param: 'body' });
+    throw new ApiError(400, `Malformed JSON in request body: ${jsonErrorWithoutText((error as Error).message, text)}`, { param: 'body' });
   }
   assertStorable(value, [], options.bytes !== undefined && options.bytes.indexOf(UNICODE_ESCAPE) === -1);
   return value;
+}
+
+/**
+ * V8's message for an unexpected token quotes the text around it (`Unexpected token 'x', "{"password":x…" is
+ * not valid JSON`): the sender's own secrets would come back in the answer, and into any log of it. Such
+ * a message is replaced by the position of the error; V8's other messages quote nothing, and get the
+ * position when they do not name one. Only on the failure path.
+ */
+function jsonErrorWithoutText(message: string, text: string): string {
+  if (/is not valid JSON|Unexpected token/.test(message)) return `Unexpected token in JSON at position ${jsonSyntaxErrorOffset(text)}`;
+  // "Unexpected end of JSON input" names no position: the end is where the text stops.
+  return /at position \d+/.test(message) ? printable(message) : `${printable(message)} at position ${jsonSyntaxErrorOffset(text)}`;
+}
+
+/** The offset of the first syntax error in JSON text (its length when the text merely ends early). */
+function jsonSyntaxErrorOffset(text: string): number {
+  let i = 0;
+  const space = () => {
+    while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) i++;
+  };
+  const sticky = (re: RegExp) => {
+    re.lastIndex = i;
+    const m = re.exec(text);
+    if (!m) return false;
+    i += m[0].length;
+    return true;
+  };
+  const STRING = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
+  const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+  const LITERAL = /true|false|null/y;
+  // The nesting was bounded before the parse, so this recursion is too.
+  const value = (): boolean => {
+    space();
+    const c = text[i];
+    if (c === '"') return sticky(STRING);
+    if (c === '{' || c === '[') {
+      const close = c === '{' ? '}' : ']';
+      i++;
+      space();
+      if (text[i] === close) return i++, true;
+      for (;;) {
+        if (c === '{') {
+          space();
+          if (text[i] !== '"' || !sticky(STRING)) return false;
+          space();
+          if (text[i] !== ':') return false;
+          i++;
+        }
+        if (!value()) return false;
+        space();
+        if (text[i] === ',') i++;
+        else if (text[i] === close) return i++, true;
+        else return false;
+      }
+    }
+    return sticky(NUMBER) || sticky(LITERAL);
+  };
+  if (value()) space();
+  return Math.min(i, text.length);
 }
 
 /**

@@ -35,14 +35,22 @@ export function createAuth(deps: AuthDeps) {
         username: `guest_${randomBase62(12).toLowerCase()}`,
       };
       const account = await provider.createGuest(profile);
-      const user = await users.insert(knex, {
-        id: userId,
-        issuer: account.issuer,
-        subject: account.subject,
-        email: profile.email,
-        username: profile.username,
-        is_guest: true,
-      });
+      let user: UserRecord;
+      try {
+        user = await users.insert(knex, {
+          id: userId,
+          issuer: account.issuer,
+          subject: account.subject,
+          email: profile.email,
+          username: profile.username,
+          is_guest: true,
+        });
+      } catch (error) {
+        // The provider's account exists already (Keycloak): without the platform's row nothing can
+        // ever use or remove it, so it goes too.
+        await account.discard();
+        throw error;
+      }
       // Outside any transaction: signing may read the key table (PGlite has a single connection).
       const tokens = await account.tokens(knex, user);
       return { ...tokens, user_id: userId, username: profile.username };

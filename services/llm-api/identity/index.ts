@@ -79,6 +79,7 @@ export function createIdentity({ runtime, settings: config, box, spend }: Identi
     refreshTokens,
     clock: runtime.clock,
     logger: runtime.logger,
+    issuer: keycloak ? null : issuer,
     settings: {
       minLength: config.PASSWORD_MIN_LENGTH,
       maxFailures: config.LOGIN_MAX_FAILURES,

@@ -105,9 +105,11 @@ export function identityRoutes(deps: { identity: IdentityDeps }): Route[] {
       access: 'user',
       request: { body: changePasswordRequest },
       response: { noStore: true },
-      handler: ({ principal, body }) => {
+      handler: ({ principal, body, req }) => {
         if (principal.authMethod !== 'jwt') throw new ApiError(403, 'The password is changed with a bearer token, not with an API key', { param: 'Authorization' });
-        return deps.identity.identity.passwords.change(principal.userId, body.current_password, body.new_password);
+        // The edge passes the verified bearer token on: a first password is set only with a recent one.
+        const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+        return deps.identity.identity.passwords.change(principal.userId, body.current_password, body.new_password, bearer);
       },
     }),
     ...['/auth/refresh', '/auth/refresh-token'].map((path) =>

@@ -111,6 +111,7 @@ export function passwordsWith(
     refreshTokens: identity.refreshTokens,
     clock,
     logger: svc.runtime.logger,
+    issuer: identity.issuer,
     settings: { minLength: 12, ...lockout, externalSignInUrl: 'unused' },
     verify,
   });

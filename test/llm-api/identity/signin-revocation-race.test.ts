@@ -156,7 +156,9 @@ test.serial('two first passwords set at once (no password yet): one is stored, t
   const passwords = passwordsWith(svc, clock, async () => false, undefined, store);
   const a = `first-a-${randomBase62(20)}`;
   const b = `first-b-${randomBase62(20)}`;
-  const both = Promise.all([outcome(passwords.change(user.id, undefined, a)), outcome(passwords.change(user.id, undefined, b))]);
+  // A first password is set with a recently issued access token (the account has no password to give).
+  const { token } = await identityOf(svc.runtime).issuer!.sign({ ...user, is_guest: false });
+  const both = Promise.all([outcome(passwords.change(user.id, undefined, a, token)), outcome(passwords.change(user.id, undefined, b, token))]);
   // The second change's write waits for the first's transaction.
   await waitFor(async () => {
     const waiting = await svc.runtime.db.knex.raw("select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%identity_passwords%'");

@@ -147,9 +147,15 @@ export function createApiKeys(deps: ApiKeyDeps) {
   async function removed(rows: ApiKeyRow[]) {
     for (const row of rows) await publish(row.key_hash);
     for (const row of rows) {
-      const user = await users.byId(row.user_id);
-      if (user) await provider.apiKeyRemoved(user, row.key_hash).catch((error) =>
-        deps.logger.warn({ err: (error as Error).message, key: row.id }, 'identity provider did not drop the key hash'));
+      // The provider's mirror is a read-modify-write of the whole list (Keycloak: GET + PUT of the
+      // user's attributes). Under the user row's lock, which a key's creation, an upgrade and a
+      // disabling take around theirs too, so no two of them interleave (in any process) and lose one.
+      await knex
+        .transaction(async (trx) => {
+          const user = await users.lock(trx, row.user_id);
+          if (user) await provider.apiKeyRemoved(user, row.key_hash);
+        })
+        .catch((error) => deps.logger.warn({ err: (error as Error).message, key: row.id }, 'identity provider did not drop the key hash'));
     }
   }
 
@@ -234,6 +240,9 @@ export function createApiKeys(deps: ApiKeyDeps) {
       if (!valid || !row) {
         throw new ApiError(401, 'Invalid API key', { param: 'api_key' });
       }
+      // A user deleted or disabled at the identity provider alone (Keycloak's console) is refused
+      // here as well; the provider's answer is cached, so this is rarely more than a map lookup.
+      if ((await provider.standing(row)) === 'disabled') throw new ApiError(401, 'Invalid API key', { param: 'api_key' });
       setImmediate(() => void store.touch(row.id, now, now - TOUCH_EVERY_MS).catch(() => {}));
       return {
         user_id: row.user_id,

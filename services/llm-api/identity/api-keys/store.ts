@@ -17,6 +17,7 @@ export interface ApiKeyRow {
 
 /** A key joined with its user, as the validation path reads it (one query, whatever the outcome). */
 export interface ValidationRow extends ApiKeyRow {
+  issuer: string;
   subject: string;
   email: string | null;
   username: string | null;
@@ -94,7 +95,7 @@ export function createApiKeyStore(knex: Knex) {
     forValidation(hash: string): Promise<ValidationRow | undefined> {
       return knex('identity_api_keys as k')
         .leftJoin('users as u', 'u.id', 'k.user_id')
-        .select([...KEY_COLUMNS.map((c) => `k.${c}`), 'u.subject', 'u.email', 'u.username', 'u.is_admin', 'u.disabled'])
+        .select([...KEY_COLUMNS.map((c) => `k.${c}`), 'u.issuer', 'u.subject', 'u.email', 'u.username', 'u.is_admin', 'u.disabled'])
         .where('k.key_hash', hash)
         .first();
     },

@@ -9,6 +9,15 @@ import type { AttemptsChange, LoginAttempts, PasswordStore } from './store.js';
 /** Longest password accepted (scrypt takes any length; this only bounds the work one request asks for). */
 export const MAX_PASSWORD_LENGTH = 1024;
 
+/**
+ * A first password (an account upgraded without one) is set only with an access token issued this
+ * recently: the account has no password to re-enter, and the token is the only proof there is.
+ * A token taken from a request is refused once it is this old, rather than for its whole lifetime
+ * (900 s by default), and its holder cannot turn it into a password, which would end the owner's
+ * sessions and let the holder sign in from then on. The owner's client refreshes first.
+ */
+export const FIRST_PASSWORD_TOKEN_MAX_AGE_SECONDS = 300;
+
 export interface PasswordSettings {
   /** PASSWORD_MIN_LENGTH: new passwords (upgrade, change) shorter than this are a 400. */
   minLength: number;
@@ -30,6 +39,8 @@ export interface PasswordDeps {
   settings: PasswordSettings;
   /** Checks a password against an encoded hash (scrypt; tests count and hold the checks). */
   verify?: (password: string, encoded: string) => Promise<boolean>;
+  /** The embedded issuer's check of its own access tokens (when it signs them): a first password needs a recent one. */
+  issuer?: { verify(token: string): Promise<{ sub: string; iat?: number }> } | null;
 }
 
 /** A sign-in attempt's turn: its number, or why it gets none (locked; or as many attempts as the limit already being checked). */
@@ -76,6 +87,24 @@ export function createPasswords(deps: PasswordDeps) {
         { code: 'external_identity_provider' },
       );
     }
+  }
+
+  /**
+   * The access token the request came with (the edge verified it and passes it on) was issued to
+   * this user within FIRST_PASSWORD_TOKEN_MAX_AGE_SECONDS. Checked again here, signature included:
+   * the answer hands out a password, not just this request.
+   */
+  async function requireRecentToken(userId: string, accessToken: string | undefined): Promise<void> {
+    const refused = () =>
+      new ApiError(401, `Setting a first password needs an access token issued in the last ${FIRST_PASSWORD_TOKEN_MAX_AGE_SECONDS / 60} minutes: refresh the session and retry`, {
+        param: 'Authorization',
+        code: 'reauthentication_required',
+      });
+    if (!accessToken || !deps.issuer) throw refused();
+    const claims = await deps.issuer.verify(accessToken).catch(() => null);
+    if (!claims || claims.sub !== userId || typeof claims.iat !== 'number') throw refused();
+    const age = clock.now() / 1000 - claims.iat;
+    if (age > FIRST_PASSWORD_TOKEN_MAX_AGE_SECONDS) throw refused();
   }
 
   /** A new password: long enough, not absurdly long. The value never appears in the answer. */
@@ -221,17 +250,19 @@ export function createPasswords(deps: PasswordDeps) {
 
     /**
      * `POST /auth/password`: the caller changes its password. The current one is required when one
-     * is set (wrong → 400, counted toward the lockout like a failed sign-in). Every refresh token of
+     * is set (wrong → 400, counted toward the lockout like a failed sign-in); a first one needs a
+     * recently issued access token (`accessToken`, 401 `reauthentication_required`). Every refresh token of
      * the user is revoked (other sessions end when their access token expires); the answer is a new
      * token pair for the caller.
      */
-    async change(userId: string, current: string | undefined, next: string): Promise<SignedIn> {
+    async change(userId: string, current: string | undefined, next: string, accessToken?: string): Promise<SignedIn> {
       requirePasswordSignIn();
       checkNew(next, 'new_password');
       const user = await users.byId(userId);
       if (!user || user.disabled) throw new ApiError(401, 'Unknown or disabled user');
       if (user.is_guest || !user.email) throw new ApiError(400, 'A guest account has no password; upgrade it first (POST /auth/upgrade with a password)', { param: 'new_password' });
       const hash = await store.hashOf(userId);
+      if (hash === undefined) await requireRecentToken(userId, accessToken);
       if (hash !== undefined) {
         if (current === undefined) throw new ApiError(400, "Missing required parameter: 'current_password'.", { param: 'current_password' });
         const result = await check(emailKey(user.email), current, hash);

@@ -30,6 +30,8 @@ export function createEmbeddedProvider(deps: { issuer: TokenIssuer; refreshToken
         issuer: EMBEDDED_ISSUER,
         subject: profile.userId,
         tokens: async (trx: Knex, user: UserRecord) => tokensFor(user, await refreshTokens.start(trx, user.id)),
+        // Nothing exists outside the users table until `tokens` runs.
+        discard: async () => {},
       };
     },
     async refresh(refreshToken) {
@@ -52,5 +54,7 @@ export function createEmbeddedProvider(deps: { issuer: TokenIssuer; refreshToken
     async apiKeyAdded() {},
     async apiKeyRemoved() {},
     async setEnabled() {},
+    // The users table is the only record: its `disabled` is checked by the validation itself.
+    standing: () => 'active',
   };
 }

@@ -12,7 +12,7 @@ import {
   type TrustedResponse,
 } from '../../../kit/index.js';
 import type { IdentityUsersStore, UserRecord } from '../store.js';
-import type { GuestProfile, IdentityProvider, TokenSet, UpgradeChange } from './types.js';
+import type { GuestProfile, IdentityProvider, TokenSet, UpgradeChange, UserStanding } from './types.js';
 
 /**
  * Keycloak driver, over Keycloak's admin REST API and the realm's OpenID Connect token endpoint:
@@ -34,6 +34,14 @@ export interface KeycloakSettings {
 }
 
 export const API_KEY_ATTRIBUTE = 'api_key_hashes';
+
+/**
+ * How long the realm's answer on a user (enabled, disabled, deleted) is trusted before a key
+ * validation of that user asks again: one admin-API read per user and process per interval, at most.
+ */
+export const USER_RECHECK_MS = 60_000;
+/** Users whose standing is remembered; past this the oldest answer is forgotten (asked again when needed). */
+const STANDING_MAX_ENTRIES = 10_000;
 
 interface TokenResponse {
   access_token: string;
@@ -234,7 +242,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
   };
 
   // Platform-issued users (the bootstrap admin) have no Keycloak account to mirror.
-  const atKeycloak = (user: UserRecord) => user.issuer === EXTERNAL_ISSUER;
+  const atKeycloak = (user: Pick<UserRecord, 'issuer'>) => user.issuer === EXTERNAL_ISSUER;
 
   /**
    * GET + PUT of the user's attributes. `gone` says what a user the realm no longer has (deleted in
@@ -247,6 +255,39 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
     const attributes = { ...(rep.attributes ?? {}) };
     change(attributes);
     if (!(await kc.updateUser(user.subject, { ...withoutEnabled(rep), attributes })) && gone === 'fail') throw unavailable('update user: HTTP 404');
+  }
+
+  // The realm's last answer per Keycloak user id, and the reads running (one per user at a time).
+  const standings = new Map<string, { standing: UserStanding; checkedAt: number }>();
+  const checking = new Map<string, Promise<UserStanding>>();
+
+  async function check(subject: string, previous: UserStanding | undefined): Promise<UserStanding> {
+    let standing: UserStanding;
+    try {
+      const rep = await kc.findUser(subject);
+      standing = !rep || rep.enabled === false ? 'disabled' : 'active';
+    } catch (error) {
+      // Unreachable: a user the realm said was disabled stays refused; otherwise nothing is known,
+      // and the key keeps working as the platform's own row allows.
+      standing = previous === 'disabled' ? 'disabled' : 'unknown';
+      deps.logger.warn({ err: (error as Error).message, subject }, 'Keycloak could not be asked whether a user is still enabled');
+    }
+    // Written after a failure too: a realm that is down is asked again an interval later, not per validation.
+    remember(subject, standing);
+    return standing;
+  }
+
+  function remember(subject: string, standing: UserStanding): void {
+    standings.delete(subject);
+    if (standings.size >= STANDING_MAX_ENTRIES) standings.delete(standings.keys().next().value as string);
+    standings.set(subject, { standing, checkedAt: deps.clock.now() });
+  }
+
+  /** Deletes a guest just created in the realm; a failure is logged (the subject only: no password, no token). */
+  async function discardGuest(subject: string, why: string): Promise<void> {
+    await kc.deleteUser(subject).catch((cleanup: unknown) =>
+      deps.logger.warn({ err: (cleanup as Error).message, subject }, `Keycloak guest left behind after ${why}`),
+    );
   }
 
   return {
@@ -269,9 +310,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
         if (!res.ok) throw unavailable(`guest token: HTTP ${res.status}`);
         tokens = toTokenSet(answerOf<TokenResponse>(res, 'guest token'));
       } catch (error) {
-        await kc.deleteUser(subject).catch((cleanup: unknown) =>
-          deps.logger.warn({ err: (cleanup as Error).message, subject }, 'Keycloak guest left behind after its sign-in failed'),
-        );
+        await discardGuest(subject, 'its sign-in failed');
         throw error;
       }
       return {
@@ -280,6 +319,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
         async tokens(_trx: Knex) {
           return tokens;
         },
+        discard: () => discardGuest(subject, 'the platform could not record it'),
       };
     },
 
@@ -356,7 +396,22 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       const rep = await kc.findUser(user.subject);
       if (!rep) return;
       if (!(await kc.updateUser(user.subject, { ...rep, enabled }))) return;
+      // This process knows the realm's new answer already: a user re-enabled here is not refused
+      // for the rest of an interval on an answer from before.
+      remember(user.subject, enabled ? 'active' : 'disabled');
       if (!enabled) await kc.logout(user.subject);
+    },
+
+    standing(user) {
+      if (!atKeycloak(user)) return 'active';
+      const known = standings.get(user.subject);
+      if (known && deps.clock.now() - known.checkedAt < USER_RECHECK_MS) return known.standing;
+      let running = checking.get(user.subject);
+      if (!running) {
+        running = check(user.subject, known?.standing).finally(() => checking.delete(user.subject));
+        checking.set(user.subject, running);
+      }
+      return running;
     },
   };
 }

@@ -21,6 +21,11 @@ export interface GuestAccount {
   issuer: string;
   subject: string;
   tokens(trx: Knex, user: UserRecord): Promise<TokenSet>;
+  /**
+   * The platform's row could not be written: the account is removed at the provider, so no user
+   * is left there that no platform user stands for. Best effort: never throws (a failure is logged).
+   */
+  discard(): Promise<void>;
 }
 
 export interface UpgradeChange {
@@ -66,4 +71,13 @@ export interface IdentityProvider {
   apiKeyRemoved(user: UserRecord, keyHash: string): Promise<void>;
   /** Disables or re-enables the account at the provider and ends its sessions there. */
   setEnabled(user: UserRecord, enabled: boolean): Promise<void>;
+  /**
+   * Whether the provider still lets this user in, asked when one of its API keys is validated: a
+   * user deleted or disabled at the provider alone (Keycloak's console) must not keep using its
+   * keys. `disabled`: deleted or disabled there; `unknown`: the provider could not be asked and
+   * never said otherwise. The driver caches the answer (a value, not a promise, while it is fresh).
+   */
+  standing(user: Pick<UserRecord, 'issuer' | 'subject'>): UserStanding | Promise<UserStanding>;
 }
+
+export type UserStanding = 'active' | 'disabled' | 'unknown';
