@@ -60,12 +60,14 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   // Budgets are written by identity (with a key or a user, in one transaction) and read by chat's
   // admission; the allow-lists also limit what the public model list and lookup show.
   const limitsCache = createSpendLimitsCache({ ttlMs: config.LLM_SPEND_LIMITS_CACHE_MS, clock });
+  const chatLimits = loadChatLimits(platform.env);
   const spend: SpendDeps = {
     knex,
     clock,
     logger,
     guestAllowedModels: config.GUEST_ALLOWED_MODELS,
     limitsCache,
+    maxRequestMs: chatLimits.maxDurationMs,
   };
   // One box seals what the platform keeps secret at rest: identity's signing keys, providers' API keys.
   const box = createSecretBox(loadMasterKey(platform));
@@ -114,7 +116,6 @@ export async function createLlmApiDeps(ctx: ServiceContext): Promise<LlmApiDeps>
   const media = createMediaPort({ baseUrl: () => ctx.urls.mediaApi, gatewayToken: ctx.gatewaySecret, timeoutMs: platform.INTERNAL_HTTP_TIMEOUT_MS });
   ctx.onStop(() => media.close());
   // Deep research: response-api's tool loop, asked service to service (llm-api never imports its code).
-  const chatLimits = loadChatLimits(platform.env);
   const research = createResearchPort({ baseUrl: () => ctx.urls.responseApi, gatewayToken: ctx.gatewaySecret });
   ctx.onStop(() => research.close());
   // Chat: narrow deps over the same registry, pool, health and usage recorder.

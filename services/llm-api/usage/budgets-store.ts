@@ -68,43 +68,129 @@ export async function upsertSpendLimits(
   return row as SpendLimitsRow;
 }
 
+/** One counter: a key's or user's spend in the period starting `periodStart` (a UTC day). */
+export interface SpendKey {
+  scope: SpendScope;
+  scopeId: string;
+  periodStart: string;
+}
+
+/** What admission took on a counter: its hold (`holdId`, in generation `gen`), given back once by settle or release. */
+export interface SpendHold extends SpendKey {
+  holdId: string;
+  gen: number;
+}
+
+/**
+ * A statement written with named parameters (`:name`, easier to read where values repeat), turned
+ * into knex's positional ones once, at load: knex would otherwise rewrite the text on every call.
+ */
+function positional<K extends string>(sql: string): { sql: string; bind(values: Record<K, Knex.Value>): Knex.Value[] } {
+  const names: K[] = [];
+  const text = sql.replace(/:(\w+)/g, (_match, name: K) => {
+    names.push(name);
+    return '?';
+  });
+  return { sql: text, bind: (values) => names.map((name) => values[name]) };
+}
+
+/**
+ * In-flight slots as a lease. A hold belongs to the counter's current generation; a generation
+ * closes at the first admission at least one lease (`leaseMs`) after it opened, its holds then
+ * counted as the previous generation's, and dropped at the next close. A hold therefore counts
+ * for at least one lease (no live request loses its slot: the lease outlasts the longest request)
+ * and at most about three, whether or not its process lives to give it back. Settle gives a hold
+ * back only to the generation it was taken in, so a slot already dropped is not taken twice.
+ *
+ * The hold is also a row (`llm_spend_holds`) that settle deletes in the same statement as it adds
+ * the cost: a settle replayed after a commit whose answer was lost finds no row and adds nothing.
+ * The rows of holds never given back (a process died) are deleted by a later admission on the
+ * counter, once settle retries of theirs cannot still come (`staleBeforeMs`).
+ */
+const LIVE = `(case when :now < c.gen_started_ms + :lease then c.in_flight + c.in_flight_prev when :now < c.gen_started_ms + 2 * cast(:lease as bigint) then c.in_flight else 0 end)`;
+const ADMIT = positional<'scope' | 'scopeId' | 'periodStart' | 'now' | 'lease' | 'holdId' | 'staleBefore' | 'cost' | 'tokens'>(`with c as (
+    insert into llm_spend_counters as c (scope, scope_id, period_start, in_flight, gen_started_ms) values (:scope, :scopeId, :periodStart, 1, :now)
+    on conflict (scope, scope_id, period_start) do update set
+      in_flight = case when :now < c.gen_started_ms + :lease then c.in_flight + 1 else 1 end,
+      in_flight_prev = case when :now < c.gen_started_ms + :lease then c.in_flight_prev when :now < c.gen_started_ms + 2 * cast(:lease as bigint) then c.in_flight else 0 end,
+      hold_gen = case when :now < c.gen_started_ms + :lease then c.hold_gen when :now < c.gen_started_ms + 2 * cast(:lease as bigint) then c.hold_gen + 1 else c.hold_gen + 2 end,
+      gen_started_ms = case when :now < c.gen_started_ms + :lease then c.gen_started_ms else :now end
+    where (cast(:cost as bigint) is null or (c.spent_micro_usd < :cost and (${LIVE} = 0 or ((c.settled > 0 or c.max_request_cost > 0) and c.spent_micro_usd + (${LIVE} + 1) * c.max_request_cost <= :cost))))
+      and (cast(:tokens as bigint) is null or (c.tokens < :tokens and (${LIVE} = 0 or ((c.settled > 0 or c.max_request_tokens > 0) and c.tokens + (${LIVE} + 1) * c.max_request_tokens <= :tokens))))
+    returning c.hold_gen),
+  h as (insert into llm_spend_holds (scope, scope_id, period_start, gen, id, admitted_ms) select :scope, :scopeId, :periodStart, hold_gen, :holdId, :now from c),
+  stale as (delete from llm_spend_holds where scope = :scope and scope_id = :scopeId and period_start = :periodStart and gen < (select hold_gen - 1 from c) and admitted_ms < :staleBefore)
+  select hold_gen from c`);
+
 /**
  * Admits one request against a counter, atomically: the counter must be under its limits, and a
  * request may join others in flight only once a request of the period has settled (its cost is
  * known, 0 included) and while all of them, each costing at most the largest request seen so far,
- * still fit. Returns false when refused (the row is left unchanged).
+ * still fit. Returns the generation of the hold taken, or null when refused (nothing is written).
  */
-export async function admitSpend(knex: Knex, key: { scope: SpendScope; scopeId: string; periodStart: string }, limits: { cost: number | null; tokens: number | null }): Promise<boolean> {
+export async function admitSpend(
+  knex: Knex,
+  key: SpendKey,
+  limits: { cost: number | null; tokens: number | null },
+  hold: { holdId: string; now: number; leaseMs: number; staleBeforeMs: number },
+): Promise<number | null> {
   const result = await knex.raw(
-    `insert into llm_spend_counters as c (scope, scope_id, period_start, in_flight) values (?, ?, ?, 1)
-     on conflict (scope, scope_id, period_start) do update set in_flight = c.in_flight + 1
-     where (?::bigint is null or (c.spent_micro_usd < ?::bigint and (c.in_flight = 0 or ((c.settled > 0 or c.max_request_cost > 0) and c.spent_micro_usd + (c.in_flight + 1) * c.max_request_cost <= ?::bigint))))
-       and (?::bigint is null or (c.tokens < ?::bigint and (c.in_flight = 0 or ((c.settled > 0 or c.max_request_tokens > 0) and c.tokens + (c.in_flight + 1) * c.max_request_tokens <= ?::bigint))))
-     returning in_flight`,
-    [key.scope, key.scopeId, key.periodStart, limits.cost, limits.cost, limits.cost, limits.tokens, limits.tokens, limits.tokens],
+    ADMIT.sql,
+    ADMIT.bind({
+      scope: key.scope,
+      scopeId: key.scopeId,
+      periodStart: key.periodStart,
+      now: hold.now,
+      lease: hold.leaseMs,
+      holdId: hold.holdId,
+      staleBefore: hold.staleBeforeMs,
+      cost: limits.cost,
+      tokens: limits.tokens,
+    }),
   );
-  return result.rows.length === 1;
+  return result.rows.length === 1 ? Number(result.rows[0].hold_gen) : null;
 }
 
+const SETTLE = positional<'scope' | 'scopeId' | 'periodStart' | 'gen' | 'holdId' | 'cost' | 'tokens' | 'used'>(`with h as (delete from llm_spend_holds where scope = :scope and scope_id = :scopeId and period_start = :periodStart and gen = :gen and id = :holdId returning gen)
+  update llm_spend_counters c set spent_micro_usd = c.spent_micro_usd + :cost, tokens = c.tokens + :tokens, settled = c.settled + :used,
+    in_flight = case when c.hold_gen = h.gen then greatest(c.in_flight - 1, 0) else c.in_flight end,
+    in_flight_prev = case when c.hold_gen = h.gen + 1 then greatest(c.in_flight_prev - 1, 0) else c.in_flight_prev end,
+    max_request_cost = greatest(c.max_request_cost, :cost), max_request_tokens = greatest(c.max_request_tokens, :tokens)
+  from h where c.scope = :scope and c.scope_id = :scopeId and c.period_start = :periodStart`);
+
 /**
- * Adds a finished request's real cost and tokens, and takes it out of the in-flight count. Only a
- * request that used something (a token or a micro-USD) counts as settled: one that ended without
- * (refused upstream, failed before the provider answered, its input refused) shows nothing about
- * what requests cost, and counting it let every later request join in flight as if each cost 0.
+ * Adds a finished request's real cost and tokens, and gives its hold back: once, however often it
+ * is called (a retry after a lost answer finds the hold gone). Only a request that used something
+ * (a token or a micro-USD) counts as settled: one that ended without (refused upstream, failed
+ * before the provider answered, its input refused) shows nothing about what requests cost, and
+ * counting it let every later request join in flight as if each cost 0.
  */
-export async function settleSpend(knex: Knex, key: { scope: SpendScope; scopeId: string; periodStart: string }, spent: { cost: number; tokens: number }): Promise<void> {
+export async function settleSpend(knex: Knex, hold: SpendHold, spent: { cost: number; tokens: number }): Promise<void> {
   const used = spent.cost > 0 || spent.tokens > 0 ? 1 : 0;
-  await knex.raw(
-    `update llm_spend_counters set spent_micro_usd = spent_micro_usd + ?, tokens = tokens + ?, in_flight = greatest(in_flight - 1, 0), settled = settled + ?,
-       max_request_cost = greatest(max_request_cost, ?), max_request_tokens = greatest(max_request_tokens, ?)
-     where scope = ? and scope_id = ? and period_start = ?`,
-    [spent.cost, spent.tokens, used, spent.cost, spent.tokens, key.scope, key.scopeId, key.periodStart],
-  );
+  await knex.raw(SETTLE.sql, SETTLE.bind({ scope: hold.scope, scopeId: hold.scopeId, periodStart: hold.periodStart, gen: hold.gen, holdId: hold.holdId, cost: spent.cost, tokens: spent.tokens, used }));
 }
 
 /** Takes back an admission that never ran (another budget refused the request): nothing spent, nothing learnt. */
-export async function releaseSpend(knex: Knex, key: { scope: SpendScope; scopeId: string; periodStart: string }): Promise<void> {
-  await knex.raw('update llm_spend_counters set in_flight = greatest(in_flight - 1, 0) where scope = ? and scope_id = ? and period_start = ?', [key.scope, key.scopeId, key.periodStart]);
+export async function releaseSpend(knex: Knex, hold: SpendHold): Promise<void> {
+  await settleSpend(knex, hold, { cost: 0, tokens: 0 });
+}
+
+/**
+ * Brings a counter up to the usage recorded in its period so far (the daily rollup, from
+ * `periodStart` to `through`), keeping what it holds when that is more (settled costs the rollup
+ * has not been written yet). For a budget whose period changed: the counter of the new period
+ * kind had not counted what was spent under the other one.
+ */
+export async function seedSpendCounter(db: Knex, key: SpendKey, through: string): Promise<void> {
+  const column = key.scope === 'key' ? 'api_key_id' : 'user_id';
+  await db.raw(
+    `insert into llm_spend_counters as c (scope, scope_id, period_start, spent_micro_usd, tokens)
+       select ?, ?, ?, coalesce(sum(cost_micro_usd), 0), coalesce(sum(prompt_tokens + completion_tokens), 0)
+       from llm_usage_daily where ?? = ? and day >= ? and day <= ?
+     on conflict (scope, scope_id, period_start) do update set
+       spent_micro_usd = greatest(c.spent_micro_usd, excluded.spent_micro_usd), tokens = greatest(c.tokens, excluded.tokens)`,
+    [key.scope, key.scopeId, key.periodStart, column, key.scopeId, key.periodStart, through],
+  );
 }
 
 export async function readSpend(knex: Knex, scope: SpendScope, scopeId: string, periodStart: string) {

@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import { z } from 'zod';
 import { ApiError, isDependencyUnavailable, isPending, type Clock, type Logger, type MaybePromise, type Principal } from '../../kit/index.js';
-import { admitSpend, findSpendLimits, findSpendLimitsOf, readSpend, releaseSpend, settleSpend, upsertSpendLimits, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
+import { randomUUID } from 'node:crypto';
+import { admitSpend, findSpendLimits, findSpendLimitsOf, readSpend, releaseSpend, seedSpendCounter, settleSpend, upsertSpendLimits, type SpendHold, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
 
 /**
  * Budgets and model allow-lists on API keys and on users.
@@ -17,7 +18,12 @@ import { admitSpend, findSpendLimits, findSpendLimitsOf, readSpend, releaseSpend
  * model without a price), still fit; when that cannot be shown, requests are
  * admitted one at a time while under budget. So a budget is exceeded by at most one request (more
  * only if a request costs more than every one before it). A process that dies mid-request leaves
- * its slot counted as in flight until the period ends, which only makes admission stricter.
+ * its slot counted as in flight for a bounded time (a lease of the longest request plus a minute;
+ * budgets-store.ts), which only makes admission stricter meanwhile. A settlement is counted once,
+ * however often it is retried.
+ *
+ * A request is charged to the period containing the instant it was admitted (`SpendTicket.at`),
+ * and its usage record carries that instant, so the usage report's day is the day it was charged to.
  */
 export interface SpendDeps {
   knex: Knex;
@@ -27,6 +33,11 @@ export interface SpendDeps {
   guestAllowedModels?: string[];
   /** Where admission reads a key's and a user's limits (absent: from the database on every request). */
   limitsCache?: SpendLimitsCache;
+  /**
+   * The longest a chat request may run (LLM_COMPLETION_MAX_DURATION_MS; absent: its default): an
+   * in-flight slot is held for this plus a minute before it may be dropped (a process that died).
+   */
+  maxRequestMs?: number;
 }
 
 /**
@@ -129,12 +140,20 @@ export async function getSpendLimits(deps: SpendDeps, scope: SpendScope, id: str
  * caller's transaction (then the caller calls `limitsChanged` once it committed).
  */
 export async function writeSpendLimits(db: Knex, clock: Clock, scope: SpendScope, id: string, input: SpendInput): Promise<SpendView> {
+  // A new period kind starts its counter from what the period's usage already is (seedSpendCounter):
+  // read only when a period is given, which only the budget forms and admin writes do.
+  const before = input.budget_period === undefined ? undefined : (await findSpendLimits(db, [{ scope, id }]))[0];
   const row = await upsertSpendLimits(
     db,
     { scope, scopeId: id },
     { period: input.budget_period, max_budget_micro_usd: input.max_budget_micro_usd, max_tokens: input.max_tokens, allowed_models: input.allowed_models },
     new Date(clock.now()),
   );
+  // Only a budget that was already counting: one set where there was none starts as it always has.
+  if (before && hasBudget(before) && row.period !== before.period) {
+    const now = clock.now();
+    await seedSpendCounter(db, { scope, scopeId: id, periodStart: periodOf(row.period, now).start }, periodOf('day', now).start);
+  }
   return viewOf(row);
 }
 
@@ -194,6 +213,11 @@ export function periodOf(period: SpendPeriod, now: number): { start: string; res
 }
 
 export interface SpendTicket {
+  /**
+   * The instant (clock milliseconds) the request was admitted at, which chose its periods: its
+   * usage record carries it, so the day the report shows it on is the day it was charged to.
+   */
+  readonly at: number;
   /** Adds the request's real cost and tokens to every counter it was admitted against (once). */
   settle(spent: { cost: number; tokens: number }): Promise<void>;
 }
@@ -263,16 +287,19 @@ const hasBudget = (row: SpendLimitsRow) => row.max_budget_micro_usd != null || r
 /** Reserves the request against each budget (all or none), or refuses it with 429. */
 async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<SpendTicket | null> {
   const now = deps.clock.now();
-  const admitted: Array<{ scope: SpendScope; scopeId: string; periodStart: string }> = [];
-  const release = () => Promise.all(admitted.map((key) => releaseSpend(deps.knex, key)));
+  const leaseMs = (deps.maxRequestMs ?? DEFAULT_MAX_REQUEST_MS) + HOLD_MARGIN_MS;
+  // One id for the request's holds (one per counter): what makes its settlement count once.
+  const hold = { holdId: randomUUID(), now, leaseMs, staleBeforeMs: now - leaseMs - SETTLE_WINDOW_MS };
+  const admitted: SpendHold[] = [];
+  const release = () => Promise.all(admitted.map((held) => releaseSpend(deps.knex, held)));
   for (const row of rows) {
     const cost = row.max_budget_micro_usd == null ? null : Number(row.max_budget_micro_usd);
     const tokens = row.max_tokens == null ? null : Number(row.max_tokens);
     if (cost === null && tokens === null) continue;
     const { start, resetsAt } = periodOf(row.period, now);
     const key = { scope: row.scope, scopeId: row.scope_id, periodStart: start };
-    const ok = cost !== 0 && tokens !== 0 && (await admitSpend(deps.knex, key, { cost, tokens }));
-    if (!ok) {
+    const gen = cost !== 0 && tokens !== 0 ? await admitSpend(deps.knex, key, { cost, tokens }, hold) : null;
+    if (gen === null) {
       await release();
       const counter = cost !== 0 && tokens !== 0 ? await readSpend(deps.knex, key.scope, key.scopeId, key.periodStart) : undefined;
       const under = counter && (cost === null || Number(counter.spent_micro_usd) < cost) && (tokens === null || Number(counter.tokens) < tokens);
@@ -289,15 +316,16 @@ async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<
         headers: { 'retry-after': String(retryAfter), 'x-budget-reset': resetsAt.toISOString() },
       });
     }
-    admitted.push(key);
+    admitted.push({ scopeId: key.scopeId, scope: key.scope, periodStart: start, holdId: hold.holdId, gen });
   }
   if (admitted.length === 0) return null;
   let settled = false;
   return {
+    at: now,
     async settle(spent) {
       if (settled) return;
       settled = true;
-      await Promise.all(admitted.map((key) => settleSpend(deps.knex, key, spent).catch((error) => settleLater(deps, key, spent, error, 0))));
+      await Promise.all(admitted.map((held) => settleSpend(deps.knex, held, spent).catch((error) => settleLater(deps, held, spent, error, 0))));
     },
   };
 }
@@ -306,14 +334,22 @@ async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<
 const SETTLE_RETRY_FIRST_MS = 500;
 const SETTLE_RETRY_MAX_MS = 30_000;
 const SETTLE_RETRIES = 25;
+/** How long settle retries can go on after a request ended (about 10 minutes, with room). */
+const SETTLE_WINDOW_MS = 15 * 60_000;
+/** LLM_COMPLETION_MAX_DURATION_MS's default, for deps that do not say. */
+const DEFAULT_MAX_REQUEST_MS = 1_800_000;
+/** Between admission and the deadline's timer starting, and between the request's end and its settle. */
+const HOLD_MARGIN_MS = 60_000;
 
 /**
  * A settlement that failed because the database could not be reached (a blip, a failover) is
  * retried off the request path until it is written: dropping it left the request's cost out of
- * the budget (the key could spend past it) and its slot in flight for the rest of the period. A
+ * the budget (the key could spend past it) and its slot in flight until its lease ran out. A
  * statement the database refuses is not retried. Retries still waiting when the process exits are lost.
+ * An attempt whose commit went through but whose answer was lost is retried too: the retry finds
+ * the hold it gives back gone and adds nothing, so the cost counts once.
  */
-function settleLater(deps: SpendDeps, key: { scope: SpendScope; scopeId: string; periodStart: string }, spent: { cost: number; tokens: number }, error: unknown, retries: number): void {
+function settleLater(deps: SpendDeps, key: SpendHold, spent: { cost: number; tokens: number }, error: unknown, retries: number): void {
   const fields = { err: (error as Error).message, scope: key.scope, scope_id: key.scopeId, period_start: key.periodStart, cost_micro_usd: spent.cost, tokens: spent.tokens };
   if (!isDependencyUnavailable(error) || retries >= SETTLE_RETRIES) {
     deps.logger.error(fields, 'spend counter not settled');

@@ -1,5 +1,5 @@
 import type { LlmApiResource } from '../resource.js';
-import { spendSettledCount, spendTables, usageCachedTokens, usageRollupTables } from './migrations.js';
+import { spendHolds, spendSettledCount, spendTables, usageCachedTokens, usageRollupTables } from './migrations.js';
 import { usageRoutes } from './routes.js';
 
 export type { UsageReportDeps } from './report.js';
@@ -8,6 +8,6 @@ export { admitRequest, createSpendLimitsCache, getSpendLimits, hasSpendInput, mo
 /** Usage and cost reports (the raw usage table and the writer belong to chat's request path). */
 export const usageResource: LlmApiResource = {
   name: 'usage',
-  migrations: [usageRollupTables, spendTables, spendSettledCount, usageCachedTokens],
+  migrations: [usageRollupTables, spendTables, spendSettledCount, usageCachedTokens, spendHolds],
   routes: (deps) => usageRoutes(deps),
 };

@@ -52,8 +52,11 @@ export interface MeterRequest {
   projectId?: string | null;
   /** `performance.now()` when the request arrived (latency counts from there). */
   startedAt: number;
-  /** Budget counters the request was admitted against; settled on close with the cost recorded (the estimate's, when estimated). */
-  ticket?: { settle(spent: { cost: number; tokens: number }): Promise<void> } | null;
+  /**
+   * Budget counters the request was admitted against; settled on close with the cost recorded (the
+   * estimate's, when estimated). `at`: the instant it was admitted at, which chose the budget periods.
+   */
+  ticket?: { settle(spent: { cost: number; tokens: number }): Promise<void>; readonly at?: number } | null;
 }
 
 export interface UsageMeters {
@@ -80,11 +83,19 @@ class Meter implements UsageMeter {
   private done = false;
   private route: { pm: ProviderModelRow; endpoint: string; tries: number } | null = null;
   private ttfb: number | null = null;
+  /**
+   * The record's `created_at`, which the daily rollup buckets by: the request's start, the instant
+   * its budgets charged it at when it has any. Its end would put a request crossing midnight (UTC)
+   * on the day after the one its budget counted it on.
+   */
+  private readonly at: number;
 
   constructor(
     private readonly env: MeterEnv,
     private readonly request: MeterRequest,
-  ) {}
+  ) {
+    this.at = request.ticket?.at ?? env.clock.now();
+  }
 
   get closed(): boolean {
     return this.done;
@@ -142,7 +153,7 @@ class Meter implements UsageMeter {
       outcome: result.outcome,
       metadata: request.metadata,
       project_id: request.projectId ?? null,
-      created_at: new Date(this.env.clock.now()),
+      created_at: new Date(this.at),
     });
     if (request.ticket) return request.ticket.settle({ cost, tokens: prompt + completion });
   }

@@ -197,3 +197,40 @@ export const usageCachedTokens: Migration = {
     });
   },
 };
+
+/**
+ * In-flight slots as leases, and settlement once per request (budgets-store.ts, `admitSpend`):
+ * each counter keeps its holds in two generations (`in_flight`, `in_flight_prev`, generation
+ * `hold_gen` opened at `gen_started_ms`, the llm-api clock's milliseconds), and each hold is a row
+ * that settle deletes. A slot left by a process that died is dropped within a few leases instead
+ * of staying counted until its period ends. Existing counters start with a generation opened at
+ * 0, so the slots they still count (leaked ones among them) are dropped at their next admission.
+ */
+export const spendHolds: Migration = {
+  name: '20261207_2000_llm_spend_holds',
+  async up(knex) {
+    await knex.schema.alterTable('llm_spend_counters', (t) => {
+      t.integer('in_flight_prev').notNullable().defaultTo(0);
+      t.bigInteger('hold_gen').notNullable().defaultTo(0);
+      t.bigInteger('gen_started_ms').notNullable().defaultTo(0);
+    });
+    await knex.schema.createTable('llm_spend_holds', (t) => {
+      t.string('scope', 8).notNullable();
+      t.string('scope_id', 64).notNullable();
+      t.date('period_start').notNullable();
+      t.bigInteger('gen').notNullable();
+      t.string('id', 64).notNullable();
+      t.bigInteger('admitted_ms').notNullable();
+      // Settle finds its own hold by the whole key; an admission finds a counter's holds of old generations by its prefix.
+      t.primary(['scope', 'scope_id', 'period_start', 'gen', 'id']);
+    });
+  },
+  async down(knex) {
+    await knex.schema.dropTable('llm_spend_holds');
+    await knex.schema.alterTable('llm_spend_counters', (t) => {
+      t.dropColumn('in_flight_prev');
+      t.dropColumn('hold_gen');
+      t.dropColumn('gen_started_ms');
+    });
+  },
+};
