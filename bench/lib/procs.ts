@@ -435,6 +435,8 @@ async function startPlatformOnce(mode: PlatformMode, extraEnv: Record<string, st
     // Every bench connection comes from 127.0.0.1: one client address holding thousands of connections.
     EDGE_MAX_CONNECTIONS_PER_ADDRESS: '100000',
     EDGE_MAX_IDLE_CONNECTIONS_PER_ADDRESS: '100000',
+    // GATEWAY_PORT + 100, the default, is a port no one claimed for this run.
+    EDGE_METRICS_PORT: '0',
     ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
     ...drivers,
     ...extraEnv,

@@ -22,9 +22,12 @@ export type ValidationResult = { kind: 'valid'; key: ValidatedKey } | { kind: 'i
 
 /**
  * Calls llm-api's `POST /auth/validate-api-key` with the gateway token over kept-alive connections.
- * 200 → valid; 400/401/403/404 → invalid, unless the answer names `X-Gateway-Token` (the validator
- * refused this gateway, not the key); anything else, a timeout or a refused connection →
- * unavailable (the caller answers 503, never passes the request through).
+ * 200 → valid; 401 → invalid (llm-api's answer for a key it does not know), unless the answer
+ * names `X-Gateway-Token` (the validator refused this gateway, not the key). Anything else is
+ * unavailable (the caller answers 503, logged, never passes the request through): a 400, 403 or 404
+ * says the gateway asked wrongly (a `validate_url` with a wrong path answers 404 to every key), and
+ * reading it as "invalid key" would tell every client its key is wrong. So is a 5xx, a timeout or a
+ * refused connection.
  */
 export function createKeyValidator(options: { url: string; gatewayToken?: string; timeoutMs: number }) {
   const agent = new Agent({ keepAliveTimeout: 30_000, connections: 64, connect: { timeout: options.timeoutMs } });
@@ -50,7 +53,7 @@ export function createKeyValidator(options: { url: string; gatewayToken?: string
         if (!key || typeof key.user_id !== 'string' || key.user_id.length === 0) return { kind: 'unavailable', reason: 'malformed validator answer' };
         return { kind: 'valid', key };
       }
-      if ([400, 401, 403, 404].includes(res.statusCode)) {
+      if (res.statusCode === 401) {
         // llm-api refuses a wrong or missing X-Gateway-Token with 401 naming that header: a verdict
         // on this gateway's configuration, not on the key (every key would read as invalid).
         if (refusesGatewayToken(text)) return { kind: 'unavailable', reason: `validator refused the gateway token (${res.statusCode})` };

@@ -58,6 +58,18 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
+/** How long a core no plugin entity is configured with any more is kept before it is closed. */
+export const RETIRE_AFTER_MS = 60_000;
+
+/** A core built for one configuration, and the plugin entities (`__plugin_id`) last started with it. */
+interface HeldCore {
+  core: PluginCore;
+  key: string;
+  owners: Set<string>;
+  closed: boolean;
+  retiring: NodeJS.Timeout | null;
+}
+
 /**
  * Builds the `Plugin` class kong-js-pluginserver instantiates once per configuration (shared by
  * every request: no per-request state on `this`). `access` is a real class method, so the server
@@ -70,6 +82,15 @@ function canonicalJson(value: unknown): string {
  * in this process and shared by every instance of it: one set of local counters (not one per
  * worker, which would multiply every limit by the number of workers), one key cache, one JWKS
  * cache, one Redis connection and revocation subscription.
+ *
+ * A core holds resources (api-key-auth: a Redis subscriber and the validator's connection pool;
+ * tiered-rate-limit: a Redis connection and its subscription), so one per configuration ever seen
+ * would leak a connection at every configuration change. Kong sends each instance's plugin entity
+ * id (`__plugin_id`): when an entity starts with another configuration, the core of its former one
+ * is closed once no entity has used that configuration for `retireAfterMs` (workers that have not
+ * rebuilt yet, and requests in flight, finish on it meanwhile). An instance still running on a
+ * closed core (a worker slower than that) builds its configuration's core again, so a request
+ * never meets a closed one; that core is retired the same way once unused by any entity.
  */
 export function kongPluginClass<C>(
   name: string,
@@ -78,49 +99,96 @@ export function kongPluginClass<C>(
   needs: Needs,
   /** The configuration an instance runs with at its scope (`kongScoped`), decided once per instance; the cores are shared by that. */
   atScope?: (config: C, scoped: boolean) => C,
+  options: { retireAfterMs?: number } = {},
 ) {
-  const cores = new Map<string, PluginCore>();
+  const retireAfterMs = options.retireAfterMs ?? RETIRE_AFTER_MS;
+  const cores = new Map<string, HeldCore>();
+  /** The configuration key each plugin entity last started an instance with. */
+  const keyOfEntity = new Map<string, string>();
 
-  function coreFor(raw: Record<string, unknown> | null | undefined): PluginCore {
+  function retireLater(held: HeldCore): void {
+    if (held.retiring !== null || held.closed) return;
+    held.retiring = setTimeout(() => {
+      held.retiring = null;
+      if (held.owners.size > 0 || cores.get(held.key) !== held) return;
+      cores.delete(held.key);
+      held.closed = true;
+      held.core.close?.().catch((error: Error) => process.stderr.write(`[warn] ${name}: closing a former configuration failed: ${error.message}\n`));
+    }, retireAfterMs);
+    held.retiring.unref();
+  }
+
+  function coreFor(raw: Record<string, unknown> | null | undefined, revive: boolean): HeldCore {
     const parsed = parse(withoutKongKeys(raw));
     const config = atScope ? atScope(parsed, kongScoped(raw)) : parsed;
     const key = canonicalJson(config);
-    let core = cores.get(key);
-    if (!core) {
-      core = build(config);
-      cores.set(key, core);
+    let held = cores.get(key);
+    if (!held) {
+      held = { core: build(config), key, owners: new Set(), closed: false, retiring: null };
+      cores.set(key, held);
     }
-    return core;
+    const entity = raw?.__plugin_id;
+    if (revive || typeof entity !== 'string') {
+      // Rebuilt for an instance of a former configuration: no entity uses it, it goes again when unused.
+      if (held.owners.size === 0 && revive) retireLater(held);
+      return held;
+    }
+    const former = keyOfEntity.get(entity);
+    held.owners.add(entity);
+    if (held.retiring !== null) {
+      clearTimeout(held.retiring);
+      held.retiring = null;
+    }
+    if (former !== undefined && former !== key) {
+      const previous = cores.get(former);
+      previous?.owners.delete(entity);
+      if (previous && previous.owners.size === 0) retireLater(previous);
+    }
+    keyOfEntity.set(entity, key);
+    return held;
   }
 
   return class Plugin {
     protected readonly name = name;
-    private readonly core: PluginCore | null;
+    private held: HeldCore | null;
+    private readonly config: Record<string, unknown>;
 
     constructor(config: Record<string, unknown>) {
-      let core: PluginCore | null = null;
+      let held: HeldCore | null = null;
       try {
-        core = coreFor(config);
+        held = coreFor(config, false);
       } catch (error) {
         process.stderr.write(`[error] ${name}: invalid configuration: ${(error as Error).message}\n`);
       }
-      this.core = core;
+      this.held = held;
+      this.config = config;
+    }
+
+    /** The instance's core; built again when its configuration's was closed (a stale instance). */
+    private core(): PluginCore | null {
+      const held = this.held;
+      if (held === null) return null;
+      if (!held.closed) return held.core;
+      this.held = coreFor(this.config, true);
+      return this.held.core;
     }
 
     async access(kong: KongPdk): Promise<void> {
-      if (!this.core) {
+      const core = this.core();
+      if (!core) {
         return exitMisconfigured(kong, name);
       }
-      return runPhase(kong, this.core, needs, name);
+      return runPhase(kong, core, needs, name);
     }
 
     /** For subclasses that also run in Kong's rewrite phase (global plugins only). */
     protected async runRewrite(kong: KongPdk, rewriteNeeds: Needs): Promise<void> {
-      if (!this.core) {
+      const core = this.core();
+      if (!core) {
         return exitMisconfigured(kong, name);
       }
-      if (!this.core.rewrite) return;
-      return runPhase(kong, this.core, rewriteNeeds, name, 'rewrite');
+      if (!core.rewrite) return;
+      return runPhase(kong, core, rewriteNeeds, name, 'rewrite');
     }
   };
 }

@@ -12,7 +12,7 @@ export function createClientIp(trusted: string[]) {
   return function clientIp(peer: string | undefined, forwardedFor: string | string[] | undefined): string {
     const socketIp = unmapIpv4(peer ?? '');
     if (!any || !isTrusted(socketIp) || !forwardedFor) return socketIp;
-    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',').map((h) => unmapIpv4(h.trim())).filter(Boolean);
+    const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',').map((h) => unmapIpv4(hopAddress(h.trim()))).filter(Boolean);
     for (let i = hops.length - 1; i >= 0; i--) {
       const hop = hops[i]!;
       if (!isIP(hop)) return socketIp;
@@ -20,4 +20,22 @@ export function createClientIp(trusted: string[]) {
     }
     return hops[0] ?? socketIp;
   };
+}
+
+/**
+ * The address of one `X-Forwarded-For` entry. Some proxies (Azure's, IIS ARR) append the client's
+ * port: `203.0.113.7:4711`, or for IPv6 the bracketed `[2001:db8::1]:4711` (RFC 7239's node form).
+ * A bare IPv6 address has several colons and no brackets, so only one colon marks an IPv4 port.
+ * What is left is still checked as an address by the caller; anything else stays as it was.
+ */
+export function hopAddress(entry: string): string {
+  if (entry.charCodeAt(0) === 91 /* [ */) {
+    const close = entry.indexOf(']');
+    if (close < 0) return entry;
+    const rest = entry.slice(close + 1);
+    return rest === '' || /^:\d{1,5}$/.test(rest) ? entry.slice(1, close) : entry;
+  }
+  const colon = entry.indexOf(':');
+  if (colon < 0 || entry.indexOf(':', colon + 1) >= 0) return entry;
+  return /^\d{1,5}$/.test(entry.slice(colon + 1)) ? entry.slice(0, colon) : entry;
 }

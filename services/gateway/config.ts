@@ -74,17 +74,33 @@ export const edgeConfigShape = {
    * because every request waits for the counter: a slow Redis must not become a slow edge.
    */
   EDGE_RATE_LIMIT_REDIS_TIMEOUT_MS: int(1).max(60000).default(200),
+  /**
+   * Where the edge's own Prometheus metrics (`GET /metrics`) are served: a listener of their own,
+   * apart from the public port, as Kong serves them on its status listener. Loopback by default, so
+   * they are not on the internet unless an operator says so.
+   */
+  EDGE_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  /** Unset: GATEWAY_PORT + 100 (8100 with the default GATEWAY_PORT, Kong's status port; 0 when GATEWAY_PORT is 0). 0: any free port. */
+  EDGE_METRICS_PORT: int(0).max(65535).optional(),
   /** Allowed CORS origins (comma list; `*` for any). */
   EDGE_CORS_ORIGINS: z.string().min(1).default('*'),
-  EDGE_UPSTREAM_CONNECT_TIMEOUT_MS: int(1).default(5000),
-  /** Upstream read timeout (no bytes for this long → 504); long enough for slow LLM streams. */
-  EDGE_UPSTREAM_READ_TIMEOUT_MS: int(1).default(300000),
+  /**
+   * Upstream timeouts for every service, over the deck's own (`connect_timeout`, `read_timeout`,
+   * `write_timeout` of each service). Unset: each service's deck values, else these defaults
+   * (UPSTREAM_TIMEOUT_DEFAULTS). Read timeout: no bytes for this long → 504.
+   */
+  EDGE_UPSTREAM_CONNECT_TIMEOUT_MS: int(1).optional(),
+  EDGE_UPSTREAM_READ_TIMEOUT_MS: int(1).optional(),
+  EDGE_UPSTREAM_WRITE_TIMEOUT_MS: int(1).optional(),
   /**
    * When a service runs in the edge's own process (`npm start`), hand it the request in process
    * instead of over loopback HTTP. Off: always HTTP (same semantics, one more hop).
    */
   EDGE_IN_PROCESS_DISPATCH: bool(true),
 };
+
+/** The upstream timeouts of a service whose deck entry sets none (long enough for slow LLM streams). */
+export const UPSTREAM_TIMEOUT_DEFAULTS = { connectTimeoutMs: 5000, readTimeoutMs: 300000, writeTimeoutMs: 300000 } as const;
 
 export type EdgeConfig = z.infer<z.ZodObject<typeof edgeConfigShape>>;
 

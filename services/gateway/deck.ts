@@ -148,25 +148,35 @@ function checkEntities(doc: DeckFile): void {
   const serviceNames = new Set<string>();
   const routeNames = new Set<string>();
   const consumerNames = new Set<string>();
-  const plugins: Array<{ plugin: Record<string, unknown>; where: string }> = [];
-  const pluginsOf = (entity: Record<string, unknown>, where: string) =>
-    list(entity.plugins, `${where}: plugins`).forEach((p, i) => plugins.push({ plugin: record(p, `${where}: plugins[${i}]`), where }));
+  /** What a nested plugin's entity is: the scope fields it may only repeat, never change. */
+  type Parents = Partial<Record<'route' | 'service' | 'consumer', string>>;
+  const plugins: Array<{ plugin: Record<string, unknown>; where: string; parents: Parents }> = [];
+  const pluginsOf = (entity: Record<string, unknown>, where: string, parents: Parents = {}) =>
+    list(entity.plugins, `${where}: plugins`).forEach((p, i) => plugins.push({ plugin: record(p, `${where}: plugins[${i}]`), where, parents }));
 
   list(doc.services, 'services').forEach((s, i) => {
     const service = record(s, `services[${i}]`);
-    const serviceWhere = `service ${name(service, 'name', `services[${i}]`, serviceNames)}`;
+    const serviceName = name(service, 'name', `services[${i}]`, serviceNames);
+    const serviceWhere = `service ${serviceName}`;
     for (const field of ['url', 'protocol', 'host', 'path'] as const) optional(service, field, 'string', serviceWhere);
     optional(service, 'port', 'integer', serviceWhere);
+    // Milliseconds, as decK defines them (Kong: 1 to 2^31 - 2); the edge's proxy acts on them.
+    for (const field of ['connect_timeout', 'read_timeout', 'write_timeout'] as const) {
+      optional(service, field, 'integer', serviceWhere);
+      const value = service[field] as number | undefined;
+      if (value !== undefined && (value < 1 || value > 2 ** 31 - 2)) throw new DeckError(`${serviceWhere}: ${field} must be between 1 and ${2 ** 31 - 2} (milliseconds)`);
+    }
     try {
       serviceTarget(service as unknown as DeckService);
     } catch (error) {
       if (error instanceof DeckError) throw error;
       throw new DeckError(`${serviceWhere}: ${service.url !== undefined ? 'url is not a valid URL' : 'protocol, host, port and path do not form a valid URL'}`);
     }
-    pluginsOf(service, serviceWhere);
+    pluginsOf(service, serviceWhere, { service: serviceName });
     list(service.routes, `${serviceWhere}: routes`).forEach((r, j) => {
       const route = record(r, `${serviceWhere}: routes[${j}]`);
-      const where = `route ${name(route, 'name', `${serviceWhere}: routes[${j}]`, routeNames)}`;
+      const routeName = name(route, 'name', `${serviceWhere}: routes[${j}]`, routeNames);
+      const where = `route ${routeName}`;
       const paths = strings(route, 'paths', where);
       // Kong matches a route without paths on its other attributes; the embedded gateway routes by path only.
       if (paths.length === 0) throw new DeckError(`${where}: paths must list at least one path (the embedded gateway routes by path)`);
@@ -177,7 +187,7 @@ function checkEntities(doc: DeckFile): void {
       optional(route, 'strip_path', 'boolean', where);
       optional(route, 'preserve_host', 'boolean', where);
       optional(route, 'regex_priority', 'integer', where);
-      pluginsOf(route, where);
+      pluginsOf(route, where, { route: routeName, service: serviceName });
     });
   });
   const topRoutes = list(doc.routes, 'routes');
@@ -187,11 +197,12 @@ function checkEntities(doc: DeckFile): void {
   }
   list(doc.consumers, 'consumers').forEach((c, i) => {
     const consumer = record(c, `consumers[${i}]`);
-    pluginsOf(consumer, `consumer ${name(consumer, 'username', `consumers[${i}]`, consumerNames)}`);
+    const username = name(consumer, 'username', `consumers[${i}]`, consumerNames);
+    pluginsOf(consumer, `consumer ${username}`, { consumer: username });
   });
   pluginsOf(doc, 'plugins');
 
-  for (const { plugin, where } of plugins) {
+  for (const { plugin, where, parents } of plugins) {
     if (typeof plugin.name !== 'string' || plugin.name === '') throw new DeckError(`${where}: every plugin needs a name`);
     const at = `${where === 'plugins' ? 'plugin' : `${where}: plugin`} ${plugin.name}`;
     optional(plugin, 'enabled', 'boolean', at);
@@ -203,6 +214,10 @@ function checkEntities(doc: DeckFile): void {
       const ref = plugin[field];
       if (ref === undefined) continue;
       if (typeof ref !== 'string' || !refs[field].has(ref)) throw new DeckError(`${at}: ${field} "${String(ref)}" names no ${field} of this file`);
+      // decK refuses a nested plugin that names another entity than the one it is nested under
+      // (the nesting would otherwise win, silently scoping the plugin elsewhere than it says).
+      const parent = parents[field];
+      if (parent !== undefined && ref !== parent) throw new DeckError(`${at}: ${field} "${ref}" is not the ${field} it is nested under (${parent})`);
     }
   }
 }

@@ -35,6 +35,7 @@ export async function buildGatewayDeps(ctx: ServiceContext<ProcessRuntime>): Pro
     trustedProxies: config.TRUSTED_PROXIES,
     connectTimeoutMs: config.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
     readTimeoutMs: config.EDGE_UPSTREAM_READ_TIMEOUT_MS,
+    writeTimeoutMs: config.EDGE_UPSTREAM_WRITE_TIMEOUT_MS,
     inProcess: config.EDGE_IN_PROCESS_DISPATCH ? (origin) => ctx.inProcess?.get(origin) : undefined,
     // Read per probe: the process adds `shutdown` to it when the drain starts (SIGTERM).
     readiness: ctx.runtime.readiness,

@@ -7,15 +7,21 @@ import { buildChains, instanceFor, type ChainEntry, type ChainSlot, type HostDep
 import { serviceTarget, type DeckFile, type DeckRoute } from './deck.js';
 import { createClientIp } from './client-ip.js';
 import { dispatchInProcess } from './in-process.js';
-import { createProxy, sendJson, type ForwardTarget } from './proxy.js';
+import { UPSTREAM_TIMEOUT_DEFAULTS } from './config.js';
+import { createProxy, sendJson, type ForwardTarget, type UpstreamTimeouts } from './proxy.js';
 import { createRouter } from './router.js';
 
 export interface EdgeOptions {
   deck: DeckFile;
   deps: HostDeps;
   trustedProxies: string[];
-  connectTimeoutMs: number;
-  readTimeoutMs: number;
+  /**
+   * Upstream timeouts for every service, over each service's deck values (`connect_timeout`,
+   * `read_timeout`, `write_timeout`); a service without them gets UPSTREAM_TIMEOUT_DEFAULTS.
+   */
+  connectTimeoutMs?: number;
+  readTimeoutMs?: number;
+  writeTimeoutMs?: number;
   /**
    * The request handler of a service running in this process, by the origin the deck reaches it at
    * (`npm start`): such routes are dispatched in process instead of over loopback HTTP.
@@ -52,6 +58,10 @@ interface RoutePlan {
   chain: ChainSlot[];
   /** Set when the service runs in this process. */
   local: RequestListener | undefined;
+  /** The route's `preserve_host`: the service gets the client's `Host` instead of its own. */
+  preserveHost: boolean;
+  /** The service's timeouts (one object per service, shared by its requests). */
+  timeouts: UpstreamTimeouts;
 }
 
 /**
@@ -71,7 +81,12 @@ export async function createEdge(options: EdgeOptions) {
   for (const service of options.deck.services ?? []) {
     const origin = targets.get(service.name)!.origin;
     const local = options.inProcess?.(origin.origin);
-    for (const route of service.routes ?? []) plans.set(route, { origin, chain: chains.get(route)!, local });
+    const timeouts: UpstreamTimeouts = {
+      connectTimeoutMs: options.connectTimeoutMs ?? service.connect_timeout ?? UPSTREAM_TIMEOUT_DEFAULTS.connectTimeoutMs,
+      readTimeoutMs: options.readTimeoutMs ?? service.read_timeout ?? UPSTREAM_TIMEOUT_DEFAULTS.readTimeoutMs,
+      writeTimeoutMs: options.writeTimeoutMs ?? service.write_timeout ?? UPSTREAM_TIMEOUT_DEFAULTS.writeTimeoutMs,
+    };
+    for (const route of service.routes ?? []) plans.set(route, { origin, chain: chains.get(route)!, local, preserveHost: route.preserve_host === true, timeouts });
   }
   // The readiness route is the deck's (Kong answers it with request-termination, statically; its
   // drain-aware readiness is the status listener's /status/ready): only its answer changes here.
@@ -93,11 +108,12 @@ export async function createEdge(options: EdgeOptions) {
     return run.report;
   };
   const clientIpOf = createClientIp(options.trustedProxies);
-  const proxy = createProxy({ connectTimeoutMs: options.connectTimeoutMs, readTimeoutMs: options.readTimeoutMs });
+  const proxy = createProxy(UPSTREAM_TIMEOUT_DEFAULTS);
   const logger = options.deps.logger;
 
   async function handle(req: IncomingMessage, res: ServerResponse, requestId: string, responseHeaders: Record<string, string>): Promise<void> {
-    const url = req.url ?? '/';
+    let url = req.url ?? '/';
+    if (url.charCodeAt(0) !== 47 /* / */) url = originForm(req, url);
     const q = url.indexOf('?');
     const rawPath = q < 0 ? url : url.slice(0, q);
     const query = q < 0 ? '' : url.slice(q);
@@ -192,8 +208,10 @@ export async function createEdge(options: EdgeOptions) {
     // the address the edge derived, replacing any the client sent. A client's `Forwarded` is
     // removed by identity-headers (its `strip_headers`), on both hosts.
     headers['x-real-ip'] = edgeRequest.clientIp;
-    if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
-    else delete headers['x-forwarded-host']; // HTTP/1.0 without Host: never the client's own value
+    if (req.headers.host) {
+      headers['x-forwarded-host'] = req.headers.host;
+      if (plan.preserveHost) headers.host = req.headers.host;
+    } else delete headers['x-forwarded-host']; // HTTP/1.0 without Host: never the client's own value
 
     for (const slot of plan.chain) {
       // One instance per plugin, the most specific for this route and the consumer the request is
@@ -228,9 +246,10 @@ export async function createEdge(options: EdgeOptions) {
       responseHeaders,
       requestId,
       onUsageReport: (report) => (usage = report),
+      timeouts: plan.timeouts,
     };
     // In process only on the kit's servers, whose responses the edge can watch without patching them.
-    if (plan.local && res instanceof ServiceResponse) dispatchInProcess(plan.local, req, res, target, options.readTimeoutMs);
+    if (plan.local && res instanceof ServiceResponse) dispatchInProcess(plan.local, req, res, target, plan.timeouts.readTimeoutMs);
     else proxy.forward(req, res, target);
   }
 
@@ -259,6 +278,29 @@ export async function createEdge(options: EdgeOptions) {
 }
 
 export type Edge = Awaited<ReturnType<typeof createEdge>>;
+
+const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)/i;
+
+/**
+ * A request target in absolute form (`GET http://host/v1/models HTTP/1.1`, as a client set up for a
+ * forward proxy sends it) is routed by its path, as Kong (nginx) does. As RFC 9112 asks of a server
+ * receiving one, its authority replaces the `Host` header, so what the plugins read and what
+ * `X-Forwarded-Host` says are one host. The path then meets the router, every plugin and the
+ * `/internal` block exactly as an origin-form one would. Anything else (`*`, authority form, a
+ * scheme other than http(s)) is left as it came and matches no route.
+ */
+function originForm(req: IncomingMessage, url: string): string {
+  const absolute = ABSOLUTE_FORM.exec(url);
+  if (absolute === null) return url;
+  const authority = absolute[1]!;
+  // Userinfo has no place in a request target; its host part alone would be a guess.
+  if (authority === '' || authority.includes('@')) return url;
+  req.headers.host = authority;
+  const rest = url.slice(absolute[0].length);
+  const path = rest.charCodeAt(0) === 47 ? rest : `/${rest}`;
+  req.url = path;
+  return path;
+}
 
 /**
  * The embedded side of the host interface: the plugins edit the upstream header copy and the

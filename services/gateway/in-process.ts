@@ -11,7 +11,10 @@ import { sendJson, takeUsageReport, type ForwardTarget } from './proxy.js';
  * `Host` of the service), the body unread. The plugins' response headers (CORS, rate-limit,
  * request id) win over the service's, as they do over a proxied answer. A service that sends
  * nothing for `readTimeoutMs` gets the same treatment as over HTTP: 504 before the head, the
- * connection cut after it. Client disconnects reach the service as the close of its own req/res.
+ * connection cut after it: `readTimeoutMs` is the service's deck `read_timeout`, the one bound that
+ * still means something without a hop (there is no connection to open, and the service reads the
+ * body from the client itself, so `connect_timeout` and `write_timeout` have nothing to time).
+ * Client disconnects reach the service as the close of its own req/res.
  * The answer is watched through the response's observer slot (`ServiceResponse`, built by the kit's
  * servers), not by replacing its methods, which would cost every request dearly in V8.
  */
@@ -23,7 +26,8 @@ export function dispatchInProcess(
   readTimeoutMs: number,
 ): void {
   const headers = target.headers;
-  headers.host = target.origin.host;
+  // The service's own Host, unless the route preserves the client's (the edge set it then).
+  if (headers.host === undefined) headers.host = target.origin.host;
   // The body's framing (Content-Length, or Transfer-Encoding: chunked) is in the copy already, as
   // the hop sends it (proxy.upstreamHeaders), so the service reads the body it would have read.
   req.url = target.path;

@@ -48,11 +48,25 @@ export interface ForwardTarget {
   requestId: string;
   /** Called with the service's usage report (header, or trailer of a stream); never forwarded to the client. */
   onUsageReport?: (report: UsageReport) => void;
+  /** The service's timeouts (its deck `connect_timeout`, `read_timeout`, `write_timeout`); unset: the proxy's. */
+  timeouts?: UpstreamTimeouts;
 }
 
-export interface ProxyOptions {
+/**
+ * Kong's service timeouts, in ms. Connect: to open the connection. Write: the longest pause while
+ * the request is still being sent. Read: the longest pause once it is sent (no bytes → 504).
+ */
+export interface UpstreamTimeouts {
   connectTimeoutMs: number;
   readTimeoutMs: number;
+  writeTimeoutMs?: number;
+}
+
+export type ProxyOptions = UpstreamTimeouts;
+
+/** After the request is sent, the socket's idle bound becomes the read timeout (module-level: no closure per request). */
+function toReadTimeout(this: http.ClientRequest & { readTimeoutMs: number }): void {
+  this.setTimeout(this.readTimeoutMs);
 }
 
 export function createProxy(options: ProxyOptions) {
@@ -89,6 +103,8 @@ export function createProxy(options: ProxyOptions) {
 
   function forward(req: IncomingMessage, res: ServerResponse, target: ForwardTarget): void {
     const transport = target.origin.protocol === 'https:' ? https : http;
+    const timeouts = target.timeouts ?? options;
+    const writeTimeoutMs = timeouts.writeTimeoutMs ?? timeouts.readTimeoutMs;
     const upstream = transport.request({
       protocol: target.origin.protocol,
       hostname: target.origin.hostname,
@@ -97,17 +113,23 @@ export function createProxy(options: ProxyOptions) {
       path: target.path,
       headers: target.headers,
       agent: agentFor(target.origin),
-      timeout: options.readTimeoutMs,
+      // The socket's idle bound (either direction): the write timeout while the request is being
+      // sent, the read timeout after. Equal (the usual case): one bound, nothing to switch.
+      timeout: writeTimeoutMs,
     });
+    if (writeTimeoutMs !== timeouts.readTimeoutMs) {
+      (upstream as http.ClientRequest & { readTimeoutMs: number }).readTimeoutMs = timeouts.readTimeoutMs;
+      upstream.once('finish', toReadTimeout);
+    }
     let connectTimer: NodeJS.Timeout | null = null;
     upstream.on('socket', (socket) => {
       if (socket.connecting) {
         socket.setNoDelay(true);
-        connectTimer = setTimeout(() => upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ECONNECTTIMEOUT' })), options.connectTimeoutMs);
+        connectTimer = setTimeout(() => upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ECONNECTTIMEOUT' })), timeouts.connectTimeoutMs);
         socket.once('connect', () => connectTimer && clearTimeout(connectTimer));
       }
     });
-    upstream.on('timeout', () => upstream.destroy(Object.assign(new Error('upstream read timeout'), { code: 'ETIMEDOUT' })));
+    upstream.on('timeout', () => upstream.destroy(Object.assign(new Error('upstream timeout'), { code: 'ETIMEDOUT' })));
     upstream.on('upgrade', refuseUpgrade);
     upstream.on('response', (upstreamRes) => {
       const headers = endToEndHeaders(upstreamRes.headers);

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
-import { acceptRequestId, adoptRequestObjects, errorBody, metricsPage, startsWithAny, trustedPeers, type ProcessRuntime } from '../kit/index.js';
-import type { ServiceDefinition } from '../kit/index.js';
+import { acceptRequestId, adoptRequestObjects, ConfigError, errorBody, listen, metricsPage, serverTimeouts, startsWithAny, trustedPeers, type ProcessRuntime } from '../kit/index.js';
+import type { ServiceContext, ServiceDefinition } from '../kit/index.js';
 import { edgeConfigShape } from './config.js';
 import { connectionsForOpenFileLimit, guardConnections } from './connections.js';
 import { buildGatewayDeps, type GatewayDeps } from './deps.js';
@@ -9,12 +9,20 @@ import { sendJson } from './proxy.js';
 
 /** What createApp built, for onListening, which is handed the server its app listens on. */
 const depsOfApp = new WeakMap<Express, GatewayDeps>();
+/** The address of each started edge's metrics listener, by its service context. */
+const metricsUrls = new WeakMap<object, string>();
+
+/** Where a started edge serves its metrics (`http://host:port`); undefined with METRICS_ENABLED off. */
+export function edgeMetricsUrl(ctx: ServiceContext<any>): string | undefined {
+  return metricsUrls.get(ctx);
+}
 
 /**
  * The embedded edge (`npm start`, tests): reads deck/kong.yaml — the file Kong is configured
  * from — and runs the same plugin cores. Started after the services, so ctx.urls holds their
- * real ports. Listens on GATEWAY_PORT (8000). It keeps no state: started alone, it opens no
- * database and no bus (rate-limit counters live in Redis or in the process).
+ * real ports. Listens on GATEWAY_PORT (8000), and serves its metrics on a listener of its own
+ * (EDGE_METRICS_HOST:EDGE_METRICS_PORT, loopback by default). It keeps no state: started alone, it
+ * opens no database and no bus (rate-limit counters live in Redis or in the process).
  */
 export const gatewayService: ServiceDefinition<ProcessRuntime> = {
   name: 'gateway',
@@ -28,16 +36,21 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
     const app = express();
     app.disable('x-powered-by');
     app.disable('etag');
-    // The edge's own metrics (Kong: the status listener), answered before any route or limit.
+    // The edge's own metrics are not on the public port (where `/metrics` is a path like any other,
+    // routed by the deck): a scrape costs the series of every copy of the platform, and says how
+    // the platform is used. Kong serves them on its status listener; this is that listener.
     if (deps.config.METRICS_ENABLED) {
-      app.get('/metrics', async (_req, res) => {
-        res.setHeader('content-type', metrics.registry.contentType);
-        res.end(await metricsPage('gateway', metrics.registry));
+      const { config } = deps;
+      const port = metricsPort(config.EDGE_METRICS_PORT, config.GATEWAY_PORT);
+      const listener = await listen(metricsApp(metrics), { host: config.EDGE_METRICS_HOST, port, timeouts: serverTimeouts(config) }).catch((error: NodeJS.ErrnoException) => {
+        // The start's one line names the setting to change, as for the public port.
+        if (error.code !== 'EADDRINUSE' && error.code !== 'EACCES' && error.code !== 'EADDRNOTAVAIL') throw error;
+        throw new ConfigError('EDGE_METRICS_PORT', `cannot listen on ${config.EDGE_METRICS_HOST}:${port} for the edge's metrics (${error.code}); stop the other process or set EDGE_METRICS_PORT / EDGE_METRICS_HOST`);
       });
-      app.all('/metrics', (req, res) => {
-        const requestId = acceptRequestId(req.get('x-request-id'));
-        sendJson(res, 405, errorBody(405, `${req.method} is not allowed on /metrics; allowed: GET, HEAD`, { requestId }), { allow: 'GET, HEAD', 'x-request-id': requestId });
-      });
+      ctx.onStop(() => listener.close(1_000));
+      const host = config.EDGE_METRICS_HOST.includes(':') ? `[${config.EDGE_METRICS_HOST}]` : config.EDGE_METRICS_HOST;
+      metricsUrls.set(ctx, `http://${host}:${listener.port}`);
+      ctx.runtime.logger.info({ host: config.EDGE_METRICS_HOST, port: listener.port }, 'gateway: metrics listening');
     }
     app.use((req, res) => edge.handle(req, res));
     depsOfApp.set(app, deps);
@@ -63,6 +76,34 @@ export const gatewayService: ServiceDefinition<ProcessRuntime> = {
     metrics.watchConnections(() => guard.open, maxOpen);
   },
 };
+
+/** EDGE_METRICS_PORT, or Kong's offset from the proxy port to its status port (8000 → 8100); with GATEWAY_PORT 0, any free port. */
+export function metricsPort(configured: number | undefined, gatewayPort: number): number {
+  if (configured !== undefined) return configured;
+  if (gatewayPort === 0) return 0;
+  if (gatewayPort + 100 > 65535) throw new ConfigError('EDGE_METRICS_PORT', `unset, it is GATEWAY_PORT + 100 (${gatewayPort + 100}), which is not a port; set it`);
+  return gatewayPort + 100;
+}
+
+/** The metrics listener's app: `GET /metrics` (HEAD too), 405 for other methods there, 404 elsewhere. */
+function metricsApp(metrics: GatewayDeps['metrics']): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  app.get('/metrics', async (_req, res) => {
+    res.setHeader('content-type', metrics.registry.contentType);
+    res.end(await metricsPage('gateway', metrics.registry));
+  });
+  app.all('/metrics', (req, res) => {
+    const requestId = acceptRequestId(req.get('x-request-id'));
+    sendJson(res, 405, errorBody(405, `${req.method} is not allowed on /metrics; allowed: GET, HEAD`, { requestId }), { allow: 'GET, HEAD', 'x-request-id': requestId });
+  });
+  app.use((req, res) => {
+    const requestId = acceptRequestId(req.get('x-request-id'));
+    sendJson(res, 404, errorBody(404, 'Only /metrics is served here', { requestId }), { 'x-request-id': requestId });
+  });
+  return app;
+}
 
 /**
  * Requests that none of the app's own routes could match go to the edge without Express's router,

@@ -157,7 +157,10 @@ test.serial('the edge answers /healthz and /readyz outside every limit, and serv
     if (res.status !== 200) return t.fail(`readiness probe ${i} answered ${res.status}`);
   }
   t.deepEqual((await call('/readyz')).json, { status: 'ready', service: 'gateway' });
-  const metrics = await call('/metrics');
+  // On the edge's metrics listener; the public port does not serve them.
+  t.is((await call('/metrics')).status, 404);
+  const scrape = await fetch(`${p.metricsUrl}/metrics`);
+  const metrics = { status: scrape.status, text: await scrape.text() };
   t.is(metrics.status, 200);
   t.regex(metrics.text, /edge_requests_total\{[^}]*route="edge-healthz"[^}]*status="200"[^}]*\} (1[5-9]\d|[2-9]\d\d)/);
   t.notRegex(metrics.text, /route="\/healthz"/, 'labels are route names, never raw paths');

@@ -65,10 +65,11 @@ test.serial('through the edge: with three connections open, a chat request on a 
     return r?.status === 200 ? r : null;
   }, 5000, 'served again');
   t.is(res.status, 200);
-  const metrics = await (await fetch(`${p.url}/metrics`, { headers: { connection: 'close' } })).text();
+  const metrics = await (await fetch(`${p.metricsUrl}/metrics`, { headers: { connection: 'close' } })).text();
   t.regex(metrics, /^edge_connections_over_capacity_total(\{[^}]*\})? [1-9]/m);
   t.regex(metrics, /^edge_connections_max(\{[^}]*\})? 3$/m);
-  t.regex(metrics, /^edge_connections_open(\{[^}]*\})? [1-9]/m, "the scrape's own connection at least");
+  // The scrape's own connection is on the metrics listener, which the public port's bound does not count.
+  t.regex(metrics, /^edge_connections_open(\{[^}]*\})? \d+$/m);
 });
 
 test.serial('the openai SDK retries the 503 on its own, after the Retry-After it names, and succeeds once a connection is free', async (t) => {

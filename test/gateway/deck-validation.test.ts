@@ -46,6 +46,11 @@ const REFUSED: Array<[title: string, text: string, message: string]> = [
   ['a consumer\'s plugin naming a route that does not exist', deck('{ name: r, paths: [/a] }', 'consumers:\n  - { username: c, plugins: [{ name: cors, route: rr, config: {} }] }'), 'deck: consumer c: plugin cors: route "rr" names no route of this file'],
   ['a plugin config that is not a mapping', deck('{ name: r, paths: [/a], plugins: [{ name: cors, config: [1] }] }'), 'route r: plugin cors: config must be a mapping'],
   ['a plugin without a name', deck('{ name: r, paths: [/a] }', 'plugins:\n  - { config: {} }'), 'plugins: every plugin needs a name'],
+  // decK refuses these; the nesting used to win silently, scoping the plugin to another route than it names.
+  ['a route\'s plugin naming another route', deck('{ name: r, paths: [/a], plugins: [{ name: cors, route: r2, config: {} }] }\n{ name: r2, paths: [/b] }'), 'deck: route r: plugin cors: route "r2" is not the route it is nested under (r)'],
+  ['a route\'s plugin naming another service than the route\'s', deck('{ name: r, paths: [/a], plugins: [{ name: cors, service: s2, config: {} }] }', '  - { name: s2, url: "http://127.0.0.1:2" }'), 'deck: route r: plugin cors: service "s2" is not the service it is nested under (s)'],
+  ['a service\'s plugin naming another service', deck('{ name: r, paths: [/a] }', '  - { name: s2, url: "http://127.0.0.1:2" }').replace('    routes:', '    plugins: [{ name: cors, service: s2, config: {} }]\n    routes:'), 'deck: service s: plugin cors: service "s2" is not the service it is nested under (s)'],
+  ['a consumer\'s plugin naming another consumer', deck('{ name: r, paths: [/a] }', 'consumers:\n  - { username: c, plugins: [{ name: cors, consumer: c2, config: {} }] }\n  - { username: c2 }'), 'deck: consumer c: plugin cors: consumer "c2" is not the consumer it is nested under (c)'],
 ];
 
 for (const [title, text, message] of REFUSED) {

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { gatewayService } from '../../services/gateway/service.js';
+import { edgeMetricsUrl, gatewayService } from '../../services/gateway/service.js';
 import { ManualClock } from '../../services/kit/clock.js';
 import { openProcessRuntime, serviceUrls, startService, type StartedService } from '../../services/kit/index.js';
 import type { ProcessRuntime } from '../../services/kit/index.js';
@@ -7,7 +7,7 @@ import { testConfig } from '../helpers/env.js';
 import { startEdgeWithFakes } from './edge-harness.js';
 
 // A path the edge serves for some methods only (its probes, the console's files, the API document,
-// its own /metrics) answers another method with 405, an Allow header and the error body, as the
+// and /metrics on its metrics listener) answers another method with 405, an Allow header and the error body, as the
 // services do; a path no route serves stays 404.
 let edge: Awaited<ReturnType<typeof startEdgeWithFakes>>;
 let alone: { started: StartedService<ProcessRuntime>; runtime: ProcessRuntime; url: string };
@@ -62,11 +62,12 @@ test('the allowed methods still go through, and a path no route serves is still 
   t.is(nowhere.body.error.type, 'not_found_error');
 });
 
-test("the edge's own /metrics: GET answers, other methods 405 with Allow and the error body", async (t) => {
-  const metrics = await fetch(`${alone.url}/metrics`);
+test("the edge's own /metrics (its metrics listener): GET answers, other methods 405 with Allow and the error body", async (t) => {
+  const metricsUrl = edgeMetricsUrl(alone.started.ctx)!;
+  const metrics = await fetch(`${metricsUrl}/metrics`);
   t.is(metrics.status, 200);
   t.regex(await metrics.text(), /edge_/);
-  const post = await call(alone.url, 'POST', '/metrics');
+  const post = await call(metricsUrl, 'POST', '/metrics');
   t.is(post.status, 405);
   t.is(post.allow, 'GET, HEAD');
   t.is(post.requestId, post.body.error.request_id);

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { startPlatform as startAllInOne, type Platform } from '../../services/platform/platform.js';
+import { edgeMetricsUrl } from '../../services/gateway/service.js';
 import type { Clock, Logger, Runtime, ServiceContext } from '../../services/kit/index.js';
 import { deleteAmqpTopology } from './amqp.js';
 import { dropSchema, testConfig } from './env.js';
@@ -23,6 +24,8 @@ export interface TestPlatform {
   gatewaySecret: string;
   /** Direct (internal) address of a service: 'llm-api', 'response-api', 'media-api', 'mcp-tools'. */
   serviceUrl(name: string): string;
+  /** The edge's metrics listener (its `/metrics`), apart from the public `url`. */
+  metricsUrl: string;
   stop(): Promise<void>;
 }
 
@@ -56,6 +59,7 @@ export async function startTestPlatform(
     platform,
     gatewaySecret: platform.ctx.gatewaySecret,
     serviceUrl: (name) => `http://127.0.0.1:${platform.port(name)}`,
+    metricsUrl: edgeMetricsUrl(platform.started.find((s) => s.name === 'gateway')!.ctx) ?? '',
     async stop() {
       await platform.stop();
       for (const cleanup of cleanups.splice(0).reverse()) await cleanup();

@@ -12,7 +12,8 @@ export const processAlive = processRunning;
 
 /** A minimal environment: nothing of the test's own configuration leaks into a child process. */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  return { PATH: process.env.PATH, HOME: process.env.HOME, ...extra };
+  // The edge's metrics listener would otherwise take GATEWAY_PORT + 100, a port no test claimed.
+  return { PATH: process.env.PATH, HOME: process.env.HOME, EDGE_METRICS_PORT: '0', ...extra };
 }
 
 export interface Child {
@@ -118,6 +119,7 @@ export async function startEdgeProcess(t: ExecutionContext, upstream: string, en
     NODE_ENV: 'test',
     LOG_LEVEL: 'info',
     GATEWAY_PORT: String(port),
+    EDGE_METRICS_PORT: '0',
     GATEWAY_SHARED_SECRET: randomBytes(24).toString('hex'),
     LLM_API_URL: upstream,
     RESPONSE_API_URL: upstream,

@@ -57,7 +57,7 @@ test.before(async () => {
   await admin.post(`/admin/webhooks/${webhook.id}/test`);
   await receiver.until((rs) => rs.some((r) => r.headers['x-webhook-id'] === webhook.id));
 
-  scrapes.edge = await (await fetch(`${p.url}/metrics`)).text();
+  scrapes.edge = await (await fetch(`${p.metricsUrl}/metrics`)).text();
   scrapes['llm-api'] = await waitFor(async () => {
     const text = await (await fetch(`${p.serviceUrl('llm-api')}/metrics`)).text();
     // Delivered, and nothing else due: another delivery to the subscription (an event it also

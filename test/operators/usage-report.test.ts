@@ -209,7 +209,7 @@ test('metrics: llm-api serves tokens and cost by model and provider matching the
     t.is(value('llm_requests_total', `model="${model}",provider="${provider}",outcome="ok"`), mine.length);
   }
   t.regex(text, /llm_upstream_latency_seconds_count\{[^}]*provider="prov_[^"]+",endpoint="http:\/\/127\.0\.0\.1:\d+",status="200"/);
-  const edge = await fetch(`${p.url}/metrics`);
+  const edge = await fetch(`${p.metricsUrl}/metrics`);
   t.is(edge.status, 200);
   t.regex(await edge.text(), /# TYPE \w+/);
 });

@@ -4,7 +4,7 @@ import { parseApiKeyAuthConfig } from '../../plugins/api-key-auth/schema.js';
 import type { Decision, EdgeRequest, VerifiedIdentity } from '../../plugins/core/types.js';
 import { ManualClock } from '../../services/kit/clock.js';
 import { createInProcessRevocations, userRevocation } from '../../services/kit/revocations.js';
-import { startFakeValidator } from './fakes.js';
+import { listenOn, startFakeValidator } from './fakes.js';
 
 const TOKEN = 'g'.repeat(40);
 let validator: Awaited<ReturnType<typeof startFakeValidator>>;
@@ -151,6 +151,30 @@ test.serial('a validator that refuses the gateway token (a secret rotated on one
   const { core: right } = plugin();
   t.is(status(await right.access(request({ 'x-api-key': `sk_${'B'.repeat(32)}` }))), 401);
   await Promise.all([core.close(), alone.close(), right.close()]);
+});
+
+test.serial("a validator answering 400, 403 or 404 (a wrong validate_url path, say) is a gateway fault: 503, logged, never the client's 401", async (t) => {
+  const key = validator.add('user_k_wrong_path');
+  let answer = 404;
+  // Whatever it is asked, it answers `answer` with an error body that does not name the gateway token.
+  const wrong = await listenOn((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(answer, { 'content-type': 'application/json' }).end('{"error":{"message":"Not found","type":"not_found_error","param":null,"code":"not_found"}}'));
+  });
+  t.teardown(() => wrong.close());
+  const logged: Array<Record<string, unknown>> = [];
+  const logger = { warn() {}, error: (fields: Record<string, unknown>) => void logged.push(fields) };
+  const core = createApiKeyAuth(parseApiKeyAuthConfig({ validate_url: `${wrong.url}/internal/auth/validate-api-kee`, gateway_token: TOKEN }), { clock: new ManualClock(1_800_000_000_000), logger });
+  t.teardown(() => core.close());
+  for (const code of [404, 400, 403]) {
+    answer = code;
+    const decision = await core.access(request({ 'x-api-key': key.key }));
+    t.is(status(decision), 503, `validator ${code}`);
+    t.like(errorOf(decision), { code: 'service_unavailable' });
+    t.regex(String(logged.at(-1)?.reason), new RegExp(`answered ${code}`));
+  }
+  t.is(logged.length, 3);
+  t.is(core.cache.size, 0);
 });
 
 test.serial('a revocation purges the cache at once: the next request is revalidated and refused', async (t) => {

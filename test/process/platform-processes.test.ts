@@ -23,6 +23,8 @@ const mainTs = entryArgs('services/platform/main.ts');
 interface Started {
   child: Child;
   url: string;
+  /** The edge's metrics listener, shared by the copies as the public port is. */
+  metricsUrl: string;
   adminKey: string;
   prefix: string;
   /** The copies' pids, from the supervisor's summary line. */
@@ -36,6 +38,7 @@ async function startSupervised(t: ExecutionContext, fake: FakeUpstream, env: Rec
   const prefix = uniqueName('procs');
   const adminKey = `sk_${Array.from({ length: 32 }, () => BASE62[randomInt(62)]).join('')}`;
   const port = await freePort();
+  const metricsPort = await freePort();
   const ports = { LLM_API_PORT: await freePort(), RESPONSE_API_PORT: await freePort(), MEDIA_API_PORT: await freePort(), MCP_TOOLS_PORT: await freePort() };
   const child = startChild(process.execPath, mainTs, {
     env: cleanEnv({
@@ -54,6 +57,7 @@ async function startSupervised(t: ExecutionContext, fake: FakeUpstream, env: Rec
       PROVIDER_URL_ALLOW: '127.0.0.1',
       LLM_CATALOG_POLL_MS: '200',
       GATEWAY_PORT: String(port),
+      EDGE_METRICS_PORT: String(metricsPort),
       ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
       ...env,
     }),
@@ -77,7 +81,7 @@ async function startSupervised(t: ExecutionContext, fake: FakeUpstream, env: Rec
   // The provider, through one copy; each copy's catalog notices it on its own.
   const admin = keyClient(url, adminKey);
   await admin.post('/admin/providers', { body: { name: 'Alpha', vendor: 'fake', base_url: fake.url } });
-  return { child, url, adminKey, prefix, pids: [Number(summary[1]), Number(summary[2])] };
+  return { child, url, metricsUrl: `http://127.0.0.1:${metricsPort}`, adminKey, prefix, pids: [Number(summary[1]), Number(summary[2])] };
 }
 
 function killQuietly(pid: number): void {
@@ -167,7 +171,7 @@ test('two copies share the ports, the keys and the limits store; a killed copy i
   // A scrape reaches one copy, which answers for both: every series labelled with its copy's pid,
   // each family once. Twice, so both copies have answered one.
   for (let i = 0; i < 2; i++) {
-    const page = await (await fetch(`${s.url}/metrics`, { headers: { connection: 'close' } })).text();
+    const page = await (await fetch(`${s.metricsUrl}/metrics`, { headers: { connection: 'close' } })).text();
     for (const pid of s.pids) t.regex(page, new RegExp(`^edge_requests_total\\{[^}]*pid="${pid}"[^}]*\\} [1-9]`, 'm'), `copy ${pid}'s requests on the page`);
     t.is(page.match(/^# TYPE edge_requests_total /gm)?.length, 1, 'one family, both copies in it');
   }
