@@ -34,6 +34,11 @@ export const responsesConfigShape = {
    * As llm-api's `LLM_SSE_KEEPALIVE_MS` for chat streams.
    */
   RESPONSES_SSE_KEEPALIVE_MS: int(0, 3_600_000, 15_000),
+  /**
+   * How many background responses one user may have queued or running at once; creating one more is
+   * a 429 `too_many_background_responses` until one ends.
+   */
+  RESPONSES_MAX_BACKGROUND_PER_USER: int(1, 10_000, 16),
 };
 
 export type ResponsesConfig = z.infer<z.ZodObject<typeof responsesConfigShape>>;

@@ -51,6 +51,7 @@ export function buildResponsesDeps(ctx: ServiceContext, overrides: { llm?: LlmPo
     cancelPollMs: config.RESPONSES_CANCEL_POLL_MS,
     toolTimeoutMs: config.RESPONSES_TOOL_TIMEOUT_MS,
     stepTimeoutMs: config.RESPONSES_STEP_TIMEOUT_MS,
+    maxBackgroundPerUser: config.RESPONSES_MAX_BACKGROUND_PER_USER,
     cancelWaitMs: 10_000,
     keepAliveMs: config.RESPONSES_SSE_KEEPALIVE_MS,
     running,

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import test from 'ava';
 import { ApiError, ManualClock, systemClock } from '../../services/kit/index.js';
+import { endedRow } from '../../services/response-api/responses/ended.js';
 import { longestLoopMs, runLoop, type LoopPlan } from '../../services/response-api/responses/loop.js';
 import { createToolsPort, type ChatCompletion, type LlmPort } from '../../services/response-api/responses/ports.js';
 import { buildResponsesDeps } from '../../services/response-api/deps.js';
@@ -349,7 +350,7 @@ test('a loop that ends completed after a cancel from another process ended its r
   // answers in time (here the loop polls its flag too seldom to see it): no timing involved.
   const { llm } = fakeLlm([
     async () => {
-      t.true(await store.markCancelled(userId, id), 'the cancel ended the row');
+      t.true(await store.endRunning(userId, id, (row) => endedRow(row, { status: 'cancelled' })), 'the cancel ended the row');
       return answer('too late');
     },
   ]);

@@ -8,7 +8,7 @@ import type { ResponseRecorder } from './recorder.js';
  * against mcp-tools (in parallel when allowed, otherwise one per step; each with a timeout) and their outputs, errors
  * included, go back to the model; the loop ends when the model answers without tool calls, when
  * it calls a function the client executes itself, or at `maxSteps` (whose step may be asked to
- * answer without tools, `answerOnLastStep`).
+ * answer without tools, `answerOnLastStep`; platform tools it still calls are not run).
  *
  * Two ways to stop early: `abort` (a cancel, or the caller of an unstored response leaving) aborts
  * the in-flight upstream and tool calls at once;
@@ -226,7 +226,17 @@ export async function runLoop(
 
     // Platform tools run now; calls of the client's own functions are returned to it.
     const platformCalls = calls.filter((c) => !clientFunctions.has(c.function.name));
-    const started = platformCalls.map((call) => ({ call, index: recorder.startMcpCall({ name: call.function.name, arguments: call.function.arguments, serverLabel: SERVER_LABEL }) }));
+    const lastStep = step === plan.maxSteps;
+    if (lastStep) {
+      // No step is left to read their outputs: running them would spend the tools' time (and a
+      // sandbox's) for nothing. They are kept, not run, and a chain from the response reads why.
+      const error = `max_steps (${plan.maxSteps}) reached: this call was not run.`;
+      for (const call of platformCalls) {
+        recorder.unrunMcpCall({ name: call.function.name, arguments: call.function.arguments, serverLabel: SERVER_LABEL }, error);
+        messages.push({ role: 'tool', tool_call_id: call.id, content: `Error: ${error}` });
+      }
+    }
+    const started = (lastStep ? [] : platformCalls).map((call) => ({ call, index: recorder.startMcpCall({ name: call.function.name, arguments: call.function.arguments, serverLabel: SERVER_LABEL }) }));
     await progress();
     const run = async ({ call }: (typeof started)[number]) => {
       if (!platformTools.has(call.function.name) || !plan.session) return { output: '', error: `Tool '${call.function.name}' does not exist. Available tools: ${[...platformTools].join(', ') || 'none'}.` };

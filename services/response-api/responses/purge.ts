@@ -1,4 +1,5 @@
 import { runEvery, type Clock, type Logger } from '../../kit/index.js';
+import { endedRow } from './ended.js';
 import type { ResponseStore } from './store.js';
 
 /** What a response left running by a stopped process ends with. */
@@ -9,7 +10,8 @@ export const INTERRUPTED_ERROR = { code: 'server_error', message: 'The response 
  * (0: only when `run` is called), and the kept events of background responses that ended more than
  * `eventsKeptMs` ago. Each pass also marks `failed` the responses still queued or
  * running `interruptedAfterMs` after their creation (longer than any loop runs: the process that
- * ran them crashed), so none stays `in_progress` for good. Concurrent calls to `run` share the pass
+ * ran them crashed), so none stays `in_progress` for good (nor any of its items: `endedRow`), and a
+ * chain from one continues from the output it had produced. Concurrent calls to `run` share the pass
  * in progress; `stop` waits for it.
  */
 export function startRetentionPurge(options: { store: ResponseStore; clock: Clock; logger: Logger; intervalMs: number; interruptedAfterMs?: number; eventsKeptMs?: number }) {
@@ -24,7 +26,7 @@ export function startRetentionPurge(options: { store: ResponseStore; clock: Cloc
       if (events > 0) options.logger.info({ events }, 'kept events of ended background responses dropped');
     }
     if (options.interruptedAfterMs) {
-      const interrupted = await options.store.markInterrupted(new Date(now - options.interruptedAfterMs), INTERRUPTED_ERROR);
+      const interrupted = await options.store.endStale(new Date(now - options.interruptedAfterMs), (row) => endedRow(row, { status: 'failed', error: INTERRUPTED_ERROR }));
       if (interrupted > 0) options.logger.warn({ interrupted }, 'responses left running by a stopped process marked failed');
     }
     return removed;

@@ -215,6 +215,24 @@ export class ResponseRecorder {
     return outputIndex;
   }
 
+  /**
+   * A platform tool call the model asked for that is not run (the step limit was reached): announced
+   * and done at once, `incomplete` with `error` saying why, never `in_progress`.
+   */
+  unrunMcpCall(call: { name: string; arguments: string; serverLabel: string }, error: string): void {
+    const id = newId('mcpCall');
+    const outputIndex = this.response.output.length;
+    const item: Record<string, any> = { id, type: 'mcp_call', server_label: call.serverLabel, name: call.name, arguments: '', status: 'in_progress', output: null, error: null };
+    this.response.output.push(item);
+    this.send('response.output_item.added', { output_index: outputIndex, item: { ...item } });
+    item.arguments = call.arguments;
+    this.send('response.mcp_call_arguments.delta', { item_id: id, output_index: outputIndex, delta: call.arguments });
+    this.send('response.mcp_call_arguments.done', { item_id: id, output_index: outputIndex, arguments: call.arguments });
+    item.status = 'incomplete';
+    item.error = error;
+    this.send('response.output_item.done', { output_index: outputIndex, item: { ...item } });
+  }
+
   finishMcpCall(outputIndex: number, result: { output: string; error: string | null }): void {
     const item = this.response.output[outputIndex]!;
     item.output = result.output;

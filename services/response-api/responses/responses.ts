@@ -4,6 +4,7 @@ import { CancelledError, longestLoopMs, ProcessStoppingError, runLoop, SERVER_LA
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
 import { INTERRUPTED_ERROR } from './purge.js';
 import { ResponseRecorder, terminalEventType, type ResponseObject, type StreamEvent } from './recorder.js';
+import { endedRow } from './ended.js';
 import { EVENTS_KEPT_MS, TERMINAL_EVENTS, type ResponseEventLog } from './event-log.js';
 import type { CreateResponseRequest, TextFormat, ToolEntry } from './schemas.js';
 import { RUNNING_STATUSES, type ResponseRow, type ResponseStore } from './store.js';
@@ -23,6 +24,8 @@ export interface ResponsesDeps extends LoopDeps {
   logger: Logger;
   retentionDays: number;
   cancelPollMs: number;
+  /** The most background responses one user may have queued or running at once (none without it). */
+  maxBackgroundPerUser?: number;
   running: Map<string, { abort: AbortController; done: Promise<unknown> }>;
   /** Keeps the events of background responses, to be streamed again (none are kept without it). */
   events?: ResponseEventLog;
@@ -178,12 +181,20 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     expires_at: new Date(now + deps.retentionDays * 86_400_000),
   });
   if (seenWhileRunning) {
+    let refused: ApiError | null = null;
     try {
-      await deps.store.insert(row(messages));
+      const limit = response.background ? deps.maxBackgroundPerUser : undefined;
+      if (limit === undefined) await deps.store.insert(row(messages));
+      // Rows older than any loop runs are not counted: their process stopped (the sweep ends them).
+      else if (!(await deps.store.insertBackground(row(messages), limit, new Date(now - longestLoopMs(deps))))) refused = tooManyBackground(limit);
     } catch (error) {
       // No loop will run to close the tool session (its MCP connection to mcp-tools).
       await session?.close().catch(() => {});
       throw error;
+    }
+    if (refused) {
+      await session?.close().catch(() => {});
+      throw refused;
     }
   }
 
@@ -259,7 +270,7 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     let append: (() => Promise<void>) | null = null;
     if (store) {
       // False when the row had ended without this loop: a cancel that found no loop answering
-      // (`markCancelled`) or the sweep. The stored end stands, and the turn is not the conversation's.
+      // (`endRunning`) or the sweep. The stored end stands, and the turn is not the conversation's.
       let written = true;
       try {
         if (seenWhileRunning) written = await deps.store.save(id, { status: response.status, body: response, context: context ?? messages });
@@ -313,6 +324,21 @@ export async function createResponse(deps: ResponsesDeps, principal: Principal, 
     return structuredClone({ ...response, status: 'queued' });
   }
   return done;
+}
+
+/**
+ * Seconds a client refused for too many background responses is told to wait before trying again.
+ * No wait is right (a place frees when one of its responses ends), so a short one: the SDK's own
+ * retries try again soon without hammering the database.
+ */
+const BACKGROUND_RETRY_AFTER_S = 5;
+
+function tooManyBackground(limit: number): ApiError {
+  return new ApiError(429, `Too many background responses in progress: at most ${limit} may be queued or running at once per user. Wait for one to end (or cancel one) and try again.`, {
+    code: 'too_many_background_responses',
+    param: 'background',
+    headers: { 'retry-after': String(BACKGROUND_RETRY_AFTER_S) },
+  });
 }
 
 /**
@@ -686,7 +712,7 @@ export async function* responseEvents(deps: ResponsesDeps, principal: Principal,
         // its row yet (it may never: RESPONSES_PURGE_INTERVAL_MS=0). The stream ends as the sweep
         // will end the row, rather than waiting for it.
         const stale = await deps.store.find(principal.userId, id);
-        if (stale) yield [storedEnd({ ...stale, status: 'failed', body: { ...stale.body, status: 'failed', error: { ...INTERRUPTED_ERROR } } }, after + 1)];
+        if (stale) yield [storedEnd({ ...stale, ...endedRow(stale, { status: 'failed', error: INTERRUPTED_ERROR }) }, after + 1)];
         return;
       }
       if (!RUNNING.has(status) && ++quietSinceEnd >= endedPolls) {
@@ -735,7 +761,7 @@ async function findEnded(deps: ResponsesDeps, principal: Principal, id: string):
   if (!row || !RUNNING.has(row.status)) return row;
   const createdBefore = deps.clock.now() - longestLoopMs(deps);
   if (row.created_at.getTime() >= createdBefore) return row;
-  if (await deps.store.markOneInterrupted(principal.userId, id, new Date(createdBefore), INTERRUPTED_ERROR)) {
+  if (await deps.store.endRunning(principal.userId, id, (stale) => endedRow(stale, { status: 'failed', error: INTERRUPTED_ERROR }))) {
     deps.logger.warn({ response_id: id }, 'a response left running by a stopped process marked failed');
   }
   return deps.store.find(principal.userId, id);
@@ -772,14 +798,21 @@ export async function deleteResponse(deps: ResponsesDeps, principal: Principal, 
 
 /**
  * Sets the cancel flag; the process running the loop aborts its in-flight calls and stores the
- * partial output as `cancelled`. A response that already ended is returned unchanged. When no loop
+ * partial output as `cancelled`. A background response that already ended is returned unchanged;
+ * a foreground one that ended is a 400, as OpenAI answers it. When no loop
  * answers within `waitMs` (every live loop reads the flag each `cancelPollMs`), the process that
  * ran it has stopped: the row is ended `cancelled` here, with the output its last write kept,
  * rather than answered `in_progress` until the sweep ends it `failed` an hour later.
  */
 export async function cancelResponse(deps: ResponsesDeps, principal: Principal, id: string, waitMs: number): Promise<ResponseObject> {
   const row = await findOwned(deps, principal, id);
-  if (!RUNNING.has(row.status)) return row.body as ResponseObject;
+  if (!RUNNING.has(row.status)) {
+    // As OpenAI answers: an ended background response is returned as it is (a repeated cancel is
+    // harmless), while an ended foreground one was never cancellable. A foreground response that is
+    // still streaming can be cancelled here, which OpenAI does not offer.
+    if (!row.background) throw badRequest(`Only responses created with background=true can be cancelled: response '${id}' was not, and it has ended (${row.status})`);
+    return row.body as ResponseObject;
+  }
   await deps.store.requestCancel(principal.userId, id);
   const local = deps.running.get(id);
   if (local) {
@@ -792,7 +825,7 @@ export async function cancelResponse(deps: ResponsesDeps, principal: Principal, 
       if (!current || !RUNNING.has(current.status)) break;
       await new Promise((r) => setTimeout(r, deps.cancelPollMs));
     }
-    if (await deps.store.markCancelled(principal.userId, id)) {
+    if (await deps.store.endRunning(principal.userId, id, (running) => endedRow(running, { status: 'cancelled' }))) {
       deps.logger.warn({ response_id: id }, 'a cancelled response no process was running ended cancelled');
     }
   }

@@ -84,7 +84,7 @@ export function responsesRoutes(deps: () => ResponsesDeps & { cancelWaitMs: numb
       handler: ({ principal, params }) => deleteResponse(deps(), principal, params.id),
     }),
     responses.post('/v1/responses/:id/cancel', {
-      summary: 'Cancel a running response (background or streaming); it ends as cancelled with its partial output',
+      summary: 'Cancel a running response (background or streaming); it ends as cancelled with its partial output. An ended background response is answered unchanged; an ended foreground one is a 400',
       request: { params: responseIdParams },
       handler: ({ principal, params }) => cancelResponse(deps(), principal, params.id, deps().cancelWaitMs),
     }),

@@ -54,17 +54,27 @@ const TERMINAL_EVENT_SQL = [...TERMINAL_EVENTS].map((type) => `'${type}'`).join(
 /** The statuses of a response whose loop has not stored its end. */
 export const RUNNING_STATUSES: readonly string[] = ['queued', 'in_progress'];
 
+/** What a response that ended without its loop is stored as (see `endedRow`, ended.ts). */
+export interface EndedRow {
+  status: string;
+  body: Record<string, any>;
+  context: unknown[];
+}
+
+const storedValues = (row: ResponseRow): any => ({ ...row, body: json(row.body), context: json(row.context), input_items: json(row.input_items) });
+const endedValues = (ended: EndedRow): any => ({ status: ended.status, body: json(ended.body), context: json(ended.context) });
+
 export function createResponseStore(knex: Knex) {
   const table = () => knex<ResponseRow>('responses');
   return {
     async insert(row: ResponseRow): Promise<void> {
-      await table().insert({ ...row, body: json(row.body) as any, context: json(row.context) as any, input_items: json(row.input_items) as any });
+      await table().insert(storedValues(row));
     },
 
     /**
      * Writes the current state of a response that is still queued or running. A row that ended
-     * meanwhile is kept as it is: a cancel that ended it for a stopped process (`markCancelled`),
-     * or the sweep (`markInterrupted`), is never overwritten by a loop that turns out to be alive.
+     * meanwhile is kept as it is: a cancel that ended it for a stopped process (`endRunning`),
+     * or the sweep (`endStale`), is never overwritten by a loop that turns out to be alive.
      * Whether the row was written (false: it had ended, or was deleted).
      */
     async save(id: string, patch: { status: string; body: Record<string, any>; context?: unknown[] }): Promise<boolean> {
@@ -86,17 +96,19 @@ export function createResponseStore(knex: Knex) {
     },
 
     /**
-     * Ends a response that is still queued or running as `cancelled`, its body (the output its last
-     * write kept) marked so too: for a cancel no loop answered, because the process running it
-     * stopped. One statement, so a loop that ends meanwhile is never overwritten. Whether it did.
+     * Ends one response of its owner that is still queued or running with what `end` makes of its
+     * row (its status, its body, its context for chaining): a cancel that found no loop answering,
+     * a read that found it older than any loop runs. The row is locked meanwhile, so a loop that
+     * writes at the same moment either lands before `end` reads the row or finds it ended (`save`),
+     * never in between. Whether it did.
      */
-    async markCancelled(userId: string, id: string): Promise<boolean> {
-      const patch = json({ status: 'cancelled' });
-      const changed = await table()
-        .where({ id, user_id: userId })
-        .whereIn('status', RUNNING_STATUSES)
-        .update({ status: 'cancelled', body: knex.raw('body || ?::jsonb', [patch]) as any });
-      return changed > 0;
+    async endRunning(userId: string, id: string, end: (row: ResponseRow) => EndedRow): Promise<boolean> {
+      return knex.transaction(async (trx) => {
+        const row = await trx<ResponseRow>('responses').where({ id, user_id: userId }).whereIn('status', RUNNING_STATUSES).forUpdate().first();
+        if (!row) return false;
+        await trx<ResponseRow>('responses').where({ id }).update(endedValues(end(row)));
+        return true;
+      });
     },
 
     async cancelRequested(id: string): Promise<boolean> {
@@ -105,32 +117,44 @@ export function createResponseStore(knex: Knex) {
     },
 
     /**
-     * Responses still queued or running that were created before `createdBefore`, i.e. longer ago
-     * than any loop can run: the process that ran them stopped without storing their end (it
-     * crashed, or lost the database). They become `failed` with `error`, in one statement, so a
-     * loop that ends meanwhile is never overwritten. Returns how many.
+     * Ends the responses still queued or running that were created before `createdBefore`, i.e.
+     * longer ago than any loop can run (the process that ran them stopped without storing their end:
+     * it crashed, or lost the database), each with what `end` makes of its row, `chunk` rows per
+     * transaction. A row a live loop is writing at that moment is skipped (the next pass gets it if
+     * it is still running). Returns how many.
      */
-    async markInterrupted(createdBefore: Date, error: { code: string; message: string }): Promise<number> {
-      const patch = json({ status: 'failed', error });
-      return table()
-        .whereIn('status', RUNNING_STATUSES)
-        .where('created_at', '<', createdBefore)
-        .update({ status: 'failed', body: knex.raw('body || ?::jsonb', [patch]) as any });
+    async endStale(createdBefore: Date, end: (row: ResponseRow) => EndedRow, chunk = 100): Promise<number> {
+      let total = 0;
+      for (;;) {
+        const ended = await knex.transaction(async (trx) => {
+          const rows = await trx<ResponseRow>('responses').whereIn('status', RUNNING_STATUSES).where('created_at', '<', createdBefore).orderBy('created_at').limit(chunk).forUpdate().skipLocked();
+          for (const row of rows) await trx<ResponseRow>('responses').where({ id: row.id }).update(endedValues(end(row)));
+          return rows.length;
+        });
+        total += ended;
+        if (ended < chunk) return total;
+      }
     },
 
     /**
-     * `markInterrupted` for one response of its owner: a read that finds it still queued or running
-     * past the longest a loop runs ends it as the sweep would, at once (the sweep may be an hour
-     * away, or off). Whether it did.
+     * Inserts a background response unless its owner already has `limit` of them still queued or
+     * running that were created after `runningSince` (older ones have no loop left: the process
+     * running them stopped). A per-owner advisory lock held to the end of the transaction makes the
+     * count and the insert one step for every process, so concurrent creates cannot overshoot.
+     * Whether it was inserted.
      */
-    async markOneInterrupted(userId: string, id: string, createdBefore: Date, error: { code: string; message: string }): Promise<boolean> {
-      const patch = json({ status: 'failed', error });
-      const changed = await table()
-        .where({ id, user_id: userId })
-        .whereIn('status', RUNNING_STATUSES)
-        .where('created_at', '<', createdBefore)
-        .update({ status: 'failed', body: knex.raw('body || ?::jsonb', [patch]) as any });
-      return changed > 0;
+    async insertBackground(row: ResponseRow, limit: number, runningSince: Date): Promise<boolean> {
+      return knex.transaction(async (trx) => {
+        await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`response_api:background:${row.user_id}`]);
+        const counted = await trx<ResponseRow>('responses')
+          .where({ user_id: row.user_id, background: true })
+          .whereIn('status', RUNNING_STATUSES)
+          .where('created_at', '>=', runningSince)
+          .count<Array<{ count: string | number }>>('* as count');
+        if (Number(counted[0]?.count ?? 0) >= limit) return false;
+        await trx<ResponseRow>('responses').insert(storedValues(row));
+        return true;
+      });
     },
 
     async purgeExpired(now: Date): Promise<number> {
