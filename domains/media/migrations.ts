@@ -66,4 +66,22 @@ export const mediaStaging: Migration = {
   },
 };
 
-export const mediaMigrations: MigrationSet = { owner: 'media_api', migrations: [mediaTables, mediaStaging] };
+/**
+ * Indexes for two queries of the sweep that read a whole table on every pass: the objects
+ * untouched since the collector's grace (`media_objects.touched_at`), and the ready media still
+ * naming a staging object (a finalisation stopped before removing it: rare, so a partial index
+ * holds only those rows).
+ */
+export const mediaSweepIndexes: Migration = {
+  name: '20261207_5002_media_sweep_indexes',
+  async up(knex) {
+    await knex.raw('create index media_objects_touched on media_objects (touched_at)');
+    await knex.raw("create index media_ready_upload_key on media (id) where state = 'ready' and upload_key is not null");
+  },
+  async down(knex) {
+    await knex.raw('drop index if exists media_ready_upload_key');
+    await knex.raw('drop index if exists media_objects_touched');
+  },
+};
+
+export const mediaMigrations: MigrationSet = { owner: 'media_api', migrations: [mediaTables, mediaStaging, mediaSweepIndexes] };

@@ -34,6 +34,8 @@ export const mcpConfigShape = {
   FILE_SEARCH_CHUNK_CHARS: int(200, 20_000, 1200),
   FILE_SEARCH_CHUNK_OVERLAP: int(0, 5_000, 200),
   FILE_SEARCH_MAX_DOCUMENT_CHARS: int(1, 50_000_000, 1_000_000),
+  /** Documents one user may keep indexed; re-indexing one of them (same document_id) always works. */
+  FILE_SEARCH_MAX_DOCUMENTS_PER_USER: int(1, 1_000_000, 1000),
   /** OpenAI-compatible embeddings endpoint (base URL, `/embeddings` is appended); unset: full-text search only. */
   EMBEDDINGS_URL: optionalUrl,
   EMBEDDINGS_MODEL: z.string().min(1).default('text-embedding-3-small'),

@@ -35,6 +35,7 @@ export async function buildMcpDeps(ctx: ServiceContext, overrides: Partial<McpCo
     logger,
     chunkChars: config.FILE_SEARCH_CHUNK_CHARS,
     chunkOverlap: Math.min(config.FILE_SEARCH_CHUNK_OVERLAP, Math.floor(config.FILE_SEARCH_CHUNK_CHARS / 2)),
+    maxDocumentsPerUser: config.FILE_SEARCH_MAX_DOCUMENTS_PER_USER,
   });
   const catalog = createCatalog(
     buildTools({

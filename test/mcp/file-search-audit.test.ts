@@ -113,7 +113,7 @@ test('an embeddings answer with indexes out of place or vectors of different siz
 
 test('a cancelled index call stores nothing (no half-indexed document after the client went away)', async (t) => {
   const stored: string[] = [];
-  const store = { replace: async (doc: { documentId: string }) => void stored.push(doc.documentId) } as unknown as FileSearchStore;
+  const store = { hasRoomFor: async () => true, replace: async (doc: { documentId: string }) => void stored.push(doc.documentId) } as unknown as FileSearchStore;
   const controller = new AbortController();
   const embedder = {
     embed: (_texts: string[], signal: AbortSignal) =>
@@ -122,7 +122,7 @@ test('a cancelled index call stores nothing (no half-indexed document after the 
         controller.abort(new Error('client went away'));
       }),
   };
-  const fileSearch = createFileSearch({ store, embedder, logger: createLogger({ level: 'silent', name: 'file-search-test' }), chunkChars: 300, chunkOverlap: 60 });
+  const fileSearch = createFileSearch({ store, embedder, logger: createLogger({ level: 'silent', name: 'file-search-test' }), chunkChars: 300, chunkOverlap: 60, maxDocumentsPerUser: 10 });
   await t.throwsAsync(fileSearch.index('user_x', { document_id: 'doc', text: 'Some text.' }, controller.signal), { message: 'client went away' });
   t.deepEqual(stored, []);
 });

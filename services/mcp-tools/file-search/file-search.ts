@@ -1,4 +1,5 @@
 import { newId, type Logger } from '../../kit/index.js';
+import { ToolFailure } from '../tools/tool.js';
 import { chunkText } from './chunking.js';
 import { cosine, reciprocalRankFusion, type Embedder } from './embeddings.js';
 import type { ChunkHit, FileSearchStore } from './store.js';
@@ -14,6 +15,8 @@ export interface FileSearchDeps {
   logger: Logger;
   chunkChars: number;
   chunkOverlap: number;
+  /** Documents one user may keep indexed (`FILE_SEARCH_MAX_DOCUMENTS_PER_USER`). */
+  maxDocumentsPerUser: number;
   /** Candidate chunks the vector ranking reads per query. */
   vectorCandidates?: number;
 }
@@ -47,6 +50,8 @@ export function createFileSearch(deps: FileSearchDeps) {
 
     async index(userId: string, input: IndexInput, signal: AbortSignal) {
       const documentId = input.document_id ?? newId('document');
+      // Checked before the embeddings are paid for; checked again, under the user's lock, as it is stored.
+      if (!(await deps.store.hasRoomFor(userId, documentId, deps.maxDocumentsPerUser))) throw quotaFailure(deps.maxDocumentsPerUser);
       const chunks = chunkText(input.text, deps.chunkChars, deps.chunkOverlap);
       let embeddings: number[][] | null = null;
       if (deps.embedder && chunks.length > 0) {
@@ -59,7 +64,8 @@ export function createFileSearch(deps: FileSearchDeps) {
           deps.logger.warn({ err: (error as Error).message, user_id: userId }, 'embeddings unavailable; indexed for full-text search only');
         }
       }
-      await deps.store.replace({ userId, documentId, metadata: input.metadata ?? {}, tags: input.tags ?? [], chunks, embeddings });
+      const stored = await deps.store.replace({ userId, documentId, metadata: input.metadata ?? {}, tags: input.tags ?? [], chunks, embeddings }, deps.maxDocumentsPerUser);
+      if (!stored) throw quotaFailure(deps.maxDocumentsPerUser);
       return { document_id: documentId, chunks: chunks.length, status: 'indexed' as const, embedded: embeddings !== null };
     },
 
@@ -95,6 +101,13 @@ export function createFileSearch(deps: FileSearchDeps) {
   };
 }
 export type FileSearch = ReturnType<typeof createFileSearch>;
+
+/** A new document past the user's quota: an error result naming the argument, as an argument error does. */
+const quotaFailure = (max: number) =>
+  new ToolFailure(
+    `'arguments.document_id': you already have ${max} indexed documents, the most one user may keep (FILE_SEARCH_MAX_DOCUMENTS_PER_USER); ` +
+      'index under the document_id of one of them to replace it',
+  );
 
 const present = (hit: ChunkHit, chunk_id: string, score: number): QueryResult => ({
   document_id: hit.document_id,

@@ -40,4 +40,17 @@ export const fileSearchMigrations: Migration[] = [
       await knex.schema.dropTableIfExists('mcp_documents');
     },
   },
+  {
+    // A user's documents go with the user: a deleted `users` row takes its documents (and, through
+    // theirs, the chunks) along, as it does the user's media. Documents of users already gone are
+    // removed first; the constraint would refuse them.
+    name: '20261207_7101_mcp_documents_owner',
+    async up(knex) {
+      await knex.raw('delete from mcp_documents d where not exists (select 1 from users u where u.id = d.user_id)');
+      await knex.raw('alter table mcp_documents add constraint mcp_documents_user_fk foreign key (user_id) references users (id) on delete cascade');
+    },
+    async down(knex) {
+      await knex.raw('alter table mcp_documents drop constraint if exists mcp_documents_user_fk');
+    },
+  },
 ];

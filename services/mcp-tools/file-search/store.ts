@@ -39,14 +39,32 @@ export function createFileSearchStore(knex: Knex) {
     if (filter.tags?.length) query.whereRaw('d.tags && ?::text[]', [filter.tags]);
     return query;
   };
+  /**
+   * Whether the user may store `documentId`: it is one of theirs already (indexing it again
+   * replaces it), or they hold fewer than `maxDocuments`. `db`: the transaction holding the
+   * user's lock (the authoritative check), or none (a cheap check before the embeddings cost).
+   */
+  const hasRoomFor = async (userId: string, documentId: string, maxDocuments: number, db: Knex | Knex.Transaction = knex): Promise<boolean> => {
+    if (await db('mcp_documents').where({ user_id: userId, document_id: documentId }).first('document_id')) return true;
+    // At most `maxDocuments` rows are read, whatever the user holds.
+    const held = await db.from(db('mcp_documents').where({ user_id: userId }).select('document_id').limit(maxDocuments).as('held')).count<{ n: string | number }[]>({ n: '*' });
+    return Number(held[0]?.n ?? 0) < maxDocuments;
+  };
   return {
+    hasRoomFor,
+
     /**
-     * Replaces the document (and all its chunks) in one transaction. The document row is upserted
-     * first, so two calls indexing the same id at once take turns on its row lock (the later one
-     * replaces the earlier's chunks) instead of colliding on the primary key.
+     * Replaces the document (and all its chunks) in one transaction; false, and nothing written,
+     * when it is a new document and the user already holds `maxDocuments`. The user's documents are
+     * counted under a lock of the user's own (a transaction-scoped advisory lock), so two new
+     * documents indexed at once cannot both pass the count taken before either was stored. The
+     * document row is upserted first, so two calls indexing the same id take turns on its row lock
+     * (the later one replaces the earlier's chunks) instead of colliding on the primary key.
      */
-    async replace(doc: NewDocument): Promise<void> {
-      await knex.transaction(async (trx) => {
+    async replace(doc: NewDocument, maxDocuments: number): Promise<boolean> {
+      return knex.transaction(async (trx) => {
+        await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`mcp_documents:${doc.userId}`]);
+        if (!(await hasRoomFor(doc.userId, doc.documentId, maxDocuments, trx))) return false;
         const key = { user_id: doc.userId, document_id: doc.documentId };
         const fields = {
           metadata: JSON.stringify(doc.metadata),
@@ -61,6 +79,7 @@ export function createFileSearchStore(knex: Knex) {
         await trx('mcp_chunks').where(key).delete();
         const rows = doc.chunks.map((text, ord) => ({ ...key, ord, text, embedding: doc.embeddings ? doc.embeddings[ord] : null }));
         for (let i = 0; i < rows.length; i += 500) await trx('mcp_chunks').insert(rows.slice(i, i + 500));
+        return true;
       });
     },
 

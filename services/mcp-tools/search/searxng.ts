@@ -9,7 +9,8 @@ import { SearchBackendError, hitOf, searchFailure, type SearchBackend, type Sear
 const TIME_RANGES: Record<string, string> = { 'qdr:d': 'day', 'qdr:w': 'week', 'qdr:m': 'month', 'qdr:y': 'year' };
 
 export function createSearxngBackend(options: { baseUrl: string; timeoutMs: number }): SearchBackend {
-  const searxng = createTrustedEndpoint({ name: 'SearXNG', baseUrl: options.baseUrl, timeoutMs: options.timeoutMs });
+  const { baseUrl, headers } = withoutCredentials(options.baseUrl);
+  const searxng = createTrustedEndpoint({ name: 'SearXNG', baseUrl, timeoutMs: options.timeoutMs, headers });
   return {
     name: 'searxng',
     async search(query: SearchQuery, signal: AbortSignal): Promise<SearchHit[]> {
@@ -43,4 +44,19 @@ function languageOf(query: SearchQuery): string | undefined {
   if (!query.hl) return undefined;
   if (query.hl.includes('-') || !query.gl) return query.hl;
   return `${query.hl}-${query.gl.toUpperCase()}`;
+}
+
+/**
+ * A SearXNG behind HTTP Basic auth is configured as `https://user:pass@host/`. fetch refuses a URL
+ * that holds credentials, so they travel as an `Authorization` header instead and the URL used
+ * (the one error messages may show) has none. The userinfo is percent-encoded in the URL: decoded
+ * here, as a browser would before sending it.
+ */
+export function withoutCredentials(configured: string): { baseUrl: string; headers?: Record<string, string> } {
+  const url = new URL(configured);
+  if (!url.username && !url.password) return { baseUrl: configured };
+  const credentials = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+  url.username = '';
+  url.password = '';
+  return { baseUrl: url.href, headers: { authorization: `Basic ${Buffer.from(credentials, 'utf8').toString('base64')}` } };
 }

@@ -34,6 +34,16 @@ export interface CallToolDeps {
  */
 export const HELD_CANCEL_ALLOWANCE_MS = 2000;
 
+/**
+ * Cancels naming no call in this process that one user may pass to the other replicas per window.
+ * Each one passed on is a broker publish every replica consumes, and nothing here can tell whether
+ * the id names a call running elsewhere (the server keeps no session): without a bound, one POST of
+ * a batch of cancels for made-up ids made as many publishes. A client cancels the calls it started,
+ * a few at a time; one user runs at most half of `MCP_MAX_CONCURRENT_CALLS` per replica.
+ */
+export const RELAYED_CANCELS_PER_USER = 16;
+export const RELAYED_CANCELS_WINDOW_MS = 10_000;
+
 export interface ToolCaller {
   (ctx: ToolCallContext, name: string, args: unknown): Promise<CallToolResult>;
   /**
@@ -41,7 +51,8 @@ export interface ToolCaller {
    * `notifications/cancelled`, which arrives in a request of its own: the server is stateless).
    * Nothing happens here when there is more than one (two clients of the user reusing an id: which
    * one was meant is unknown). When there is none, the cancel goes to the other replicas
-   * (`cancelElsewhere`): the call may run on one of them. Returns whether a call here was cancelled.
+   * (`cancelElsewhere`): the call may run on one of them, up to `RELAYED_CANCELS_PER_USER` per
+   * user per window; past it the cancel is dropped. Returns whether a call here was cancelled.
    */
   cancel(userId: string, requestId: string | number, reason?: string): boolean;
   /**
@@ -62,6 +73,24 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
   const clock = deps.clock ?? systemClock;
   const inFlight = new Map<string, Array<{ controller: AbortController; startedAt: number }>>();
   const callKey = (userId: string, requestId: string | number) => JSON.stringify([userId, requestId]);
+  // Cancels passed on per user in the current window. The map is emptied when the window ends, so
+  // it holds only the users who cancelled something elsewhere within the last window.
+  const relayed = new Map<string, number>();
+  let windowStart = clock.now();
+  const mayRelay = (userId: string): boolean => {
+    const now = clock.now();
+    // A clock stepped back starts a new window too, rather than stretching the current one.
+    if (now - windowStart >= RELAYED_CANCELS_WINDOW_MS || now < windowStart) {
+      relayed.clear();
+      windowStart = now;
+    }
+    const count = relayed.get(userId) ?? 0;
+    if (count >= RELAYED_CANCELS_PER_USER) return false;
+    relayed.set(userId, count + 1);
+    // Said once per user and window, when the budget runs out (a warning per cancel would let the client flood the log instead).
+    if (count + 1 === RELAYED_CANCELS_PER_USER) deps.logger.warn({ user_id: userId, max: RELAYED_CANCELS_PER_USER, window_ms: RELAYED_CANCELS_WINDOW_MS }, 'cancels for calls not running here: this user reached the most passed to other replicas per window; more are dropped');
+    return true;
+  };
   const call = async (ctx: ToolCallContext, name: string, args: unknown): Promise<CallToolResult> => {
     const tool = deps.catalog.get(name);
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${String(name).slice(0, 100)}`, { param: 'name' });
@@ -129,7 +158,7 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
   return Object.assign(call, {
     cancel(userId: string, requestId: string | number, reason?: string) {
       if (!inFlight.has(callKey(userId, requestId))) {
-        deps.cancelElsewhere?.(userId, requestId, reason);
+        if (deps.cancelElsewhere && mayRelay(userId)) deps.cancelElsewhere(userId, requestId, reason);
         return false;
       }
       return cancelHere(userId, requestId, reason);

@@ -19,6 +19,14 @@ function referenceIn(value: string, bareAllowed: boolean): string | null {
   return bareAllowed && MEDIA_ID_PATTERN.test(value) ? value : null;
 }
 
+/**
+ * Sets an own property even when `key` is `__proto__`: a plain assignment would set the copy's
+ * prototype instead, and the key (an own key of the parsed JSON) would be lost from the payload.
+ */
+function setOwn(target: Record<string, Json>, key: string, value: Json): void {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
 /** Walks `node`; `visit` sees each string with whether a bare id counts there. */
 function walk(node: Json, visit: (value: string, bareAllowed: boolean) => string, depth = 0): Json {
   if (depth > 128) throw new ApiError(400, 'The payload is nested too deeply', { param: 'payload' });
@@ -27,14 +35,14 @@ function walk(node: Json, visit: (value: string, bareAllowed: boolean) => string
   if (node && typeof node === 'object') {
     const out: Record<string, Json> = {};
     for (const [key, value] of Object.entries(node as Record<string, Json>)) {
-      if (key === 'image_url' && typeof value === 'string') out[key] = visit(value, true);
+      if (key === 'image_url' && typeof value === 'string') setOwn(out, key, visit(value, true));
       else if (key === 'image_url' && value && typeof value === 'object' && !Array.isArray(value)) {
         const inner: Record<string, Json> = {};
         for (const [k, v] of Object.entries(value as Record<string, Json>)) {
-          inner[k] = k === 'url' && typeof v === 'string' ? visit(v, true) : walk(v, visit, depth + 2);
+          setOwn(inner, k, k === 'url' && typeof v === 'string' ? visit(v, true) : walk(v, visit, depth + 2));
         }
-        out[key] = inner;
-      } else out[key] = walk(value, visit, depth + 1);
+        setOwn(out, key, inner);
+      } else setOwn(out, key, walk(value, visit, depth + 1));
     }
     return out;
   }
