@@ -148,18 +148,22 @@ export function createDeliveriesStore(knex: Knex) {
     },
 
     /**
-     * Takes the right to make attempt `expected + 1` until `leaseUntil`, and reads the delivery and
-     * its subscription as they are now, in one statement; undefined when stale or taken.
+     * Takes the right to make attempt `expected + 1` for `leaseMs`, and reads the delivery and its
+     * subscription as they are now, in one statement; undefined when stale or taken. The lease is
+     * set and judged by the database's clock, the one clock every worker shares: a worker whose own
+     * clock runs ahead cannot take a lease still held, nor one running behind hand out a lease that
+     * is already over for the others.
      */
-    async claim(id: string, expected: number, nowMs: number, leaseUntil: number): Promise<{ delivery: DeliveryRow; webhook: WebhookRow | undefined } | undefined> {
+    async claim(id: string, expected: number, leaseMs: number): Promise<{ delivery: DeliveryRow; webhook: WebhookRow | undefined } | undefined> {
       const result = await knex.raw(
-        `with claimed as (
-           update webhook_deliveries set lease_until = ?
-            where id = ? and status = 'pending' and attempts = ? and lease_until < ?
+        `with clock as (select (extract(epoch from now()) * 1000)::bigint as now_ms),
+         claimed as (
+           update webhook_deliveries set lease_until = (select now_ms from clock) + ?::bigint
+            where id = ? and status = 'pending' and attempts = ? and lease_until < (select now_ms from clock)
            returning *)
          select row_to_json(c.*) as delivery, case when w.id is null then null else row_to_json(w.*) end as webhook
            from claimed c left join webhooks w on w.id = c.webhook_id`,
-        [leaseUntil, id, expected, nowMs],
+        [leaseMs, id, expected],
       );
       const row = (result.rows as Array<{ delivery: Record<string, unknown>; webhook: Record<string, unknown> | null }>)[0];
       return row ? withDates(row) : undefined;

@@ -57,6 +57,13 @@ export const ATTEMPT_HEADER = 'x-webhook-attempt';
  * once the attempt is made.
  */
 export const PARKED_HEADER = 'x-webhook-parked';
+/**
+ * Job header: the subscription of a parked job (empty once the attempt is made). A job coming back
+ * from a park looks for its subscription's slot with it before reading anything, so a job parked
+ * again and again costs no database read each time; the delivery and its subscription are read
+ * once it has the slot, as for any job.
+ */
+export const PARKED_FOR_HEADER = 'x-webhook-parked-for';
 
 /** Delivery headers (and transport headers) that a subscription's own headers may not set. */
 export const RESERVED_HEADERS = new Set([

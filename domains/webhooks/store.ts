@@ -17,7 +17,7 @@ export interface WebhookRow {
   previous_secret_expires_at: Date | null;
   created_by: string | null;
   /**
-   * Database time of the insert, or of the update that last made it active again; the fan-out
+   * Database time (`clock_timestamp()`) of the insert, or of the update that last made it active again; the fan-out
    * compares events' `occurred_at` with it, so no event that occurred while it was inactive reaches it.
    */
   subscribed_at: Date;
@@ -41,7 +41,8 @@ export function createWebhooksStore(knex: Knex) {
   return {
     async insert(row: WebhookInsert, now: Date): Promise<WebhookRow> {
       const [created] = await table()
-        .insert({ ...row, events: json(row.events), headers: json(row.headers), created_at: now, updated_at: now } as never)
+        // The database's clock at this statement (as events' `occurred_at` is), not the start of a transaction it may be part of.
+        .insert({ ...row, events: json(row.events), headers: json(row.headers), subscribed_at: knex.raw('clock_timestamp()'), created_at: now, updated_at: now } as never)
         .returning('*');
       return created as WebhookRow;
     },
@@ -67,7 +68,7 @@ export function createWebhooksStore(knex: Knex) {
       if (fromCurrent) values.previous_secret_sealed = knex.ref('secret_sealed');
       // Made active again: it subscribes anew from now (database time), like a new subscription, so a
       // lagging fan-out never hands it the events that occurred while it was inactive.
-      if (patch.active === true) values.subscribed_at = knex.raw('case when active then subscribed_at else now() end');
+      if (patch.active === true) values.subscribed_at = knex.raw('case when active then subscribed_at else clock_timestamp() end');
       if (patch.events) values.events = json(patch.events);
       if (patch.headers) values.headers = json(patch.headers);
       const query = table().where({ id });

@@ -56,6 +56,7 @@ for (const [net, prefix] of [
   ['::', 96], // unspecified, loopback and IPv4-compatible
   ['64:ff9b::', 96], ['64:ff9b:1::', 48], // NAT64: can reach any IPv4, including private ones
   ['100::', 64], ['2001::', 32], ['2001:db8::', 32], ['2002::', 16], // discard, Teredo, documentation, 6to4
+  ['3fff::', 20], ['5f00::', 16], // documentation (RFC 9637), SRv6 SIDs (RFC 9602): no public host lives there
   ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
 ] as const) blocked.addSubnet(net, prefix, 'ipv6');
 

@@ -27,7 +27,8 @@ import type { AddressInfo } from 'node:net';
  */
 export const NO_TOOLS_ANSWER = 'Answering without calling a tool.';
 export interface ScriptStep {
-  tool_calls?: Array<{ name: string; arguments: Record<string, unknown> | string }>;
+  /** `custom`: a custom tool's call (`type: 'custom'`, `custom: {name, input}`), `arguments` its input. */
+  tool_calls?: Array<{ name: string; arguments: Record<string, unknown> | string; custom?: boolean }>;
   content?: string | ((messages: any[]) => string);
   finish_reason?: string;
   /** The model refuses (OpenAI's structured refusal): `message.refusal`, streamed as `delta.refusal` pieces. */
@@ -315,11 +316,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     }
     // A request with tool_choice "none" gets text, as a provider's model cannot call a tool then.
     const refused = body.tool_choice === 'none' && (step.tool_calls?.length ?? 0) > 0;
-    const calls = (refused ? [] : (step.tool_calls ?? [])).map((c, i) => ({
-      id: `call_${name}_${turn}_${i}`,
-      type: 'function',
-      function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
-    }));
+    const calls: any[] = (refused ? [] : (step.tool_calls ?? [])).map((c, i) => {
+      const text = typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments);
+      const id = `call_${name}_${turn}_${i}`;
+      return c.custom ? { id, type: 'custom', custom: { name: c.name, input: text } } : { id, type: 'function', function: { name: c.name, arguments: text } };
+    });
     const content = typeof step.content === 'function' ? step.content(messages) : (step.content ?? (calls.length || step.refusal !== undefined ? null : refused ? NO_TOOLS_ANSWER : ''));
     const usage = { prompt_tokens: messages.length, completion_tokens: 3, total_tokens: messages.length + 3 };
     const message = { role: 'assistant', content, ...(step.refusal !== undefined ? { refusal: step.refusal } : {}), ...(calls.length ? { tool_calls: calls } : {}) };

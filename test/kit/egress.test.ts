@@ -29,6 +29,11 @@ test('IPv6 loopback, unique-local, link-local, mapped and translated forms are b
   for (const ip of ['2606:4700:4700::1111', '::ffff:8.8.8.8']) t.is(blockedReason(ip), null, ip);
 });
 
+test('the IPv6 documentation ranges (2001:db8::/32, 3fff::/20) and the SRv6 SID range (5f00::/16) are blocked; their neighbours are not', (t) => {
+  for (const ip of ['2001:db8::1', '3fff::1', '3fff:0fff:ffff:ffff:ffff:ffff:ffff:ffff', '5f00::1', '5f00:ffff::1']) t.truthy(blockedReason(ip), ip);
+  for (const ip of ['3fff:1000::1', '3ffe:ffff::1', '5f01::1', '5eff:ffff::1']) t.is(blockedReason(ip), null, ip);
+});
+
 test('literal and obfuscated IP URLs are refused before any connection', async (t) => {
   const guard = createEgressGuard({ resolver: fakeDns({}) });
   for (const url of [

@@ -151,6 +151,19 @@ test.serial('a PATCH moving the webhook, racing one that adds a header for the o
   t.is(other.for(id).length, 0);
 });
 
+test.serial('a PATCH within the same origin, racing one that moves the webhook with new values, is a 409 and the new values never go to the old host', async (t) => {
+  const id = await create({ Authorization: TOKEN });
+  const deps = racingDeps((webhookId) => patchOk(webhookId, { url: other.url('/collect'), headers: { Authorization: 'Bearer for-the-other-host' } }));
+  // Judged "same origin" against the url read before the move.
+  const error = await t.throwsAsync(updateWebhook(deps, id, { url: home.url('/b') }));
+  t.true(error instanceof ApiError);
+  t.is((error as ApiError).status, 409);
+  t.is((error as ApiError).param, 'url');
+  t.is((await stack.api('GET', `/v1/admin/webhooks/${id}`)).body.url, other.url('/collect'));
+  t.is((await deliveredHeaders(other, id)).authorization, 'Bearer for-the-other-host');
+  t.is(home.for(id).length, 0);
+});
+
 test.serial('a PATCH that changes neither url nor headers is not refused by a concurrent one', async (t) => {
   const id = await create({ Authorization: TOKEN });
   const deps = racingDeps((webhookId) => patchOk(webhookId, { headers: { Authorization: 'Bearer rotated' } }));

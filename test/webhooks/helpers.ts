@@ -173,15 +173,17 @@ export { waitFor } from '../helpers/wait.js';
  * The delivery handler over a stack's database, driven directly by a test (no worker runs), one
  * job per subscription at a time. `readOf(id)` settles once the handler has read delivery `id` with
  * its subscription: from there to its place in a subscription's waiting list it runs no I/O, so a
- * test knows a job is waiting before it changes what that job will find.
+ * test knows a job is waiting before it changes what that job will find. `readsOf(id)` counts those reads.
  */
 export function directDeliveryHandler(stack: Stack, options: Partial<DeliverDeps> = {}) {
   const store = createDeliveriesStore(stack.svc.runtime.db.knex);
   const reads = new Map<string, () => void>();
+  const readCounts = new Map<string, number>();
   const handle = createDeliveryHandler({
     deliveries: {
       ...store,
       async withWebhook(id: string) {
+        readCounts.set(id, (readCounts.get(id) ?? 0) + 1);
         const found = await store.withWebhook(id);
         reads.get(id)?.();
         return found;
@@ -198,5 +200,5 @@ export function directDeliveryHandler(stack: Stack, options: Partial<DeliverDeps
     busyDelayMs: 100,
     ...options,
   });
-  return { handle, readOf: (id: string) => new Promise<void>((resolve) => reads.set(id, resolve)) };
+  return { handle, readOf: (id: string) => new Promise<void>((resolve) => reads.set(id, resolve)), readsOf: (id: string) => readCounts.get(id) ?? 0 };
 }

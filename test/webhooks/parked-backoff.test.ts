@@ -28,7 +28,7 @@ const BUSY = 100;
 test('a parked job waits longer each time it is parked (capped, jittered); jobs of other subscriptions are not held; an attempt starts the count again', async (t) => {
   let pick = 0;
   // The waiting job's read is announced (`readOf`): from there to its place in the waiting list the handler runs no I/O.
-  const { handle, readOf } = directDeliveryHandler(stack, { timeoutMs: 600_000, busyDelayMs: BUSY, random: () => pick });
+  const { handle, readOf, readsOf } = directDeliveryHandler(stack, { timeoutMs: 600_000, busyDelayMs: BUSY, random: () => pick });
   type Settled = { how: 'ack' | 'retry' | 'dead'; delayMs?: number; headers?: Record<string, string> };
   const run = async (id: string, headers: Record<string, string>): Promise<Settled> => {
     let settled: Settled | undefined;
@@ -55,11 +55,16 @@ test('a parked job waits longer each time it is parked (capped, jittered); jobs 
   // One turn of the event loop: the handler goes on (synchronously) into the waiting list.
   await new Promise<void>((resolve) => setImmediate(resolve));
 
-  // A job from before the count existed (no header) is parked for WEBHOOK_BUSY_DELAY_MS, and counted.
-  t.deepEqual(await run(parked, { 'x-webhook-attempt': '0' }), { how: 'retry', delayMs: BUSY, headers: { 'x-webhook-attempt': '0', 'x-webhook-parked': '1' } });
-  t.deepEqual(await run(parked, { 'x-webhook-attempt': '0', 'x-webhook-parked': '0' }), { how: 'retry', delayMs: BUSY, headers: { 'x-webhook-attempt': '0', 'x-webhook-parked': '1' } });
+  // A job from before the count existed (no header) is parked for WEBHOOK_BUSY_DELAY_MS, and counted;
+  // a park names the job's subscription.
+  const firstPark = { 'x-webhook-attempt': '0', 'x-webhook-parked': '1', 'x-webhook-parked-for': busyHook };
+  t.deepEqual(await run(parked, { 'x-webhook-attempt': '0' }), { how: 'retry', delayMs: BUSY, headers: firstPark });
+  t.deepEqual(await run(parked, { 'x-webhook-attempt': '0', 'x-webhook-parked': '0' }), { how: 'retry', delayMs: BUSY, headers: firstPark });
+  // Jobs that did not name their subscription had to read their delivery to find it.
+  t.is(readsOf(parked), 2);
   // The n-th park in a row waits BUSY × 2^(n-1), or at random half of it; never more than 32 × BUSY.
-  const waits = (parkedBefore: string) => run(parked, { 'x-webhook-attempt': '0', 'x-webhook-parked': parkedBefore });
+  // Back from a park, the job names its subscription: parked again without reading the database.
+  const waits = (parkedBefore: string) => run(parked, { 'x-webhook-attempt': '0', 'x-webhook-parked': parkedBefore, 'x-webhook-parked-for': busyHook });
   const expected: Array<[string, number, number]> = [
     ['1', 1, 2],
     ['2', 2, 4],
@@ -77,7 +82,9 @@ test('a parked job waits longer each time it is parked (capped, jittered); jobs 
     t.is(up.delayMs, high * BUSY, `park after ${before}`);
     t.is(down.delayMs, low * BUSY, `park after ${before}, jittered`);
     t.is(up.headers!['x-webhook-parked'], String(Number(before) + 1));
+    t.is(up.headers!['x-webhook-parked-for'], busyHook);
   }
+  t.is(readsOf(parked), 2, 'a job parked again read the database');
   // A malformed count is read as none.
   t.like(await waits('soon'), { delayMs: BUSY, headers: { 'x-webhook-parked': '1' } });
   // Parking wrote nothing: the delivery is pending with no attempt.
@@ -91,5 +98,14 @@ test('a parked job waits longer each time it is parked (capped, jittered); jobs 
   // answered 503: its retry carries the park count back at 0.
   receiver.release();
   t.deepEqual(await inFlightDone, { how: 'ack' });
-  t.deepEqual(await waitingDone, { how: 'retry', delayMs: 1000, headers: { 'x-webhook-attempt': '1', 'x-webhook-parked': '0' } });
+  t.deepEqual(await waitingDone, { how: 'retry', delayMs: 1000, headers: { 'x-webhook-attempt': '1', 'x-webhook-parked': '0', 'x-webhook-parked-for': '' } });
+
+  // Deactivated while the parked job waited on the bus: back with a free slot, it reads the
+  // subscription as it is now and ends failed, without an attempt.
+  const sent = receiver.requests.length;
+  t.is((await stack.api('PATCH', `/v1/admin/webhooks/${busyHook}`, { active: false })).status, 200);
+  t.deepEqual(await waits('3'), { how: 'ack' });
+  t.is(readsOf(parked), 3);
+  t.is(receiver.requests.length, sent);
+  t.like((await stack.api('GET', `/v1/admin/webhooks/${busyHook}/deliveries/${parked}`)).body, { status: 'failed', attempt_count: 0, last_error: 'webhook is inactive' });
 });

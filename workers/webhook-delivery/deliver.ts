@@ -1,5 +1,5 @@
 import type { BusMessage, Clock, Delivery, EgressGuard, Logger, SecretBox } from '../../services/kit/index.js';
-import { ATTEMPT_HEADER, HeaderValueUnopenable, openHeaders, PARKED_HEADER, type AttemptOutcome, type DeliveriesStore, type DeliveryJob, type DeliveryRow, type WebhookRow } from '../../domains/webhooks/index.js';
+import { ATTEMPT_HEADER, HeaderValueUnopenable, openHeaders, PARKED_FOR_HEADER, PARKED_HEADER, type AttemptOutcome, type DeliveriesStore, type DeliveryJob, type DeliveryRow, type WebhookRow } from '../../domains/webhooks/index.js';
 import { attemptDelivery } from './attempt.js';
 
 /**
@@ -98,7 +98,7 @@ export function createDeliveryHandler(deps: DeliverDeps) {
   // Delays handed to retryAfter come from this fixed set (one TTL queue each on RabbitMQ).
   const steps = [...new Set([...deps.schedule, ...parkSteps, leaseMs])].sort((a, b) => a - b);
   // Any re-schedule but a park starts the job's park count again.
-  const next = (attempts: number) => ({ [ATTEMPT_HEADER]: String(attempts), [PARKED_HEADER]: '0' });
+  const next = (attempts: number) => ({ [ATTEMPT_HEADER]: String(attempts), [PARKED_HEADER]: '0', [PARKED_FOR_HEADER]: '' });
   const roundUp = (ms: number) => (ms <= 0 ? 0 : steps.find((s) => s >= ms) ?? steps[steps.length - 1]!);
 
   function secretsOf(webhook: WebhookRow, nowMs: number): { current: string; previous?: string } {
@@ -119,10 +119,38 @@ export function createDeliveryHandler(deps: DeliverDeps) {
     return delivery.ack();
   }
 
+  /**
+   * Parked on the bus: each park in a row waits longer (jittered, capped), so a long backlog behind
+   * one slow subscriber is looked at less and less often. Jobs from before the count existed count
+   * 0. The job names its subscription, so that when it comes back it looks for a slot first.
+   */
+  function park(message: BusMessage<DeliveryJob>, delivery: Delivery, expected: number, webhookId: string): Promise<void> {
+    const parked = Number.parseInt(message.headers[PARKED_HEADER] ?? '0', 10);
+    const times = Number.isInteger(parked) && parked > 0 ? parked : 0;
+    return delivery.retryAfter(parkDelayMs(deps.busyDelayMs, times, random), { [ATTEMPT_HEADER]: String(expected), [PARKED_HEADER]: String(times + 1), [PARKED_FOR_HEADER]: webhookId });
+  }
+
   return async function handle(message: BusMessage<DeliveryJob>, delivery: Delivery): Promise<void> {
     const id = message.body?.delivery_id;
     const expected = Number(message.headers[ATTEMPT_HEADER] ?? '0');
     if (typeof id !== 'string' || !Number.isInteger(expected)) return delivery.deadLetter();
+    // A job back from a park: nothing it would read can let it in while its subscription is still
+    // at its bounds, so the slot is looked for first and the job parked again without a read. Once
+    // in, it reads and checks everything as any job does (a subscription deactivated or deleted
+    // while it was parked included).
+    const parkedFor = message.headers[PARKED_FOR_HEADER];
+    if (!parkedFor) return attempt(message, delivery, id, expected, undefined);
+    if (!(await acquire(parkedFor))) return park(message, delivery, expected, parkedFor);
+    const slot = { webhookId: parkedFor, taken: false };
+    try {
+      return await attempt(message, delivery, id, expected, slot);
+    } finally {
+      if (!slot.taken) releaseSlot(parkedFor);
+    }
+  };
+
+  /** `slot`: the subscription slot a job back from a park already holds (`taken` once the attempt owns it). */
+  async function attempt(message: BusMessage<DeliveryJob>, delivery: Delivery, id: string, expected: number, slot: { webhookId: string; taken: boolean } | undefined): Promise<void> {
     const found = await deps.deliveries.withWebhook(id);
     if (!found) return delivery.ack(); // its subscription was deleted (cascade)
     let { delivery: row, webhook } = found;
@@ -155,21 +183,24 @@ export function createDeliveryHandler(deps: DeliverDeps) {
     }
 
     // Bounded concurrency per subscription: a slow receiver never holds every slot of the worker.
-    const gate = await acquire(subscription.id);
-    if (!gate) {
-      // Parked on the bus: each park in a row waits longer (jittered, capped), so a long backlog
-      // behind one slow subscriber is looked at less and less often. Jobs from before the count existed count 0.
-      const parked = Number.parseInt(message.headers[PARKED_HEADER] ?? '0', 10);
-      const times = Number.isInteger(parked) && parked > 0 ? parked : 0;
-      return delivery.retryAfter(parkDelayMs(deps.busyDelayMs, times, random), { [ATTEMPT_HEADER]: String(expected), [PARKED_HEADER]: String(times + 1) });
+    let gate: boolean;
+    if (slot?.webhookId === subscription.id) gate = slot.taken = true;
+    else {
+      // A header naming another subscription (not one this code wrote): its slot is given back.
+      if (slot && !slot.taken) {
+        slot.taken = true;
+        releaseSlot(slot.webhookId);
+      }
+      gate = await acquire(subscription.id);
     }
+    if (!gate) return park(message, delivery, expected, subscription.id);
     const release = () => releaseSlot(subscription.id);
 
     const nowMs = deps.clock.now();
     let result;
     try {
       // The claim reads the delivery and its subscription as they are now (a wait for a slot may have taken a while).
-      const claimed = await deps.deliveries.claim(id, expected, nowMs, nowMs + leaseMs);
+      const claimed = await deps.deliveries.claim(id, expected, leaseMs);
       if (!claimed) {
         const again = await deps.deliveries.withWebhook(id);
         if (!again || again.delivery.status !== 'pending' || again.delivery.attempts !== expected) return again ? stale(message, delivery, again.delivery) : delivery.ack();
@@ -232,5 +263,5 @@ export function createDeliveryHandler(deps: DeliverDeps) {
     }
     if (outcome === 'retry') return delivery.retryAfter(delay!, next(expected + 1));
     return delivery.ack();
-  };
+  }
 }

@@ -41,16 +41,25 @@ export interface EventMessage<T = Record<string, unknown>> {
   id: string;
   type: string;
   /**
-   * Database time of the change, ISO 8601 in UTC with microseconds (PostgreSQL's precision), so
-   * consumers can compare it exactly with other database timestamps (webhook fan-out does).
+   * Database time of the change (when it was recorded, not when its transaction began), ISO 8601
+   * in UTC with microseconds (PostgreSQL's precision), so consumers can compare it exactly with
+   * other database timestamps (webhook fan-out does).
    */
   occurred_at: string;
   data: T;
 }
 
+/**
+ * `occurred_at` is the database's clock when the event is recorded (`clock_timestamp()`), not its
+ * transaction's start (`now()`, the column's default): in a transaction that runs a while, the
+ * change happens when it is recorded. Subscriptions take their `subscribed_at` the same way, so
+ * "created before the event" compares two moments of one clock: a subscription created while a
+ * long transaction ran still receives the events that transaction records after it, and never the
+ * ones recorded before it.
+ */
 export async function recordEvent(trx: Knex | Knex.Transaction, type: string, data: Record<string, unknown>): Promise<string> {
   const id = newId('event');
-  await trx('outbox_events').insert({ id, type, data: JSON.stringify(data) });
+  await trx('outbox_events').insert({ id, type, data: JSON.stringify(data), occurred_at: trx.raw('clock_timestamp()') });
   wakeRelaysAfterCommit(trx);
   return id;
 }

@@ -395,14 +395,20 @@ function storeStreamed(deps: ChatDeps, session: ConversationSession, outcome: St
   return storeAnswer(deps, session, answer, requestId);
 }
 
-/** The tool calls of a JSON answer's message (those with an id and a function name), or null. */
+/** The tool calls of a JSON answer's message (those with an id and a function's or custom tool's name), or null. */
 function toolCallsOf(message: AssistantMessage | undefined): AnswerToolCall[] | null {
   const calls = message?.tool_calls;
   if (!Array.isArray(calls) || calls.length === 0) return null;
   const out: AnswerToolCall[] = [];
-  for (const call of calls as Array<{ id?: unknown; function?: { name?: unknown; arguments?: unknown } }>) {
-    const fn = call?.function;
-    if (typeof call?.id !== 'string' || typeof fn?.name !== 'string') continue;
+  for (const call of calls as Array<{ id?: unknown; type?: unknown; function?: { name?: unknown; arguments?: unknown }; custom?: { name?: unknown; input?: unknown } }>) {
+    if (typeof call?.id !== 'string') continue;
+    const custom = call.custom;
+    if (call.type === 'custom' && typeof custom?.name === 'string') {
+      out.push({ id: call.id, name: custom.name, arguments: typeof custom.input === 'string' ? custom.input : '', custom: true });
+      continue;
+    }
+    const fn = call.function;
+    if (typeof fn?.name !== 'string') continue;
     out.push({ id: call.id, name: fn.name, arguments: typeof fn.arguments === 'string' ? fn.arguments : '{}' });
   }
   return out;

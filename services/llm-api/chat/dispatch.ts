@@ -81,6 +81,9 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
   });
 
   async function post(attempt: Attempt, request: DispatchRequest): Promise<SendResult<UpstreamResponse>> {
+    // Fail closed: a stored key that does not decrypt is never replaced by no key at all. Another
+    // provider of the model (with its own key) may still answer, so the attempt is only skipped.
+    if (attempt.candidate.provider.keyUnavailable) return fail(keyUnavailable(), { retry: true, unhealthy: false }, KEY_UNAVAILABLE_DETAIL);
     const body = request.bodies.get(attempt.candidate.pm.provider_original_model_id)!;
     const url = joinUrl(attempt.endpoint.url, 'chat/completions');
     let res: UpstreamResponse;
@@ -179,6 +182,10 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
     },
   };
 }
+
+const KEY_UNAVAILABLE_DETAIL = 'the stored API key of this provider does not decrypt with this MASTER_KEY; the provider was not called (set its api_key again)';
+const keyUnavailable = () =>
+  new ApiError(502, 'The model provider cannot be called: its stored API key is unusable. An administrator must set it again', { code: 'provider_key_unavailable' });
 
 const ERROR_KEY = Buffer.from('"error"');
 

@@ -8,9 +8,9 @@ import type { ChatRequest } from './schemas.js';
  * model's context.
  *
  * Messages are replayed as they were stored. A tool-calling turn is replayed as one assistant
- * message with its `tool_calls` (the `function_call` items, with the assistant text stored just
- * before them, if any), followed by the `tool` messages answering them (the `function_call_output`
- * items). Such a turn is kept or dropped as a whole, so trimming never leaves a `tool` message
+ * message with its `tool_calls` (the `function_call` and `custom_tool_call` items, with the
+ * assistant text stored just before them, if any), followed by the `tool` messages answering them
+ * (the `function_call_output` and `custom_tool_call_output` items). Such a turn is kept or dropped as a whole, so trimming never leaves a `tool` message
  * without the call it answers, which providers refuse. A call without a stored output is replayed
  * only when the request's own leading `tool` messages answer it (the client sending the results of
  * the calls the conversation ended with); an output whose call is not there is not replayed.
@@ -18,11 +18,8 @@ import type { ChatRequest } from './schemas.js';
 
 type Message = ChatRequest['messages'][number];
 
-interface ReplayedCall {
-  id: string;
-  type: 'function';
-  function: { name: string; arguments: string };
-}
+/** A stored call replayed in the chat form: a function's, or (`custom_tool_call`) a custom tool's. */
+type ReplayedCall = { id: string; type: 'function'; function: { name: string; arguments: string } } | { id: string; type: 'custom'; custom: { name: string; input: string } };
 
 /** A content part as it may appear in a chat message or a stored item (only these fields are read). */
 interface ContentPart {
@@ -122,21 +119,26 @@ function toolTurn(text: string | null, calls: ReplayedCall[], outputs: Message[]
 
 const str = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
 
-/** A stored tool call (`function_call` with its call id and name), or null. */
+/** A stored tool call (`function_call` or `custom_tool_call`, with its call id and name), or null. */
 function callOf(item: HistoryItem): ReplayedCall | null {
   if (item.type === 'function_call') {
     const id = str(item.body.call_id);
     const name = str(item.body.name);
     return id && name ? { id, type: 'function', function: { name, arguments: typeof item.body.arguments === 'string' ? item.body.arguments : '{}' } } : null;
   }
+  if (item.type === 'custom_tool_call') {
+    const id = str(item.body.call_id);
+    const name = str(item.body.name);
+    return id && name ? { id, type: 'custom', custom: { name, input: typeof item.body.input === 'string' ? item.body.input : '' } } : null;
+  }
   return null;
 }
 
-/** A stored tool result (`function_call_output`, or a `tool` message naming its call) as a tool message, or null. */
+/** A stored tool result (`function_call_output`, `custom_tool_call_output`, or a `tool` message naming its call) as a tool message, or null. */
 function outputOf(item: HistoryItem): Message | null {
   let callId: string | undefined;
   let output: unknown;
-  if (item.type === 'function_call_output') {
+  if (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') {
     callId = str(item.body.call_id);
     output = item.body.output;
   } else if (item.type === 'message' && item.role === 'tool') {

@@ -15,13 +15,17 @@ import type { ChatRequest } from './schemas.js';
  *
  * The exchange is stored as the conversation items OpenAI's Conversations API uses: messages, and
  * for tools a `function_call` item per call the answer makes (`call_id`, `name`, `arguments`) and
- * a `function_call_output` item per tool result the client sends back (`call_id`, `output`).
+ * a `function_call_output` item per tool result the client sends back (`call_id`, `output`); a
+ * custom tool's call is a `custom_tool_call` item (`call_id`, `name`, `input`), its result a
+ * `custom_tool_call_output` item.
  * Nothing is written before the answer: a conversation that `store: true` creates is only named
  * (its id rides on the answer, or on a stream's first chunk) and is created with the exchange, in
  * one transaction.
  */
 
 type Message = ChatRequest['messages'][number];
+
+const NO_CALLS: ReadonlySet<string> = new Set();
 
 /** Title of a conversation `store: true` creates: the latest message's first characters. */
 export const TITLE_CODE_POINTS = 80;
@@ -55,18 +59,32 @@ interface ContentPart {
   [field: string]: unknown;
 }
 
+/**
+ * The ids of the custom tools' calls among `messages` (the request's, with the history replayed
+ * before them): a tool result answering one is stored as a `custom_tool_call_output`.
+ */
+function customCallIds(messages: readonly Message[]): ReadonlySet<string> {
+  const ids = new Set<string>();
+  for (const message of messages) {
+    if (message.role !== 'assistant' || !Array.isArray(message.tool_calls)) continue;
+    for (const call of message.tool_calls) if (call.type === 'custom' && call.id) ids.add(call.id);
+  }
+  return ids;
+}
+
 /** The chat form of an input message → the items the conversations domain accepts for it. */
-function toItems(message: Message): Record<string, unknown>[] {
+function toItems(message: Message, customCalls: ReadonlySet<string>): Record<string, unknown>[] {
   if (message.role === 'tool' && typeof message.tool_call_id === 'string') {
-    return [{ type: 'function_call_output', call_id: message.tool_call_id, output: contentText(message.content) }];
+    const type = customCalls.has(message.tool_call_id) ? 'custom_tool_call_output' : 'function_call_output';
+    return [{ type, call_id: message.tool_call_id, output: contentText(message.content) }];
   }
   const role = message.role === 'function' ? 'tool' : message.role;
-  // Function calls only: a custom tool's call (`custom`, no `function`) has no function_call item.
-  const calls = role === 'assistant' && Array.isArray(message.tool_calls) ? message.tool_calls.filter((call) => call.function) : [];
+  const calls = role === 'assistant' && Array.isArray(message.tool_calls) ? message.tool_calls.filter((call) => call.id && (call.function || (call.type === 'custom' && call.custom))) : [];
   const items: Record<string, unknown>[] = [];
   if (calls.length === 0 || contentText(message.content) !== '') items.push({ type: 'message', role, content: contentOf(message) });
   for (const call of calls) {
-    if (call.id) items.push({ type: 'function_call', call_id: call.id, name: call.function!.name, arguments: call.function!.arguments });
+    if (call.type === 'custom' && call.custom) items.push({ type: 'custom_tool_call', call_id: call.id, name: call.custom.name, input: call.custom.input });
+    else items.push({ type: 'function_call', call_id: call.id, name: call.function!.name, arguments: call.function!.arguments });
   }
   return items;
 }
@@ -86,9 +104,9 @@ function contentOf(message: Message): unknown {
 
 /**
  * The answer → its items: the reasoning (when kept), the assistant text, one `function_call` per tool
- * call. The provider's text is kept as it came, except what no database stores (a NUL, an unpaired
- * surrogate), which becomes U+FFFD: refusing it would lose an exchange the client was already
- * answered (or charged) for.
+ * call (`custom_tool_call` for a custom tool's). The provider's text is kept as it came, except
+ * what no database stores (a NUL, an unpaired surrogate), which becomes U+FFFD: refusing it would
+ * lose an exchange the client was already answered (or charged) for.
  */
 function answerItems(answer: StoredAnswer, keepReasoning: boolean): Record<string, unknown>[] {
   const items: Record<string, unknown>[] = [];
@@ -99,7 +117,8 @@ function answerItems(answer: StoredAnswer, keepReasoning: boolean): Record<strin
     items.push({ type: 'message', role: 'assistant', status: answer.status, content: [{ type: 'output_text', text: storableText(answer.content), annotations: [] }] });
   }
   for (const call of calls) {
-    items.push({ type: 'function_call', status: answer.status, call_id: storableText(call.id), name: storableText(call.name), arguments: storableText(call.arguments) });
+    if (call.custom) items.push({ type: 'custom_tool_call', status: answer.status, call_id: storableText(call.id), name: storableText(call.name), input: storableText(call.arguments) });
+    else items.push({ type: 'function_call', status: answer.status, call_id: storableText(call.id), name: storableText(call.name), arguments: storableText(call.arguments) });
   }
   return items;
 }
@@ -164,13 +183,15 @@ export function createStoreHooks(
         const common = { ...ids, model: storableText(answer.model), tokensUsed: answer.usage ? { prompt: answer.usage.prompt_tokens, completion: answer.usage.completion_tokens } : null, clock };
         // `answerFrom`: an assistant message of the input (a prefill) is not the answer, so a
         // tool-only answer reports its usage on no event rather than on it.
+        // Only a request ending with tool results needs to know which calls were custom tools'.
+        const customCalls = latest[0]?.role === 'tool' ? customCallIds(messages) : NO_CALLS;
         try {
-          const input = latest.flatMap(toItems);
+          const input = latest.flatMap((message) => toItems(message, customCalls));
           await appendItems(db, { ...common, items: [...input, ...stored], answerFrom: input.length });
         } catch (error) {
           if (!(error instanceof ApiError && error.status === 400)) throw error;
           // An input message had parts the item schema refuses: keep its text instead.
-          const plain = latest.map((m) => (m.role === 'tool' && typeof m.tool_call_id === 'string' ? toItems(m)[0]! : { type: 'message', role: m.role === 'function' ? 'tool' : m.role, content: contentText(m.content) || '(non-text content)' }));
+          const plain = latest.map((m) => (m.role === 'tool' && typeof m.tool_call_id === 'string' ? toItems(m, customCalls)[0]! : { type: 'message', role: m.role === 'function' ? 'tool' : m.role, content: contentText(m.content) || '(non-text content)' }));
           await appendItems(db, { ...common, items: [...plain, ...stored], answerFrom: plain.length });
         }
       };

@@ -54,6 +54,8 @@ interface ToolCallDelta {
   index?: unknown;
   id?: unknown;
   function?: { name?: unknown; arguments?: unknown } | null;
+  /** A custom tool's call: its name, and its free-form input in pieces. */
+  custom?: { name?: unknown; input?: unknown } | null;
 }
 
 export interface RelayOptions {
@@ -97,6 +99,21 @@ function hasOtherField(text: string): boolean {
     at = text.indexOf('\n', at + 1);
     if (at < 0) return false;
   }
+}
+
+/**
+ * Whether an event is named `error` (its last `event:` field, as the format says). Providers that
+ * name their error events send data of any form (not always an `error` key): the name alone makes
+ * it a stream error. Only events the relay already inspects get here, and only one with an `event`
+ * field is read further than a character and one search.
+ */
+function isErrorEvent(event: string): boolean {
+  let at = event.lastIndexOf('\nevent:');
+  if (at >= 0) at += 7;
+  else if (event.charCodeAt(0) === 101 && event.startsWith('event:')) at = 6;
+  else return false;
+  if (event.charCodeAt(at) === 32) at++;
+  return event.startsWith('error', at) && (at + 5 === event.length || event.charCodeAt(at + 5) === 10);
 }
 
 /** An event made of comment lines only (`: keep-alive`). */
@@ -280,6 +297,10 @@ class StreamRelay {
    * JSON is an event the provider's end cut short (`UnfinishedEvent`), not one to pass on.
    */
   private handleEvent(event: string, last?: boolean): StreamEvent | 'done' | 'error' | null {
+    if (isErrorEvent(event)) {
+      this.options.onUpstreamError(eventData(event) || event, 'upstream_error_event');
+      return 'error';
+    }
     // Without data, only comments (keep-alives) pass: the SDKs parse every other event's data as
     // JSON, and an `event: ping` with none breaks their stream.
     if (!event.includes('data:')) return event.trim() && isCommentsOnly(event) ? { type: 'raw', text: event } : null;
@@ -331,9 +352,22 @@ class StreamRelay {
     }
   }
 
-  /** One tool-call fragment, assembled by the kit's rule (`collectToolCallDelta`, shared with response-api's streamed steps). */
+  /**
+   * One tool-call fragment, assembled by the kit's rule (`collectToolCallDelta`, shared with
+   * response-api's streamed steps). A custom tool's fragment is assembled by the same rule, its
+   * input taken as the arguments, and its call marked custom.
+   */
   private collectToolCall(fragment: ToolCallDelta): void {
-    this.result.toolCalls = collectToolCallDelta(this.result.toolCalls, fragment);
+    const custom = fragment?.custom;
+    if (!custom || typeof custom !== 'object') {
+      this.result.toolCalls = collectToolCallDelta(this.result.toolCalls, fragment);
+      return;
+    }
+    const calls = collectToolCallDelta(this.result.toolCalls, { index: fragment.index, id: fragment.id, function: { name: custom.name, arguments: custom.input } })!;
+    // The call the fragment went to, found as the kit's rule finds it.
+    const call = typeof fragment.index === 'number' ? calls.find((c) => c.index === fragment.index) : calls.at(-1);
+    if (call) call.custom = true;
+    this.result.toolCalls = calls;
   }
 
   /** Stores the exchange once (`save`); the error event to end with when storing failed, else null. */

@@ -65,11 +65,17 @@ export interface ChatCompletionChunk {
   [field: string]: unknown;
 }
 
-/** A tool call of an answer, as `store: true` keeps it (a `function_call` item) and replays it. */
+/**
+ * A tool call of an answer, as `store: true` keeps it (a `function_call` item, or a
+ * `custom_tool_call` item for a custom tool's call) and replays it.
+ */
 export interface AnswerToolCall {
   id: string;
   name: string;
+  /** A function's arguments, or (`custom`) the custom tool's free-form input. */
   arguments: string;
+  /** A custom tool's call (`type: 'custom'`, `custom: {name, input}`), not a function's. */
+  custom?: boolean;
 }
 
 export interface ConversationRef {

@@ -26,6 +26,12 @@ export interface ProviderRuntime {
   row: ProviderRow;
   /** Decrypted once per reload, kept only in memory. */
   apiKey: string | null;
+  /**
+   * A key is stored but does not decrypt (MASTER_KEY rotated, value altered): the provider is never
+   * called, as calling it without its key would send requests unauthenticated (or to a keyless
+   * proxy that bills someone else).
+   */
+  keyUnavailable?: boolean;
   /** The configured endpoints, or the base URL as the single endpoint. */
   endpoints: EndpointConfig[];
 }
@@ -83,14 +89,19 @@ export function createModelRegistry(deps: {
     const providers = new Map<string, ProviderRuntime>();
     for (const row of providerRows) {
       let apiKey: string | null = null;
+      let keyUnavailable = false;
       if (row.api_key_sealed) {
         try {
           apiKey = deps.box.open(row.api_key_sealed, row.id);
         } catch {
-          deps.logger.error({ provider_id: row.id }, 'provider api key cannot be decrypted (MASTER_KEY changed?)');
+          keyUnavailable = true;
+          deps.logger.error(
+            { provider_id: row.id, provider: row.name },
+            'provider api key cannot be decrypted (MASTER_KEY changed, or the stored value altered): its models answer 502 provider_key_unavailable until the key is set again',
+          );
         }
       }
-      providers.set(row.id, { row, apiKey, endpoints: endpointsOf(row) });
+      providers.set(row.id, { row, apiKey, keyUnavailable, endpoints: endpointsOf(row) });
     }
     const catalogById = new Map(catalogs.map((c) => [c.id, c]));
     const models = new Map<string, ResolvedModel>();

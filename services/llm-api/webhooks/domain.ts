@@ -223,10 +223,13 @@ export async function updateWebhook(deps: WebhooksDeps, id: string, input: Updat
   if (input.active !== undefined) patch.active = input.active;
   if (input.headers !== undefined) patch.headers = sealHeaders(deps.box, id, headersToStore(deps, row, input.headers, newOrigin));
   if (input.secret !== undefined) Object.assign(patch, rotation(deps, row, input.secret));
-  // Header values (kept ones opened from `row`) and a move to another origin were both judged
-  // against the url and headers read above: written only while the row still has them, so neither
-  // a PATCH moving the webhook nor one adding headers meanwhile can send a value to another host.
-  const guarded = patch.headers !== undefined || newOrigin;
+  // Header values (kept ones opened from `row`) and whether the url moves to another origin were
+  // all judged against the url and headers read above: written only while the row still has them
+  // (compare-and-set), so no PATCH meanwhile (moving the webhook, adding headers) is overwritten
+  // into a url whose receiver was never given those values. A url within the same origin counts:
+  // judged "same origin" against a url another PATCH has since moved, it would bring the other
+  // host's values back to this one.
+  const guarded = patch.headers !== undefined || patch.url !== undefined;
   const updated = await deps.webhooks.update(id, patch, new Date(deps.clock.now()), guarded ? row : undefined);
   if (!updated) {
     const current = guarded ? await deps.webhooks.get(id) : undefined;

@@ -48,6 +48,33 @@ test('an error event in the middle of a read: the events before it are delivered
   t.false(JSON.stringify(out).includes('secret'));
 });
 
+test('an event named error is a stream error whatever its data: no error key, a chunk-like body, no data at all, the last of several names', async (t) => {
+  const cases = [
+    `event: error\ndata: {"message":"upstream secret overloaded","type":"overloaded_error"}`,
+    `event:error\n${content(9)}`,
+    `id: 7\nevent: error`,
+    `event: message\nevent: error\ndata: "upstream secret text"`,
+  ];
+  for (const bad of cases) {
+    const read = [content(1), bad, content(2), 'data: [DONE]', ''].join('\n\n');
+    const upstream: string[] = [];
+    const started = startRelay(Buffer.from(read), Readable.from([], { objectMode: false }), { onUpstreamError: (detail: string) => void upstream.push(detail) } as never);
+    const { out, outcome } = await collectRelay(started);
+    t.deepEqual(texts(out), [content(1), 'error'], bad);
+    t.is(outcome.outcome, 'upstream_error_event', bad);
+    t.false(JSON.stringify(out).includes('secret'), bad);
+    t.is(upstream.length, 1, bad);
+  }
+  // The last event of a body (no blank line after it) too.
+  const tail = await relay([`${content(1)}\n\n`, 'event: error\ndata: {"detail":"gone"}']);
+  t.deepEqual(texts(tail.out), [content(1), 'error']);
+  t.is(tail.outcome.outcome, 'upstream_error_event');
+  // Other names, and data mentioning error, still pass.
+  const named = await relay([[`event: errors\n${content(1)}`, content(2), 'data: [DONE]', ''].join('\n\n')]);
+  t.is(named.outcome.outcome, 'ok');
+  t.deepEqual(texts(named.out).at(-1), '[DONE]');
+});
+
 test("a body that ends inside an event fails the stream (no cut JSON, no [DONE]); a whole last event without its blank line passes", async (t) => {
   const cut = await relay([`${content(1)}\n\n`, `${content(2)}\n\n${content(3).slice(0, 30)}`]);
   t.deepEqual(texts(cut.out), [content(1), content(2), 'error']);

@@ -144,7 +144,14 @@ const tools = [
   { type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object' } } },
   { type: 'function' as const, function: { name: 'fetch_page', parameters: { type: 'object' } } },
 ];
-const shape = (item: any) => (item.type === 'message' ? [item.type, item.role, item.content[0].text] : item.type === 'function_call' ? [item.type, item.call_id, item.name, item.arguments] : [item.type, item.call_id, item.output]);
+const shape = (item: any) =>
+  item.type === 'message'
+    ? [item.type, item.role, item.content[0].text]
+    : item.type === 'function_call'
+      ? [item.type, item.call_id, item.name, item.arguments]
+      : item.type === 'custom_tool_call'
+        ? [item.type, item.call_id, item.name, item.input]
+        : [item.type, item.call_id, item.output];
 
 test.serial('tool calls are stored as function_call items, tool results as function_call_output; later turns replay a valid sequence', async (t) => {
   const first: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'tools-json-1' }], tools: tools.slice(0, 1), store: true } as any);
@@ -178,7 +185,7 @@ test.serial('tool calls are stored as function_call items, tool results as funct
   ]);
 });
 
-test.serial("an input assistant message with a custom tool's call is stored by its text, not refused nor failed", async (t) => {
+test.serial("an input assistant message with a custom tool's call is stored as a custom_tool_call item after its text", async (t) => {
   const res: any = await client.chat.completions.create({
     model: 'store-model',
     messages: [
@@ -190,9 +197,46 @@ test.serial("an input assistant message with a custom tool's call is stored by i
   t.regex(res.conversation.id, /^conv_/);
   t.deepEqual((await items(res.conversation.id)).map(shape), [
     ['message', 'assistant', 'Searching first.'],
+    ['custom_tool_call', 'call_c9', 'grep', 'TODO'],
     ['message', 'assistant', 'Hello from store w1 w2 w3 w4'],
   ]);
 });
+
+for (const stream of [false, true]) {
+  test.serial(`${stream ? 'streamed' : 'JSON'}: a custom tool's call in the answer is stored as a custom_tool_call item, its result as a custom_tool_call_output; the next turns replay them`, async (t) => {
+    const name = `custom-${stream ? 'stream' : 'json'}`;
+    fake.script(name, [{ tool_calls: [{ name: 'apply_patch', arguments: '*** Begin Patch\n+x\n*** End Patch', custom: true }] }, { content: 'Patched.' }]);
+    const tool = { type: 'custom', custom: { name: 'apply_patch', description: 'Applies a patch' } };
+    const ask = async (body: Record<string, unknown>) => {
+      if (!stream) return (await h.call('POST', '/v1/chat/completions', { model: 'store-model', store: true, tools: [tool], ...body }, h.user)).body;
+      const chunks: any[] = [];
+      for await (const chunk of (await client.chat.completions.create({ model: 'store-model', store: true, stream: true, tools: [tool], ...body } as any)) as any) chunks.push(chunk);
+      return { conversation: chunks.find((c) => c.conversation)?.conversation };
+    };
+    const first = await ask({ messages: [{ role: 'user', content: `#script:${name}` }] });
+    const conv = first.conversation.id as string;
+    const callId = `call_${name}_0_0`;
+    t.deepEqual((await items(conv)).map(shape), [
+      ['message', 'user', `#script:${name}`],
+      ['custom_tool_call', callId, 'apply_patch', '*** Begin Patch\n+x\n*** End Patch'],
+    ]);
+
+    // The client sends the result only: the conversation supplies the call, replayed as a custom tool's call.
+    await ask({ messages: [{ role: 'tool', tool_call_id: callId, content: 'applied' }], conversation: conv });
+    t.deepEqual(fake.scriptRequests(name).at(-1)!.body.messages, [
+      { role: 'user', content: `#script:${name}` },
+      { role: 'assistant', content: null, tool_calls: [{ id: callId, type: 'custom', custom: { name: 'apply_patch', input: '*** Begin Patch\n+x\n*** End Patch' } }] },
+      { role: 'tool', tool_call_id: callId, content: 'applied' },
+    ]);
+    const stored = await items(conv);
+    t.deepEqual(stored.slice(2).map(shape), [
+      ['custom_tool_call_output', callId, 'applied'],
+      ['message', 'assistant', 'Patched.'],
+    ]);
+    t.like(stored[1], { type: 'custom_tool_call', call_id: callId, name: 'apply_patch', status: 'completed' });
+    t.false('arguments' in stored[1]);
+  });
+}
 
 test.serial('an answer that only calls tools reports its usage on no message.sent, not on an assistant prefill of the input', async (t) => {
   const first: any = await client.chat.completions.create({ model: 'store-model', messages: [{ role: 'user', content: 'prefill-tools' }], store: true } as any);
