@@ -24,7 +24,7 @@ export interface TestPlatform {
   gatewaySecret: string;
   /** Direct (internal) address of a service: 'llm-api', 'response-api', 'media-api', 'mcp-tools'. */
   serviceUrl(name: string): string;
-  /** The edge's metrics listener (its `/metrics`), apart from the public `url`. */
+  /** The base URL of the edge's metrics listener (it serves `/metrics`), apart from the public `url`. */
   metricsUrl: string;
   stop(): Promise<void>;
 }

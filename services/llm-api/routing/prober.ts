@@ -15,6 +15,8 @@ export function createProber(deps: { registry: ModelRegistry; health: EndpointHe
     const restored: string[] = [];
     if (down.size === 0) return restored;
     for (const provider of deps.registry.providers()) {
+      // A key that does not decrypt is never replaced by no key, not even for a probe.
+      if (provider.keyUnavailable) continue;
       for (const endpoint of provider.endpoints) {
         if (!down.has(endpoint.url)) continue;
         down.delete(endpoint.url);

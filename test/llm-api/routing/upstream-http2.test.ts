@@ -336,7 +336,7 @@ test('through the edge with the openai SDK: 20 streamed completions at once shar
     t.true(fake.connectionsOpened() - before <= 1, `${fake.connectionsOpened() - before} new provider connections`);
     // A held stream costs this process one socket, not two: the edge's default bound on open
     // connections (EDGE_MAX_CONNECTIONS=auto) divides the open-file limit by 1.01 instead of 2.
-    const metrics = await (await fetch(`${p.url}/metrics`, { headers: { connection: 'close' } })).text();
+    const metrics = await (await fetch(`${p.metricsUrl}/metrics`, { headers: { connection: 'close' } })).text();
     const bound = Number(/^edge_connections_max(?:\{[^}]*\})? (\d+)$/m.exec(metrics)?.[1]);
     t.is(bound, connectionsForOpenFileLimit(undefined, 1.01)!);
     t.true(bound > connectionsForOpenFileLimit()!);
