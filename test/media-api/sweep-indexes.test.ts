@@ -5,6 +5,7 @@ import { createMediaStore, newMediaId, type MediaStore } from '../../domains/med
 import { newId } from '../../services/kit/index.js';
 import { mediaApiService } from '../../services/media-api/service.js';
 import { openTestRuntime } from '../helpers/env.js';
+import { analyzeOwnTables, assertIndexBacked, batchInsert as insertRows, explainSql, type PlanNode } from '../helpers/query-plans.js';
 
 // The media sweep's queries stay index-backed at volume: 20,000 media over 400 users and 20,000
 // stored objects, bulk-inserted, then ANALYZE (this file's schema only). The SQL each store method
@@ -20,9 +21,7 @@ let knex: Knex;
 let store: MediaStore;
 const now = Math.floor(Date.now() / 1000);
 
-async function batchInsert(table: string, rows: Record<string, unknown>[]) {
-  for (let i = 0; i < rows.length; i += 1000) await knex(table).insert(rows.slice(i, i + 1000));
-}
+const batchInsert = (table: string, rows: Record<string, unknown>[]) => insertRows(knex, table, rows);
 
 test.before(async () => {
   runtime = await openTestRuntime({ migrations: mediaApiService.migrations, bus: 'pg' });
@@ -62,19 +61,9 @@ test.before(async () => {
   await batchInsert('media', media);
   await batchInsert('media_objects', objects);
   await batchInsert('media_staging', Array.from({ length: 2000 }, (_, i) => ({ upload_key: `uploads/${i * 7}`, delete_after: now + (i % 100 === 0 ? -60 : 3600) })));
-  const tables: string[] = await knex('pg_tables').where({ schemaname: knex.raw('current_schema()') }).pluck('tablename');
-  for (const table of tables) await knex.raw('analyze ??', [table]);
+  await analyzeOwnTables(knex);
 });
 test.after.always(() => runtime?.dispose());
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  Plans?: PlanNode[];
-}
-
-const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 
 /** The plan of every query `run` sends (each store method of the sweep sends one). */
 async function plansOf(run: () => Promise<unknown>): Promise<PlanNode[][]> {
@@ -87,26 +76,14 @@ async function plansOf(run: () => Promise<unknown>): Promise<PlanNode[][]> {
     knex.removeListener('query', listener);
   }
   const plans: PlanNode[][] = [];
-  for (const { sql, bindings } of sent) {
-    const result = await knex.raw(`explain (format json) ${sql.replace(/\$(\d+)/g, '?')}`, bindings as never);
-    plans.push(nodes((result.rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan));
-  }
+  for (const { sql, bindings } of sent) plans.push(await explainSql(knex, sql, bindings));
   return plans;
 }
 
-async function assertIndexBacked(t: import('ava').ExecutionContext, run: () => Promise<unknown>, tables: Record<string, string[]>) {
+async function assertSweepIndexBacked(t: import('ava').ExecutionContext, run: () => Promise<unknown>, tables: Record<string, string[]>) {
   const plans = await plansOf(run);
   t.is(plans.length, 1, 'one query');
-  const all = plans[0]!;
-  const summary = all.map((n) => `${n['Node Type']}${n['Relation Name'] ? ` on ${n['Relation Name']}` : ''}${n['Index Name'] ? ` using ${n['Index Name']}` : ''}`).join(' | ');
-  t.log(summary);
-  t.false(all.some((n) => n['Node Type'] === 'Seq Scan'), `no sequential scan: ${summary}`);
-  for (const [table, indexes] of Object.entries(tables)) {
-    t.true(
-      all.some((n) => /Index/.test(n['Node Type']) && indexes.includes(n['Index Name'] ?? '')),
-      `${table} read through one of ${indexes.join(', ')}: ${summary}`,
-    );
-  }
+  assertIndexBacked(t, plans[0]!, tables);
 }
 
 test.serial('the data set is as large as claimed', async (t) => {
@@ -116,18 +93,18 @@ test.serial('the data set is as large as claimed', async (t) => {
 });
 
 test.serial('unreferenced objects past the grace are found through the touched_at index', async (t) => {
-  await assertIndexBacked(t, () => store.unreferencedObjects(new Date((now - DAY) * 1000), 500), { media_objects: ['media_objects_touched'], media: ['media_sha'] });
+  await assertSweepIndexBacked(t, () => store.unreferencedObjects(new Date((now - DAY) * 1000), 500), { media_objects: ['media_objects_touched'], media: ['media_sha'] });
 });
 
 test.serial('ready media still naming a staging object are found through their partial index', async (t) => {
-  await assertIndexBacked(t, () => store.readyWithUploadKey(100), { media: ['media_ready_upload_key'] });
+  await assertSweepIndexBacked(t, () => store.readyWithUploadKey(100), { media: ['media_ready_upload_key'] });
 });
 
 test.serial('due staging keys are checked against open reservations through the reservations index', async (t) => {
-  await assertIndexBacked(t, () => store.dueStaging(now, 500), { media_staging: ['media_staging_due'], media: ['media_reservations'] });
+  await assertSweepIndexBacked(t, () => store.dueStaging(now, 500), { media_staging: ['media_staging_due'], media: ['media_reservations'] });
 });
 
 test.serial('expired reservations and stuck completions read the reservations index', async (t) => {
-  await assertIndexBacked(t, () => store.expiredReservations(now, 500), { media: ['media_reservations'] });
-  await assertIndexBacked(t, () => store.stuckCompleting(now, 100), { media: ['media_reservations'] });
+  await assertSweepIndexBacked(t, () => store.expiredReservations(now, 500), { media: ['media_reservations'] });
+  await assertSweepIndexBacked(t, () => store.stuckCompleting(now, 100), { media: ['media_reservations'] });
 });

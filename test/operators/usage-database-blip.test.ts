@@ -39,7 +39,7 @@ test.after.always(async () => {
 const principal = (userId: string, apiKeyId: string): Principal => ({ userId, subject: userId, email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false, apiKeyId });
 
 test.serial('a request that ends while the database is unreachable is still charged to its budgets once it is back', async (t) => {
-  const deps: SpendDeps = { knex: faulty, clock, logger: { error: ((_fields: object, message: string) => void logged.push(message)) as SpendDeps['logger']['error'] } };
+  const deps: SpendDeps = { knex: faulty, clock, logger: { error: ((_fields: object, message: string) => void logged.push(message)) as SpendDeps['logger']['error'], warn: ((_fields: object, message: string) => void logged.push(message)) as SpendDeps['logger']['warn'] } };
   const at = new Date(clock.now());
   await upsertSpendLimits(db.knex, { scope: 'key', scopeId: 'key_blip' }, { max_budget_micro_usd: 10_000 }, at);
   await upsertSpendLimits(db.knex, { scope: 'user', scopeId: 'user_blip' }, { max_tokens: 1_000 }, at);

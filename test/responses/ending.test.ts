@@ -8,7 +8,7 @@ import type { StreamEvent } from '../../services/response-api/responses/recorder
 import { cancelResponse, createResponse, getResponse, type ResponsesDeps } from '../../services/response-api/responses/responses.js';
 import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
 import type { ResponseStore } from '../../services/response-api/responses/store.js';
-import { checkStream, domainSuite, MODEL, principalOf, responsesDomainDeps, type ResponsesPlatform } from './harness.js';
+import { checkStream, domainSuite, fakeLlm, MODEL, principalOf, responsesDomainDeps, type ResponsesPlatform } from './harness.js';
 
 // How a response ends when something other than the model ends it: a cancel (of a response whose
 // process is gone, of one that finished), the sweep, a read past the longest a loop runs, the step
@@ -34,19 +34,6 @@ const answer = (content: string): ChatCompletion => ({ choices: [{ message: { co
 /** A step that answers only when its signal aborts (a cancel), with the signal's reason. */
 const never = (_body: unknown, signal: AbortSignal) => new Promise<ChatCompletion>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
 
-function fakeLlm(steps: Array<(body: Record<string, any>, signal: AbortSignal) => ChatCompletion | Promise<ChatCompletion>>) {
-  const asked: Array<Record<string, any>> = [];
-  const llm: LlmPort = {
-    async complete(_principal, body, signal) {
-      asked.push(structuredClone(body));
-      return steps[Math.min(asked.length - 1, steps.length - 1)]!(body, signal);
-    },
-    appendConversationItems: async () => {},
-    conversationHistory: async function* () {},
-    contextLength: async () => null,
-  };
-  return { llm, asked };
-}
 
 const domainDeps = (llm: LlmPort, overrides: Partial<ResponsesDeps> = {}) => responsesDomainDeps(p, store, llm, overrides);
 
@@ -207,6 +194,50 @@ test('max_steps reached with tool calls pending: they are not run, shown incompl
     ['user', 'assistant', 'tool', 'assistant', 'tool', 'user'],
   );
   t.is(sent[4].content, 'Error: max_steps (2) reached: this call was not run.');
+});
+
+test('a last step that also calls a client function runs its platform calls: the conversation goes on', async (t) => {
+  const ran: string[] = [];
+  const session: ToolSession = {
+    list: async () => [{ name: 'python_exec', inputSchema: { type: 'object', properties: {} } }],
+    call: async (_name, args) => {
+      ran.push(String(args.code));
+      return { output: 'ran', isError: false };
+    },
+    close: async () => {},
+  };
+  const { llm } = fakeLlm([
+    () => ({
+      choices: [
+        {
+          message: {
+            content: null,
+            tool_calls: [
+              { id: 'call_py', function: { name: 'python_exec', arguments: JSON.stringify({ code: 'last' }) } },
+              { id: 'call_fn', function: { name: 'lookup', arguments: '{}' } },
+            ],
+          },
+          finish_reason: 'tool_calls',
+        },
+      ],
+      usage,
+    }),
+  ]);
+  const deps = domainDeps(llm, { tools: { open: async () => session } });
+  const tools = [
+    { type: 'mcp', server_label: 'jan', allowed_tools: ['python_exec'] },
+    { type: 'function', name: 'lookup', parameters: { type: 'object', properties: {} } },
+  ];
+  const answered = await createResponse(deps, principalOf(newUserId()), request({ tools, max_steps: 1 } as never), { signal: live() });
+  t.deepEqual(ran, ['last']);
+  t.is(answered.status, 'completed');
+  t.deepEqual(
+    answered.output.map((item) => [item.type, item.status]),
+    [
+      ['mcp_call', 'completed'],
+      ['function_call', 'completed'],
+    ],
+  );
 });
 
 // --- Background responses per user -------------------------------------------------------------

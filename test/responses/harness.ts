@@ -3,7 +3,7 @@ import type { ExecutionContext, TestFn } from 'ava';
 import OpenAI from 'openai';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startMcpPlatform, type McpPlatform } from '../mcp/helpers.js';
-import type { LlmPort } from '../../services/response-api/responses/ports.js';
+import type { ChatCompletion, LlmPort } from '../../services/response-api/responses/ports.js';
 import type { ResponsesDeps } from '../../services/response-api/responses/responses.js';
 import { createResponseStore, type ResponseStore } from '../../services/response-api/responses/store.js';
 import type { Principal } from '../../services/kit/index.js';
@@ -87,6 +87,21 @@ export function responsesDomainDeps(p: ResponsesPlatform, store: ResponseStore, 
 }
 
 /** The text of the last tool message the model was sent. */
+/** An llm-api port answering each step from `steps` (the last repeats); `asked` holds a copy of every step's body as sent. */
+export function fakeLlm(steps: Array<(body: Record<string, any>, signal: AbortSignal) => ChatCompletion | Promise<ChatCompletion>>) {
+  const asked: Array<Record<string, any>> = [];
+  const llm: LlmPort = {
+    async complete(_principal, body, signal) {
+      asked.push(structuredClone(body));
+      return steps[Math.min(asked.length - 1, steps.length - 1)]!(body, signal);
+    },
+    appendConversationItems: async () => {},
+    conversationHistory: async function* () {},
+    contextLength: async () => null,
+  };
+  return { llm, asked };
+}
+
 export const lastToolOutput = (messages: any[]) => String([...messages].reverse().find((m) => m.role === 'tool')?.content ?? '');
 
 /** Creates a streamed response, records every event and checks the stream's rules; returns the events and the terminal response. */

@@ -11,7 +11,7 @@ import { ResponseRecorder, type ResponseObject, type StreamEvent } from '../../s
 import { cancelResponse, createResponse, type ResponsesDeps } from '../../services/response-api/responses/responses.js';
 import type { CreateResponseRequest } from '../../services/response-api/responses/schemas.js';
 import { type ResponseRow, type ResponseStore } from '../../services/response-api/responses/store.js';
-import { checkStream, lastToolOutput, MODEL, responsesDomainDeps, streamResponse, type ResponsesPlatform, domainSuite, principalOf } from './harness.js';
+import { checkStream, fakeLlm, lastToolOutput, MODEL, responsesDomainDeps, streamResponse, type ResponsesPlatform, domainSuite, principalOf } from './harness.js';
 
 // How a response ends, whatever happens on the way: text no database can store, a store that
 // fails, a caller that left before the loop started, a step past its timeout, mcp-tools out of
@@ -54,20 +54,6 @@ const insertRunning = (userId: string, id: string, fields: { createdAt: number; 
   });
 };
 
-/** An llm-api port answering each step from `steps` (the last repeats); `asked` holds a copy of every step's body as sent. */
-function fakeLlm(steps: Array<(body: Record<string, any>, signal: AbortSignal) => ChatCompletion | Promise<ChatCompletion>>) {
-  const asked: Array<Record<string, any>> = [];
-  const llm: LlmPort = {
-    async complete(_principal, body, signal) {
-      asked.push(structuredClone(body));
-      return steps[Math.min(asked.length - 1, steps.length - 1)]!(body, signal);
-    },
-    appendConversationItems: async () => {},
-    conversationHistory: async function* () {},
-    contextLength: async () => null,
-  };
-  return { llm, asked };
-}
 
 const domainDeps = (llm: LlmPort, overrides: Partial<ResponsesDeps> = {}) => responsesDomainDeps(p, store, llm, overrides);
 

@@ -156,7 +156,7 @@ const SETTLE = positional<'scope' | 'scopeId' | 'periodStart' | 'gen' | 'holdId'
     in_flight = case when c.hold_gen = h.gen then greatest(c.in_flight - 1, 0) else c.in_flight end,
     in_flight_prev = case when c.hold_gen = h.gen + 1 then greatest(c.in_flight_prev - 1, 0) else c.in_flight_prev end,
     max_request_cost = greatest(c.max_request_cost, :cost), max_request_tokens = greatest(c.max_request_tokens, :tokens)
-  from h where c.scope = :scope and c.scope_id = :scopeId and c.period_start = :periodStart`);
+  from h where c.scope = :scope and c.scope_id = :scopeId and c.period_start = :periodStart returning 1 as applied`);
 
 /**
  * Adds a finished request's real cost and tokens, and gives its hold back: once, however often it
@@ -165,9 +165,11 @@ const SETTLE = positional<'scope' | 'scopeId' | 'periodStart' | 'gen' | 'holdId'
  * before the provider answered, its input refused) shows nothing about what requests cost, and
  * counting it let every later request join in flight as if each cost 0.
  */
-export async function settleSpend(knex: Knex, hold: SpendHold, spent: { cost: number; tokens: number }): Promise<void> {
+export async function settleSpend(knex: Knex, hold: SpendHold, spent: { cost: number; tokens: number }): Promise<boolean> {
   const used = spent.cost > 0 || spent.tokens > 0 ? 1 : 0;
-  await knex.raw(SETTLE.sql, SETTLE.bind({ scope: hold.scope, scopeId: hold.scopeId, periodStart: hold.periodStart, gen: hold.gen, holdId: hold.holdId, cost: spent.cost, tokens: spent.tokens, used }));
+  const result = await knex.raw(SETTLE.sql, SETTLE.bind({ scope: hold.scope, scopeId: hold.scopeId, periodStart: hold.periodStart, gen: hold.gen, holdId: hold.holdId, cost: spent.cost, tokens: spent.tokens, used }));
+  // false: the hold was gone (given back already, or deleted as a dead process's long after its lease).
+  return result.rows.length > 0;
 }
 
 /** Takes back an admission that never ran (another budget refused the request): nothing spent, nothing learnt. */

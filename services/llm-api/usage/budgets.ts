@@ -28,7 +28,7 @@ import { admitSpend, findSpendLimits, findSpendLimitsOf, readSpend, releaseSpend
 export interface SpendDeps {
   knex: Knex;
   clock: Clock;
-  logger: Pick<Logger, 'error'>;
+  logger: Pick<Logger, 'error' | 'warn'>;
   /** GUEST_ALLOWED_MODELS: the models guests may use; empty = every model. */
   guestAllowedModels?: string[];
   /** Where admission reads a key's and a user's limits (absent: from the database on every request). */
@@ -325,9 +325,28 @@ async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<
     async settle(spent) {
       if (settled) return;
       settled = true;
-      await Promise.all(admitted.map((held) => settleSpend(deps.knex, held, spent).catch((error) => settleLater(deps, held, spent, error, 0))));
+      await Promise.all(
+        admitted.map((held) =>
+          settleSpend(deps.knex, held, spent).then(
+            (applied) => applied || lateSettlement(deps, held, spent),
+            (error) => settleLater(deps, held, spent, error, 0),
+          ),
+        ),
+      );
     },
   };
+}
+
+/**
+ * A first settlement that found its hold gone: the request outlived its lease by the whole retry
+ * window, and a later admission deleted the hold as a dead process's. Its cost is not counted; said
+ * so, since the budget now reads less than was spent. (A retry finding it gone is the lost-commit
+ * case, counted already.)
+ */
+function lateSettlement(deps: SpendDeps, key: SpendHold, spent: { cost: number; tokens: number }): void {
+  if (spent.cost > 0 || spent.tokens > 0) {
+    deps.logger.warn({ scope: key.scope, scope_id: key.scopeId, period_start: key.periodStart, cost_micro_usd: spent.cost, tokens: spent.tokens }, 'spend not counted: its hold had expired');
+  }
 }
 
 /** Retries of a settlement the database could not take: 0.5 s doubling to 30 s, about 10 minutes in all. */

@@ -226,7 +226,9 @@ export async function runLoop(
 
     // Platform tools run now; calls of the client's own functions are returned to it.
     const platformCalls = calls.filter((c) => !clientFunctions.has(c.function.name));
-    const lastStep = step === plan.maxSteps;
+    // With calls of the client's own functions in it, the step ends the response `completed` and
+    // the conversation goes on (the client answers them): the platform calls' outputs will be read.
+    const lastStep = step === plan.maxSteps && platformCalls.length === calls.length;
     if (lastStep) {
       // No step is left to read their outputs: running them would spend the tools' time (and a
       // sandbox's) for nothing. They are kept, not run, and a chain from the response reads why.

@@ -6,6 +6,7 @@ import { itemPageQuery } from '../../../services/llm-api/conversations/items-sto
 import { projectPageQuery } from '../../../services/llm-api/projects/store.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 import { openTestRuntime } from '../../helpers/env.js';
+import { analyzeOwnTables, assertIndexBacked, batchInsert as insertRows, explainQuery } from '../../helpers/query-plans.js';
 
 // Listing stays index-backed at volume: 10,000 conversations (and 50,000 items, 2,000 projects)
 // spread over 500 users, bulk-inserted, then ANALYZE; the page queries the stores really run are
@@ -20,9 +21,7 @@ let knex: Knex;
 const users: string[] = [];
 const sample: { userId: string; conversationId: string; branchId: number; projectId: string; itemIds: string[] } = {} as never;
 
-async function batchInsert(table: string, rows: Record<string, unknown>[]) {
-  for (let i = 0; i < rows.length; i += 1000) await knex(table).insert(rows.slice(i, i + 1000));
-}
+const batchInsert = (table: string, rows: Record<string, unknown>[]) => insertRows(knex, table, rows);
 
 test.before(async () => {
   runtime = await openTestRuntime({ migrations: llmApiService.migrations, bus: 'pg' });
@@ -82,10 +81,7 @@ test.before(async () => {
   }
   await batchInsert('conversation_items', items);
   await batchInsert('branch_items', refs);
-  // This file's tables only: a bare ANALYZE reads every schema of the shared database (every other
-  // test file's too), which at a busy moment ran past the statement timeout.
-  const tables: string[] = await knex('pg_tables').where({ schemaname: knex.raw('current_schema()') }).pluck('tablename');
-  for (const table of tables) await knex.raw('analyze ??', [table]);
+  await analyzeOwnTables(knex);
 
   const userId = users[Math.floor(USERS / 2)]!;
   const conv = conversations.find((c) => c.user_id === userId && c.project_id)!;
@@ -99,37 +95,7 @@ test.before(async () => {
 });
 test.after.always(() => runtime?.dispose());
 
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  Plans?: PlanNode[];
-}
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
-
-async function explain(query: Knex.QueryBuilder): Promise<PlanNode[]> {
-  const { sql, bindings } = query.toSQL().toNative();
-  const result = await knex.raw(`explain (format json) ${sql.replace(/\$(\d+)/g, '?')}`, bindings as never);
-  const plan = (result.rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
-  return nodes(plan);
-}
-
-function assertIndexBacked(t: import('ava').ExecutionContext, all: PlanNode[], tables: Record<string, string[]>) {
-  const summary = all.map((n) => `${n['Node Type']}${n['Relation Name'] ? ` on ${n['Relation Name']}` : ''}${n['Index Name'] ? ` using ${n['Index Name']}` : ''}`).join(' | ');
-  t.log(summary);
-  t.false(all.some((n) => n['Node Type'] === 'Seq Scan'), `no sequential scan: ${summary}`);
-  for (const [table, indexes] of Object.entries(tables)) {
-    const used = all.filter((n) => n['Relation Name'] === table || (n['Index Name'] && indexes.includes(n['Index Name'])));
-    t.true(
-      used.some((n) => /Index/.test(n['Node Type']) && indexes.includes(n['Index Name'] ?? '')) ||
-        all.some((n) => n['Node Type'] === 'Bitmap Index Scan' && indexes.includes(n['Index Name'] ?? '')),
-      `${table} read through one of ${indexes.join(', ')}: ${summary}`,
-    );
-  }
-}
+const explain = (query: Knex.QueryBuilder) => explainQuery(knex, query);
 
 test('the data set is as large as claimed', async (t) => {
   const count = async (table: string) => Number((await knex(table).count<{ c: number }[]>({ c: '*' }))[0]!.c);

@@ -44,9 +44,11 @@ const validate = (key: string) => call(realm.svc, 'POST', '/internal/auth/valida
 test.serial('a user disabled only in Keycloak loses its API keys at the next check; the answer is cached between checks', async (t) => {
   const kcId = 'c0000000-0000-4000-8000-000000000001';
   const { key } = await accountWithKey(kcId);
-  // The first validation asks the realm; the next ones within the interval do not.
+  // The first validation has the realm asked; the next ones within the interval do not.
   let reads = 0;
   nock(KC, asAdmin).get(`${ADMIN}/users/${kcId}`).reply(200, () => (reads++, { id: kcId, enabled: true }));
+  t.is((await validate(key)).status, 200);
+  await waitFor(() => reads === 1, 10_000, 'the realm asked');
   t.is((await validate(key)).status, 200);
   t.is((await validate(key)).status, 200);
   t.is(reads, 1);
@@ -57,14 +59,19 @@ test.serial('a user disabled only in Keycloak loses its API keys at the next che
   t.is((await validate(key)).status, 200, 'still within the interval: the last answer holds');
   t.is(reads, 1);
   clock.advance(1);
-  const refused = await validate(key);
-  t.is(refused.status, 401, JSON.stringify(refused.body));
+  // Past the interval the last answer still stands while the realm is asked again, then the new one.
+  const refused = await waitFor(async () => {
+    const r = await validate(key);
+    return r.status === 401 ? r : undefined;
+  }, 10_000, 'the key refused');
   t.is(refused.body.error.param, 'api_key');
   t.is(reads, 2);
 
   // Keycloak unreachable afterwards: a user the realm said was disabled stays refused.
   nock(KC, asAdmin).get(`${ADMIN}/users/${kcId}`).replyWithError({ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED' });
   clock.advance(USER_RECHECK_MS);
+  t.is((await validate(key)).status, 401);
+  await waitFor(() => nock.isDone(), 10_000, 'the realm asked again');
   t.is((await validate(key)).status, 401);
   t.true(nock.isDone(), nock.pendingMocks().join(', '));
 });
@@ -73,14 +80,39 @@ test.serial('a user deleted only in Keycloak (404) loses its API keys; a realm t
   const deleted = 'c0000000-0000-4000-8000-000000000002';
   const gone = await accountWithKey(deleted);
   nock(KC, asAdmin).get(`${ADMIN}/users/${deleted}`).reply(404, { error: 'User not found' });
-  t.is((await validate(gone.key)).status, 401);
+  await waitFor(async () => (await validate(gone.key)).status === 401, 10_000, 'the deleted user\'s key refused');
 
   const unknown = 'c0000000-0000-4000-8000-000000000003';
   const kept = await accountWithKey(unknown);
   nock(KC, asAdmin).get(`${ADMIN}/users/${unknown}`).replyWithError({ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED' });
+  t.is((await validate(kept.key)).status, 200);
+  await waitFor(() => nock.isDone(), 10_000, 'the realm asked');
   const r = await validate(kept.key);
   t.is(r.status, 200, JSON.stringify(r.body));
   t.is(r.body.subject, unknown);
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+});
+
+test.serial('a realm that does not answer never holds a validation: the last answer stands meanwhile', async (t) => {
+  const kcId = 'c0000000-0000-4000-8000-000000000006';
+  const { key } = await accountWithKey(kcId);
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let asked = 0;
+  nock(KC, asAdmin)
+    .get(`${ADMIN}/users/${kcId}`)
+    .reply(async () => {
+      asked++;
+      await held;
+      return [200, { id: kcId, enabled: false }];
+    });
+  // Answered while the realm's read is still held (before, the validation waited for it).
+  t.is((await validate(key)).status, 200);
+  await waitFor(() => asked === 1, 10_000, 'the realm asked');
+  t.is((await validate(key)).status, 200);
+  t.is(asked, 1, 'one read of the realm at a time');
+  release();
+  await waitFor(async () => (await validate(key)).status === 401, 10_000, 'the realm\'s answer applied');
   t.true(nock.isDone(), nock.pendingMocks().join(', '));
 });
 

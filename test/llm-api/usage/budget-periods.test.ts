@@ -128,7 +128,7 @@ test('a settlement whose commit went through but whose answer was lost is retrie
     },
   });
   const errors: string[] = [];
-  const deps: SpendDeps = { knex: lossy, clock, logger: { error: ((_fields: object, message: string) => void errors.push(message)) as SpendDeps['logger']['error'] } };
+  const deps: SpendDeps = { knex: lossy, clock, logger: { error: ((_fields: object, message: string) => void errors.push(message)) as SpendDeps['logger']['error'], warn: ((_fields: object, message: string) => void errors.push(message)) as SpendDeps['logger']['warn'] } };
   await writeSpendLimits(db.knex, clock, 'key', 'key_lost_answer', { max_budget_micro_usd: 10_000 });
   const ticket = await admitRequest(deps, principal('key_lost_answer'), 'm');
   await ticket!.settle({ cost: 1500, tokens: 40 });

@@ -146,6 +146,8 @@ export function createApiKeys(deps: ApiKeyDeps) {
 
   async function removed(rows: ApiKeyRow[]) {
     for (const row of rows) await publish(row.key_hash);
+    // No copy to update: no transaction and no lock of the user row per key (a sweep removes hundreds).
+    if (!provider.mirrorsApiKeys) return;
     for (const row of rows) {
       // The provider's mirror is a read-modify-write of the whole list (Keycloak: GET + PUT of the
       // user's attributes). Under the user row's lock, which a key's creation, an upgrade and a

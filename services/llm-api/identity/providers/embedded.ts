@@ -51,6 +51,7 @@ export function createEmbeddedProvider(deps: { issuer: TokenIssuer; refreshToken
       return tokensFor(user, refresh);
     },
     async upgrade() {},
+    mirrorsApiKeys: false,
     async apiKeyAdded() {},
     async apiKeyRemoved() {},
     async setEnabled() {},

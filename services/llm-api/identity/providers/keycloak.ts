@@ -259,7 +259,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
 
   // The realm's last answer per Keycloak user id, and the reads running (one per user at a time).
   const standings = new Map<string, { standing: UserStanding; checkedAt: number }>();
-  const checking = new Map<string, Promise<UserStanding>>();
+  const checking = new Set<string>();
 
   async function check(subject: string, previous: UserStanding | undefined): Promise<UserStanding> {
     let standing: UserStanding;
@@ -374,6 +374,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       if (!updated) throw unavailable('update user: HTTP 404');
     },
 
+    mirrorsApiKeys: true,
     async apiKeyAdded(user, keyHash) {
       await mergeAttributes(user, 'fail', (attributes) => {
         const hashes = new Set(attributes[API_KEY_ATTRIBUTE] ?? []);
@@ -406,12 +407,14 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       if (!atKeycloak(user)) return 'active';
       const known = standings.get(user.subject);
       if (known && deps.clock.now() - known.checkedAt < USER_RECHECK_MS) return known.standing;
-      let running = checking.get(user.subject);
-      if (!running) {
-        running = check(user.subject, known?.standing).finally(() => checking.delete(user.subject));
-        checking.set(user.subject, running);
+      // Never waited for: a realm that hangs would hold the validation past the edge's own timeout
+      // (a 503 for a good key). The last answer (none: unknown) stands until the read in the
+      // background replaces it.
+      if (!checking.has(user.subject)) {
+        checking.add(user.subject);
+        void check(user.subject, known?.standing).finally(() => checking.delete(user.subject));
       }
-      return running;
+      return known?.standing ?? 'unknown';
     },
   };
 }

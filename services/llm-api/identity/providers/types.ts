@@ -66,6 +66,8 @@ export interface IdentityProvider {
   startSession(user: UserRecord, stillValid: (trx: Knex) => Promise<boolean>): Promise<TokenSet>;
   /** Applies an upgrade at the provider (409 ApiError when the provider already has that e-mail). */
   upgrade(user: UserRecord, change: UpgradeChange): Promise<void>;
+  /** Whether the provider keeps a copy of the key hashes (false: apiKeyAdded/Removed do nothing). */
+  readonly mirrorsApiKeys: boolean;
   /** Mirrors the set of a user's API-key hashes at the provider (Keycloak user attributes). */
   apiKeyAdded(user: UserRecord, keyHash: string): Promise<void>;
   apiKeyRemoved(user: UserRecord, keyHash: string): Promise<void>;
