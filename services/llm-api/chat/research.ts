@@ -201,7 +201,10 @@ export function toResponsesInput(messages: Message[]): Array<Record<string, unkn
       const text = contentText(message.content);
       if (text) items.push({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] });
       for (const call of message.tool_calls ?? []) {
-        items.push({ type: 'function_call', call_id: call.id, name: call.function?.name, arguments: call.function?.arguments ?? '{}' });
+        // A custom tool's call (free text in) goes to the tool loop as a function call taking `{input}`:
+        // Responses input has no form the loop's chat steps could send on for it.
+        if (call.type === 'custom') items.push({ type: 'function_call', call_id: call.id, name: call.custom?.name, arguments: JSON.stringify({ input: String(call.custom?.input ?? '') }) });
+        else items.push({ type: 'function_call', call_id: call.id, name: call.function?.name, arguments: call.function?.arguments ?? '{}' });
       }
       continue;
     }

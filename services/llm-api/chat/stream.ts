@@ -216,15 +216,17 @@ function eventData(event: string): string {
  * skipped): its data and that parsed, or undefined when there is none or it is not (whole) JSON.
  * For the rare paths that look at a stream's start; the relay itself never decodes a read twice.
  */
-export function firstReadData(first: Uint8Array): { payload: string; value: unknown } | undefined {
+export function firstReadData(first: Uint8Array): { payload: string; value: unknown; named: 'error' | undefined } | undefined {
   const text = Buffer.from(first.buffer, first.byteOffset, first.byteLength).toString('utf8').replace(/\r\n?/g, '\n');
   for (const event of text.split('\n\n')) {
     if (!event.includes('data:')) continue;
     const payload = eventData(event);
+    const named = isErrorEvent(event) ? 'error' : undefined;
     try {
-      return { payload, value: JSON.parse(payload) as unknown };
+      return { payload, value: JSON.parse(payload) as unknown, named };
     } catch {
-      return undefined;
+      // Not JSON, or cut by the end of the read: only its name can still say what it is.
+      return named ? { payload, value: undefined, named } : undefined;
     }
   }
   return undefined;

@@ -232,7 +232,13 @@ export function toChatMessages(items: Array<Record<string, any>>): ChatMessage[]
       const args = typeof item.arguments === 'string' && item.arguments ? item.arguments : '{}';
       assistantWithCalls().tool_calls.push({ id: callId, type: 'function', function: { name: item.name, arguments: args } });
       if (item.type === 'mcp_call') pendingOutputs.push({ role: 'tool', tool_call_id: callId, content: item.error ? `Error: ${errorText(item.error)}` : outputText(item.output ?? '') });
-    } else if (item.type === 'function_call_output') {
+    } else if (item.type === 'custom_tool_call') {
+      // Written by chat completions (a custom tool's call: free text in); the loop's chat steps send it
+      // on as a function call taking `{input}`, as deep research does.
+      if (typeof item.call_id !== 'string' || !item.call_id || typeof item.name !== 'string' || !item.name) continue;
+      const args = JSON.stringify({ input: typeof item.input === 'string' ? item.input : '' });
+      assistantWithCalls().tool_calls.push({ id: item.call_id, type: 'function', function: { name: item.name, arguments: args } });
+    } else if (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') {
       if (typeof item.call_id !== 'string' || !item.call_id) continue;
       flushOutputs();
       messages.push({ role: 'tool', tool_call_id: item.call_id, content: outputText(item.output) });

@@ -94,6 +94,17 @@ test('chat messages become Responses input: text and image parts, tool calls and
   ]);
 });
 
+test('a custom tool call in the history reaches the research loop as a function call taking {input}', (t) => {
+  const input = toResponsesInput([
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_c', type: 'custom', custom: { name: 'grep', input: 'needle' } }] },
+    { role: 'tool', tool_call_id: 'call_c', content: 'found' },
+  ] as any);
+  t.deepEqual(input, [
+    { type: 'function_call', call_id: 'call_c', name: 'grep', arguments: '{"input":"needle"}' },
+    { type: 'function_call_output', call_id: 'call_c', output: 'found' },
+  ]);
+});
+
 // deep_research with stream and store: the route stops reading at `done`, so the exchange must be
 // stored before it (it was never stored when the store came after).
 const researchEvents = [

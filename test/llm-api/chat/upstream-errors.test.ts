@@ -54,3 +54,11 @@ test("a stream's leading error event: found after comments and data-less events,
   t.is(leadingErrorEvent(chunk(`data: {"error": {"message": "cut in the mid`)), null);
   t.is(leadingErrorEvent(new Uint8Array(chunk(`data: ${error}\n\n`))), error, 'a Uint8Array that is not a Buffer');
 });
+
+test("a stream's leading event named error is an error whatever its data: no error key, not JSON; a name that only starts so is not", (t) => {
+  const chunk = (text: string) => Buffer.from(text);
+  t.is(leadingErrorEvent(chunk('event: error\ndata: {"message":"overloaded"}\n\n')), '{"message":"overloaded"}');
+  t.is(leadingErrorEvent(chunk(': hi\r\n\r\nevent: error\r\ndata: overloaded\r\n\r\n')), 'overloaded');
+  t.is(leadingErrorEvent(chunk('event: errors\ndata: {"message":"x"}\n\n')), null);
+  t.is(leadingErrorEvent(chunk(`data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta: { content: 'an error of mine' } }] })}\n\n`)), null);
+});

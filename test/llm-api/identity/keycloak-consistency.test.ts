@@ -93,7 +93,7 @@ test.serial('a user deleted only in Keycloak (404) loses its API keys; a realm t
   t.true(nock.isDone(), nock.pendingMocks().join(', '));
 });
 
-test.serial('a realm that does not answer never holds a validation: the last answer stands meanwhile', async (t) => {
+test.serial('a realm that does not answer holds a validation only briefly (STANDING_WAIT_MS): the last answer stands meanwhile', async (t) => {
   const kcId = 'c0000000-0000-4000-8000-000000000006';
   const { key } = await accountWithKey(kcId);
   let release!: () => void;
@@ -106,13 +106,25 @@ test.serial('a realm that does not answer never holds a validation: the last ans
       await held;
       return [200, { id: kcId, enabled: false }];
     });
-  // Answered while the realm's read is still held (before, the validation waited for it).
+  // Answered while the realm's read is still held (before, the validation waited for it, past the edge's timeout).
   t.is((await validate(key)).status, 200);
   await waitFor(() => asked === 1, 10_000, 'the realm asked');
   t.is((await validate(key)).status, 200);
   t.is(asked, 1, 'one read of the realm at a time');
   release();
   await waitFor(async () => (await validate(key)).status === 401, 10_000, 'the realm\'s answer applied');
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+});
+
+test.serial('an answer older than two intervals (an idle key) is not trusted: the validation waits for the realm', async (t) => {
+  const kcId = 'c0000000-0000-4000-8000-000000000007';
+  const { key } = await accountWithKey(kcId);
+  nock(KC, asAdmin).get(`${ADMIN}/users/${kcId}`).reply(200, { id: kcId, enabled: true });
+  t.is((await validate(key)).status, 200);
+  // A day idle, then disabled in the realm: the day-old "enabled" does not let the next use through.
+  clock.advance(86_400_000);
+  nock(KC, asAdmin).get(`${ADMIN}/users/${kcId}`).reply(200, { id: kcId, enabled: false });
+  t.is((await validate(key)).status, 401);
   t.true(nock.isDone(), nock.pendingMocks().join(', '));
 });
 

@@ -40,6 +40,8 @@ export const API_KEY_ATTRIBUTE = 'api_key_hashes';
  * validation of that user asks again: one admin-API read per user and process per interval, at most.
  */
 export const USER_RECHECK_MS = 60_000;
+/** The longest a validation waits for the realm's answer about a user it has no recent answer for. */
+export const STANDING_WAIT_MS = 1_000;
 /** Users whose standing is remembered; past this the oldest answer is forgotten (asked again when needed). */
 const STANDING_MAX_ENTRIES = 10_000;
 
@@ -259,7 +261,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
 
   // The realm's last answer per Keycloak user id, and the reads running (one per user at a time).
   const standings = new Map<string, { standing: UserStanding; checkedAt: number }>();
-  const checking = new Set<string>();
+  const checking = new Map<string, Promise<UserStanding>>();
 
   async function check(subject: string, previous: UserStanding | undefined): Promise<UserStanding> {
     let standing: UserStanding;
@@ -406,15 +408,19 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
     standing(user) {
       if (!atKeycloak(user)) return 'active';
       const known = standings.get(user.subject);
-      if (known && deps.clock.now() - known.checkedAt < USER_RECHECK_MS) return known.standing;
-      // Never waited for: a realm that hangs would hold the validation past the edge's own timeout
-      // (a 503 for a good key). The last answer (none: unknown) stands until the read in the
-      // background replaces it.
-      if (!checking.has(user.subject)) {
-        checking.add(user.subject);
-        void check(user.subject, known?.standing).finally(() => checking.delete(user.subject));
+      const age = known ? deps.clock.now() - known.checkedAt : Infinity;
+      if (age < USER_RECHECK_MS) return known!.standing;
+      let running = checking.get(user.subject);
+      if (!running) {
+        running = check(user.subject, known?.standing).finally(() => checking.delete(user.subject));
+        checking.set(user.subject, running);
       }
-      return known?.standing ?? 'unknown';
+      // A key in use is re-read ahead of time: within a second interval the last answer stands while
+      // the read runs. Older or none (an idle key, a restart, an answer forgotten): the read is
+      // waited for, up to STANDING_WAIT_MS, so a realm that hangs cannot hold a good key past the
+      // edge's own timeout; then the last answer (none: unknown) stands.
+      if (age < 2 * USER_RECHECK_MS) return known!.standing;
+      return Promise.race([running, new Promise<UserStanding>((resolve) => setTimeout(resolve, STANDING_WAIT_MS, known?.standing ?? 'unknown').unref())]);
     },
   };
 }
