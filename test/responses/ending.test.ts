@@ -153,8 +153,8 @@ test('cancelling a finished foreground response is a 400 in the error shape; a f
 
 // --- The step limit ----------------------------------------------------------------------------
 
-test('max_steps reached with tool calls pending: they are not run, shown incomplete, and the response ends incomplete (max_steps)', async (t) => {
-  const userId = newUserId();
+/** A tools session offering python_exec; `ran` holds the code of every call it ran. */
+function pythonSession() {
   const ran: string[] = [];
   const session: ToolSession = {
     list: async () => [{ name: 'python_exec', inputSchema: { type: 'object', properties: {} } }],
@@ -164,6 +164,12 @@ test('max_steps reached with tool calls pending: they are not run, shown incompl
     },
     close: async () => {},
   };
+  return { session, ran };
+}
+
+test('max_steps reached with tool calls pending: they are not run, shown incomplete, and the response ends incomplete (max_steps)', async (t) => {
+  const userId = newUserId();
+  const { session, ran } = pythonSession();
   let step = 0;
   const { llm } = fakeLlm([
     () => ({ choices: [{ message: { content: null, tool_calls: [{ id: `call_${++step}`, function: { name: 'python_exec', arguments: JSON.stringify({ code: `step ${step}` }) } }] }, finish_reason: 'tool_calls' }], usage }),
@@ -197,15 +203,7 @@ test('max_steps reached with tool calls pending: they are not run, shown incompl
 });
 
 test('a last step that also calls a client function runs its platform calls: the conversation goes on', async (t) => {
-  const ran: string[] = [];
-  const session: ToolSession = {
-    list: async () => [{ name: 'python_exec', inputSchema: { type: 'object', properties: {} } }],
-    call: async (_name, args) => {
-      ran.push(String(args.code));
-      return { output: 'ran', isError: false };
-    },
-    close: async () => {},
-  };
+  const { session, ran } = pythonSession();
   const { llm } = fakeLlm([
     () => ({
       choices: [
