@@ -187,18 +187,18 @@ const KEY_UNAVAILABLE_DETAIL = 'the stored API key of this provider does not dec
 const keyUnavailable = () =>
   new ApiError(502, 'The model provider cannot be called: its stored API key is unusable. An administrator must set it again', { code: 'provider_key_unavailable' });
 
-const ERROR_KEY = Buffer.from('"error"');
-const ERROR_NAME = Buffer.from('error');
+// In both forms of an error event: the `"error"` key and the event name `error`.
+const ERROR_WORD = Buffer.from('error');
 
 /**
  * The data of a stream's first event (comments and data-less events before it skipped) when that
  * event is an error (`data: {"error": …}`, or any data of an event named `error`), else null.
- * `first` is the provider's first read; it is decoded and split only when it holds `"error"` or
- * `error` at all, so a stream pays a byte search or two.
+ * `first` is the provider's first read; it is decoded and split only when it holds `error` at all,
+ * so a stream pays one byte search.
  */
 export function leadingErrorEvent(first: Uint8Array): string | null {
   const bytes = Buffer.isBuffer(first) ? first : Buffer.from(first.buffer, first.byteOffset, first.byteLength);
-  if (bytes.indexOf(ERROR_KEY) < 0 && bytes.indexOf(ERROR_NAME) < 0) return null;
+  if (bytes.indexOf(ERROR_WORD) < 0) return null;
   // Not JSON, or cut by the end of the read, and not named error: the relay's business, as any later event's.
   const data = firstReadData(bytes);
   if (data?.named === 'error') return data.payload;
