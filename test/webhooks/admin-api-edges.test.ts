@@ -3,20 +3,16 @@ import { pino } from 'pino';
 import { createDeliveriesStore, createWebhooksStore, type WebhookRow } from '../../domains/webhooks/index.js';
 import { createEgressGuard, createSecretBox, loadMasterKey } from '../../services/kit/index.js';
 import { rotateSecret, sendTestEvent, type WebhooksDeps } from '../../services/llm-api/webhooks/domain.js';
-import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
+import { receiverAndStack, waitFor, type Receiver, type Stack } from './helpers.js';
 
 // Edges of the webhook admin API: redelivery to an inactive subscription, the parameter an unknown
 // webhook is named by, custom header names that differ only in case, and two rotations at once.
 let stack: Stack;
 let receiver: Receiver;
 
-test.before(async () => {
-  receiver = await startReceiver();
-  stack = await startStack({ bus: 'pg' });
-});
-test.after.always(async () => {
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { stack: { bus: 'pg' } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 test('redelivering to an inactive webhook is refused (409) and leaves the delivery as it was', async (t) => {

@@ -1,7 +1,7 @@
 import { validateHeaderValue } from 'node:http';
 import test from 'ava';
 import { createWebhookSchema } from '../../services/llm-api/webhooks/schemas.js';
-import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
+import { receiverAndStack, type Receiver, type Stack } from './helpers.js';
 
 // A subscription's own headers are sent on every delivery by Node's HTTP client, so registration
 // refuses what that client cannot send (it would fail every attempt with ERR_INVALID_CHAR and end
@@ -10,13 +10,9 @@ import { startReceiver, startStack, type Receiver, type Stack } from './helpers.
 let stack: Stack;
 let receiver: Receiver;
 
-test.before(async () => {
-  receiver = await startReceiver();
-  stack = await startStack({ bus: 'pg' });
-});
-test.after.always(async () => {
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { stack: { bus: 'pg' } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 const UNSENDABLE = ['euro\u20ac', '東京', 'caf\u00e9', 'nbsp\u00a0', 'ctl\u0001x', 'esc\u001b[0m', 'del\u007f', 'c1\u0085x', 'nul\u0000', 'vt\u000b', 'emoji\u{1f600}'];

@@ -1,19 +1,15 @@
 import test from 'ava';
 import { createTestUser, edgeHeaders } from '../helpers/users.js';
-import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
+import { receiverAndStack, waitFor, type Receiver, type Stack } from './helpers.js';
 
 // The admin API of webhook subscriptions, and the server-side request forgery guard: this stack
 // runs WITHOUT EGRESS_ALLOW_HOSTS, so loopback and private targets are refused.
 let stack: Stack;
 let receiver: Receiver;
 
-test.before(async () => {
-  receiver = await startReceiver();
-  stack = await startStack({ env: { EGRESS_ALLOW_HOSTS: undefined } });
-});
-test.after.always(async () => {
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { stack: { env: { EGRESS_ALLOW_HOSTS: undefined } } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 // A name that never resolves (RFC 2606 `.invalid`): accepted at registration (it may resolve later),

@@ -1,7 +1,7 @@
 import test from 'ava';
 import type { DeliveryJob } from '../../domains/webhooks/index.js';
 import type { BusMessage, Delivery } from '../../services/kit/index.js';
-import { directDeliveryHandler, startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
+import { directDeliveryHandler, receiverAndStack, type Receiver, type Stack } from './helpers.js';
 
 // A subscription deactivated while a job of it waits in the worker for the subscription's
 // concurrency slot: when the job gets the slot, the claim sees the subscription as it is now and
@@ -10,13 +10,9 @@ import { directDeliveryHandler, startReceiver, startStack, type Receiver, type S
 let stack: Stack;
 let receiver: Receiver;
 
-test.before(async () => {
-  receiver = await startReceiver((_r, index) => (index === 0 ? 'hang' : 200));
-  stack = await startStack({ bus: 'pg', worker: false });
-});
-test.after.always(async () => {
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { respond: (_r, index) => (index === 0 ? 'hang' : 200), stack: { bus: 'pg', worker: false } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 test('a job waiting for its subscription\'s slot when the subscription is deactivated ends failed, without an attempt', async (t) => {

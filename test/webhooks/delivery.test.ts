@@ -2,20 +2,16 @@ import test from 'ava';
 import { verifyWebhookSignature } from '../../services/kit/webhook-signature.js';
 import { llmApiService } from '../../services/llm-api/service.js';
 import { createTestUser } from '../helpers/users.js';
-import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
+import { receiverAndStack, waitFor, type Receiver, type Stack } from './helpers.js';
 
 // Delivery end to end over real RabbitMQ and PostgreSQL, with the real llm-api service: a change
 // commits with its outbox row → topic exchange → fan-out → delivery job → signed POST to a local receiver.
 let stack: Stack;
 let receiver: Receiver;
 
-test.before(async () => {
-  receiver = await startReceiver();
-  stack = await startStack({ service: llmApiService });
-});
-test.after.always(async () => {
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { stack: { service: llmApiService } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 test.serial('a local receiver gets conversation.created with a valid signature and every delivery header', async (t) => {

@@ -3,7 +3,7 @@ import test from 'ava';
 import { pino } from 'pino';
 import { createWebhooksStore, isSealedHeaderValue, sealPlainHeaders } from '../../domains/webhooks/index.js';
 import { createSecretBox, loadMasterKey } from '../../services/kit/index.js';
-import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
+import { receiverAndStack, waitFor, type Receiver, type Stack } from './helpers.js';
 
 // Sealing is marked per value (the secret box's own `v1.…` format), not per row: during a rolling
 // upgrade an older llm-api writes clear values into a row whose other values are sealed, and the
@@ -11,13 +11,9 @@ import { startReceiver, startStack, waitFor, type Receiver, type Stack } from '.
 let stack: Stack;
 let receiver: Receiver;
 
-test.before(async () => {
-  receiver = await startReceiver();
-  stack = await startStack({ bus: 'pg' });
-});
-test.after.always(async () => {
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { stack: { bus: 'pg' } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 const TOKEN = 'Bearer receiver-token-0123456789';

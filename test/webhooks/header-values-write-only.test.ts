@@ -2,7 +2,7 @@ import test from 'ava';
 import { pino } from 'pino';
 import { createWebhooksStore, HeaderValueUnopenable, isSealedHeaderValue, openHeaders, sealPlainHeaders } from '../../domains/webhooks/index.js';
 import { createSecretBox, loadMasterKey } from '../../services/kit/index.js';
-import { startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
+import { receiverAndStack, type Receiver, type Stack } from './helpers.js';
 
 // A subscription's custom headers (a receiver's `Authorization: Bearer …`) are write-only, like its
 // secret: every answer of the admin API shows their names with the value "[redacted]", the values
@@ -10,13 +10,9 @@ import { startReceiver, startStack, type Receiver, type Stack } from './helpers.
 let stack: Stack;
 let receiver: Receiver;
 
-test.before(async () => {
-  receiver = await startReceiver();
-  stack = await startStack({ bus: 'pg' });
-});
-test.after.always(async () => {
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { stack: { bus: 'pg' } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 const TOKEN = 'Bearer receiver-token-0123456789';

@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import type { TestFn } from 'ava';
 import http from 'node:http';
 import { pino } from 'pino';
 import { createDeliveriesStore } from '../../domains/webhooks/index.js';
@@ -151,6 +152,30 @@ export async function startStack(options: {
   };
   if (options.worker !== false) await stack.startWorker();
   return stack;
+}
+
+/**
+ * The usual fixture of a file: one receiver (answering by `respond`) and one stack, started before
+ * the file's tests and closed after them, any request the receiver holds released first. `use`
+ * hands both to the file's own variables.
+ */
+export function receiverAndStack(
+  test: TestFn,
+  options: { respond?: Parameters<typeof startReceiver>[0]; stack?: Parameters<typeof startStack>[0] },
+  use: (receiver: Receiver, stack: Stack) => void,
+): void {
+  let receiver: Receiver | undefined;
+  let stack: Stack | undefined;
+  test.before(async () => {
+    receiver = await startReceiver(options.respond);
+    stack = await startStack(options.stack);
+    use(receiver, stack);
+  });
+  test.after.always(async () => {
+    receiver?.release();
+    await stack?.close();
+    await receiver?.close();
+  });
 }
 
 /** The delivery worker's own entry point in a child process, on the same schema, exchange and queues (`env` adds MASTER_KEY and settings). */

@@ -1,7 +1,7 @@
 import test from 'ava';
 import type { DeliveryJob } from '../../domains/webhooks/index.js';
 import { ManualClock, type BusMessage, type Delivery } from '../../services/kit/index.js';
-import { directDeliveryHandler, startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
+import { directDeliveryHandler, receiverAndStack, type Receiver, type Stack } from './helpers.js';
 
 // An attempt's lease is set and judged by the database's clock: workers whose own clocks disagree
 // by an hour neither take a lease another one holds nor hand out one that is already over. Each
@@ -9,14 +9,9 @@ import { directDeliveryHandler, startReceiver, startStack, type Receiver, type S
 let stack: Stack;
 let receiver: Receiver;
 
-test.before(async () => {
-  receiver = await startReceiver((_r, index) => (index === 0 ? 'hang' : 200));
-  stack = await startStack({ bus: 'pg', worker: false });
-});
-test.after.always(async () => {
-  receiver?.release();
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { respond: (_r, index) => (index === 0 ? 'hang' : 200), stack: { bus: 'pg', worker: false } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 const HOUR = 3600 * 1000;

@@ -1,7 +1,7 @@
 import test from 'ava';
 import type { DeliveryJob } from '../../domains/webhooks/index.js';
 import type { BusMessage, Delivery } from '../../services/kit/index.js';
-import { directDeliveryHandler, startReceiver, startStack, type Receiver, type Stack } from './helpers.js';
+import { directDeliveryHandler, receiverAndStack, type Receiver, type Stack } from './helpers.js';
 
 // A job of a subscription at its concurrency limit is parked on the bus. Each park in a row waits
 // twice as long as the one before (from WEBHOOK_BUSY_DELAY_MS up to 32× it, at random the step or
@@ -13,14 +13,9 @@ let receiver: Receiver;
 let busyHook = '';
 const busyReplies: Array<'hang' | number> = ['hang', 503];
 
-test.before(async () => {
-  receiver = await startReceiver((r) => (r.headers['x-webhook-id'] === busyHook ? busyReplies.shift() ?? 200 : 200));
-  stack = await startStack({ bus: 'pg', worker: false });
-});
-test.after.always(async () => {
-  receiver?.release();
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { respond: (r) => (r.headers['x-webhook-id'] === busyHook ? busyReplies.shift() ?? 200 : 200), stack: { bus: 'pg', worker: false } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 const BUSY = 100;

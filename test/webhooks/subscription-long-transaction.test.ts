@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createWebhooksStore } from '../../domains/webhooks/index.js';
 import { createSecretBox, loadMasterKey, newId, recordEvent } from '../../services/kit/index.js';
-import { startReceiver, startStack, waitFor, type Receiver, type Stack } from './helpers.js';
+import { receiverAndStack, waitFor, type Receiver, type Stack } from './helpers.js';
 
 // "Created before the event" compares the moment the event was recorded with the moment the
 // subscription was, both by the database's clock, whatever transaction either was part of: a long
@@ -10,13 +10,9 @@ import { startReceiver, startStack, waitFor, type Receiver, type Stack } from '.
 let stack: Stack;
 let receiver: Receiver;
 
-test.before(async () => {
-  receiver = await startReceiver();
-  stack = await startStack({ bus: 'pg' });
-});
-test.after.always(async () => {
-  await stack?.close();
-  await receiver?.close();
+receiverAndStack(test, { stack: { bus: 'pg' } }, (r, s) => {
+  receiver = r;
+  stack = s;
 });
 
 const delivered = (webhookId: string, eventId: string) =>
