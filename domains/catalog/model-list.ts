@@ -172,16 +172,12 @@ export const MAX_MODEL_LIST_PAGES = 50;
  * MAX_MODEL_LIST_PAGES pages or MAX_UPSTREAM_MODELS entries) fails the sync: nothing is
  * deactivated on a partial list.
  */
-async function listAllPages(
-  deps: { upstream: ModelListClient; modelsTimeoutMs: number; apiKeyOf(row: ProviderRow): string | null },
-  row: ProviderRow,
-  url: string,
-): Promise<unknown[] | string> {
+async function listAllPages(deps: { upstream: ModelListClient; modelsTimeoutMs: number }, headers: Record<string, string>, url: string): Promise<unknown[] | string> {
   const entries: unknown[] = [];
   const cursors = new Set<string>();
   let next = url;
   for (let page = 1; ; page++) {
-    const res = await deps.upstream.getJson(next, authHeaders(deps.apiKeyOf(row)), deps.modelsTimeoutMs);
+    const res = await deps.upstream.getJson(next, headers, deps.modelsTimeoutMs);
     if (res.status !== 200) return `GET /models answered ${res.status}${page > 1 ? ` on page ${page}` : ''}`;
     const body = res.body as { data?: unknown; has_more?: unknown; last_id?: unknown };
     if (!Array.isArray(body?.data)) return 'GET /models did not return {data: [...]}';
@@ -201,17 +197,30 @@ async function listAllPages(
 
 const SYNC_FAILED = "model sync failed: the provider's models endpoint could not be reached or did not answer with a model list";
 const SYNC_REFUSED = 'model sync refused: the provider URL is not an allowed destination (PROVIDER_URL_ALLOW)';
+const SYNC_NO_ENDPOINT = 'model sync failed: every endpoint of the provider is switched off (enabled: false), so nothing was sent; switch one on';
+const SYNC_KEY_UNAVAILABLE =
+  "model sync failed: the provider's stored API key cannot be decrypted (MASTER_KEY changed, or the stored value altered), so nothing was sent; set its api_key again";
 
 export async function fetchUpstreamModels(
   deps: { upstream: ModelListClient; modelsTimeoutMs: number; apiKeyOf(row: ProviderRow): string | null },
   row: ProviderRow,
 ): Promise<{ models: UpstreamModel[]; skipped: SkippedModel[] }> {
+  // Decrypted before any request, once: a stored key that does not open fails the sync closed
+  // (never a keyless request) and says so, rather than as a failed GET that was never sent.
+  let headers: Record<string, string>;
+  try {
+    headers = authHeaders(deps.apiKeyOf(row));
+  } catch {
+    throw new SyncError(SYNC_KEY_UNAVAILABLE, `the stored API key of provider ${row.id} does not decrypt with this MASTER_KEY; GET /models was not sent`);
+  }
   const endpoints = endpointsOf(row).filter((e) => e.healthy !== false).sort((a, b) => a.priority - b.priority);
+  // Not a provider that could not be reached: nothing was tried, and the admin's switch says why.
+  if (endpoints.length === 0) throw new SyncError(SYNC_NO_ENDPOINT, `every endpoint of provider ${row.id} is switched off; GET /models was not sent`);
   let lastError = 'no endpoint';
   let refused = false;
   for (const endpoint of endpoints) {
     try {
-      const listed = await listAllPages(deps, row, joinUrl(endpoint.url, 'models'));
+      const listed = await listAllPages(deps, headers, joinUrl(endpoint.url, 'models'));
       if (typeof listed === 'string') {
         lastError = listed;
         continue;

@@ -191,8 +191,13 @@ const where = (path: readonly PropertyKey[]) => (path.length ? `'${printablePath
  * thousands of levels deep is refused before anything recursive (`JSON.stringify`, a validator,
  * a database driver) touches it. Then applies `assertStorable`. Every failure is a 400 on `body`.
  * `bytes`: the UTF-8 bytes `text` was decoded from (a request body), when there are any.
+ * A leading byte order mark is ignored, as RFC 8259 lets a parser do: some clients (Windows tools,
+ * editors saving "UTF-8 with BOM") send one, and the text after it is the JSON they meant.
  */
 export function parseJsonText(text: string, options: { maxDepth?: number; depth?: number; bytes?: Buffer } = {}): unknown {
+  // One comparison on every body; the slice only for the rare body that carries the mark. The
+  // bytes keep it: the depth scan and the escape search skip anything that is not JSON punctuation.
+  if (text.charCodeAt(0) === BYTE_ORDER_MARK) text = text.slice(1);
   const maxDepth = options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
   // `depth`: the nesting measured already (scanJsonMembers, by the body reader).
   if ((options.depth ?? jsonDepth(options.bytes ?? text, maxDepth)) > maxDepth) {
@@ -207,6 +212,8 @@ export function parseJsonText(text: string, options: { maxDepth?: number; depth?
   assertStorable(value, [], options.bytes !== undefined && options.bytes.indexOf(UNICODE_ESCAPE) === -1);
   return value;
 }
+
+const BYTE_ORDER_MARK = 0xfeff;
 
 /**
  * V8's message for an unexpected token quotes the text around it (`Unexpected token 'x', "{"password":x…" is

@@ -130,10 +130,15 @@ function baseUrlOf(input: { base_url?: string; url?: string; endpoints?: { url: 
   return input.base_url ?? input.url ?? input.endpoints?.[0]?.url;
 }
 
+/** `url` is another name of `base_url`: two different values leave no way to know which was meant. */
+function checkUrlsAgree(input: { base_url?: string; url?: string }): void {
+  if (input.base_url && input.url && input.base_url !== input.url) throw badRequest('base_url and url must agree when both are given', 'url');
+}
+
 export async function registerProvider(deps: ProviderDeps, input: RegisterProviderInput) {
   const baseUrl = baseUrlOf(input);
   if (!baseUrl) throw badRequest('One of base_url, url or endpoints is required', 'base_url');
-  if (input.base_url && input.url && input.base_url !== input.url) throw badRequest('base_url and url must agree when both are given', 'url');
+  checkUrlsAgree(input);
   await checkDestinations(deps, requestedUrls(input));
   const id = newId('provider');
   const now = unixSeconds(deps.clock);
@@ -177,6 +182,8 @@ export async function registerProvider(deps: ProviderDeps, input: RegisterProvid
 }
 
 export async function patchProvider(deps: ProviderDeps, id: string, input: PatchProviderInput) {
+  // As on register: otherwise `base_url` was stored and a different `url` silently dropped.
+  checkUrlsAgree(input);
   if (deps.guard) {
     // Checked before the row is locked (a name may take a while to resolve). A new key is checked
     // against every URL it will be sent to, the stored ones too: the allow-list may have changed.

@@ -13,8 +13,12 @@ import { orderEndpoints, type Random } from './select.js';
  *   the loop at once. `send` decides what an answer is: for a stream, the first body chunk has
  *   arrived. Once `send` returned an answer nothing is retried: what goes wrong after the first
  *   byte is the stream's business, not failover's.
- * - When every attempt failed: 429 if the last failure was a 429, its `Retry-After` the soonest
- *   any rate-limited attempt asked for, in [1, 60] s; else the last failure's error.
+ * - When every attempt failed, the error the client gets is chosen, not merely the last one: if
+ *   any provider answered 429, a 429 whose `Retry-After` is the soonest any rate-limited attempt
+ *   asked for, in [1, 60] s. A rate limit passes, and the client can usefully retry after it;
+ *   a 5xx, a timeout or a provider we cannot call (its key unusable, its credentials refused)
+ *   says nothing about when to retry, so it does not hide a 429 tried before it. Without any
+ *   429: the last failure's error.
  */
 export interface Attempt {
   candidate: Candidate;
@@ -74,6 +78,7 @@ export async function failover<T>(
   let last: AttemptFailure | undefined;
   // The soonest any rate-limited attempt said it would take requests again.
   let soonest = Infinity;
+  let allLimited = true;
   let tries = 0;
   for (const attempt of attempts) {
     // The signal's reason says why: the client left (ClientClosed) or the deadline passed (504).
@@ -87,12 +92,14 @@ export async function failover<T>(
     }
     last = result.failure;
     if (last.retryAfterSeconds !== undefined) soonest = Math.min(soonest, clientRetryAfter(last.retryAfterSeconds));
+    else allLimited = false;
     if (last.unhealthy) options.health.failure(url);
     options.onFailure?.(attempt, last);
     if (!last.retry) throw last.error;
   }
-  if (last!.retryAfterSeconds !== undefined) {
-    throw new ApiError(429, 'All providers for this model are rate limited', { headers: { 'retry-after': String(soonest) } });
+  if (soonest !== Infinity) {
+    const message = allLimited ? 'All providers for this model are rate limited' : 'The providers for this model are rate limited or unavailable';
+    throw new ApiError(429, message, { headers: { 'retry-after': String(soonest) } });
   }
   throw last!.error;
 }

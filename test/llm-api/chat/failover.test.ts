@@ -106,11 +106,14 @@ test('failover: a request at fault (retry: false) stops at once, health untouche
   t.true(h.isHealthy('x'));
 });
 
-test('failover: everything failed → the last error; all rate limited → 429 with a bounded Retry-After; nothing to try → 503', async (t) => {
+test('failover: everything failed → the last error; any rate limited → 429 with a bounded Retry-After; nothing to try → 503', async (t) => {
   const h = health(5);
   const attempts = planAttempts([candidate('p', [['x', 0, 1], ['y', 1, 1]])], h, seededRandom(3));
-  const last = await t.throwsAsync(failover(attempts, async (a) => failure(a.endpoint.url === 'x' ? 429 : 504), { health: h, signal: signal() }), { instanceOf: ApiError });
+  const last = await t.throwsAsync(failover(attempts, async (a) => failure(a.endpoint.url === 'x' ? 503 : 504), { health: h, signal: signal() }), { instanceOf: ApiError });
   t.is(last!.status, 504);
+  const limitedFirst = await t.throwsAsync(failover(attempts, async (a) => (a.endpoint.url === 'x' ? failure(429, { retryAfterSeconds: 4 }) : failure(504)), { health: h, signal: signal() }), { instanceOf: ApiError });
+  t.is(limitedFirst!.status, 429);
+  t.is(limitedFirst!.headers['retry-after'], '4');
   const limited = await t.throwsAsync(failover(attempts, async () => failure(429, { retryAfterSeconds: 600 }), { health: h, signal: signal() }), { instanceOf: ApiError });
   t.is(limited!.status, 429);
   t.is(limited!.headers['retry-after'], '60');

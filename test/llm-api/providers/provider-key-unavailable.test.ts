@@ -1,4 +1,5 @@
 import test from 'ava';
+import { modelListClientFor, syncAllProviders, syncDepsFor } from '../../../workers/provider-sync/index.js';
 import { startFakeUpstream, type FakeUpstream } from '../../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../../fakes/llm-harness.js';
 
@@ -43,4 +44,39 @@ test('an undecryptable stored key answers 502 provider_key_unavailable and the p
     t.false(JSON.stringify(res.body).includes(parts[3]!));
   }
   t.is(fake.requests.filter((r) => r.path.endsWith('/chat/completions')).length, chatsBefore, 'the provider was called');
+});
+
+test.serial('a model sync of a provider whose stored key does not decrypt says so, fails closed and sends nothing', async (t) => {
+  const reg = await h.call('POST', '/v1/admin/providers', { name: 'Keyed Sync', vendor: 'keyed', base_url: fake.url, api_key: SECRET_KEY });
+  t.is(reg.status, 201, JSON.stringify(reg.body));
+  const knex = h.service.runtime.db.knex;
+  const row = await knex('llm_providers').where({ id: reg.body.id }).first();
+  const parts = String(row.api_key_sealed).split('.');
+  const flipped = Buffer.from(parts[3]!, 'base64url');
+  flipped[0]! ^= 1;
+  await knex('llm_providers').where({ id: reg.body.id }).update({ api_key_sealed: [parts[0], parts[1], parts[2], flipped.toString('base64url')].join('.') });
+
+  const listsBefore = fake.requests.filter((r) => r.path.endsWith('/models')).length;
+  const expected = /^model sync failed: the provider's stored API key cannot be decrypted .*nothing was sent; set its api_key again$/;
+  // The admin's synchronous sync: still a failure (502), now naming the real reason.
+  const now = await h.call('POST', `/v1/admin/providers/${reg.body.id}/sync`);
+  t.is(now.status, 502, JSON.stringify(now.body));
+  t.regex(now.body.error.message, /^Could not synchronise models: model sync failed: the provider's stored API key cannot be decrypted/);
+  t.false(/could not be reached|GET \/models/.test(now.body.error.message), now.body.error.message);
+  t.regex((await h.call('GET', `/v1/admin/providers/${reg.body.id}`)).body.last_sync_error, expected);
+
+  // The periodic worker's pass over every provider: the same reason in its summary and its log.
+  const upstream = modelListClientFor(h.service.runtime.config);
+  t.teardown(() => upstream.close());
+  const warned: unknown[] = [];
+  const logger = h.service.ctx.runtime.logger;
+  const ctx = { ...h.service.ctx, runtime: { ...h.service.ctx.runtime, logger: Object.assign(Object.create(logger), { warn: (...args: unknown[]) => void warned.push(args) }) } };
+  const summary = await syncAllProviders(ctx as typeof h.service.ctx, syncDepsFor(h.service.ctx, upstream), reg.body.id);
+  t.is(summary.failed.length, 1);
+  t.regex(summary.failed[0]!.error, expected);
+  t.regex(JSON.stringify(warned), /does not decrypt with this MASTER_KEY; GET \/models was not sent/);
+  t.false(JSON.stringify(warned).includes('GET /models failed'));
+
+  t.is(fake.requests.filter((r) => r.path.endsWith('/models')).length, listsBefore, 'a model list was requested');
+  t.false(JSON.stringify([now.body, summary, warned]).includes(SECRET_KEY));
 });

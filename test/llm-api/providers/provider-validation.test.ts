@@ -92,3 +92,28 @@ test.serial('the same endpoint URL twice in one provider is a 400 naming the sec
   t.is(patched.body.error.param, 'endpoints[1].url');
   t.deepEqual((await h.call('GET', `/v1/admin/providers/${good.body.id}`)).body.endpoints.map((e: { url: string }) => e.url), [fake.url]);
 });
+
+test.serial('a PATCH whose base_url and url disagree is a 400 naming url, as on register, and changes nothing', async (t) => {
+  const reg = await h.call('POST', '/v1/admin/providers', { name: 'Val both urls', vendor: 'val', base_url: fake.url, api_key: 'sk-val-good' });
+  t.is(reg.status, 201);
+  const other = fake.url.replace(/\/v1$/, '/v2');
+  const patched = await h.call('PATCH', `/v1/admin/providers/${reg.body.id}`, { base_url: other, url: fake.url });
+  t.is(patched.status, 400, JSON.stringify(patched.body));
+  t.like(patched.body.error, { param: 'url', type: 'invalid_request_error', message: 'base_url and url must agree when both are given' });
+  t.is((await h.call('GET', `/v1/admin/providers/${reg.body.id}`)).body.base_url, fake.url);
+  // The same value under both names is one URL.
+  const same = await h.call('PATCH', `/v1/admin/providers/${reg.body.id}`, { base_url: fake.url, url: fake.url, metadata: { both: 'same' } });
+  t.is(same.status, 200, JSON.stringify(same.body));
+});
+
+test.serial('a sync of a provider whose every endpoint is switched off says so, rather than that the provider could not be reached', async (t) => {
+  const reg = await h.call('POST', '/v1/admin/providers', { name: 'Val all off', vendor: 'val', endpoints: [{ url: fake.url }], api_key: 'sk-val-good' });
+  t.is(reg.status, 201);
+  t.is((await h.call('PATCH', `/v1/admin/providers/${reg.body.id}`, { endpoints: [{ url: fake.url, enabled: false }] })).status, 200);
+  const lists = fake.requests.filter((r) => r.path.endsWith('/models')).length;
+  const res = await h.call('POST', `/v1/admin/providers/${reg.body.id}/sync`);
+  t.is(res.status, 502);
+  t.is(res.body.error.message, 'Could not synchronise models: model sync failed: every endpoint of the provider is switched off (enabled: false), so nothing was sent; switch one on');
+  t.regex((await h.call('GET', `/v1/admin/providers/${reg.body.id}`)).body.last_sync_error, /every endpoint of the provider is switched off/);
+  t.is(fake.requests.filter((r) => r.path.endsWith('/models')).length, lists);
+});

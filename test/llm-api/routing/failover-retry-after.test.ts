@@ -5,7 +5,8 @@ import { failover, planAttempts, type AttemptFailure, type SendResult } from '..
 import { EndpointHealth } from '../../../services/llm-api/routing/health.js';
 import { seededRandom } from '../../../services/llm-api/routing/select.js';
 
-// The Retry-After a client gets when every provider of a model is rate limited: over a fake `send`.
+// The error a client gets when every provider of a model failed and one of them was rate limited
+// (a 429, with the soonest Retry-After), over a fake `send`.
 
 const candidate = (provider: string, urls: string[]): Candidate =>
   ({
@@ -58,7 +59,7 @@ test('a Retry-After of zero or below becomes 1 s (never 0: an instant retry stor
   }
 });
 
-test('a 429 that is not the last failure does not make the answer a 429; the last failure decides', async (t) => {
+test('a 429 that is not the last failure still makes the answer a 429: a rate limit wins over a later 5xx', async (t) => {
   const h = health();
   const attempts = planAttempts([candidate('p1', ['a', 'b'])], h, seededRandom(1));
   const error = await t.throwsAsync(
@@ -70,7 +71,43 @@ test('a 429 that is not the last failure does not make the answer a 429; the las
     ),
     { instanceOf: ApiError },
   );
-  t.is(error!.status, 502);
+  t.is(error!.status, 429);
+  t.is(error!.headers['retry-after'], '5');
+  t.is(error!.message, 'The providers for this model are rate limited or unavailable');
   t.false(h.isHealthy('b'));
   t.true(h.isHealthy('a'));
+});
+
+const failed = (status: number, code?: string, flags: Partial<AttemptFailure> = {}): SendResult<never> => ({
+  ok: false,
+  failure: { error: new ApiError(status, `failure ${status}`, code ? { code } : {}), retry: true, unhealthy: status >= 500, ...flags },
+});
+
+test('every provider failed: a 429 anywhere wins over timeouts, 5xx and providers we cannot call, with the soonest Retry-After of the 429s', async (t) => {
+  const h = health();
+  const attempts = planAttempts([candidate('p1', ['a', 'b']), candidate('p2', ['c']), candidate('p3', ['d'])], h, seededRandom(1));
+  const outcomes: Record<string, SendResult<never>> = {
+    a: limited(20),
+    b: failed(504),
+    c: limited(9),
+    d: failed(502, 'provider_key_unavailable', { unhealthy: false }),
+  };
+  const error = await t.throwsAsync(failover(attempts, async (a) => outcomes[a.endpoint.url]!, { health: h, signal: new AbortController().signal }), { instanceOf: ApiError });
+  t.is(error!.status, 429);
+  t.is(error!.headers['retry-after'], '9');
+  t.not(error!.code, 'provider_key_unavailable');
+});
+
+test('without any 429 the last failure decides, as before; a request at fault after a 429 is still its own error', async (t) => {
+  const h = health();
+  const attempts = planAttempts([candidate('p1', ['a', 'b']), candidate('p2', ['c'])], h, seededRandom(1));
+  const signal = new AbortController().signal;
+  const noLimit: Record<string, SendResult<never>> = { a: failed(504), b: failed(502), c: failed(502, 'provider_key_unavailable', { unhealthy: false }) };
+  const last = await t.throwsAsync(failover(attempts, async (a) => noLimit[a.endpoint.url]!, { health: h, signal }), { instanceOf: ApiError });
+  t.is(last!.status, 502);
+  t.is(last!.code, 'provider_key_unavailable');
+  const refused: Record<string, SendResult<never>> = { a: limited(3), b: failed(400, 'context_length_exceeded', { retry: false, unhealthy: false }), c: limited(1) };
+  const atFault = await t.throwsAsync(failover(attempts, async (a) => refused[a.endpoint.url]!, { health: h, signal }), { instanceOf: ApiError });
+  t.is(atFault!.status, 400);
+  t.is(atFault!.code, 'context_length_exceeded');
 });
