@@ -92,6 +92,23 @@ test.serial('an external subject maps to one platform user, created on first sig
   t.is(rows.length, 1);
 });
 
+test.serial("an external user whose e-mail or name is longer than the table's columns is served (not a 500): those are not stored; a subject too long for its column is 401", async (t) => {
+  const subject = 'c1d2e3f4-0000-4000-8000-00000000long';
+  // What an external issuer may sign and the edge passes on (the service reads up to 512 characters).
+  const email = `${'a'.repeat(400)}@example.test`;
+  const username = 'n'.repeat(300);
+  const headers = { 'x-gateway-token': secret, 'x-auth-method': 'jwt', 'x-user-id': subject, 'x-user-subject': subject, 'x-user-email': email, 'x-user-username': username };
+  const res = await fetch(`${base}/me`, { headers });
+  t.is(res.status, 200, await res.clone().text());
+  t.like((await res.json()) as Principal, { email, username });
+  t.like(await runtime.db.knex('users').where({ subject }).first(), { email: null, username: null });
+
+  const long = 's'.repeat(300);
+  const refused = await fetch(`${base}/me`, { headers: { ...headers, 'x-user-id': long, 'x-user-subject': long } });
+  t.is(refused.status, 401, await refused.clone().text());
+  t.is(((await refused.json()) as { error: { message: string } }).error.message, 'Unknown or disabled user');
+});
+
 test.serial('a Unicode name and e-mail the edge sent encoded are stored and answered as the text they encode, and travel on encoded', async (t) => {
   const subject = 'b8e6c3a2-6a5e-4f7d-9d51-3c2f2d6a1e01';
   const headers = {

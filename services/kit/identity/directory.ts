@@ -2,7 +2,7 @@ import { isId } from '../ids.js';
 import type { Clock } from '../clock.js';
 import type { MaybePromise } from '../maybe-async.js';
 import type { Principal } from './principal.js';
-import type { UserRow, UsersStore } from './users-store.js';
+import { USER_SUBJECT_MAX, type UserRow, type UsersStore } from './users-store.js';
 
 /** Issuer recorded for identities whose X-User-ID is not a platform id (an external IdP such as Keycloak). */
 export const EXTERNAL_ISSUER = 'external';
@@ -53,7 +53,10 @@ export function createUserDirectory(store: UsersStore, options: { ttlMs: number;
   async function lookup(claims: IdentityClaims): Promise<UserRow | undefined> {
     if (isId('user', claims.userId)) return store.byId(claims.userId);
     // An external issuer's subject: map (issuer, subject) to a platform user, creating it on first sight.
-    return store.ensureExternal({ issuer: EXTERNAL_ISSUER, subject: claims.userId, email: claims.email, username: claims.username });
+    // One longer than the column can name no user (the edge passes at most 256 characters on).
+    const subject: string = claims.userId;
+    if (subject.length > USER_SUBJECT_MAX) return undefined;
+    return store.ensureExternal({ issuer: EXTERNAL_ISSUER, subject, email: claims.email, username: claims.username });
   }
 
   return {

@@ -15,6 +15,17 @@ export interface UserRow {
 
 const CORE_COLUMNS: readonly string[] = ['id', 'subject', 'issuer', 'email', 'username', 'is_admin', 'is_guest', 'disabled'];
 
+/** The users table's bounds (kit migration 001): `subject` 256, `email` 320, `username` 256 characters. */
+export const USER_SUBJECT_MAX = 256;
+const EMAIL_MAX = 320;
+const USERNAME_MAX = 256;
+
+/**
+ * An external issuer's claim that does not fit its column is not stored (the principal still
+ * carries it from the edge's header): the insert would fail, and with it every request of that user.
+ */
+const fitting = (value: string | null, max: number): string | null => (value !== null && value.length <= max ? value : null);
+
 /**
  * Reads of the shared users table. A service that added columns (llm-api's identity) passes its
  * row type and column list and builds its own queries on top, instead of writing these again.
@@ -31,7 +42,7 @@ export function createUsersStore<Row extends UserRow = UserRow>(db: Knex, column
     /** Creates the row for an external identity on first sight; concurrent first requests converge. */
     async ensureExternal(input: { issuer: string; subject: string; email: string | null; username: string | null }): Promise<Row> {
       const inserted = await db('users')
-        .insert({ id: newId('user'), ...input })
+        .insert({ id: newId('user'), ...input, email: fitting(input.email, EMAIL_MAX), username: fitting(input.username, USERNAME_MAX) })
         .onConflict(['issuer', 'subject'])
         .ignore()
         .returning(select);

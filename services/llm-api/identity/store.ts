@@ -28,6 +28,7 @@ export function createIdentityUsersStore(knex: Knex) {
     knex,
     byId: core.byId,
     byIssuerSubject: core.byIssuerSubject,
+    ensureExternal: core.ensureExternal,
     /** Reads and locks the row for the rest of the transaction. */
     lock(db: Knex, id: string): Promise<UserRecord | undefined> {
       return db('users').select(COLUMNS).where({ id }).forUpdate().first();

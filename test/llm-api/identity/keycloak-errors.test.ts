@@ -45,6 +45,27 @@ test.serial("the realm refusing the platform's client on refresh (wrong secret, 
   t.true(nock.isDone(), nock.pendingMocks().join(', '));
 });
 
+test.serial('a realm user the platform has not seen yet (signed in on the realm\'s pages) refreshes: 200, its row made as its first API call would', async (t) => {
+  const kcId = 'e0000000-0000-4000-8000-0000000000a1';
+  nock(KC).post(TOKEN_PATH, grant('refresh_token')).reply(200, await kcTokens(kcId, 'realm-only'));
+  const r = await call(realm.svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: 'kc-refresh-realm-signin' } });
+  t.is(r.status, 200, JSON.stringify(r.body));
+  t.is(r.body.refresh_token, 'kc-refresh-realm-only');
+  const rows = await realm.svc.runtime.db.knex('users').where({ issuer: 'external', subject: kcId });
+  t.is(rows.length, 1);
+  t.is(r.body.user_id, rows[0].id);
+  t.is(r.body.username, 'realm-only');
+  // Its first API call with the realm's token names the same user ("one user, one id").
+  const me = await call(realm.svc, 'GET', '/auth/me', { headers: identityHeaders({ id: kcId, username: 'realm-only' }, 'jwt') });
+  t.is(me.status, 200, JSON.stringify(me.body));
+  t.is(me.body.id, rows[0].id);
+  // Disabled on the platform afterwards: the realm's renewal is refused here.
+  await realm.svc.runtime.db.knex('users').where({ id: rows[0].id }).update({ disabled: true });
+  nock(KC).post(TOKEN_PATH, grant('refresh_token')).reply(200, await kcTokens(kcId, 'after-disable'));
+  assertError(t, await call(realm.svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: 'kc-refresh-realm-only' } }), 401, 'refresh_token');
+  t.true(nock.isDone(), nock.pendingMocks().join(', '));
+});
+
 test.serial('a refresh answer whose access token is missing or not a JWT is a 502, not a 500', async (t) => {
   nock(KC).post(TOKEN_PATH, grant('refresh_token')).reply(200, { access_token: 'opaque', refresh_token: 'kc-refresh-next', expires_in: 300 });
   const notJwt = await call(realm.svc, 'POST', '/llm/auth/refresh', { body: { refresh_token: 'kc-refresh-login' } });

@@ -10,6 +10,7 @@ import {
   type Logger,
   type TrustedRequest,
   type TrustedResponse,
+  USER_SUBJECT_MAX,
 } from '../../../kit/index.js';
 import type { IdentityUsersStore, UserRecord } from '../store.js';
 import type { GuestProfile, IdentityProvider, TokenSet, UpgradeChange, UserStanding } from './types.js';
@@ -260,10 +261,18 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
   }
 
   // The realm's last answer per Keycloak user id, and the reads running (one per user at a time).
-  const standings = new Map<string, { standing: UserStanding; checkedAt: number }>();
+  // `order` is when the answer was decided (a read's: when it started): a read that began before a
+  // newer answer was stored (a disable or re-enable through this API) does not put its older one back.
+  const standings = new Map<string, { standing: UserStanding; checkedAt: number; order: number }>();
   const checking = new Map<string, Promise<UserStanding>>();
+  // One counter for every user: its order is all that matters, and it needs no entry per user.
+  let lastOrder = 0;
+  // The newest answer forgotten to keep the map bounded: a read that began before it may have been
+  // overtaken by it (whose user is no longer known), so such a read's answer is used but not kept.
+  let forgottenUpTo = 0;
 
   async function check(subject: string, previous: UserStanding | undefined): Promise<UserStanding> {
+    const order = ++lastOrder;
     let standing: UserStanding;
     try {
       const rep = await kc.findUser(subject);
@@ -275,14 +284,23 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       deps.logger.warn({ err: (error as Error).message, subject }, 'Keycloak could not be asked whether a user is still enabled');
     }
     // Written after a failure too: a realm that is down is asked again an interval later, not per validation.
-    remember(subject, standing);
-    return standing;
+    // A newer answer stored meanwhile stands, and is what the validations waiting on this read get.
+    return remember(subject, standing, order);
   }
 
-  function remember(subject: string, standing: UserStanding): void {
+  /** Stores the answer unless a newer one is stored already; answers the one that stands. */
+  function remember(subject: string, standing: UserStanding, order: number): UserStanding {
+    const stored = standings.get(subject);
+    if (stored && stored.order > order) return stored.standing;
+    if (!stored && forgottenUpTo > order) return standing;
     standings.delete(subject);
-    if (standings.size >= STANDING_MAX_ENTRIES) standings.delete(standings.keys().next().value as string);
-    standings.set(subject, { standing, checkedAt: deps.clock.now() });
+    if (standings.size >= STANDING_MAX_ENTRIES) {
+      const [oldest, entry] = standings.entries().next().value as [string, { order: number }];
+      standings.delete(oldest);
+      forgottenUpTo = Math.max(forgottenUpTo, entry.order);
+    }
+    standings.set(subject, { standing, checkedAt: deps.clock.now(), order });
+    return standing;
   }
 
   /** Deletes a guest just created in the realm; a failure is logged (the subject only: no password, no token). */
@@ -333,14 +351,22 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       if (res.status === 400 && refusesToken(res)) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
       if (!res.ok) throw unavailable(`refresh: HTTP ${res.status}`);
       const tokens = toTokenSet(answerOf<TokenResponse>(res, 'refresh'));
-      // The token came straight from the realm's token endpoint; only its subject is read here.
-      let sub: string | undefined;
+      // The token came straight from the realm's token endpoint: its claims are read, not verified.
+      let claims: ReturnType<typeof decodeJwt>;
       try {
-        sub = decodeJwt(tokens.access_token).sub;
+        claims = decodeJwt(tokens.access_token);
       } catch (error) {
         throw unavailable('refresh: the access token is not a JWT', error);
       }
-      const user = sub ? await users.byIssuerSubject(EXTERNAL_ISSUER, sub) : undefined;
+      const sub = typeof claims.sub === 'string' && claims.sub.length <= USER_SUBJECT_MAX ? claims.sub : undefined;
+      // A realm user the platform has not seen yet (signed in on the realm's pages, refreshing before
+      // any other call) gets its row here as its first API call would give it: refusing it would
+      // end a session the realm has just renewed.
+      const text = (value: unknown) => (typeof value === 'string' ? value : null);
+      const user = sub
+        ? ((await users.byIssuerSubject(EXTERNAL_ISSUER, sub)) ??
+          (await users.ensureExternal({ issuer: EXTERNAL_ISSUER, subject: sub, email: text(claims.email), username: text(claims.preferred_username) })))
+        : undefined;
       if (!user || user.disabled) throw new ApiError(401, 'Invalid or expired refresh token', { param: 'refresh_token' });
       return { userId: user.id, tokens };
     },
@@ -401,7 +427,7 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
       if (!(await kc.updateUser(user.subject, { ...rep, enabled }))) return;
       // This process knows the realm's new answer already: a user re-enabled here is not refused
       // for the rest of an interval on an answer from before.
-      remember(user.subject, enabled ? 'active' : 'disabled');
+      remember(user.subject, enabled ? 'active' : 'disabled', ++lastOrder);
       if (!enabled) await kc.logout(user.subject);
     },
 
