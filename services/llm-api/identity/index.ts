@@ -96,7 +96,7 @@ export function createIdentity({ runtime, settings: config, box, spend }: Identi
     guestEmailDomain: config.GUEST_EMAIL_DOMAIN,
     upgradeVerifiesEmail: config.UPGRADE_VERIFIES_EMAIL,
   });
-  const userAdmin = createUserAdmin({ knex, userCache: runtime.users, spend, users, keyStore, apiKeys, refreshTokens, provider });
+  const userAdmin = createUserAdmin({ knex, userCache: runtime.users, spend, users, keyStore, apiKeys, refreshTokens, provider, logger: runtime.logger });
   return { provider, issuer: keycloak ? null : (issuer as TokenIssuer | null), keyRing, refreshTokens, apiKeys, auth, userAdmin, users, passwords };
 }
 

@@ -105,7 +105,8 @@ function positional<K extends string>(sql: string): { sql: string; bind(values: 
  * The hold is also a row (`llm_spend_holds`) that settle deletes in the same statement as it adds
  * the cost: a settle replayed after a commit whose answer was lost finds no row and adds nothing.
  * The rows of holds never given back (a process died) are deleted by a later admission on the
- * counter, once settle retries of theirs cannot still come (`staleBeforeMs`).
+ * counter, once settle retries of theirs cannot still come (`staleBeforeMs`), and by the periodic
+ * purge (`purgeSpendHolds`) on counters that admit nothing any more (a period that is over).
  */
 const LIVE = `(case when :now < c.gen_started_ms + :lease then c.in_flight + c.in_flight_prev when :now < c.gen_started_ms + 2 * cast(:lease as bigint) then c.in_flight else 0 end)`;
 const ADMIT = positional<'scope' | 'scopeId' | 'periodStart' | 'now' | 'lease' | 'holdId' | 'staleBefore' | 'cost' | 'tokens'>(`with c as (
@@ -171,6 +172,27 @@ export async function settleSpend(knex: Knex, hold: SpendHold, spent: { cost: nu
   // false: the hold was gone (given back already, or deleted as a dead process's long after its lease).
   return result.rows.length > 0;
 }
+
+// By row address: matching the batch's keys back to the table let the planner hash-join a scan of
+// the whole table; the rows are locked by the select, so their addresses cannot move meanwhile.
+const PURGE = `delete from llm_spend_holds where ctid = any(array(
+    select ctid from llm_spend_holds where admitted_ms < ? order by admitted_ms limit ? for update skip locked))
+  returning 1`;
+
+/**
+ * Deletes up to `limit` holds admitted before `staleBeforeMs` (oldest first) and answers how many.
+ * Admission deletes a counter's old holds only when that counter admits again, which a counter of a
+ * period that is over never does: without this, the holds of requests that never settled (a process
+ * that died) stayed for good. Read through the `admitted_ms` index; a hold another purge (or a
+ * settlement) is deleting at that moment is skipped, not waited for.
+ */
+export async function purgeSpendHolds(knex: Knex, staleBeforeMs: number, limit: number): Promise<number> {
+  const result = await knex.raw(PURGE, [staleBeforeMs, limit]);
+  return result.rows.length;
+}
+
+/** The purge's statement with its values, for the index tests. */
+export const purgeSpendHoldsSql = (staleBeforeMs: number, limit: number) => ({ sql: PURGE, bindings: [staleBeforeMs, limit] });
 
 /** Takes back an admission that never ran (another budget refused the request): nothing spent, nothing learnt. */
 export async function releaseSpend(knex: Knex, hold: SpendHold): Promise<void> {

@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
 import { z } from 'zod';
-import { ApiError, isDependencyUnavailable, isPending, type Clock, type Logger, type MaybePromise, type Principal } from '../../kit/index.js';
+import { ApiError, isDependencyUnavailable, isPending, runEvery, type Clock, type Logger, type MaybePromise, type Periodic, type Principal } from '../../kit/index.js';
 import { randomUUID } from 'node:crypto';
-import { admitSpend, findSpendLimits, findSpendLimitsOf, readSpend, releaseSpend, seedSpendCounter, settleSpend, upsertSpendLimits, type SpendHold, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
+import { admitSpend, findSpendLimits, findSpendLimitsOf, purgeSpendHolds, readSpend, releaseSpend, seedSpendCounter, settleSpend, upsertSpendLimits, type SpendHold, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
 
 /**
  * Budgets and model allow-lists on API keys and on users.
@@ -198,9 +198,41 @@ export function spendLimitsPort(deps: Pick<SpendDeps, 'clock' | 'limitsCache'>):
 
 /** `*` matches any run of characters; everything else is literal. */
 export function modelAllowed(patterns: string[], model: string): boolean {
-  return patterns.some((p) => (p.includes('*') ? new RegExp(`^${p.split('*').map(escape).join('.*')}$`).test(model) : p === model));
+  return patterns.some((p) => (p.includes('*') ? globMatches(p, model) : p === model));
 }
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * Whether `text` matches `pattern` (`*`: any run of characters, possibly empty), in at most
+ * (pattern length × text length) steps: on a mismatch only the last `*` seen takes one more character.
+ * A pattern turned into a regular expression (`.*` per star) backtracked on the order of (name
+ * length)^(stars) steps on a pattern of many stars and a model name that almost matches ('*a*a*…*b'
+ * against 'aaa…'): a key's owner could set such an allow-list and stall the process with one chat
+ * request (or one model list).
+ */
+function globMatches(pattern: string, text: string): boolean {
+  let p = 0;
+  let t = 0;
+  let star = -1;
+  let resume = 0;
+  while (t < text.length) {
+    const c = pattern.charCodeAt(p);
+    if (c === STAR) {
+      star = p++;
+      resume = t;
+    } else if (p < pattern.length && c === text.charCodeAt(t)) {
+      p++;
+      t++;
+    } else if (star >= 0) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (pattern.charCodeAt(p) === STAR) p++;
+  return p === pattern.length;
+}
+const STAR = 42; // '*'
 
 /** Start of the period containing `now` (UTC) and the start of the next one. */
 export function periodOf(period: SpendPeriod, now: number): { start: string; resetsAt: Date } {
@@ -298,7 +330,17 @@ async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<
     if (cost === null && tokens === null) continue;
     const { start, resetsAt } = periodOf(row.period, now);
     const key = { scope: row.scope, scopeId: row.scope_id, periodStart: start };
-    const gen = cost !== 0 && tokens !== 0 ? await admitSpend(deps.knex, key, { cost, tokens }, hold) : null;
+    let gen: number | null;
+    try {
+      gen = cost !== 0 && tokens !== 0 ? await admitSpend(deps.knex, key, { cost, tokens }, hold) : null;
+    } catch (error) {
+      // An earlier counter (the key's) admitted and this statement failed (a timeout, a dropped
+      // connection): the request does not run, so that hold is given back now rather than counted
+      // in flight until its lease runs out (admission one at a time, `budget_busy`, for half an
+      // hour and more). If the database cannot take that either, the lease still ends it.
+      await release().catch(() => {});
+      throw error;
+    }
     if (gen === null) {
       await release();
       const counter = cost !== 0 && tokens !== 0 ? await readSpend(deps.knex, key.scope, key.scopeId, key.periodStart) : undefined;
@@ -337,11 +379,53 @@ async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<
   };
 }
 
+/** The instant before which a hold can no longer be settled in time: its lease and the settle retry window are over. */
+function staleBefore(deps: Pick<SpendDeps, 'maxRequestMs'>, now: number): number {
+  return now - ((deps.maxRequestMs ?? DEFAULT_MAX_REQUEST_MS) + HOLD_MARGIN_MS) - SETTLE_WINDOW_MS;
+}
+
+/** Holds deleted per statement by the purge: short statements, each a small lock set. */
+const PURGE_BATCH = 500;
+/** How often each llm-api process purges old holds (with the default longest request, a hold is purged 46 minutes after its admission at the earliest). */
+export const HOLD_PURGE_INTERVAL_MS = 10 * 60_000;
+
+/**
+ * Deletes the holds of requests that never settled (their process died) once their lease and the
+ * settle retry window are over, on every counter, in batches; answers how many. Admission does the
+ * same for the counter it admits on, but a counter of a period that is over never admits again, so
+ * its leftover holds stayed for good. A hold can matter after its period ended (a request admitted
+ * at 23:59 settles into the day it was admitted on), so the age of the hold decides, not its period.
+ * A settlement that comes after the purge finds its hold gone: not counted, and logged, as for a
+ * hold admission deleted.
+ */
+export async function purgeStaleHolds(deps: Pick<SpendDeps, 'knex' | 'clock' | 'maxRequestMs'>, batchSize = PURGE_BATCH): Promise<number> {
+  const before = staleBefore(deps, deps.clock.now());
+  let total = 0;
+  for (;;) {
+    const deleted = await purgeSpendHolds(deps.knex, before, batchSize);
+    total += deleted;
+    if (deleted < batchSize) return total;
+  }
+}
+
+/** Runs the purge at start and then every `intervalMs` after the last run ended; `stop` waits for a run in progress. */
+export function startHoldPurge(deps: Pick<SpendDeps, 'knex' | 'clock' | 'maxRequestMs'> & { logger: Pick<Logger, 'info' | 'warn'> }, intervalMs = HOLD_PURGE_INTERVAL_MS): Periodic {
+  return runEvery(
+    intervalMs,
+    async () => {
+      const purged = await purgeStaleHolds(deps);
+      if (purged > 0) deps.logger.info({ purged }, 'spend holds of requests that never settled deleted');
+    },
+    (error) => deps.logger.warn({ err: error.message }, 'spend hold purge failed; retrying at the next interval'),
+    { immediate: true },
+  );
+}
+
 /**
  * A first settlement that found its hold gone: the request outlived its lease by the whole retry
- * window, and a later admission deleted the hold as a dead process's. Its cost is not counted; said
- * so, since the budget now reads less than was spent. (A retry finding it gone is the lost-commit
- * case, counted already.)
+ * window, and a later admission or the periodic purge deleted the hold as a dead process's. Its
+ * cost is not counted; said so, since the budget now reads less than was spent. (A retry finding it
+ * gone is the lost-commit case, counted already.)
  */
 function lateSettlement(deps: SpendDeps, key: SpendHold, spent: { cost: number; tokens: number }): void {
   if (spent.cost > 0 || spent.tokens > 0) {

@@ -1,5 +1,6 @@
 import type { LlmApiResource } from '../resource.js';
-import { spendHolds, spendSettledCount, spendTables, usageCachedTokens, usageRollupTables } from './migrations.js';
+import { startHoldPurge } from './budgets.js';
+import { spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables, usageCachedTokens, usageRollupTables } from './migrations.js';
 import { usageRoutes } from './routes.js';
 
 export type { UsageReportDeps } from './report.js';
@@ -8,6 +9,11 @@ export { admitRequest, createSpendLimitsCache, getSpendLimits, hasSpendInput, mo
 /** Usage and cost reports (the raw usage table and the writer belong to chat's request path). */
 export const usageResource: LlmApiResource = {
   name: 'usage',
-  migrations: [usageRollupTables, spendTables, spendSettledCount, usageCachedTokens, spendHolds],
+  migrations: [usageRollupTables, spendTables, spendSettledCount, usageCachedTokens, spendHolds, spendHoldsAdmittedIndex],
   routes: (deps) => usageRoutes(deps),
+  start(deps, ctx) {
+    // Holds of requests that never settled, on counters no admission visits any more (a period that is over).
+    const purge = startHoldPurge({ ...deps.spend, logger: ctx.runtime.logger });
+    ctx.onStop(() => purge.stop());
+  },
 };

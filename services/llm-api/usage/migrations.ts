@@ -234,3 +234,23 @@ export const spendHolds: Migration = {
     });
   },
 };
+
+/**
+ * The periodic purge of spend holds that never settled (budgets.ts, `purgeStaleHolds`) finds them
+ * by age across every counter: without an index on `admitted_ms` each run read the whole table.
+ * The table holds only requests in flight (and leftovers the purge removes), so the index stays
+ * small; admission writes one more index entry per admitted request under a budget.
+ */
+export const spendHoldsAdmittedIndex: Migration = {
+  name: '20261207_2300_llm_spend_holds_admitted',
+  async up(knex) {
+    await knex.schema.alterTable('llm_spend_holds', (t) => {
+      t.index(['admitted_ms'], 'llm_spend_holds_admitted_ms_index');
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('llm_spend_holds', (t) => {
+      t.dropIndex(['admitted_ms'], 'llm_spend_holds_admitted_ms_index');
+    });
+  },
+};

@@ -26,7 +26,8 @@ const groupBy = z
   .transform((v, ctx) => {
     const parts = (v ?? '').split(',').map((s) => s.trim()).filter(Boolean);
     for (const part of parts) {
-      if (!(part in GROUP_COLUMNS)) {
+      // Own keys only: `in` also found the prototype's (`constructor`, `toString`), which reached the query as a 500.
+      if (!Object.hasOwn(GROUP_COLUMNS, part)) {
         ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of ${Object.keys(GROUP_COLUMNS).join(', ')}; '${part}' is not one` });
         return z.NEVER;
       }

@@ -1,15 +1,15 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { createDatabase, migrateAll, type Database } from '../../../services/kit/index.js';
-import { admitSpend, readSpend, releaseSpend, settleSpend, type SpendHold, type SpendKey } from '../../../services/llm-api/usage/budgets-store.js';
-import { spendHolds, spendSettledCount, spendTables } from '../../../services/llm-api/usage/migrations.js';
+import { admitSpend, purgeSpendHolds, readSpend, releaseSpend, settleSpend, type SpendHold, type SpendKey } from '../../../services/llm-api/usage/budgets-store.js';
+import { spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables } from '../../../services/llm-api/usage/migrations.js';
 
 // The spend counter's admission rule, on the embedded database (the same SQL as PostgreSQL): a
 // request joins others in flight once the period's requests have shown their cost, 0 included.
 let db: Database;
 test.before(async () => {
   db = await createDatabase({ dataDir: '.', inMemory: true });
-  await migrateAll(db.knex, [{ owner: 'usage_test', migrations: [spendTables, spendSettledCount, spendHolds] }]);
+  await migrateAll(db.knex, [{ owner: 'usage_test', migrations: [spendTables, spendSettledCount, spendHolds, spendHoldsAdmittedIndex] }]);
 });
 test.after.always(async () => {
   await db?.close();
@@ -111,4 +111,16 @@ test('the hold rows of requests that never settled are deleted by a later admiss
   t.deepEqual(await held(), [T0, T0 + 3 * LEASE]);
   t.truthy(await admit(key, limits, T0 + 20 * LEASE));
   t.deepEqual(await held(), [T0 + 20 * LEASE]);
+});
+
+test('the purge deletes old holds of a counter nothing admits on any more (the embedded database too), and a settlement after it counts nothing', async (t) => {
+  const key = { scope: 'key' as const, scopeId: 'key_purged', periodStart: '2026-12-05' };
+  const dead = await admit(key, limits, T0 - 86_400_000);
+  const recent = await admit({ ...key, scopeId: 'key_recent' }, limits, T0);
+  t.truthy(dead && recent);
+  t.is(await purgeSpendHolds(db.knex, T0 - LEASE - SETTLE_WINDOW, 1000), 1);
+  t.is((await db.knex('llm_spend_holds').where({ scope_id: 'key_purged' })).length, 0);
+  t.is((await db.knex('llm_spend_holds').where({ scope_id: 'key_recent' })).length, 1, 'a hold that may still settle stays');
+  t.false(await settleSpend(db.knex, dead!, { cost: 500, tokens: 5 }), 'its hold is gone');
+  t.is(Number((await readSpend(db.knex, 'key', 'key_purged', '2026-12-05')).spent_micro_usd), 0);
 });

@@ -64,6 +64,16 @@ test('a range that ends before it starts is a 400 naming `to` on every report, n
   );
 });
 
+test('a group_by naming no dimension is a 400 naming group_by on every report, whatever the name (constructor, toString, __proto__)', async (t) => {
+  for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'day,valueOf']) {
+    for (const path of ['/v1/usage', '/v1/admin/usage', '/v1/admin/usage/export']) {
+      const answer = await get(`${path}?group_by=${encodeURIComponent(name)}`);
+      t.is(answer.status, 400, `${path} ${name}`);
+      t.like(answer.body?.error, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'group_by' }, `${path} ${name}`);
+    }
+  }
+});
+
 test('an export whose database cannot answer is an error status, not a 200 CSV cut short', async (t) => {
   const down = await createDatabase({ dataDir: '.', inMemory: true });
   await migrateAll(down.knex, [{ owner: 'usage_audit_down', migrations: [usageTables, usageRollupTables] }]);

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { ApiError, type Page } from '../../../kit/index.js';
+import { ApiError, type Logger, type Page } from '../../../kit/index.js';
 import type { SpendInput, SpendLimitsPort } from '../../usage/index.js';
 import type { ApiKeys } from '../api-keys/domain.js';
 import type { ApiKeyStore } from '../api-keys/store.js';
@@ -35,6 +35,8 @@ export function createUserAdmin(deps: {
   apiKeys: ApiKeys;
   refreshTokens: RefreshTokens;
   provider: IdentityProvider;
+  /** Where a provider change that could not be set back after a failed patch is reported. */
+  logger?: Pick<Logger, 'error'>;
 }) {
   const { users } = deps;
   return {
@@ -63,7 +65,10 @@ export function createUserAdmin(deps: {
         });
       }
       const removesAdmin = patch.is_admin === false || patch.disabled === true;
-      const { user, revokedKeys, spend, changed } = await deps.knex.transaction(async (trx) => {
+      // Set once the provider took the change, cleared once every statement ran: a failure in
+      // between rolled the transaction back, so the provider's side is set back too.
+      let undoProvider: (() => Promise<void>) | null = null;
+      const applied = deps.knex.transaction(async (trx) => {
         // Before the row lock: demotions and disablings are checked one after the other.
         if (removesAdmin) await users.lockAdmins(trx);
         const current = await users.lock(trx, id);
@@ -85,14 +90,31 @@ export function createUserAdmin(deps: {
           revokedKeys = await deps.keyStore.deleteAllOf(trx, id);
           await deps.refreshTokens.revokeUser(trx, id);
         }
+        // The provider's side (an identity provider such as Keycloak: network calls) before the
+        // budget: a new budget period seeds its spend counter, and every chat request of the user
+        // waits for that row until this transaction ends. Still inside the transaction: if the
+        // provider refuses, nothing here changes either.
+        if (patch.disabled !== undefined && patch.disabled !== current.disabled) {
+          await deps.provider.setEnabled(current, !patch.disabled);
+          undoProvider = () => deps.provider.setEnabled(current, !current.disabled);
+        }
         const spend = await deps.spend.apply(trx, 'user', id, patch.spend ?? {});
-        // Last: the provider's side is the one step the transaction cannot undo.
-        if (patch.disabled !== undefined && patch.disabled !== current.disabled) await deps.provider.setEnabled(current, !patch.disabled);
         const changed =
           (change.is_admin !== undefined && change.is_admin !== current.is_admin) ||
           (change.disabled !== undefined && change.disabled !== current.disabled) ||
           (change.email_verified !== undefined && change.email_verified !== current.email_verified);
+        // Only the commit is left: a commit that failed may still have gone through, so it is not undone.
+        undoProvider = null;
         return { user: updated!, revokedKeys, spend, changed };
+      });
+      const { user, revokedKeys, spend, changed } = await applied.catch(async (error: unknown) => {
+        const undo = undoProvider as (() => Promise<void>) | null;
+        if (undo) {
+          await undo().catch((undoError: unknown) =>
+            deps.logger?.error({ err: (undoError as Error).message, user_id: id }, 'user change rolled back, but its provider side could not be set back'),
+          );
+        }
+        throw error;
       });
       deps.userCache.invalidate(id);
       deps.spend.changed('user', id);

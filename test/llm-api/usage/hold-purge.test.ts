@@ -1,0 +1,137 @@
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import { ManualClock, type Principal, type ServiceContext } from '../../../services/kit/index.js';
+import type { LlmApiDeps } from '../../../services/llm-api/deps.js';
+import { admitSpend, purgeSpendHoldsSql, readSpend, type SpendKey } from '../../../services/llm-api/usage/budgets-store.js';
+import { admitRequest, purgeStaleHolds, writeSpendLimits, type SpendDeps } from '../../../services/llm-api/usage/budgets.js';
+import { usageResource } from '../../../services/llm-api/usage/index.js';
+import { spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables } from '../../../services/llm-api/usage/migrations.js';
+import { openTestRuntime } from '../../helpers/env.js';
+import { analyzeOwnTables, assertIndexBacked, batchInsert, explainSql } from '../../helpers/query-plans.js';
+import { waitFor } from '../../helpers/wait.js';
+
+// Holds of requests that never settled (their process died) on counters no admission visits any
+// more (a period that is over) are deleted by a periodic purge once their lease and the settle retry
+// window are over; a settlement that comes after that is not counted, and is logged. The purge reads
+// the holds through their admission time's index. Real PostgreSQL (own schema): the plans are its.
+let runtime: Awaited<ReturnType<typeof openTestRuntime>>;
+let knex: Knex;
+test.before(async () => {
+  runtime = await openTestRuntime({ migrations: [{ owner: 'hold_purge_test', migrations: [spendTables, spendSettledCount, spendHolds, spendHoldsAdmittedIndex] }], bus: 'pg' });
+  knex = runtime.db.knex;
+});
+test.after.always(async () => {
+  await runtime?.dispose();
+});
+
+const MAX_REQUEST_MS = 60_000;
+/** What budgets.ts holds a slot for (the longest request and a minute), and how long settle retries may come after. */
+const LEASE = MAX_REQUEST_MS + 60_000;
+const SETTLE_WINDOW = 15 * 60_000;
+const DAY1 = Date.parse('2026-12-06T23:59:00Z');
+
+const holdsOf = async (scopeId: string) => (await knex('llm_spend_holds').where({ scope_id: scopeId }).orderBy('admitted_ms')).map((row) => Number(row.admitted_ms));
+
+async function admitAt(key: SpendKey, now: number) {
+  const holdId = randomUUID();
+  const gen = await admitSpend(knex, key, { cost: 1_000_000, tokens: null }, { holdId, now, leaseMs: LEASE, staleBeforeMs: now - LEASE - SETTLE_WINDOW });
+  return gen === null ? null : { ...key, holdId, gen };
+}
+
+test.serial('holds of a period that is over are purged, in batches, once their lease and the settle window are over; newer ones stay', async (t) => {
+  const clock = new ManualClock(DAY1);
+  const dead: SpendKey[] = ['key_dead_1', 'key_dead_2', 'key_dead_3'].map((scopeId) => ({ scope: 'key', scopeId, periodStart: '2026-12-06' }));
+  for (const key of dead) t.truthy(await admitAt(key, DAY1 - 5 * 60_000), 'admitted; its process dies and never settles');
+  const lateEvening: SpendKey = { scope: 'user', scopeId: 'user_late', periodStart: '2026-12-06' };
+  t.truthy(await admitAt(lateEvening, DAY1), 'admitted at 23:59: may still settle into its day after midnight');
+
+  // The next day: every counter above is of a period that is over, so no admission visits it again.
+  clock.set(DAY1 + 5 * 60_000);
+  t.is(await purgeStaleHolds({ knex, clock, maxRequestMs: MAX_REQUEST_MS }), 0, 'their settlements may still come: nothing purged');
+  clock.set(DAY1 - 5 * 60_000 + LEASE + SETTLE_WINDOW + 1);
+  t.is(await purgeStaleHolds({ knex, clock, maxRequestMs: MAX_REQUEST_MS }, 2), 3, 'the three dead holds, two to a batch');
+  for (const key of dead) t.deepEqual(await holdsOf(key.scopeId), []);
+  t.deepEqual(await holdsOf('user_late'), [DAY1], 'admitted later: its settlement can still come');
+  clock.set(DAY1 + LEASE + SETTLE_WINDOW + 1);
+  t.is(await purgeStaleHolds({ knex, clock, maxRequestMs: MAX_REQUEST_MS }), 1);
+  t.deepEqual(await holdsOf('user_late'), []);
+});
+
+test.serial('a settlement after its hold was purged is not counted, and is logged', async (t) => {
+  const clock = new ManualClock(DAY1);
+  const warned: Array<{ fields: Record<string, unknown>; message: string }> = [];
+  const deps: SpendDeps = {
+    knex,
+    clock,
+    maxRequestMs: MAX_REQUEST_MS,
+    logger: { error() {}, warn: (fields: Record<string, unknown>, message: string) => void warned.push({ fields, message }) } as unknown as SpendDeps['logger'],
+  };
+  const principal: Principal = { userId: 'user_slow', subject: 'user_slow', email: null, username: null, authMethod: 'jwt', isAdmin: false, isGuest: false, apiKeyId: null };
+  await writeSpendLimits(knex, clock, 'user', 'user_slow', { max_budget_micro_usd: 10_000_000 });
+  const ticket = await admitRequest(deps, principal, 'm');
+  t.truthy(ticket);
+  clock.advance(LEASE + SETTLE_WINDOW + 1);
+  t.is(await purgeStaleHolds(deps), 1);
+  await ticket!.settle({ cost: 700, tokens: 30 });
+  const counter = await readSpend(knex, 'user', 'user_slow', '2026-12-06');
+  t.deepEqual([Number(counter.spent_micro_usd), Number(counter.tokens)], [0, 0], 'not counted');
+  t.deepEqual(warned, [{ fields: { scope: 'user', scope_id: 'user_slow', period_start: '2026-12-06', cost_micro_usd: 700, tokens: 30 }, message: 'spend not counted: its hold had expired' }]);
+});
+
+test.serial('llm-api runs the purge when it starts, and stops it with the service', async (t) => {
+  const old: SpendKey = { scope: 'key', scopeId: 'key_restart', periodStart: '2026-11-30' };
+  const now = Date.now();
+  t.truthy(await admitAt(old, now - 7 * 86_400_000));
+  const stops: Array<() => void | Promise<void>> = [];
+  const deps = { spend: { knex, clock: { now: () => Date.now() }, maxRequestMs: MAX_REQUEST_MS, logger: runtime.logger } } as unknown as LlmApiDeps;
+  const ctx = { runtime: { logger: runtime.logger }, onStop: (stop: () => void | Promise<void>) => void stops.push(stop) } as unknown as ServiceContext;
+  await usageResource.start!(deps, ctx);
+  try {
+    await waitFor(async () => (await holdsOf('key_restart')).length === 0, 10_000, 'the week-old hold purged');
+    t.pass();
+  } finally {
+    for (const stop of stops) await stop();
+  }
+  t.is(stops.length, 1, 'stopped with the service');
+});
+
+test.serial('the purge reads holds through their admission time, never the whole table', async (t) => {
+  // 20,000 holds over 2,000 counters and a day of admissions; a few hundred are old enough.
+  const base = Date.parse('2026-12-01T00:00:00Z');
+  const rows = Array.from({ length: 20_000 }, (_, i) => ({
+    scope: i % 2 ? 'key' : 'user',
+    scope_id: `plan_${i % 2000}`,
+    period_start: '2026-12-01',
+    gen: Math.floor(i / 2000),
+    id: randomUUID(),
+    admitted_ms: base + i * 4000,
+  }));
+  await batchInsert(knex, 'llm_spend_holds', rows);
+  await analyzeOwnTables(knex);
+  const { sql, bindings } = purgeSpendHoldsSql(base + 300 * 4000, 500);
+  const plan = await explainSql(knex, sql, bindings);
+  assertIndexBacked(t, plan, { llm_spend_holds: ['llm_spend_holds_admitted_ms_index'] });
+});
+
+test.serial('a request whose second budget statement fails gives back the hold its first budget took', async (t) => {
+  // The user's counter refuses every write (as a statement timeout or a dropped connection would).
+  await knex.raw(`create or replace function fail_user_broken() returns trigger language plpgsql as $$
+    begin if new.scope_id = 'user_broken' then raise exception 'simulated database failure'; end if; return new; end $$`);
+  await knex.raw('create trigger fail_user_broken before insert or update on llm_spend_counters for each row execute function fail_user_broken()');
+  try {
+    const clock = new ManualClock(DAY1);
+    const rows = [
+      { scope: 'key' as const, scope_id: 'key_of_broken', period: 'day' as const, max_budget_micro_usd: 1_000_000, max_tokens: null, allowed_models: null },
+      { scope: 'user' as const, scope_id: 'user_broken', period: 'day' as const, max_budget_micro_usd: 1_000_000, max_tokens: null, allowed_models: null },
+    ];
+    // The key's budget first, then the user's (the order admission takes them in when the cache answers so).
+    const deps: SpendDeps = { knex, clock, maxRequestMs: MAX_REQUEST_MS, logger: { error() {}, warn() {} } as unknown as SpendDeps['logger'], limitsCache: { rows: () => rows, invalidate() {} } };
+    const principal: Principal = { userId: 'user_broken', subject: 'user_broken', email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false, apiKeyId: 'key_of_broken' };
+    await t.throwsAsync(Promise.resolve().then(() => admitRequest(deps, principal, 'm')), { message: /simulated database failure/ });
+    t.like(await readSpend(knex, 'key', 'key_of_broken', '2026-12-06'), { in_flight: 0 }, 'the key’s slot is not left in flight');
+    t.deepEqual(await holdsOf('key_of_broken'), []);
+  } finally {
+    await knex.raw('drop trigger fail_user_broken on llm_spend_counters');
+  }
+});
