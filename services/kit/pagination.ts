@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { badRequest, type ApiError } from './errors.js';
 import { parseInput } from './validation.js';
 
 /** `limit`/`offset` → `{object:"list", data, has_more, total_count}` (SPEC.md section 9). */
@@ -102,4 +103,28 @@ export function cursorQuery(options: CursorOptions = {}) {
 /** The envelope of one page of a cursor list: `first_id`/`last_id` are those of `data` (null when empty). */
 export function cursorEnvelope<T extends { id: string }>(data: T[], hasMore: boolean): CursorList<T> {
   return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
+}
+
+/**
+ * The one rule of every cursor list for an `after` (or `before`) id: `locate` turns it into where
+ * the page starts (or stops). A list that can still place an item removed since it was answered
+ * (its position survives somewhere) returns that place, so a client paging while items are deleted
+ * neither restarts nor skips; an id the list cannot place (never in it, another owner's, erased
+ * without a trace) is a 400 naming the parameter, never an empty page or a silent restart from the
+ * first item, which a client looping on `last_id` could not tell from a real answer.
+ */
+export async function resolveCursor<P>(
+  param: 'after' | 'before',
+  id: string | undefined,
+  locate: (id: string) => P | undefined | Promise<P | undefined>,
+): Promise<P | undefined> {
+  if (id === undefined) return undefined;
+  const at = await locate(id);
+  if (at === undefined) throw cursorNotFound(param, id);
+  return at;
+}
+
+/** The refusal of a cursor a list cannot place (see `resolveCursor`); lists with a synchronous lookup throw it themselves. */
+export function cursorNotFound(param: 'after' | 'before', id: string): ApiError {
+  return badRequest(`Invalid value for '${param}': '${id}' is not an item of this list (any more); list again without '${param}'.`, param);
 }

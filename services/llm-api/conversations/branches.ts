@@ -324,8 +324,11 @@ export async function removeBranch(deps: BranchDeps, userId: string, conversatio
 export async function activateBranch(deps: BranchDeps, userId: string, conversationId: string, rawName: string) {
   return withLockedConversation(deps, userId, conversationId, async ({ trx, conversation, now }) => {
     const branch = await resolveBranch(trx, conversation, rawName);
-    await updateConversation(trx, conversation.id, { active_branch: branch.name }, now);
+    // Activating the branch that is already active changes nothing: like a PATCH that changes
+    // nothing, it keeps `updated_at` and the conversation's place in the list (a client selecting
+    // the current branch again must not move the conversation to the top).
     if (branch.name !== conversation.active_branch) {
+      await updateConversation(trx, conversation.id, { active_branch: branch.name }, now);
       await recordEvent(trx, 'conversation.updated', {
         conversation_id: conversation.id,
         changes: { active_branch: { old: conversation.active_branch, new: branch.name } },

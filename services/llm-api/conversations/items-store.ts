@@ -202,6 +202,40 @@ export async function positionOf(db: Db, branchId: number, itemId: string): Prom
   return row ? Number((row as { position: number }).position) : undefined;
 }
 
+/**
+ * Where an item the branch no longer holds stood on it: the position on `branchId` of the nearest
+ * item before it that the branch still holds (0 when none), read on the nearest branch of the
+ * branch's lineage (itself, its parent, the parent's parent …) that still references the item.
+ * A branch keeps its items in the order of the branch it came from, so the walk back stops at the
+ * first item found. A delete, edit or regenerate keeps the replaced `MAIN` as the new `MAIN`'s
+ * parent, so an item deleted from `MAIN` is still placed there. Undefined when no branch of the
+ * lineage holds it (another branch's own item, another conversation's, or erased with its last
+ * branch). Parents are always older rows than their children, so the highest id is the nearest
+ * ancestor; `union` (not `union all`) ends the walk even on a cycle of names.
+ */
+export async function formerPositionOf(db: Db, conversationId: string, branchId: number, itemId: string): Promise<number | undefined> {
+  const result = await db.raw(
+    `with recursive lineage (id, parent_branch) as (
+       select id, parent_branch from conversation_branches where id = ?
+       union
+       select c.id, c.parent_branch from conversation_branches c join lineage l on c.name = l.parent_branch
+        where c.conversation_id = ?
+     ),
+     holder as (
+       select bi.branch_id, bi.position from branch_items bi join lineage l on l.id = bi.branch_id
+        where bi.item_id = ? order by bi.branch_id desc limit 1
+     )
+     select coalesce((select b.position from branch_items a
+                         join branch_items b on b.branch_id = ? and b.item_id = a.item_id
+                        where a.branch_id = h.branch_id and a.position < h.position
+                        order by a.position desc limit 1), 0) as position
+       from holder h`,
+    [branchId, conversationId, itemId, branchId],
+  );
+  const row = (result as { rows: { position: number | string | null }[] }).rows[0];
+  return row ? Number(row.position ?? 0) : undefined;
+}
+
 export function normalizeItem(row: BranchItemRow): BranchItemRow {
   return { ...row, created_at: Number(row.created_at), position: Number(row.position) };
 }

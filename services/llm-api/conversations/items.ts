@@ -1,10 +1,11 @@
 import type { Knex } from 'knex';
-import { badRequest, cursorEnvelope, newId, recordEvent, systemClock, unixSeconds, type Clock, type CursorList } from '../../kit/index.js';
+import { badRequest, cursorEnvelope, newId, resolveCursor, recordEvent, systemClock, unixSeconds, type Clock, type CursorList } from '../../kit/index.js';
 import { itemNotFound, loadConversation, resolveBranch } from './access.js';
 import { normalizeItem, type StoredItemBody } from './item-schema.js';
 import {
   appendRefs,
   findBranchItem,
+  formerPositionOf,
   insertItems,
   countBranchItems,
   HISTORY_COLUMNS,
@@ -208,18 +209,28 @@ export interface ItemList extends CursorList<ItemObject> {
 }
 
 /**
- * One page of a branch (default: the active one). `after` is an item id on that branch; `has_more`
- * is exact (one extra row is read) and `last_id` is the last element of `data`, so the SDK's
- * auto-pagination (`after = last_id`) visits every item exactly once.
+ * One page of a branch (default: the active one). `after` is an item id on that branch (or deleted
+ * from it since: see below); `has_more` is exact (one extra row is read) and `last_id` is the last
+ * element of `data`, so the SDK's auto-pagination (`after = last_id`) visits every item exactly once.
  */
 export async function listItems(db: Db, userId: string, conversationId: string, query: ItemListQuery): Promise<ItemList> {
+  // One snapshot for every read of the page: between reading the branch and reading its page, a
+  // branch delete (or a delete's new MAIN) committed by another request would otherwise answer an
+  // empty page with `total_count: 0` for a branch that was whole when the list began.
+  if (!('isTransaction' in db && db.isTransaction)) {
+    return (db as Knex).transaction((trx) => listItems(trx, userId, conversationId, query), { isolationLevel: 'repeatable read', readOnly: true });
+  }
   const conversation = await loadConversation(db, conversationId, userId);
   const branch = await resolveBranch(db, conversation, query.branch, 'branch');
-  let afterPosition: number | undefined;
-  if (query.after !== undefined) {
-    afterPosition = await positionOf(db, branch.id, query.after);
-    if (afterPosition === undefined) throw badRequest(`Invalid value for 'after': item '${query.after}' is not on branch '${branch.name}'.`, 'after');
-  }
+  // A page continues after the cursor's item, or, when that item was deleted since (the client
+  // paging as another tab deletes), from where it stood: `asc` goes on after the last item before
+  // it, `desc` from that item down. An item no branch of its lineage holds is the kit's 400.
+  const afterPosition = await resolveCursor('after', query.after, async (id) => {
+    const at = await positionOf(db, branch.id, id);
+    if (at !== undefined) return at;
+    const before = await formerPositionOf(db, conversation.id, branch.id, id);
+    return before === undefined ? undefined : query.order === 'asc' ? before : before + 1;
+  });
   const [rows, total] = await Promise.all([
     itemPageQuery(db, { branchId: branch.id, order: query.order, afterPosition, offset: query.offset ?? 0, limit: query.limit }) as Promise<BranchItemRow[]>,
     countBranchItems(db, branch.id),

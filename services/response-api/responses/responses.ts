@@ -1,4 +1,4 @@
-import { ApiError, badRequest, cursorEnvelope, estimateTokens, estimateTokensOf, isDependencyUnavailable, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
+import { ApiError, badRequest, cursorEnvelope, cursorNotFound, estimateTokens, estimateTokensOf, isDependencyUnavailable, keepNewest, newId, notFound, type Clock, type Logger, type Principal } from '../../kit/index.js';
 import { toChatMessages, toInputItems, type ChatMessage } from './items.js';
 import { CancelledError, longestLoopMs, ProcessStoppingError, runLoop, SERVER_LABEL, toolsUnreachable, type LoopDeps, type LoopPlan } from './loop.js';
 import type { LlmPort, MediaPort, ToolsPort, ToolSession } from './ports.js';
@@ -785,7 +785,7 @@ export async function listInputItems(deps: ResponsesDeps, principal: Principal, 
 
 function cursorIndex(items: Array<{ id: string }>, id: string, param: 'after' | 'before'): number {
   const at = items.findIndex((item) => item.id === id);
-  if (at < 0) throw badRequest(`No input item with id '${id}' in this response`, param);
+  if (at < 0) throw cursorNotFound(param, id);
   return at;
 }
 

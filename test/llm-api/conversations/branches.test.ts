@@ -1,6 +1,7 @@
 import test from 'ava';
 import type { TestService } from '../../helpers/env.js';
-import { assertBadRequest, eventsOf, startWithUser, text, type Client } from './client.js';
+import { createTestUser } from '../../helpers/users.js';
+import { assertBadRequest, clientFor, eventsOf, startWithUser, text, type Client } from './client.js';
 
 let svc: TestService;
 let alice: Client;
@@ -330,4 +331,25 @@ test.serial('a branch operation waits for the conversation row lock held by anot
   } finally {
     if (!trx.isCompleted()) await trx.rollback();
   }
+});
+
+test('activating the branch that is already active changes nothing: the conversation keeps its place in the list', async (t) => {
+  // A user of its own: the list holds only this test's conversations.
+  const carol = clientFor(svc.url, svc.gatewaySecret, await createTestUser(svc.runtime.db.knex));
+  const older = (await carol.post('/v1/conversations', {})).body;
+  const newer = (await carol.post('/v1/conversations', {})).body;
+  const order = async () => (await carol.get('/v1/conversations?limit=100')).body.data.map((c: any) => c.id);
+  t.deepEqual(await order(), [newer.id, older.id]);
+  const again = await carol.post(`/v1/conversations/${older.id}/branches/MAIN/activate`);
+  t.is(again.status, 200);
+  t.is(again.body.active_branch, 'MAIN');
+  t.deepEqual(await order(), [newer.id, older.id], 'the older conversation did not move to the top');
+  t.deepEqual(await eventsOf(svc.runtime.db.knex, 'conversation.updated', older.id), []);
+  // An effective activation is a change: it moves the conversation up.
+  t.is((await carol.post(`/v1/conversations/${older.id}/branches`, { name: 'alt' })).status, 201);
+  t.deepEqual(await order(), [older.id, newer.id]);
+  t.is((await carol.post(`/v1/conversations/${newer.id}/branches`, { name: 'alt' })).status, 201);
+  t.deepEqual(await order(), [newer.id, older.id]);
+  await carol.post(`/v1/conversations/${older.id}/branches/alt/activate`);
+  t.deepEqual(await order(), [older.id, newer.id]);
 });

@@ -28,6 +28,9 @@ test('conversations, items, branches and projects work on PGlite', async (t) => 
   t.is(alt.item_count, 3);
   const deleted = await deleteItem(deps, 'user_embedded', c.id, added.items[0]!.id);
   t.is(deleted.old_main_backup, 'MAIN_backup_1');
+  // A cursor naming the deleted item continues from where it stood (read through the branch lineage).
+  const resumed = await listItems(db.knex, 'user_embedded', c.id, { limit: 10, order: 'desc', after: added.items[0]!.id, include: [] });
+  t.deepEqual(resumed.data.map((i) => i.sequence_number), [2, 1]);
   const page = await listItems(db.knex, 'user_embedded', c.id, { limit: 1, order: 'asc', include: [] });
   t.true(page.has_more);
   const first = page.data[0]!.id;

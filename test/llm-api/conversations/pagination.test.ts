@@ -1,6 +1,8 @@
 import test from 'ava';
+import OpenAI from 'openai';
 import type { TestService } from '../../helpers/env.js';
 import { createTestUser, edgeHeaders } from '../../helpers/users.js';
+import { waitFor } from '../../helpers/wait.js';
 import { assertBadRequest, startWithUser, text, type Client } from './client.js';
 
 /**
@@ -81,4 +83,100 @@ test('admin providers: limit/offset, has_more and total_count', async (t) => {
   t.false(page.has_more);
   const head = (await (await fetch(`${svc.url}/v1/admin/providers?limit=1`, { headers })).json()) as any;
   t.true(head.has_more);
+});
+
+test('items: a cursor naming an item deleted since continues from where it stood (asc and desc), even after later deletes', async (t) => {
+  const id = (await alice.post('/v1/conversations')).body.id as string;
+  const ids: string[] = (await alice.post(`/v1/conversations/${id}/items`, { items: ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map(text) })).body.data.map((i: any) => i.id);
+  const page = (query: string) => alice.get(`/v1/conversations/${id}/items?${query}`);
+  const idsOf = (r: { body: any }) => r.body.data.map((i: any) => i.id);
+
+  const first = await page('order=asc&limit=2');
+  t.deepEqual(idsOf(first), ids.slice(0, 2));
+  t.is((await alice.del(`/v1/conversations/${id}/items/${first.body.last_id}`)).status, 200);
+  const next = await page(`order=asc&limit=2&after=${first.body.last_id}`);
+  t.is(next.status, 200, JSON.stringify(next.body));
+  t.deepEqual(idsOf(next), [ids[2], ids[3]], 'asc: the items after the deleted one, none skipped, none repeated');
+  t.true(next.body.has_more);
+
+  const newest = await page('limit=2');
+  t.deepEqual(idsOf(newest), [ids[6], ids[5]]);
+  t.is((await alice.del(`/v1/conversations/${id}/items/${newest.body.last_id}`)).status, 200);
+  const older = await page(`limit=2&after=${newest.body.last_id}`);
+  t.is(older.status, 200, JSON.stringify(older.body));
+  t.deepEqual(idsOf(older), [ids[4], ids[3]], 'desc: the items before the deleted one');
+  t.is(older.body.first_id, ids[4]);
+  t.is(older.body.last_id, ids[3]);
+  t.true(older.body.has_more);
+
+  // b was deleted two MAINs ago (MAIN_backup_1 holds it, MAIN_backup_2 does not): still placed.
+  t.deepEqual(idsOf(await page(`order=asc&limit=10&after=${ids[1]}`)), [ids[2], ids[3], ids[4], ids[6]]);
+  t.deepEqual(idsOf(await page(`order=desc&limit=10&after=${ids[1]}`)), [ids[0]]);
+  // The first item deleted: nothing is older, everything else is newer.
+  t.is((await alice.del(`/v1/conversations/${id}/items/${ids[0]}`)).status, 200);
+  const none = await page(`order=desc&after=${ids[0]}`);
+  t.is(none.status, 200);
+  t.deepEqual(none.body, { object: 'list', data: [], first_id: null, last_id: null, has_more: false, total_count: 4 });
+  t.deepEqual(idsOf(await page(`order=asc&after=${ids[0]}`)), [ids[2], ids[3], ids[4], ids[6]]);
+});
+
+test('the openai SDK auto-pagination goes on past an item deleted while it pages, in both orders', async (t) => {
+  const sdk = new OpenAI({ baseURL: `${svc.url}/v1`, apiKey: 'unused', defaultHeaders: { ...edgeHeaders(svc.gatewaySecret, alice.user), authorization: null }, maxRetries: 0 });
+  const conv = await sdk.conversations.create({ items: ['1', '2', '3', '4', '5', '6'].map((content) => ({ type: 'message' as const, role: 'user' as const, content })) });
+  const all = (await sdk.conversations.items.list(conv.id, { order: 'asc' })).data.map((i) => i.id!);
+  for (const order of ['asc', 'desc'] as const) {
+    const seen: string[] = [];
+    for await (const item of sdk.conversations.items.list(conv.id, { order, limit: 2 })) {
+      seen.push(item.id!);
+      // The last item of the first page goes while the client holds it as its cursor.
+      if (seen.length === 2) await sdk.conversations.items.delete(item.id!, { conversation_id: conv.id });
+    }
+    const expected = order === 'asc' ? [...all] : [...all].reverse();
+    t.deepEqual(seen, expected, `${order}: every item once, none skipped`);
+    all.splice(all.indexOf(seen[1]!), 1);
+  }
+});
+
+// Serial: the lock below must hold up this test's request alone, not another test's of this file.
+test.serial('items: a page is read in one snapshot: a branch deleted while its page is read answers as it was, not as an empty page', async (t) => {
+  const knex = svc.runtime.db.knex;
+  const id = (await alice.post('/v1/conversations')).body.id as string;
+  const ids: string[] = (await alice.post(`/v1/conversations/${id}/items`, { items: ['a', 'b', 'c'].map(text) })).body.data.map((i: any) => i.id);
+  t.is((await alice.post(`/v1/conversations/${id}/branches`, { name: 'side' })).status, 201);
+  const side = (await knex('conversation_branches').where({ conversation_id: id, name: 'side' }).first('id')) as { id: number };
+  // The branch goes (as DELETE …/branches/side does) between the list's first reads and its page:
+  // the page's read of the references waits on this lock until the delete has committed.
+  const trx = await knex.transaction();
+  try {
+    const pid = Number((await trx.raw('select pg_backend_pid() as pid')).rows[0].pid);
+    await trx.raw('lock table branch_items in access exclusive mode');
+    const listing = alice.get(`/v1/conversations/${id}/items?branch=side&order=asc`);
+    await waitFor(async () => Number((await knex.raw('select count(*) as n from pg_stat_activity where ? = any(pg_blocking_pids(pid))', [pid])).rows[0].n) > 0, 10_000, 'the page waiting on the lock');
+    await trx('branch_items').where({ branch_id: side.id }).delete();
+    await trx('conversation_branches').where({ id: side.id }).delete();
+    await trx.commit();
+    const r = await listing;
+    t.is(r.status, 200, JSON.stringify(r.body));
+    t.deepEqual(r.body.data.map((i: any) => i.id), ids, 'the branch as it was when the list began');
+    t.is(r.body.total_count, 3);
+  } finally {
+    if (!trx.isCompleted()) await trx.rollback();
+  }
+  t.is((await alice.get(`/v1/conversations/${id}/items?branch=side`)).status, 404, 'and gone for the next request');
+});
+
+test('items: a cursor the branch cannot place is a 400 naming after (erased for good, or another branch’s own item), never a restart', async (t) => {
+  const id = (await alice.post('/v1/conversations')).body.id as string;
+  const ids: string[] = (await alice.post(`/v1/conversations/${id}/items`, { items: ['a', 'b', 'c'].map(text) })).body.data.map((i: any) => i.id);
+  const deleted = (await alice.del(`/v1/conversations/${id}/items/${ids[1]}`)).body;
+  t.is((await alice.del(`/v1/conversations/${id}/branches/${deleted.old_main_backup}`)).status, 200);
+  const erased = await alice.get(`/v1/conversations/${id}/items?order=asc&after=${ids[1]}`);
+  assertBadRequest(t, erased, 'after');
+  t.regex(erased.body.error.message, /list again without 'after'/);
+
+  t.is((await alice.post(`/v1/conversations/${id}/branches`, { name: 'side' })).status, 201);
+  await alice.post(`/v1/conversations/${id}/branches/side/activate`);
+  const own = (await alice.post(`/v1/conversations/${id}/items`, { items: [text('side only')] })).body.data[0].id as string;
+  assertBadRequest(t, await alice.get(`/v1/conversations/${id}/items?branch=MAIN&after=${own}`), 'after');
+  t.is((await alice.get(`/v1/conversations/${id}/items?branch=side&after=${own}`)).status, 200);
 });
