@@ -16,6 +16,8 @@ export const mcpConfigShape = {
   MCP_MAX_CONCURRENT_PYTHON: int(1, 256, 4),
   /** How often a process re-reads the enabled/disabled state of the tools shared by all processes. */
   MCP_TOOL_STATE_REFRESH_MS: int(100, 600_000, 2000),
+  /** How often a tool call whose client asked for progress (a `progressToken`) sends a progress notification. */
+  MCP_PROGRESS_INTERVAL_MS: int(10, 600_000, 10_000),
   /** Largest JSON-RPC request body on /v1/mcp (file_search_index carries whole documents). */
   MCP_BODY_LIMIT: size.default('4mb'),
 

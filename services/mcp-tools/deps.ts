@@ -69,6 +69,7 @@ export async function buildMcpDeps(ctx: ServiceContext, overrides: Partial<McpCo
     maxConcurrentCalls: config.MCP_MAX_CONCURRENT_CALLS,
     cancelElsewhere: cancelRelay?.publish,
     clock: runtime.clock,
+    progressIntervalMs: config.MCP_PROGRESS_INTERVAL_MS,
   });
   if (cancelRelay) {
     // Optional: a replica that cannot take other replicas' cancels still serves (each call still ends at its timeout).

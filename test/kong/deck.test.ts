@@ -246,10 +246,10 @@ test('routes whose answers stream (SSE) turn Kong’s response buffering off; ko
   // Kong's proxy `location /` sets `proxy_buffering on` itself (nginx_kong.lua), which overrides a
   // server-level `nginx_proxy_proxy_buffering = off`: only a route's `response_buffering: false`
   // sends it through Kong's unbuffered location, so SSE chunks reach the client as they come.
-  const streaming = ['llm-api-v1', 'response-api-responses'];
+  const streaming = ['llm-api-v1', 'response-api-responses', 'mcp-tools-mcp'];
   for (const service of rendered.services ?? []) {
     for (const route of service.routes ?? []) {
-      if (streaming.includes(route.name)) t.is((route as DeckRoute & { response_buffering?: boolean }).response_buffering, false, `${route.name} streams chat and responses`);
+      if (streaming.includes(route.name)) t.is((route as DeckRoute & { response_buffering?: boolean }).response_buffering, false, `${route.name} streams SSE answers`);
     }
   }
   const routes = (rendered.services ?? []).flatMap((s) => (s.routes ?? []).map((r) => r.name));

@@ -20,16 +20,17 @@ test.after.always(async () => {
 
 test('a batch reusing a request id gets an answer for every request: the later one is refused, not lost', async (t) => {
   const call = (id: number | string, code: string) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'python_exec', arguments: { code } } });
-  const answer = await p.rpc(key, [call(1, 'print("first")'), call(1, 'print("second")'), call('1', 'print("third")')]);
+  // (A batch runs one tools/call at most: the third request is a ping.)
+  const answer = await p.rpc(key, [call(1, 'print("first")'), call(1, 'print("second")'), { jsonrpc: '2.0', id: '1', method: 'ping' }]);
   t.is(answer.status, 200, answer.text);
   t.is(answer.json.length, 3, answer.text);
   const answers = answer.json as any[];
-  const first = answers.find((a) => a.result?.structuredContent.stdout === 'first\n');
-  const third = answers.find((a) => a.result?.structuredContent.stdout === 'third\n');
+  const first = answers.find((a) => a.result?.structuredContent?.stdout === 'first\n');
+  const third = answers.find((a) => a.id === '1');
   const second = answers.find((a) => a.error);
-  t.false(answers.some((a) => a.result?.structuredContent.stdout === 'second\n'), 'the refused request did not run');
+  t.false(answers.some((a) => a.result?.structuredContent?.stdout === 'second\n'), 'the refused request did not run');
   t.is(first.id, 1);
-  t.is(third.id, '1', 'a string id is another id than the number');
+  t.deepEqual(third.result, {}, 'a string id is another id than the number');
   t.like(second, { jsonrpc: '2.0', id: 1, error: { code: -32600 } });
   t.regex(second.error.message, /id is already used/);
 });

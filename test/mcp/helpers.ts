@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Logger } from '../../services/kit/index.js';
 import { randomBase62 } from '../../services/kit/secrets.js';
 import { startTestPlatform, type TestPlatform } from '../helpers/platform.js';
 import { createTestUser, type TestUser } from '../helpers/users.js';
@@ -23,9 +24,9 @@ export interface McpPlatform extends TestPlatform {
   api(key: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }>;
 }
 
-export async function startMcpPlatform(env: Record<string, string | undefined> = {}): Promise<McpPlatform> {
+export async function startMcpPlatform(env: Record<string, string | undefined> = {}, options: { logger?: Logger } = {}): Promise<McpPlatform> {
   const adminKey = `sk_${randomBase62(32)}`;
-  const p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: adminKey, MCP_MAX_CONCURRENT_PYTHON: '16', ...env } });
+  const p = await startTestPlatform({ env: { BOOTSTRAP_ADMIN_API_KEY: adminKey, MCP_MAX_CONCURRENT_PYTHON: '16', ...env }, logger: options.logger });
   const clients: Client[] = [];
   const api = async (key: string, method: string, path: string, body?: unknown) => {
     const res = await fetch(`${p.url}${path}`, {

@@ -65,7 +65,8 @@ export function createFileSearch(deps: FileSearchDeps) {
         }
       }
       const stored = await deps.store.replace({ userId, documentId, metadata: input.metadata ?? {}, tags: input.tags ?? [], chunks, embeddings }, deps.maxDocumentsPerUser);
-      if (!stored) throw quotaFailure(deps.maxDocumentsPerUser);
+      if (stored === 'over_quota') throw quotaFailure(deps.maxDocumentsPerUser);
+      if (stored === 'user_gone') throw userGoneFailure();
       return { document_id: documentId, chunks: chunks.length, status: 'indexed' as const, embedded: embeddings !== null };
     },
 
@@ -108,6 +109,13 @@ const quotaFailure = (max: number) =>
     `'arguments.document_id': you already have ${max} indexed documents, the most one user may keep (FILE_SEARCH_MAX_DOCUMENTS_PER_USER); ` +
       'index under the document_id of one of them to replace it',
   );
+
+/**
+ * The user was deleted while the call ran, after the kit let the request in as theirs: the words of
+ * the kit's refusal of an unknown user. Expected (an operator removed the account), so it is the
+ * caller's error result, not a failure logged as unexpected.
+ */
+const userGoneFailure = () => new ToolFailure('Unknown or disabled user: the user this call runs as no longer exists; nothing was indexed');
 
 const present = (hit: ChunkHit, chunk_id: string, score: number): QueryResult => ({
   document_id: hit.document_id,

@@ -32,6 +32,14 @@ export interface SearchFilter {
 const LOOSE_QUERY = `(select to_tsquery('simple', coalesce(string_agg(quote_literal(lexeme), ' | '), ''))
                         from unnest(to_tsvector('english', ?)) where lexeme !~ '\\\\')`;
 
+export type ReplaceOutcome = 'stored' | 'over_quota' | 'user_gone';
+
+/** The document's owner is not in `users` (foreign key violation on `mcp_documents_user_fk`). */
+const isOwnerGone = (error: unknown): boolean => {
+  const { code, constraint } = (error ?? {}) as { code?: string; constraint?: string };
+  return code === '23503' && constraint === 'mcp_documents_user_fk';
+};
+
 export function createFileSearchStore(knex: Knex) {
   const filtered = (query: Knex.QueryBuilder, filter: SearchFilter) => {
     query.where('c.user_id', filter.userId);
@@ -60,11 +68,13 @@ export function createFileSearchStore(knex: Knex) {
      * documents indexed at once cannot both pass the count taken before either was stored. The
      * document row is upserted first, so two calls indexing the same id take turns on its row lock
      * (the later one replaces the earlier's chunks) instead of colliding on the primary key.
+     * `user_gone`, and nothing written, when the user's row was deleted while the call ran (the
+     * identity was checked as the request arrived): the document's foreign key to `users` refuses it.
      */
-    async replace(doc: NewDocument, maxDocuments: number): Promise<boolean> {
-      return knex.transaction(async (trx) => {
+    async replace(doc: NewDocument, maxDocuments: number): Promise<ReplaceOutcome> {
+      return knex.transaction(async (trx): Promise<ReplaceOutcome> => {
         await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`mcp_documents:${doc.userId}`]);
-        if (!(await hasRoomFor(doc.userId, doc.documentId, maxDocuments, trx))) return false;
+        if (!(await hasRoomFor(doc.userId, doc.documentId, maxDocuments, trx))) return 'over_quota';
         const key = { user_id: doc.userId, document_id: doc.documentId };
         const fields = {
           metadata: JSON.stringify(doc.metadata),
@@ -79,7 +89,10 @@ export function createFileSearchStore(knex: Knex) {
         await trx('mcp_chunks').where(key).delete();
         const rows = doc.chunks.map((text, ord) => ({ ...key, ord, text, embedding: doc.embeddings ? doc.embeddings[ord] : null }));
         for (let i = 0; i < rows.length; i += 500) await trx('mcp_chunks').insert(rows.slice(i, i + 500));
-        return true;
+        return 'stored';
+      }).catch((error: unknown) => {
+        if (isOwnerGone(error)) return 'user_gone';
+        throw error;
       });
     },
 

@@ -4,6 +4,7 @@ import { SandboxBusyError, SandboxUnavailableError } from '../sandbox/index.js';
 import { createSharedSlots } from '../slots.js';
 import type { ToolCatalog } from './catalog.js';
 import type { CallOutcome, ToolMetrics } from './metrics.js';
+import { PROGRESS_INTERVAL_MS, reportProgressEvery, systemTimers, type ProgressTimers } from './progress.js';
 import { ToolFailure, type ToolCallContext } from './tool.js';
 
 /**
@@ -25,6 +26,9 @@ export interface CallToolDeps {
   cancelElsewhere?: (userId: string, requestId: string | number, reason: string | undefined) => void;
   /** When each call started, for a cancel issued before that (`cancelHere`'s `heldMs`). */
   clock?: Clock;
+  /** How often a call whose client asked for progress reports it (`MCP_PROGRESS_INTERVAL_MS`). */
+  progressIntervalMs?: number;
+  timers?: ProgressTimers;
 }
 
 /**
@@ -64,13 +68,29 @@ export interface ToolCaller {
    * replicas' clocks are never compared, so one running ahead cannot make a prompt cancel miss.
    */
   cancelHere(userId: string, requestId: string | number, reason?: string, heldMs?: number): boolean;
+  /**
+   * A POST of `userId` has arrived (its body not read yet); returns its admission number, which its
+   * calls carry (`ToolCallContext.admission`), and `release` is called once it is answered. A cancel
+   * naming none of the user's calls in flight while one of their POSTs is still open is kept (at
+   * most `EARLY_CANCELS_PER_USER`) until those POSTs are answered: the call it names may be in one
+   * of them, overtaken by its cancel (two requests, two connections; a large body takes longer
+   * to read than a cancel). Such a call is answered cancelled when it starts, and runs nothing. Only
+   * a call whose POST arrived before the cancel is matched, so a later call reusing the id is not.
+   */
+  admit(userId: string): number;
+  release(userId: string, admission: number): void;
 }
+
+/** Cancels kept per user for calls whose POST is still being read; past it the oldest is dropped. */
+export const EARLY_CANCELS_PER_USER = 16;
 
 export function createToolCaller(deps: CallToolDeps): ToolCaller {
   // One user never holds more than half the slots (at least one), so a user with many slow calls
   // in flight cannot leave every other user "busy".
   const slots = createSharedSlots(deps.maxConcurrentCalls);
   const clock = deps.clock ?? systemClock;
+  const progressIntervalMs = deps.progressIntervalMs ?? PROGRESS_INTERVAL_MS;
+  const timers = deps.timers ?? systemTimers;
   const inFlight = new Map<string, Array<{ controller: AbortController; startedAt: number }>>();
   const callKey = (userId: string, requestId: string | number) => JSON.stringify([userId, requestId]);
   // Cancels passed on per user in the current window. The map is emptied when the window ends, so
@@ -89,6 +109,27 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
     relayed.set(userId, count + 1);
     // Said once per user and window, when the budget runs out (a warning per cancel would let the client flood the log instead).
     if (count + 1 === RELAYED_CANCELS_PER_USER) deps.logger.warn({ user_id: userId, max: RELAYED_CANCELS_PER_USER, window_ms: RELAYED_CANCELS_WINDOW_MS }, 'cancels for calls not running here: this user reached the most passed to other replicas per window; more are dropped');
+    return true;
+  };
+  // Admission numbers of each user's POSTs not answered yet, and the cancels that arrived while one
+  // was open (the call key, and the admission number current when the cancel came).
+  let admissions = 0;
+  const open = new Map<string, Set<number>>();
+  const early = new Map<string, Map<string, number>>();
+  const keepEarly = (userId: string, key: string) => {
+    if (!open.has(userId)) return;
+    const kept = early.get(userId) ?? new Map<string, number>();
+    kept.delete(key);
+    if (kept.size >= EARLY_CANCELS_PER_USER) kept.delete(kept.keys().next().value as string);
+    kept.set(key, ++admissions);
+    early.set(userId, kept);
+  };
+  /** Whether a cancel arrived, after this call's POST did, for a call under `key`: it is consumed. */
+  const cancelledEarly = (ctx: ToolCallContext, key: string): boolean => {
+    const kept = early.get(ctx.userId);
+    const at = kept?.get(key);
+    if (at === undefined || ctx.admission === undefined || at < ctx.admission) return false;
+    kept!.delete(key);
     return true;
   };
   const call = async (ctx: ToolCallContext, name: string, args: unknown): Promise<CallToolResult> => {
@@ -114,17 +155,22 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
       throw new McpError(ErrorCode.InvalidParams, message, { param });
     }
     if (!deps.switches.isEnabled(name)) return finish('disabled', errorResult(`The tool ${name} is disabled by an administrator`));
+    const key = ctx.requestId === undefined ? null : callKey(ctx.userId, ctx.requestId);
+    if (key !== null && cancelledEarly(ctx, key)) return finish('error', errorResult('The call was cancelled'));
     const slot = slots.take(ctx.userId);
     if (typeof slot !== 'number') {
       const message = slot.full ? `mcp-tools is busy (${deps.maxConcurrentCalls} calls in progress); retry shortly` : `You have ${slot.held} tool calls in progress, the most one user may run at once; retry shortly`;
       return finish('busy', errorResult(message));
     }
     const cancelled = new AbortController();
-    const key = ctx.requestId === undefined ? null : callKey(ctx.userId, ctx.requestId);
     if (key !== null) inFlight.set(key, [...(inFlight.get(key) ?? []), { controller: cancelled, startedAt: clock.now() }]);
     const signal = AbortSignal.any([ctx.signal, cancelled.signal]);
+    const stopProgress = ctx.reportProgress ? reportProgressEvery(ctx.reportProgress, progressIntervalMs, timers, name) : undefined;
     try {
       const output = await tool.run({ ...ctx, signal }, parsed.data);
+      // A tool may end a cancelled call with an ordinary output (python_exec's killed run: exit code
+      // 137, as if the program had been killed for its memory): the call was cancelled all the same.
+      if (signal.aborted) return finish('error', errorResult('The call was cancelled'));
       // What a page, a program or a search backend gave back may hold what the platform refuses in
       // every request (a NUL, an unpaired surrogate): a client passing the result on to the chat API
       // would be refused there, so it becomes U+FFFD here, as a provider's answer does.
@@ -139,6 +185,7 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
       deps.logger.error({ tool: name, user_id: ctx.userId, err: (error as Error).message }, 'mcp tool failed unexpectedly');
       return finish('error', errorResult(`The tool ${name} failed unexpectedly; the failure was logged`));
     } finally {
+      stopProgress?.();
       if (key !== null) {
         const others = inFlight.get(key)!.filter((c) => c.controller !== cancelled);
         if (others.length > 0) inFlight.set(key, others);
@@ -157,13 +204,36 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
   };
   return Object.assign(call, {
     cancel(userId: string, requestId: string | number, reason?: string) {
-      if (!inFlight.has(callKey(userId, requestId))) {
+      const key = callKey(userId, requestId);
+      if (!inFlight.has(key)) {
+        keepEarly(userId, key);
         if (deps.cancelElsewhere && mayRelay(userId)) deps.cancelElsewhere(userId, requestId, reason);
         return false;
       }
       return cancelHere(userId, requestId, reason);
     },
     cancelHere,
+    admit(userId: string) {
+      const admission = ++admissions;
+      const mine = open.get(userId) ?? new Set<number>();
+      mine.add(admission);
+      open.set(userId, mine);
+      return admission;
+    },
+    release(userId: string, admission: number) {
+      const mine = open.get(userId);
+      if (!mine?.delete(admission)) return;
+      if (mine.size === 0) {
+        open.delete(userId);
+        early.delete(userId);
+        return;
+      }
+      // A kept cancel matches only calls of POSTs that arrived before it: none left once every
+      // POST still open arrived after it.
+      const oldest = Math.min(...mine);
+      const kept = early.get(userId);
+      for (const [key, at] of kept ?? []) if (at < oldest) kept!.delete(key);
+    },
   });
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ProgressReporter } from './progress.js';
 
 /**
  * One MCP tool: its name, a description a model can act on, zod schemas for input and output
@@ -14,6 +15,10 @@ export interface ToolCallContext {
   requestId?: string | number;
   /** Arguments that fail the input schema are answered as an error result, not a JSON-RPC error (protocol 2025-11-25 on). */
   argumentErrorsAsResults?: boolean;
+  /** The admission number of the POST carrying the call (`ToolCaller.admit`), for a cancel that overtook it. */
+  admission?: number;
+  /** Sends the client a progress notification; set when the call's `_meta` carries a `progressToken`. */
+  reportProgress?: ProgressReporter;
 }
 
 export interface ToolOutput<O> {

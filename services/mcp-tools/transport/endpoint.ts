@@ -1,5 +1,8 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { isJsonContentType } from '@modelcontextprotocol/sdk/shared/mediaType.js';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { Request, Response } from 'express';
 import { ApiError, decodeValidUtf8, parseJsonText, readRawBody, whenClosed, type Logger } from '../../kit/index.js';
 import { JSONRPC, sendJsonRpcError } from './jsonrpc.js';
@@ -27,6 +30,16 @@ const OPEN_BRACKET = Buffer.from('[');
 const CLOSE_BRACKET = Buffer.from(']');
 
 export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: Request, res: Response): Promise<void> {
+  // Numbered as it arrives, before its body is read: a cancel overtaking a call of this POST is kept for it.
+  const admission = deps.callTool.admit(userId);
+  try {
+    await servePost(deps, userId, admission, req, res);
+  } finally {
+    deps.callTool.release(userId, admission);
+  }
+}
+
+async function servePost(deps: McpEndpointDeps, userId: string, admission: number, req: Request, res: Response): Promise<void> {
   let raw: Buffer;
   try {
     raw = await readRawBody(req, deps.bodyLimit);
@@ -77,8 +90,11 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
     if (!res.writableFinished) disconnected.abort();
   });
   const version = req.headers['mcp-protocol-version'];
-  const server = createRequestServer(deps, userId, disconnected.signal, { argumentErrorsAsResults: typeof version === 'string' && version >= ARGUMENT_ERRORS_AS_RESULTS_SINCE });
-  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  const server = createRequestServer(deps, userId, disconnected.signal, { argumentErrorsAsResults: typeof version === 'string' && version >= ARGUMENT_ERRORS_AS_RESULTS_SINCE, admission });
+  // A lone tools/call asking for progress, from a client that reads SSE, is answered with an SSE
+  // stream: its progress notifications, then its result. A JSON answer could carry the result only.
+  const streamed = !Array.isArray(message) && asksForProgress(screened.forward) && acceptsEventStream(req.headers.accept);
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !streamed });
   try {
     await server.connect(transport);
     const headers = new Headers({ accept: 'application/json, text/event-stream' });
@@ -87,6 +103,15 @@ export async function handleMcpPost(deps: McpEndpointDeps, userId: string, req: 
       if (typeof value === 'string') headers.set(name, value);
     }
     const response = await transport.handleRequest(new Request(`http://mcp-tools${req.originalUrl}`, { method: 'POST', headers }), { parsedBody: screened.forward });
+    if (streamed) {
+      res.status(response.status);
+      response.headers.forEach((value, name) => res.setHeader(name, value));
+      // The server is closed (finally) once the stream ended, or once the client went away (the
+      // call in flight is then aborted through `disconnected`, and ends by itself).
+      if (response.body) await pipeline(Readable.fromWeb(response.body as NodeReadableStream), res).catch(() => {});
+      else res.end();
+      return;
+    }
     let body = Buffer.from(await response.arrayBuffer());
     const answered = response.status === 200 && (response.headers.get('content-type') ?? '').startsWith('application/json');
     if (screened.errors.length > 0 && (answered || response.status === 202)) {
@@ -131,6 +156,24 @@ function acceptsJson(accept: string | undefined): boolean {
     best = specificity;
   }
   return acceptable;
+}
+
+/** Whether an Accept header names text/event-stream with a q above 0 (the SDK client's does). */
+function acceptsEventStream(accept: string | undefined): boolean {
+  if (accept === undefined) return false;
+  return accept.split(',').some((range) => {
+    const [type = '', ...params] = range.split(';').map((part) => part.trim().toLowerCase());
+    const q = params.find((param) => param.startsWith('q='));
+    return type === 'text/event-stream' && (q === undefined || Number(q.slice(2)) !== 0);
+  });
+}
+
+/** Whether `message` is a tools/call whose `_meta` carries a progress token (a string or a number). */
+function asksForProgress(message: unknown): boolean {
+  const request = message as { method?: unknown; params?: { _meta?: { progressToken?: unknown } } } | null;
+  if (request?.method !== 'tools/call') return false;
+  const token = request.params?._meta?.progressToken;
+  return typeof token === 'string' || typeof token === 'number';
 }
 
 /** The JSON value of `text`, or null when it is not JSON. */

@@ -31,6 +31,8 @@ export const ARGUMENT_ERRORS_AS_RESULTS_SINCE = '2025-11-25';
 
 export interface RequestOptions {
   argumentErrorsAsResults: boolean;
+  /** The POST's admission number (`ToolCaller.admit`). */
+  admission?: number;
 }
 
 export interface McpServerDeps {
@@ -62,8 +64,15 @@ export function createRequestServer(deps: McpServerDeps, userId: string, request
   server.setRequestHandler(LenientCallToolRequest, (request, extra) => {
     // `Server` has validated the strict shape by now.
     const { name, arguments: args } = (request as unknown as CallToolRequest).params;
+    const progressToken = extra._meta?.progressToken;
+    // Delivered only on an SSE answer (the endpoint streams one when the client asked for progress);
+    // a notification that cannot be sent any more (the client went away) is simply not sent.
+    const reportProgress =
+      progressToken === undefined
+        ? undefined
+        : (progress: number, message: string) => void extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress, message } }).catch(() => {});
     return deps.callTool(
-      { userId, requestId: extra.requestId, signal: AbortSignal.any([requestSignal, extra.signal]), argumentErrorsAsResults: options.argumentErrorsAsResults },
+      { userId, requestId: extra.requestId, signal: AbortSignal.any([requestSignal, extra.signal]), argumentErrorsAsResults: options.argumentErrorsAsResults, admission: options.admission, reportProgress },
       name,
       args,
     );

@@ -32,6 +32,9 @@ const PARAMS_OF: Record<string, { safeParse(value: unknown): { success: boolean;
 
 type ErrorAnswer = ReturnType<typeof jsonRpcError>;
 
+/** Tool calls one batch may run; the others are refused, each with its own error. */
+export const MAX_TOOL_CALLS_PER_BATCH = 1;
+
 export interface Screened {
   /** What the transport gets: the served messages, an array when the body was one (null: none). */
   forward: unknown;
@@ -58,12 +61,17 @@ export function screenMessages(body: unknown, options: { checkValues?: boolean }
   // The transport answers by id: a second request with an id already served in this batch would
   // overwrite the first one's answer (one request run, its answer lost). The later one is refused.
   const served = new Set<unknown>();
+  // The edge's rate limits count HTTP requests: a batch of tool calls would be one request running
+  // many paid tools (searches, embeddings, sandboxes), so a batch runs at most one of them.
+  let toolCalls = 0;
   for (const item of body) {
     const error = screenOne(item);
     if (error === DROP) continue;
     if (error) errors.push(error);
     else if (isRequest(item) && served.has(item.id)) errors.push(jsonRpcError(JSONRPC.invalidRequest, 'Invalid Request: the id is already used by another request of this batch', item.id));
-    else {
+    else if (isRequest(item) && item.method === 'tools/call' && ++toolCalls > MAX_TOOL_CALLS_PER_BATCH) {
+      errors.push(jsonRpcError(JSONRPC.invalidRequest, 'Invalid Request: a batch holds at most one tools/call; send each tool call as a request of its own', item.id));
+    } else {
       if (isRequest(item)) served.add(item.id);
       forward.push(item);
     }
