@@ -197,7 +197,7 @@ const where = (path: readonly PropertyKey[]) => (path.length ? `'${printablePath
 export function parseJsonText(text: string, options: { maxDepth?: number; depth?: number; bytes?: Buffer } = {}): unknown {
   // One comparison on every body; the slice only for the rare body that carries the mark. The
   // bytes keep it: the depth scan and the escape search skip anything that is not JSON punctuation.
-  if (text.charCodeAt(0) === BYTE_ORDER_MARK) text = text.slice(1);
+  text = withoutByteOrderMark(text);
   const maxDepth = options.maxDepth ?? DEFAULT_JSON_MAX_DEPTH;
   // `depth`: the nesting measured already (scanJsonMembers, by the body reader).
   if ((options.depth ?? jsonDepth(options.bytes ?? text, maxDepth)) > maxDepth) {
@@ -214,6 +214,9 @@ export function parseJsonText(text: string, options: { maxDepth?: number; depth?
 }
 
 const BYTE_ORDER_MARK = 0xfeff;
+
+/** `text` without a leading byte order mark: what `parseJsonText` reads, for a caller that parses the same text another way. */
+export const withoutByteOrderMark = (text: string): string => (text.charCodeAt(0) === BYTE_ORDER_MARK ? text.slice(1) : text);
 
 /**
  * V8's message for an unexpected token quotes the text around it (`Unexpected token 'x', "{"password":x…" is

@@ -199,6 +199,9 @@ test('a NUL or an unpaired surrogate in an argument is invalid params naming the
   // A reserved key is refused the same way.
   const proto = await p.rpc(key, '{"jsonrpc":"2.0","id":"p","method":"tools/call","params":{"name":"file_search_index","arguments":{"text":"x","metadata":{"__proto__":{"a":1}}}}}');
   t.like(proto.json, { id: 'p', error: { code: -32602, data: { param: 'params.arguments.metadata.__proto__' } } });
+  // Behind a byte order mark (which the body reader skips) the refused value is judged the same way.
+  const marked = await p.rpc(key, `\ufeff${callWithStdin(8, '"a\\u0000b"')}`);
+  t.like(marked.json, { id: 8, error: { code: -32602, data: { param: 'params.arguments.stdin' } } }, marked.text);
   // Text that is not JSON stays a parse error.
   const broken = await p.rpc(key, '{"jsonrpc":"2.0","id":1,"method":"ping"');
   t.is(broken.status, 400);

@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { Request, Response } from 'express';
-import { ApiError, decodeValidUtf8, parseJsonText, readRawBody, whenClosed, type Logger } from '../../kit/index.js';
+import { ApiError, decodeValidUtf8, parseJsonText, readRawBody, whenClosed, withoutByteOrderMark, type Logger } from '../../kit/index.js';
 import { JSONRPC, sendJsonRpcError } from './jsonrpc.js';
 import { ARGUMENT_ERRORS_AS_RESULTS_SINCE, createRequestServer, type McpServerDeps } from './mcp-server.js';
 import { screenMessages } from './screen.js';
@@ -68,7 +68,7 @@ async function servePost(deps: McpEndpointDeps, userId: string, admission: numbe
     // JSON holding a value the platform refuses (a NUL or an unpaired surrogate in a string, a number
     // out of range) is still JSON: not a parse error. The screen answers each message holding one,
     // with its id, as invalid params naming the field.
-    const parsed = parseWellFormed(text);
+    const parsed = parseWellFormed(withoutByteOrderMark(text));
     if (!parsed) return sendJsonRpcError(res, 400, JSONRPC.parseError, `Parse error: ${(error as Error).message}`);
     message = parsed.value;
     unstorable = true;
