@@ -13,6 +13,8 @@ import { clientErrorFor, redactSecrets } from './upstream-errors.js';
  * its answer means (routing/failover.ts decides what to do about it).
  * - Connect errors, timeouts and 5xx: try the next endpoint, and count against this one's health.
  * - 429 and the provider's own 401/403/404 (a misconfigured provider): try the next, health untouched.
+ *   A 429 whose body says `insufficient_quota` (the account's quota is spent) is a provider failure
+ *   (502), not a rate limit: it never becomes the client's 429.
  * - Any other 4xx: the request is at fault; back to the client at once (mapped, never verbatim).
  * - Streams: the client's 200 waits for the provider's first body chunk, so a provider that accepts
  *   the request and dies (or answers with something other than an event stream) is failed over too.
@@ -107,6 +109,10 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
     const secrets = [attempt.candidate.provider.apiKey];
     const detail = redactSecrets(text, secrets);
     if (status === 429) {
+      // A spent quota is not a rate limit: it lasts until the account's billing period resets, so
+      // it is a provider failure (tried elsewhere, never the "retry after" answer). The account's
+      // state, not the endpoint's: health untouched.
+      if (isQuotaExhausted(text)) return fail(quotaExhausted(), { retry: true, unhealthy: false }, detail, status);
       return fail(new ApiError(429, 'The model provider is rate limited'), { retry: true, unhealthy: false }, detail, status, retryAfterSeconds(res.headers));
     }
     if (status >= 500) return fail(new ApiError(502, `The model provider failed (upstream status ${status})`), { retry: true, unhealthy: true }, detail, status);
@@ -182,6 +188,25 @@ export function createDispatcher(deps: DispatcherDeps): ChatDispatcher {
     },
   };
 }
+
+const QUOTA_WORD = 'insufficient_quota';
+
+/**
+ * An upstream 429 body that says the account's quota is spent (OpenAI: `error.type` or
+ * `error.code` `insufficient_quota`). Read only on a 429, whose body was read for the log anyway;
+ * parsed only when the word is in it.
+ */
+export function isQuotaExhausted(text: string): boolean {
+  if (!text.includes(QUOTA_WORD)) return false;
+  try {
+    const error = (JSON.parse(text) as { error?: unknown } | null)?.error as { type?: unknown; code?: unknown } | null | undefined;
+    return typeof error === 'object' && error !== null && (error.type === QUOTA_WORD || error.code === QUOTA_WORD);
+  } catch {
+    return false;
+  }
+}
+
+const quotaExhausted = () => new ApiError(502, "The model provider's quota is exhausted (upstream status 429)");
 
 const KEY_UNAVAILABLE_DETAIL = 'the stored API key of this provider does not decrypt with this MASTER_KEY; the provider was not called (set its api_key again)';
 const keyUnavailable = () =>

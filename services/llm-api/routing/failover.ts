@@ -17,8 +17,10 @@ import { orderEndpoints, type Random } from './select.js';
  *   any provider answered 429, a 429 whose `Retry-After` is the soonest any rate-limited attempt
  *   asked for, in [1, 60] s. A rate limit passes, and the client can usefully retry after it;
  *   a 5xx, a timeout or a provider we cannot call (its key unusable, its credentials refused)
- *   says nothing about when to retry, so it does not hide a 429 tried before it. Without any
- *   429: the last failure's error.
+ *   says nothing about when to retry, so it does not hide a 429 tried before it. When not every
+ *   failure was a 429, that Retry-After is at most MIXED_FAILURE_RETRY_AFTER_SECONDS. Without any
+ *   429: the last failure's error. (A 429 saying the account's quota is spent reaches here as a
+ *   provider failure, not a rate limit: chat/dispatch.ts.)
  */
 export interface Attempt {
   candidate: Candidate;
@@ -64,6 +66,13 @@ export function planAttempts(candidates: Candidate[], health: Pick<HealthTracker
   return [...healthy, ...unhealthy];
 }
 
+/**
+ * The longest `Retry-After` when not every failure was a rate limit (a timeout, a 5xx, a provider
+ * we cannot call): the SDKs sleep exactly that long, and the provider that failed otherwise may
+ * answer well before the rate-limited one resets.
+ */
+export const MIXED_FAILURE_RETRY_AFTER_SECONDS = 5;
+
 /** A provider's Retry-After as the client's: whole seconds in [1, MAX_RETRY_AFTER_SECONDS] (never 0, which invites a retry storm). */
 function clientRetryAfter(seconds: number): number {
   return Math.min(Math.max(Math.round(seconds) || 1, 1), MAX_RETRY_AFTER_SECONDS);
@@ -98,8 +107,9 @@ export async function failover<T>(
     if (!last.retry) throw last.error;
   }
   if (soonest !== Infinity) {
-    const message = allLimited ? 'All providers for this model are rate limited' : 'The providers for this model are rate limited or unavailable';
-    throw new ApiError(429, message, { headers: { 'retry-after': String(soonest) } });
+    if (allLimited) throw new ApiError(429, 'All providers for this model are rate limited', { headers: { 'retry-after': String(soonest) } });
+    const retryAfter = Math.min(soonest, MIXED_FAILURE_RETRY_AFTER_SECONDS);
+    throw new ApiError(429, 'The providers for this model are rate limited or unavailable', { headers: { 'retry-after': String(retryAfter) } });
   }
   throw last!.error;
 }

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { ApiError, ManualClock } from '../../../services/kit/index.js';
 import type { Candidate } from '../../../services/llm-api/models/registry.js';
-import { failover, planAttempts, type AttemptFailure, type SendResult } from '../../../services/llm-api/routing/failover.js';
+import { MIXED_FAILURE_RETRY_AFTER_SECONDS, failover, planAttempts, type AttemptFailure, type SendResult } from '../../../services/llm-api/routing/failover.js';
 import { EndpointHealth } from '../../../services/llm-api/routing/health.js';
 import { seededRandom } from '../../../services/llm-api/routing/select.js';
 
@@ -83,7 +83,7 @@ const failed = (status: number, code?: string, flags: Partial<AttemptFailure> = 
   failure: { error: new ApiError(status, `failure ${status}`, code ? { code } : {}), retry: true, unhealthy: status >= 500, ...flags },
 });
 
-test('every provider failed: a 429 anywhere wins over timeouts, 5xx and providers we cannot call, with the soonest Retry-After of the 429s', async (t) => {
+test('every provider failed: a 429 anywhere wins over timeouts, 5xx and providers we cannot call, with the soonest Retry-After of the 429s, capped as not all were 429s', async (t) => {
   const h = health();
   const attempts = planAttempts([candidate('p1', ['a', 'b']), candidate('p2', ['c']), candidate('p3', ['d'])], h, seededRandom(1));
   const outcomes: Record<string, SendResult<never>> = {
@@ -94,8 +94,28 @@ test('every provider failed: a 429 anywhere wins over timeouts, 5xx and provider
   };
   const error = await t.throwsAsync(failover(attempts, async (a) => outcomes[a.endpoint.url]!, { health: h, signal: new AbortController().signal }), { instanceOf: ApiError });
   t.is(error!.status, 429);
-  t.is(error!.headers['retry-after'], '9');
+  // The soonest of the 429s is 9 s, but not every failure was a 429: capped (below).
+  t.is(error!.headers['retry-after'], String(MIXED_FAILURE_RETRY_AFTER_SECONDS));
   t.not(error!.code, 'provider_key_unavailable');
+});
+
+test('not every failure a 429 (a timeout, a 5xx, a provider we cannot call): the Retry-After is at most 5 s; every failure a 429: the soonest, uncapped', async (t) => {
+  t.is(MIXED_FAILURE_RETRY_AFTER_SECONDS, 5);
+  const h = health();
+  const attempts = planAttempts([candidate('p1', ['a', 'b']), candidate('p2', ['c'])], h, seededRandom(1));
+  const answer = async (outcomes: Record<string, SendResult<never>>) => {
+    const error = await t.throwsAsync(failover(attempts, async (a) => outcomes[a.endpoint.url]!, { health: h, signal: new AbortController().signal }), { instanceOf: ApiError });
+    return { status: error!.status, retryAfter: error!.headers['retry-after'], message: error!.message };
+  };
+  const mixed = 'The providers for this model are rate limited or unavailable';
+  // openai-node would sleep 30 s although the provider that timed out may answer at once.
+  t.deepEqual(await answer({ a: limited(30), b: failed(504), c: limited(45) }), { status: 429, retryAfter: '5', message: mixed });
+  t.deepEqual(await answer({ a: failed(503), b: limited(60), c: failed(502, 'provider_key_unavailable', { unhealthy: false }) }), { status: 429, retryAfter: '5', message: mixed });
+  t.deepEqual(await answer({ a: failed(502, 'upstream_error', { unhealthy: false }), b: limited(30), c: limited(40) }), { status: 429, retryAfter: '5', message: mixed });
+  // A sooner one than the cap stays as it is.
+  t.deepEqual(await answer({ a: limited(3), b: failed(504), c: limited(30) }), { status: 429, retryAfter: '3', message: mixed });
+  // Every failure a 429: nothing else could answer sooner, so the soonest, as the providers said.
+  t.deepEqual(await answer({ a: limited(30), b: limited(45), c: limited(20) }), { status: 429, retryAfter: '20', message: 'All providers for this model are rate limited' });
 });
 
 test('without any 429 the last failure decides, as before; a request at fault after a 429 is still its own error', async (t) => {
