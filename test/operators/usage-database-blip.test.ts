@@ -3,7 +3,7 @@ import knexFactory from 'knex';
 import { createDatabase, ManualClock, migrateAll, type Database, type Logger, type Principal } from '../../services/kit/index.js';
 import { upsertSpendLimits } from '../../services/llm-api/usage/budgets-store.js';
 import { admitRequest, type SpendDeps } from '../../services/llm-api/usage/budgets.js';
-import { spendHolds, spendSettledCount, spendTables, usageCachedTokens, usageEstimated, usageRollupTables, usageTables } from '../../services/llm-api/usage/migrations.js';
+import { spendHoldExpiry, spendHolds, spendSettledCount, spendTables, usageCachedTokens, usageEstimated, usageRollupTables, usageTables } from '../../services/llm-api/usage/migrations.js';
 import { createUsageRecorder, type UsageRecord } from '../../services/llm-api/usage/recorder.js';
 import { dropSchema, TEST_DATABASE_URL, uniqueName } from '../helpers/env.js';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.js';
@@ -22,7 +22,7 @@ const logged: string[] = [];
 
 test.before(async () => {
   db = await createDatabase({ url: TEST_DATABASE_URL, dataDir: '.', schema });
-  await migrateAll(db.knex, [{ owner: 'budget_settle_test', migrations: [usageTables, usageRollupTables, usageEstimated, spendTables, spendSettledCount, usageCachedTokens, spendHolds] }]);
+  await migrateAll(db.knex, [{ owner: 'budget_settle_test', migrations: [usageTables, usageRollupTables, usageEstimated, spendTables, spendSettledCount, usageCachedTokens, spendHolds, spendHoldExpiry] }]);
   proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(new URL(TEST_DATABASE_URL).port || 5432) });
   const url = new URL(TEST_DATABASE_URL);
   url.port = String(proxy.port);

@@ -94,6 +94,11 @@ function positional<K extends string>(sql: string): { sql: string; bind(values: 
   return { sql: text, bind: (values) => names.map((name) => values[name]) };
 }
 
+/** How long a hold written without its expiry (by an earlier version) is kept after its admission: longer than any lease in use. */
+const LEGACY_HOLD_MS = 86_400_000;
+/** A hold's expiry; the same expression as the index the purge reads (`llm_spend_holds_expiry_index`), the day a literal so that it matches. */
+const EXPIRY = `coalesce(expires_ms, admitted_ms + ${LEGACY_HOLD_MS})`;
+
 /**
  * In-flight slots as a lease. A hold belongs to the counter's current generation; a generation
  * closes at the first admission at least one lease (`leaseMs`) after it opened, its holds then
@@ -105,11 +110,14 @@ function positional<K extends string>(sql: string): { sql: string; bind(values: 
  * The hold is also a row (`llm_spend_holds`) that settle deletes in the same statement as it adds
  * the cost: a settle replayed after a commit whose answer was lost finds no row and adds nothing.
  * The rows of holds never given back (a process died) are deleted by a later admission on the
- * counter, once settle retries of theirs cannot still come (`staleBeforeMs`), and by the periodic
- * purge (`purgeSpendHolds`) on counters that admit nothing any more (a period that is over).
+ * counter, once settle retries of theirs cannot still come, and by the periodic purge
+ * (`purgeSpendHolds`) on counters that admit nothing any more (a period that is over). The instant
+ * after which a hold may go is the row's own `expires_ms`, set by the process that admitted it (the
+ * one whose deadline ends the request): a process on a shorter longest-request setting never deletes
+ * a hold of a request still running under a longer one.
  */
 const LIVE = `(case when :now < c.gen_started_ms + :lease then c.in_flight + c.in_flight_prev when :now < c.gen_started_ms + 2 * cast(:lease as bigint) then c.in_flight else 0 end)`;
-const ADMIT = positional<'scope' | 'scopeId' | 'periodStart' | 'now' | 'lease' | 'holdId' | 'staleBefore' | 'cost' | 'tokens'>(`with c as (
+const ADMIT = positional<'scope' | 'scopeId' | 'periodStart' | 'now' | 'lease' | 'holdId' | 'expires' | 'cost' | 'tokens'>(`with c as (
     insert into llm_spend_counters as c (scope, scope_id, period_start, in_flight, gen_started_ms) values (:scope, :scopeId, :periodStart, 1, :now)
     on conflict (scope, scope_id, period_start) do update set
       in_flight = case when :now < c.gen_started_ms + :lease then c.in_flight + 1 else 1 end,
@@ -119,8 +127,8 @@ const ADMIT = positional<'scope' | 'scopeId' | 'periodStart' | 'now' | 'lease' |
     where (cast(:cost as bigint) is null or (c.spent_micro_usd < :cost and (${LIVE} = 0 or ((c.settled > 0 or c.max_request_cost > 0) and c.spent_micro_usd + (${LIVE} + 1) * c.max_request_cost <= :cost))))
       and (cast(:tokens as bigint) is null or (c.tokens < :tokens and (${LIVE} = 0 or ((c.settled > 0 or c.max_request_tokens > 0) and c.tokens + (${LIVE} + 1) * c.max_request_tokens <= :tokens))))
     returning c.hold_gen),
-  h as (insert into llm_spend_holds (scope, scope_id, period_start, gen, id, admitted_ms) select :scope, :scopeId, :periodStart, hold_gen, :holdId, :now from c),
-  stale as (delete from llm_spend_holds where scope = :scope and scope_id = :scopeId and period_start = :periodStart and gen < (select hold_gen - 1 from c) and admitted_ms < :staleBefore)
+  h as (insert into llm_spend_holds (scope, scope_id, period_start, gen, id, admitted_ms, expires_ms) select :scope, :scopeId, :periodStart, hold_gen, :holdId, :now, :expires from c),
+  stale as (delete from llm_spend_holds where scope = :scope and scope_id = :scopeId and period_start = :periodStart and gen < (select hold_gen - 1 from c) and ${EXPIRY} < :now)
   select hold_gen from c`);
 
 /**
@@ -133,7 +141,7 @@ export async function admitSpend(
   knex: Knex,
   key: SpendKey,
   limits: { cost: number | null; tokens: number | null },
-  hold: { holdId: string; now: number; leaseMs: number; staleBeforeMs: number },
+  hold: { holdId: string; now: number; leaseMs: number; expiresMs: number },
 ): Promise<number | null> {
   const result = await knex.raw(
     ADMIT.sql,
@@ -144,7 +152,7 @@ export async function admitSpend(
       now: hold.now,
       lease: hold.leaseMs,
       holdId: hold.holdId,
-      staleBefore: hold.staleBeforeMs,
+      expires: hold.expiresMs,
       cost: limits.cost,
       tokens: limits.tokens,
     }),
@@ -176,23 +184,23 @@ export async function settleSpend(knex: Knex, hold: SpendHold, spent: { cost: nu
 // By row address: matching the batch's keys back to the table let the planner hash-join a scan of
 // the whole table; the rows are locked by the select, so their addresses cannot move meanwhile.
 const PURGE = `delete from llm_spend_holds where ctid = any(array(
-    select ctid from llm_spend_holds where admitted_ms < ? order by admitted_ms limit ? for update skip locked))
+    select ctid from llm_spend_holds where ${EXPIRY} < ? order by ${EXPIRY} limit ? for update skip locked))
   returning 1`;
 
 /**
- * Deletes up to `limit` holds admitted before `staleBeforeMs` (oldest first) and answers how many.
- * Admission deletes a counter's old holds only when that counter admits again, which a counter of a
- * period that is over never does: without this, the holds of requests that never settled (a process
- * that died) stayed for good. Read through the `admitted_ms` index; a hold another purge (or a
- * settlement) is deleting at that moment is skipped, not waited for.
+ * Deletes up to `limit` holds whose expiry is before `now` (the earliest first) and answers how
+ * many. Admission deletes a counter's old holds only when that counter admits again, which a
+ * counter of a period that is over never does: without this, the holds of requests that never
+ * settled (a process that died) stayed for good. Read through the expiry's index; a hold another
+ * purge (or a settlement) is deleting at that moment is skipped, not waited for.
  */
-export async function purgeSpendHolds(knex: Knex, staleBeforeMs: number, limit: number): Promise<number> {
-  const result = await knex.raw(PURGE, [staleBeforeMs, limit]);
+export async function purgeSpendHolds(knex: Knex, now: number, limit: number): Promise<number> {
+  const result = await knex.raw(PURGE, [now, limit]);
   return result.rows.length;
 }
 
 /** The purge's statement with its values, for the index tests. */
-export const purgeSpendHoldsSql = (staleBeforeMs: number, limit: number) => ({ sql: PURGE, bindings: [staleBeforeMs, limit] });
+export const purgeSpendHoldsSql = (now: number, limit: number) => ({ sql: PURGE, bindings: [now, limit] });
 
 /** Takes back an admission that never ran (another budget refused the request): nothing spent, nothing learnt. */
 export async function releaseSpend(knex: Knex, hold: SpendHold): Promise<void> {

@@ -321,7 +321,8 @@ async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<
   const now = deps.clock.now();
   const leaseMs = (deps.maxRequestMs ?? DEFAULT_MAX_REQUEST_MS) + HOLD_MARGIN_MS;
   // One id for the request's holds (one per counter): what makes its settlement count once.
-  const hold = { holdId: randomUUID(), now, leaseMs, staleBeforeMs: now - leaseMs - SETTLE_WINDOW_MS };
+  // Its expiry goes with the hold: only this process knows how long its request may run.
+  const hold = { holdId: randomUUID(), now, leaseMs, expiresMs: now + leaseMs + SETTLE_WINDOW_MS };
   const admitted: SpendHold[] = [];
   const release = () => Promise.all(admitted.map((held) => releaseSpend(deps.knex, held)));
   for (const row of rows) {
@@ -337,8 +338,12 @@ async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<
       // An earlier counter (the key's) admitted and this statement failed (a timeout, a dropped
       // connection): the request does not run, so that hold is given back now rather than counted
       // in flight until its lease runs out (admission one at a time, `budget_busy`, for half an
-      // hour and more). If the database cannot take that either, the lease still ends it.
-      await release().catch(() => {});
+      // hour and more). In the background: the database is failing, and waiting for one more
+      // statement doubled the time the caller waits for its error (a timeout, twice). If the
+      // database cannot take it either, the lease still ends the slot.
+      void release().catch((releaseError: unknown) =>
+        deps.logger.warn({ err: (releaseError as Error).message, counters: admitted.map((held) => `${held.scope}:${held.scopeId}:${held.periodStart}`) }, 'spend hold not given back after a failed admission; its lease ends it'),
+      );
       throw error;
     }
     if (gen === null) {
@@ -379,11 +384,6 @@ async function reserveBudgets(deps: SpendDeps, rows: SpendLimitsRow[]): Promise<
   };
 }
 
-/** The instant before which a hold can no longer be settled in time: its lease and the settle retry window are over. */
-function staleBefore(deps: Pick<SpendDeps, 'maxRequestMs'>, now: number): number {
-  return now - ((deps.maxRequestMs ?? DEFAULT_MAX_REQUEST_MS) + HOLD_MARGIN_MS) - SETTLE_WINDOW_MS;
-}
-
 /** Holds deleted per statement by the purge: short statements, each a small lock set. */
 const PURGE_BATCH = 500;
 /** How often each llm-api process purges old holds (with the default longest request, a hold is purged 46 minutes after its admission at the earliest). */
@@ -394,31 +394,43 @@ export const HOLD_PURGE_INTERVAL_MS = 10 * 60_000;
  * settle retry window are over, on every counter, in batches; answers how many. Admission does the
  * same for the counter it admits on, but a counter of a period that is over never admits again, so
  * its leftover holds stayed for good. A hold can matter after its period ended (a request admitted
- * at 23:59 settles into the day it was admitted on), so the age of the hold decides, not its period.
- * A settlement that comes after the purge finds its hold gone: not counted, and logged, as for a
- * hold admission deleted.
+ * at 23:59 settles into the day it was admitted on), so the hold's own expiry decides, not its
+ * period; that expiry was set by the process that admitted it, whatever this process's longest
+ * request is. A settlement that comes after the purge finds its hold gone: not counted, and
+ * logged, as for a hold admission deleted. `stopping` is asked between batches: a large backlog
+ * does not hold up a shutdown (the rest waits for the next run, of this process or another).
  */
-export async function purgeStaleHolds(deps: Pick<SpendDeps, 'knex' | 'clock' | 'maxRequestMs'>, batchSize = PURGE_BATCH): Promise<number> {
-  const before = staleBefore(deps, deps.clock.now());
+export async function purgeStaleHolds(deps: Pick<SpendDeps, 'knex' | 'clock'>, batchSize = PURGE_BATCH, stopping: () => boolean = () => false): Promise<number> {
+  const now = deps.clock.now();
   let total = 0;
   for (;;) {
-    const deleted = await purgeSpendHolds(deps.knex, before, batchSize);
+    const deleted = await purgeSpendHolds(deps.knex, now, batchSize);
     total += deleted;
-    if (deleted < batchSize) return total;
+    if (deleted < batchSize || stopping()) return total;
   }
 }
 
-/** Runs the purge at start and then every `intervalMs` after the last run ended; `stop` waits for a run in progress. */
-export function startHoldPurge(deps: Pick<SpendDeps, 'knex' | 'clock' | 'maxRequestMs'> & { logger: Pick<Logger, 'info' | 'warn'> }, intervalMs = HOLD_PURGE_INTERVAL_MS): Periodic {
-  return runEvery(
+/**
+ * Runs the purge at start and then every `intervalMs` after the last run ended; `stop` ends a run
+ * in progress after its current batch, and waits for that.
+ */
+export function startHoldPurge(deps: Pick<SpendDeps, 'knex' | 'clock'> & { logger: Pick<Logger, 'info' | 'warn'> }, intervalMs = HOLD_PURGE_INTERVAL_MS, batchSize = PURGE_BATCH): Periodic {
+  let stopping = false;
+  const periodic = runEvery(
     intervalMs,
     async () => {
-      const purged = await purgeStaleHolds(deps);
+      const purged = await purgeStaleHolds(deps, batchSize, () => stopping);
       if (purged > 0) deps.logger.info({ purged }, 'spend holds of requests that never settled deleted');
     },
     (error) => deps.logger.warn({ err: error.message }, 'spend hold purge failed; retrying at the next interval'),
     { immediate: true },
   );
+  return {
+    async stop() {
+      stopping = true;
+      await periodic.stop();
+    },
+  };
 }
 
 /**

@@ -254,3 +254,34 @@ export const spendHoldsAdmittedIndex: Migration = {
     });
   },
 };
+
+/**
+ * Each spend hold carries the instant after which its settlement can no longer come
+ * (`expires_ms`: the admitting process's longest request, a minute, and the settle retry window),
+ * and holds are deleted by that, not by an age each process worked out from its own setting: a
+ * process on a shorter `LLM_COMPLETION_MAX_DURATION_MS` (a rolling change that raises it) deleted
+ * the holds of requests still running under the longer one, and their cost was then not counted.
+ * Holds written without it (before this migration, or by a process not yet upgraded) are kept for
+ * a day after their admission (`LEGACY_HOLD_MS` in budgets-store.ts), longer than any lease in use.
+ * The purge reads them through an index on that expiry; the index on `admitted_ms` it replaces
+ * served nothing else.
+ */
+export const spendHoldExpiry: Migration = {
+  name: '20261207_2330_llm_spend_holds_expiry',
+  async up(knex) {
+    await knex.schema.alterTable('llm_spend_holds', (t) => {
+      t.bigInteger('expires_ms').nullable();
+    });
+    await knex.raw('create index llm_spend_holds_expiry_index on llm_spend_holds ((coalesce(expires_ms, admitted_ms + 86400000)))');
+    await knex.raw('drop index if exists llm_spend_holds_admitted_ms_index');
+  },
+  async down(knex) {
+    await knex.schema.alterTable('llm_spend_holds', (t) => {
+      t.index(['admitted_ms'], 'llm_spend_holds_admitted_ms_index');
+    });
+    await knex.raw('drop index llm_spend_holds_expiry_index');
+    await knex.schema.alterTable('llm_spend_holds', (t) => {
+      t.dropColumn('expires_ms');
+    });
+  },
+};

@@ -12,6 +12,7 @@ import { readSpend } from '../../../services/llm-api/usage/budgets-store.js';
 import { getSpendLimits, spendLimitsPort, writeSpendLimits, type SpendLimitsPort } from '../../../services/llm-api/usage/budgets.js';
 import { openTestRuntime } from '../../helpers/env.js';
 import { createTestUser } from '../../helpers/users.js';
+import { waitFor } from '../../helpers/wait.js';
 
 // An administrator's PATCH of a user that changes both its standing at the identity provider
 // (`disabled`, a network call to Keycloak) and its budget's period (which seeds the new period's
@@ -119,4 +120,76 @@ test('a budget write that fails after the provider took the change sets the prov
   await t.throwsAsync(userAdmin(provider, failing).patch('user_admin', id, { disabled: false, spend: { budget_period: 'month' } }), { message: 'database went away' });
   t.deepEqual(provider.calls, [true, false], 'enabled, then disabled again');
   t.true((await knex('users').where({ id }).first()).disabled);
+});
+
+/** A realm that keeps each user's `enabled` as the provider last set it. */
+function realm() {
+  const enabled = new Map<string, boolean>();
+  return { enabled, set: (user: UserRecord, value: boolean) => void enabled.set(user.id, value) };
+}
+
+test('a provider call that half applied (the update went through, then it failed) is set back', async (t) => {
+  const id = await disabledUserWithDailyBudget();
+  const state = realm();
+  state.enabled.set(id, false);
+  // The realm took `enabled`, then the logout (or the answer) failed.
+  const provider = providerStub(async (user, enabled) => {
+    state.set(user, enabled);
+    if (enabled) throw new Error('keycloak: timed out');
+  });
+  await t.throwsAsync(userAdmin(provider).patch('user_admin', id, { disabled: false, spend: { budget_period: 'month' } }), { message: 'keycloak: timed out' });
+  t.deepEqual(provider.calls, [true, false], 'set back to what the platform still says');
+  t.false(state.enabled.get(id));
+  t.true((await knex('users').where({ id }).first()).disabled);
+});
+
+test('a failed PATCH sets the provider back before a concurrent PATCH of the same user can change it', async (t) => {
+  const id = await disabledUserWithDailyBudget();
+  const state = realm();
+  state.enabled.set(id, false);
+  // The first PATCH's set-back is held until the second PATCH has finished or waits for the user's row.
+  let holdSetBack!: () => void;
+  const setBackHeld = new Promise<void>((resolve) => (holdSetBack = resolve));
+  let setBackStarted!: () => void;
+  const setBackReached = new Promise<void>((resolve) => (setBackStarted = resolve));
+  const first = providerStub(async (user, enabled) => {
+    if (!enabled) {
+      setBackStarted();
+      await setBackHeld;
+    }
+    state.set(user, enabled);
+  });
+  let firstPid = 0;
+  const real = spendLimitsPort({ clock: new ManualClock(NOW) });
+  const failing: SpendLimitsPort = {
+    ...real,
+    apply: async (trx) => {
+      firstPid = (await trx.raw('select pg_backend_pid() as pid')).rows[0].pid;
+      throw new Error('database went away');
+    },
+  };
+  const firstPatch = userAdmin(first, failing).patch('user_admin', id, { disabled: false, spend: { budget_period: 'month' } });
+  const firstDone = t.throwsAsync(firstPatch, { message: 'database went away' });
+  await setBackReached;
+
+  const second = providerStub(async (user, enabled) => state.set(user, enabled));
+  let secondDone = false;
+  const secondPatch = userAdmin(second)
+    .patch('user_admin', id, { disabled: false })
+    .finally(() => (secondDone = true));
+  await waitFor(
+    async () => {
+      if (secondDone) return true;
+      const blocked = await knex.raw('select count(*)::int as n from pg_stat_activity where ? = any(pg_blocking_pids(pid))', [firstPid]);
+      return blocked.rows[0].n > 0;
+    },
+    10_000,
+    'the second PATCH finished or waits for the first one’s lock',
+  );
+  holdSetBack();
+  await firstDone;
+  t.like(await secondPatch, { disabled: false });
+  t.false((await knex('users').where({ id }).first()).disabled, 'the platform says enabled');
+  t.true(state.enabled.get(id), 'and so does the provider: the set-back came before the second change');
+  t.deepEqual(second.calls, [true]);
 });

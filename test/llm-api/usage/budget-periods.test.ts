@@ -5,7 +5,7 @@ import type { ProviderModelRow } from '../../../services/llm-api/models/types.js
 import { readSpend } from '../../../services/llm-api/usage/budgets-store.js';
 import { admitRequest, writeSpendLimits, type SpendDeps } from '../../../services/llm-api/usage/budgets.js';
 import { createUsageMeters } from '../../../services/llm-api/usage/meter.js';
-import { spendHolds, spendSettledCount, spendTables, usageCachedTokens, usageEstimated, usageRollupTables, usageTables } from '../../../services/llm-api/usage/migrations.js';
+import { spendHoldExpiry, spendHolds, spendSettledCount, spendTables, usageCachedTokens, usageEstimated, usageRollupTables, usageTables } from '../../../services/llm-api/usage/migrations.js';
 import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
 import { insertUsageBatch } from '../../../services/llm-api/usage/store.js';
 import { waitFor } from '../../helpers/wait.js';
@@ -16,7 +16,7 @@ import { waitFor } from '../../helpers/wait.js';
 let db: Database;
 test.before(async () => {
   db = await createDatabase({ dataDir: '.', inMemory: true });
-  await migrateAll(db.knex, [{ owner: 'budget_periods_test', migrations: [usageTables, usageRollupTables, usageEstimated, spendTables, spendSettledCount, usageCachedTokens, spendHolds] }]);
+  await migrateAll(db.knex, [{ owner: 'budget_periods_test', migrations: [usageTables, usageRollupTables, usageEstimated, spendTables, spendSettledCount, usageCachedTokens, spendHolds, spendHoldExpiry] }]);
 });
 test.after.always(async () => {
   await db?.close();

@@ -4,21 +4,21 @@ import type { Knex } from 'knex';
 import { ManualClock, type Principal, type ServiceContext } from '../../../services/kit/index.js';
 import type { LlmApiDeps } from '../../../services/llm-api/deps.js';
 import { admitSpend, purgeSpendHoldsSql, readSpend, type SpendKey } from '../../../services/llm-api/usage/budgets-store.js';
-import { admitRequest, purgeStaleHolds, writeSpendLimits, type SpendDeps } from '../../../services/llm-api/usage/budgets.js';
+import { admitRequest, purgeStaleHolds, startHoldPurge, writeSpendLimits, type SpendDeps } from '../../../services/llm-api/usage/budgets.js';
 import { usageResource } from '../../../services/llm-api/usage/index.js';
-import { spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables } from '../../../services/llm-api/usage/migrations.js';
+import { spendHoldExpiry, spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables } from '../../../services/llm-api/usage/migrations.js';
 import { openTestRuntime } from '../../helpers/env.js';
 import { analyzeOwnTables, assertIndexBacked, batchInsert, explainSql } from '../../helpers/query-plans.js';
 import { waitFor } from '../../helpers/wait.js';
 
 // Holds of requests that never settled (their process died) on counters no admission visits any
 // more (a period that is over) are deleted by a periodic purge once their lease and the settle retry
-// window are over; a settlement that comes after that is not counted, and is logged. The purge reads
-// the holds through their admission time's index. Real PostgreSQL (own schema): the plans are its.
+// window are over (by the expiry the admitting process wrote in the hold); a settlement that comes
+// after that is not counted, and is logged. The purge reads the holds through their expiry's index. Real PostgreSQL (own schema): the plans are its.
 let runtime: Awaited<ReturnType<typeof openTestRuntime>>;
 let knex: Knex;
 test.before(async () => {
-  runtime = await openTestRuntime({ migrations: [{ owner: 'hold_purge_test', migrations: [spendTables, spendSettledCount, spendHolds, spendHoldsAdmittedIndex] }], bus: 'pg' });
+  runtime = await openTestRuntime({ migrations: [{ owner: 'hold_purge_test', migrations: [spendTables, spendSettledCount, spendHolds, spendHoldsAdmittedIndex, spendHoldExpiry] }], bus: 'pg' });
   knex = runtime.db.knex;
 });
 test.after.always(async () => {
@@ -35,7 +35,7 @@ const holdsOf = async (scopeId: string) => (await knex('llm_spend_holds').where(
 
 async function admitAt(key: SpendKey, now: number) {
   const holdId = randomUUID();
-  const gen = await admitSpend(knex, key, { cost: 1_000_000, tokens: null }, { holdId, now, leaseMs: LEASE, staleBeforeMs: now - LEASE - SETTLE_WINDOW });
+  const gen = await admitSpend(knex, key, { cost: 1_000_000, tokens: null }, { holdId, now, leaseMs: LEASE, expiresMs: now + LEASE + SETTLE_WINDOW });
   return gen === null ? null : { ...key, holdId, gen };
 }
 
@@ -48,13 +48,13 @@ test.serial('holds of a period that is over are purged, in batches, once their l
 
   // The next day: every counter above is of a period that is over, so no admission visits it again.
   clock.set(DAY1 + 5 * 60_000);
-  t.is(await purgeStaleHolds({ knex, clock, maxRequestMs: MAX_REQUEST_MS }), 0, 'their settlements may still come: nothing purged');
+  t.is(await purgeStaleHolds({ knex, clock }), 0, 'their settlements may still come: nothing purged');
   clock.set(DAY1 - 5 * 60_000 + LEASE + SETTLE_WINDOW + 1);
-  t.is(await purgeStaleHolds({ knex, clock, maxRequestMs: MAX_REQUEST_MS }, 2), 3, 'the three dead holds, two to a batch');
+  t.is(await purgeStaleHolds({ knex, clock }, 2), 3, 'the three dead holds, two to a batch');
   for (const key of dead) t.deepEqual(await holdsOf(key.scopeId), []);
   t.deepEqual(await holdsOf('user_late'), [DAY1], 'admitted later: its settlement can still come');
   clock.set(DAY1 + LEASE + SETTLE_WINDOW + 1);
-  t.is(await purgeStaleHolds({ knex, clock, maxRequestMs: MAX_REQUEST_MS }), 1);
+  t.is(await purgeStaleHolds({ knex, clock }), 1);
   t.deepEqual(await holdsOf('user_late'), []);
 });
 
@@ -96,7 +96,7 @@ test.serial('llm-api runs the purge when it starts, and stops it with the servic
   t.is(stops.length, 1, 'stopped with the service');
 });
 
-test.serial('the purge reads holds through their admission time, never the whole table', async (t) => {
+test.serial('the purge reads holds through their expiry, never the whole table', async (t) => {
   // 20,000 holds over 2,000 counters and a day of admissions; a few hundred are old enough.
   const base = Date.parse('2026-12-01T00:00:00Z');
   const rows = Array.from({ length: 20_000 }, (_, i) => ({
@@ -106,12 +106,18 @@ test.serial('the purge reads holds through their admission time, never the whole
     gen: Math.floor(i / 2000),
     id: randomUUID(),
     admitted_ms: base + i * 4000,
+    // A few written by an earlier version, without their expiry.
+    expires_ms: i % 100 === 0 ? null : base + i * 4000 + LEASE + SETTLE_WINDOW,
   }));
   await batchInsert(knex, 'llm_spend_holds', rows);
   await analyzeOwnTables(knex);
-  const { sql, bindings } = purgeSpendHoldsSql(base + 300 * 4000, 500);
-  const plan = await explainSql(knex, sql, bindings);
-  assertIndexBacked(t, plan, { llm_spend_holds: ['llm_spend_holds_admitted_ms_index'] });
+  try {
+    const { sql, bindings } = purgeSpendHoldsSql(base + 300 * 4000, 500);
+    const plan = await explainSql(knex, sql, bindings);
+    assertIndexBacked(t, plan, { llm_spend_holds: ['llm_spend_holds_expiry_index'] });
+  } finally {
+    await knex('llm_spend_holds').where('scope_id', 'like', 'plan_%').delete();
+  }
 });
 
 test.serial('a request whose second budget statement fails gives back the hold its first budget took', async (t) => {
@@ -129,9 +135,137 @@ test.serial('a request whose second budget statement fails gives back the hold i
     const deps: SpendDeps = { knex, clock, maxRequestMs: MAX_REQUEST_MS, logger: { error() {}, warn() {} } as unknown as SpendDeps['logger'], limitsCache: { rows: () => rows, invalidate() {} } };
     const principal: Principal = { userId: 'user_broken', subject: 'user_broken', email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false, apiKeyId: 'key_of_broken' };
     await t.throwsAsync(Promise.resolve().then(() => admitRequest(deps, principal, 'm')), { message: /simulated database failure/ });
-    t.like(await readSpend(knex, 'key', 'key_of_broken', '2026-12-06'), { in_flight: 0 }, 'the key’s slot is not left in flight');
+    // Given back in the background, after the error was answered.
+    await waitFor(async () => (await readSpend(knex, 'key', 'key_of_broken', '2026-12-06')).in_flight === 0, 10_000, 'the key’s slot given back');
     t.deepEqual(await holdsOf('key_of_broken'), []);
   } finally {
     await knex.raw('drop trigger fail_user_broken on llm_spend_counters');
   }
+});
+
+/**
+ * `knex` whose settle statements (a release is one) wait for `gate` and then run, or fail with
+ * `failWith`; every other statement runs as it is.
+ */
+function heldSettles(gate: Promise<void>, failWith?: Error) {
+  let started!: () => void;
+  const settleStarted = new Promise<void>((resolve) => (started = resolve));
+  const wrapped = new Proxy(knex, {
+    get(target, prop, receiver) {
+      if (prop !== 'raw') return Reflect.get(target, prop, receiver);
+      return (sql: string, bindings: readonly unknown[]) => {
+        if (!sql.startsWith('with h as (delete from llm_spend_holds')) return target.raw(sql, bindings as Knex.RawBinding[]);
+        started();
+        return gate.then(() => {
+          if (failWith) throw failWith;
+          return target.raw(sql, bindings as Knex.RawBinding[]);
+        });
+      };
+    },
+  });
+  return { knex: wrapped, settleStarted };
+}
+
+test.serial('a request whose second budget statement fails is answered without waiting for the first hold to be given back', async (t) => {
+  await knex.raw(`create or replace function fail_user_slow() returns trigger language plpgsql as $$
+    begin if new.scope_id = 'user_slow_db' then raise exception 'simulated database timeout'; end if; return new; end $$`);
+  await knex.raw('create trigger fail_user_slow before insert or update on llm_spend_counters for each row execute function fail_user_slow()');
+  try {
+    const rows = [
+      { scope: 'key' as const, scope_id: 'key_of_slow_db', period: 'day' as const, max_budget_micro_usd: 1_000_000, max_tokens: null, allowed_models: null },
+      { scope: 'user' as const, scope_id: 'user_slow_db', period: 'day' as const, max_budget_micro_usd: 1_000_000, max_tokens: null, allowed_models: null },
+    ];
+    const principal: Principal = { userId: 'user_slow_db', subject: 'user_slow_db', email: null, username: null, authMethod: 'apikey', isAdmin: false, isGuest: false, apiKeyId: 'key_of_slow_db' };
+    const warned: string[] = [];
+    const logger = { error() {}, warn: (_fields: unknown, message: string) => void warned.push(message) } as unknown as SpendDeps['logger'];
+
+    // The release hangs (the database is failing): the caller gets its error meanwhile.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const held = heldSettles(gate);
+    const deps: SpendDeps = { knex: held.knex, clock: new ManualClock(DAY1), maxRequestMs: MAX_REQUEST_MS, logger, limitsCache: { rows: () => rows, invalidate() {} } };
+    const answer = Promise.resolve().then(() => admitRequest(deps, principal, 'm')).then(
+      () => 'admitted',
+      (error: Error) => error.message,
+    );
+    await held.settleStarted;
+    // One turn of the event loop with the release still waiting: nothing else to wait for.
+    const first = await Promise.race([answer, new Promise((resolve) => setImmediate(resolve, 'still waiting'))]);
+    t.regex(String(first), /simulated database timeout/, 'answered while the release still runs');
+    t.like(await readSpend(knex, 'key', 'key_of_slow_db', '2026-12-06'), { in_flight: 1 });
+    open();
+    await waitFor(async () => (await readSpend(knex, 'key', 'key_of_slow_db', '2026-12-06')).in_flight === 0, 10_000, 'the key’s slot given back');
+    t.deepEqual(warned, []);
+
+    // A release the database refuses too is logged; the lease ends the slot.
+    const failing = heldSettles(Promise.resolve(), new Error('connection terminated'));
+    const failingDeps: SpendDeps = { ...deps, knex: failing.knex };
+    await t.throwsAsync(Promise.resolve().then(() => admitRequest(failingDeps, principal, 'm')), { message: /simulated database timeout/ });
+    await waitFor(() => warned.length > 0, 10_000, 'the failed release logged');
+    t.deepEqual(warned, ['spend hold not given back after a failed admission; its lease ends it']);
+  } finally {
+    await knex.raw('drop trigger fail_user_slow on llm_spend_counters');
+  }
+});
+
+test.serial('a hold is purged by the expiry its own process wrote, not by a shorter longest-request setting of another process', async (t) => {
+  // A rolling change raises LLM_COMPLETION_MAX_DURATION_MS: one process already runs requests of up
+  // to two hours, another still has the one-minute setting and purges (and admits) meanwhile.
+  const T = Date.parse('2026-12-06T08:00:00Z');
+  const clock = new ManualClock(T);
+  const logger = { error() {}, warn() {} } as unknown as SpendDeps['logger'];
+  const longer: SpendDeps = { knex, clock, maxRequestMs: 2 * 3_600_000, logger };
+  const shorter: SpendDeps = { knex, clock, maxRequestMs: MAX_REQUEST_MS, logger };
+  await writeSpendLimits(knex, clock, 'user', 'user_rolling', { max_budget_micro_usd: 10_000_000 });
+  const principal: Principal = { userId: 'user_rolling', subject: 'user_rolling', email: null, username: null, authMethod: 'jwt', isAdmin: false, isGuest: false, apiKeyId: null };
+  const running = await admitRequest(longer, principal, 'm');
+  t.truthy(running, 'a long request admitted by the process on the longer setting');
+
+  // Half an hour on: long past the shorter setting's lease and settle window, well within the longer one's.
+  clock.set(T + 30 * 60_000);
+  t.is(await purgeStaleHolds(shorter), 0, 'the purge of the process on the shorter setting leaves it');
+  const other = await admitRequest(shorter, principal, 'm');
+  t.truthy(other, 'an admission on the same counter by that process');
+  t.is((await knex('llm_spend_holds').where({ scope_id: 'user_rolling' })).length, 2, 'which leaves it too');
+
+  clock.set(T + 90 * 60_000);
+  await running!.settle({ cost: 900, tokens: 40 });
+  await other!.settle({ cost: 100, tokens: 10 });
+  const counter = await readSpend(knex, 'user', 'user_rolling', '2026-12-06');
+  t.deepEqual([Number(counter.spent_micro_usd), Number(counter.tokens)], [1000, 50], 'both requests counted');
+});
+
+test.serial('stopping the purge during a run of several batches ends it after the current batch', async (t) => {
+  // Before every other hold of this file, so that only these five have expired.
+  const T = Date.parse('2026-01-01T00:00:00Z');
+  await knex('llm_spend_holds').insert(
+    Array.from({ length: 5 }, (_, i) => ({ scope: 'key', scope_id: 'key_backlog', period_start: '2025-12-31', gen: 0, id: randomUUID(), admitted_ms: T - 3_600_000 + i, expires_ms: T - 60_000 + i })),
+  );
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  let batches = 0;
+  let firstBatch!: () => void;
+  const firstBatchStarted = new Promise<void>((resolve) => (firstBatch = resolve));
+  // The first batch's statement waits for the test; every statement is counted.
+  const held = new Proxy(knex, {
+    get(target, prop, receiver) {
+      if (prop !== 'raw') return Reflect.get(target, prop, receiver);
+      return async (sql: string, bindings: readonly unknown[]) => {
+        if (sql.startsWith('delete from llm_spend_holds where ctid') && ++batches === 1) {
+          firstBatch();
+          await gate;
+        }
+        return target.raw(sql, bindings as Knex.RawBinding[]);
+      };
+    },
+  });
+  const logger = { info() {}, warn() {}, error() {} } as unknown as SpendDeps['logger'] & { info(): void };
+  const purge = startHoldPurge({ knex: held, clock: new ManualClock(T), logger }, 3_600_000, 2);
+  await firstBatchStarted;
+  const stopped = purge.stop();
+  open();
+  await stopped;
+  t.is(batches, 1, 'no batch after the stop');
+  t.is((await knex('llm_spend_holds').where({ scope_id: 'key_backlog' })).length, 3, 'the rest waits for the next run');
+  await knex('llm_spend_holds').where({ scope_id: 'key_backlog' }).delete();
 });

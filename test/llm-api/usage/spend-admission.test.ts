@@ -2,14 +2,14 @@ import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { createDatabase, migrateAll, type Database } from '../../../services/kit/index.js';
 import { admitSpend, purgeSpendHolds, readSpend, releaseSpend, settleSpend, type SpendHold, type SpendKey } from '../../../services/llm-api/usage/budgets-store.js';
-import { spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables } from '../../../services/llm-api/usage/migrations.js';
+import { spendHoldExpiry, spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables } from '../../../services/llm-api/usage/migrations.js';
 
 // The spend counter's admission rule, on the embedded database (the same SQL as PostgreSQL): a
 // request joins others in flight once the period's requests have shown their cost, 0 included.
 let db: Database;
 test.before(async () => {
   db = await createDatabase({ dataDir: '.', inMemory: true });
-  await migrateAll(db.knex, [{ owner: 'usage_test', migrations: [spendTables, spendSettledCount, spendHolds, spendHoldsAdmittedIndex] }]);
+  await migrateAll(db.knex, [{ owner: 'usage_test', migrations: [spendTables, spendSettledCount, spendHolds, spendHoldsAdmittedIndex, spendHoldExpiry] }]);
 });
 test.after.always(async () => {
   await db?.close();
@@ -24,7 +24,7 @@ const SETTLE_WINDOW = 900_000;
 /** One admission at `now` (the clock's milliseconds): its hold, or null when refused. */
 async function admit(key: SpendKey, budget: { cost: number | null; tokens: number | null }, now = T0): Promise<SpendHold | null> {
   const holdId = randomUUID();
-  const gen = await admitSpend(db.knex, key, budget, { holdId, now, leaseMs: LEASE, staleBeforeMs: now - LEASE - SETTLE_WINDOW });
+  const gen = await admitSpend(db.knex, key, budget, { holdId, now, leaseMs: LEASE, expiresMs: now + LEASE + SETTLE_WINDOW });
   return gen === null ? null : { ...key, holdId, gen };
 }
 
@@ -118,9 +118,21 @@ test('the purge deletes old holds of a counter nothing admits on any more (the e
   const dead = await admit(key, limits, T0 - 86_400_000);
   const recent = await admit({ ...key, scopeId: 'key_recent' }, limits, T0);
   t.truthy(dead && recent);
-  t.is(await purgeSpendHolds(db.knex, T0 - LEASE - SETTLE_WINDOW, 1000), 1);
+  t.is(await purgeSpendHolds(db.knex, T0, 1000), 1);
   t.is((await db.knex('llm_spend_holds').where({ scope_id: 'key_purged' })).length, 0);
   t.is((await db.knex('llm_spend_holds').where({ scope_id: 'key_recent' })).length, 1, 'a hold that may still settle stays');
   t.false(await settleSpend(db.knex, dead!, { cost: 500, tokens: 5 }), 'its hold is gone');
   t.is(Number((await readSpend(db.knex, 'key', 'key_purged', '2026-12-05')).spent_micro_usd), 0);
+});
+
+test.serial('a hold written without its expiry (by an earlier version) is kept a day after its admission', async (t) => {
+  // Serial (before the others), and days before every other hold of this file: the purges here and
+  // there delete nothing of each other's.
+  const admitted = T0 - 10 * 86_400_000;
+  await db.knex('llm_spend_holds').insert({ scope: 'key', scope_id: 'key_legacy', period_start: '2026-11-26', gen: 0, id: randomUUID(), admitted_ms: admitted });
+  const kept = async () => (await db.knex('llm_spend_holds').where({ scope_id: 'key_legacy' })).length === 1;
+  await purgeSpendHolds(db.knex, admitted + 3 * 3_600_000, 1000);
+  t.true(await kept(), 'longer than any lease of that version');
+  await purgeSpendHolds(db.knex, admitted + 86_400_000 + 1, 1000);
+  t.false(await kept());
 });

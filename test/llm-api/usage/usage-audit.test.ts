@@ -4,7 +4,7 @@ import type { ProviderModelRow } from '../../../services/llm-api/models/types.js
 import { admitRequest, setSpendLimits, type SpendDeps } from '../../../services/llm-api/usage/budgets.js';
 import { readSpend } from '../../../services/llm-api/usage/budgets-store.js';
 import { createUsageMeters } from '../../../services/llm-api/usage/meter.js';
-import { spendHolds, spendSettledCount, spendTables, usageCachedTokens, usageEstimated, usageRollupTables, usageTables } from '../../../services/llm-api/usage/migrations.js';
+import { spendHoldExpiry, spendHolds, spendSettledCount, spendTables, usageCachedTokens, usageEstimated, usageRollupTables, usageTables } from '../../../services/llm-api/usage/migrations.js';
 import type { UsageRecord } from '../../../services/llm-api/usage/recorder.js';
 import { usageRoutes } from '../../../services/llm-api/usage/routes.js';
 import { insertUsageBatch } from '../../../services/llm-api/usage/store.js';
@@ -26,7 +26,7 @@ const record = usageRecord;
 
 test.before(async () => {
   db = await createDatabase({ dataDir: '.', inMemory: true });
-  await migrateAll(db.knex, [{ owner: 'usage_audit_test', migrations: [usageTables, usageRollupTables, usageEstimated, spendTables, spendSettledCount, usageCachedTokens, spendHolds] }]);
+  await migrateAll(db.knex, [{ owner: 'usage_audit_test', migrations: [usageTables, usageRollupTables, usageEstimated, spendTables, spendSettledCount, usageCachedTokens, spendHolds, spendHoldExpiry] }]);
   ({ server, base } = await listenKitApp({ name: 'usage-audit', gatewaySecret: SECRET, users, routeTable: usageRoutes({ usageReports: { knex: db.knex } }) }));
   await insertUsageBatch(db.knex, [
     record({ user_id: 'user_a', created_at: new Date('2026-11-20T23:59:59Z') }),

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { ApiError, type Logger, type Page } from '../../../kit/index.js';
-import type { SpendInput, SpendLimitsPort } from '../../usage/index.js';
+import type { SpendInput, SpendLimitsPort, SpendView } from '../../usage/index.js';
 import type { ApiKeys } from '../api-keys/domain.js';
 import type { ApiKeyStore } from '../api-keys/store.js';
 import type { IdentityProvider } from '../providers/types.js';
@@ -65,10 +65,7 @@ export function createUserAdmin(deps: {
         });
       }
       const removesAdmin = patch.is_admin === false || patch.disabled === true;
-      // Set once the provider took the change, cleared once every statement ran: a failure in
-      // between rolled the transaction back, so the provider's side is set back too.
-      let undoProvider: (() => Promise<void>) | null = null;
-      const applied = deps.knex.transaction(async (trx) => {
+      const { user, revokedKeys, spend, changed } = await deps.knex.transaction(async (trx) => {
         // Before the row lock: demotions and disablings are checked one after the other.
         if (removesAdmin) await users.lockAdmins(trx);
         const current = await users.lock(trx, id);
@@ -94,27 +91,31 @@ export function createUserAdmin(deps: {
         // budget: a new budget period seeds its spend counter, and every chat request of the user
         // waits for that row until this transaction ends. Still inside the transaction: if the
         // provider refuses, nothing here changes either.
-        if (patch.disabled !== undefined && patch.disabled !== current.disabled) {
-          await deps.provider.setEnabled(current, !patch.disabled);
-          undoProvider = () => deps.provider.setEnabled(current, !current.disabled);
+        const standingChanges = patch.disabled !== undefined && patch.disabled !== current.disabled;
+        let spend: SpendView;
+        try {
+          if (standingChanges) await deps.provider.setEnabled(current, !patch.disabled);
+          spend = await deps.spend.apply(trx, 'user', id, patch.spend ?? {});
+        } catch (error) {
+          // Set back here, with the user's row still locked: after the rollback a concurrent PATCH
+          // of the same user could set the provider and commit first, and a late set-back would
+          // then undo that one's change instead. Also after a provider call that failed, since it
+          // may have half applied (the update went through, its answer or the logout did not):
+          // writing the standing the user had is harmless when nothing changed.
+          if (standingChanges) {
+            await deps.provider.setEnabled(current, !current.disabled).catch((undoError: unknown) =>
+              deps.logger?.error({ err: (undoError as Error).message, user_id: id }, 'user change rolled back, but its provider side may not have been set back'),
+            );
+          }
+          throw error;
         }
-        const spend = await deps.spend.apply(trx, 'user', id, patch.spend ?? {});
         const changed =
           (change.is_admin !== undefined && change.is_admin !== current.is_admin) ||
           (change.disabled !== undefined && change.disabled !== current.disabled) ||
           (change.email_verified !== undefined && change.email_verified !== current.email_verified);
-        // Only the commit is left: a commit that failed may still have gone through, so it is not undone.
-        undoProvider = null;
+        // Only the commit is left: a commit that failed may still have gone through, so the
+        // provider's side is not set back then.
         return { user: updated!, revokedKeys, spend, changed };
-      });
-      const { user, revokedKeys, spend, changed } = await applied.catch(async (error: unknown) => {
-        const undo = undoProvider as (() => Promise<void>) | null;
-        if (undo) {
-          await undo().catch((undoError: unknown) =>
-            deps.logger?.error({ err: (undoError as Error).message, user_id: id }, 'user change rolled back, but its provider side could not be set back'),
-          );
-        }
-        throw error;
       });
       deps.userCache.invalidate(id);
       deps.spend.changed('user', id);
