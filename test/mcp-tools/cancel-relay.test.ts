@@ -3,7 +3,7 @@ import test from 'ava';
 import { Registry } from 'prom-client';
 import { BusUnavailableError, createAmqpBus } from '../../services/kit/bus/amqp.js';
 import { createLogger, ManualClock, type Bus } from '../../services/kit/index.js';
-import { createToolCaller } from '../../services/mcp-tools/tools/call-tool.js';
+import { createToolCaller, HELD_CANCEL_ALLOWANCE_MS } from '../../services/mcp-tools/tools/call-tool.js';
 import { createCancelRelay, MAX_HELD, RETRY_FIRST_MS, RETRY_MAX_MS, type ArmTimer, type CancelRelay } from '../../services/mcp-tools/tools/cancel-relay.js';
 import { createCatalog } from '../../services/mcp-tools/tools/catalog.js';
 import { createToolMetrics } from '../../services/mcp-tools/tools/metrics.js';
@@ -161,6 +161,63 @@ test.serial("with the receiving replica's clock 10 s ahead, a cancel relayed at 
   t.false(newer.state.settled, 'the newer call under the reused id goes on');
   t.true(caller.cancel('usr_c', 3));
   await newer.done;
+});
+
+test.serial("a cancel relayed promptly to a replica where the call's POST is still being read is kept there: the call is answered cancelled and starts nothing", async (t) => {
+  // Replica A gets the client's cancel; replica B has the call's POST, its body not read yet (admitted, no call running).
+  const replica = (cancelElsewhere?: CancelRelay['publish']) => {
+    let started = 0;
+    const caller = createToolCaller({ catalog: createCatalog([untilCancelledTool(() => started++)]), switches: { isEnabled: () => true }, metrics: createToolMetrics(new Registry()), logger, maxConcurrentCalls: 8, clock: new ManualClock(), cancelElsewhere });
+    return { caller, started: () => started };
+  };
+  const relayA = createCancelRelay({ bus: await bus(TEST_AMQP_URL), logger, clock: new ManualClock(), maxAgeMs: MAX_AGE_MS })!;
+  const relayB = createCancelRelay({ bus: await bus(TEST_AMQP_URL), logger, clock: new ManualClock(), maxAgeMs: MAX_AGE_MS })!;
+  relays.push(relayA, relayB);
+  const { caller: callerA } = replica(relayA.publish);
+  const { caller: callerB, started } = replica();
+  const handed: Array<string | number> = [];
+  await relayB.listen((userId, requestId, reason, heldMs) => {
+    if (userId !== 'usr_e') return false;
+    const stopped = callerB.cancelHere(userId, requestId, reason, heldMs);
+    handed.push(requestId);
+    return stopped;
+  });
+
+  const callPost = callerB.admit('usr_e');
+  const cancelPost = callerA.admit('usr_e');
+  t.false(callerA.cancel('usr_e', 11, 'user pressed stop'), 'no call under that id runs on A');
+  callerA.release('usr_e', cancelPost);
+  await waitFor(() => handed.includes(11), 10_000, 'the cancel to reach replica B');
+
+  const pending = callerB({ userId: 'usr_e', requestId: 11, signal: new AbortController().signal, admission: callPost }, 'wait', {});
+  const ranAnyway = started() > 0;
+  if (ranAnyway) callerB.cancel('usr_e', 11); // without the kept cancel the call would run until cancelled
+  const result = await pending;
+  t.false(ranAnyway, 'the tool never ran on B');
+  t.true(result.isError);
+  t.is((result.content[0] as { text: string }).text, 'The call was cancelled');
+  callerB.release('usr_e', callPost);
+});
+
+test("a relayed cancel the other replica kept past the allowance (its broker away) is not kept for this replica's open POSTs: it may name a call long over", async (t) => {
+  let started = 0;
+  const caller = createToolCaller({ catalog: createCatalog([untilCancelledTool(() => started++)]), switches: { isEnabled: () => true }, metrics: createToolMetrics(new Registry()), logger, maxConcurrentCalls: 8, clock: new ManualClock() });
+  const post = caller.admit('usr_f');
+  t.false(caller.cancelHere('usr_f', 12, undefined, HELD_CANCEL_ALLOWANCE_MS + 1));
+  const running = caller({ userId: 'usr_f', requestId: 12, signal: new AbortController().signal, admission: post }, 'wait', {});
+  t.is(started, 1, 'the call of the open POST runs');
+  t.true(caller.cancel('usr_f', 12));
+  await running;
+  // Promptly relayed (or from a replica sending no age): kept.
+  t.false(caller.cancelHere('usr_f', 13, undefined, HELD_CANCEL_ALLOWANCE_MS));
+  t.false(caller.cancelHere('usr_f', 14, undefined, undefined));
+  for (const requestId of [13, 14]) {
+    const pending = caller({ userId: 'usr_f', requestId, signal: new AbortController().signal, admission: post }, 'wait', {});
+    if (started > 1) caller.cancel('usr_f', requestId); // not kept: it would run until cancelled
+    t.is((await pending).content[0]!.type, 'text');
+  }
+  t.is(started, 1, 'the calls named by prompt cancels never ran');
+  caller.release('usr_f', post);
 });
 
 /** Timers the test fires by hand: each armed one is recorded with its delay. */

@@ -101,6 +101,14 @@ test('through the service: a cancel sent while the call POST is still being read
     const res = await fetch(`${svc.url}/v1/mcp`, { method: 'POST', headers, body: JSON.stringify(body) });
     return { status: res.status, text: await res.text() };
   };
+  // The ping is what orders the steps below, not a warm-up for speed. Node answers "100 Continue"
+  // as it hands the request to the app, and the handler counts the POST in (`admit`) only once the
+  // kit has resolved the caller's identity. On a cold user-directory cache that is a database
+  // lookup, which can end after the client has seen "100 Continue" and sent its cancel: the cancel
+  // would find no open POST, be dropped, and the call would run (an answer after its timeout, not
+  // "cancelled"). The ping fills the cache (for IDENTITY_CACHE_TTL_MS, 5 s by default: far longer
+  // than the steps below take), so the identity resolves synchronously and `admit` runs in the same
+  // tick as the request is handed over: before the client can act on "100 Continue".
   t.is((await post({ jsonrpc: '2.0', id: 'warm', method: 'ping' })).status, 200);
   const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 'slow-1', method: 'tools/call', params: { name: 'python_exec', arguments: { code: 'import time\ntime.sleep(60)', timeout_ms: 5000 } } }));
   // The service answers "100 Continue" once it has taken the request: the POST has arrived, its body not sent yet.

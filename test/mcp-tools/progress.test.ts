@@ -68,6 +68,14 @@ test.serial('a plain JSON-RPC client sending a progressToken without accepting S
   t.is(answer.json.result.structuredContent.stdout, '1\n');
 });
 
+test.serial('a tools/call from a client accepting SSE but sending no progressToken is answered with one JSON body, not a stream', async (t) => {
+  const answer = await p.rpc(key, { jsonrpc: '2.0', id: 'plain', method: 'tools/call', params: { name: 'python_exec', arguments: { code: 'print(2)' } } }, { accept: 'application/json, text/event-stream' });
+  t.is(answer.status, 200, answer.text);
+  t.regex(answer.headers.get('content-type') ?? '', /^application\/json/);
+  t.is(answer.json.id, 'plain');
+  t.is(answer.json.result.structuredContent.stdout, '2\n');
+});
+
 test.serial('a client that goes away from its SSE answer stops the run (no sandbox left sleeping)', async (t) => {
   const endedBefore = await pythonCallsEnded();
   const controller = new AbortController();

@@ -64,6 +64,9 @@ export function createFileSearch(deps: FileSearchDeps) {
           deps.logger.warn({ err: (error as Error).message, user_id: userId }, 'embeddings unavailable; indexed for full-text search only');
         }
       }
+      // Last point at which a cancel stops the call: once stored, the document stays, and the call
+      // answers that it was indexed even when the cancel lands while the transaction commits.
+      signal.throwIfAborted();
       const stored = await deps.store.replace({ userId, documentId, metadata: input.metadata ?? {}, tags: input.tags ?? [], chunks, embeddings }, deps.maxDocumentsPerUser);
       if (stored === 'over_quota') throw quotaFailure(deps.maxDocumentsPerUser);
       if (stored === 'user_gone') throw userGoneFailure();

@@ -66,6 +66,9 @@ export interface ToolCaller {
    * is not the one it named: a cancel kept while the broker was away may arrive after the call ended
    * and the same user's next call reused its id. A duration, not the other replica's time of day:
    * replicas' clocks are never compared, so one running ahead cannot make a prompt cancel miss.
+   * A cancel naming no call here, kept at most `HELD_CANCEL_ALLOWANCE_MS` by the other replica, is
+   * kept for this process's open POSTs of the user as a local one is (`admit`): the call it names
+   * may be in one of them, its body still being read.
    */
   cancelHere(userId: string, requestId: string | number, reason?: string, heldMs?: number): boolean;
   /**
@@ -167,10 +170,10 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
     const signal = AbortSignal.any([ctx.signal, cancelled.signal]);
     const stopProgress = ctx.reportProgress ? reportProgressEvery(ctx.reportProgress, progressIntervalMs, timers, name) : undefined;
     try {
+      // An output is what the tool did, even when the cancel came meanwhile: a file_search_index
+      // whose document was committed as the cancel arrived answers that it was indexed, not that
+      // nothing happened. A tool the cancel stopped throws instead (python_exec's killed run too).
       const output = await tool.run({ ...ctx, signal }, parsed.data);
-      // A tool may end a cancelled call with an ordinary output (python_exec's killed run: exit code
-      // 137, as if the program had been killed for its memory): the call was cancelled all the same.
-      if (signal.aborted) return finish('error', errorResult('The call was cancelled'));
       // What a page, a program or a search backend gave back may hold what the platform refuses in
       // every request (a NUL, an unpaired surrogate): a client passing the result on to the chat API
       // would be refused there, so it becomes U+FFFD here, as a provider's answer does.
@@ -181,6 +184,7 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
     } catch (error) {
       if (error instanceof SandboxBusyError) return finish('busy', errorResult(error.message));
       if (error instanceof ToolFailure || error instanceof SandboxUnavailableError) return finish('error', errorResult(error.message), error.message);
+      // A tool that throws once cancelled has no result to give: the cancel stopped it.
       if (signal.aborted) return finish('error', errorResult('The call was cancelled'));
       deps.logger.error({ tool: name, user_id: ctx.userId, err: (error as Error).message }, 'mcp tool failed unexpectedly');
       return finish('error', errorResult(`The tool ${name} failed unexpectedly; the failure was logged`));
@@ -194,8 +198,8 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
       slots.give(ctx.userId, slot);
     }
   };
-  const cancelHere = (userId: string, requestId: string | number, reason?: string, heldMs?: number) => {
-    const all = inFlight.get(callKey(userId, requestId));
+  const stopHere = (key: string, reason?: string, heldMs?: number) => {
+    const all = inFlight.get(key);
     const latestStart = heldMs === undefined ? undefined : clock.now() - heldMs + HELD_CANCEL_ALLOWANCE_MS;
     const calls = latestStart === undefined ? all : all?.filter((c) => c.startedAt <= latestStart);
     if (calls?.length !== 1) return false;
@@ -210,9 +214,20 @@ export function createToolCaller(deps: CallToolDeps): ToolCaller {
         if (deps.cancelElsewhere && mayRelay(userId)) deps.cancelElsewhere(userId, requestId, reason);
         return false;
       }
-      return cancelHere(userId, requestId, reason);
+      return stopHere(key, reason);
     },
-    cancelHere,
+    cancelHere(userId: string, requestId: string | number, reason?: string, heldMs?: number) {
+      const key = callKey(userId, requestId);
+      // The call's POST may have reached this replica and still be read (a large body) while its
+      // cancel reached another one: kept here as there. Only a cancel relayed promptly: one the
+      // other replica kept (its broker away) may name a call long over whose id a newer call of a
+      // POST open now reuses. No age (an older replica's message) counts as prompt, as in `stopHere`.
+      if (!inFlight.has(key)) {
+        if (heldMs === undefined || heldMs <= HELD_CANCEL_ALLOWANCE_MS) keepEarly(userId, key);
+        return false;
+      }
+      return stopHere(key, reason, heldMs);
+    },
     admit(userId: string) {
       const admission = ++admissions;
       const mine = open.get(userId) ?? new Set<number>();

@@ -32,8 +32,13 @@ export function pythonExecTool(deps: { sandbox: SandboxDriver }) {
     async run(ctx, args) {
       try {
         const result = await deps.sandbox.run({ code: args.code, stdin: args.stdin, timeoutMs: args.timeout_ms, signal: ctx.signal, userId: ctx.userId });
+        // A run the cancel killed ends as an ordinary result (exit code 137, as if killed for its
+        // memory): it is the cancel's doing, so the call is answered cancelled. The run changes
+        // nothing outside its sandbox, so one that ended by itself as the cancel came loses nothing.
+        if (ctx.signal.aborted) throw ctx.signal.reason;
         return { structured: result, text: render(result) };
       } catch (error) {
+        if (ctx.signal.aborted) throw error;
         if (error instanceof SandboxUnavailableError || error instanceof SandboxBusyError) throw error;
         throw new ToolFailure(`python_exec could not start the sandbox: ${(error as Error).message}`);
       }

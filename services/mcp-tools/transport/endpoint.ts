@@ -10,14 +10,18 @@ import { ARGUMENT_ERRORS_AS_RESULTS_SINCE, createRequestServer, type McpServerDe
 import { screenMessages } from './screen.js';
 
 /**
- * POST /v1/mcp: one JSON-RPC message (or batch) in, one JSON answer out. The SDK's web-standard
- * Streamable HTTP transport runs stateless (`sessionIdGenerator: undefined`) with JSON answers
- * (`enableJsonResponse: true`), on a fresh protocol server per request.
+ * POST /v1/mcp: one JSON-RPC message (or batch) in, one answer out. The SDK's web-standard
+ * Streamable HTTP transport runs stateless (`sessionIdGenerator: undefined`), on a fresh protocol
+ * server per request, with JSON answers (`enableJsonResponse: true`) but for one case: a lone
+ * tools/call whose `_meta` carries a `progressToken`, from a client whose Accept names
+ * `text/event-stream`, is answered with an SSE stream (its progress notifications, then its
+ * result), as a JSON answer could carry the result only.
  *
  * Two forms are accepted: the SDK client's (`Accept: application/json, text/event-stream`) and a
- * plain JSON-RPC POST (`Accept: application/json`, or none). Both get `application/json`, so the
- * transport is always told the client takes both. The body is read here, not by the transport,
- * so malformed JSON is a JSON-RPC parse error rather than the platform's HTTP error body.
+ * plain JSON-RPC POST (`Accept: application/json`, or none). Every other answer is
+ * `application/json`, so the transport is always told the client takes both. The body is read
+ * here, not by the transport, so malformed JSON is a JSON-RPC parse error rather than the
+ * platform's HTTP error body.
  */
 export interface McpEndpointDeps extends McpServerDeps {
   bodyLimit: number;
@@ -50,8 +54,10 @@ async function servePost(deps: McpEndpointDeps, userId: string, admission: numbe
     if (error instanceof ApiError && error.status === 415) return sendJsonRpcError(res, 415, JSONRPC.serverError, error.message);
     throw error;
   }
-  // The answer is always JSON (never an SSE stream): a client that takes neither it nor a wildcard
-  // covering it (`*/*`, `application/*`) cannot be answered (no Accept: anything goes).
+  // The answer is JSON (an SSE stream only for a client that asked for progress and names
+  // text/event-stream itself): a client that takes neither JSON nor a wildcard covering it (`*/*`,
+  // `application/*`) cannot be answered (no Accept: anything goes). A client accepting only
+  // text/event-stream is refused too: without a progressToken its answer would be JSON.
   if (!acceptsJson(req.headers.accept)) return sendJsonRpcError(res, 406, JSONRPC.serverError, 'Not Acceptable: the answer is application/json; send Accept: application/json, text/event-stream');
   // The media type first, as the transport judges it: a body that is not declared JSON is a 415,
   // whatever it holds (not a parse or invalid-request error from reading it as JSON regardless).
