@@ -203,35 +203,74 @@ export async function positionOf(db: Db, branchId: number, itemId: string): Prom
 }
 
 /**
- * Where an item the branch no longer holds stood on it: the position on `branchId` of the nearest
- * item before it that the branch still holds (0 when none), read on the nearest branch of the
- * branch's lineage (itself, its parent, the parent's parent …) that still references the item.
- * A branch keeps its items in the order of the branch it came from, so the walk back stops at the
- * first item found. A delete, edit or regenerate keeps the replaced `MAIN` as the new `MAIN`'s
- * parent, so an item deleted from `MAIN` is still placed there. Undefined when no branch of the
- * lineage holds it (another branch's own item, another conversation's, or erased with its last
- * branch). Parents are always older rows than their children, so the highest id is the nearest
- * ancestor; `union` (not `union all`) ends the walk even on a cycle of names.
+ * How many parent branches back an `after` cursor's item is looked for. Every delete, edit or
+ * regenerate puts one more backup between `MAIN` and the branch that still holds an item deleted
+ * before it, so this many changes to a conversation while one client holds one cursor; past it the
+ * cursor is refused like one that names no item (a client lists again without it). It bounds the
+ * work a request can ask for with any id: the walk is one index lookup per branch.
  */
-export async function formerPositionOf(db: Db, conversationId: string, branchId: number, itemId: string): Promise<number | undefined> {
-  const result = await db.raw(
-    `with recursive lineage (id, parent_branch) as (
-       select id, parent_branch from conversation_branches where id = ?
-       union
-       select c.id, c.parent_branch from conversation_branches c join lineage l on c.name = l.parent_branch
-        where c.conversation_id = ?
+export const CURSOR_LINEAGE_DEPTH = 1000;
+
+/**
+ * The SQL of `formerPositionOf` (exported for the index suite, which EXPLAINs what is really sent).
+ * Each step of the walk is one lookup of the parent by the `(conversation_id, name)` key (`lateral
+ * … limit 1`: a join there may be planned as a hash of all the conversation's branches, rebuilt at
+ * every step), and the walk stops at the first branch that holds the item or at `maxDepth`. An id
+ * that is no item of this conversation (unknown, another conversation's or user's) has no anchor
+ * row, so nothing is walked at all. `union all` is safe: the depth bound ends even a cycle of names.
+ */
+export function formerPositionSql(
+  conversationId: string,
+  branchId: number,
+  itemId: string,
+  maxDepth: number = CURSOR_LINEAGE_DEPTH,
+): { sql: string; bindings: (string | number)[] } {
+  const sql = `with recursive lineage (id, parent_branch, depth, holds) as (
+       select b.id, b.parent_branch, 0,
+              exists (select 1 from branch_items bi where bi.branch_id = b.id and bi.item_id = ?)
+         from conversation_branches b
+        where b.id = ?
+          and exists (select 1 from conversation_items i where i.id = ? and i.conversation_id = ?)
+       union all
+       select p.id, p.parent_branch, l.depth + 1,
+              exists (select 1 from branch_items bi where bi.branch_id = p.id and bi.item_id = ?)
+         from lineage l
+        cross join lateral (
+          select c.id, c.parent_branch from conversation_branches c
+           where c.conversation_id = ? and c.name = l.parent_branch
+           limit 1
+        ) p
+        where not l.holds and l.depth < ?::int
      ),
      holder as (
-       select bi.branch_id, bi.position from branch_items bi join lineage l on l.id = bi.branch_id
-        where bi.item_id = ? order by bi.branch_id desc limit 1
+       select bi.branch_id, bi.position from lineage l
+         join branch_items bi on bi.branch_id = l.id and bi.item_id = ?
+        where l.holds
+        limit 1
      )
      select coalesce((select b.position from branch_items a
                          join branch_items b on b.branch_id = ? and b.item_id = a.item_id
                         where a.branch_id = h.branch_id and a.position < h.position
                         order by a.position desc limit 1), 0) as position
-       from holder h`,
-    [branchId, conversationId, itemId, branchId],
-  );
+       from holder h`;
+  return { sql, bindings: [itemId, branchId, itemId, conversationId, itemId, conversationId, maxDepth, itemId, branchId] };
+}
+
+/**
+ * Where an item the branch no longer holds stood on it: the position on `branchId` of the nearest
+ * item before it that the branch still holds (0 when none), read on the nearest branch of the
+ * branch's lineage (itself, its parent, the parent's parent …) that still references the item.
+ * A branch keeps its items in the order of the branch it came from, so the walk back stops at the
+ * first item found. A delete, edit or regenerate keeps the replaced `MAIN` as the new `MAIN`'s
+ * parent, so an item deleted from `MAIN` is still placed there while that chain of backups is
+ * whole. Undefined when no branch of the lineage holds it: another branch's own item, another
+ * conversation's, one erased with its last branch, one behind a deleted backup (deleting a branch
+ * leaves its children without a parent, which ends the walk there), or one more than
+ * `CURSOR_LINEAGE_DEPTH` branches back.
+ */
+export async function formerPositionOf(db: Db, conversationId: string, branchId: number, itemId: string, maxDepth = CURSOR_LINEAGE_DEPTH): Promise<number | undefined> {
+  const { sql, bindings } = formerPositionSql(conversationId, branchId, itemId, maxDepth);
+  const result = await db.raw(sql, bindings);
   const row = (result as { rows: { position: number | string | null }[] }).rows[0];
   return row ? Number(row.position ?? 0) : undefined;
 }

@@ -224,7 +224,8 @@ export async function listItems(db: Db, userId: string, conversationId: string, 
   const branch = await resolveBranch(db, conversation, query.branch, 'branch');
   // A page continues after the cursor's item, or, when that item was deleted since (the client
   // paging as another tab deletes), from where it stood: `asc` goes on after the last item before
-  // it, `desc` from that item down. An item no branch of its lineage holds is the kit's 400.
+  // it, `desc` from that item down. An item no branch of its lineage holds (walked back at most
+  // `CURSOR_LINEAGE_DEPTH` branches, and cut where a branch between was deleted) is the kit's 400.
   const afterPosition = await resolveCursor('after', query.after, async (id) => {
     const at = await positionOf(db, branch.id, id);
     if (at !== undefined) return at;

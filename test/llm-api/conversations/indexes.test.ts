@@ -2,11 +2,11 @@ import test from 'ava';
 import type { Knex } from 'knex';
 import { newId } from '../../../services/kit/index.js';
 import { conversationPageQuery, countConversations } from '../../../services/llm-api/conversations/store.js';
-import { itemPageQuery } from '../../../services/llm-api/conversations/items-store.js';
+import { CURSOR_LINEAGE_DEPTH, formerPositionOf, formerPositionSql, itemPageQuery } from '../../../services/llm-api/conversations/items-store.js';
 import { projectPageQuery } from '../../../services/llm-api/projects/store.js';
 import { llmApiService } from '../../../services/llm-api/service.js';
 import { openTestRuntime } from '../../helpers/env.js';
-import { analyzeOwnTables, assertIndexBacked, batchInsert as insertRows, explainQuery } from '../../helpers/query-plans.js';
+import { analyzeOwnTables, assertIndexBacked, batchInsert as insertRows, explainQuery, explainSql, type PlanNode } from '../../helpers/query-plans.js';
 
 // Listing stays index-backed at volume: 10,000 conversations (and 50,000 items, 2,000 projects)
 // spread over 500 users, bulk-inserted, then ANALYZE; the page queries the stores really run are
@@ -20,6 +20,12 @@ let runtime: Awaited<ReturnType<typeof openTestRuntime>>;
 let knex: Knex;
 const users: string[] = [];
 const sample: { userId: string; conversationId: string; branchId: number; projectId: string; itemIds: string[] } = {} as never;
+// One conversation with a chain of backups one longer than the cursor walk goes: `MAIN` and
+// `CURSOR_LINEAGE_DEPTH + 1` ancestors, as that many deletes leave behind. Every branch holds `first`
+// and `last`; only the oldest (`branchIds[0]`) still holds `deleted`, which stood between them, and
+// the older half holds `early` too (deleted half-way: a cursor's item many backups share).
+const CHAIN = CURSOR_LINEAGE_DEPTH + 2;
+const chain: { conversationId: string; branchIds: number[]; first: string; early: string; deleted: string; last: string } = {} as never;
 
 const batchInsert = (table: string, rows: Record<string, unknown>[]) => insertRows(knex, table, rows);
 
@@ -81,6 +87,25 @@ test.before(async () => {
   }
   await batchInsert('conversation_items', items);
   await batchInsert('branch_items', refs);
+
+  const chainId = newId('conversation');
+  await batchInsert('conversations', [{ id: chainId, user_id: users[0], title: 'chain', metadata: '{}', created_at: now, updated_at: now }]);
+  const [first, early, deleted, last] = ['first', 'early', 'deleted', 'last'].map((t) => ({
+    id: newId('message'), conversation_id: chainId, type: 'message', role: 'user',
+    body: JSON.stringify({ type: 'message', content: [{ type: 'input_text', text: t }] }), created_at: Date.now(),
+  }));
+  await batchInsert('conversation_items', [first!, early!, deleted!, last!]);
+  const branchIds: number[] = [];
+  for (let k = 0; k < CHAIN; k++) {
+    const name = k === CHAIN - 1 ? 'MAIN' : `MAIN_backup_${k + 1}`;
+    const [row] = await knex('conversation_branches')
+      .insert({ conversation_id: chainId, name, parent_branch: k === 0 ? null : `MAIN_backup_${k}`, created_at: now, updated_at: now })
+      .returning('id');
+    branchIds.push(Number((row as { id: number }).id));
+  }
+  const held = (k: number) => [first!, ...(k < CHAIN / 2 ? [early!] : []), ...(k === 0 ? [deleted!] : []), last!];
+  await batchInsert('branch_items', branchIds.flatMap((branch_id, k) => held(k).map((item, i) => ({ branch_id, position: i + 1, item_id: item.id }))));
+  Object.assign(chain, { conversationId: chainId, branchIds, first: first!.id, early: early!.id, deleted: deleted!.id, last: last!.id });
   await analyzeOwnTables(knex);
 
   const userId = users[Math.floor(USERS / 2)]!;
@@ -99,8 +124,10 @@ const explain = (query: Knex.QueryBuilder) => explainQuery(knex, query);
 
 test('the data set is as large as claimed', async (t) => {
   const count = async (table: string) => Number((await knex(table).count<{ c: number }[]>({ c: '*' }))[0]!.c);
-  t.is(await count('conversations'), USERS * CONVERSATIONS_PER_USER);
-  t.is(await count('conversation_items'), USERS * CONVERSATIONS_PER_USER * ITEMS_PER_CONVERSATION);
+  // Plus the one conversation of the branch chain and its four items.
+  t.is(await count('conversations'), USERS * CONVERSATIONS_PER_USER + 1);
+  t.is(await count('conversation_items'), USERS * CONVERSATIONS_PER_USER * ITEMS_PER_CONVERSATION + 4);
+  t.is(await count('conversation_branches'), USERS * CONVERSATIONS_PER_USER + CHAIN);
   t.is(await countConversations(knex, { userId: sample.userId }), CONVERSATIONS_PER_USER - 1, 'soft-deleted excluded');
 });
 
@@ -136,4 +163,58 @@ test('project pages (plain and filtered) use the project activity index', async 
   assertIndexBacked(t, await explain(projectPageQuery(knex, { userId: sample.userId, isArchived: false, isFavorite: true }, page)), {
     projects: ['projects_user_activity'],
   });
+});
+
+/** The executed plan's nodes, with the rows each really returned (per loop) and how often it ran. */
+type Executed = PlanNode & { 'Actual Rows': number; 'Actual Loops': number; 'Rows Removed by Filter'?: number; 'Rows Removed by Index Recheck'?: number };
+async function analyzedPlan(sql: string, bindings: readonly unknown[]): Promise<Executed[]> {
+  const result = await knex.raw(`explain (analyze, timing off, format json) ${sql}`, bindings as never);
+  const all = (plan: any): any[] => [plan, ...(plan.Plans ?? []).flatMap(all)];
+  return all(result.rows[0]['QUERY PLAN'][0].Plan);
+}
+
+test('an after cursor deleted since walks the branch lineage by one index lookup per branch, never a scan of all the branches', async (t) => {
+  // The worst a request can ask for: the item held only one step short of the depth bound.
+  const main = chain.branchIds.at(-1)!;
+  const { sql, bindings } = formerPositionSql(chain.conversationId, chain.branchIds[1]!, chain.deleted);
+  assertIndexBacked(t, await explainSql(knex, sql, bindings), {
+    conversation_branches: ['conversation_branches_conversation_id_name_unique'],
+    branch_items: ['branch_items_branch_id_item_id_unique', 'branch_items_pkey'],
+    conversation_items: ['conversation_items_pkey'],
+  });
+  // Executed (row counts, not timings): each read the walk repeats per branch finds at most its one
+  // row and drops none, and no read of the branches returns more than one.
+  for (const itemId of [chain.deleted, chain.early]) {
+    const walk = formerPositionSql(chain.conversationId, main, itemId);
+    const executed = await analyzedPlan(walk.sql, walk.bindings);
+    const reads = executed.filter((n) => n['Relation Name'] === 'conversation_branches' || n['Relation Name'] === 'branch_items');
+    t.true(reads.some((n) => n['Relation Name'] === 'conversation_branches' && n['Actual Loops'] > 1), 'the walk reads the branches once per step');
+    for (const n of reads.filter((r) => r['Relation Name'] === 'conversation_branches' || r['Actual Loops'] > 1)) {
+      t.true(n['Actual Rows'] <= 1, `one row per read of ${n['Relation Name']}, not the conversation's ${CHAIN} branches: ${JSON.stringify(n)}`);
+      t.true((n['Rows Removed by Filter'] ?? 0) <= 1, `no rows read to be dropped: ${JSON.stringify(n)}`);
+    }
+    t.false(executed.some((n) => n['Node Type'] === 'Hash'), 'no hash of the branches rebuilt at every step');
+  }
+});
+
+test('the lineage walk stops at the first branch holding the item, walks nothing for an id of no item of the conversation, and ends at the depth bound', async (t) => {
+  const walked = async (branchId: number, itemId: string) => {
+    const { sql, bindings } = formerPositionSql(chain.conversationId, branchId, itemId);
+    const union = (await analyzedPlan(sql, bindings)).find((n) => n['Node Type'] === 'Recursive Union');
+    return union ? union['Actual Rows'] * union['Actual Loops'] : 0;
+  };
+  // Held by the parent: the branch and its parent, not the whole chain behind them.
+  t.is(await walked(chain.branchIds[1]!, chain.deleted), 2);
+  const youngestWithEarly = Math.ceil(CHAIN / 2) - 1;
+  t.is(await walked(chain.branchIds.at(-1)!, chain.early), CHAIN - youngestWithEarly, 'from MAIN back to the youngest backup holding it');
+  t.is(await formerPositionOf(knex, chain.conversationId, chain.branchIds.at(-1)!, chain.early), 1);
+  t.is(await formerPositionOf(knex, chain.conversationId, chain.branchIds[1]!, chain.deleted), 2, 'after `early`, the item before it');
+  // Another conversation's item, or no item at all: nothing is walked, and it has no place.
+  t.is(await walked(chain.branchIds.at(-1)!, sample.itemIds[0]!), 0);
+  t.is(await walked(chain.branchIds.at(-1)!, 'msg_unknown'), 0);
+  t.is(await formerPositionOf(knex, chain.conversationId, chain.branchIds.at(-1)!, sample.itemIds[0]!), undefined);
+  // Exactly at the bound it is placed; one branch further it is refused like an unknown id.
+  t.is(await formerPositionOf(knex, chain.conversationId, chain.branchIds.at(-2)!, chain.deleted), 1, `${CURSOR_LINEAGE_DEPTH} branches back`);
+  t.is(await formerPositionOf(knex, chain.conversationId, chain.branchIds.at(-1)!, chain.deleted), undefined, `${CURSOR_LINEAGE_DEPTH + 1} branches back`);
+  t.is(await walked(chain.branchIds.at(-1)!, chain.deleted), CURSOR_LINEAGE_DEPTH + 1, 'the walk ends at the bound');
 });

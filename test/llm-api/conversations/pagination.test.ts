@@ -180,3 +180,18 @@ test('items: a cursor the branch cannot place is a 400 naming after (erased for 
   assertBadRequest(t, await alice.get(`/v1/conversations/${id}/items?branch=MAIN&after=${own}`), 'after');
   t.is((await alice.get(`/v1/conversations/${id}/items?branch=side&after=${own}`)).status, 200);
 });
+
+test('items: a cursor deleted from MAIN is placed while the chain of backups back to it is whole; deleting a backup between cuts it (400)', async (t) => {
+  const id = (await alice.post('/v1/conversations')).body.id as string;
+  const ids: string[] = (await alice.post(`/v1/conversations/${id}/items`, { items: ['a', 'b', 'c', 'd'].map(text) })).body.data.map((i: any) => i.id);
+  const page = (query: string) => alice.get(`/v1/conversations/${id}/items?${query}`);
+  const first = (await alice.del(`/v1/conversations/${id}/items/${ids[1]}`)).body.old_main_backup as string; // holds b
+  const between = (await alice.del(`/v1/conversations/${id}/items/${ids[3]}`)).body.old_main_backup as string; // holds no b
+  t.deepEqual((await page(`order=asc&after=${ids[1]}`)).body.data.map((i: any) => i.id), [ids[2]], 'MAIN → the backup between → the one holding b');
+  // The backup between goes: MAIN has no parent any more, although b is still stored (on the first backup).
+  t.is((await alice.del(`/v1/conversations/${id}/branches/${between}`)).status, 200);
+  const cut = await page(`order=asc&after=${ids[1]}`);
+  assertBadRequest(t, cut, 'after');
+  t.regex(cut.body.error.message, /list again without 'after'/);
+  t.is((await page(`branch=${first}&order=asc&after=${ids[1]}`)).status, 200, 'the branch that holds it still pages after it');
+});
