@@ -48,8 +48,19 @@ export function createS3Storage(options: S3StorageOptions): ObjectStorage {
     requestTimeout: options.requestTimeoutMs ?? 15000,
     throwOnRequestTimeout: true,
   };
+  // Checksums only where S3 requires one: by default the SDK signs into a presigned PUT the CRC32
+  // of the body it has at signing time, none (`x-amz-checksum-crc32=AAAAAA==`), and S3 (R2, MinIO)
+  // then refuses every real upload to that URL as a checksum mismatch.
   const clientFor = (endpoint?: string) =>
-    new S3Client({ endpoint, region: options.region, credentials, forcePathStyle: options.forcePathStyle, systemClockOffset: 0, requestHandler });
+    new S3Client({
+      endpoint,
+      region: options.region,
+      credentials,
+      forcePathStyle: options.forcePathStyle,
+      systemClockOffset: 0,
+      requestHandler,
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+    });
   const client = clientFor(options.endpoint);
   client.middlewareStack.add(
     (next) => async (args) => {

@@ -24,8 +24,11 @@ const MiB = 1024 * 1024;
 
 /** The Media API as data (services/kit/http/route-table.ts). `deps` is touched only inside handlers. */
 export function mediaRoutes(deps: () => MediaApiDeps, limits: { maxBytes: number; jsonMaxDepth?: number }): Route[] {
-  // base64 grows bytes by 4/3; the JSON around it is small.
-  const jsonUploadLimit = Math.ceil((limits.maxBytes * 4) / 3) + MiB;
+  // base64 grows bytes by 4/3, and MIME-style line breaks (CRLF after every 76 characters, four
+  // bytes once escaped in JSON: what PHP's chunk_split, Java's MIME encoder and .NET's
+  // InsertLineBreaks write) by another 80/76: an image within the size limit sent that way must
+  // not be refused as a body too large. The JSON around it is small.
+  const jsonUploadLimit = Math.ceil((Math.ceil(limits.maxBytes / 3) * 4 * 80) / 76) + MiB;
   return [
     route({
       method: 'post',

@@ -1,3 +1,5 @@
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
 import type { Request } from 'express';
 import busboy from 'busboy';
 import { ApiError, bodyTooLarge, EgressRefusedError, TOO_MANY_REDIRECTS, trimTrailing, type EgressGuard } from '../../kit/index.js';
@@ -35,7 +37,7 @@ export async function fetchSource(guard: EgressGuard, url: string, limits: Sourc
     if (response.status < 200 || response.status >= 300) {
       throw new ApiError(400, `The URL answered HTTP ${response.status}`, { param });
     }
-    return response.body;
+    return await decodeContent(response.body, response.headers['content-encoding'], limits.maxBytes, param);
   } catch (error) {
     if (error instanceof ApiError) throw error;
     if (error instanceof EgressRefusedError) {
@@ -48,6 +50,40 @@ export async function fetchSource(guard: EgressGuard, url: string, limits: Sourc
     if (deadline.aborted && !signal.aborted) throw new ApiError(400, `The URL did not answer within ${limits.fetchTimeoutMs} ms`, { param });
     throw new ApiError(400, 'The URL could not be fetched', { param, cause: error });
   }
+}
+
+const gunzip = promisify(zlib.gunzip);
+const inflate = promisify(zlib.inflate);
+const inflateRaw = promisify(zlib.inflateRaw);
+const brotliDecompress = promisify(zlib.brotliDecompress);
+const DECODERS: Record<string, (body: Buffer, options: zlib.ZlibOptions & zlib.BrotliOptions) => Promise<Buffer>> = {
+  gzip: gunzip,
+  'x-gzip': gunzip,
+  // `deflate` is zlib-wrapped by the standard; some servers send it raw.
+  deflate: (body, options) => inflate(body, options).catch(() => inflateRaw(body, options)),
+  br: brotliDecompress,
+};
+
+/**
+ * The body as the server meant it: a server may compress it although it was not asked to (an
+ * object stored gzipped with `Content-Encoding: gzip` is served so to every client, and browsers
+ * show it), so the codings are undone, the output cut at the size limit (no decompression bomb
+ * gets past it).
+ */
+async function decodeContent(body: Buffer, header: string | undefined, maxBytes: number, param: string): Promise<Buffer> {
+  const codings = (header ?? '').split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding && coding !== 'identity');
+  let out = body;
+  for (const coding of codings.reverse()) {
+    const decode = DECODERS[coding];
+    if (!decode) throw new ApiError(400, `The URL answered with a Content-Encoding that cannot be read (${coding.slice(0, 40)})`, { param });
+    try {
+      out = await decode(out, { maxOutputLength: maxBytes });
+    } catch (error) {
+      if ((error as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(maxBytes, param);
+      throw new ApiError(400, `The URL's body could not be decoded (Content-Encoding ${coding})`, { param });
+    }
+  }
+  return out;
 }
 
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
@@ -83,6 +119,9 @@ export function decodeBase64Source(data: string, maxBytes: number, param: string
   return /^\s*data:/i.test(data) ? decodeDataUrl(data, maxBytes, param) : decodeBase64(data, maxBytes, param);
 }
 
+/** Parts a multipart upload may have, the `file` part and every field included. */
+export const MAX_MULTIPART_PARTS = 12;
+
 /**
  * Reads the `file` part (and an optional `filename` field) of a multipart body, stopping at
  * `maxBytes`: a larger part ends the request with 400 without reading the rest into memory.
@@ -97,7 +136,14 @@ export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = max
       // defParamCharset: browsers and curl send raw UTF-8 in `filename="…"` (busboy defaults to latin1).
       // No `files` limit: busboy would count every file part whatever its name; the one-file rule
       // is for the `file` part and is enforced below (`parts` bounds the number of parts).
-      parser = busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { fileSize: maxBytes, fields: 10, fieldSize: 4096, parts: 12 } });
+      // busboy signals `partsLimit` when a part *reaches* the limit (and drops fields past `fields`
+      // silently), so the limit given is one more than the parts allowed: the part past the bound
+      // is refused, and no field within it is lost (a `filename` field among them included).
+      parser = busboy({
+        headers: req.headers,
+        defParamCharset: 'utf8',
+        limits: { fileSize: maxBytes, fields: MAX_MULTIPART_PARTS, fieldSize: 4096, parts: MAX_MULTIPART_PARTS + 1 },
+      });
     } catch {
       reject(new ApiError(400, 'Malformed multipart/form-data request (boundary missing)', { param: 'file' }));
       return;
