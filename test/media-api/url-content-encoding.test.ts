@@ -65,7 +65,13 @@ test('a compressed body that inflates past the size limit is refused as too larg
   const cases: Array<[string, RegExp]> = [
     [serve('/bomb', bomb, 'gzip'), new RegExp(`exceeds the size limit of ${MAX_BYTES} bytes`)],
     [serve('/bomb-br', zlib.brotliCompressSync(padded), 'br'), new RegExp(`exceeds the size limit of ${MAX_BYTES} bytes`)],
+    // Wrapped deflate past the limit is "too large" too, not retried as raw deflate and called broken.
+    [serve('/bomb-deflate', zlib.deflateSync(padded), 'deflate'), new RegExp(`exceeds the size limit of ${MAX_BYTES} bytes`)],
     [serve('/unknown', png, 'compress'), /Content-Encoding that cannot be read \(compress\)/],
+    // A coding named like a member every object has is no decoder either.
+    [serve('/member', png, 'constructor'), /Content-Encoding that cannot be read \(constructor\)/],
+    // A header may name thousands of layers, each a pass over up to the limit: six are refused unread.
+    [serve('/layers', png, Array(6).fill('gzip').join(', ')), /6 Content-Encoding layers \(at most 5 are read\)/],
     [serve('/broken', Buffer.from('not gzip at all'), 'gzip'), /could not be decoded \(Content-Encoding gzip\)/],
   ];
   for (const [url, message] of cases) {

@@ -37,7 +37,7 @@ export async function fetchSource(guard: EgressGuard, url: string, limits: Sourc
     if (response.status < 200 || response.status >= 300) {
       throw new ApiError(400, `The URL answered HTTP ${response.status}`, { param });
     }
-    return await decodeContent(response.body, response.headers['content-encoding'], limits.maxBytes, param);
+    return await decodeContent(response.body, response.headers['content-encoding'], limits.maxBytes, param, deadline, limits.fetchTimeoutMs);
   } catch (error) {
     if (error instanceof ApiError) throw error;
     if (error instanceof EgressRefusedError) {
@@ -56,13 +56,23 @@ const gunzip = promisify(zlib.gunzip);
 const inflate = promisify(zlib.inflate);
 const inflateRaw = promisify(zlib.inflateRaw);
 const brotliDecompress = promisify(zlib.brotliDecompress);
-const DECODERS: Record<string, (body: Buffer, options: zlib.ZlibOptions & zlib.BrotliOptions) => Promise<Buffer>> = {
-  gzip: gunzip,
-  'x-gzip': gunzip,
-  // `deflate` is zlib-wrapped by the standard; some servers send it raw.
-  deflate: (body, options) => inflate(body, options).catch(() => inflateRaw(body, options)),
-  br: brotliDecompress,
-};
+/** A zlib stream's two-byte header (RFC 1950): method 8 (deflate), and the pair a multiple of 31. */
+const hasZlibHeader = (body: Buffer) => body.length >= 2 && (body[0]! & 0x0f) === 8 && ((body[0]! << 8) | body[1]!) % 31 === 0;
+type Decoder = (body: Buffer, options: zlib.ZlibOptions & zlib.BrotliOptions) => Promise<Buffer>;
+// A Map: a coding named like an object's own member (`constructor`) is no decoder.
+const DECODERS = new Map<string, Decoder>([
+  ['gzip', gunzip],
+  ['x-gzip', gunzip],
+  // `deflate` is zlib-wrapped by the standard; some servers send it raw. Told apart by the header,
+  // so a wrapped stream's failure (its output past the limit) is never retried as raw.
+  ['deflate', (body, options) => (hasZlibHeader(body) ? inflate(body, options) : inflateRaw(body, options))],
+  ['br', brotliDecompress],
+]);
+/**
+ * Layers undone at most: each is a pass of the thread pool over up to the size limit, and a header
+ * may name thousands (undici stops at 5 as well); servers send one.
+ */
+const MAX_CODINGS = 5;
 
 /**
  * The body as the server meant it: a server may compress it although it was not asked to (an
@@ -70,12 +80,15 @@ const DECODERS: Record<string, (body: Buffer, options: zlib.ZlibOptions & zlib.B
  * show it), so the codings are undone, the output cut at the size limit (no decompression bomb
  * gets past it).
  */
-async function decodeContent(body: Buffer, header: string | undefined, maxBytes: number, param: string): Promise<Buffer> {
+async function decodeContent(body: Buffer, header: string | undefined, maxBytes: number, param: string, deadline: AbortSignal, timeoutMs: number): Promise<Buffer> {
   const codings = (header ?? '').split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding && coding !== 'identity');
+  if (codings.length > MAX_CODINGS) throw new ApiError(400, `The URL answered with ${codings.length} Content-Encoding layers (at most ${MAX_CODINGS} are read)`, { param });
   let out = body;
   for (const coding of codings.reverse()) {
-    const decode = DECODERS[coding];
+    const decode = DECODERS.get(coding);
     if (!decode) throw new ApiError(400, `The URL answered with a Content-Encoding that cannot be read (${coding.slice(0, 40)})`, { param });
+    // The fetch's deadline bounds the decoding too, checked between layers.
+    if (deadline.aborted) throw new ApiError(400, `The URL did not answer within ${timeoutMs} ms`, { param });
     try {
       out = await decode(out, { maxOutputLength: maxBytes });
     } catch (error) {
