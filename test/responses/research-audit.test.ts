@@ -25,12 +25,27 @@ async function post(key: string, body: unknown) {
   return { status: res.status, body: (await res.json()) as any };
 }
 
-test('a tool object is refused naming its own wrong field: server_url and allowed_tools of an mcp tool, the type of an unknown kind', async (t) => {
+test('a tool object is refused naming its own wrong field: server_url, connector_id, authorization, headers and allowed_tools of an mcp tool, the type of an unknown kind', async (t) => {
   const { key } = await p.newUser();
   const remote = await post(key, { model: MODEL, input: 'x', tools: [{ type: 'mcp', server_label: 'remote', server_url: 'https://mcp.example.com/sse' }] });
   t.is(remote.status, 400);
   t.is(remote.body.error.param, 'tools[0].server_url');
   t.regex(remote.body.error.message, /leave server_url out/);
+
+  // A connector is another server as well; credentials for one reach no server, and would be stored and echoed.
+  for (const [field, value] of [
+    ['connector_id', 'connector_googledrive'],
+    ['authorization', 'ya29.secret-oauth-token'],
+    ['headers', { Authorization: 'Bearer secret' }],
+  ] as const) {
+    const other = await post(key, { model: MODEL, input: 'x', tools: [{ type: 'mcp', server_label: 'drive', [field]: value }] });
+    t.is(other.status, 400, field);
+    t.is(other.body.error.param, `tools[0].${field}`);
+    t.false(JSON.stringify(other.body).includes('secret'), 'the refusal does not repeat the credential');
+  }
+  p.fake.script('mcp-nulls', [{ content: 'ok' }]);
+  const nulls = await post(key, { model: MODEL, input: 'x #script:mcp-nulls', tools: [{ type: 'mcp', server_label: 'jan', connector_id: null, authorization: null, headers: null }] });
+  t.is(nulls.status, 200);
 
   const filter = await post(key, { model: MODEL, input: 'x', tools: ['python_exec', { type: 'mcp', server_label: 'jan', allowed_tools: 'python_exec' }] });
   t.is(filter.status, 400);

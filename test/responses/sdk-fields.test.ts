@@ -1,11 +1,13 @@
 import test from 'ava';
-import { BadRequestError, NotFoundError } from 'openai';
+import OpenAI, { BadRequestError, NotFoundError } from 'openai';
 import { MODEL, REASONING_MODEL, startResponsesPlatform, type ResponsesPlatform } from './harness.js';
 
 // Fields of the official SDK's Responses types: every `ReasoningEffort` level reaches the step as
 // sent; function tools echo `parameters` and `strict` (null when left out); the optional request
 // fields the SDK's `Response` carries are echoed; input the model could not be given as sent is a
-// 400 naming it; the SDK's routes this server does not serve are a 404 naming the path.
+// 400 naming it; the SDK's routes this server does not serve are a 404 naming the path; an mcp
+// tool's allowed_tools filter narrows the tools offered; a function tool's Responses-only fields are
+// not sent to the provider; a prompt template (which the platform does not keep) is a 400.
 let p: ResponsesPlatform;
 
 test.before(async () => {
@@ -40,6 +42,39 @@ test('function tools are echoed with parameters and strict, null when the client
   // The model is still offered an (empty) object schema for the bare one.
   const [step] = p.fake.scriptRequests('echo-tools');
   t.deepEqual(step!.body.tools[0].function, { name: 'bare', parameters: { type: 'object', properties: {} } });
+});
+
+test("a function tool's Responses-only fields (defer_loading, output_schema, allowed_callers) are echoed but never sent to the provider", async (t) => {
+  p.fake.script('fn-extras', [{ content: 'no call' }]);
+  const { client } = await p.newClient();
+  const tool: OpenAI.Responses.FunctionTool = {
+    type: 'function',
+    name: 'lookup',
+    description: 'finds a thing',
+    parameters: { type: 'object', properties: { q: { type: 'string' } } },
+    strict: false,
+    defer_loading: false,
+    output_schema: { type: 'object' },
+    allowed_callers: ['direct'],
+  };
+  const response = await client.responses.create({ model: MODEL, input: 'x #script:fn-extras', tools: [tool] });
+  t.is(response.status, 'completed');
+  t.deepEqual(response.tools, [tool]);
+  const [step] = p.fake.scriptRequests('fn-extras');
+  t.deepEqual(step!.body.tools, [{ type: 'function', function: { name: 'lookup', description: 'finds a thing', parameters: tool.parameters, strict: false } }]);
+});
+
+test('a prompt template is a 400 naming prompt (the platform has none), before any step; prompt: null is taken', async (t) => {
+  p.fake.script('prompt-template', [{ content: 'must not be asked' }]);
+  const { client } = await p.newClient();
+  const error = await t.throwsAsync(client.responses.create({ model: MODEL, input: 'x #script:prompt-template', tools: [], prompt: { id: 'pmpt_123', variables: { city: 'Paris' } } }), { instanceOf: BadRequestError });
+  t.is((error as BadRequestError).param, 'prompt');
+  t.regex((error as BadRequestError).message, /prompt templates are not supported/);
+  const streamed = await t.throwsAsync(client.responses.create({ model: MODEL, input: 'x #script:prompt-template', tools: [], prompt: { id: 'pmpt_123' }, stream: true }), { instanceOf: BadRequestError });
+  t.is((streamed as BadRequestError).param, 'prompt');
+  t.is(p.fake.scriptRequests('prompt-template').length, 0);
+  p.fake.script('prompt-null', [{ content: 'ok' }]);
+  t.is((await client.responses.create({ model: MODEL, input: 'x #script:prompt-null', tools: [], prompt: null })).status, 'completed');
 });
 
 test('user, safety_identifier, prompt_cache_key, service_tier and top_logprobs are echoed (null when absent; the tier served is default)', async (t) => {
@@ -108,4 +143,24 @@ test('responses.inputTokens.count() and responses.compact() are a 404 naming the
   t.regex((count as NotFoundError).message, /POST \/v1\/responses\/input_tokens is not supported/);
   const compact = await t.throwsAsync(client.responses.compact({ model: MODEL, input: 'shorter please' } as any), { instanceOf: NotFoundError });
   t.regex((compact as NotFoundError).message, /POST \/v1\/responses\/compact is not supported/);
+});
+
+test("an mcp tool's allowed_tools as the SDK's filter ({tool_names, read_only}) narrows the platform tools offered; an unknown name is a 400", async (t) => {
+  const { client } = await p.newClient();
+  const offered = async (allowed_tools: OpenAI.Responses.Tool.Mcp['allowed_tools'], name: string) => {
+    p.fake.script(name, [{ content: 'ok' }]);
+    const response = await client.responses.create({ model: MODEL, input: `x #script:${name}`, tools: [{ type: 'mcp', server_label: 'jan', allowed_tools }] });
+    t.deepEqual(response.tools[0], { type: 'mcp', server_label: 'jan', allowed_tools });
+    return (p.fake.scriptRequests(name)[0]!.body.tools ?? []).map((tool: any) => tool.function.name).sort();
+  };
+  t.deepEqual(await offered({ tool_names: ['python_exec', 'scrape'] }, 'filter-names'), ['python_exec', 'scrape']);
+  // file_search_index writes an index; every other platform tool is annotated read-only.
+  t.deepEqual(await offered({ tool_names: ['python_exec', 'file_search_index'], read_only: true }, 'filter-both'), ['python_exec']);
+  t.deepEqual(await offered({ read_only: false }, 'filter-writes'), ['file_search_index']);
+  // A filter that names nothing keeps every platform tool, as no allowed_tools does.
+  t.deepEqual(await offered({}, 'filter-empty'), await offered(null, 'filter-none'));
+  const unknown = await t.throwsAsync(client.responses.create({ model: MODEL, input: 'x', tools: [{ type: 'mcp', server_label: 'jan', allowed_tools: { tool_names: ['no_such_tool'] } }] }), { instanceOf: BadRequestError });
+  t.is((unknown as BadRequestError).param, 'tools[0]');
+  const bad = await t.throwsAsync(client.responses.create({ model: MODEL, input: 'x', tools: [{ type: 'mcp', server_label: 'jan', allowed_tools: { tool_names: 'python_exec' } as any }] }), { instanceOf: BadRequestError });
+  t.regex((bad as BadRequestError).param ?? '', /^tools\[0\]\.allowed_tools/);
 });

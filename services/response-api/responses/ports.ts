@@ -91,6 +91,8 @@ export interface ToolDescription {
   name: string;
   description?: string;
   inputSchema: Record<string, unknown>;
+  /** The tool says it changes nothing (MCP's `readOnlyHint`): what an `allowed_tools` filter's `read_only` matches. */
+  readOnly?: boolean;
 }
 
 export interface ToolSession {
@@ -307,7 +309,7 @@ export function createToolsPort(options: { baseUrl: () => string; gatewayToken: 
           let cursor: string | undefined;
           do {
             const page = await client.listTools(cursor ? { cursor } : {}, { signal: openSignal });
-            tools.push(...page.tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as Record<string, unknown> })));
+            tools.push(...page.tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as Record<string, unknown>, readOnly: t.annotations?.readOnlyHint === true })));
             cursor = page.nextCursor;
           } while (cursor);
           if (options.listCacheMs > 0) cachedList = { tools, expires: options.clock.now() + options.listCacheMs };

@@ -473,17 +473,27 @@ async function planFor(input: CreateResponseRequest, principal: Principal, proje
   const functionAt: number[] = [];
   if (!input.tools) available.forEach((t) => chosen.add(t.name));
   (input.tools ?? []).forEach((entry, index) => {
-    const names = typeof entry === 'string' ? [entry] : entry.type === 'mcp' ? (entry.allowed_tools ?? available.map((t) => t.name)) : null;
+    const allowedTools = typeof entry !== 'string' && entry.type === 'mcp' ? entry.allowed_tools : null;
+    // `allowed_tools` as the SDK's `McpToolFilter`: the tools it names (all without `tool_names`),
+    // of those the ones whose read-only annotation is `read_only` when it is given.
+    const filter = allowedTools && !Array.isArray(allowedTools) ? allowedTools : null;
+    const names = typeof entry === 'string' ? [entry] : entry.type === 'mcp' ? ((filter ? filter.tool_names : (allowedTools as string[] | null | undefined)) ?? available.map((t) => t.name)) : null;
+    const readOnly = typeof filter?.read_only === 'boolean' ? filter.read_only : null;
     if (names) {
       for (const name of names) {
         if (!byName.has(name)) throw badRequest(`tools[${index}]: '${name}' is not an available tool`, `tools[${index}]`);
-        chosen.add(name);
+        if (readOnly === null || (byName.get(name)!.readOnly === true) === readOnly) chosen.add(name);
       }
     } else if (typeof entry !== 'string' && entry.type === 'function') {
-      const { type: _type, ...fn } = entry;
-      // An optional field sent as null (`description: null`, as the SDK's type allows) is left out: chat completions take no null there.
-      for (const key of Object.keys(fn)) if ((fn as Record<string, unknown>)[key] === null) delete (fn as Record<string, unknown>)[key];
-      functionTools.push({ type: 'function', function: { ...fn, parameters: entry.parameters ?? { type: 'object', properties: {} } } as any });
+      // Only the fields of a chat completions function: the Responses API's own (`defer_loading`,
+      // `output_schema`, `allowed_callers`, as the SDK's type has them) and any other key are echoed,
+      // never sent to a provider, which refuses a parameter it does not know. An optional field sent
+      // as null (`description: null`, as the SDK's type allows) is left out: chat completions take no null there.
+      const fn: { name: string } & Record<string, unknown> = { name: entry.name };
+      if (entry.description !== undefined && entry.description !== null) fn.description = entry.description;
+      fn.parameters = entry.parameters ?? { type: 'object', properties: {} };
+      if (entry.strict !== undefined && entry.strict !== null) fn.strict = entry.strict;
+      functionTools.push({ type: 'function', function: fn });
       functionAt.push(index);
     }
   });

@@ -18,12 +18,26 @@ const requireApproval = z
   .union([z.literal('never'), z.looseObject({ always: z.null({ error: NO_APPROVAL }).optional() })], { error: NO_APPROVAL })
   .nullable()
   .optional();
-/** The platform's own MCP tools; `allowed_tools` narrows them. An external `server_url` is not supported. */
+const toolName = z.string().min(1).max(64);
+/**
+ * The platform's own MCP tools; `allowed_tools` narrows them, as a list of names or as the SDK's
+ * `McpToolFilter` (`tool_names`, `read_only`). An external `server_url` is not supported.
+ */
 const mcpTool = z.looseObject({
   type: z.literal('mcp'),
   server_label: z.string().min(1).max(64).optional(),
-  allowed_tools: z.array(z.string().min(1).max(64)).nullable().optional(),
+  allowed_tools: z
+    .union([z.array(toolName), z.looseObject({ tool_names: z.array(toolName).nullable().optional(), read_only: z.boolean().nullable().optional() })], {
+      error: 'must be a list of tool names or a filter {tool_names, read_only}',
+    })
+    .nullable()
+    .optional(),
   server_url: z.undefined({ error: 'only the platform tools are available: leave server_url out' }).optional(),
+  // An OpenAI connector is another server too; its credentials would reach no server, yet be stored
+  // and echoed with the response's `tools` on every retrieve.
+  connector_id: z.null({ error: 'only the platform tools are available: leave connector_id out' }).optional(),
+  authorization: z.null({ error: "the platform's tools run as the caller: leave authorization out" }).optional(),
+  headers: z.null({ error: "the platform's tools run as the caller: leave headers out" }).optional(),
   require_approval: requireApproval,
 });
 /**
@@ -70,6 +84,8 @@ export const createResponseSchema = z.looseObject({
   model: z.string({ error: 'model is required' }).min(1).max(300),
   input: z.union([z.string(), z.array(inputItem).max(1000)]).optional(),
   instructions: z.string().nullable().optional(),
+  /** A stored prompt template (OpenAI's dashboard prompts): the platform has none, and running without it would answer another request. */
+  prompt: z.null({ error: 'prompt templates are not supported by this server: send the instructions and input themselves' }).optional(),
   tools: z.array(toolEntry).max(128).nullable().optional(),
   tool_choice: z
     .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string(), name: z.string().nullable().optional() })])
