@@ -49,7 +49,9 @@ test('a tool call whose connection to mcp-tools stalls after initialize ends at 
   const stalled = await stalledAfterInitialize(t);
   const tools = createToolsPort({ baseUrl: () => stalled.url, gatewayToken: 'token', clock: systemClock, listCacheMs: 0 });
   const session = await tools.open(principal, new AbortController().signal);
-  const error = await t.throwsAsync(session.call('python_exec', { code: 'print(1)' }, { signal: new AbortController().signal, timeoutMs: 300 }));
+  // Long enough for `initialize` and the held POST to reach the endpoint on a loaded machine (at
+  // 300 ms a busy CI run once timed out before the POST arrived); the assertions below need both.
+  const error = await t.throwsAsync(session.call('python_exec', { code: 'print(1)' }, { signal: new AbortController().signal, timeoutMs: 3000 }));
   t.is((error as { code?: unknown }).code, ErrorCode.RequestTimeout);
   t.deepEqual(stalled.held, ['notifications/initialized'], 'the call never got past connecting');
   // The held request is ended from the client's side, not left to mcp-tools.
