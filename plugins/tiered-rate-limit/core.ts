@@ -62,8 +62,10 @@ export function configAtScope(config: TieredRateLimitConfig, scoped: boolean): T
  * API keys of `ip_exempt_tiers` (enterprise) and of administrators (`ip_exempt_admins`) are never
  * held to the per-address limit: a server behind one address may send as much as its key allows.
  * The per-address count runs before authentication, so the exemption works in two steps:
- * - a key seen exempt in the last minute skips the per-address count at once (its hash is
- *   remembered in this process, and so is whether it was exempt on its last request);
+ * - a key seen exempt in the last minute is not counted before authentication (its hash is
+ *   remembered in this process, and so is whether it was exempt on its last request): the count
+ *   is left to the access phase, which drops it only when that key authenticated the request, so a
+ *   known exempt key carried to a public route (where no auth plugin checks it) buys nothing;
  * - a request carrying a key not yet known, from an address over its limit, is not refused at once:
  *   the refusal is put off until the key is checked, then dropped for an exempt key and sent
  *   otherwise. Such deferrals are counted per address and window and capped at the limit itself,
@@ -304,7 +306,11 @@ export function createTieredRateLimit(
     const key = presentedKey(request);
     if (key) {
       const known = remembered(apiKeyHash(request, key), clock.now());
-      if (known?.exempt) return CONTINUE;
+      // Exempt only if the key turns out to authenticate this request: on a public route (where no
+      // auth plugin checks it) or when it is refused, the access phase (or the host's settle) counts
+      // the address after all. Needs no revocation channel, unlike the line below: a host that
+      // cannot settle (Kong, after a refusal) loses no count this request would otherwise have had.
+      if (known?.exempt) return COUNT_IP_AT_ACCESS;
       if (known && unsubscribers.length > 0 && onlyCredential(request)) return COUNT_IP_AT_ACCESS;
     }
     return check(request, 'rewrite', { countIp: true, deferrable: key !== null });

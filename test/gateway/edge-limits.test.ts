@@ -130,3 +130,18 @@ test.serial('enterprise keys are never held to the per-IP limit; a free key from
   const other = edge.validator.add('user_ent_ip2', 'enterprise');
   t.is((await get('/v1/models', { ...from, 'x-api-key': other.key })).status, 200);
 });
+
+test.serial('an enterprise key exempts only the requests it authenticates: beside a public route it buys no requests past the per-IP limit', async (t) => {
+  clock.set(T0 + 21_600_000);
+  const from = { 'x-forwarded-for': '203.0.113.140' };
+  const enterprise = edge.validator.add('user_ent_public', 'enterprise');
+  // Known (and exempt) from an authenticated request…
+  t.is((await get('/v1/models', { ...from, 'x-api-key': enterprise.key })).status, 200);
+  // …but a public route never checks the key it carries: there the address's 5 per minute hold.
+  const statuses: number[] = [];
+  for (let i = 0; i < 7; i++) statuses.push((await get('/.well-known/jwks.json', { ...from, 'x-api-key': enterprise.key })).status);
+  t.deepEqual(statuses, [200, 200, 200, 200, 429, 429, 429]);
+  // The key itself is still exempt where it authenticates the request.
+  t.is((await get('/v1/models', { ...from, 'x-api-key': enterprise.key })).status, 200);
+  t.is((await get('/v1/models', { ...from, authorization: `Bearer ${enterprise.key}` })).status, 200);
+});
