@@ -25,7 +25,7 @@ async function post(key: string, body: unknown) {
   return { status: res.status, body: (await res.json()) as any };
 }
 
-test('a tool object is refused naming its own wrong field: server_url, connector_id, authorization, headers and allowed_tools of an mcp tool, the type of an unknown kind', async (t) => {
+test('a tool object is refused naming its own wrong field: server_url, connector_id, tunnel_id, authorization, headers and allowed_tools of an mcp tool, the type of an unknown kind', async (t) => {
   const { key } = await p.newUser();
   const remote = await post(key, { model: MODEL, input: 'x', tools: [{ type: 'mcp', server_label: 'remote', server_url: 'https://mcp.example.com/sse' }] });
   t.is(remote.status, 400);
@@ -35,17 +35,28 @@ test('a tool object is refused naming its own wrong field: server_url, connector
   // A connector is another server as well; credentials for one reach no server, and would be stored and echoed.
   for (const [field, value] of [
     ['connector_id', 'connector_googledrive'],
+    ['tunnel_id', 'tunnel_secret-1234'],
     ['authorization', 'ya29.secret-oauth-token'],
     ['headers', { Authorization: 'Bearer secret' }],
   ] as const) {
     const other = await post(key, { model: MODEL, input: 'x', tools: [{ type: 'mcp', server_label: 'drive', [field]: value }] });
     t.is(other.status, 400, field);
     t.is(other.body.error.param, `tools[0].${field}`);
+    t.regex(other.body.error.message, new RegExp(`leave ${field} out`));
     t.false(JSON.stringify(other.body).includes('secret'), 'the refusal does not repeat the credential');
   }
+  // Null is taken for each; the echo leaves out the nulls the SDK's Tool.Mcp has no null for, and keeps headers: null.
   p.fake.script('mcp-nulls', [{ content: 'ok' }]);
-  const nulls = await post(key, { model: MODEL, input: 'x #script:mcp-nulls', tools: [{ type: 'mcp', server_label: 'jan', connector_id: null, authorization: null, headers: null }] });
+  const nulls = await post(key, { model: MODEL, input: 'x #script:mcp-nulls', tools: [{ type: 'mcp', server_label: 'jan', connector_id: null, tunnel_id: null, authorization: null, headers: null }] });
   t.is(nulls.status, 200);
+  t.deepEqual(nulls.body.tools, [{ type: 'mcp', server_label: 'jan', headers: null }]);
+  const kept = await fetch(`${p.url}/v1/responses/${nulls.body.id}`, { headers: { 'x-api-key': key } });
+  t.deepEqual(((await kept.json()) as any).tools, [{ type: 'mcp', server_label: 'jan', headers: null }]);
+  // An empty header map carries no credential: taken, and echoed as null.
+  p.fake.script('mcp-empty-headers', [{ content: 'ok' }]);
+  const empty = await post(key, { model: MODEL, input: 'x #script:mcp-empty-headers', tools: [{ type: 'mcp', server_label: 'jan', headers: {} }] });
+  t.is(empty.status, 200);
+  t.deepEqual(empty.body.tools, [{ type: 'mcp', server_label: 'jan', headers: null }]);
 
   const filter = await post(key, { model: MODEL, input: 'x', tools: ['python_exec', { type: 'mcp', server_label: 'jan', allowed_tools: 'python_exec' }] });
   t.is(filter.status, 400);

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Migration } from '../../kit/index.js';
 
 /**
@@ -89,4 +90,89 @@ export const responsesMigrations: Migration[] = [
       });
     },
   },
+  {
+    // An mcp tool's `authorization` and `headers` (credentials for another server) were once taken
+    // and kept with the response's `tools`, so a retrieve or a stream replay served them back until
+    // the retention purge. They are removed from the stored responses and from their kept events.
+    // No down: the credentials are gone.
+    name: '20261207_2350_responses_mcp_credentials_removed',
+    up: removeMcpCredentials,
+  },
 ];
+
+/** Rows read per statement: each statement of the migration touches at most this many. */
+const PAGE = 500;
+const CREDENTIAL_KEYS = ['authorization', 'headers'];
+/** A stored body with an mcp tool that carries either key (a jsonpath, given as a binding: knex reads `?` as one). */
+const STORED_CREDENTIAL = '$.tools[*] ? (@.type == "mcp" && (exists(@.authorization) || exists(@.headers)))';
+
+async function removeMcpCredentials(knex: Knex): Promise<void> {
+  let last = '';
+  for (;;) {
+    const result = await knex.raw(
+      `with page as (select id from responses where id > ? order by id limit ${PAGE}),
+       fixed as (
+         update responses r
+            set body = jsonb_set(r.body, '{tools}', (
+              select jsonb_agg(case when t.e->>'type' = 'mcp' then t.e - 'authorization' - 'headers' else t.e end order by t.i)
+              from jsonb_array_elements(r.body->'tools') with ordinality as t(e, i)))
+           from page
+          where r.id = page.id
+            and jsonb_typeof(r.body->'tools') = 'array'
+            and jsonb_path_exists(r.body, ?::jsonpath)
+          returning r.id)
+       select (select max(id) from page) as last, (select count(*) from fixed) as fixed`,
+      [last, STORED_CREDENTIAL],
+    );
+    const next = (result.rows[0] as { last: string | null }).last;
+    if (next === null) break;
+    last = next;
+  }
+
+  // A kept event's `data` is the JSON text replayed as it was streamed: it is rewritten the way it
+  // was written (JSON.stringify), only where an event's response carries such a tool. Only the
+  // candidates' text is read; the key is the primary key, so each page is one index range.
+  let after: { response_id: string; sequence_number: number } = { response_id: '', sequence_number: -1 };
+  for (;;) {
+    const result = await knex.raw(
+      `select response_id, sequence_number,
+              case when data like '%"type":"mcp"%' and (data like '%"authorization"%' or data like '%"headers"%') then data end as data
+         from response_events
+        where (response_id, sequence_number) > (?, ?)
+        order by response_id, sequence_number
+        limit ${PAGE}`,
+      [after.response_id, after.sequence_number],
+    );
+    const rows = result.rows as Array<{ response_id: string; sequence_number: number; data: string | null }>;
+    if (rows.length === 0) break;
+    for (const row of rows) {
+      if (row.data === null) continue;
+      const cleaned = withoutMcpCredentials(row.data);
+      if (cleaned !== null) await knex('response_events').where({ response_id: row.response_id, sequence_number: row.sequence_number }).update({ data: cleaned });
+    }
+    after = rows[rows.length - 1]!;
+  }
+}
+
+/** The event's JSON without the credentials of its response's mcp tools; null when it has none (or is not JSON: left as it is). */
+function withoutMcpCredentials(data: string): string | null {
+  let event: any;
+  try {
+    event = JSON.parse(data);
+  } catch {
+    return null;
+  }
+  const tools = event?.response?.tools;
+  if (!Array.isArray(tools)) return null;
+  let changed = false;
+  for (const tool of tools) {
+    if (!tool || typeof tool !== 'object' || tool.type !== 'mcp') continue;
+    for (const key of CREDENTIAL_KEYS) {
+      if (key in tool) {
+        delete tool[key];
+        changed = true;
+      }
+    }
+  }
+  return changed ? JSON.stringify(event) : null;
+}

@@ -451,12 +451,17 @@ function watchCancel(deps: ResponsesDeps, id: string, abort: AbortController) {
 /**
  * A tool as the response echoes it: a bare tool name as the `mcp` tool it stands for; a function
  * with `parameters` and `strict` null when the client left them out (the SDK's `FunctionTool` has
- * both, nullable).
+ * both, nullable); an mcp tool without the null `authorization`, `connector_id` and `tunnel_id`.
  */
 function echoedTool(tool: ToolEntry): Record<string, unknown> {
   if (typeof tool === 'string') return { type: 'mcp', server_label: SERVER_LABEL, allowed_tools: [tool] };
   if (tool.type === 'function') return { ...tool, parameters: tool.parameters ?? null, strict: tool.strict ?? null };
-  return tool;
+  // The SDK's `Tool.Mcp` has no null for these (they are only taken as null): a typed client reading
+  // the echo must not find one. `headers` may be null there; an empty map (no header) is echoed so.
+  const mcp: Record<string, unknown> = { ...tool };
+  for (const key of ['authorization', 'connector_id', 'tunnel_id']) if (mcp[key] === null) delete mcp[key];
+  if (mcp.headers !== undefined) mcp.headers = null;
+  return mcp;
 }
 
 function needsPlatformTools(input: CreateResponseRequest): boolean {

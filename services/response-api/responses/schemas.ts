@@ -19,6 +19,7 @@ const requireApproval = z
   .nullable()
   .optional();
 const toolName = z.string().min(1).max(64);
+const NO_HEADERS = "the platform's tools run as the caller: leave headers out";
 /**
  * The platform's own MCP tools; `allowed_tools` narrows them, as a list of names or as the SDK's
  * `McpToolFilter` (`tool_names`, `read_only`). An external `server_url` is not supported.
@@ -36,8 +37,15 @@ const mcpTool = z.looseObject({
   // An OpenAI connector is another server too; its credentials would reach no server, yet be stored
   // and echoed with the response's `tools` on every retrieve.
   connector_id: z.null({ error: 'only the platform tools are available: leave connector_id out' }).optional(),
+  // A Secure MCP Tunnel reaches another server as well: taking it would run the platform's tools instead.
+  tunnel_id: z.null({ error: 'only the platform tools are available: leave tunnel_id out' }).optional(),
   authorization: z.null({ error: "the platform's tools run as the caller: leave authorization out" }).optional(),
-  headers: z.null({ error: "the platform's tools run as the caller: leave headers out" }).optional(),
+  // An empty map carries no credential (what a client building headers from nothing sends): taken, echoed as null.
+  headers: z
+    .looseObject({}, { error: NO_HEADERS })
+    .refine((map) => Object.keys(map).length === 0, { error: NO_HEADERS })
+    .nullable()
+    .optional(),
   require_approval: requireApproval,
 });
 /**
