@@ -404,6 +404,13 @@ export function createEgressGuard(options: EgressGuardOptions = {}) {
       // With `bodyPrefixBytes`, the answer is decided once the status line is in: what ends the body
       // early (the time limit, the connection) ends it with the bytes that arrived.
       let answered: ((truncated: boolean) => void) | undefined;
+      // A 101 (Switching Protocols) never reaches 'response': without a listener here Node destroys
+      // the socket and the request settles neither way (its timeout and signal no longer fire), so
+      // the caller would wait for ever. The status is the answer; the switched connection is closed.
+      req.on('upgrade', (res: http.IncomingMessage, socket: import('node:net').Socket) => {
+        socket.destroy();
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.alloc(0), url: url.toString(), truncated: true });
+      });
       req.on('timeout', () => req.destroy(Object.assign(new Error('request timed out'), { code: 'ETIMEDOUT' })));
       req.on('error', (error) => {
         if (answered) return answered(true);

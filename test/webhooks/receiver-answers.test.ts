@@ -22,6 +22,8 @@ test.before(async () => {
     req.on('end', () => {
       if (path.startsWith('/gzip')) return res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-encoding': 'gzip' }).end(GZIP_HEAD);
       if (path.startsWith('/status-')) return res.writeHead(Number(path.slice('/status-'.length)), { 'content-type': 'text/plain' }).end('odd');
+      // A final 101 (Switching Protocols) the request never asked for, the connection left open.
+      if (path === '/switch') return void req.socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n');
       if (path === '/gone-big') return res.writeHead(410, { 'content-type': 'text/plain' }).end(Buffer.alloc(2 * 1024 * 1024, 0x62));
       if (path === '/trickle') {
         // The status line and a first piece at once, then nothing more: the body never ends.
@@ -129,4 +131,15 @@ test.serial('a status beyond 5xx (600 to 999, which HTTP does not define) fails 
     t.is(delivery.attempts[0].outcome, 'failed');
     t.is(receiver.hits.get(`/status-${status}`), 1);
   }
+});
+
+test.serial('a 101 Switching Protocols answer fails once without a retry (it used to leave the attempt waiting for ever)', async (t) => {
+  const stack = stacks[0] ?? (await stackOn('pg'));
+  const { delivery, excerpts } = await deliverTo(stack, '/switch');
+  t.is(delivery.status, 'failed');
+  t.is(delivery.attempt_count, 1);
+  t.is(delivery.last_status_code, 101);
+  t.is(delivery.attempts[0].outcome, 'failed');
+  t.is(excerpts[0], null);
+  t.is(receiver.hits.get('/switch'), 1);
 });
