@@ -4,6 +4,7 @@ import { createLogger } from '../../services/kit/index.js';
 import { createEmbedder } from '../../services/mcp-tools/file-search/embeddings.js';
 import { createFileSearch } from '../../services/mcp-tools/file-search/file-search.js';
 import type { FileSearchStore } from '../../services/mcp-tools/file-search/store.js';
+import { ToolFailure } from '../../services/mcp-tools/tools/tool.js';
 import { waitFor } from '../helpers/wait.js';
 import { startMcpPlatform, type McpPlatform } from './helpers.js';
 
@@ -125,6 +126,19 @@ test('a cancelled index call stores nothing (no half-indexed document after the 
   const fileSearch = createFileSearch({ store, embedder, logger: createLogger({ level: 'silent', name: 'file-search-test' }), chunkChars: 300, chunkOverlap: 60, maxDocumentsPerUser: 10 });
   await t.throwsAsync(fileSearch.index('user_x', { document_id: 'doc', text: 'Some text.' }, controller.signal), { message: 'client went away' });
   t.deepEqual(stored, []);
+});
+
+test('the index call itself refuses a text of only whitespace, naming arguments.text, before the quota is asked or anything stored', async (t) => {
+  const calls: string[] = [];
+  const store = {
+    hasRoomFor: async () => (calls.push('hasRoomFor'), true),
+    replace: async () => void calls.push('replace'),
+  } as unknown as FileSearchStore;
+  const fileSearch = createFileSearch({ store, embedder: null, logger: createLogger({ level: 'silent', name: 'file-search-test' }), chunkChars: 300, chunkOverlap: 60, maxDocumentsPerUser: 10 });
+  const error = await t.throwsAsync(fileSearch.index('user_x', { document_id: 'blank', text: ' \n\t\u00a0 ' }, new AbortController().signal));
+  t.true(error instanceof ToolFailure);
+  t.regex(error!.message, /'arguments\.text'/);
+  t.deepEqual(calls, []);
 });
 
 test('a document over FILE_SEARCH_MAX_DOCUMENT_CHARS is an argument error naming arguments.text, and tools/list publishes the bound', async (t) => {

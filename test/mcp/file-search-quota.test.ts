@@ -71,3 +71,22 @@ test("deleting a user removes the user's documents and chunks, and nobody else's
   t.is(await count('mcp_documents', stays.id), 1);
   t.is(await count('mcp_chunks', stays.id), 1);
 });
+
+test('a document of only whitespace is an error naming arguments.text: nothing is stored, the quota is untouched', async (t) => {
+  const user = await newUser();
+  for (const text of ['   ', ' \n\t\r\n ', '\u00a0\u2003\ufeff']) {
+    // A client of a protocol version before 2025-11-25 (as here) gets argument errors as JSON-RPC errors.
+    const res = await fetch(`${svc.url}/v1/mcp`, {
+      method: 'POST',
+      headers: { ...edgeHeaders(svc.gatewaySecret, user), 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'file_search_index', arguments: { document_id: 'blank', text } } }),
+    });
+    const body: any = await res.json();
+    t.is(body.error?.code, -32602, JSON.stringify(body));
+    t.regex(body.error.message, /arguments\.text/);
+  }
+  t.is(await count('mcp_documents', user.id), 0);
+  t.is(await count('mcp_chunks', user.id), 0);
+  // The whole quota is still there.
+  for (let n = 1; n <= MAX; n++) t.falsy((await index(user, `after-blank-${n}`)).isError);
+});

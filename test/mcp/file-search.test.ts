@@ -134,6 +134,7 @@ test('bad file search arguments are error results naming the field (the SDK clie
     ['file_search_query', { query: 'x', top_k: 21 }, /arguments\.top_k/],
     ['file_search_index', { document_id: 'a b', text: 'x' }, /arguments\.document_id/],
     ['file_search_index', { text: '' }, /arguments\.text/],
+    ['file_search_index', { document_id: 'blank', text: ' \n\t ' }, /arguments\.text/],
   ] as const) {
     const result: any = await client.callTool({ name, arguments: args });
     t.true(result.isError, name);

@@ -177,7 +177,12 @@ export async function registerProvider(deps: ProviderDeps, input: RegisterProvid
     syncError = error.message;
   }
   await deps.registry.reload();
-  const row = (await deps.providers.byId(id))!;
+  const row = await deps.providers.byId(id);
+  // Deleted by an administrator while its first sync ran: the registration happened, but there is
+  // nothing left to describe, and a 201 would name a provider that is not there.
+  if (!row) {
+    throw new ApiError(409, `Provider '${input.name}' (${id}) was deleted while it was being registered`, { code: 'provider_deleted' });
+  }
   return { ...providerView(deps, row, { admin: true }), models: models.map(modelSummary), sync_error: syncError };
 }
 
@@ -334,6 +339,8 @@ export async function syncProviderNow(deps: ProviderDeps, id: string) {
       { providers_synced: 0, providers_failed: 1, added: 0, updated: 0, deactivated: 0, failures: [{ provider_id: id, error: message }], error: message },
       unixSeconds(deps.clock),
     );
+    // Deleted while the sync ran: the provider is what is missing, not a provider that failed to answer.
+    if (error instanceof SyncError && !(await deps.providers.byId(id))) throw notFound(`Provider '${id}' not found (it was deleted during the sync)`);
     if (error instanceof SyncError && error.refused) throw new ApiError(400, `Could not synchronise models: ${error.message}`, { param: 'base_url' });
     if (error instanceof SyncError) throw new ApiError(502, `Could not synchronise models: ${error.message}`);
     throw error;

@@ -50,6 +50,8 @@ export function createFileSearch(deps: FileSearchDeps) {
 
     async index(userId: string, input: IndexInput, signal: AbortSignal) {
       const documentId = input.document_id ?? newId('document');
+      // The tool's schema refuses such a text already; here too, so no caller stores an empty document against the quota.
+      if (!/\S/.test(input.text)) throw new ToolFailure("'arguments.text': must contain text, not only whitespace; nothing was indexed");
       // Checked before the embeddings are paid for; checked again, under the user's lock, as it is stored.
       if (!(await deps.store.hasRoomFor(userId, documentId, deps.maxDocumentsPerUser))) throw quotaFailure(deps.maxDocumentsPerUser);
       const chunks = chunkText(input.text, deps.chunkChars, deps.chunkOverlap);

@@ -13,7 +13,10 @@ const inputOf = (maxChars: number | undefined) =>
   z
     .object({
       document_id: documentId.optional().describe('Your id for the document; indexing the same id again replaces it. Generated when absent.'),
-      text: (maxChars === undefined ? z.string().min(1) : z.string().min(1).max(maxChars)).describe('The document text to make searchable.'),
+      // Only whitespace would be stored as a document of no chunks that nothing finds, yet one of the user's quota.
+      text: (maxChars === undefined ? z.string().min(1) : z.string().min(1).max(maxChars))
+        .regex(/\S/, 'must contain text, not only whitespace')
+        .describe('The document text to make searchable.'),
       metadata: z
         .record(z.string().max(64), z.unknown())
         .refine((m) => Object.keys(m).length <= 32, 'at most 32 keys')

@@ -43,6 +43,11 @@ export const API_KEY_ATTRIBUTE = 'api_key_hashes';
 export const USER_RECHECK_MS = 60_000;
 /** The longest a validation waits for the realm's answer about a user it has no recent answer for. */
 export const STANDING_WAIT_MS = 1_000;
+/**
+ * How long a service-account token whose answer gives no `expires_in` is used: OAuth 2.0 makes the
+ * field optional, and without a bound every admin call would fetch a token of its own.
+ */
+export const ADMIN_TOKEN_DEFAULT_TTL_MS = 60_000;
 /** Users whose standing is remembered; past this the oldest answer is forgotten (asked again when needed). */
 const STANDING_MAX_ENTRIES = 10_000;
 
@@ -124,7 +129,10 @@ export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
     if (!res.ok) throw unavailable(`service-account token: HTTP ${res.status}`);
     const body = answerOf<TokenResponse>(res, 'service-account token');
     // Renew a little before Keycloak's expiry so a call never races it.
-    adminToken = { value: body.access_token, expiresAt: now + Math.max(0, body.expires_in - 30) * 1000 };
+    const lifetime: unknown = body?.expires_in;
+    const ttlMs =
+      typeof lifetime === 'number' && Number.isFinite(lifetime) && lifetime > 0 ? Math.max(0, lifetime - 30) * 1000 : ADMIN_TOKEN_DEFAULT_TTL_MS;
+    adminToken = { value: body.access_token, expiresAt: now + ttlMs };
     return adminToken.value;
   }
 
@@ -165,14 +173,28 @@ export function createKeycloakClient(settings: KeycloakSettings, clock: Clock) {
         'revoke',
       );
     },
-    async createUser(rep: UserRepresentation): Promise<string> {
+    /**
+     * The new user's id, or null when the realm created the user but its `Location` header does not
+     * name it readably (missing, empty, a malformed percent-encoding): the caller must find it by
+     * username to remove it, since the realm has the account either way.
+     */
+    async createUser(rep: UserRepresentation): Promise<string | null> {
       const res = await adminCall('POST', '/users', 'create user', rep);
       if (res.status === 409) throw new ApiError(409, 'The identity provider already has this user');
       if (res.status !== 201) throw unavailable(`create user: HTTP ${res.status}`);
       const location = res.headers.get('location') ?? '';
-      const id = decodeURIComponent(location.split('/').pop() ?? '');
-      if (!id) throw unavailable('create user: no Location header');
-      return id;
+      try {
+        return decodeURIComponent(location.split('/').pop() ?? '') || null;
+      } catch {
+        return null;
+      }
+    },
+    async findByUsername(username: string): Promise<UserRepresentation[]> {
+      const query = new URLSearchParams({ username, exact: 'true' });
+      const res = await adminCall('GET', `/users?${query}`, 'search users');
+      if (!res.ok) throw unavailable(`search users: HTTP ${res.status}`);
+      const found = answerOf<unknown>(res, 'search users');
+      return Array.isArray(found) ? (found as UserRepresentation[]) : [];
     },
     async getUser(id: string): Promise<UserRepresentation> {
       const rep = await findUser(id);
@@ -310,11 +332,33 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
     );
   }
 
+  /**
+   * Deletes a guest the realm created but whose id its answer did not give readably, found by its
+   * username. Only an account that is this guest's (same username, and no other platform user's id
+   * in its attributes) is deleted; a failure is logged, the caller's 502 stands either way.
+   */
+  async function discardUnnamedGuest(profile: GuestProfile): Promise<void> {
+    let found: UserRepresentation[];
+    try {
+      found = await kc.findByUsername(profile.username);
+    } catch (error) {
+      deps.logger.warn({ err: (error as Error).message, username: profile.username }, 'Keycloak guest left behind after an unreadable Location header');
+      return;
+    }
+    const wanted = profile.username.toLowerCase();
+    for (const rep of found) {
+      const owner = rep.attributes?.platform_user_id;
+      if (typeof rep.id !== 'string' || !rep.id || rep.username?.toLowerCase() !== wanted) continue;
+      if (owner && !owner.includes(profile.userId)) continue;
+      await discardGuest(rep.id, 'an unreadable Location header');
+    }
+  }
+
   return {
     kind: 'keycloak',
     async createGuest(profile: GuestProfile) {
       const password = randomBase62(40);
-      const subject = await kc.createUser({
+      const created = await kc.createUser({
         username: profile.username,
         email: profile.email,
         enabled: true,
@@ -322,6 +366,11 @@ export function createKeycloakProvider(deps: { settings: KeycloakSettings; clock
         attributes: { guest: ['true'], platform_user_id: [profile.userId] },
         credentials: [{ type: 'password', value: password, temporary: false }],
       });
+      if (created === null) {
+        await discardUnnamedGuest(profile);
+        throw unavailable('create user: the Location header does not name the user');
+      }
+      const subject = created;
       // The guest's tokens before the platform's row is written: a realm that will not sign the new
       // account in (a required action, direct grants off, down) leaves nothing behind, here or there.
       let tokens: TokenSet;
