@@ -392,6 +392,8 @@ export interface SweepResult {
   collected: number;
   /** Items whose step failed (logged one by one); each is tried again by the next sweep. */
   failed: number;
+  /** Temporary files of writes a crash cut short, removed (filesystem driver). */
+  temporaries: number;
 }
 
 /**
@@ -429,6 +431,14 @@ export async function sweep(deps: IngestDeps, graceSeconds: number): Promise<Swe
       await deps.store.forgetStaging(key);
     });
   }
+  let temporaries = 0;
+  try {
+    temporaries = (await deps.storage.removeStaleTemporaries?.()) ?? 0;
+    if (temporaries > 0) deps.logger?.info({ temporaries }, 'media sweep: removed temporary files left by interrupted writes');
+  } catch (error) {
+    failures.count++;
+    deps.logger?.warn({ err: failureOf(error) }, 'removing stale temporary files failed');
+  }
   if (failures.count > 0) deps.logger?.warn({ expired, finalized, collected, failed: failures.count }, 'media sweep: some items failed; they are retried next sweep');
-  return { expired, finalized, collected, failed: failures.count };
+  return { expired, finalized, collected, failed: failures.count, temporaries };
 }

@@ -132,5 +132,21 @@ const sweptAt: Migration = {
   },
 };
 
+/**
+ * The hourly retention pass looks for ended deliveries by when they last changed; without this
+ * index that is a scan of the whole table, which on a large deployment is most of its rows. Partial
+ * over ended rows only, so the pending rows an attempt rewrites over and over never maintain it.
+ * The predicate is the one `pruneEndedStatement` spells literally, so the planner can match it.
+ */
+const endedByUpdatedAt: Migration = {
+  name: '20261208_4004_webhook_deliveries_ended_updated_at',
+  async up(knex) {
+    await knex.raw("create index webhook_deliveries_ended_updated_at on webhook_deliveries (updated_at) where status in ('delivered', 'failed', 'dead')");
+  },
+  async down(knex) {
+    await knex.raw('drop index if exists webhook_deliveries_ended_updated_at');
+  },
+};
+
 /** Used by llm-api's webhooks resource and by workers/webhook-delivery. */
-export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: [tables, subscribedAt, attemptsByTime, sweptAt] };
+export const webhooksMigrationSet: MigrationSet = { owner: 'webhooks', migrations: [tables, subscribedAt, attemptsByTime, sweptAt, endedByUpdatedAt] };

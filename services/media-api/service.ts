@@ -16,6 +16,12 @@ export const mediaApiService: ServiceDefinition = {
     // The dedup worker's queue exists before this service records its first event.
     await declareMediaDedupQueue(ctx.runtime.bus);
     const deps: MediaApiDeps = buildMediaDeps(ctx);
+    // Temporary files a crash left behind go at start-up too, not only when the media-dedup
+    // worker's sweep (which may run elsewhere, or not yet) gets to them. Never delays start-up.
+    deps.media.storage.removeStaleTemporaries?.().then(
+      (removed: number) => removed > 0 && ctx.runtime.logger.info({ temporaries: removed }, 'media: removed temporary files left by interrupted writes'),
+      (error: Error) => ctx.runtime.logger.warn({ err: error.message }, 'media: removing stale temporary files failed'),
+    );
     return createServiceApp({
       ...serviceAppOptions(ctx, 'media-api'),
       routeTable: mediaRoutes(() => deps, { maxBytes: deps.config.MEDIA_MAX_BYTES, jsonMaxDepth: ctx.runtime.config.JSON_MAX_DEPTH }),

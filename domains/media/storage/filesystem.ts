@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open as openFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open as openFile, opendir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../../services/kit/core/index.js';
@@ -60,12 +60,75 @@ export function createUrlSigner(secret: Buffer) {
 
 export type UrlSigner = ReturnType<typeof createUrlSigner>;
 
+/**
+ * How old (by modification time) a temporary file must be before it counts as left behind by a
+ * crashed write. A write fills its temp file and renames it within moments; an hour is far beyond
+ * any write in progress, including one of another process sharing DATA_DIR.
+ */
+export const STALE_TEMP_MS = 3_600_000;
+/** `put`'s temporary name: the final path, a random suffix, `.tmp`. Nothing else is ever removed. */
+const TEMP_NAME = /\.[0-9a-f]{12}\.tmp$/;
+/**
+ * Temporary files of the writes in progress in this process, by full path. Module-wide, not per
+ * driver: one process may run media-api and the media-dedup worker, each with its own driver over
+ * the same directory, and neither may remove the other's file however old its mtime looks.
+ */
+const writing = new Set<string>();
+
+async function writeThenRename(temp: string, path: string, body: Buffer): Promise<void> {
+  const handle = await openFile(temp, 'w');
+  try {
+    try {
+      await handle.writeFile(body);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, path);
+  } catch (error) {
+    // A failed write or rename leaves no half-written temporary file behind.
+    await rm(temp, { force: true });
+    throw error;
+  }
+}
+
+/**
+ * Removes the temporary files under `root` older than STALE_TEMP_MS that no write of this process
+ * is using: what a process killed between creating and renaming its temp file left behind. Reads
+ * the directories as streams (no list of every object in memory). The age is compared with the
+ * wall clock, not the injectable one: modification times are written by the filesystem's clock.
+ */
+export async function removeStaleTemporaries(root: string): Promise<number> {
+  const cutoff = Date.now() - STALE_TEMP_MS;
+  let removed = 0;
+  const visit = async (dir: string, depth: number): Promise<void> => {
+    const entries = await opendir(dir).catch(() => null);
+    if (!entries) return;
+    for await (const entry of entries) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        // objects/<2 hex>/… and uploads/…: nothing is deeper than that.
+        if (depth < 2) await visit(path, depth + 1);
+        continue;
+      }
+      if (!entry.isFile() || !TEMP_NAME.test(entry.name) || writing.has(path)) continue;
+      const info = await stat(path).catch(() => null);
+      if (!info || info.mtimeMs >= cutoff || writing.has(path)) continue;
+      await rm(path, { force: true });
+      removed++;
+    }
+  };
+  await visit(root, 0);
+  return removed;
+}
+
 export function createFilesystemStorage(options: { root: string; publicUrl: () => string; signer: UrlSigner; clock: Clock }): ObjectStorage {
   const { root, signer, clock } = options;
   const pathOf = (key: string) => {
     if (!KEY_PATTERN.test(key)) throw new Error(`invalid object key ${key}`);
     return join(root, key);
   };
+  let lastTempWalk = -Infinity;
   const url = (p: Parameters<UrlSigner['sign']>[0]) => `${options.publicUrl().replace(/\/$/, '')}${SIGNED_PATH}${p.key}?${signer.query(p)}`;
 
   return {
@@ -74,19 +137,11 @@ export function createFilesystemStorage(options: { root: string; publicUrl: () =
       const path = pathOf(key);
       await mkdir(dirname(path), { recursive: true });
       const temp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
-      const handle = await openFile(temp, 'w');
+      writing.add(temp);
       try {
-        try {
-          await handle.writeFile(body);
-          await handle.sync();
-        } finally {
-          await handle.close();
-        }
-        await rename(temp, path);
-      } catch (error) {
-        // A failed write or rename leaves no half-written temporary file behind.
-        await rm(temp, { force: true });
-        throw error;
+        await writeThenRename(temp, path, body);
+      } finally {
+        writing.delete(temp);
       }
     },
     async read(key, maxBytes) {
@@ -112,8 +167,18 @@ export function createFilesystemStorage(options: { root: string; publicUrl: () =
     async delete(key) {
       await rm(pathOf(key), { force: true });
     },
+    async size(key) {
+      return (await stat(pathOf(key)).catch(() => null))?.size ?? null;
+    },
     async exists(key) {
       return Boolean(await stat(pathOf(key)).catch(() => null));
+    },
+    // The sweep asks every minute; a walk of every object's directory is worth it a few times an
+    // hour at most (nothing gets stale faster than STALE_TEMP_MS). The first call always walks.
+    async removeStaleTemporaries() {
+      if (Date.now() - lastTempWalk < STALE_TEMP_MS / 4) return 0;
+      lastTempWalk = Date.now();
+      return removeStaleTemporaries(root);
     },
     async downloadUrl(key, o): Promise<SignedUrl> {
       const exp = unixSeconds(clock) + o.expiresIn;

@@ -123,6 +123,15 @@ export function createS3Storage(options: S3StorageOptions): ObjectStorage {
         if (!missing(error)) throw error;
       }
     },
+    async size(key) {
+      try {
+        const out = await client.send(new HeadObjectCommand({ Bucket, Key: key }));
+        return Number(out.ContentLength ?? 0);
+      } catch (error) {
+        if (missing(error)) return null;
+        throw error;
+      }
+    },
     async exists(key) {
       try {
         await client.send(new HeadObjectCommand({ Bucket, Key: key }));

@@ -29,9 +29,19 @@ export interface ObjectStorage {
   read(key: string, maxBytes: number): Promise<Buffer | null>;
   /** A stream of the object, or null when missing. */
   open(key: string): Promise<StoredObject | null>;
+  /**
+   * The object's size in bytes, from its metadata only (S3 HeadObject, a file's stat), or null
+   * when missing: for answers that need the size and not the bytes, such as HEAD.
+   */
+  size(key: string): Promise<number | null>;
   /** Idempotent: deleting a missing object succeeds. */
   delete(key: string): Promise<void>;
   exists(key: string): Promise<boolean>;
+  /**
+   * Removes what writes cut short by a crash left behind (the filesystem driver's temporary files
+   * older than STALE_TEMP_MS); returns how many. Drivers that leave nothing behind do not have it.
+   */
+  removeStaleTemporaries?(): Promise<number>;
   downloadUrl(key: string, options: { expiresIn: number; contentType: string; filename?: string | null }): Promise<SignedUrl>;
   uploadUrl(key: string, options: { expiresIn: number; contentType: string; bytes: number }): Promise<UploadTarget>;
   close(): Promise<void>;

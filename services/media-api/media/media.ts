@@ -129,6 +129,15 @@ export async function openContent(deps: MediaDeps, userId: string, id: string) {
   return { row, object };
 }
 
+/** What `openContent` answers, without the bytes: the object's size from its metadata only. */
+export async function statContent(deps: MediaDeps, userId: string, id: string) {
+  const row = isMediaId(id) ? await deps.store.readyOf(userId, id) : null;
+  if (!row) throw notFoundMedia(id);
+  const size = await deps.storage.size(objectKey(row.sha256!));
+  if (size === null) throw new ApiError(500, 'The stored object is missing');
+  return { row, size };
+}
+
 export async function presignDownload(deps: MediaDeps, userId: string, input: { media_id: string; expires_in?: number }) {
   const expiresIn = input.expires_in ?? deps.urlTtlSeconds;
   if (expiresIn > deps.urlMaxTtlSeconds) {

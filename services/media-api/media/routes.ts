@@ -4,7 +4,7 @@ import { readJsonBody } from '../../kit/http/index.js';
 import { route, type Route } from '../../kit/http/index.js';
 import type { MediaApiDeps } from '../deps.js';
 import { acceptSignedUpload, serveSigned } from '../files/signed.js';
-import { completeUpload, deleteMedia, getMedia, listMedia, openContent, presignDownload, reserveUpload, uploadMedia } from './media.js';
+import { completeUpload, deleteMedia, getMedia, listMedia, openContent, presignDownload, reserveUpload, statContent, uploadMedia } from './media.js';
 import { resolveReferences } from './resolve.js';
 import {
   downloadUrl,
@@ -138,16 +138,24 @@ export function mediaRoutes(deps: () => MediaApiDeps, limits: { maxBytes: number
       summary: 'The stored bytes, with the stored content type',
       access: 'user',
       response: { contentType: 'image/*' },
-      async handler({ principal, params, res }) {
-        const { row, object } = await openContent(deps().media, principal.userId, String(params.id));
-        res.status(200).set({
-          'content-type': row.mime_type,
-          'content-length': String(object.size),
+      async handler({ req, principal, params, res }) {
+        const headers = (mimeType: string, size: number) => ({
+          'content-type': mimeType,
+          'content-length': String(size),
           'x-content-type-options': 'nosniff',
           // As on the signed route: served from the API's own origin, the bytes never run as a document.
           'content-security-policy': "default-src 'none'; sandbox",
           'cache-control': 'private, max-age=0',
         });
+        // HEAD (which Express routes here) needs the size, not the bytes: opening the object would
+        // start a download from S3 only to throw it away.
+        if (req.method === 'HEAD') {
+          const { row, size } = await statContent(deps().media, principal.userId, String(params.id));
+          res.status(200).set(headers(row.mime_type, size)).end();
+          return;
+        }
+        const { row, object } = await openContent(deps().media, principal.userId, String(params.id));
+        res.status(200).set(headers(row.mime_type, object.size));
         // pipeline, not pipe: a client that goes away mid-download must release the object's
         // stream (a file descriptor, or a connection of the S3 client's pool), not leave it paused.
         pipeline(object.body, res, () => {});
