@@ -125,7 +125,13 @@ export function pruneEndedStatement(knex: Knex, before: Date, batch: number) {
   // `= any(array(…))`, not `in (…)`: the ids are computed once, up front, and the delete then
   // finds each by its primary key. With `in` the planner may hash-join the batch against a scan of
   // the whole table, which is the cost the index is there to avoid.
-  return knex('webhook_deliveries').whereRaw('id = any(array(?))', [ended]).del();
+  // The conditions again on the rows deleted: a delivery redelivered (pending again) while this
+  // statement waited on its row is re-checked against them and kept.
+  return knex('webhook_deliveries')
+    .whereRaw('id = any(array(?))', [ended])
+    .whereRaw("status in ('delivered', 'failed', 'dead')")
+    .andWhere('updated_at', '<', before)
+    .del();
 }
 
 export function createDeliveriesStore(knex: Knex) {
