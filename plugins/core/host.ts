@@ -27,14 +27,17 @@ export interface HostIO {
  * Fixes the request id once per request: the first plugin that runs takes the client's
  * X-Request-ID (or makes one), sends it upstream and back to the client. Later plugins find it in
  * the shared context. A host that fixed it itself (the embedded edge) sets `shared.requestId` first.
+ * With `saveLater`, the shared context is not saved here: the caller passes `sharedUnsaved` to
+ * `runPlugin`, whose decision saves it (once, with whatever the plugin adds) unless it answers the
+ * request. Kong's `kong.ctx.shared.set` is a round trip to Kong, so a phase makes at most one.
  */
-export async function ensureRequestId(request: EdgeRequest, io: HostIO, sent: () => Promise<string | undefined> | string | undefined): Promise<string> {
+export async function ensureRequestId(request: EdgeRequest, io: HostIO, sent: () => Promise<string | undefined> | string | undefined, saveLater = false): Promise<string> {
   if (request.shared.requestId) return request.shared.requestId;
   const id = acceptRequestId(await sent());
   request.shared.requestId = id;
   await io.setUpstreamHeaders({ [REQUEST_ID_HEADER.toLowerCase()]: id });
   await io.setResponseHeaders({ [REQUEST_ID_HEADER]: id });
-  await io.saveShared(request.shared);
+  if (!saveLater) await io.saveShared(request.shared);
   return id;
 }
 
@@ -114,10 +117,10 @@ export function exitWith(io: HostIO, status: number, body: unknown, headers: Rec
  * when it continues to the next plugin: synchronously while the host's effects are, as a promise
  * from the first effect that is pending.
  */
-export function applyDecision(io: HostIO, decision: Decision, request: EdgeRequest, requestId: string): MaybePromise<boolean> {
+export function applyDecision(io: HostIO, decision: Decision, request: EdgeRequest, requestId: string, sharedUnsaved = false): MaybePromise<boolean> {
   if (decision.kind === 'respond') return whenSettled(exitWith(io, decision.status, decision.body, decision.headers, requestId), () => false);
   const shared = request.shared;
-  let changed = false;
+  let changed = sharedUnsaved;
   if (decision.failure) {
     shared.failures = [...(shared.failures ?? []), decision.failure];
     changed = true;
@@ -197,7 +200,7 @@ export function runPlugin(
   phase: 'rewrite' | 'access' | 'settle',
   request: EdgeRequest,
   io: HostIO,
-  context: { name: string; requestId: string; logger: PluginLogger },
+  context: { name: string; requestId: string; logger: PluginLogger; sharedUnsaved?: boolean },
 ): MaybePromise<boolean> {
   let decision: MaybePromise<Decision>;
   try {
@@ -205,9 +208,9 @@ export function runPlugin(
   } catch (error) {
     return pluginFailed(error, phase, io, context);
   }
-  if (!isPending(decision)) return applyDecision(io, decision, request, context.requestId);
+  if (!isPending(decision)) return applyDecision(io, decision, request, context.requestId, context.sharedUnsaved);
   return Promise.resolve(decision).then(
-    (settled) => applyDecision(io, settled, request, context.requestId),
+    (settled) => applyDecision(io, settled, request, context.requestId, context.sharedUnsaved),
     (error) => pluginFailed(error, phase, io, context),
   );
 }

@@ -236,8 +236,10 @@ export async function runPhase(kong: KongPdk, core: PluginCore, needs: Needs, na
       // the embedded edge forwards the first. Kong's later plugins then read that one line too.
       if (authorization !== undefined) await io.setUpstreamHeaders({ authorization });
     }
-    requestId = await ensureRequestId(request, io, () => (needs.headers ? headerRequestId(request) : kong.request.getHeader('x-request-id')));
-    await runPlugin(core, phase, request, io, { name, requestId, logger: kongLogger(kong) });
+    // A fresh request id is saved with the plugin's own decision: one kong.ctx.shared.set per phase.
+    const sharedUnsaved = !request.shared.requestId;
+    requestId = await ensureRequestId(request, io, () => (needs.headers ? headerRequestId(request) : kong.request.getHeader('x-request-id')), true);
+    await runPlugin(core, phase, request, io, { name, requestId, logger: kongLogger(kong), sharedUnsaved });
   } catch (error) {
     // A PDK call failed (the host itself): still answer, never proceed.
     try {

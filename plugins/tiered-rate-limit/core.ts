@@ -78,7 +78,9 @@ export function configAtScope(config: TieredRateLimitConfig, scoped: boolean): T
  * refused by the authentication plugins only when its key stopped being valid, and a revocation
  * makes the limiter forget the key at once, so its next request is counted in the rewrite phase
  * again. A request answered before that access phase (the host's 404 or 405, a preflight, an
- * earlier plugin's refusal) is counted all the same: the host calls `settleRewrite` first. The remembered keys, exempt or not, are forgotten on every revocation message that names
+ * earlier plugin's refusal) is counted all the same: the embedded edge calls `settleRewrite` first.
+ * Kong has no such step, so there a request answered before this access phase drops the count a
+ * known exempt key left to it (the only count a Kong node leaves, as it does not attach). The remembered keys, exempt or not, are forgotten on every revocation message that names
  * them (or their user), and all of them when the subscription was lost.
  */
 export function createTieredRateLimit(

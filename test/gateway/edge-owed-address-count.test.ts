@@ -111,3 +111,41 @@ test.serial('a known key on a proxied route: counted once, in the access phase',
   t.deepEqual(remaining, ['3', '2', '1', '0']);
   t.is((await send('GET', '/v1/models', { 'x-api-key': key.key, 'x-forwarded-for': from })).status, 429);
 });
+
+// A key the edge knows to be exempt (enterprise: never held to the per-address limit) skips the
+// count only on requests it authenticates. Carried to a request the edge answers before the key is
+// checked, or refused, it exempts nothing: the address is counted, and refused once over its limit.
+async function knownExemptKeyClient(t: import('ava').ExecutionContext) {
+  clock.set(T0);
+  const from = `198.51.100.${++addresses}`;
+  const key = edge.validator.add(`user_owed_ent_${addresses}`, 'enterprise');
+  const first = await send('GET', '/v1/models', { 'x-api-key': key.key, 'x-forwarded-for': from });
+  t.is(first.status, 200);
+  t.is(first.headers.get('x-ratelimit-remaining-minute'), '4', 'not known yet: counted before the key is checked');
+  const second = await send('GET', '/v1/models', { 'x-api-key': key.key, 'x-forwarded-for': from });
+  t.is(second.status, 200);
+  t.is(second.headers.get('x-ratelimit-remaining-minute'), null, 'known exempt and authenticating the request: not counted');
+  return { from, key };
+}
+
+test.serial('a known exempt key refused by the authentication plugins (gone from the validator, no revocation heard): counted', async (t) => {
+  const { from, key } = await knownExemptKeyClient(t);
+  edge.validator.remove(key.key);
+  clock.advance(31_000); // past the key cache's 30 s, within the minute the limiter remembers the key for
+  await sixMore(t, 'GET', '/v1/models', { 'x-api-key': key.key, 'x-forwarded-for': from }, 401);
+  t.is((await send('GET', '/v1/models', { 'x-forwarded-for': from })).status, 429, 'the same address without the key');
+});
+
+test.serial('a known exempt key on a path no route serves (404): counted', async (t) => {
+  const { from, key } = await knownExemptKeyClient(t);
+  const first404 = await send('GET', '/nope', { 'x-api-key': key.key, 'x-forwarded-for': from });
+  t.is(first404.status, 404);
+  t.is(first404.headers.get('x-ratelimit-remaining-minute'), '3');
+  await sixMore(t, 'GET', '/nope', { 'x-api-key': key.key, 'x-forwarded-for': from }, 404, 3);
+});
+
+test.serial('a known exempt key on the guest-login route (its own limiter instance): the global per-address count holds', async (t) => {
+  const { from, key } = await knownExemptKeyClient(t);
+  await sixMore(t, 'POST', '/llm/auth/guest-login', { 'x-api-key': key.key, 'x-forwarded-for': from }, 200);
+  t.is((await send('GET', '/v1/models', { 'x-api-key': key.key, 'x-forwarded-for': from })).status, 200, 'the key itself, on a request it authenticates, is still exempt');
+});

@@ -9,6 +9,7 @@ import { createTieredRateLimit } from '../../plugins/tiered-rate-limit/core.js';
 import { createLocalStore } from '../../plugins/tiered-rate-limit/policies/index.js';
 import { parseTieredRateLimitConfig } from '../../plugins/tiered-rate-limit/schema.js';
 import { ManualClock } from '../../services/kit/clock.js';
+import { sha256Hex } from '../../services/kit/core/index.js';
 import { throughLuaTable } from '../kong/harness.js';
 
 // The Kong adapter (plugins/core/kong-host.ts) driven in-process against a fake of Kong's PDK
@@ -22,7 +23,7 @@ import { throughLuaTable } from '../kong/harness.js';
 function fakeKong(headers: Record<string, string>) {
   const shared = new Map<string, unknown>();
   const upstream: Record<string, string[]> = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), [v]]));
-  const state: { exit: null | { status: number; body: unknown }; shared: typeof shared; upstream: typeof upstream } = { exit: null, shared, upstream };
+  const state: { exit: null | { status: number; body: unknown }; shared: typeof shared; upstream: typeof upstream; sets: number } = { exit: null, shared, upstream, sets: 0 };
   const kong: KongPdk = {
     request: {
       getHeaders: async () => Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), [v]])),
@@ -38,7 +39,7 @@ function fakeKong(headers: Record<string, string>) {
     ctx: {
       shared: {
         get: async (key) => shared.get(key),
-        set: async (key, value) => void shared.set(key, throughLuaTable(value)),
+        set: async (key, value) => void (state.sets++, shared.set(key, throughLuaTable(value))),
       },
     },
     service: {
@@ -116,4 +117,27 @@ test('the shared context keeps its nulls through a Lua table, and undefined fiel
   t.deepEqual(decodeShared({ anonymous: true }), { anonymous: true });
   t.is(decodeShared(undefined), undefined);
   t.is(SHARED_KEY, 'platform_auth');
+});
+
+test('on Kong, one kong.ctx.shared.set per phase: a fresh request id is saved with what the plugin shares (a known exempt key in the rewrite phase)', async (t) => {
+  const limiter = createTieredRateLimit(parseTieredRateLimitConfig({ ip_per_minute: 5 }), { store: createLocalStore(), clock: new ManualClock(Date.UTC(2026, 11, 6, 12, 0, 5)) });
+  const key = newKey();
+  // The key seen valid and exempt (enterprise) by the limiter's access phase.
+  const seen = fakeKong({});
+  seen.state.shared.set(SHARED_KEY, encodeShared({ requestId: 'req-seen', apikey: { authMethod: 'apikey', userId: 'u_ent', subject: 'u_ent', email: null, username: null, isGuest: false, tier: 'enterprise', bucket: `key:${sha256Hex(key)}` } }));
+  await runPhase(seen.kong, limiter, { ip: true, path: true }, 'tiered-rate-limit');
+  t.is(seen.state.exit, null);
+
+  const { kong, state } = fakeKong({ 'x-api-key': key, 'x-request-id': 'req-exempt' });
+  await runPhase(kong, limiter, { ip: true, path: true, headers: true }, 'tiered-rate-limit', 'rewrite');
+  t.is(state.exit, null);
+  t.is(state.sets, 1, 'the request id and the count left to the access phase, saved together');
+  t.like(decodeShared(state.shared.get(SHARED_KEY)), { requestId: 'req-exempt', ipCountAtAccess: true });
+
+  const plain = fakeKong({ 'x-request-id': 'req-plain' });
+  await runPhase(plain.kong, limiter, { ip: true, path: true, headers: true }, 'tiered-rate-limit', 'rewrite');
+  t.is(plain.state.sets, 1, 'a decision that shares nothing still saves the fresh request id');
+  t.like(decodeShared(plain.state.shared.get(SHARED_KEY)), { requestId: 'req-plain' });
+  await runPhase(plain.kong, limiter, { ip: true, path: true }, 'tiered-rate-limit');
+  t.is(plain.state.sets, 1, 'a later phase that changes nothing saves nothing');
 });

@@ -282,6 +282,44 @@ for (const [name, makeStore] of stores) {
     await core.close!();
   });
 
+  test(`${name}: a known exempt key skips the per-address count only on a request it authenticates; a refusal or an early answer counts the address`, async (t) => {
+    const clock = new ManualClock(T0);
+    const store = await makeStore();
+    const config = parseTieredRateLimitConfig({ redis_prefix: `${PREFIX}_${name}_${randomBytes(3).toString('hex')}`, ip_per_minute: 3 });
+    // No revocation channel (as on Kong): the exemption needs none.
+    const core = createTieredRateLimit(config, { store, clock });
+    const apiKey = `sk_${randomBytes(16).toString('hex')}`;
+    const identity: VerifiedIdentity = { ...key('enterprise', `user_${randomBytes(4).toString('hex')}`), bucket: `key:${sha256Hex(apiKey)}` };
+    const ip = freshIp();
+    /** The rewrite, then (as the host runs it) the access phase with the key's identity, none (refused, or a public route), or the host's settle (an early answer). */
+    const send = async (after: 'authenticated' | 'refused' | 'settled') => {
+      const request: EdgeRequest = { ...req(ip), headers: { 'x-api-key': apiKey } };
+      const rewrite = await core.rewrite!(request);
+      if (rewrite.kind === 'respond') return rewrite;
+      Object.assign(request.shared, rewrite.share);
+      if (after === 'settled') return core.settleRewrite!(request);
+      if (after === 'authenticated') request.shared.apikey = identity;
+      return core.access(request);
+    };
+    const status = (d: Decision) => (d.kind === 'respond' ? d.status : 200);
+
+    const first: EdgeRequest = { ...req(ip), headers: { 'x-api-key': apiKey } };
+    t.is(headersOf(await core.rewrite!(first))[HEADERS.ipRemaining], '2', 'a key not known yet: counted before authentication');
+    first.shared.apikey = identity;
+    t.false(HEADERS.ipRemaining in headersOf(await core.access(first)), 'and not again once seen exempt');
+    t.false(HEADERS.ipRemaining in headersOf(await send('authenticated')), 'known exempt, authenticating the request: not counted');
+    const refused = await send('refused');
+    t.is(status(refused), 200, 'the limiter itself leaves a refused key to the refusal of the auth plugins');
+    t.is(headersOf(refused)[HEADERS.ipRemaining], '1', 'a known exempt key that did not authenticate the request: the address counted in the access phase');
+    t.is(headersOf(await send('settled'))[HEADERS.ipRemaining], '0', 'an early answer: the host settles the count');
+    const over = await send('refused');
+    t.is(status(over), 429);
+    t.regex((over as { body: { error: { message: string } } }).body.error.message, /3 requests per minute from this address/);
+    t.is(status(await send('settled')), 429, 'settled over the limit: refused as the rewrite would have');
+    for (let i = 0; i < 3; i++) t.is(status(await send('authenticated')), 200, 'the key itself, authenticating the request, is never held to the address limit');
+    await core.close!();
+  });
+
   test(`${name}: without the revocation channel, or when the subscription is lost, a known key is counted before authentication`, async (t) => {
     const clock = new ManualClock(T0);
     const inner = await makeStore();
