@@ -1,44 +1,30 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import test from 'ava';
-import S3rver from 's3rver';
 import { solidImage } from '../media/fixtures.js';
 import { postJson, startMediaPlatform, type MediaPlatform } from '../media/harness.js';
 import { startS3FaultProxy } from '../helpers/s3-fault-proxy.js';
+import { s3rverSettings, startS3rver, type S3Server } from '../helpers/s3rver.js';
 
 // HEAD /v1/media/{id}/content on the S3 driver answers from the object's metadata (HeadObject):
 // it never asks the store for the body (no GetObject), and its headers are the ones GET sends. The
 // store is a real S3-protocol server (s3rver) behind a proxy that only records what reaches it.
 const BUCKET = 'media-head';
-let s3: S3rver;
-let dir: string;
+let s3: S3Server;
 let proxy: Awaited<ReturnType<typeof startS3FaultProxy>>;
 const seen: { method: string; url: string }[] = [];
 let p: MediaPlatform;
 
 test.before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 's3rver-head-'));
-  s3 = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dir, configureBuckets: [{ name: BUCKET }] });
-  const upstream = await s3.run();
-  proxy = await startS3FaultProxy(upstream.port, (req) => {
+  s3 = await startS3rver(BUCKET);
+  proxy = await startS3FaultProxy(s3.port, (req) => {
     seen.push({ method: req.method ?? '', url: req.url ?? '' });
     return null;
   });
-  p = await startMediaPlatform({
-    S3_ENDPOINT: proxy.endpoint,
-    S3_BUCKET: BUCKET,
-    S3_REGION: 'us-east-1',
-    S3_ACCESS_KEY_ID: 'S3RVER',
-    S3_SECRET_ACCESS_KEY: 'S3RVER',
-    S3_FORCE_PATH_STYLE: 'true',
-  });
+  p = await startMediaPlatform(s3rverSettings(proxy.endpoint, BUCKET));
 });
 test.after.always(async () => {
   await p?.stop();
   await proxy?.close();
   await s3?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 const SAME = ['content-type', 'content-length', 'x-content-type-options', 'content-security-policy', 'cache-control'];

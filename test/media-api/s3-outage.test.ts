@@ -1,11 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import test from 'ava';
-import S3rver from 's3rver';
 import { solidImage } from '../media/fixtures.js';
 import { postJson, startMediaPlatform, type MediaPlatform } from '../media/harness.js';
 import { startS3FaultProxy } from '../helpers/s3-fault-proxy.js';
+import { s3rverSettings, startS3rver, type S3Server } from '../helpers/s3rver.js';
 
 // A real S3-protocol server (s3rver) behind a proxy the test can switch to "failing": every call
 // then gets the answer an overloaded or broken S3 gives (503 SlowDown, 500 InternalError). Such an
@@ -13,36 +10,25 @@ import { startS3FaultProxy } from '../helpers/s3-fault-proxy.js';
 // outage of a dependency, so the answer is 503 `service_unavailable`, nothing is recorded, and the
 // same calls work again once the store recovers.
 const BUCKET = 'media-outage';
-let s3: S3rver;
-let dir: string;
+let s3: S3Server;
 let proxy: Awaited<ReturnType<typeof startS3FaultProxy>>;
 let failing: 0 | 500 | 503 = 0;
 let failedCalls = 0;
 let p: MediaPlatform;
 
 test.before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 's3rver-outage-'));
-  s3 = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dir, configureBuckets: [{ name: BUCKET }] });
-  const upstream = await s3.run();
-  proxy = await startS3FaultProxy(upstream.port, () => {
+  s3 = await startS3rver(BUCKET);
+  proxy = await startS3FaultProxy(s3.port, () => {
     if (!failing) return null;
     failedCalls++;
     return { status: failing, code: failing === 503 ? 'SlowDown' : 'InternalError', message: 'try again' };
   });
-  p = await startMediaPlatform({
-    S3_ENDPOINT: proxy.endpoint,
-    S3_BUCKET: BUCKET,
-    S3_REGION: 'us-east-1',
-    S3_ACCESS_KEY_ID: 'S3RVER',
-    S3_SECRET_ACCESS_KEY: 'S3RVER',
-    S3_FORCE_PATH_STYLE: 'true',
-  });
+  p = await startMediaPlatform(s3rverSettings(proxy.endpoint, BUCKET));
 });
 test.after.always(async () => {
   await p?.stop();
   await proxy?.close();
   await s3?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 function expectOutage(t: any, res: { status: number; body: any }, what: string) {

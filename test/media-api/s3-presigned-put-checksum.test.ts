@@ -1,12 +1,9 @@
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import zlib from 'node:zlib';
 import test from 'ava';
-import S3rver from 's3rver';
 import { ManualClock } from '../../services/kit/clock.js';
 import { createS3Storage } from '../../domains/media/index.js';
+import { startS3rver, type S3Server } from '../helpers/s3rver.js';
 import { solidImage } from '../media/fixtures.js';
 
 // A presigned PUT URL must accept the declared bytes on a real S3. The SDK, left to its default
@@ -15,19 +12,15 @@ import { solidImage } from '../media/fixtures.js';
 // `x-amz-checksum-<algorithm>` the request names, so each direct upload failed there with a
 // checksum mismatch. s3rver does not check checksums: the check S3 makes is done here.
 const BUCKET = 'media-checksum';
-let server: S3rver;
+let server: S3Server;
 let endpoint: string;
-let dir: string;
 
 test.before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 's3rver-checksum-'));
-  server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dir, configureBuckets: [{ name: BUCKET }] });
-  const address = await server.run();
-  endpoint = `http://127.0.0.1:${address.port}`;
+  server = await startS3rver(BUCKET);
+  endpoint = server.endpoint;
 });
 test.after.always(async () => {
   await server?.close();
-  await rm(dir, { recursive: true, force: true });
 });
 
 /** The checksum S3 computes over `body` for `algorithm`, base64 as it appears in the URL. */

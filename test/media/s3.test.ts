@@ -1,11 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import test from 'ava';
-import S3rver from 's3rver';
 import sharp from 'sharp';
 import { ManualClock } from '../../services/kit/clock.js';
 import { createS3Storage, objectKey, type ObjectStorage } from '../../domains/media/index.js';
+import { startS3rver, type S3Server } from '../helpers/s3rver.js';
 import { phonePhoto, solidImage } from './fixtures.js';
 import { postJson, startMediaPlatform, type MediaPlatform } from './harness.js';
 import { amzDateSeconds, expectedSignature } from './sigv4.js';
@@ -15,19 +12,15 @@ import { amzDateSeconds, expectedSignature } from './sigv4.js';
 const BUCKET = 'media-test';
 const KEY_ID = 'S3RVER';
 const SECRET = 'S3RVER';
-let server: S3rver;
+let server: S3Server;
 let endpoint: string;
-let dir: string;
 
 test.before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 's3rver-'));
-  server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dir, configureBuckets: [{ name: BUCKET }] });
-  const address = await server.run();
-  endpoint = `http://127.0.0.1:${address.port}`;
+  server = await startS3rver(BUCKET);
+  endpoint = server.endpoint;
 });
 test.after.always(async () => {
   await server?.close();
-  await rm(dir, { recursive: true, force: true });
 });
 
 const storageWith = (clock: ManualClock, publicEndpoint?: string): ObjectStorage =>
