@@ -261,6 +261,14 @@ test('a list paged by offset refuses cursors (naming them) instead of serving pa
   t.is((await call('/cursor-list?before=item_9')).body.error.param, 'before');
 });
 
+test('a list paged by the after cursor refuses before with a message naming after, not "limit and offset" alone', async (t) => {
+  const refused = await call('/cursor-list?limit=2&before=item_9');
+  t.is(refused.status, 400);
+  assertShapeA(t, refused.body, { type: 'invalid_request_error', code: 'invalid_parameter', param: 'before' });
+  t.regex(refused.body.error.message, /pages by the `after` cursor/);
+  t.regex((await call('/offset-list?limit=2&before=item_9')).body.error.message, /^This list pages by limit and offset;/);
+});
+
 test('missing gateway token is 401; missing identity is 401 except on public routes', async (t) => {
   const noToken = await fetch(`${base}/public`);
   t.is(noToken.status, 401);

@@ -126,11 +126,25 @@ test('a file part sent without a filename (busboy reads it as a text field) is a
   const withType = Buffer.concat([Buffer.from(`--${BOUNDARY}${CRLF}Content-Disposition: form-data; name="file"${CRLF}Content-Type: image/png${CRLF}${CRLF}`), png]);
   for (const body of [form(withType), form(part('file', 'some text')), form(part('filename', 'cat.png'), part('file', png))]) {
     const res = await send(user.headers, body);
-    expectFileError(t, res, /The 'file' part must be a file part: send it with a filename/);
+    expectFileError(t, res, /The 'file' part must be a file part: send it with a non-empty filename/);
     t.notRegex(res.body.error.message, /Missing required part/);
   }
   t.is(await mediaCount(user.userId), 0);
   await stillAnswers(t, user.headers, 13);
+});
+
+test('a file part sent with filename="" and a Content-Type other than octet-stream is a 400 that names the empty filename', async (t) => {
+  const user = await p.newUser();
+  const res = await send(user.headers, form(part('file', await solidImage('png', 6, 5, 14), '', 'image/png')));
+  expectFileError(t, res, /non-empty filename/);
+  t.regex(res.body.error.message, /filename="" is read as a text field/);
+  t.is(await mediaCount(user.userId), 0);
+  // A browser's form with no file chosen: filename="" and an empty octet-stream body.
+  const browser = await send(user.headers, form(part('file', '', '', 'application/octet-stream')));
+  t.is(browser.status, 400, JSON.stringify(browser.body));
+  t.is(browser.body.error.param, 'file');
+  t.regex(browser.body.error.message, /empty \(0 bytes\)/);
+  t.is(await mediaCount(user.userId), 0);
 });
 
 test('raw UTF-8 file names (as browsers and curl send them) and RFC 5987 names are kept, emoji included', async (t) => {

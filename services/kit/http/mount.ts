@@ -161,14 +161,25 @@ const CURSOR_KEYS = ['after', 'before'] as const;
  * parameter, `after` would hand a client that pages by cursor the first page again, forever.
  */
 function refusedCursors(route: Route): readonly string[] {
-  const shape = (route.request?.query as { shape?: Record<string, unknown> } | undefined)?.shape;
+  const shape = queryShape(route);
   return shape && 'offset' in shape ? CURSOR_KEYS.filter((key) => !(key in shape)) : [];
+}
+
+function queryShape(route: Route): Record<string, unknown> | undefined {
+  return (route.request?.query as { shape?: Record<string, unknown> } | undefined)?.shape;
+}
+
+/** Says how the list does page, so a client sent away from `before` learns what to send instead. */
+function pagingWords(route: Route): string {
+  const shape = queryShape(route);
+  return shape && 'after' in shape ? 'by the `after` cursor (and limit and offset)' : 'by limit and offset';
 }
 
 function routeHandler(route: Route, options: MountOptions): RequestHandler {
   const limit = route.bodyLimit ?? options.bodyLimit;
   const status = route.response?.status ?? 200;
   const cursors = refusedCursors(route);
+  const paging = cursors.length > 0 ? pagingWords(route) : '';
   const noStore = route.response?.noStore === true;
   return async (req, res, next) => {
     try {
@@ -183,7 +194,7 @@ function routeHandler(route: Route, options: MountOptions): RequestHandler {
       const rawQuery = req.query;
       checkRequestStrings(req.path, rawQuery);
       for (const key of cursors) {
-        if ((rawQuery as Record<string, unknown>)[key] !== undefined) throw new ApiError(400, `This list pages by limit and offset; '${key}' is not supported`, { param: key });
+        if ((rawQuery as Record<string, unknown>)[key] !== undefined) throw new ApiError(400, `This list pages ${paging}; '${key}' is not supported`, { param: key });
       }
       const rawBody = route.body === 'stream' ? undefined : await readJsonBody(req, { limit, maxDepth: options.jsonMaxDepth, rawMembers: route.rawMembers });
       if (route.body !== 'stream') req.body = rawBody;

@@ -33,7 +33,7 @@ import {
 } from '../../kit/index.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { modelSummary } from '../models/types.js';
-import type { PatchProviderInput, RegisterProviderInput } from './schemas.js';
+import { endpointKey, type PatchProviderInput, type RegisterProviderInput } from './schemas.js';
 
 /** Provider administration: register (then sync models), patch, list, view, synchronise. */
 export interface ProviderDeps {
@@ -130,9 +130,13 @@ function baseUrlOf(input: { base_url?: string; url?: string; endpoints?: { url: 
   return input.base_url ?? input.url ?? input.endpoints?.[0]?.url;
 }
 
-/** `url` is another name of `base_url`: two different values leave no way to know which was meant. */
+/**
+ * `url` is another name of `base_url`: two different values leave no way to know which was meant.
+ * Compared as endpoints are (letter case of scheme and host, trailing slash): paths are joined to the
+ * URL with its trailing slashes dropped, so `https://x/v1` and `https://x/v1/` reach the same place.
+ */
 function checkUrlsAgree(input: { base_url?: string; url?: string }): void {
-  if (input.base_url && input.url && input.base_url !== input.url) throw badRequest('base_url and url must agree when both are given', 'url');
+  if (input.base_url && input.url && endpointKey(input.base_url) !== endpointKey(input.url)) throw badRequest('base_url and url must agree when both are given', 'url');
 }
 
 export async function registerProvider(deps: ProviderDeps, input: RegisterProviderInput) {
@@ -215,8 +219,9 @@ export async function patchProvider(deps: ProviderDeps, id: string, input: Patch
     if (input.endpoints !== undefined) patch.endpoints = storedEndpoints(input.endpoints);
     const baseUrl = input.base_url ?? input.url;
     // A provider with endpoints configured is routed and synced through them, never its base URL:
-    // a new base URL alone would be stored and change nothing, so it is refused.
-    if (baseUrl && baseUrl !== current.base_url && input.endpoints === undefined && current.endpoints?.length) {
+    // a new base URL alone would be stored and change nothing, so it is refused (the same URL sent
+    // again, a trailing slash or the host's letter case aside, is no new one).
+    if (baseUrl && (current.base_url == null || endpointKey(baseUrl) !== endpointKey(current.base_url)) && input.endpoints === undefined && current.endpoints?.length) {
       throw badRequest(
         'This provider is routed through its configured endpoints, so a new base URL alone would change nothing: edit endpoints instead (or send endpoints with it)',
         input.base_url !== undefined ? 'base_url' : 'url',

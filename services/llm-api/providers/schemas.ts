@@ -24,7 +24,7 @@ function hasCredentials(url: string): boolean {
 }
 
 /** The same endpoint whatever its letter case in scheme and host, or a trailing slash. */
-const endpointKey = (url: string) => {
+export const endpointKey = (url: string) => {
   try {
     return new URL(url).href.replace(/\/+$/, '');
   } catch {

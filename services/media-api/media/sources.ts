@@ -201,10 +201,11 @@ export function readMultipart(req: Request, maxBytes: number, maxBodyBytes = max
       });
     });
     parser.on('field', (name, value) => {
-      // A part is a file only with `filename=` in its Content-Disposition; without it busboy reads
-      // even an image as a text field. Say so, rather than that the `file` part is missing.
+      // A part is a file only with a non-empty `filename=` (or Content-Type application/octet-stream);
+      // busboy drops `filename=""` as if absent and reads even an image as a text field, without
+      // saying which it was. The message covers both, rather than saying the part is missing.
       if (name === 'file') {
-        fail(new ApiError(400, "The 'file' part must be a file part: send it with a filename (Content-Disposition: form-data; name=\"file\"; filename=\"…\")", { param: 'file' }));
+        fail(new ApiError(400, "The 'file' part must be a file part: send it with a non-empty filename (Content-Disposition: form-data; name=\"file\"; filename=\"…\"); a part with no filename or filename=\"\" is read as a text field unless its Content-Type is application/octet-stream", { param: 'file' }));
         return;
       }
       if (name === 'filename' && value) filename = value;

@@ -106,6 +106,30 @@ test.serial('a PATCH whose base_url and url disagree is a 400 naming url, as on 
   t.is(same.status, 200, JSON.stringify(same.body));
 });
 
+test.serial('base_url and url that differ only by a trailing slash (or the letter case of the host) agree, on register and on PATCH; base_url is what is stored', async (t) => {
+  const slashed = `${fake.url}/`;
+  const reg = await h.call('POST', '/v1/admin/providers', { name: 'Val slash urls', vendor: 'val', base_url: fake.url, url: slashed, api_key: 'sk-val-good' });
+  t.is(reg.status, 201, JSON.stringify(reg.body));
+  t.is(reg.body.base_url, fake.url);
+  const patched = await h.call('PATCH', `/v1/admin/providers/${reg.body.id}`, { base_url: slashed, url: fake.url.replace('http://', 'HTTP://') });
+  t.is(patched.status, 200, JSON.stringify(patched.body));
+  t.is(patched.body.base_url, slashed);
+  // A different path still disagrees.
+  const other = await h.call('PATCH', `/v1/admin/providers/${reg.body.id}`, { base_url: fake.url, url: `${fake.url}/v2/` });
+  t.is(other.status, 400);
+  t.is(other.body.error.param, 'url');
+});
+
+test.serial('on a provider routed through endpoints, its base URL sent again (a trailing slash aside) is taken; a new one alone is a 400 naming it', async (t) => {
+  const reg = await h.call('POST', '/v1/admin/providers', { name: 'Val routed', vendor: 'val', base_url: fake.url, endpoints: [{ url: fake.url }], api_key: 'sk-val-good' });
+  t.is(reg.status, 201, JSON.stringify(reg.body));
+  const again = await h.call('PATCH', `/v1/admin/providers/${reg.body.id}`, { base_url: `${fake.url}/` });
+  t.is(again.status, 200, JSON.stringify(again.body));
+  const moved = await h.call('PATCH', `/v1/admin/providers/${reg.body.id}`, { base_url: `${fake.url}/v2` });
+  t.is(moved.status, 400, JSON.stringify(moved.body));
+  t.is(moved.body.error.param, 'base_url');
+});
+
 test.serial('a sync of a provider whose every endpoint is switched off says so, rather than that the provider could not be reached', async (t) => {
   const reg = await h.call('POST', '/v1/admin/providers', { name: 'Val all off', vendor: 'val', endpoints: [{ url: fake.url }], api_key: 'sk-val-good' });
   t.is(reg.status, 201);
