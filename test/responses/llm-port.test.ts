@@ -3,6 +3,7 @@ import { ManualClock, type Principal } from '../../services/kit/index.js';
 import { createLlmPort } from '../../services/response-api/responses/ports.js';
 import { startFakeUpstream, type FakeUpstream } from '../fakes/openai-upstream.js';
 import { startLlmHarness, type LlmHarness } from '../fakes/llm-harness.js';
+import { createTestUser } from '../helpers/users.js';
 
 // response-api's client of llm-api, against a real llm-api: the model's context window is read
 // from llm-api's model entry and reused for RESPONSES_MODEL_CACHE_MS by the clock; a conversation
@@ -50,6 +51,26 @@ test.serial('the context window is reused until the cache time has passed, by th
   await setContext('org/windowed', 3000);
   t.is(await uncached.contextLength(principal, 'org/windowed', signal), 3000, '0 reads it for every response');
   await Promise.all([port.close(), uncached.close()]);
+});
+
+test.serial("a model's access is the caller's own: a window another user's lookup cached does not answer a user the model is not allowed to", async (t) => {
+  const clock = new ManualClock(1_000_000);
+  const port = createLlmPort({ baseUrl: () => h.url, gatewayToken: h.service.gatewaySecret, timeoutMs: 10_000, clock, modelCacheMs: 30_000 });
+  const signal = new AbortController().signal;
+  const restricted = await createTestUser(h.service.runtime.db.knex);
+  const patched = await h.call('PATCH', `/v1/admin/users/${restricted.id}`, { allowed_models: ['unbounded'] });
+  t.is(patched.status, 200);
+  const other: Principal = { userId: restricted.id, subject: restricted.id, email: restricted.email, username: restricted.username, authMethod: 'apikey', isAdmin: false, isGuest: false };
+  const cold: any = await t.throwsAsync(port.contextLength(other, 'org/windowed', signal));
+  t.is(cold.status, 404, 'refused on a cold cache');
+  await setContext('org/windowed', 1000);
+  t.is(await port.contextLength(principal, 'org/windowed', signal), 1000, 'a user with access warms the cache');
+  const warm: any = await t.throwsAsync(port.contextLength(other, 'org/windowed', signal));
+  t.is(warm.status, 404, 'still refused once the cache is warm');
+  t.is(warm.param, cold.param);
+  t.is(warm.code, cold.code);
+  t.is(await port.contextLength(other, 'unbounded', signal), null, 'a model of its allow-list is answered');
+  await port.close();
 });
 
 test.serial('a conversation is read newest first, a page of 100 at a time, no further than the caller goes', async (t) => {

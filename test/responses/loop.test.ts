@@ -241,3 +241,33 @@ test('max_output_tokens reached: incomplete with that reason; a tools subset by 
   t.is(error.status, 400);
   t.is(error.param, 'tools[0]');
 });
+
+test("mcp_call items carry the server_label the client declared (the first of several), in JSON, in the stream and when stored; 'jan' without one", async (t) => {
+  const call = { tool_calls: [{ name: 'python_exec', arguments: { code: 'print(1)' } }] };
+  const { client } = await p.newClient();
+  const labels = (output: any[]) => output.filter((item) => item.type === 'mcp_call').map((item) => item.server_label);
+
+  p.fake.script('label-json', [call, { content: 'done' }]);
+  const json = await client.responses.create({ model: MODEL, input: 'x #script:label-json', tools: [{ type: 'mcp', server_label: 'tools', allowed_tools: ['python_exec'] } as any] });
+  t.deepEqual(labels(json.output), ['tools']);
+  t.deepEqual(labels((await client.responses.retrieve(json.id)).output), ['tools'], 'as stored');
+
+  p.fake.script('label-stream', [call, { content: 'done' }]);
+  const { events, final } = await streamResponse(t, client, { model: MODEL, input: 'x #script:label-stream', tools: [{ type: 'mcp', server_label: 'deepwiki', allowed_tools: ['python_exec'] } as any] });
+  const itemEvents = events.filter((e) => (e.type === 'response.output_item.added' || e.type === 'response.output_item.done') && e.item.type === 'mcp_call');
+  t.is(itemEvents.length, 2);
+  for (const event of itemEvents) t.is(event.item.server_label, 'deepwiki', event.type);
+  t.deepEqual(labels(final.output), ['deepwiki']);
+
+  p.fake.script('label-first', [call, { content: 'done' }]);
+  const several = await client.responses.create({
+    model: MODEL,
+    input: 'x #script:label-first',
+    tools: ['python_exec', { type: 'mcp', server_label: 'first', allowed_tools: ['python_exec'] }, { type: 'mcp', server_label: 'second' }] as any,
+  });
+  t.deepEqual(labels(several.output), ['first'], 'the first declared label');
+
+  p.fake.script('label-default', [call, { content: 'done' }]);
+  const platform = await client.responses.create({ model: MODEL, input: 'x #script:label-default' });
+  t.deepEqual(labels(platform.output), ['jan'], 'tools omitted: the platform label');
+});

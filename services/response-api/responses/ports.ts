@@ -177,10 +177,16 @@ function drainedOrAborted(full: Promise<void>, signal: AbortSignal): Promise<voi
  */
 const STEP_REFUSAL = { what: 'The chat completion', paramOfCode: { model_not_found: 'model' } } as const;
 
+/** The most (caller, model) context windows one process keeps. */
+const MODEL_CACHE_ENTRIES = 10_000;
+
 export function createLlmPort(options: { baseUrl: () => string; gatewayToken: string; timeoutMs: number; clock: Clock; modelCacheMs: number }): LlmPort & { close(): Promise<void> } {
   const client = createInternalClient({ baseUrl: options.baseUrl, gatewayToken: options.gatewayToken, timeoutMs: options.timeoutMs });
-  // Context windows by model, each reused for `modelCacheMs`: models every user may see, and only
-  // those llm-api knows (a lookup that fails is not kept), so the map stays as small as the catalog.
+  // Context windows by caller and model, each reused for `modelCacheMs`. The lookup is also the
+  // caller's access check (llm-api answers 404 for a model outside the user's or key's allow-list,
+  // or one it does not serve them), so an entry one caller's lookup made must never answer another
+  // caller. Only lookups that succeed are kept, expired entries are dropped as new ones come, and
+  // the map holds at most MODEL_CACHE_ENTRIES (the oldest go first).
   const contextLengths = new Map<string, { value: number | null; expires: number }>();
   return {
     async complete(principal, body, signal, onDelta, projectId) {
@@ -236,14 +242,23 @@ export function createLlmPort(options: { baseUrl: () => string; gatewayToken: st
       }
     },
     async contextLength(principal, model, signal) {
-      const cached = contextLengths.get(model);
+      const key = `${principal.userId}\u0000${principal.apiKeyId ?? ''}\u0000${model}`;
+      const cached = contextLengths.get(key);
       if (cached && cached.expires > options.clock.now()) return cached.value;
       // Model ids may hold slashes, which the route takes as they are.
       const path = model.split('/').map(encodeURIComponent).join('/');
       const res = await client.call<any>('GET', `/v1/models/${path}`, { principal, signal });
       if (res.status !== 200) relayError(res, { what: 'Reading the model', ...(res.status < 500 ? { param: 'model' } : {}) });
       const value = typeof res.body.context_length === 'number' ? res.body.context_length : null;
-      if (options.modelCacheMs > 0) contextLengths.set(model, { value, expires: options.clock.now() + options.modelCacheMs });
+      if (options.modelCacheMs > 0) {
+        const now = options.clock.now();
+        contextLengths.delete(key);
+        for (const [k, entry] of contextLengths) {
+          if (entry.expires > now && contextLengths.size < MODEL_CACHE_ENTRIES) break;
+          contextLengths.delete(k);
+        }
+        contextLengths.set(key, { value, expires: now + options.modelCacheMs });
+      }
       return value;
     },
     close: () => client.close(),

@@ -568,7 +568,18 @@ async function planFor(input: CreateResponseRequest, principal: Principal, proje
     answerOnLastStep,
     maxOutputTokens: input.max_output_tokens ?? null,
     sampling,
+    serverLabel: declaredServerLabel(input.tools),
   };
+}
+
+/**
+ * The label the response's `mcp_call` items carry: the first `server_label` among the client's mcp
+ * tools (every mcp tool stands for the same platform tools, so a call cannot be told to belong to
+ * a later one), SERVER_LABEL when none gives one (tools omitted, or tools named by a bare name).
+ */
+function declaredServerLabel(tools: CreateResponseRequest['tools']): string {
+  for (const tool of tools ?? []) if (typeof tool !== 'string' && tool.type === 'mcp' && typeof tool.server_label === 'string') return tool.server_label;
+  return SERVER_LABEL;
 }
 
 /** The object forms of `tool_choice` that name tools this service offers. */
