@@ -242,7 +242,7 @@ test('max_output_tokens reached: incomplete with that reason; a tools subset by 
   t.is(error.param, 'tools[0]');
 });
 
-test("mcp_call items carry the server_label the client declared (the first of several), in JSON, in the stream and when stored; 'jan' without one", async (t) => {
+test("mcp_call items carry the server_label of the declared tool entry that offers the tool (the first of several), in JSON, in the stream and when stored; 'jan' without one", async (t) => {
   const call = { tool_calls: [{ name: 'python_exec', arguments: { code: 'print(1)' } }] };
   const { client } = await p.newClient();
   const labels = (output: any[]) => output.filter((item) => item.type === 'mcp_call').map((item) => item.server_label);
@@ -263,9 +263,17 @@ test("mcp_call items carry the server_label the client declared (the first of se
   const several = await client.responses.create({
     model: MODEL,
     input: 'x #script:label-first',
-    tools: ['python_exec', { type: 'mcp', server_label: 'first', allowed_tools: ['python_exec'] }, { type: 'mcp', server_label: 'second' }] as any,
+    tools: [{ type: 'mcp', server_label: 'search', allowed_tools: ['google_search'] }, { type: 'mcp', server_label: 'code', allowed_tools: ['python_exec'] }, { type: 'mcp', server_label: 'all' }] as any,
   });
-  t.deepEqual(labels(several.output), ['first'], 'the first declared label');
+  t.deepEqual(labels(several.output), ['code'], 'the first entry that offers python_exec, not the first entry');
+
+  p.fake.script('label-bare', [call, { content: 'done' }]);
+  const bare = await client.responses.create({
+    model: MODEL,
+    input: 'x #script:label-bare',
+    tools: ['python_exec', { type: 'mcp', server_label: 'later', allowed_tools: ['python_exec'] }] as any,
+  });
+  t.deepEqual(labels(bare.output), ['jan'], 'a bare name offers it first, under the label its echo carries');
 
   p.fake.script('label-default', [call, { content: 'done' }]);
   const platform = await client.responses.create({ model: MODEL, input: 'x #script:label-default' });

@@ -59,10 +59,11 @@ export interface LoopPlan {
   /** Passed to every step as they are: sampling, `response_format`, `verbosity`, `reasoning_effort`. */
   sampling: Record<string, unknown>;
   /**
-   * The `server_label` of the response's `mcp_call` items: the label the client gave its mcp tool
-   * (a client matches calls to the servers it declared by it), SERVER_LABEL when it declared none.
+   * The `server_label` of each platform tool's `mcp_call` items: the label of the first tool entry
+   * that offers it (a client matches calls to the servers it declared by it); SERVER_LABEL for a
+   * tool no labelled entry offers.
    */
-  serverLabel?: string;
+  serverLabels?: ReadonlyMap<string, string>;
 }
 
 export interface StepUsage {
@@ -239,11 +240,11 @@ export async function runLoop(
       // sandbox's) for nothing. They are kept, not run, and a chain from the response reads why.
       const error = `max_steps (${plan.maxSteps}) reached: this call was not run.`;
       for (const call of platformCalls) {
-        recorder.unrunMcpCall({ name: call.function.name, arguments: call.function.arguments, serverLabel: plan.serverLabel ?? SERVER_LABEL }, error);
+        recorder.unrunMcpCall({ name: call.function.name, arguments: call.function.arguments, serverLabel: plan.serverLabels?.get(call.function.name) ?? SERVER_LABEL }, error);
         messages.push({ role: 'tool', tool_call_id: call.id, content: `Error: ${error}` });
       }
     }
-    const started = (lastStep ? [] : platformCalls).map((call) => ({ call, index: recorder.startMcpCall({ name: call.function.name, arguments: call.function.arguments, serverLabel: plan.serverLabel ?? SERVER_LABEL }) }));
+    const started = (lastStep ? [] : platformCalls).map((call) => ({ call, index: recorder.startMcpCall({ name: call.function.name, arguments: call.function.arguments, serverLabel: plan.serverLabels?.get(call.function.name) ?? SERVER_LABEL }) }));
     await progress();
     const run = async ({ call }: (typeof started)[number]) => {
       if (!platformTools.has(call.function.name) || !plan.session) return { output: '', error: `Tool '${call.function.name}' does not exist. Available tools: ${[...platformTools].join(', ') || 'none'}.` };

@@ -473,6 +473,8 @@ async function planFor(input: CreateResponseRequest, principal: Principal, proje
   const available = session ? await session.list() : [];
   const byName = new Map(available.map((t) => [t.name, t]));
   const chosen = new Set<string>();
+  /** The label of the first entry offering each tool: a bare name or an unlabelled entry is SERVER_LABEL, as echoed. */
+  const serverLabels = new Map<string, string>();
   const functionTools: LoopPlan['functionTools'] = [];
   /** Where each client function was declared (`tools[i]`), to name it when its name is taken. */
   const functionAt: number[] = [];
@@ -487,7 +489,9 @@ async function planFor(input: CreateResponseRequest, principal: Principal, proje
     if (names) {
       for (const name of names) {
         if (!byName.has(name)) throw badRequest(`tools[${index}]: '${name}' is not an available tool`, `tools[${index}]`);
-        if (readOnly === null || (byName.get(name)!.readOnly === true) === readOnly) chosen.add(name);
+        if (readOnly !== null && (byName.get(name)!.readOnly === true) !== readOnly) continue;
+        chosen.add(name);
+        if (!serverLabels.has(name)) serverLabels.set(name, (typeof entry !== 'string' && entry.type === 'mcp' && entry.server_label) || SERVER_LABEL);
       }
     } else if (typeof entry !== 'string' && entry.type === 'function') {
       // Only the fields of a chat completions function: the Responses API's own (`defer_loading`,
@@ -568,18 +572,8 @@ async function planFor(input: CreateResponseRequest, principal: Principal, proje
     answerOnLastStep,
     maxOutputTokens: input.max_output_tokens ?? null,
     sampling,
-    serverLabel: declaredServerLabel(input.tools),
+    serverLabels,
   };
-}
-
-/**
- * The label the response's `mcp_call` items carry: the first `server_label` among the client's mcp
- * tools (every mcp tool stands for the same platform tools, so a call cannot be told to belong to
- * a later one), SERVER_LABEL when none gives one (tools omitted, or tools named by a bare name).
- */
-function declaredServerLabel(tools: CreateResponseRequest['tools']): string {
-  for (const tool of tools ?? []) if (typeof tool !== 'string' && tool.type === 'mcp' && typeof tool.server_label === 'string') return tool.server_label;
-  return SERVER_LABEL;
 }
 
 /** The object forms of `tool_choice` that name tools this service offers. */
