@@ -110,6 +110,17 @@ export async function createEdge(options: EdgeOptions) {
   const clientIpOf = createClientIp(options.trustedProxies);
   const proxy = createProxy(UPSTREAM_TIMEOUT_DEFAULTS);
   const logger = options.deps.logger;
+  // The listening port as text, kept between requests: an edge listens on one port (or a few), so
+  // its `X-Forwarded-Port` costs no string per request.
+  let lastPort = -1;
+  let lastPortText = '';
+  const portText = (port: number): string => {
+    if (port !== lastPort) {
+      lastPort = port;
+      lastPortText = String(port);
+    }
+    return lastPortText;
+  };
 
   async function handle(req: IncomingMessage, res: ServerResponse, requestId: string, responseHeaders: Record<string, string>): Promise<void> {
     let url = req.url ?? '/';
@@ -212,6 +223,14 @@ export async function createEdge(options: EdgeOptions) {
       headers['x-forwarded-host'] = req.headers.host;
       if (plan.preserveHost) headers.host = req.headers.host;
     } else delete headers['x-forwarded-host']; // HTTP/1.0 without Host: never the client's own value
+    // As Kong: the port the client connected to, the path it asked for, and a prefix only when the
+    // route stripped one; a client's values never pass (a service building URLs would trust them).
+    const localPort = req.socket.localPort;
+    if (localPort !== undefined) headers['x-forwarded-port'] = portText(localPort);
+    else if (req.headers['x-forwarded-port'] !== undefined) delete headers['x-forwarded-port'];
+    headers['x-forwarded-path'] = rawPath;
+    if (match.strippedPrefix !== null) headers['x-forwarded-prefix'] = match.strippedPrefix;
+    else if (req.headers['x-forwarded-prefix'] !== undefined) delete headers['x-forwarded-prefix'];
 
     for (const slot of plan.chain) {
       // One instance per plugin, the most specific for this route and the consumer the request is

@@ -16,6 +16,11 @@ export interface RouteMatch {
   service: DeckService;
   /** The path sent upstream (service path + remainder), without the query string. */
   upstreamPath: string;
+  /**
+   * The path prefix the route stripped (`strip_path`), which Kong sends as `X-Forwarded-Prefix`;
+   * null when nothing (or only `/`) was stripped.
+   */
+  strippedPrefix: string | null;
 }
 
 interface CompiledPath {
@@ -83,7 +88,7 @@ export function createRouter(deck: DeckFile, servicePath: (service: DeckService)
       if (matched === null) continue;
       const strip = c.route.strip_path ?? true;
       const upstreamPath = strip ? joinV0(c.servicePath, path.slice(matched.length)) : joinPlain(c.servicePath, path);
-      return { route: c.route, service: c.service, upstreamPath };
+      return { route: c.route, service: c.service, upstreamPath, strippedPrefix: strip && matched !== '' && matched !== '/' ? matched : null };
     }
     return null;
   }

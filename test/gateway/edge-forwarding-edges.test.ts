@@ -78,3 +78,12 @@ for (const path of ['/.well-known/%2e%2e/v1/models', '/.well-known/..%2f..%2fv1/
     else t.is(res.status, 401);
   });
 }
+
+test("a client's X-Forwarded-Port, -Path and -Prefix never reach the service: the edge's port and path do, and no prefix (no route strips one)", async (t) => {
+  const res = await fetch(`${edge.url}/.well-known/q?x=1`, { headers: { 'x-forwarded-port': '8443', 'x-forwarded-path': '/evil', 'x-forwarded-prefix': '/admin' } });
+  t.is(res.status, 200);
+  const echo = (await res.json()) as { headers: Record<string, string | undefined> };
+  t.is(echo.headers['x-forwarded-port'], new URL(edge.url).port);
+  t.is(echo.headers['x-forwarded-path'], '/.well-known/q');
+  t.is(echo.headers['x-forwarded-prefix'], undefined);
+});
