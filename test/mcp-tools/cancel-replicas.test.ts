@@ -107,14 +107,14 @@ test.serial("a cancel sent to the other replica stops the call, and only the sam
   t.is(cancelY.status, 202);
   await waitFor(() => yCall.state.settled, 10_000, "Y's call ended by the cancel that reached replica B");
   t.true(yCall.state.result?.isError, JSON.stringify(yCall.state.result));
-  t.is(yCall.state.result?.content?.[0]?.text, 'The request was cancelled');
+  t.is(yCall.state.result?.content?.[0]?.text, 'The call was cancelled');
   t.false(xCall.state.settled, "X's call under the same id goes on: Y's cancel named Y's call only");
 
   // A cancel of an id X has no call under cancels nothing either; then X's own cancel, through B, stops X's call.
   t.is((await rpc(bUrl, x, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: '7' } })).status, 202);
   t.is((await rpc(bUrl, x, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7 } })).status, 202);
   await waitFor(() => xCall.state.settled, 10_000, "X's call ended by its cancel that reached replica B");
-  t.is(xCall.state.result?.content?.[0]?.text, 'The request was cancelled');
+  t.is(xCall.state.result?.content?.[0]?.text, 'The call was cancelled');
   await waitFor(() => page.open() === 0, 10_000, 'both page fetches stopped');
   await Promise.all([xCall.done, yCall.done]);
 });
@@ -126,7 +126,7 @@ test.serial('a cancel reaching the replica running the call stops it there at on
   await waitFor(() => page.requests() >= before + 1, 10_000, 'the call fetching its page');
   t.is((await rpc(a.url, x, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 9 } })).status, 202);
   await waitFor(() => call.state.settled, 10_000, 'the call ended by the local cancel');
-  t.is(call.state.result?.content?.[0]?.text, 'The request was cancelled');
+  t.is(call.state.result?.content?.[0]?.text, 'The call was cancelled');
   await call.done;
 });
 
@@ -157,7 +157,7 @@ test.serial('a cancel sent to a replica cut off from the broker stops the call o
   proxyB.resume();
   await back;
   await waitFor(() => call.state.settled, 10_000, 'the call ended by the cancel B kept');
-  t.is(call.state.result?.content?.[0]?.text, 'The request was cancelled');
+  t.is(call.state.result?.content?.[0]?.text, 'The call was cancelled');
   await call.done;
 });
 
@@ -183,7 +183,7 @@ test.serial('a replica cut off from the broker while it runs a call is handed th
   proxyA.resume();
   await back;
   await waitFor(() => call.state.settled, 10_000, 'the call ended by the cancel published while A was away');
-  t.is(call.state.result?.content?.[0]?.text, 'The request was cancelled');
+  t.is(call.state.result?.content?.[0]?.text, 'The call was cancelled');
   await call.done;
 });
 

@@ -50,7 +50,9 @@ export function createS3Storage(options: S3StorageOptions): ObjectStorage {
   };
   // Checksums only where S3 requires one: by default the SDK signs into a presigned PUT the CRC32
   // of the body it has at signing time, none (`x-amz-checksum-crc32=AAAAAA==`), and S3 (R2, MinIO)
-  // then refuses every real upload to that URL as a checksum mismatch.
+  // then refuses every real upload to that URL as a checksum mismatch. Responses likewise: by
+  // default every presigned GET names `x-amz-checksum-mode=ENABLED`, a parameter S3 does not need
+  // and some S3-compatible stores refuse or leave out of the signature they check.
   const clientFor = (endpoint?: string) =>
     new S3Client({
       endpoint,
@@ -60,6 +62,7 @@ export function createS3Storage(options: S3StorageOptions): ObjectStorage {
       systemClockOffset: 0,
       requestHandler,
       requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
     });
   const client = clientFor(options.endpoint);
   client.middlewareStack.add(

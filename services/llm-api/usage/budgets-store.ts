@@ -202,6 +202,31 @@ export async function purgeSpendHolds(knex: Knex, now: number, limit: number): P
 /** The purge's statement with its values, for the index tests. */
 export const purgeSpendHoldsSql = (now: number, limit: number) => ({ sql: PURGE, bindings: [now, limit] });
 
+// As the hold purge: by row address, oldest periods first through the period's index. A counter
+// that still has a hold is left (a settlement may still come for it); the holds' primary key
+// answers that per counter. A correlated scalar subquery, not NOT EXISTS: the planner turned that
+// into an anti-join that read the whole holds table for every batch.
+const PURGE_COUNTERS = `delete from llm_spend_counters where ctid = any(array(
+    select c.ctid from llm_spend_counters c where c.period_start < cast(? as date)
+      and (select h.gen from llm_spend_holds h where h.scope = c.scope and h.scope_id = c.scope_id and h.period_start = c.period_start limit 1) is null
+    order by c.period_start limit ? for update of c skip locked))
+  returning 1`;
+
+/**
+ * Deletes up to `limit` spend counters of periods that started before `before` (a date,
+ * `YYYY-MM-DD`) and have no hold left, oldest first, and answers how many. Only admission reads a
+ * counter (its own period's) and only settlement writes one (the period its hold was taken in):
+ * usage reports read the usage rows, never the counters. A counter another statement is
+ * writing at that moment is skipped, not waited for.
+ */
+export async function purgeSpendCounters(knex: Knex, before: string, limit: number): Promise<number> {
+  const result = await knex.raw(PURGE_COUNTERS, [before, limit]);
+  return result.rows.length;
+}
+
+/** The counter purge's statement with its values, for the index tests. */
+export const purgeSpendCountersSql = (before: string, limit: number) => ({ sql: PURGE_COUNTERS, bindings: [before, limit] });
+
 /** Takes back an admission that never ran (another budget refused the request): nothing spent, nothing learnt. */
 export async function releaseSpend(knex: Knex, hold: SpendHold): Promise<void> {
   await settleSpend(knex, hold, { cost: 0, tokens: 0 });

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { z } from 'zod';
 import { ApiError, isDependencyUnavailable, isPending, runEvery, type Clock, type Logger, type MaybePromise, type Periodic, type Principal } from '../../kit/index.js';
 import { randomUUID } from 'node:crypto';
-import { admitSpend, findSpendLimits, findSpendLimitsOf, purgeSpendHolds, readSpend, releaseSpend, seedSpendCounter, settleSpend, upsertSpendLimits, type SpendHold, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
+import { admitSpend, findSpendLimits, findSpendLimitsOf, purgeSpendCounters, purgeSpendHolds, readSpend, releaseSpend, seedSpendCounter, settleSpend, upsertSpendLimits, type SpendHold, type SpendLimitsRow, type SpendPeriod, type SpendScope } from './budgets-store.js';
 
 /**
  * Budgets and model allow-lists on API keys and on users.
@@ -411,8 +411,36 @@ export async function purgeStaleHolds(deps: Pick<SpendDeps, 'knex' | 'clock'>, b
 }
 
 /**
- * Runs the purge at start and then every `intervalMs` after the last run ended; `stop` ends a run
- * in progress after its current batch, and waits for that.
+ * The first period start whose counters are kept: the first day of the previous UTC month. Every
+ * counter of the current period and of the one before it, day or month, starts on or after it, so
+ * a settlement arriving late for the previous period still finds its counter; what starts before
+ * it ended at least a month ago (a month budget's) or about a month ago (a day budget's).
+ */
+export function counterKeepFrom(now: number): string {
+  const d = new Date(now);
+  return new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - 1, 1)).toISOString().slice(0, 10);
+}
+
+/**
+ * Deletes the spend counters (one per key or user and period) of periods before `counterKeepFrom`
+ * that no hold names any more, in batches; answers how many. Nothing reads them (admission reads its
+ * own period's counter, usage reports read the usage rows), and a counter is written once per key
+ * or user and period, so without this the table only grew. `stopping` is asked between batches.
+ */
+export async function purgeOldCounters(deps: Pick<SpendDeps, 'knex' | 'clock'>, batchSize = PURGE_BATCH, stopping: () => boolean = () => false): Promise<number> {
+  const before = counterKeepFrom(deps.clock.now());
+  let total = 0;
+  for (;;) {
+    const deleted = await purgeSpendCounters(deps.knex, before, batchSize);
+    total += deleted;
+    if (deleted < batchSize || stopping()) return total;
+  }
+}
+
+/**
+ * Runs the purge (stale holds, then old counters: a counter goes only once its holds are gone) at
+ * start and then every `intervalMs` after the last run ended; `stop` ends a run in progress after
+ * its current batch, and waits for that.
  */
 export function startHoldPurge(deps: Pick<SpendDeps, 'knex' | 'clock'> & { logger: Pick<Logger, 'info' | 'warn'> }, intervalMs = HOLD_PURGE_INTERVAL_MS, batchSize = PURGE_BATCH): Periodic {
   let stopping = false;
@@ -421,6 +449,9 @@ export function startHoldPurge(deps: Pick<SpendDeps, 'knex' | 'clock'> & { logge
     async () => {
       const purged = await purgeStaleHolds(deps, batchSize, () => stopping);
       if (purged > 0) deps.logger.info({ purged }, 'spend holds of requests that never settled deleted');
+      if (stopping) return;
+      const counters = await purgeOldCounters(deps, batchSize, () => stopping);
+      if (counters > 0) deps.logger.info({ purged: counters }, 'spend counters of past periods deleted');
     },
     (error) => deps.logger.warn({ err: error.message }, 'spend hold purge failed; retrying at the next interval'),
     { immediate: true },

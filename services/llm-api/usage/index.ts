@@ -1,6 +1,6 @@
 import type { LlmApiResource } from '../resource.js';
 import { startHoldPurge } from './budgets.js';
-import { spendHoldExpiry, spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables, usageCachedTokens, usageRollupTables } from './migrations.js';
+import { spendCountersPeriodIndex, spendHoldExpiry, spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables, usageCachedTokens, usageRollupTables } from './migrations.js';
 import { usageRoutes } from './routes.js';
 
 export type { UsageReportDeps } from './report.js';
@@ -9,7 +9,7 @@ export { admitRequest, createSpendLimitsCache, getSpendLimits, hasSpendInput, mo
 /** Usage and cost reports (the raw usage table and the writer belong to chat's request path). */
 export const usageResource: LlmApiResource = {
   name: 'usage',
-  migrations: [usageRollupTables, spendTables, spendSettledCount, usageCachedTokens, spendHolds, spendHoldsAdmittedIndex, spendHoldExpiry],
+  migrations: [usageRollupTables, spendTables, spendSettledCount, usageCachedTokens, spendHolds, spendHoldsAdmittedIndex, spendHoldExpiry, spendCountersPeriodIndex],
   routes: (deps) => usageRoutes(deps),
   start(deps, ctx) {
     // Holds of requests that never settled, on counters no admission visits any more (a period that is over).

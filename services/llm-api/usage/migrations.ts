@@ -285,3 +285,20 @@ export const spendHoldExpiry: Migration = {
     });
   },
 };
+
+/**
+ * The periodic purge deletes spend counters of periods long over (budgets.ts, `purgeOldCounters`)
+ * and finds them by their period's start, oldest first: the primary key leads with the scope, so
+ * without this index each run read the whole table. Admission updates a counter without touching
+ * `period_start`, so those updates stay as cheap; a new counter (once per key or user and period)
+ * writes one more index entry.
+ */
+export const spendCountersPeriodIndex: Migration = {
+  name: '20261208_0040_llm_spend_counters_period',
+  async up(knex) {
+    await knex.raw('create index llm_spend_counters_period_start_index on llm_spend_counters (period_start)');
+  },
+  async down(knex) {
+    await knex.raw('drop index llm_spend_counters_period_start_index');
+  },
+};

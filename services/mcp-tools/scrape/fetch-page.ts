@@ -45,7 +45,10 @@ export async function fetchPage(deps: ScrapeDeps, url: string, format: 'text' | 
       signal: stop,
     });
   } catch (error) {
-    if (deadline.aborted && !signal.aborted) throw new ToolFailure(`The page did not answer within ${deps.timeoutMs} ms`);
+    // A cancel is no failure of the page: rethrown as it is, the call's own cancel path answers it,
+    // in the same words as every other tool's.
+    if (signal.aborted) throw error;
+    if (deadline.aborted) throw new ToolFailure(`The page did not answer within ${deps.timeoutMs} ms`);
     throw new ToolFailure(describeFetchError(error, deps));
   }
   if (response.status >= 400) throw new ToolFailure(`The page answered HTTP ${response.status}`);
@@ -90,7 +93,7 @@ async function readHtml(deps: ScrapeDeps, html: string, url: string, format: 'te
     return await extractHtmlInThread(html, url, format, { timeoutMs: deps.timeoutMs, signal, userId });
   } catch (error) {
     if (error instanceof ExtractionTimeout) throw new ToolFailure(`The page is too complex to read within ${deps.timeoutMs} ms`);
-    if (signal.aborted) throw new ToolFailure('The request was cancelled');
+    if (signal.aborted) throw error;
     throw new ToolFailure(`The page could not be read (${String((error as Error).message).slice(0, 120)})`);
   }
 }
@@ -182,7 +185,6 @@ function describeFetchError(error: unknown, deps: ScrapeDeps): string {
   const err = error as NodeJS.ErrnoException;
   if (err.code === 'E_TOO_LARGE') return `The page is larger than ${deps.maxBytes} bytes`;
   if (err.code === 'ETIMEDOUT') return `The page did not answer within ${deps.timeoutMs} ms`;
-  if (err.name === 'AbortError') return 'The request was cancelled';
   if (err.code === 'ECONNREFUSED') return 'The site refused the connection';
   if (err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN') return 'The host name does not resolve';
   return `The page could not be fetched (${err.code ?? 'network error'})`;

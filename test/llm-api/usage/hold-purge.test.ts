@@ -3,10 +3,10 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { ManualClock, type Principal, type ServiceContext } from '../../../services/kit/index.js';
 import type { LlmApiDeps } from '../../../services/llm-api/deps.js';
-import { admitSpend, purgeSpendHoldsSql, readSpend, type SpendKey } from '../../../services/llm-api/usage/budgets-store.js';
+import { admitSpend, purgeSpendCountersSql, purgeSpendHoldsSql, readSpend, type SpendKey } from '../../../services/llm-api/usage/budgets-store.js';
 import { admitRequest, purgeStaleHolds, startHoldPurge, writeSpendLimits, type SpendDeps } from '../../../services/llm-api/usage/budgets.js';
 import { usageResource } from '../../../services/llm-api/usage/index.js';
-import { spendHoldExpiry, spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables } from '../../../services/llm-api/usage/migrations.js';
+import { spendCountersPeriodIndex, spendHoldExpiry, spendHolds, spendHoldsAdmittedIndex, spendSettledCount, spendTables } from '../../../services/llm-api/usage/migrations.js';
 import { openTestRuntime } from '../../helpers/env.js';
 import { analyzeOwnTables, assertIndexBacked, batchInsert, explainSql } from '../../helpers/query-plans.js';
 import { waitFor } from '../../helpers/wait.js';
@@ -18,7 +18,7 @@ import { waitFor } from '../../helpers/wait.js';
 let runtime: Awaited<ReturnType<typeof openTestRuntime>>;
 let knex: Knex;
 test.before(async () => {
-  runtime = await openTestRuntime({ migrations: [{ owner: 'hold_purge_test', migrations: [spendTables, spendSettledCount, spendHolds, spendHoldsAdmittedIndex, spendHoldExpiry] }], bus: 'pg' });
+  runtime = await openTestRuntime({ migrations: [{ owner: 'hold_purge_test', migrations: [spendTables, spendSettledCount, spendHolds, spendHoldsAdmittedIndex, spendHoldExpiry, spendCountersPeriodIndex] }], bus: 'pg' });
   knex = runtime.db.knex;
 });
 test.after.always(async () => {
@@ -268,4 +268,89 @@ test.serial('stopping the purge during a run of several batches ends it after th
   t.is(batches, 1, 'no batch after the stop');
   t.is((await knex('llm_spend_holds').where({ scope_id: 'key_backlog' })).length, 3, 'the rest waits for the next run');
   await knex('llm_spend_holds').where({ scope_id: 'key_backlog' }).delete();
+});
+
+// Spend counters (one per key or user and period) of periods long over were kept for good. The
+// purge deletes those that started before the first day of the previous month: the counters of the
+// current period and of the one before it (a day's or a month's) stay, and so does any counter a
+// hold still names (its settlement may still come).
+const counterPeriods = async (prefix: string) =>
+  (await knex('llm_spend_counters').where('scope_id', 'like', `${prefix}%`).orderBy('scope_id')).map((row) => `${row.scope_id}:${new Date(row.period_start).toISOString().slice(0, 10)}`);
+
+test.serial('the purge deletes spend counters of periods before the previous month, in batches; the current and previous periods, and counters with a hold, stay', async (t) => {
+  const now = Date.parse('2026-12-08T00:40:00Z');
+  const counters = [
+    ['old_day', '2026-10-31'],
+    ['old_month', '2026-10-01'],
+    ['older_month', '2026-09-01'],
+    ['old_held', '2026-10-15'],
+    ['prev_month', '2026-11-01'],
+    ['prev_day', '2026-12-07'],
+    ['current_day', '2026-12-08'],
+    ['current_month', '2026-12-01'],
+  ];
+  await knex('llm_spend_counters').insert(counters.map(([id, period]) => ({ scope: 'key', scope_id: `ctr_${id}`, period_start: period, spent_micro_usd: 5 })));
+  // A hold that has not expired (written as a process on a long longest-request setting would).
+  await knex('llm_spend_holds').insert({ scope: 'key', scope_id: 'ctr_old_held', period_start: '2026-10-15', gen: 0, id: randomUUID(), admitted_ms: now - 60_000, expires_ms: now + 3_600_000 });
+  const logged: Array<{ fields: unknown; message: string }> = [];
+  const logger = { info: (fields: unknown, message: string) => void logged.push({ fields, message }), warn() {}, error() {} } as unknown as SpendDeps['logger'] & { info(): void };
+  const purge = startHoldPurge({ knex, clock: new ManualClock(now), logger }, 3_600_000, 2);
+  try {
+    await waitFor(() => logged.some((line) => line.message === 'spend counters of past periods deleted'), 10_000, 'the counters purged');
+  } finally {
+    await purge.stop();
+  }
+  t.deepEqual(await counterPeriods('ctr_'), ['ctr_current_day:2026-12-08', 'ctr_current_month:2026-12-01', 'ctr_old_held:2026-10-15', 'ctr_prev_day:2026-12-07', 'ctr_prev_month:2026-11-01']);
+  t.like(logged.find((line) => line.message === 'spend counters of past periods deleted'), { fields: { purged: 3 } });
+  await knex('llm_spend_holds').where({ scope_id: 'ctr_old_held' }).delete();
+  await knex('llm_spend_counters').where('scope_id', 'like', 'ctr_%').delete();
+});
+
+test.serial('stopping the purge during a run of several counter batches ends it after the current batch', async (t) => {
+  const now = Date.parse('2026-12-08T00:40:00Z');
+  await knex('llm_spend_counters').insert(Array.from({ length: 5 }, (_, i) => ({ scope: 'user', scope_id: `ctrstop_${i}`, period_start: `2026-0${i + 1}-01` })));
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  let batches = 0;
+  let firstBatch!: () => void;
+  const firstBatchStarted = new Promise<void>((resolve) => (firstBatch = resolve));
+  const held = new Proxy(knex, {
+    get(target, prop, receiver) {
+      if (prop !== 'raw') return Reflect.get(target, prop, receiver);
+      return async (sql: string, bindings: readonly unknown[]) => {
+        if (sql.startsWith('delete from llm_spend_counters where ctid') && ++batches === 1) {
+          firstBatch();
+          await gate;
+        }
+        return target.raw(sql, bindings as Knex.RawBinding[]);
+      };
+    },
+  });
+  const logger = { info() {}, warn() {}, error() {} } as unknown as SpendDeps['logger'] & { info(): void };
+  const purge = startHoldPurge({ knex: held, clock: new ManualClock(now), logger }, 3_600_000, 2);
+  await firstBatchStarted;
+  const stopped = purge.stop();
+  open();
+  await stopped;
+  t.is(batches, 1, 'no batch after the stop');
+  t.is((await counterPeriods('ctrstop_')).length, 3, 'the rest waits for the next run');
+  await knex('llm_spend_counters').where('scope_id', 'like', 'ctrstop_%').delete();
+});
+
+test.serial('the counter purge reads counters through their period index and holds through their key, never a whole table', async (t) => {
+  // 20,000 counters over 20 months, each of the older ones with or without a hold.
+  const months = Array.from({ length: 20 }, (_, i) => new Date(Date.UTC(2025, 4 + i, 1)).toISOString().slice(0, 10));
+  const counters = Array.from({ length: 20_000 }, (_, i) => ({ scope: i % 2 ? 'key' : 'user', scope_id: `cplan_${i % 1000}`, period_start: months[Math.floor(i / 1000)] }));
+  const holds = counters.filter((_, i) => i % 4 === 0).map((c) => ({ ...c, gen: 0, id: randomUUID(), admitted_ms: 0, expires_ms: Date.parse('2030-01-01T00:00:00Z') }));
+  await batchInsert(knex, 'llm_spend_counters', counters);
+  await batchInsert(knex, 'llm_spend_holds', holds);
+  await analyzeOwnTables(knex);
+  try {
+    const { sql, bindings } = purgeSpendCountersSql('2025-07-01', 500);
+    const plan = await explainSql(knex, sql, bindings);
+    assertIndexBacked(t, plan, { llm_spend_counters: ['llm_spend_counters_period_start_index'], llm_spend_holds: ['llm_spend_holds_pkey'] });
+  } finally {
+    await knex('llm_spend_holds').where('scope_id', 'like', 'cplan_%').delete();
+    await knex('llm_spend_counters').where('scope_id', 'like', 'cplan_%').delete();
+  }
 });
