@@ -12,6 +12,8 @@ export interface FaultProxy {
   stall(): void;
   resume(): void;
   connections(): number;
+  /** Bytes clients sent that a stall holds back (a request waiting at the proxy). */
+  heldBytes(): number;
   close(): Promise<void>;
 }
 
@@ -68,6 +70,7 @@ export async function startFaultProxy(target: { host: string; port: number }): P
       }
     },
     connections: () => pairs.size,
+    heldBytes: () => [...pairs].reduce((sum, { client }) => sum + client.readableLength, 0),
     async close() {
       proxy.cut();
       await new Promise<void>((resolve) => server.close(() => resolve()));

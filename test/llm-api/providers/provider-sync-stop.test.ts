@@ -37,6 +37,9 @@ test('a stop during an on-demand run lets the run finish and acks its message', 
   t.is(req.status, 202);
   const runStatus = async () => (await h.call('GET', `/v1/admin/providers/sync/${req.body.id}`)).body.status as string;
   await waitFor(async () => (await runStatus()) === 'running', 30_000, 'the run to be running');
+  // Running is marked before the provider's sync starts: a stop before that hands the run back
+  // (queued again), so the stop waits until the model-list request is held at the proxy.
+  await waitFor(() => proxy.heldBytes() > 0, 30_000, 'the model-list request to be held');
   const stopped = worker.stop();
   proxy.resume();
   await stopped;
