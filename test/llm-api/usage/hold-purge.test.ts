@@ -89,7 +89,8 @@ test.serial('llm-api runs the purge when it starts, and stops it with the servic
   await usageResource.start!(deps, ctx);
   try {
     await waitFor(async () => (await holdsOf('key_restart')).length === 0, 10_000, 'the week-old hold purged');
-    t.pass();
+    t.deepEqual(await holdsOf('key_restart'), [], 'the week-old hold is gone');
+    t.true(stops.length > 0, 'the purge registered its stop with the service');
   } finally {
     for (const stop of stops) await stop();
   }
